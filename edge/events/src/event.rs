@@ -1,0 +1,714 @@
+//! The event envelope, schema version 1.
+//!
+//! One flat envelope serves every stream so that ingest can map all events of
+//! a stream kind onto one Arrow schema and the reconciler can read them with
+//! one projection. The field order of [`Event`] is the JSON field order, the
+//! Parquet column order and the canonical hash order; `docs/EVENTS.md` lists
+//! the same fields and a test checks that the two agree.
+//!
+//! Guarantees a reader can rely on for a *validated* event (see
+//! [`Event::validate`]): the version is known, the kind belongs to the stream,
+//! exactly the fields the kind defines are present, identifiers and codes are
+//! in their restricted alphabets, and `hash` is the SHA-256 of the canonical
+//! encoding. Whether `prev_hash` links to the previous event and whether the
+//! balances obey the invariants are properties of the *stream*, checked by the
+//! reconciler, not of one event: ingest must keep a structurally valid event
+//! even when it proves a violation.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::currency::Currency;
+use crate::ids::{check_client_key, check_derived_id, IdError};
+
+/// The schema version this crate writes.
+pub const SCHEMA_VERSION: u16 = 1;
+/// Versions this crate can read. Readers must accept every older version.
+pub const SCHEMA_VERSIONS_KNOWN: &[u16] = &[1];
+/// `prev_hash` of the first event (seq 1) of every stream.
+pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+/// Longest `reason` code, in bytes.
+pub const REASON_BYTES_MAX: usize = 64;
+
+/// Field names in canonical order: JSON, Parquet columns and the hash all use it.
+pub const FIELDS: &[&str] = &[
+    "v",
+    "event_id",
+    "stream",
+    "stream_key",
+    "seq",
+    "kind",
+    "occurred_at_ms",
+    "currency",
+    "amount",
+    "balance_after",
+    "held_after",
+    "overdraft_limit",
+    "entry_id",
+    "transfer_id",
+    "counterparty",
+    "source",
+    "destination",
+    "deadline_ms",
+    "reason",
+    "prev_hash",
+    "hash",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stream {
+    Account,
+    Transfer,
+    /// Reserved for recurring billing; schema v1 defines no subscription kinds.
+    Subscription,
+}
+
+impl Stream {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stream::Account => "account",
+            Stream::Transfer => "transfer",
+            Stream::Subscription => "subscription",
+        }
+    }
+}
+
+macro_rules! kinds {
+    ($(#[$m:meta])* $name:ident { $($variant:ident = $wire:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum $name { $($variant),+ }
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $wire),+ }
+            }
+            pub fn parse(s: &str) -> Option<$name> {
+                match s { $($wire => Some($name::$variant),)+ _ => None }
+            }
+        }
+    };
+}
+
+kinds!(
+    /// What happened to an account. Each changes balance, held, status or a hold.
+    AccountKind {
+        Opened = "opened",
+        Deposited = "deposited",
+        Withdrawn = "withdrawn",
+        HoldPlaced = "hold_placed",
+        Credited = "credited",
+        Captured = "captured",
+        HoldReleased = "hold_released",
+        Frozen = "frozen",
+        Unfrozen = "unfrozen",
+    }
+);
+
+kinds!(
+    /// A transfer's phase changes; the kind is the phase entered.
+    TransferKind {
+        Created = "created",
+        Reserved = "reserved",
+        Credited = "credited",
+        Captured = "captured",
+        Failed = "failed",
+        Releasing = "releasing",
+        Released = "released",
+    }
+);
+
+/// One event, as it travels on the queue and lands in the lake.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Event {
+    pub v: u16,
+    pub event_id: String,
+    pub stream: Stream,
+    pub stream_key: String,
+    pub seq: u64,
+    pub kind: String,
+    pub occurred_at_ms: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balance_after: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_after: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overdraft_limit: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counterparty: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+/// The event id: stream, stream key and seq joined by `:`. Stream keys never
+/// contain `:`-free ambiguity because the stream name is a fixed word and the
+/// seq is the last part.
+pub fn event_id(stream: Stream, stream_key: &str, seq: u64) -> String {
+    format!("{}:{}:{}", stream.as_str(), stream_key, seq)
+}
+
+/// A structural defect in one event. Each names the field and what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SchemaError {
+    UnsupportedVersion {
+        v: u16,
+    },
+    BadId {
+        field: &'static str,
+        why: IdError,
+    },
+    SeqZero,
+    EventIdMismatch {
+        expected: String,
+        found: String,
+    },
+    UnknownKind {
+        stream: Stream,
+        kind: String,
+    },
+    Missing {
+        field: &'static str,
+        kind: String,
+    },
+    Unexpected {
+        field: &'static str,
+        kind: String,
+    },
+    BadCurrency {
+        found: String,
+    },
+    NotPositive {
+        field: &'static str,
+        value: i64,
+    },
+    Negative {
+        field: &'static str,
+        value: i64,
+    },
+    BadReason {
+        found: String,
+    },
+    BadHash {
+        field: &'static str,
+        found: String,
+    },
+    TransferIdMismatch {
+        stream_key: String,
+        transfer_id: String,
+    },
+    EntryIdMismatch {
+        expected: String,
+        found: String,
+    },
+}
+
+impl std::fmt::Display for SchemaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use SchemaError::*;
+        match self {
+            UnsupportedVersion { v } => write!(
+                f,
+                "schema version {v} is not known to this reader (known: {SCHEMA_VERSIONS_KNOWN:?}); upgrade the reader"
+            ),
+            BadId { field, why } => write!(f, "field `{field}` {why}"),
+            SeqZero => write!(f, "field `seq` is 0; sequences start at 1"),
+            EventIdMismatch { expected, found } => {
+                write!(f, "field `event_id` is {found:?} but stream, stream_key and seq make {expected:?}")
+            }
+            UnknownKind { stream, kind } => {
+                write!(f, "kind {kind:?} is not defined for the {} stream in schema v1", stream.as_str())
+            }
+            Missing { field, kind } => write!(f, "field `{field}` is required for kind {kind:?}"),
+            Unexpected { field, kind } => write!(f, "field `{field}` must be absent for kind {kind:?}"),
+            BadCurrency { found } => write!(f, "field `currency` is {found:?}, not an active ISO 4217 code"),
+            NotPositive { field, value } => write!(f, "field `{field}` is {value}; it must be > 0"),
+            Negative { field, value } => write!(f, "field `{field}` is {value}; it must be >= 0"),
+            BadReason { found } => write!(
+                f,
+                "field `reason` is {found:?}; reasons are snake_case codes of at most {REASON_BYTES_MAX} bytes"
+            ),
+            BadHash { field, found } => write!(f, "field `{field}` is {found:?}, not 64 lower-case hex digits"),
+            TransferIdMismatch { stream_key, transfer_id } => write!(
+                f,
+                "field `transfer_id` is {transfer_id:?} but a transfer event's stream_key is {stream_key:?}"
+            ),
+            EntryIdMismatch { expected, found } => {
+                write!(f, "field `entry_id` is {found:?} but a transfer leg's entry id is {expected:?}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SchemaError {}
+
+/// Why bytes from the queue are not a usable event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Not JSON, a wrong type, a missing envelope field or an unknown field.
+    Json(String),
+    Schema(SchemaError),
+    /// The content does not hash to `hash`: altered in transit or at rest.
+    HashMismatch {
+        event_id: String,
+        recorded: String,
+        computed: String,
+    },
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::Json(e) => write!(f, "not a schema v1 event: {e}"),
+            DecodeError::Schema(e) => write!(f, "invalid event: {e}"),
+            DecodeError::HashMismatch {
+                event_id,
+                recorded,
+                computed,
+            } => write!(
+                f,
+                "event {event_id}: recorded hash {recorded} but the content hashes to {computed}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// Presence rule for one optional field under one kind.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum P {
+    Req,
+    Opt,
+    No,
+}
+
+/// For each kind, the presence rule of the optional fields, in the order
+/// currency, amount, balance_after, held_after, overdraft_limit, entry_id,
+/// transfer_id, counterparty, source, destination, deadline_ms, reason.
+fn account_rules(kind: AccountKind) -> [P; 12] {
+    use P::*;
+    // currency, amount, bal, held, limit, entry, transfer, counterparty, source, dest, deadline, reason
+    match kind {
+        AccountKind::Opened => [Req, No, Req, Req, Req, No, No, No, No, No, No, No],
+        AccountKind::Deposited | AccountKind::Withdrawn => {
+            [Req, Req, Req, Req, Req, Req, No, No, No, No, No, No]
+        }
+        AccountKind::HoldPlaced => [Req, Req, Req, Req, Req, No, Req, Req, No, No, No, No],
+        AccountKind::Credited | AccountKind::Captured => {
+            [Req, Req, Req, Req, Req, Req, Req, Req, No, No, No, No]
+        }
+        AccountKind::HoldReleased => [Req, Req, Req, Req, Req, No, Req, Opt, No, No, No, Opt],
+        AccountKind::Frozen | AccountKind::Unfrozen => {
+            [Req, No, Req, Req, Req, No, No, No, No, No, No, Opt]
+        }
+    }
+}
+
+fn transfer_rules(kind: TransferKind) -> [P; 12] {
+    use P::*;
+    match kind {
+        TransferKind::Created => [Req, Req, No, No, No, No, Req, No, Req, Req, Req, No],
+        TransferKind::Reserved | TransferKind::Credited | TransferKind::Captured => {
+            [Req, Req, No, No, No, No, Req, No, Req, Req, No, No]
+        }
+        TransferKind::Failed | TransferKind::Releasing | TransferKind::Released => {
+            [Req, Req, No, No, No, No, Req, No, Req, Req, No, Req]
+        }
+    }
+}
+
+fn is_hex64(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn is_reason(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= REASON_BYTES_MAX
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+impl Event {
+    /// An unsealed event with every optional field absent. Fill the fields the
+    /// kind requires, then call [`Event::seal`].
+    pub fn new(
+        stream: Stream,
+        stream_key: &str,
+        seq: u64,
+        kind: &str,
+        occurred_at_ms: i64,
+        prev_hash: &str,
+    ) -> Event {
+        Event {
+            v: SCHEMA_VERSION,
+            event_id: event_id(stream, stream_key, seq),
+            stream,
+            stream_key: stream_key.to_owned(),
+            seq,
+            kind: kind.to_owned(),
+            occurred_at_ms,
+            currency: None,
+            amount: None,
+            balance_after: None,
+            held_after: None,
+            overdraft_limit: None,
+            entry_id: None,
+            transfer_id: None,
+            counterparty: None,
+            source: None,
+            destination: None,
+            deadline_ms: None,
+            reason: None,
+            prev_hash: prev_hash.to_owned(),
+            hash: String::new(),
+        }
+    }
+
+    /// The canonical encoding that `hash` covers: one `name=value` line per
+    /// field in [`FIELDS`] order except `hash`, absent values empty, joined by
+    /// `\n` with no trailing newline. Restricted alphabets make it unambiguous,
+    /// and it is easy to reproduce in SQL (`sha256(concat_ws(chr(10), ...))`).
+    pub fn canonical(&self) -> String {
+        fn o<T: ToString>(v: &Option<T>) -> String {
+            v.as_ref().map(|x| x.to_string()).unwrap_or_default()
+        }
+        let values: [String; 20] = [
+            self.v.to_string(),
+            self.event_id.clone(),
+            self.stream.as_str().to_owned(),
+            self.stream_key.clone(),
+            self.seq.to_string(),
+            self.kind.clone(),
+            self.occurred_at_ms.to_string(),
+            o(&self.currency),
+            o(&self.amount),
+            o(&self.balance_after),
+            o(&self.held_after),
+            o(&self.overdraft_limit),
+            o(&self.entry_id),
+            o(&self.transfer_id),
+            o(&self.counterparty),
+            o(&self.source),
+            o(&self.destination),
+            o(&self.deadline_ms),
+            o(&self.reason),
+            self.prev_hash.clone(),
+        ];
+        let mut out = String::with_capacity(512);
+        for (i, (name, value)) in FIELDS.iter().zip(values.iter()).enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            out.push_str(name);
+            out.push('=');
+            out.push_str(value);
+        }
+        out
+    }
+
+    /// SHA-256 of [`Event::canonical`], lower-case hex.
+    pub fn compute_hash(&self) -> String {
+        hex(&Sha256::digest(self.canonical().as_bytes()))
+    }
+
+    /// Sets `hash`; the event is final after this.
+    pub fn seal(mut self) -> Event {
+        self.hash = self.compute_hash();
+        self
+    }
+
+    pub fn account_kind(&self) -> Option<AccountKind> {
+        (self.stream == Stream::Account)
+            .then(|| AccountKind::parse(&self.kind))
+            .flatten()
+    }
+
+    pub fn transfer_kind(&self) -> Option<TransferKind> {
+        (self.stream == Stream::Transfer)
+            .then(|| TransferKind::parse(&self.kind))
+            .flatten()
+    }
+
+    /// Structural validation of one event (see the module docs for what it
+    /// does not check). Does not check the hash; [`decode`] does both.
+    pub fn validate(&self) -> Result<(), SchemaError> {
+        if !SCHEMA_VERSIONS_KNOWN.contains(&self.v) {
+            return Err(SchemaError::UnsupportedVersion { v: self.v });
+        }
+        let key_check = match self.stream {
+            Stream::Account => check_client_key(&self.stream_key),
+            _ => check_derived_id(&self.stream_key),
+        };
+        key_check.map_err(|why| SchemaError::BadId {
+            field: "stream_key",
+            why,
+        })?;
+        if self.seq == 0 {
+            return Err(SchemaError::SeqZero);
+        }
+        let expected = event_id(self.stream, &self.stream_key, self.seq);
+        if self.event_id != expected {
+            return Err(SchemaError::EventIdMismatch {
+                expected,
+                found: self.event_id.clone(),
+            });
+        }
+        let rules = match self.stream {
+            Stream::Account => AccountKind::parse(&self.kind).map(account_rules),
+            Stream::Transfer => TransferKind::parse(&self.kind).map(transfer_rules),
+            Stream::Subscription => None,
+        }
+        .ok_or_else(|| SchemaError::UnknownKind {
+            stream: self.stream,
+            kind: self.kind.clone(),
+        })?;
+        if self.occurred_at_ms < 0 {
+            return Err(SchemaError::Negative {
+                field: "occurred_at_ms",
+                value: self.occurred_at_ms,
+            });
+        }
+        let present: [(&'static str, bool); 12] = [
+            ("currency", self.currency.is_some()),
+            ("amount", self.amount.is_some()),
+            ("balance_after", self.balance_after.is_some()),
+            ("held_after", self.held_after.is_some()),
+            ("overdraft_limit", self.overdraft_limit.is_some()),
+            ("entry_id", self.entry_id.is_some()),
+            ("transfer_id", self.transfer_id.is_some()),
+            ("counterparty", self.counterparty.is_some()),
+            ("source", self.source.is_some()),
+            ("destination", self.destination.is_some()),
+            ("deadline_ms", self.deadline_ms.is_some()),
+            ("reason", self.reason.is_some()),
+        ];
+        for ((field, is), rule) in present.iter().zip(rules.iter()) {
+            match (rule, is) {
+                (P::Req, false) => {
+                    return Err(SchemaError::Missing {
+                        field,
+                        kind: self.kind.clone(),
+                    })
+                }
+                (P::No, true) => {
+                    return Err(SchemaError::Unexpected {
+                        field,
+                        kind: self.kind.clone(),
+                    })
+                }
+                _ => {}
+            }
+        }
+        if let Some(c) = &self.currency {
+            Currency::parse(c).map_err(|_| SchemaError::BadCurrency { found: c.clone() })?;
+        }
+        if let Some(a) = self.amount {
+            // A released tombstone (a release that found no hold) carries 0.
+            let zero_ok = self.account_kind() == Some(AccountKind::HoldReleased);
+            if a < 0 || (a == 0 && !zero_ok) {
+                return Err(SchemaError::NotPositive {
+                    field: "amount",
+                    value: a,
+                });
+            }
+        }
+        for (field, v) in [
+            ("held_after", self.held_after),
+            ("overdraft_limit", self.overdraft_limit),
+            ("deadline_ms", self.deadline_ms),
+        ] {
+            if let Some(v) = v {
+                if v < 0 {
+                    return Err(SchemaError::Negative { field, value: v });
+                }
+            }
+        }
+        for (field, v) in [
+            ("entry_id", &self.entry_id),
+            ("transfer_id", &self.transfer_id),
+            ("counterparty", &self.counterparty),
+            ("source", &self.source),
+            ("destination", &self.destination),
+        ] {
+            if let Some(v) = v {
+                check_derived_id(v).map_err(|why| SchemaError::BadId { field, why })?;
+            }
+        }
+        if let Some(r) = &self.reason {
+            if !is_reason(r) {
+                return Err(SchemaError::BadReason { found: r.clone() });
+            }
+        }
+        if self.stream == Stream::Transfer
+            && self.transfer_id.as_deref() != Some(self.stream_key.as_str())
+        {
+            return Err(SchemaError::TransferIdMismatch {
+                stream_key: self.stream_key.clone(),
+                transfer_id: self.transfer_id.clone().unwrap_or_default(),
+            });
+        }
+        let leg = match self.account_kind() {
+            Some(AccountKind::Credited) => Some("credit"),
+            Some(AccountKind::Captured) => Some("debit"),
+            _ => None,
+        };
+        if let (Some(leg), Some(t), Some(e)) = (leg, &self.transfer_id, &self.entry_id) {
+            let expected = format!("{t}:{leg}");
+            if *e != expected {
+                return Err(SchemaError::EntryIdMismatch {
+                    expected,
+                    found: e.clone(),
+                });
+            }
+        }
+        for (field, h) in [("prev_hash", &self.prev_hash), ("hash", &self.hash)] {
+            if !is_hex64(h) {
+                return Err(SchemaError::BadHash {
+                    field,
+                    found: h.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The JSON form sent on the queue: fields in canonical order, absent
+    /// fields omitted.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("an Event always serializes")
+    }
+}
+
+/// Decodes and fully checks one queue message: JSON shape, schema rules and
+/// the event's own hash.
+pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
+    let ev: Event = serde_json::from_slice(bytes).map_err(|e| DecodeError::Json(e.to_string()))?;
+    ev.validate().map_err(DecodeError::Schema)?;
+    let computed = ev.compute_hash();
+    if computed != ev.hash {
+        return Err(DecodeError::HashMismatch {
+            event_id: ev.event_id.clone(),
+            recorded: ev.hash.clone(),
+            computed,
+        });
+    }
+    Ok(ev)
+}
+
+/// A break in one stream's sequence or hash chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChainError {
+    Gap {
+        stream_key: String,
+        expected_seq: u64,
+        found_seq: u64,
+    },
+    BrokenLink {
+        event_id: String,
+        prev_hash: String,
+        previous_hash: String,
+    },
+    BadHash {
+        event_id: String,
+    },
+    MixedStreams {
+        event_id: String,
+    },
+}
+
+impl std::fmt::Display for ChainError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChainError::Gap { stream_key, expected_seq, found_seq } => {
+                write!(f, "stream {stream_key}: expected seq {expected_seq}, found {found_seq}")
+            }
+            ChainError::BrokenLink { event_id, prev_hash, previous_hash } => write!(
+                f,
+                "event {event_id}: prev_hash {prev_hash} does not match the previous event's hash {previous_hash}"
+            ),
+            ChainError::BadHash { event_id } => write!(f, "event {event_id}: hash does not match its content"),
+            ChainError::MixedStreams { event_id } => write!(f, "event {event_id} belongs to another stream"),
+        }
+    }
+}
+
+/// Incremental verifier of one stream: seqs contiguous from 1, each event's
+/// hash correct and each `prev_hash` equal to the previous event's hash.
+#[derive(Debug, Clone)]
+pub struct ChainCursor {
+    pub stream: Stream,
+    pub stream_key: String,
+    pub last_seq: u64,
+    pub last_hash: String,
+}
+
+impl ChainCursor {
+    pub fn genesis(stream: Stream, stream_key: &str) -> ChainCursor {
+        ChainCursor {
+            stream,
+            stream_key: stream_key.to_owned(),
+            last_seq: 0,
+            last_hash: GENESIS_HASH.to_owned(),
+        }
+    }
+
+    pub fn push(&mut self, ev: &Event) -> Result<(), ChainError> {
+        if ev.stream != self.stream || ev.stream_key != self.stream_key {
+            return Err(ChainError::MixedStreams {
+                event_id: ev.event_id.clone(),
+            });
+        }
+        if ev.seq != self.last_seq + 1 {
+            return Err(ChainError::Gap {
+                stream_key: self.stream_key.clone(),
+                expected_seq: self.last_seq + 1,
+                found_seq: ev.seq,
+            });
+        }
+        if ev.prev_hash != self.last_hash {
+            return Err(ChainError::BrokenLink {
+                event_id: ev.event_id.clone(),
+                prev_hash: ev.prev_hash.clone(),
+                previous_hash: self.last_hash.clone(),
+            });
+        }
+        if ev.compute_hash() != ev.hash {
+            return Err(ChainError::BadHash {
+                event_id: ev.event_id.clone(),
+            });
+        }
+        self.last_seq = ev.seq;
+        self.last_hash = ev.hash.clone();
+        Ok(())
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
+    }
+    s
+}

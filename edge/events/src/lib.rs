@@ -1,0 +1,18 @@
+//! The ledger's event contract, schema v1.
+//!
+//! Every state change of an account or a transfer is one [`Event`]: the edge
+//! emits it in the same storage transaction as the change, the queue carries
+//! it as JSON, ingest validates it with [`decode`] and writes it to Parquet,
+//! and the reconciler re-proves the invariants from it. `docs/EVENTS.md` is the
+//! human-readable form of this crate, and the golden vectors under `golden/`
+//! freeze the wire format: a change that alters them is a new schema version.
+
+pub mod currency;
+pub mod event;
+pub mod ids;
+
+pub use currency::{Currency, UnknownCurrency};
+pub use event::{
+    decode, event_id, AccountKind, ChainCursor, ChainError, DecodeError, Event, SchemaError,
+    Stream, TransferKind, FIELDS, GENESIS_HASH, SCHEMA_VERSION, SCHEMA_VERSIONS_KNOWN,
+};
