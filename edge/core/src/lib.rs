@@ -12,9 +12,11 @@
 //! - [`transfer`]: one transfer's saga (TransferDO).
 //! - [`idempotency`]: fingerprints and the replay/conflict decision.
 //! - [`retry`]: the named, bounded retry policies of the saga's steps.
+//! - [`memory`]: in-memory storage with the Durable Objects' commit semantics, for tests.
 
 pub mod account;
 pub mod idempotency;
+pub mod memory;
 pub mod money;
 pub mod rejection;
 pub mod retry;

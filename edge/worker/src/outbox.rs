@@ -1,0 +1,309 @@
+//! Transactional outbox shared by every Durable Object class.
+//!
+//! A state change and its outbox row are written by the same `sqltx::transaction` call. The
+//! object's alarm drains unsent rows to the Queue in bounded batches (`queue.send_batch`, at most
+//! `batch` messages per send, at most `max_batches` sends per alarm invocation) and marks rows sent
+//! only after the send resolved OK. A failed send leaves the rows unsent and re-arms the alarm with
+//! exponential backoff, so delivery is at-least-once; consumers dedup on `event_id`.
+//!
+//! Message body: a JSON *string* sent with content type `text` (`MessageBuilder::content_type(
+//! QueueContentType::Text)`). Sending a serde value with the default `json` content type goes
+//! through `serde_wasm_bindgen` → JS numbers, which silently loses i64 precision above 2^53;
+//! a JSON string keeps every digit for the (Rust) consumer.
+//!
+//! The envelope here (`v: 0`) is a placeholder for the proving skeleton; the real, versioned
+//! event schema lives in `edge/events/`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use worker::{
+    Date, MessageBuilder, Queue, QueueContentType, ScheduledTime, SendMessage, SqlStorage,
+    SqlStorageValue as V, Storage,
+};
+
+use crate::sqltx;
+use worker::js_sys;
+
+pub const SCHEMA: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS kv (k TEXT PRIMARY KEY, v)",
+    "CREATE TABLE IF NOT EXISTS outbox (
+        seq INTEGER PRIMARY KEY,          -- contiguous from 1 per object (= per stream key)
+        event_id TEXT NOT NULL UNIQUE,    -- stream:key:seq
+        kind TEXT NOT NULL,
+        body TEXT NOT NULL,               -- the exact message sent to the queue
+        created_at INTEGER NOT NULL,
+        sent_at INTEGER                   -- NULL until queue.send_batch resolved OK
+    )",
+    "CREATE INDEX IF NOT EXISTS outbox_unsent ON outbox(seq) WHERE sent_at IS NULL",
+];
+
+pub fn now_ms() -> i64 {
+    Date::now().as_millis() as i64
+}
+
+pub fn ensure_schema(sql: &SqlStorage, extra: &[&str]) -> worker::Result<()> {
+    for stmt in SCHEMA.iter().chain(extra.iter()) {
+        sql.exec(stmt, None)?;
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+struct OneI64 {
+    v: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct OneText {
+    v: Option<String>,
+}
+
+pub fn kv_i64(sql: &SqlStorage, k: &str) -> worker::Result<Option<i64>> {
+    let rows: Vec<OneI64> = sql
+        .exec("SELECT v FROM kv WHERE k = ?", vec![V::from(k)])?
+        .to_array()?;
+    Ok(rows.into_iter().next().and_then(|r| r.v))
+}
+
+pub fn kv_text(sql: &SqlStorage, k: &str) -> worker::Result<Option<String>> {
+    let rows: Vec<OneText> = sql
+        .exec("SELECT CAST(v AS TEXT) AS v FROM kv WHERE k = ?", vec![V::from(k)])?
+        .to_array()?;
+    Ok(rows.into_iter().next().and_then(|r| r.v))
+}
+
+pub fn kv_set(sql: &SqlStorage, k: &str, v: V) -> worker::Result<()> {
+    sql.exec(
+        "INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v",
+        vec![V::from(k), v],
+    )?;
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct Envelope<'a> {
+    v: u32,
+    event_id: &'a str,
+    stream: &'a str,
+    stream_key: &'a str,
+    seq: i64,
+    kind: &'a str,
+    at: i64,
+    data: &'a Value,
+}
+
+/// Append one event; call only inside `sqltx::transaction` together with the state change.
+pub fn append(
+    sql: &SqlStorage,
+    stream: &str,
+    stream_key: &str,
+    kind: &str,
+    data: &Value,
+    at: i64,
+) -> worker::Result<i64> {
+    let seq = sql
+        .exec("SELECT COALESCE(MAX(seq), 0) + 1 AS v FROM outbox", None)?
+        .one::<OneI64>()?
+        .v
+        .unwrap_or(1);
+    let event_id = format!("{stream}:{stream_key}:{seq}");
+    let body = serde_json::to_string(&Envelope {
+        v: 0,
+        event_id: &event_id,
+        stream,
+        stream_key,
+        seq,
+        kind,
+        at,
+        data,
+    })
+    .map_err(|e| worker::Error::RustError(e.to_string()))?;
+    sql.exec(
+        "INSERT INTO outbox (seq, event_id, kind, body, created_at) VALUES (?, ?, ?, ?, ?)",
+        vec![V::from(seq), V::from(event_id), V::from(kind), V::from(body), V::from(at)],
+    )?;
+    Ok(seq)
+}
+
+#[derive(Serialize, Deserialize, Default, Debug)]
+pub struct OutboxStats {
+    pub last_seq: i64,
+    pub pending: i64,
+    pub sent: i64,
+    pub drains: i64,
+    pub fail_streak: i64,
+    pub last_error: Option<String>,
+}
+
+pub fn stats(sql: &SqlStorage) -> worker::Result<OutboxStats> {
+    #[derive(Deserialize)]
+    struct Row {
+        last_seq: i64,
+        pending: i64,
+        sent: i64,
+    }
+    let r: Row = sql
+        .exec(
+            "SELECT COALESCE(MAX(seq), 0) AS last_seq,
+                    COALESCE(SUM(sent_at IS NULL), 0) AS pending,
+                    COALESCE(SUM(sent_at IS NOT NULL), 0) AS sent
+             FROM outbox",
+            None,
+        )?
+        .one()?;
+    Ok(OutboxStats {
+        last_seq: r.last_seq,
+        pending: r.pending,
+        sent: r.sent,
+        drains: kv_i64(sql, "outbox.drains")?.unwrap_or(0),
+        fail_streak: kv_i64(sql, "outbox.fail_streak")?.unwrap_or(0),
+        last_error: kv_text(sql, "outbox.last_error")?,
+    })
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct DrainCfg {
+    /// Messages per `send_batch` (Queues accept at most 100 per batch, 256 KB in all).
+    pub batch: usize,
+    /// Sends per alarm invocation; leftovers re-arm the alarm immediately.
+    pub max_batches: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub enum Drain {
+    /// Nothing left unsent.
+    Done { sent: usize },
+    /// Stopped at `max_batches`; more rows wait. Caller re-arms now.
+    More { sent: usize },
+    /// A send failed; rows stay unsent. Caller re-arms after `retry_in_ms`.
+    Failed { sent: usize, retry_in_ms: i64 },
+}
+
+#[derive(Deserialize)]
+struct Unsent {
+    seq: i64,
+    body: String,
+}
+
+/// Drain unsent rows in seq order. Each row is marked sent only after its batch's
+/// `queue.send_batch(..).await` resolved OK.
+pub async fn drain(storage: &Storage, queue: &Queue, cfg: DrainCfg) -> worker::Result<Drain> {
+    let sql = storage.sql();
+    let mut sent = 0usize;
+    for _ in 0..cfg.max_batches {
+        let rows: Vec<Unsent> = sql
+            .exec(
+                "SELECT seq, body FROM outbox WHERE sent_at IS NULL ORDER BY seq LIMIT ?",
+                vec![V::from(cfg.batch as i64)],
+            )?
+            .to_array()?;
+        if rows.is_empty() {
+            return Ok(Drain::Done { sent });
+        }
+        let (first, last) = (rows[0].seq, rows[rows.len() - 1].seq);
+        let n = rows.len();
+        let msgs: Vec<SendMessage<String>> = rows
+            .into_iter()
+            .map(|r| {
+                MessageBuilder::new(r.body)
+                    .content_type(QueueContentType::Text)
+                    .build()
+            })
+            .collect();
+
+        // Test-only fault injection (set through the admin API): fail the next N sends.
+        let injected = take_injected_failure(storage)?;
+        let result = if injected {
+            Err(worker::Error::RustError("injected queue send failure".into()))
+        } else {
+            queue.send_batch(msgs).await
+        };
+
+        match result {
+            Ok(()) => {
+                let at = now_ms();
+                sqltx::transaction(storage, move |sql| {
+                    sql.exec(
+                        "UPDATE outbox SET sent_at = ? WHERE seq BETWEEN ? AND ? AND sent_at IS NULL",
+                        vec![V::from(at), V::from(first), V::from(last)],
+                    )?;
+                    sql.exec(
+                        "INSERT INTO kv (k, v) VALUES ('outbox.drains', 1)
+                         ON CONFLICT(k) DO UPDATE SET v = v + 1",
+                        None,
+                    )?;
+                    kv_set(sql, "outbox.fail_streak", V::from(0i64))?;
+                    sql.exec("DELETE FROM kv WHERE k = 'outbox.last_error'", None)?;
+                    Ok(())
+                })?;
+                sent += n;
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                let streak = sqltx::transaction(storage, move |sql| {
+                    let streak = kv_i64(sql, "outbox.fail_streak")?.unwrap_or(0) + 1;
+                    kv_set(sql, "outbox.fail_streak", V::from(streak))?;
+                    kv_set(sql, "outbox.last_error", V::from(msg))?;
+                    Ok(streak)
+                })?;
+                // 1 s, 2 s, 4 s ... capped at 60 s.
+                let retry_in_ms = (1000i64 << (streak - 1).min(6)).min(60_000);
+                return Ok(Drain::Failed { sent, retry_in_ms });
+            }
+        }
+    }
+    let left = stats(&sql)?.pending;
+    Ok(if left > 0 { Drain::More { sent } } else { Drain::Done { sent } })
+}
+
+fn take_injected_failure(storage: &Storage) -> worker::Result<bool> {
+    sqltx::transaction(storage, |sql| {
+        let n = kv_i64(sql, "fault.fail_sends")?.unwrap_or(0);
+        if n > 0 {
+            kv_set(sql, "fault.fail_sends", V::from(n - 1))?;
+        }
+        Ok(n > 0)
+    })
+}
+
+/// Make sure an alarm fires no later than `at_ms` (keeps an earlier one).
+/// `get_alarm`/`set_alarm` are the workers-rs bindings of `storage.getAlarm/setAlarm`; on a
+/// SQLite-backed object the alarm time is stored in the same database and survives restarts.
+pub async fn arm_alarm_by(storage: &Storage, at_ms: i64) -> worker::Result<()> {
+    match storage.get_alarm().await? {
+        Some(existing) if existing <= at_ms => Ok(()),
+        _ => {
+            let when = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(at_ms as f64));
+            storage.set_alarm(ScheduledTime::new(when)).await
+        }
+    }
+}
+
+/// Unconditionally (re)schedule the alarm. Used inside `alarm()`, where the alarm being handled
+/// is still "current" and would otherwise be deleted when the handler returns.
+pub async fn set_alarm_at(storage: &Storage, at_ms: i64) -> worker::Result<()> {
+    let when = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(at_ms as f64));
+    storage.set_alarm(ScheduledTime::new(when)).await
+}
+
+/// After a drain: re-arm according to the outcome. Returns the next wake-up wanted by the outbox.
+pub fn next_wake(d: &Drain, now: i64) -> Option<i64> {
+    match d {
+        Drain::Done { .. } => None,
+        Drain::More { .. } => Some(now),
+        Drain::Failed { retry_in_ms, .. } => Some(now + retry_in_ms),
+    }
+}
+
+pub fn drain_cfg(env: &worker::Env) -> DrainCfg {
+    let get = |name: &str, default: usize| {
+        env.var(name)
+            .ok()
+            .and_then(|v| v.to_string().parse::<usize>().ok())
+            .unwrap_or(default)
+    };
+    DrainCfg {
+        batch: get("OUTBOX_BATCH_SIZE", 50).clamp(1, 100),
+        max_batches: get("OUTBOX_MAX_BATCHES_PER_ALARM", 4).max(1),
+    }
+}
