@@ -5,8 +5,14 @@
 use std::fmt;
 
 /// A validated ISO 4217 alphabetic code. `Copy`, three ASCII upper-case bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Currency([u8; 3]);
+
+impl fmt::Debug for Currency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Active ISO 4217 codes and their minor-unit exponents (funds codes and
 /// precious metals are deliberately absent: the ledger does not hold them).
