@@ -25,6 +25,9 @@ use ledger_core::transfer::Phase;
 /// workload; a run that does not settle has a transfer that does not converge.
 const QUIESCE_ROUNDS_MAX: usize = 2_000;
 
+/// Accounts in a default run: enough for races and cross-currency, few enough to collide often.
+pub const ACCOUNTS_DEFAULT: u16 = 6;
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub accounts: usize,
