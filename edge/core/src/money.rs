@@ -8,8 +8,9 @@ use crate::Rejection;
 pub use ledger_events::Currency;
 
 /// Largest amount one command may move, in minor units. Far above any real
-/// payment, and small enough that the sum of two never overflows `i64`.
-pub const AMOUNT_MINOR_MAX: i64 = 1 << 53;
+/// payment, exact as a JavaScript number (2^53 − 1) so no JSON client rounds
+/// it, and small enough that the sum of two never overflows `i64`.
+pub const AMOUNT_MINOR_MAX: i64 = (1 << 53) - 1;
 
 /// A strictly positive amount of at most [`AMOUNT_MINOR_MAX`] minor units.
 pub fn check_amount(amount: i64) -> Result<i64, Rejection> {

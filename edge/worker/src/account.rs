@@ -53,13 +53,17 @@ impl DurableObject for AccountDO {
         let storage = self.state.storage();
         match (req.method(), req.path().as_str()) {
             (Method::Post, "/credit") => {
-                let c: Credit = req.json().await?;
-                if c.amount <= 0 {
-                    return Response::error("amount must be > 0", 400);
+                let c: Credit = crate::json_or_400!(req);
+                if c.amount <= 0 || c.amount > outbox::MAX_SAFE_INT {
+                    return Response::error("amount must be in 1..=2^53-1", 400);
                 }
                 let at = now_ms();
-                let (account, amount, reference, fail) =
-                    (c.account.clone(), c.amount, c.reference.clone(), c.fail_after_write);
+                let (account, amount, reference, fail) = (
+                    c.account.clone(),
+                    c.amount,
+                    c.reference.clone(),
+                    c.fail_after_write,
+                );
                 let result = sqltx::transaction(&storage, move |sql| {
                     if let Some(r) = &reference {
                         #[derive(Deserialize)]
@@ -68,7 +72,10 @@ impl DurableObject for AccountDO {
                             balance: i64,
                         }
                         let prev: Vec<Prev> = sql
-                            .exec("SELECT seq, balance FROM applied WHERE ref = ?", vec![V::from(r.as_str())])?
+                            .exec(
+                                "SELECT seq, balance FROM applied WHERE ref = ?",
+                                vec![V::from(r.as_str())],
+                            )?
                             .to_array()?;
                         if let Some(p) = prev.into_iter().next() {
                             return Ok((p.balance, p.seq, true));
@@ -78,7 +85,9 @@ impl DurableObject for AccountDO {
                     let new_balance = balance
                         .checked_add(amount)
                         .ok_or_else(|| worker::Error::RustError("balance overflow".into()))?;
-                    kv_set(sql, "balance", V::from(new_balance))?;
+                    // try_from_i64 refuses values a JS number cannot hold exactly (the SQL binding
+                    // passes integers as f64); the error rolls the whole transaction back.
+                    kv_set(sql, "balance", V::try_from_i64(new_balance)?)?;
                     let seq = outbox::append(
                         sql,
                         "account",
@@ -94,14 +103,17 @@ impl DurableObject for AccountDO {
                         )?;
                     }
                     if fail {
-                        return Err(worker::Error::RustError("injected failure after write".into()));
+                        return Err(worker::Error::RustError(
+                            "injected failure after write".into(),
+                        ));
                     }
                     Ok((new_balance, seq, false))
                 });
                 match result {
                     Ok((balance, seq, replayed)) => {
-                        // Issued right after the commit, before anything else awaits.
-                        outbox::arm_alarm_by(&storage, now_ms()).await?;
+                        // Right after the commit: make sure an alarm will drain the new row. An
+                        // alarm already set (immediate drain or send backoff) is kept.
+                        outbox::ensure_alarm(&storage).await?;
                         Response::from_json(&json!({
                             "account": c.account, "balance": balance, "seq": seq, "replayed": replayed
                         }))
@@ -113,13 +125,14 @@ impl DurableObject for AccountDO {
                 let sql = storage.sql();
                 let stats = outbox::stats(&sql)?;
                 // Self-heal: unsent rows must always have an alarm behind them.
-                if stats.pending > 0 && storage.get_alarm().await?.is_none() {
-                    outbox::arm_alarm_by(&storage, now_ms()).await?;
+                if stats.pending > 0 {
+                    outbox::ensure_alarm(&storage).await?;
                 }
                 Response::from_json(&json!({
                     "balance": kv_i64(&sql, "balance")?.unwrap_or(0),
                     "outbox": stats,
                     "alarm": storage.get_alarm().await?,
+                    "alarm_runs": kv_i64(&sql, "alarm.runs")?.unwrap_or(0),
                 }))
             }
             (Method::Post, "/_admin/faults") => {
@@ -127,7 +140,7 @@ impl DurableObject for AccountDO {
                 struct Faults {
                     fail_sends: i64,
                 }
-                let f: Faults = req.json().await?;
+                let f: Faults = crate::json_or_400!(req);
                 sqltx::transaction(&storage, move |sql| {
                     kv_set(sql, "fault.fail_sends", V::from(f.fail_sends))
                 })?;
@@ -151,6 +164,13 @@ impl DurableObject for AccountDO {
 
     async fn alarm(&self) -> Result<Response> {
         let storage = self.state.storage();
+        sqltx::transaction(&storage, |sql| {
+            sql.exec(
+                "INSERT INTO kv (k, v) VALUES ('alarm.runs', 1) ON CONFLICT(k) DO UPDATE SET v = v + 1",
+                None,
+            )?;
+            Ok(())
+        })?;
         let queue = self.env.queue("LEDGER_EVENTS")?;
         let d = outbox::drain(&storage, &queue, outbox::drain_cfg(&self.env)).await?;
         if let Some(at) = outbox::next_wake(&d, now_ms()) {

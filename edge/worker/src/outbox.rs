@@ -37,6 +37,10 @@ pub const SCHEMA: &[&str] = &[
     "CREATE INDEX IF NOT EXISTS outbox_unsent ON outbox(seq) WHERE sent_at IS NULL",
 ];
 
+/// Integers cross the DO SQL binding as JS numbers (workers-rs `SqlStorageValue::Integer` is sent
+/// as f64): only |v| <= 2^53-1 is exact. Money beyond that must be stored differently (TEXT/BLOB).
+pub const MAX_SAFE_INT: i64 = (1i64 << 53) - 1;
+
 pub fn now_ms() -> i64 {
     Date::now().as_millis() as i64
 }
@@ -67,7 +71,10 @@ pub fn kv_i64(sql: &SqlStorage, k: &str) -> worker::Result<Option<i64>> {
 
 pub fn kv_text(sql: &SqlStorage, k: &str) -> worker::Result<Option<String>> {
     let rows: Vec<OneText> = sql
-        .exec("SELECT CAST(v AS TEXT) AS v FROM kv WHERE k = ?", vec![V::from(k)])?
+        .exec(
+            "SELECT CAST(v AS TEXT) AS v FROM kv WHERE k = ?",
+            vec![V::from(k)],
+        )?
         .to_array()?;
     Ok(rows.into_iter().next().and_then(|r| r.v))
 }
@@ -120,7 +127,13 @@ pub fn append(
     .map_err(|e| worker::Error::RustError(e.to_string()))?;
     sql.exec(
         "INSERT INTO outbox (seq, event_id, kind, body, created_at) VALUES (?, ?, ?, ?, ?)",
-        vec![V::from(seq), V::from(event_id), V::from(kind), V::from(body), V::from(at)],
+        vec![
+            V::from(seq),
+            V::from(event_id),
+            V::from(kind),
+            V::from(body),
+            V::from(at),
+        ],
     )?;
     Ok(seq)
 }
@@ -131,6 +144,8 @@ pub struct OutboxStats {
     pub pending: i64,
     pub sent: i64,
     pub drains: i64,
+    /// Largest batch ever sent (proves the bound).
+    pub max_batch: i64,
     pub fail_streak: i64,
     pub last_error: Option<String>,
 }
@@ -156,6 +171,7 @@ pub fn stats(sql: &SqlStorage) -> worker::Result<OutboxStats> {
         pending: r.pending,
         sent: r.sent,
         drains: kv_i64(sql, "outbox.drains")?.unwrap_or(0),
+        max_batch: kv_i64(sql, "outbox.max_batch")?.unwrap_or(0),
         fail_streak: kv_i64(sql, "outbox.fail_streak")?.unwrap_or(0),
         last_error: kv_text(sql, "outbox.last_error")?,
     })
@@ -214,7 +230,9 @@ pub async fn drain(storage: &Storage, queue: &Queue, cfg: DrainCfg) -> worker::R
         // Test-only fault injection (set through the admin API): fail the next N sends.
         let injected = take_injected_failure(storage)?;
         let result = if injected {
-            Err(worker::Error::RustError("injected queue send failure".into()))
+            Err(worker::Error::RustError(
+                "injected queue send failure".into(),
+            ))
         } else {
             queue.send_batch(msgs).await
         };
@@ -233,6 +251,8 @@ pub async fn drain(storage: &Storage, queue: &Queue, cfg: DrainCfg) -> worker::R
                         None,
                     )?;
                     kv_set(sql, "outbox.fail_streak", V::from(0i64))?;
+                    let max = kv_i64(sql, "outbox.max_batch")?.unwrap_or(0).max(n as i64);
+                    kv_set(sql, "outbox.max_batch", V::from(max))?;
                     sql.exec("DELETE FROM kv WHERE k = 'outbox.last_error'", None)?;
                     Ok(())
                 })?;
@@ -253,7 +273,11 @@ pub async fn drain(storage: &Storage, queue: &Queue, cfg: DrainCfg) -> worker::R
         }
     }
     let left = stats(&sql)?.pending;
-    Ok(if left > 0 { Drain::More { sent } } else { Drain::Done { sent } })
+    Ok(if left > 0 {
+        Drain::More { sent }
+    } else {
+        Drain::Done { sent }
+    })
 }
 
 fn take_injected_failure(storage: &Storage) -> worker::Result<bool> {
@@ -277,6 +301,14 @@ pub async fn arm_alarm_by(storage: &Storage, at_ms: i64) -> worker::Result<()> {
             storage.set_alarm(ScheduledTime::new(when)).await
         }
     }
+}
+
+/// Schedule an immediate alarm unless one is already set.
+pub async fn ensure_alarm(storage: &Storage) -> worker::Result<()> {
+    if storage.get_alarm().await?.is_none() {
+        set_alarm_at(storage, now_ms()).await?;
+    }
+    Ok(())
 }
 
 /// Unconditionally (re)schedule the alarm. Used inside `alarm()`, where the alarm being handled

@@ -56,7 +56,9 @@ where
                 let msg = e.to_string();
                 *out_in.borrow_mut() = Some(Err(e));
                 // Throwing makes the runtime roll the transaction back.
-                Err(JsValue::from(js_sys::Error::new(&format!("rollback: {msg}"))))
+                Err(JsValue::from(js_sys::Error::new(&format!(
+                    "rollback: {msg}"
+                ))))
             }
         }
     });

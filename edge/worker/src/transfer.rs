@@ -60,7 +60,11 @@ struct Row {
 }
 
 fn load(sql: &SqlStorage) -> Result<Option<Row>> {
-    Ok(sql.exec("SELECT * FROM transfer LIMIT 1", None)?.to_array::<Row>()?.into_iter().next())
+    Ok(sql
+        .exec("SELECT * FROM transfer LIMIT 1", None)?
+        .to_array::<Row>()?
+        .into_iter()
+        .next())
 }
 
 impl TransferDO {
@@ -79,13 +83,16 @@ impl TransferDO {
         .await?;
         if resp.status_code() != 200 {
             let body = resp.text().await.unwrap_or_default();
-            return Err(worker::Error::RustError(format!("account credit failed: {body}")));
+            return Err(worker::Error::RustError(format!(
+                "account credit failed: {body}"
+            )));
         }
         #[derive(Deserialize)]
         struct Credited {
             balance: i64,
         }
-        let c: Credited = resp.json().await?;
+        let c: Credited = serde_json::from_str(&resp.text().await?)
+            .map_err(|e| worker::Error::RustError(format!("account reply: {e}")))?;
         let (key, at) = (row.key.clone(), now_ms());
         sqltx::transaction(&self.state.storage(), move |sql| {
             let changed = sql
@@ -95,7 +102,14 @@ impl TransferDO {
                 )?
                 .rows_written();
             if changed > 0 {
-                outbox::append(sql, "transfer", &key, "transfer.credited", &json!({"balance_after": c.balance}), at)?;
+                outbox::append(
+                    sql,
+                    "transfer",
+                    &key,
+                    "transfer.credited",
+                    &json!({"balance_after": c.balance}),
+                    at,
+                )?;
             }
             Ok(())
         })
@@ -114,13 +128,17 @@ impl DurableObject for TransferDO {
         let storage = self.state.storage();
         match (req.method(), req.path().as_str()) {
             (Method::Post, "/start") => {
-                let s: Start = req.json().await?;
-                if s.amount <= 0 {
-                    return Response::error("amount must be > 0", 400);
+                let s: Start = crate::json_or_400!(req);
+                if s.amount <= 0 || s.amount > outbox::MAX_SAFE_INT {
+                    return Response::error("amount must be in 1..=2^53-1", 400);
                 }
                 let now = now_ms();
-                let (key, to, amount, deadline_at) =
-                    (s.key.clone(), s.to.clone(), s.amount, now + s.deadline_ms.max(0));
+                let (key, to, amount, deadline_at) = (
+                    s.key.clone(),
+                    s.to.clone(),
+                    s.amount,
+                    now + s.deadline_ms.max(0),
+                );
                 // Ok(Ok(row)) = new or replay; Ok(Err(())) = same key, different parameters.
                 let started = sqltx::transaction(&storage, move |sql| {
                     if let Some(existing) = load(sql)? {
@@ -134,12 +152,21 @@ impl DurableObject for TransferDO {
                          VALUES (?, ?, ?, 'pending', ?, ?)",
                         vec![V::from(key.as_str()), V::from(to.as_str()), V::from(amount), V::from(deadline_at), V::from(now)],
                     )?;
-                    outbox::append(sql, "transfer", &key, "transfer.created",
-                        &json!({"to": to, "amount": amount, "deadline_at": deadline_at}), now)?;
+                    outbox::append(
+                        sql,
+                        "transfer",
+                        &key,
+                        "transfer.created",
+                        &json!({"to": to, "amount": amount, "deadline_at": deadline_at}),
+                        now,
+                    )?;
                     Ok(Ok((load(sql)?.expect("row just inserted"), false)))
                 })?;
                 let Ok((row, replayed)) = started else {
-                    return Response::error("idempotency key reused with different parameters", 409);
+                    return Response::error(
+                        "idempotency key reused with different parameters",
+                        409,
+                    );
                 };
                 // Drain soon; alarm() re-arms for the deadline while the saga is open.
                 outbox::arm_alarm_by(&storage, now_ms()).await?;

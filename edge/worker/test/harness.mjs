@@ -1,0 +1,403 @@
+// Test harness for the edge Worker under the real Workers runtime (workerd via Miniflare's
+// Node API). Reusable by every edge test:
+//
+//   const cap = new QueueCapture();
+//   const led = await startLedger({ persistDir, capture: cap });   // in this process
+//   await led.post("/accounts/a/credit", { amount: 5 });
+//   await led.restart();                                            // dispose() + new Miniflare, same dir
+//   const child = await spawnLedger({ persistDir, capture: cap });  // in a child process group
+//   await child.kill();                                             // SIGKILL node + workerd
+//
+// Configuration comes from edge/worker/wrangler.toml (read with wrangler's unstable_readConfig),
+// so bindings cannot drift between production config and tests. Miniflare 5 is a beta: options
+// are v4-style wrapped in convertV4MiniflareOptions(), modules are listed explicitly
+// (modulesRules is refused), DO classes need useSQLite, persistence is resourcePersistencePath.
+//
+// Queue observation: a tiny JS consumer Worker ("queue-capture") runs in the same Miniflare
+// instance, consumes the producer's queue and POSTs each batch to a service binding that is a
+// Node function (Miniflare V4FetchHandler) — so the test process sees every delivered message.
+// Miniflare's queue broker keeps messages in memory only: a message sent but not yet delivered
+// is lost when the runtime stops (real Queues are durable). The outbox is what guarantees
+// delivery here: rows are marked sent only after send() resolved.
+
+import { fork } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import {
+  Log,
+  LogLevel,
+  Miniflare,
+  Response as MfResponse,
+  convertV4MiniflareOptions,
+} from "miniflare";
+
+export const WORKER_DIR = path.resolve(fileURLToPath(new URL("..", import.meta.url)));
+export const BUILD_DIR = path.join(WORKER_DIR, "build");
+export const WRANGLER_TOML = path.join(WORKER_DIR, "wrangler.toml");
+export const TEST_ADMIN_TOKEN = "test-admin-token";
+const CHILD_SCRIPT = fileURLToPath(new URL("./harness-child.mjs", import.meta.url));
+const VERBOSE = process.env.EDGE_TEST_VERBOSE === "1";
+
+// ---------------------------------------------------------------------------------------------
+// Small utilities
+
+export function sleep(ms) {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Poll `fn` until it returns a truthy value (returned) or `timeout` ms pass (throws). */
+export async function waitFor(fn, { timeout = 15_000, interval = 50, what = "condition" } = {}) {
+  const deadline = Date.now() + timeout;
+  let last;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+      last = v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) {
+      const detail = last instanceof Error ? last.stack : JSON.stringify(last);
+      throw new Error(`timed out after ${timeout} ms waiting for ${what} (last: ${detail})`);
+    }
+    await sleep(interval);
+  }
+}
+
+/** A fresh persistence directory; removed by cleanupAll() unless KEEP_TEST_STATE=1. */
+export function tempPersistDir(prefix = "ledger-edge-test-") {
+  const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
+  tempDirs.add(dir);
+  return dir;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Config: wrangler.toml → Miniflare (v4-shaped) worker options
+
+let configPromise;
+export function readWranglerConfig() {
+  process.env.WRANGLER_SEND_METRICS ??= "false";
+  configPromise ??= import("wrangler").then(({ unstable_readConfig }) =>
+    unstable_readConfig({ config: WRANGLER_TOML }, { hideWarnings: true }),
+  );
+  return configPromise;
+}
+
+export function ledgerWorkerOptions(config, { bindings = {} } = {}) {
+  const sqlite = new Set((config.migrations ?? []).flatMap((m) => m.new_sqlite_classes ?? []));
+  const durableObjects = {};
+  for (const b of config.durable_objects?.bindings ?? []) {
+    if (!sqlite.has(b.class_name)) {
+      throw new Error(`DO class ${b.class_name} is not in a new_sqlite_classes migration`);
+    }
+    durableObjects[b.name] = { className: b.class_name, useSQLite: true };
+  }
+  const queueProducers = {};
+  for (const p of config.queues?.producers ?? []) {
+    queueProducers[p.binding] = { queueName: p.queue };
+  }
+  return {
+    name: config.name,
+    compatibilityDate: config.compatibility_date,
+    compatibilityFlags: config.compatibility_flags ?? [],
+    modulesRoot: BUILD_DIR,
+    modules: [
+      { type: "ESModule", path: path.join(BUILD_DIR, "index.js") },
+      { type: "CompiledWasm", path: path.join(BUILD_DIR, "index_bg.wasm") },
+    ],
+    durableObjects,
+    queueProducers,
+    cronTriggers: config.triggers?.crons ?? [],
+    // Secrets are plain string bindings locally; the Worker reads them with env.secret().
+    // A binding given as undefined is removed (e.g. to run without ADMIN_TOKEN).
+    bindings: Object.fromEntries(
+      Object.entries({ ...(config.vars ?? {}), ADMIN_TOKEN: TEST_ADMIN_TOKEN, ...bindings }).filter(
+        ([, v]) => v !== undefined,
+      ),
+    ),
+  };
+}
+
+const CAPTURE_SRC = `
+export default {
+  async queue(batch, env) {
+    const messages = batch.messages.map((m) => ({
+      id: m.id, attempts: m.attempts, timestamp: m.timestamp.getTime(), body: m.body,
+    }));
+    const res = await env.SINK.fetch("http://sink/batch", {
+      method: "POST",
+      body: JSON.stringify({ queue: batch.queue, messages }),
+    });
+    if (!res.ok) throw new Error("sink rejected batch: " + res.status);
+    batch.ackAll();
+  },
+};`;
+
+function captureWorkerOptions(config, onBatch) {
+  const queueConsumers = {};
+  for (const p of config.queues?.producers ?? []) {
+    queueConsumers[p.queue] = { maxBatchSize: 100, maxBatchTimeout: 0.05, maxRetries: 10 };
+  }
+  return {
+    name: "queue-capture",
+    compatibilityDate: config.compatibility_date,
+    modules: [{ type: "ESModule", path: "capture.mjs", contents: CAPTURE_SRC }],
+    queueConsumers,
+    serviceBindings: {
+      SINK: async (request) => {
+        onBatch(await request.json());
+        return new MfResponse("ok");
+      },
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Queue capture (lives in the test process; survives restarts of the runtime)
+
+export class QueueCapture {
+  batches = [];
+  add(batch) {
+    this.batches.push({ ...batch, receivedAt: Date.now() });
+  }
+  get messages() {
+    return this.batches.flatMap((b) => b.messages);
+  }
+  /** Parsed event envelopes (the Worker sends JSON text), in delivery order, duplicates kept. */
+  events() {
+    return this.messages.map((m) => JSON.parse(m.body));
+  }
+  /** One envelope per event_id (first delivery wins); at-least-once ⇒ dedup here. */
+  uniqueEvents() {
+    const seen = new Map();
+    for (const e of this.events()) if (!seen.has(e.event_id)) seen.set(e.event_id, e);
+    return [...seen.values()];
+  }
+  eventsFor(stream, key) {
+    return this.uniqueEvents()
+      .filter((e) => e.stream === stream && e.stream_key === key)
+      .sort((a, b) => a.seq - b.seq);
+  }
+  waitForEvents(pred, opts = {}) {
+    return waitFor(() => pred(this.uniqueEvents()), { what: "queue events", ...opts });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP client (same for in-process and child-process runtimes)
+
+export class LedgerClient {
+  constructor(url) {
+    this.url = new URL(url);
+  }
+  async request(method, p, body, headers = {}) {
+    const init = { method, headers: { ...headers } };
+    if (body !== undefined) {
+      init.body = typeof body === "string" ? body : JSON.stringify(body);
+      init.headers["content-type"] ??= "application/json";
+    }
+    const res = await fetch(new URL(p, this.url), init);
+    const text = await res.text();
+    let json;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = undefined;
+    }
+    return { status: res.status, json, text };
+  }
+  get(p, headers) {
+    return this.request("GET", p, undefined, headers);
+  }
+  post(p, body, headers) {
+    return this.request("POST", p, body ?? {}, headers);
+  }
+  admin(method, p, body) {
+    return this.request(method, p, body, { authorization: `Bearer ${TEST_ADMIN_TOKEN}` });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// In-process runtime
+
+const live = new Set();
+const tempDirs = new Set();
+
+export class LedgerInstance extends LedgerClient {
+  constructor(mf, url, opts) {
+    super(url);
+    this.mf = mf;
+    this.opts = opts;
+    this.logs = opts.logs;
+  }
+  /** Graceful stop: workerd shuts down, state stays in persistDir. */
+  async dispose() {
+    live.delete(this);
+    if (this.disposed) return;
+    this.disposed = true;
+    await this.mf.dispose();
+  }
+  /** dispose() (unless already done) + a new Miniflare on the same persist dir and capture. */
+  async restart() {
+    await this.dispose();
+    const next = await startLedger(this.opts);
+    this.mf = next.mf;
+    this.url = next.url;
+    this.disposed = false;
+    live.delete(next);
+    live.add(this);
+    return this;
+  }
+  /** Run the cron handler once (Fetcher.scheduled on the ledger Worker). */
+  async triggerScheduled(cron) {
+    const worker = await this.mf.getWorker();
+    return worker.scheduled({ cron, scheduledTime: new Date() });
+  }
+}
+
+/**
+ * Start the built Worker + the queue-capture consumer under Miniflare.
+ * @param {{persistDir: string, capture?: {add(batch): void}, bindings?: object, logs?: string[]}} o
+ */
+export async function startLedger(o) {
+  const opts = { capture: new QueueCapture(), bindings: {}, logs: [], ...o };
+  if (!opts.persistDir) throw new Error("startLedger: persistDir is required");
+  const config = await readWranglerConfig();
+  const mf = new Miniflare(
+    convertV4MiniflareOptions({
+      host: "127.0.0.1",
+      port: 0,
+      cf: false,
+      resourcePersistencePath: opts.persistDir,
+      log: new Log(VERBOSE ? LogLevel.DEBUG : LogLevel.WARN),
+      handleStructuredLogs: ({ level, message }) => {
+        opts.logs.push(`${level}: ${message}`);
+        if (VERBOSE) process.stderr.write(`[workerd ${level}] ${message}\n`);
+      },
+      workers: [
+        ledgerWorkerOptions(config, { bindings: opts.bindings }),
+        captureWorkerOptions(config, (batch) => opts.capture.add(batch)),
+      ],
+    }),
+  );
+  const url = await mf.ready;
+  const inst = new LedgerInstance(mf, url, opts);
+  live.add(inst);
+  return inst;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child-process runtime (for hard kills)
+
+function processGroupAlive(pgid) {
+  // Non-zombie processes whose process group is `pgid` (zombies may linger if PID 1 does not
+  // reap orphans; they hold no files or ports).
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    let stat;
+    try {
+      stat = readFileSync(`/proc/${d}/stat`, "utf8");
+    } catch {
+      continue;
+    }
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    // f[0]=state f[1]=ppid f[2]=pgrp
+    if (Number(f[2]) === pgid && f[0] !== "Z" && f[0] !== "X") return true;
+  }
+  return false;
+}
+
+export class ChildLedger extends LedgerClient {
+  constructor(child, url, opts) {
+    super(url);
+    this.child = child;
+    this.pid = child.pid; // also the process group id (detached: true)
+    this.opts = opts;
+  }
+  /** SIGKILL the whole process group (node + workerd) and wait until nothing in it runs. */
+  async kill(signal = "SIGKILL") {
+    children.delete(this);
+    try {
+      process.kill(-this.pid, signal);
+    } catch (e) {
+      if (e.code !== "ESRCH") throw e;
+    }
+    await waitFor(() => !processGroupAlive(this.pid), { timeout: 10_000, what: `group ${this.pid} to die` });
+  }
+  /** Graceful stop through IPC (Miniflare dispose in the child). */
+  async stop() {
+    children.delete(this);
+    const exited = new Promise((r) => this.child.once("exit", r));
+    this.child.send({ type: "stop" });
+    await exited;
+    await waitFor(() => !processGroupAlive(this.pid), { timeout: 10_000, what: `group ${this.pid} to exit` });
+  }
+  get output() {
+    return this.opts.output.join("");
+  }
+}
+
+const children = new Set();
+
+/**
+ * Start the same runtime in a child node process (own process group) that forwards captured
+ * queue batches over IPC to `capture`. Use kill() for a hard crash, then spawnLedger() again
+ * on the same persistDir.
+ */
+export async function spawnLedger(o) {
+  const opts = { capture: new QueueCapture(), bindings: {}, output: [], ...o };
+  const child = fork(CHILD_SCRIPT, [JSON.stringify({ persistDir: opts.persistDir, bindings: opts.bindings })], {
+    detached: true,
+    execPath: process.execPath,
+    stdio: ["ignore", "pipe", "pipe", "ipc"],
+    env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
+  });
+  for (const s of [child.stdout, child.stderr]) {
+    s.setEncoding("utf8");
+    s.on("data", (d) => {
+      opts.output.push(d);
+      if (VERBOSE) process.stderr.write(`[child ${child.pid}] ${d}`);
+    });
+  }
+  const url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`child not ready in 30 s:\n${opts.output.join("")}`)), 30_000);
+    child.on("message", (m) => {
+      if (m.type === "ready") {
+        clearTimeout(timer);
+        resolve(m.url);
+      } else if (m.type === "batch") {
+        opts.capture.add(m.batch);
+      }
+    });
+    child.once("exit", (code, sig) => {
+      clearTimeout(timer);
+      reject(new Error(`child exited (${code ?? sig}) before ready:\n${opts.output.join("")}`));
+    });
+  });
+  const c = new ChildLedger(child, url, opts);
+  children.add(c);
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cleanup: call from after() in every test file.
+
+export async function cleanupAll() {
+  for (const c of [...children]) await c.kill().catch(() => {});
+  for (const i of [...live]) await i.dispose().catch(() => {});
+  if (process.env.KEEP_TEST_STATE !== "1") {
+    for (const d of tempDirs) rmSync(d, { recursive: true, force: true });
+  }
+  tempDirs.clear();
+}
+
+process.on("exit", () => {
+  for (const c of children) {
+    try {
+      process.kill(-c.pid, "SIGKILL");
+    } catch {}
+  }
+});
