@@ -466,6 +466,17 @@ fn active(h: &AccountHeader) -> Result<(), Rejection> {
     }
 }
 
+/// The rules every incoming posting (deposit, credit) obeys, then the posting
+/// itself: a valid amount in the account's currency, an active account, and
+/// a balance that does not overflow.
+fn receive(h: &mut AccountHeader, amount: i64, currency: Currency) -> Result<(), Rejection> {
+    money::check_amount(amount)?;
+    same_currency(h, currency)?;
+    active(h)?;
+    h.balance = money::add(h.balance, amount)?;
+    Ok(())
+}
+
 fn spend_check(h: &AccountHeader, amount: i64) -> Result<(), Rejection> {
     if h.spendable() < amount {
         return Err(Rejection::InsufficientFunds {
@@ -491,10 +502,7 @@ fn apply(
             amount,
             currency,
         } => {
-            money::check_amount(*amount)?;
-            same_currency(h, *currency)?;
-            active(h)?;
-            h.balance = money::add(h.balance, *amount)?;
+            receive(h, *amount, *currency)?;
             let entry = entry(h, entry_id, None, None, *amount, now);
             let event = emit(h, AccountKind::Deposited, now, |e| {
                 e.amount = Some(*amount);
@@ -571,10 +579,7 @@ fn apply(
             currency,
             source,
         } => {
-            money::check_amount(*amount)?;
-            same_currency(h, *currency)?;
-            active(h)?;
-            h.balance = money::add(h.balance, *amount)?;
+            receive(h, *amount, *currency)?;
             let entry_id = format!("{transfer_id}:credit");
             let entry = entry(h, &entry_id, Some(transfer_id), Some(source), *amount, now);
             let event = emit(h, AccountKind::Credited, now, |e| {

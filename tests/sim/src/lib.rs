@@ -159,12 +159,7 @@ fn quiesce(w: &mut world::World) -> Result<(), String> {
             w.network()?;
             check::step_invariants(w)?;
         }
-        let open: Vec<String> = w
-            .transfers
-            .iter()
-            .filter(|(_, c)| !c.t.is_terminal())
-            .map(|(k, _)| k.clone())
-            .collect();
+        let open = w.open_transfers();
         if open.is_empty() {
             return Ok(());
         }

@@ -443,17 +443,21 @@ impl World {
     /// A TransferDO alarm: re-drive a random non-terminal transfer. If it is
     /// waiting on a request, the wait may have timed out (a transient fault).
     pub fn alarm(&mut self) -> Result<(), String> {
-        let open: Vec<String> = self
-            .transfers
-            .iter()
-            .filter(|(_, c)| !c.t.is_terminal())
-            .map(|(k, _)| k.clone())
-            .collect();
+        let open = self.open_transfers();
         if open.is_empty() {
             return Ok(());
         }
         let id = self.rng.pick(&open).clone();
         self.alarm_one(&id)
+    }
+
+    /// Ids of the transfers that are not terminal yet.
+    pub fn open_transfers(&self) -> Vec<String> {
+        self.transfers
+            .iter()
+            .filter(|(_, c)| !c.t.is_terminal())
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 
     pub fn alarm_one(&mut self, id: &str) -> Result<(), String> {
