@@ -48,6 +48,7 @@ fn main() -> ExitCode {
         None => (args.from, args.seeds),
     };
     let mut total = Stats::default();
+    let started = std::time::Instant::now();
     for (done, seed) in (from..from + count).enumerate() {
         match run(seed, &cfg) {
             Ok(s) => total.add(&s),
@@ -60,6 +61,12 @@ fn main() -> ExitCode {
             eprintln!("{} of {count} seeds passed", done + 1);
         }
     }
+    let secs = started.elapsed().as_secs_f64();
     println!("{count} seeds passed from {from}: {total:?}");
+    eprintln!(
+        "{secs:.1} s: {:.0} seeds/s, {:.0} simulated transfers/s",
+        count as f64 / secs,
+        total.transfers as f64 / secs
+    );
     ExitCode::SUCCESS
 }
