@@ -1,0 +1,524 @@
+//! Request bodies and query strings → core commands, with specific errors.
+//!
+//! Bodies are parsed from the raw text with `serde_json` (never through JS
+//! numbers), so an integer is seen exactly as sent. Rules:
+//! - the body must be a JSON object of at most [`Limits::body_bytes_max`] bytes;
+//! - every field has one JSON type; unknown fields are refused (a typo such as
+//!   `ammount` must not silently fall back to a default);
+//! - amounts are JSON integers (no fraction, no exponent, no string) in
+//!   `1..=Limits::amount_max` minor units; an overdraft limit is `0..=amount_max`;
+//! - currencies are active upper-case ISO 4217 codes;
+//! - account ids are client keys (`[A-Za-z0-9._-]`), at most 64 bytes once
+//!   namespaced as `{tenant}.{id}`.
+
+use ledger_core::account::Command;
+use ledger_core::money::AMOUNT_MINOR_MAX;
+use ledger_core::transfer::TransferSpec;
+use ledger_core::Currency;
+use serde_json::{Map, Value};
+
+use crate::names;
+use crate::problem::ApiError;
+
+/// Configurable request limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest amount one request may move (≤ the core's `AMOUNT_MINOR_MAX`).
+    pub amount_max: i64,
+    pub body_bytes_max: usize,
+    /// Largest statement page.
+    pub page_max: u32,
+}
+
+pub const PAGE_DEFAULT: u32 = 50;
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            amount_max: AMOUNT_MINOR_MAX,
+            body_bytes_max: 16 * 1024,
+            page_max: 200,
+        }
+    }
+}
+
+impl Limits {
+    /// From optional configuration strings (Worker vars); bad or missing values
+    /// fall back to the defaults, and the amount maximum never exceeds the core's.
+    pub fn from_config(amount_max: Option<&str>, body_bytes_max: Option<&str>) -> Limits {
+        let d = Limits::default();
+        Limits {
+            amount_max: amount_max
+                .and_then(|s| s.trim().parse::<i64>().ok())
+                .filter(|v| *v >= 1)
+                .map_or(d.amount_max, |v| v.min(AMOUNT_MINOR_MAX)),
+            body_bytes_max: body_bytes_max
+                .and_then(|s| s.trim().parse::<usize>().ok())
+                .filter(|v| *v >= 64)
+                .unwrap_or(d.body_bytes_max),
+            page_max: d.page_max,
+        }
+    }
+
+    /// Refuses a body by its declared or actual length.
+    pub fn check_body_len(&self, len: usize) -> Result<(), ApiError> {
+        if len > self.body_bytes_max {
+            return Err(ApiError::BodyTooLarge {
+                limit: self.body_bytes_max,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A JSON object body whose fields are taken one by one; leftovers are errors.
+struct Body(Map<String, Value>);
+
+impl Body {
+    fn parse(text: &str, limits: &Limits) -> Result<Body, ApiError> {
+        limits.check_body_len(text.len())?;
+        let v: Value = serde_json::from_str(text).map_err(|e| ApiError::MalformedJson {
+            detail: e.to_string(),
+        })?;
+        match v {
+            Value::Object(m) => Ok(Body(m)),
+            _ => Err(ApiError::NotAnObject),
+        }
+    }
+
+    fn take(&mut self, field: &'static str) -> Option<Value> {
+        match self.0.remove(field) {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v),
+        }
+    }
+
+    fn req(&mut self, field: &'static str) -> Result<Value, ApiError> {
+        self.take(field).ok_or(ApiError::MissingField { field })
+    }
+
+    fn req_str(&mut self, field: &'static str) -> Result<String, ApiError> {
+        match self.req(field)? {
+            Value::String(s) => Ok(s),
+            _ => Err(ApiError::WrongType {
+                field,
+                expected: "a string",
+            }),
+        }
+    }
+
+    fn currency(&mut self, field: &'static str) -> Result<Currency, ApiError> {
+        let s = self.req_str(field)?;
+        Currency::parse(&s).map_err(|_| ApiError::UnknownCurrency { field, found: s })
+    }
+
+    fn integer(v: Value, field: &'static str, min: i64, max: i64) -> Result<i64, ApiError> {
+        let Value::Number(n) = v else {
+            return Err(ApiError::WrongType {
+                field,
+                expected: "an integer number of minor units",
+            });
+        };
+        let out_of_range = || ApiError::AmountOutOfRange {
+            field,
+            amount: n.to_string(),
+            min,
+            max,
+        };
+        if let Some(i) = n.as_i64() {
+            if i < min || i > max {
+                return Err(out_of_range());
+            }
+            return Ok(i);
+        }
+        if n.is_u64() {
+            // Above i64::MAX: an integer, just far too large.
+            return Err(out_of_range());
+        }
+        // A float: 1.5, 1e3, 100.0. Amounts are integers; never round.
+        Err(ApiError::WrongType {
+            field,
+            expected: "an integer number of minor units (no fraction or exponent)",
+        })
+    }
+
+    fn amount(&mut self, field: &'static str, limits: &Limits) -> Result<i64, ApiError> {
+        let v = self.req(field)?;
+        Body::integer(v, field, 1, limits.amount_max)
+    }
+
+    fn done(self) -> Result<(), ApiError> {
+        match self.0.into_iter().next() {
+            Some((field, _)) => Err(ApiError::UnknownField { field }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `POST /v1/accounts {id, currency, overdraft_limit?}` → (account name, `Open`).
+pub fn open_account(
+    tenant: &str,
+    text: &str,
+    limits: &Limits,
+) -> Result<(String, Command), ApiError> {
+    let mut b = Body::parse(text, limits)?;
+    let id = b.req_str("id")?;
+    let currency = b.currency("currency")?;
+    let overdraft_limit = match b.take("overdraft_limit") {
+        None => 0,
+        Some(v) => Body::integer(v, "overdraft_limit", 0, AMOUNT_MINOR_MAX)?,
+    };
+    b.done()?;
+    let name = names::account_name(tenant, &id, "id")?;
+    Ok((
+        name,
+        Command::Open {
+            currency,
+            overdraft_limit,
+        },
+    ))
+}
+
+/// Which way external money moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Movement {
+    Deposit,
+    Withdrawal,
+}
+
+/// `POST /v1/accounts/{id}/deposits|withdrawals {amount, currency}` with its
+/// `Idempotency-Key` → the account command (its entry id is the op id).
+pub fn movement(
+    kind: Movement,
+    account_name: &str,
+    idempotency_key: Option<&str>,
+    text: &str,
+    limits: &Limits,
+) -> Result<Command, ApiError> {
+    let mut b = Body::parse(text, limits)?;
+    let amount = b.amount("amount", limits)?;
+    let currency = b.currency("currency")?;
+    b.done()?;
+    let key = names::idempotency_key(idempotency_key)?;
+    Ok(match kind {
+        Movement::Deposit => Command::Deposit {
+            entry_id: names::deposit_entry_id(account_name, &key)?,
+            amount,
+            currency,
+        },
+        Movement::Withdrawal => Command::Withdraw {
+            entry_id: names::withdrawal_entry_id(account_name, &key)?,
+            amount,
+            currency,
+        },
+    })
+}
+
+/// `POST /v1/transfers {source, destination, amount, currency}` with its
+/// `Idempotency-Key` → the transfer spec (ids namespaced).
+pub fn transfer(
+    tenant: &str,
+    idempotency_key: Option<&str>,
+    text: &str,
+    limits: &Limits,
+) -> Result<TransferSpec, ApiError> {
+    let mut b = Body::parse(text, limits)?;
+    let source = b.req_str("source")?;
+    let destination = b.req_str("destination")?;
+    let amount = b.amount("amount", limits)?;
+    let currency = b.currency("currency")?;
+    b.done()?;
+    let key = names::idempotency_key(idempotency_key)?;
+    let source = names::account_name(tenant, &source, "source")?;
+    let destination = names::account_name(tenant, &destination, "destination")?;
+    if source == destination {
+        return Err(ApiError::SameAccount);
+    }
+    Ok(TransferSpec {
+        id: names::transfer_id(tenant, &key)?,
+        source,
+        destination,
+        amount,
+        currency,
+    })
+}
+
+/// `?after_seq=&limit=` of a statement page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    pub after_seq: u64,
+    pub limit: u32,
+}
+
+pub fn page(query: Option<&str>, limits: &Limits) -> Result<Page, ApiError> {
+    let mut p = Page {
+        after_seq: 0,
+        limit: PAGE_DEFAULT.min(limits.page_max),
+    };
+    for pair in query.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match k {
+            "after_seq" => {
+                p.after_seq =
+                    v.parse::<u64>()
+                        .ok()
+                        .filter(|s| *s < 1 << 53)
+                        .ok_or(ApiError::BadQuery {
+                            param: "after_seq",
+                            detail: format!("is {v:?}; it must be an integer >= 0"),
+                        })?
+            }
+            "limit" => {
+                p.limit = v
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|l| (1..=limits.page_max).contains(l))
+                    .ok_or(ApiError::BadQuery {
+                        param: "limit",
+                        detail: format!(
+                            "is {v:?}; it must be an integer from 1 to {}",
+                            limits.page_max
+                        ),
+                    })?
+            }
+            _ => {}
+        }
+    }
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ledger_core::Rejection;
+
+    fn l() -> Limits {
+        Limits::default()
+    }
+
+    fn usd() -> Currency {
+        Currency::parse("USD").unwrap()
+    }
+
+    #[test]
+    fn open_account_happy_and_defaults() {
+        let (name, cmd) = open_account("acme", r#"{"id":"acc-1","currency":"USD"}"#, &l()).unwrap();
+        assert_eq!(name, "acme.acc-1");
+        assert_eq!(
+            cmd,
+            Command::Open {
+                currency: usd(),
+                overdraft_limit: 0
+            }
+        );
+        let (_, cmd) = open_account(
+            "acme",
+            r#"{"id":"a","currency":"EUR","overdraft_limit":500}"#,
+            &l(),
+        )
+        .unwrap();
+        assert!(matches!(
+            cmd,
+            Command::Open {
+                overdraft_limit: 500,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn each_bad_input_class_has_its_error() {
+        let t = |body: &str| open_account("acme", body, &l()).unwrap_err().code();
+        assert_eq!(t("{not json"), "malformed_json");
+        assert_eq!(t(""), "malformed_json");
+        assert_eq!(t("[1]"), "not_an_object");
+        assert_eq!(t(r#"{"currency":"USD"}"#), "missing_field");
+        assert_eq!(t(r#"{"id":null,"currency":"USD"}"#), "missing_field");
+        assert_eq!(t(r#"{"id":5,"currency":"USD"}"#), "wrong_type");
+        assert_eq!(t(r#"{"id":"a","currency":"usd"}"#), "unknown_currency");
+        assert_eq!(t(r#"{"id":"a","currency":"XXX"}"#), "unknown_currency");
+        assert_eq!(t(r#"{"id":"a b","currency":"USD"}"#), "bad_id");
+        assert_eq!(
+            t(r#"{"id":"a","currency":"USD","extra":1}"#),
+            "unknown_field"
+        );
+        assert_eq!(
+            t(r#"{"id":"a","currency":"USD","overdraft_limit":-1}"#),
+            "amount_out_of_range"
+        );
+        assert_eq!(
+            t(r#"{"id":"a","currency":"USD","overdraft_limit":"5"}"#),
+            "wrong_type"
+        );
+
+        let m = |body: &str, key: Option<&str>| {
+            movement(Movement::Deposit, "acme.a", key, body, &l())
+                .unwrap_err()
+                .code()
+        };
+        let k = Some("k1");
+        assert_eq!(
+            m(r#"{"amount":0,"currency":"USD"}"#, k),
+            "amount_out_of_range"
+        );
+        assert_eq!(
+            m(r#"{"amount":-5,"currency":"USD"}"#, k),
+            "amount_out_of_range"
+        );
+        assert_eq!(
+            m(r#"{"amount":9007199254740992,"currency":"USD"}"#, k),
+            "amount_out_of_range"
+        );
+        assert_eq!(
+            m(r#"{"amount":18446744073709551615,"currency":"USD"}"#, k),
+            "amount_out_of_range"
+        );
+        assert_eq!(m(r#"{"amount":1.5,"currency":"USD"}"#, k), "wrong_type");
+        assert_eq!(m(r#"{"amount":1e3,"currency":"USD"}"#, k), "wrong_type");
+        assert_eq!(m(r#"{"amount":"100","currency":"USD"}"#, k), "wrong_type");
+        assert_eq!(m(r#"{"amount":100}"#, k), "missing_field");
+        assert_eq!(
+            m(r#"{"amount":100,"currency":"USD"}"#, None),
+            "missing_idempotency_key"
+        );
+        assert_eq!(
+            m(r#"{"amount":100,"currency":"USD"}"#, Some("a:b")),
+            "bad_id"
+        );
+        let big = format!(
+            r#"{{"amount":1,"currency":"USD","pad":"{}"}}"#,
+            "x".repeat(20_000)
+        );
+        assert_eq!(m(&big, k), "body_too_large");
+    }
+
+    #[test]
+    fn amount_max_is_configurable_but_never_above_the_core() {
+        let lim = Limits::from_config(Some("1000"), None);
+        assert_eq!(lim.amount_max, 1000);
+        let e = movement(
+            Movement::Withdrawal,
+            "acme.a",
+            Some("k"),
+            r#"{"amount":1001,"currency":"USD"}"#,
+            &lim,
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "amount_out_of_range");
+        assert_eq!(e.problem().body["max"], serde_json::json!(1000));
+        assert_eq!(
+            Limits::from_config(Some("99999999999999999"), None).amount_max,
+            AMOUNT_MINOR_MAX
+        );
+        assert_eq!(
+            Limits::from_config(Some("junk"), Some("1")).amount_max,
+            AMOUNT_MINOR_MAX
+        );
+        let ok = movement(
+            Movement::Withdrawal,
+            "acme.a",
+            Some("k"),
+            r#"{"amount":1000,"currency":"USD"}"#,
+            &lim,
+        )
+        .unwrap();
+        assert_eq!(
+            ok,
+            Command::Withdraw {
+                entry_id: "wd:acme.a:k".into(),
+                amount: 1000,
+                currency: usd()
+            }
+        );
+    }
+
+    #[test]
+    fn max_amount_is_exact() {
+        let c = movement(
+            Movement::Deposit,
+            "acme.a",
+            Some("k"),
+            r#"{"amount":9007199254740991,"currency":"USD"}"#,
+            &l(),
+        )
+        .unwrap();
+        assert!(matches!(
+            c,
+            Command::Deposit {
+                amount: 9007199254740991,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn transfers() {
+        let s = transfer(
+            "acme",
+            Some("k1"),
+            r#"{"source":"a","destination":"b","amount":25,"currency":"USD"}"#,
+            &l(),
+        )
+        .unwrap();
+        assert_eq!(
+            s,
+            TransferSpec {
+                id: "t.acme.k1".into(),
+                source: "acme.a".into(),
+                destination: "acme.b".into(),
+                amount: 25,
+                currency: usd()
+            }
+        );
+        assert_eq!(s.validate(), Ok(()));
+        let e = |body: &str| transfer("acme", Some("k1"), body, &l()).unwrap_err().code();
+        assert_eq!(
+            e(r#"{"source":"a","destination":"a","amount":25,"currency":"USD"}"#),
+            "same_account"
+        );
+        assert_eq!(
+            e(r#"{"source":"a","destination":"b:c","amount":25,"currency":"USD"}"#),
+            "bad_id"
+        );
+        assert_eq!(
+            e(r#"{"destination":"b","amount":25,"currency":"USD"}"#),
+            "missing_field"
+        );
+        assert_eq!(
+            e(r#"{"source":"a","destination":"b","amount":0,"currency":"USD"}"#),
+            "amount_out_of_range"
+        );
+        // The core agrees with the API's own checks.
+        assert_eq!(
+            ApiError::from(Rejection::SameAccount).code(),
+            "same_account"
+        );
+    }
+
+    #[test]
+    fn pages() {
+        assert_eq!(
+            page(None, &l()).unwrap(),
+            Page {
+                after_seq: 0,
+                limit: 50
+            }
+        );
+        assert_eq!(
+            page(Some("after_seq=7&limit=3&x=y"), &l()).unwrap(),
+            Page {
+                after_seq: 7,
+                limit: 3
+            }
+        );
+        for q in [
+            "limit=0",
+            "limit=201",
+            "limit=x",
+            "after_seq=-1",
+            "after_seq=",
+        ] {
+            assert_eq!(page(Some(q), &l()).unwrap_err().code(), "bad_query", "{q}");
+        }
+    }
+}

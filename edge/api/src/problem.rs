@@ -1,0 +1,420 @@
+//! Errors as `application/problem+json` (RFC 9457) with a stable `type` URI.
+//!
+//! Every error the API can answer is an [`ApiError`]; [`ApiError::problem`]
+//! gives its status, type and body. The `type` is
+//! `https://ledger.example/problems/{code}` where `code` is the snake_case
+//! code (for a core [`Rejection`], [`Rejection::code`]). The body also carries
+//! `code` and, where useful, the offending `field` or the amounts involved.
+
+use ledger_core::Rejection;
+use ledger_events::ids::IdError;
+use serde_json::{json, Map, Value};
+
+pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+pub const TYPE_BASE: &str = "https://ledger.example/problems/";
+
+/// Every error the API answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiError {
+    /// The body is not JSON at all.
+    MalformedJson {
+        detail: String,
+    },
+    /// The body is JSON but not an object.
+    NotAnObject,
+    MissingField {
+        field: &'static str,
+    },
+    WrongType {
+        field: &'static str,
+        expected: &'static str,
+    },
+    UnknownField {
+        field: String,
+    },
+    /// An amount (or overdraft limit) outside 1..=max (0..=max for limits).
+    AmountOutOfRange {
+        field: &'static str,
+        amount: String,
+        min: i64,
+        max: i64,
+    },
+    UnknownCurrency {
+        field: &'static str,
+        found: String,
+    },
+    SameAccount,
+    BadId {
+        field: &'static str,
+        why: IdError,
+    },
+    MissingIdempotencyKey,
+    BadQuery {
+        param: &'static str,
+        detail: String,
+    },
+    BodyTooLarge {
+        limit: usize,
+    },
+    Unauthorized,
+    /// A valid key, but not the admin key, on an admin route.
+    Forbidden,
+    RouteNotFound,
+    MethodNotAllowed,
+    UnknownTransfer,
+    /// A business rejection from the core.
+    Rejected(Rejection),
+    /// A bug or a failed dependency; the detail is logged, not shown.
+    Internal,
+    /// Admin routes or auth not configured.
+    Unavailable {
+        detail: String,
+    },
+}
+
+/// A rendered problem: status and JSON body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub status: u16,
+    pub body: Value,
+}
+
+impl Problem {
+    pub fn code(&self) -> &str {
+        self.body["code"].as_str().unwrap_or("")
+    }
+    pub fn to_json(&self) -> String {
+        self.body.to_string()
+    }
+}
+
+fn rejection_status(r: &Rejection) -> u16 {
+    match r {
+        Rejection::UnknownAccount => 404,
+        Rejection::IdempotencyConflict { .. } => 409,
+        // Internal saga states; never expected on a public route.
+        Rejection::UnknownHold | Rejection::HoldCaptured | Rejection::HoldReleased => 409,
+        Rejection::InsufficientFunds { .. }
+        | Rejection::AccountFrozen
+        | Rejection::CurrencyMismatch { .. }
+        | Rejection::AmountOutOfRange { .. }
+        | Rejection::OverdraftLimitOutOfRange { .. }
+        | Rejection::BalanceOverflow
+        | Rejection::SameAccount => 422,
+    }
+}
+
+fn rejection_title(r: &Rejection) -> &'static str {
+    match r {
+        Rejection::InsufficientFunds { .. } => "Insufficient funds",
+        Rejection::AccountFrozen => "Account frozen",
+        Rejection::CurrencyMismatch { .. } => "Currency mismatch",
+        Rejection::UnknownAccount => "Unknown account",
+        Rejection::AmountOutOfRange { .. } => "Amount out of range",
+        Rejection::OverdraftLimitOutOfRange { .. } => "Overdraft limit out of range",
+        Rejection::BalanceOverflow => "Balance overflow",
+        Rejection::SameAccount => "Same source and destination",
+        Rejection::IdempotencyConflict { .. } => "Idempotency key reused with other parameters",
+        Rejection::UnknownHold => "Unknown hold",
+        Rejection::HoldCaptured => "Hold already captured",
+        Rejection::HoldReleased => "Hold already released",
+    }
+}
+
+impl ApiError {
+    /// The stable snake_case code (the last part of the `type` URI).
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::MalformedJson { .. } => "malformed_json",
+            ApiError::NotAnObject => "not_an_object",
+            ApiError::MissingField { .. } => "missing_field",
+            ApiError::WrongType { .. } => "wrong_type",
+            ApiError::UnknownField { .. } => "unknown_field",
+            ApiError::AmountOutOfRange { .. } => "amount_out_of_range",
+            ApiError::UnknownCurrency { .. } => "unknown_currency",
+            ApiError::SameAccount => "same_account",
+            ApiError::BadId { .. } => "bad_id",
+            ApiError::MissingIdempotencyKey => "missing_idempotency_key",
+            ApiError::BadQuery { .. } => "bad_query",
+            ApiError::BodyTooLarge { .. } => "body_too_large",
+            ApiError::Unauthorized => "unauthorized",
+            ApiError::Forbidden => "forbidden",
+            ApiError::RouteNotFound => "not_found",
+            ApiError::MethodNotAllowed => "method_not_allowed",
+            ApiError::UnknownTransfer => "unknown_transfer",
+            ApiError::Rejected(r) => r.code(),
+            ApiError::Internal => "internal",
+            ApiError::Unavailable { .. } => "unavailable",
+        }
+    }
+
+    pub fn status(&self) -> u16 {
+        match self {
+            ApiError::MalformedJson { .. }
+            | ApiError::NotAnObject
+            | ApiError::MissingField { .. }
+            | ApiError::WrongType { .. }
+            | ApiError::UnknownField { .. }
+            | ApiError::BadId { .. }
+            | ApiError::MissingIdempotencyKey
+            | ApiError::BadQuery { .. } => 400,
+            ApiError::AmountOutOfRange { .. }
+            | ApiError::UnknownCurrency { .. }
+            | ApiError::SameAccount => 422,
+            ApiError::BodyTooLarge { .. } => 413,
+            ApiError::Unauthorized => 401,
+            ApiError::Forbidden => 403,
+            ApiError::RouteNotFound | ApiError::UnknownTransfer => 404,
+            ApiError::MethodNotAllowed => 405,
+            ApiError::Rejected(r) => rejection_status(r),
+            ApiError::Internal => 500,
+            ApiError::Unavailable { .. } => 503,
+        }
+    }
+
+    pub fn problem(&self) -> Problem {
+        let code = self.code();
+        let mut ext = Map::new();
+        let (title, detail): (&str, String) = match self {
+            ApiError::MalformedJson { detail } => (
+                "Malformed JSON",
+                format!("the body is not valid JSON: {detail}"),
+            ),
+            ApiError::NotAnObject => ("Not an object", "the body must be a JSON object".into()),
+            ApiError::MissingField { field } => {
+                ext.insert("field".into(), json!(field));
+                ("Missing field", format!("field `{field}` is required"))
+            }
+            ApiError::WrongType { field, expected } => {
+                ext.insert("field".into(), json!(field));
+                ("Wrong type", format!("field `{field}` must be {expected}"))
+            }
+            ApiError::UnknownField { field } => {
+                ext.insert("field".into(), json!(field));
+                (
+                    "Unknown field",
+                    format!("field `{field}` is not part of this request"),
+                )
+            }
+            ApiError::AmountOutOfRange {
+                field,
+                amount,
+                min,
+                max,
+            } => {
+                ext.insert("field".into(), json!(field));
+                ext.insert("min".into(), json!(min));
+                ext.insert("max".into(), json!(max));
+                (
+                    "Amount out of range",
+                    format!("`{field}` is {amount}; it must be an integer number of minor units between {min} and {max}"),
+                )
+            }
+            ApiError::UnknownCurrency { field, found } => {
+                ext.insert("field".into(), json!(field));
+                (
+                    "Unknown currency",
+                    format!("`{field}` is {found:?}, not an active upper-case ISO 4217 code such as \"USD\""),
+                )
+            }
+            ApiError::SameAccount => (
+                "Same source and destination",
+                "source and destination must be different accounts".into(),
+            ),
+            ApiError::BadId { field, why } => {
+                ext.insert("field".into(), json!(field));
+                ("Bad identifier", format!("`{field}` {why}"))
+            }
+            ApiError::MissingIdempotencyKey => (
+                "Missing Idempotency-Key",
+                "this request needs an Idempotency-Key header: [A-Za-z0-9._-]{1,64}".into(),
+            ),
+            ApiError::BadQuery { param, detail } => {
+                ext.insert("field".into(), json!(param));
+                ("Bad query parameter", format!("`{param}` {detail}"))
+            }
+            ApiError::BodyTooLarge { limit } => {
+                ext.insert("limit".into(), json!(limit));
+                ("Body too large", format!("the body exceeds {limit} bytes"))
+            }
+            ApiError::Unauthorized => (
+                "Unauthorized",
+                "a valid API key is required: Authorization: Bearer <key>".into(),
+            ),
+            ApiError::Forbidden => ("Forbidden", "this route needs the admin key".into()),
+            ApiError::RouteNotFound => ("Not found", "no such route".into()),
+            ApiError::MethodNotAllowed => (
+                "Method not allowed",
+                "method not allowed on this route".into(),
+            ),
+            ApiError::UnknownTransfer => ("Unknown transfer", "no transfer with this key".into()),
+            ApiError::Rejected(r) => {
+                match r {
+                    Rejection::InsufficientFunds {
+                        available,
+                        requested,
+                    } => {
+                        ext.insert("available".into(), json!(available));
+                        ext.insert("requested".into(), json!(requested));
+                    }
+                    Rejection::CurrencyMismatch { account, requested } => {
+                        ext.insert("account_currency".into(), json!(account.as_str()));
+                        ext.insert("requested_currency".into(), json!(requested.as_str()));
+                    }
+                    _ => {}
+                }
+                (rejection_title(r), r.to_string())
+            }
+            ApiError::Internal => (
+                "Internal error",
+                "an internal error occurred; retry with the same Idempotency-Key".into(),
+            ),
+            ApiError::Unavailable { detail } => ("Unavailable", detail.clone()),
+        };
+        let mut body = Map::new();
+        body.insert("type".into(), json!(format!("{TYPE_BASE}{code}")));
+        body.insert("title".into(), json!(title));
+        body.insert("status".into(), json!(self.status()));
+        body.insert("detail".into(), json!(detail));
+        body.insert("code".into(), json!(code));
+        body.extend(ext);
+        Problem {
+            status: self.status(),
+            body: Value::Object(body),
+        }
+    }
+}
+
+impl From<Rejection> for ApiError {
+    fn from(r: Rejection) -> ApiError {
+        ApiError::Rejected(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ledger_core::Currency;
+
+    fn all_rejections() -> Vec<Rejection> {
+        let usd = Currency::parse("USD").unwrap();
+        let eur = Currency::parse("EUR").unwrap();
+        vec![
+            Rejection::InsufficientFunds {
+                available: 1,
+                requested: 2,
+            },
+            Rejection::AccountFrozen,
+            Rejection::CurrencyMismatch {
+                account: usd,
+                requested: eur,
+            },
+            Rejection::UnknownAccount,
+            Rejection::AmountOutOfRange { amount: 0, max: 9 },
+            Rejection::OverdraftLimitOutOfRange { limit: -1 },
+            Rejection::BalanceOverflow,
+            Rejection::SameAccount,
+            Rejection::IdempotencyConflict { op_id: "x".into() },
+            Rejection::UnknownHold,
+            Rejection::HoldCaptured,
+            Rejection::HoldReleased,
+        ]
+    }
+
+    #[test]
+    fn every_rejection_has_a_stable_type_and_status() {
+        for r in all_rejections() {
+            let p = ApiError::Rejected(r.clone()).problem();
+            assert_eq!(p.body["type"], json!(format!("{TYPE_BASE}{}", r.code())));
+            assert_eq!(p.body["status"], json!(p.status));
+            assert_eq!(p.code(), r.code());
+            let want = match r {
+                Rejection::UnknownAccount => 404,
+                Rejection::IdempotencyConflict { .. }
+                | Rejection::UnknownHold
+                | Rejection::HoldCaptured
+                | Rejection::HoldReleased => 409,
+                _ => 422,
+            };
+            assert_eq!(p.status, want, "{r:?}");
+        }
+    }
+
+    #[test]
+    fn statuses_of_request_errors() {
+        let cases: Vec<(ApiError, u16, &str)> = vec![
+            (
+                ApiError::MalformedJson { detail: "x".into() },
+                400,
+                "malformed_json",
+            ),
+            (ApiError::NotAnObject, 400, "not_an_object"),
+            (
+                ApiError::MissingField { field: "amount" },
+                400,
+                "missing_field",
+            ),
+            (
+                ApiError::WrongType {
+                    field: "amount",
+                    expected: "an integer",
+                },
+                400,
+                "wrong_type",
+            ),
+            (
+                ApiError::UnknownField { field: "x".into() },
+                400,
+                "unknown_field",
+            ),
+            (
+                ApiError::BadId {
+                    field: "id",
+                    why: IdError::Empty,
+                },
+                400,
+                "bad_id",
+            ),
+            (
+                ApiError::MissingIdempotencyKey,
+                400,
+                "missing_idempotency_key",
+            ),
+            (
+                ApiError::AmountOutOfRange {
+                    field: "amount",
+                    amount: "0".into(),
+                    min: 1,
+                    max: 5,
+                },
+                422,
+                "amount_out_of_range",
+            ),
+            (
+                ApiError::UnknownCurrency {
+                    field: "currency",
+                    found: "usd".into(),
+                },
+                422,
+                "unknown_currency",
+            ),
+            (ApiError::SameAccount, 422, "same_account"),
+            (ApiError::BodyTooLarge { limit: 10 }, 413, "body_too_large"),
+            (ApiError::Unauthorized, 401, "unauthorized"),
+            (ApiError::Forbidden, 403, "forbidden"),
+            (ApiError::UnknownTransfer, 404, "unknown_transfer"),
+            (ApiError::Internal, 500, "internal"),
+        ];
+        for (e, status, code) in cases {
+            let p = e.problem();
+            assert_eq!((p.status, p.code()), (status, code), "{e:?}");
+            assert_eq!(
+                p.body["type"].as_str().unwrap(),
+                format!("{TYPE_BASE}{code}")
+            );
+            assert!(p.body["title"].is_string() && p.body["detail"].is_string());
+        }
+        let p = ApiError::MissingField { field: "amount" }.problem();
+        assert_eq!(p.body["field"], json!("amount"));
+    }
+}
