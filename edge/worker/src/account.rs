@@ -1,43 +1,342 @@
-//! AccountDO (proving skeleton): one object per account name, a balance counter and an outbox
-//! written in ONE `transactionSync`, an alarm that drains the outbox to `LEDGER_EVENTS`.
+//! AccountDO: one object per account (named `{tenant}.{account_id}`), on the pure core.
 //!
-//! workers-rs APIs used:
-//! - `#[durable_object]` + `impl DurableObject` (`new`, `fetch`, `alarm`), all `&self`: the runtime
-//!   serialises events per object, and persistent state lives in SQLite, not in the struct.
-//! - `State::storage()` → `Storage::sql()` (SQL), `get_alarm`/`set_alarm` (alarms).
-//! - `Env::queue("LEDGER_EVENTS")` → `Queue::send_batch` (in `outbox::drain`).
+//! Every command: parse → load exactly the rows `ledger_core::account::View` needs (the header,
+//! the op record under `cmd.op_id()`, the hold under `cmd.hold_key()`) → `account::decide` → on
+//! `Decision::Commit` write header, hold, entry, op record and the event's outbox row in ONE
+//! `transactionSync` → only then answer (I3) and make sure an alarm drains the outbox. Load,
+//! decide and write all run inside the synchronous transaction callback, so no other request
+//! can interleave between reading the view and committing. No business rule lives here.
+//!
+//! Internal protocol (only the gateway and TransferDOs call it):
+//! - `POST /cmd` body = `ledger_core::account::Command` JSON, header `x-ledger-name` = the
+//!   account name → 200 with `Outcome` JSON, header `x-ledger-decision` =
+//!   `commit|replay|refuse|noop`. 503 (no state touched) for a saga step while an injected fault is armed.
+//! - `GET /state` → `{"header": AccountHeader|null, "outbox": stats, "alarm": ms|null}`.
+//! - `GET /entries?after_seq=&limit=` → `{"header": ..., "entries": [Entry...]}` in seq order.
+//! - `POST /_admin/faults {"fail_sends"?: n, "fail_commands"?: n}` (test fault injection).
+//!
+//! Storage: money columns (`balance`, `held`, `overdraft_limit`, `amount`, `balance_after`) are
+//! TEXT holding the decimal `i64`: the DO SQL binding passes INTEGER values as JS doubles, which
+//! are exact only up to 2^53 − 1, and balances may exceed that. Seqs and timestamps stay INTEGER
+//! (written with `try_from_i64`, which refuses anything a double cannot hold exactly).
 
+use ledger_core::account::{
+    self, AccountHeader, Command, Decision, Entry, Hold, HoldState, OpRecord, Outcome, Status, View,
+};
+use ledger_core::idempotency::Fingerprint;
+use ledger_core::Currency;
 use serde::Deserialize;
 use serde_json::json;
 use worker::{
-    durable_object, DurableObject, Env, Method, Request, Response, Result, SqlStorageValue as V,
-    State,
+    durable_object, DurableObject, Env, Method, Request, Response, Result, SqlStorage,
+    SqlStorageValue as V, State,
 };
 
 use crate::outbox::{self, kv_i64, kv_set, now_ms};
 use crate::sqltx;
 
 const EXTRA_SCHEMA: &[&str] = &[
-    // Applied references make a credit idempotent: a re-driven saga step never applies twice.
-    "CREATE TABLE IF NOT EXISTS applied (ref TEXT PRIMARY KEY, seq INTEGER NOT NULL, balance INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS account (
+        id TEXT PRIMARY KEY,
+        currency TEXT NOT NULL,
+        overdraft_limit TEXT NOT NULL,
+        status TEXT NOT NULL,
+        balance TEXT NOT NULL,
+        held TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        last_hash TEXT NOT NULL,
+        opened_at_ms INTEGER NOT NULL
+    )",
+    "CREATE TABLE IF NOT EXISTS ops (
+        op_id TEXT PRIMARY KEY,
+        fingerprint TEXT NOT NULL,
+        outcome TEXT NOT NULL             -- Outcome JSON (serde_json: exact integers)
+    )",
+    "CREATE TABLE IF NOT EXISTS holds (
+        transfer_id TEXT PRIMARY KEY,
+        amount TEXT NOT NULL,
+        counterparty TEXT,
+        state TEXT NOT NULL               -- held | captured | released
+    )",
+    "CREATE TABLE IF NOT EXISTS entries (
+        entry_id TEXT PRIMARY KEY,
+        transfer_id TEXT,
+        counterparty TEXT,
+        amount TEXT NOT NULL,
+        balance_after TEXT NOT NULL,
+        seq INTEGER NOT NULL UNIQUE,
+        occurred_at_ms INTEGER NOT NULL
+    )",
 ];
+
+fn bug(msg: impl Into<String>) -> worker::Error {
+    worker::Error::RustError(msg.into())
+}
+
+fn money(s: &str, what: &str) -> Result<i64> {
+    s.parse::<i64>()
+        .map_err(|_| bug(format!("stored {what} {s:?} is not an i64")))
+}
+
+#[derive(Deserialize)]
+struct HeaderRow {
+    id: String,
+    currency: String,
+    overdraft_limit: String,
+    status: String,
+    balance: String,
+    held: String,
+    seq: i64,
+    last_hash: String,
+    opened_at_ms: i64,
+}
+
+fn load_header(sql: &SqlStorage) -> Result<Option<AccountHeader>> {
+    let rows: Vec<HeaderRow> = sql.exec("SELECT * FROM account", None)?.to_array()?;
+    let Some(r) = rows.into_iter().next() else {
+        return Ok(None);
+    };
+    Ok(Some(AccountHeader {
+        currency: Currency::parse(&r.currency).map_err(|e| bug(e.to_string()))?,
+        overdraft_limit: money(&r.overdraft_limit, "overdraft_limit")?,
+        status: match r.status.as_str() {
+            "active" => Status::Active,
+            "frozen" => Status::Frozen,
+            other => return Err(bug(format!("stored status {other:?}"))),
+        },
+        balance: money(&r.balance, "balance")?,
+        held: money(&r.held, "held")?,
+        seq: r.seq as u64,
+        last_hash: r.last_hash,
+        opened_at_ms: r.opened_at_ms,
+        id: r.id,
+    }))
+}
+
+fn save_header(sql: &SqlStorage, h: &AccountHeader) -> Result<()> {
+    sql.exec(
+        "INSERT INTO account (id, currency, overdraft_limit, status, balance, held, seq, last_hash, opened_at_ms)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT(id) DO UPDATE SET status = excluded.status, balance = excluded.balance,
+           held = excluded.held, seq = excluded.seq, last_hash = excluded.last_hash",
+        vec![
+            V::from(h.id.as_str()),
+            V::from(h.currency.as_str()),
+            V::from(h.overdraft_limit.to_string()),
+            V::from(match h.status {
+                Status::Active => "active",
+                Status::Frozen => "frozen",
+            }),
+            V::from(h.balance.to_string()),
+            V::from(h.held.to_string()),
+            V::try_from_i64(h.seq as i64)?,
+            V::from(h.last_hash.as_str()),
+            V::try_from_i64(h.opened_at_ms)?,
+        ],
+    )?;
+    Ok(())
+}
+
+fn load_op(sql: &SqlStorage, op_id: &str) -> Result<Option<OpRecord>> {
+    #[derive(Deserialize)]
+    struct Row {
+        fingerprint: String,
+        outcome: String,
+    }
+    let rows: Vec<Row> = sql
+        .exec(
+            "SELECT fingerprint, outcome FROM ops WHERE op_id = ?",
+            vec![V::from(op_id)],
+        )?
+        .to_array()?;
+    let Some(r) = rows.into_iter().next() else {
+        return Ok(None);
+    };
+    Ok(Some(OpRecord {
+        op_id: op_id.to_owned(),
+        fingerprint: Fingerprint::from_hex(&r.fingerprint)
+            .ok_or_else(|| bug("stored fingerprint is not hex"))?,
+        outcome: serde_json::from_str(&r.outcome).map_err(|e| bug(e.to_string()))?,
+    }))
+}
+
+fn save_op(sql: &SqlStorage, op: &OpRecord) -> Result<()> {
+    let outcome = serde_json::to_string(&op.outcome).map_err(|e| bug(e.to_string()))?;
+    // Plain INSERT: an op record is written once; a duplicate is a bug and rolls back.
+    sql.exec(
+        "INSERT INTO ops (op_id, fingerprint, outcome) VALUES (?, ?, ?)",
+        vec![
+            V::from(op.op_id.as_str()),
+            V::from(op.fingerprint.to_hex()),
+            V::from(outcome),
+        ],
+    )?;
+    Ok(())
+}
+
+fn hold_state(s: HoldState) -> &'static str {
+    match s {
+        HoldState::Held => "held",
+        HoldState::Captured => "captured",
+        HoldState::Released => "released",
+    }
+}
+
+fn load_hold(sql: &SqlStorage, transfer_id: &str) -> Result<Option<Hold>> {
+    #[derive(Deserialize)]
+    struct Row {
+        amount: String,
+        counterparty: Option<String>,
+        state: String,
+    }
+    let rows: Vec<Row> = sql
+        .exec(
+            "SELECT amount, counterparty, state FROM holds WHERE transfer_id = ?",
+            vec![V::from(transfer_id)],
+        )?
+        .to_array()?;
+    let Some(r) = rows.into_iter().next() else {
+        return Ok(None);
+    };
+    Ok(Some(Hold {
+        transfer_id: transfer_id.to_owned(),
+        amount: money(&r.amount, "hold amount")?,
+        counterparty: r.counterparty,
+        state: match r.state.as_str() {
+            "held" => HoldState::Held,
+            "captured" => HoldState::Captured,
+            "released" => HoldState::Released,
+            other => return Err(bug(format!("stored hold state {other:?}"))),
+        },
+    }))
+}
+
+fn save_hold(sql: &SqlStorage, h: &Hold) -> Result<()> {
+    sql.exec(
+        "INSERT INTO holds (transfer_id, amount, counterparty, state) VALUES (?, ?, ?, ?)
+         ON CONFLICT(transfer_id) DO UPDATE SET amount = excluded.amount,
+           counterparty = excluded.counterparty, state = excluded.state",
+        vec![
+            V::from(h.transfer_id.as_str()),
+            V::from(h.amount.to_string()),
+            h.counterparty.as_deref().map_or(V::Null, V::from),
+            V::from(hold_state(h.state)),
+        ],
+    )?;
+    Ok(())
+}
+
+fn save_entry(sql: &SqlStorage, e: &Entry) -> Result<()> {
+    sql.exec(
+        "INSERT INTO entries (entry_id, transfer_id, counterparty, amount, balance_after, seq, occurred_at_ms)
+         VALUES (?, ?, ?, ?, ?, ?, ?)",
+        vec![
+            V::from(e.entry_id.as_str()),
+            e.transfer_id.as_deref().map_or(V::Null, V::from),
+            e.counterparty.as_deref().map_or(V::Null, V::from),
+            V::from(e.amount.to_string()),
+            V::from(e.balance_after.to_string()),
+            V::try_from_i64(e.seq as i64)?,
+            V::try_from_i64(e.occurred_at_ms)?,
+        ],
+    )?;
+    Ok(())
+}
+
+fn load_entries(sql: &SqlStorage, after_seq: i64, limit: i64) -> Result<Vec<Entry>> {
+    #[derive(Deserialize)]
+    struct Row {
+        entry_id: String,
+        transfer_id: Option<String>,
+        counterparty: Option<String>,
+        amount: String,
+        balance_after: String,
+        seq: i64,
+        occurred_at_ms: i64,
+    }
+    let rows: Vec<Row> = sql
+        .exec(
+            "SELECT * FROM entries WHERE seq > ? ORDER BY seq LIMIT ?",
+            vec![V::try_from_i64(after_seq)?, V::from(limit)],
+        )?
+        .to_array()?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(Entry {
+                amount: money(&r.amount, "entry amount")?,
+                balance_after: money(&r.balance_after, "entry balance_after")?,
+                entry_id: r.entry_id,
+                transfer_id: r.transfer_id,
+                counterparty: r.counterparty,
+                seq: r.seq as u64,
+                occurred_at_ms: r.occurred_at_ms,
+            })
+        })
+        .collect()
+}
+
+/// Load the view, decide, and commit the transition: one synchronous transaction.
+fn execute(
+    sql: &SqlStorage,
+    name: &str,
+    cmd: &Command,
+    now: i64,
+) -> Result<(Outcome, &'static str, bool)> {
+    let header = load_header(sql)?;
+    if let Some(h) = &header {
+        if h.id != name {
+            return Err(bug(format!(
+                "object of account {} addressed as {name}",
+                h.id
+            )));
+        }
+    }
+    let op = match cmd.op_id() {
+        Some(id) => load_op(sql, &id)?,
+        None => None,
+    };
+    let hold = match cmd.hold_key() {
+        Some(k) => load_hold(sql, k)?,
+        None => None,
+    };
+    let view = View {
+        header: header.as_ref(),
+        op: op.as_ref(),
+        hold: hold.as_ref(),
+    };
+    let decision = account::decide(name, view, cmd, now);
+    let outcome = decision.outcome();
+    let (label, emitted) = match decision {
+        Decision::Replay(_) => ("replay", false),
+        Decision::Refuse(_) => ("refuse", false),
+        Decision::Noop(_) => ("noop", false),
+        Decision::Commit(t) => {
+            save_header(sql, &t.header)?;
+            if let Some(h) = &t.hold {
+                save_hold(sql, h)?;
+            }
+            if let Some(e) = &t.entry {
+                save_entry(sql, e)?;
+            }
+            if let Some(op) = &t.op {
+                save_op(sql, op)?;
+            }
+            if let Some(ev) = &t.event {
+                outbox::append_event(sql, ev, now)?;
+            }
+            ("commit", t.event.is_some())
+        }
+    };
+    Ok((outcome, label, emitted))
+}
 
 #[durable_object]
 pub struct AccountDO {
     state: State,
     env: Env,
-}
-
-#[derive(Deserialize)]
-struct Credit {
-    account: String,
-    amount: i64,
-    /// Idempotency reference (e.g. the transfer key); optional for direct credits.
-    #[serde(rename = "ref")]
-    reference: Option<String>,
-    /// Test hook: fail after both writes so the test can see the rollback.
-    #[serde(default)]
-    fail_after_write: bool,
+    /// Test fault (in memory, so the rollback cannot undo it): fail the next N commands after
+    /// all their writes, inside the transaction.
+    fail_after_write: std::cell::Cell<i64>,
 }
 
 impl DurableObject for AccountDO {
@@ -46,80 +345,63 @@ impl DurableObject for AccountDO {
         if let Err(e) = outbox::ensure_schema(&state.storage().sql(), EXTRA_SCHEMA) {
             worker::console_error!("AccountDO schema: {e}");
         }
-        Self { state, env }
+        Self {
+            state,
+            env,
+            fail_after_write: std::cell::Cell::new(0),
+        }
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let storage = self.state.storage();
         match (req.method(), req.path().as_str()) {
-            (Method::Post, "/credit") => {
-                let c: Credit = crate::json_or_400!(req);
-                if c.amount <= 0 || c.amount > outbox::MAX_SAFE_INT {
-                    return Response::error("amount must be in 1..=2^53-1", 400);
-                }
-                let at = now_ms();
-                let (account, amount, reference, fail) = (
-                    c.account.clone(),
-                    c.amount,
-                    c.reference.clone(),
-                    c.fail_after_write,
+            (Method::Post, "/cmd") => {
+                let Some(name) = req.headers().get("x-ledger-name")? else {
+                    return Response::error("x-ledger-name header required", 400);
+                };
+                let cmd: Command = match serde_json::from_str(&req.text().await?) {
+                    Ok(c) => c,
+                    Err(e) => return Response::error(format!("bad command: {e}"), 400),
+                };
+                // Test fault: make this account unreachable for the next N saga steps.
+                let saga_step = matches!(
+                    cmd,
+                    Command::Reserve { .. }
+                        | Command::Credit { .. }
+                        | Command::Capture { .. }
+                        | Command::Release { .. }
                 );
-                let result = sqltx::transaction(&storage, move |sql| {
-                    if let Some(r) = &reference {
-                        #[derive(Deserialize)]
-                        struct Prev {
-                            seq: i64,
-                            balance: i64,
+                let failing = saga_step
+                    && sqltx::transaction(&storage, |sql| {
+                        let n = kv_i64(sql, "fault.fail_commands")?.unwrap_or(0);
+                        if n > 0 {
+                            kv_set(sql, "fault.fail_commands", V::from(n - 1))?;
                         }
-                        let prev: Vec<Prev> = sql
-                            .exec(
-                                "SELECT seq, balance FROM applied WHERE ref = ?",
-                                vec![V::from(r.as_str())],
-                            )?
-                            .to_array()?;
-                        if let Some(p) = prev.into_iter().next() {
-                            return Ok((p.balance, p.seq, true));
-                        }
-                    }
-                    let balance = kv_i64(sql, "balance")?.unwrap_or(0);
-                    let new_balance = balance
-                        .checked_add(amount)
-                        .ok_or_else(|| worker::Error::RustError("balance overflow".into()))?;
-                    // try_from_i64 refuses values a JS number cannot hold exactly (the SQL binding
-                    // passes integers as f64); the error rolls the whole transaction back.
-                    kv_set(sql, "balance", V::try_from_i64(new_balance)?)?;
-                    let seq = outbox::append(
-                        sql,
-                        "account",
-                        &account,
-                        "account.credited",
-                        &json!({"amount": amount, "balance_after": new_balance, "ref": reference}),
-                        at,
-                    )?;
-                    if let Some(r) = &reference {
-                        sql.exec(
-                            "INSERT INTO applied (ref, seq, balance) VALUES (?, ?, ?)",
-                            vec![V::from(r.as_str()), V::from(seq), V::from(new_balance)],
-                        )?;
-                    }
-                    if fail {
-                        return Err(worker::Error::RustError(
-                            "injected failure after write".into(),
-                        ));
-                    }
-                    Ok((new_balance, seq, false))
-                });
-                match result {
-                    Ok((balance, seq, replayed)) => {
-                        // Right after the commit: make sure an alarm will drain the new row. An
-                        // alarm already set (immediate drain or send backoff) is kept.
-                        outbox::ensure_alarm(&storage).await?;
-                        Response::from_json(&json!({
-                            "account": c.account, "balance": balance, "seq": seq, "replayed": replayed
-                        }))
-                    }
-                    Err(e) => Response::error(format!("rolled back: {e}"), 500),
+                        Ok(n > 0)
+                    })?;
+                if failing {
+                    return Response::error("injected unavailability", 503);
                 }
+                let now = now_ms();
+                let fail = self.fail_after_write.get() > 0;
+                if fail {
+                    self.fail_after_write.set(self.fail_after_write.get() - 1);
+                }
+                let (outcome, label, emitted) = sqltx::transaction(&storage, move |sql| {
+                    let r = execute(sql, &name, &cmd, now)?;
+                    if fail {
+                        return Err(bug("injected failure after write"));
+                    }
+                    Ok(r)
+                })?;
+                if emitted {
+                    // Committed: make sure an alarm drains the new outbox row (keeps an earlier one).
+                    outbox::ensure_alarm(&storage).await?;
+                }
+                let body = serde_json::to_string(&outcome).map_err(|e| bug(e.to_string()))?;
+                let mut resp = crate::json_text(200, body)?;
+                resp.headers_mut().set("x-ledger-decision", label)?;
+                Ok(resp)
             }
             (Method::Get, "/state") => {
                 let sql = storage.sql();
@@ -128,35 +410,49 @@ impl DurableObject for AccountDO {
                 if stats.pending > 0 {
                     outbox::ensure_alarm(&storage).await?;
                 }
-                Response::from_json(&json!({
-                    "balance": kv_i64(&sql, "balance")?.unwrap_or(0),
+                let body = json!({
+                    "header": load_header(&sql)?,
                     "outbox": stats,
                     "alarm": storage.get_alarm().await?,
                     "alarm_runs": kv_i64(&sql, "alarm.runs")?.unwrap_or(0),
-                }))
+                });
+                crate::json_text(200, body.to_string())
+            }
+            (Method::Get, "/entries") => {
+                #[derive(Deserialize)]
+                struct Q {
+                    after_seq: Option<i64>,
+                    limit: Option<i64>,
+                }
+                let q: Q = req.query()?;
+                let sql = storage.sql();
+                let body = json!({
+                    "header": load_header(&sql)?,
+                    "entries": load_entries(&sql, q.after_seq.unwrap_or(0), q.limit.unwrap_or(50).clamp(1, 1000))?,
+                });
+                crate::json_text(200, body.to_string())
             }
             (Method::Post, "/_admin/faults") => {
                 #[derive(Deserialize)]
                 struct Faults {
-                    fail_sends: i64,
+                    fail_sends: Option<i64>,
+                    fail_commands: Option<i64>,
+                    fail_after_write: Option<i64>,
                 }
                 let f: Faults = crate::json_or_400!(req);
+                if let Some(n) = f.fail_after_write {
+                    self.fail_after_write.set(n);
+                }
                 sqltx::transaction(&storage, move |sql| {
-                    kv_set(sql, "fault.fail_sends", V::from(f.fail_sends))
-                })?;
-                Response::from_json(&json!({"fail_sends": f.fail_sends}))
-            }
-            (Method::Get, "/_probe/begin") => {
-                // Documents the runtime's answer to raw BEGIN through sql.exec.
-                let sql = storage.sql();
-                let msg = match sql.exec("BEGIN TRANSACTION", None) {
-                    Ok(_) => {
-                        let _ = sql.exec("COMMIT", None);
-                        "accepted".to_string()
+                    if let Some(n) = f.fail_sends {
+                        kv_set(sql, "fault.fail_sends", V::from(n))?;
                     }
-                    Err(e) => e.to_string(),
-                };
-                Response::from_json(&json!({"begin": msg}))
+                    if let Some(n) = f.fail_commands {
+                        kv_set(sql, "fault.fail_commands", V::from(n))?;
+                    }
+                    Ok(())
+                })?;
+                Response::ok("{}")
             }
             _ => Response::error("not found", 404),
         }

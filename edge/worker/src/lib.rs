@@ -1,76 +1,25 @@
-//! Edge Worker for the payments ledger — PROVING SKELETON.
+//! Edge Worker for the payments ledger: the gateway, AccountDO and TransferDO.
 //!
-//! This crate proves the runtime plumbing (DO SQLite transactions, outbox → Queue via alarms,
-//! DO-to-DO stub fetch, cron, secrets) under workerd; the real API is wired onto it next and the
-//! ledger logic comes from `edge/core`.
+//! The gateway is thin: authenticate (`ledger_api::auth`), parse and validate the request into a
+//! core command (`ledger_api::parse`), address the owning Durable Object by its tenant-namespaced
+//! name (`ledger_api::names`), and map the object's answer to JSON or to an
+//! `application/problem+json` error (`ledger_api::problem`). Business rules live in
+//! `ledger-core`; request rules in `ledger-api`. Routes and errors: docs/API.md.
 //!
-//! Gateway routes (thin: parse, route to the owning object, relay its answer):
-//!   GET  /health
-//!   POST /accounts/:id/credit            {"amount": i64, "ref"?: str}
-//!   GET  /accounts/:id
-//!   POST /transfers/:key                 {"to": str, "amount": i64, "deadline_ms"?: i64}
-//!   GET  /transfers/:key
-//!   POST /admin/accounts/:id/faults      {"fail_sends": n}   (Authorization: Bearer $ADMIN_TOKEN)
-//!   GET  /admin/accounts/:id/probe-begin                     (Authorization: Bearer $ADMIN_TOKEN)
-//!
-//! Secrets / vars are read from `Env`: `env.secret("ADMIN_TOKEN")` (a secret: `wrangler secret
-//! put`, `.dev.vars` locally, or a plain binding in Miniflare) and `env.var("OUTBOX_BATCH_SIZE")`
-//! (a `[vars]` entry). Both are `StringBinding`s; `.to_string()` gives the value. A missing
-//! secret makes the admin routes fail closed (503).
+//! Configuration: secrets `API_KEYS` (JSON object key → tenant) and `ADMIN_KEY`; vars
+//! `AMOUNT_MAX`, `BODY_BYTES_MAX`, `TRANSFER_WAIT_MS`, `TRANSFER_DEADLINE_MS`,
+//! `OUTBOX_BATCH_SIZE`, `OUTBOX_MAX_BATCHES_PER_ALARM` (wrangler.toml).
 
+use ledger_api::parse::{self, Movement};
+use ledger_api::{names, views, ApiError, ApiKeys, Limits};
+use ledger_core::account::{AccountHeader, Command, Entry, Outcome};
+use ledger_core::transfer::Transfer;
+use ledger_core::Rejection;
 use serde_json::{json, Value};
 use worker::{
     event, wasm_bindgen::JsValue, Context, Env, Headers, Method, Request, RequestInit, Response,
     Result, ScheduleContext, ScheduledEvent,
 };
-
-/// Call a Durable Object by name: `Env::durable_object(binding)` → `id_from_name` (the name IS the
-/// identity, so the same account / idempotency key always reaches the same object) →
-/// `get_stub` → `Stub::fetch_with_request`. The host part of the URL is ignored by the object.
-pub(crate) async fn call_do(
-    env: &Env,
-    binding: &str,
-    name: &str,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> Result<Response> {
-    let stub = env
-        .durable_object(binding)?
-        .id_from_name(name)?
-        .get_stub()?;
-    let mut init = RequestInit::new();
-    init.with_method(method);
-    if let Some(b) = body {
-        let headers = Headers::new();
-        headers.set("content-type", "application/json")?;
-        init.with_headers(headers);
-        init.with_body(Some(JsValue::from_str(&b.to_string())));
-    }
-    let req = Request::new_with_init(&format!("https://do.internal{path}"), &init)?;
-    stub.fetch_with_request(req).await
-}
-
-/// Parse a JSON body with serde_json from the raw text. NOT `Request::json()`: that goes through
-/// JS `JSON.parse` + serde_wasm_bindgen, i.e. JS numbers, so an i64 above 2^53 cannot arrive
-/// exactly (and is refused as a server error). Bad JSON is the client's fault: `Err` = 400 text.
-pub(crate) async fn read_json<T: serde::de::DeserializeOwned>(
-    req: &mut Request,
-) -> Result<std::result::Result<T, String>> {
-    let text = req.text().await?;
-    Ok(serde_json::from_str(&text).map_err(|e| format!("bad JSON body: {e}")))
-}
-
-/// `let x: T = json_or_400!(req);` — early-return 400 on a malformed body.
-macro_rules! json_or_400 {
-    ($req:expr) => {
-        match $crate::read_json(&mut $req).await? {
-            Ok(v) => v,
-            Err(msg) => return worker::Response::error(msg, 400),
-        }
-    };
-}
-pub(crate) use json_or_400;
 
 mod account;
 mod outbox;
@@ -80,67 +29,455 @@ mod transfer;
 pub use account::AccountDO;
 pub use transfer::TransferDO;
 
-fn admin_ok(req: &Request, env: &Env) -> std::result::Result<(), Result<Response>> {
-    let Ok(secret) = env.secret("ADMIN_TOKEN") else {
-        return Err(Response::error("admin disabled: ADMIN_TOKEN not set", 503));
+/// Call a Durable Object by name (`id_from_name`: the name IS the identity) and return the
+/// status and body text. The name also travels in `x-ledger-name` so the object knows it.
+pub(crate) async fn call_do_text(
+    env: &Env,
+    binding: &str,
+    name: &str,
+    method: Method,
+    path: &str,
+    body: Option<String>,
+) -> Result<(u16, String)> {
+    let stub = env
+        .durable_object(binding)?
+        .id_from_name(name)?
+        .get_stub()?;
+    let mut init = RequestInit::new();
+    init.with_method(method);
+    let headers = Headers::new();
+    headers.set("x-ledger-name", name)?;
+    if let Some(b) = body {
+        headers.set("content-type", "application/json")?;
+        init.with_body(Some(JsValue::from_str(&b)));
+    }
+    init.with_headers(headers);
+    let req = Request::new_with_init(&format!("https://do.internal{path}"), &init)?;
+    let mut resp = stub.fetch_with_request(req).await?;
+    let status = resp.status_code();
+    let text = resp.text().await?;
+    Ok((status, text))
+}
+
+/// A JSON response from already-serialised text (serde_json: exact i64).
+pub(crate) fn json_text(status: u16, text: String) -> Result<Response> {
+    let mut r = Response::ok(text)?.with_status(status);
+    r.headers_mut().set("content-type", "application/json")?;
+    Ok(r)
+}
+
+/// `let x: T = json_or_400!(req);` for internal admin bodies.
+macro_rules! json_or_400 {
+    ($req:expr) => {
+        match serde_json::from_str(&$req.text().await?) {
+            Ok(v) => v,
+            Err(e) => return worker::Response::error(format!("bad JSON body: {e}"), 400),
+        }
     };
-    let want = format!("Bearer {}", secret);
-    match req.headers().get("authorization") {
-        Ok(Some(got)) if got == want => Ok(()),
-        _ => Err(Response::error("unauthorized", 401)),
+}
+pub(crate) use json_or_400;
+
+fn problem(e: ApiError) -> Result<Response> {
+    let p = e.problem();
+    let mut r = Response::ok(p.to_json())?.with_status(p.status);
+    r.headers_mut()
+        .set("content-type", ledger_api::problem::PROBLEM_CONTENT_TYPE)?;
+    Ok(r)
+}
+
+type Api<T> = std::result::Result<T, ApiError>;
+
+fn internal(what: &str, e: impl std::fmt::Display) -> ApiError {
+    worker::console_error!("{what}: {e}");
+    ApiError::Unavailable {
+        detail: "a ledger object did not answer; retry the request (with the same Idempotency-Key)"
+            .into(),
+    }
+}
+
+fn secret(env: &Env, name: &str) -> Option<String> {
+    env.secret(name).ok().map(|s| s.to_string())
+}
+
+fn var(env: &Env, name: &str) -> Option<String> {
+    env.var(name).ok().map(|s| s.to_string())
+}
+
+fn keys(env: &Env) -> Api<ApiKeys> {
+    ApiKeys::parse(
+        secret(env, "API_KEYS").as_deref(),
+        secret(env, "ADMIN_KEY").as_deref(),
+    )
+    .map_err(|e| {
+        worker::console_error!("auth configuration: {e}");
+        ApiError::Unavailable {
+            detail: "authentication is misconfigured".into(),
+        }
+    })
+}
+
+fn limits(env: &Env) -> Limits {
+    Limits::from_config(
+        var(env, "AMOUNT_MAX").as_deref(),
+        var(env, "BODY_BYTES_MAX").as_deref(),
+    )
+}
+
+/// The body text, refused with 413 by its declared length before reading, and by its real one.
+async fn body_text(req: &mut Request, limits: &Limits) -> Api<String> {
+    if let Ok(Some(len)) = req.headers().get("content-length") {
+        if let Ok(n) = len.trim().parse::<usize>() {
+            limits.check_body_len(n)?;
+        }
+    }
+    let text = req.text().await.map_err(|e| ApiError::MalformedJson {
+        detail: e.to_string(),
+    })?;
+    limits.check_body_len(text.len())?;
+    Ok(text)
+}
+
+fn header(req: &Request, name: &str) -> Option<String> {
+    req.headers().get(name).ok().flatten()
+}
+
+/// Run an account command; Ok = (outcome, decision label).
+async fn account_cmd(env: &Env, name: &str, cmd: &Command) -> Api<(Outcome, String)> {
+    let body = serde_json::to_string(cmd).map_err(|e| internal("encode command", e))?;
+    let ns = env
+        .durable_object("ACCOUNT")
+        .map_err(|e| internal("account stub", e))?;
+    let stub = ns
+        .id_from_name(name)
+        .and_then(|id| id.get_stub())
+        .map_err(|e| internal("account stub", e))?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post);
+    let headers = Headers::new();
+    let _ = headers.set("x-ledger-name", name);
+    let _ = headers.set("content-type", "application/json");
+    init.with_headers(headers);
+    init.with_body(Some(JsValue::from_str(&body)));
+    let req = Request::new_with_init("https://do.internal/cmd", &init)
+        .map_err(|e| internal("account request", e))?;
+    let mut resp = stub
+        .fetch_with_request(req)
+        .await
+        .map_err(|e| internal("account call", e))?;
+    let status = resp.status_code();
+    let decision = resp
+        .headers()
+        .get("x-ledger-decision")
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let text = resp.text().await.map_err(|e| internal("account body", e))?;
+    if status != 200 {
+        return Err(internal("account answer", format!("{status} {text}")));
+    }
+    let outcome = serde_json::from_str(&text).map_err(|e| internal("account outcome", e))?;
+    Ok((outcome, decision))
+}
+
+async fn account_header(env: &Env, name: &str) -> Api<AccountHeader> {
+    let (status, text) = call_do_text(env, "ACCOUNT", name, Method::Get, "/state", None)
+        .await
+        .map_err(|e| internal("account state", e))?;
+    if status != 200 {
+        return Err(internal("account state", format!("{status} {text}")));
+    }
+    #[derive(serde::Deserialize)]
+    struct S {
+        header: Option<AccountHeader>,
+    }
+    let s: S = serde_json::from_str(&text).map_err(|e| internal("account state", e))?;
+    s.header
+        .ok_or(ApiError::Rejected(Rejection::UnknownAccount))
+}
+
+fn ok_json(status: u16, v: Value, replayed: bool) -> Result<Response> {
+    let mut r = json_text(status, v.to_string())?;
+    if replayed {
+        r.headers_mut().set("idempotent-replayed", "true")?;
+    }
+    Ok(r)
+}
+
+async fn route(mut req: Request, env: &Env) -> Api<Result<Response>> {
+    let path = req.path();
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let method = req.method();
+    if let (Method::Get, ["health"]) = (&method, parts.as_slice()) {
+        return Ok(Response::from_json(&json!({"ok": true})));
+    }
+    let Some(rest) = parts.strip_prefix(&["v1"]) else {
+        return Err(ApiError::RouteNotFound);
+    };
+    let auth = header(&req, "authorization");
+    let lim = limits(env);
+
+    if let Some(admin) = rest.strip_prefix(&["admin"]) {
+        keys(env)?.admin(auth.as_deref())?;
+        return admin_route(req, env, method, admin).await;
+    }
+
+    let tenant = keys(env)?.tenant(auth.as_deref())?;
+    match (method, rest) {
+        (Method::Post, ["accounts"]) => {
+            let text = body_text(&mut req, &lim).await?;
+            let (name, cmd) = parse::open_account(&tenant, &text, &lim)?;
+            let (outcome, decision) = account_cmd(env, &name, &cmd).await?;
+            let r = match outcome {
+                Outcome::Accepted(r) => r,
+                Outcome::Rejected(rej) => return Err(rej.into()),
+            };
+            let Command::Open {
+                currency,
+                overdraft_limit,
+            } = cmd
+            else {
+                unreachable!()
+            };
+            let v = json!({
+                "id": names::account_id_of(&tenant, &name),
+                "currency": currency.as_str(),
+                "overdraft_limit": overdraft_limit,
+                "status": "active",
+                "balance": r.balance_after,
+                "held": r.held_after,
+                "available": r.balance_after - r.held_after,
+                "last_seq": r.seq,
+            });
+            Ok(ok_json(201, v, decision == "replay"))
+        }
+        (Method::Get, ["accounts", id]) => {
+            let name = names::account_name(&tenant, id, "id")?;
+            let h = account_header(env, &name).await?;
+            Ok(ok_json(200, views::account(&tenant, &h), false))
+        }
+        (Method::Get, ["accounts", id, "entries"]) => {
+            let name = names::account_name(&tenant, id, "id")?;
+            let url = req.url().map_err(|e| internal("url", e))?;
+            let page = parse::page(url.query(), &lim)?;
+            let (status, text) = call_do_text(
+                env,
+                "ACCOUNT",
+                &name,
+                Method::Get,
+                &format!("/entries?after_seq={}&limit={}", page.after_seq, page.limit),
+                None,
+            )
+            .await
+            .map_err(|e| internal("entries", e))?;
+            if status != 200 {
+                return Err(internal("entries", format!("{status} {text}")));
+            }
+            #[derive(serde::Deserialize)]
+            struct S {
+                header: Option<AccountHeader>,
+                entries: Vec<Entry>,
+            }
+            let s: S = serde_json::from_str(&text).map_err(|e| internal("entries", e))?;
+            if s.header.is_none() {
+                return Err(Rejection::UnknownAccount.into());
+            }
+            let next = if s.entries.len() == page.limit as usize {
+                s.entries.last().map(|e| e.seq)
+            } else {
+                None
+            };
+            let v = json!({
+                "account": id,
+                "entries": s.entries.iter().map(|e| views::entry(&tenant, e)).collect::<Vec<_>>(),
+                "next_after_seq": next,
+            });
+            Ok(ok_json(200, v, false))
+        }
+        (Method::Post, ["accounts", id, action @ ("freeze" | "unfreeze")]) => {
+            let name = names::account_name(&tenant, id, "id")?;
+            let cmd = if *action == "freeze" {
+                Command::Freeze
+            } else {
+                Command::Unfreeze
+            };
+            if let (Outcome::Rejected(rej), _) = account_cmd(env, &name, &cmd).await? {
+                return Err(rej.into());
+            }
+            let h = account_header(env, &name).await?;
+            Ok(ok_json(200, views::account(&tenant, &h), false))
+        }
+        (Method::Post, ["accounts", id, kind @ ("deposits" | "withdrawals")]) => {
+            let name = names::account_name(&tenant, id, "id")?;
+            let text = body_text(&mut req, &lim).await?;
+            let kind = if *kind == "deposits" {
+                Movement::Deposit
+            } else {
+                Movement::Withdrawal
+            };
+            let key = header(&req, "idempotency-key");
+            let cmd = parse::movement(kind, &name, key.as_deref(), &text, &lim)?;
+            let (entry_id, amount) = match &cmd {
+                Command::Deposit {
+                    entry_id, amount, ..
+                }
+                | Command::Withdraw {
+                    entry_id, amount, ..
+                } => (entry_id.clone(), *amount),
+                _ => unreachable!(),
+            };
+            match account_cmd(env, &name, &cmd).await? {
+                (Outcome::Accepted(r), decision) => Ok(ok_json(
+                    200,
+                    views::movement(&tenant, &name, &entry_id, amount, &r),
+                    decision == "replay",
+                )),
+                (Outcome::Rejected(rej), _) => Err(rej.into()),
+            }
+        }
+        (Method::Post, ["transfers"]) => {
+            let text = body_text(&mut req, &lim).await?;
+            let key = header(&req, "idempotency-key");
+            let spec = parse::transfer(&tenant, key.as_deref(), &text, &lim)?;
+            let wait = var(env, "TRANSFER_WAIT_MS").unwrap_or_else(|| "2000".into());
+            let ns = env
+                .durable_object("TRANSFER")
+                .map_err(|e| internal("transfer stub", e))?;
+            let stub = ns
+                .id_from_name(&spec.id)
+                .and_then(|id| id.get_stub())
+                .map_err(|e| internal("transfer stub", e))?;
+            let mut init = RequestInit::new();
+            init.with_method(Method::Post);
+            let headers = Headers::new();
+            let _ = headers.set("x-ledger-name", &spec.id);
+            let _ = headers.set("x-ledger-wait-ms", &wait);
+            init.with_headers(headers);
+            let body = serde_json::to_string(&spec).map_err(|e| internal("spec", e))?;
+            init.with_body(Some(JsValue::from_str(&body)));
+            let r = Request::new_with_init("https://do.internal/create", &init)
+                .map_err(|e| internal("transfer request", e))?;
+            let mut resp = stub
+                .fetch_with_request(r)
+                .await
+                .map_err(|e| internal("transfer call", e))?;
+            let status = resp.status_code();
+            let text = resp
+                .text()
+                .await
+                .map_err(|e| internal("transfer body", e))?;
+            if status != 200 {
+                return Err(internal("transfer answer", format!("{status} {text}")));
+            }
+            transfer_answer(&tenant, &text, true)
+        }
+        (Method::Get, ["transfers", key]) => {
+            let id = names::transfer_id(&tenant, key)?;
+            let (status, text) = call_do_text(env, "TRANSFER", &id, Method::Get, "/state", None)
+                .await
+                .map_err(|e| internal("transfer state", e))?;
+            if status != 200 {
+                return Err(internal("transfer state", format!("{status} {text}")));
+            }
+            transfer_answer(&tenant, &text, false)
+        }
+        (_, ["accounts", ..] | ["transfers", ..]) => Err(ApiError::MethodNotAllowed),
+        _ => Err(ApiError::RouteNotFound),
+    }
+}
+
+/// `{"transfer": Transfer|null}` or `{"rejected": Rejection}` from a TransferDO → the answer:
+/// 200 when terminal, 202 with a Location to poll when not (on create), 404 when none.
+fn transfer_answer(tenant: &str, text: &str, creating: bool) -> Api<Result<Response>> {
+    #[derive(serde::Deserialize)]
+    struct S {
+        transfer: Option<Transfer>,
+        rejected: Option<Rejection>,
+    }
+    let s: S = serde_json::from_str(text).map_err(|e| internal("transfer answer", e))?;
+    if let Some(r) = s.rejected {
+        return Err(r.into());
+    }
+    let t = s.transfer.ok_or(ApiError::UnknownTransfer)?;
+    let v = views::transfer(tenant, &t);
+    if creating && !t.is_terminal() {
+        let key = names::transfer_key_of(tenant, &t.spec.id).unwrap_or(&t.spec.id);
+        let mut r = json_text(202, v.to_string()).map_err(|e| internal("response", e))?;
+        r.headers_mut()
+            .set("location", &format!("/v1/transfers/{key}"))
+            .map_err(|e| internal("response", e))?;
+        return Ok(Ok(r));
+    }
+    Ok(ok_json(200, v, false))
+}
+
+/// Admin routes (admin key only): operate on objects by their full names.
+async fn admin_route(
+    mut req: Request,
+    env: &Env,
+    method: Method,
+    rest: &[&str],
+) -> Api<Result<Response>> {
+    let pass = |r: Result<(u16, String)>| -> Api<Result<Response>> {
+        let (status, text) = r.map_err(|e| internal("admin", e))?;
+        Ok(json_text(status, text))
+    };
+    match (method, rest) {
+        (Method::Post, ["accounts", name, "faults"]) => {
+            let body = req.text().await.map_err(|e| internal("admin body", e))?;
+            pass(
+                call_do_text(
+                    env,
+                    "ACCOUNT",
+                    name,
+                    Method::Post,
+                    "/_admin/faults",
+                    Some(body),
+                )
+                .await,
+            )
+        }
+        (Method::Get, ["accounts", name, "state"]) => {
+            pass(call_do_text(env, "ACCOUNT", name, Method::Get, "/state", None).await)
+        }
+        (Method::Get, ["transfers", id, "state"]) => {
+            pass(call_do_text(env, "TRANSFER", id, Method::Get, "/state", None).await)
+        }
+        // The sweeper: re-drive a list of transfer ids (`t.{tenant}.{key}`).
+        (Method::Post, ["transfers", "redrive"]) => {
+            #[derive(serde::Deserialize)]
+            struct B {
+                transfer_ids: Vec<String>,
+            }
+            let text = body_text(&mut req, &limits(env)).await?;
+            let b: B = serde_json::from_str(&text).map_err(|e| ApiError::MalformedJson {
+                detail: e.to_string(),
+            })?;
+            let mut out = Vec::new();
+            for id in b.transfer_ids.iter().take(100) {
+                ledger_events::ids::check_derived_id(id).map_err(|why| ApiError::BadId {
+                    field: "transfer_ids",
+                    why,
+                })?;
+                let r = call_do_text(env, "TRANSFER", id, Method::Post, "/drive", None).await;
+                let phase = match r {
+                    Ok((200, text)) => serde_json::from_str::<Value>(&text)
+                        .ok()
+                        .and_then(|v| v["transfer"]["phase"].as_str().map(str::to_owned)),
+                    _ => None,
+                };
+                out.push(json!({"transfer_id": id, "phase": phase}));
+            }
+            Ok(ok_json(200, json!({ "redriven": out }), false))
+        }
+        _ => Err(ApiError::RouteNotFound),
     }
 }
 
 #[event(fetch)]
-pub async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
-    let path = req.path();
-    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    match (req.method(), parts.as_slice()) {
-        (Method::Get, ["health"]) => Response::from_json(&json!({"ok": true})),
-        (Method::Post, ["accounts", id, "credit"]) => {
-            let mut body: Value = json_or_400!(req);
-            let Some(obj) = body.as_object_mut() else {
-                return Response::error("body must be a JSON object", 400);
-            };
-            obj.insert("account".into(), json!(id));
-            call_do(&env, "ACCOUNT", id, Method::Post, "/credit", Some(body)).await
-        }
-        (Method::Get, ["accounts", id]) => {
-            call_do(&env, "ACCOUNT", id, Method::Get, "/state", None).await
-        }
-        (Method::Post, ["transfers", key]) => {
-            let mut body: Value = json_or_400!(req);
-            let Some(obj) = body.as_object_mut() else {
-                return Response::error("body must be a JSON object", 400);
-            };
-            obj.insert("key".into(), json!(key));
-            call_do(&env, "TRANSFER", key, Method::Post, "/start", Some(body)).await
-        }
-        (Method::Get, ["transfers", key]) => {
-            call_do(&env, "TRANSFER", key, Method::Get, "/state", None).await
-        }
-        (Method::Post, ["admin", "accounts", id, "faults"]) => {
-            if let Err(r) = admin_ok(&req, &env) {
-                return r;
-            }
-            let body: Value = json_or_400!(req);
-            call_do(
-                &env,
-                "ACCOUNT",
-                id,
-                Method::Post,
-                "/_admin/faults",
-                Some(body),
-            )
-            .await
-        }
-        (Method::Get, ["admin", "accounts", id, "probe-begin"]) => {
-            if let Err(r) = admin_ok(&req, &env) {
-                return r;
-            }
-            call_do(&env, "ACCOUNT", id, Method::Get, "/_probe/begin", None).await
-        }
-        _ => Response::error("not found", 404),
+pub async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+    match route(req, &env).await {
+        Ok(r) => r,
+        Err(e) => problem(e),
     }
 }
 

@@ -11,11 +11,9 @@
 //! through `serde_wasm_bindgen` → JS numbers, which silently loses i64 precision above 2^53;
 //! a JSON string keeps every digit for the (Rust) consumer.
 //!
-//! The envelope here (`v: 0`) is a placeholder for the proving skeleton; the real, versioned
-//! event schema lives in `edge/events/`.
+//! The message body is the event in schema v1 (`ledger_events::Event::to_json`, docs/EVENTS.md).
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use worker::{
     Date, MessageBuilder, Queue, QueueContentType, ScheduledTime, SendMessage, SqlStorage,
     SqlStorageValue as V, Storage,
@@ -36,10 +34,6 @@ pub const SCHEMA: &[&str] = &[
     )",
     "CREATE INDEX IF NOT EXISTS outbox_unsent ON outbox(seq) WHERE sent_at IS NULL",
 ];
-
-/// Integers cross the DO SQL binding as JS numbers (workers-rs `SqlStorageValue::Integer` is sent
-/// as f64): only |v| <= 2^53-1 is exact. Money beyond that must be stored differently (TEXT/BLOB).
-pub const MAX_SAFE_INT: i64 = (1i64 << 53) - 1;
 
 pub fn now_ms() -> i64 {
     Date::now().as_millis() as i64
@@ -87,55 +81,21 @@ pub fn kv_set(sql: &SqlStorage, k: &str, v: V) -> worker::Result<()> {
     Ok(())
 }
 
-#[derive(Serialize)]
-struct Envelope<'a> {
-    v: u32,
-    event_id: &'a str,
-    stream: &'a str,
-    stream_key: &'a str,
-    seq: i64,
-    kind: &'a str,
-    at: i64,
-    data: &'a Value,
-}
-
-/// Append one event; call only inside `sqltx::transaction` together with the state change.
-pub fn append(
-    sql: &SqlStorage,
-    stream: &str,
-    stream_key: &str,
-    kind: &str,
-    data: &Value,
-    at: i64,
-) -> worker::Result<i64> {
-    let seq = sql
-        .exec("SELECT COALESCE(MAX(seq), 0) + 1 AS v FROM outbox", None)?
-        .one::<OneI64>()?
-        .v
-        .unwrap_or(1);
-    let event_id = format!("{stream}:{stream_key}:{seq}");
-    let body = serde_json::to_string(&Envelope {
-        v: 0,
-        event_id: &event_id,
-        stream,
-        stream_key,
-        seq,
-        kind,
-        at,
-        data,
-    })
-    .map_err(|e| worker::Error::RustError(e.to_string()))?;
+/// Append one event (schema v1, `Event::to_json()`) as the outbox row of its seq; call only
+/// inside `sqltx::transaction` together with the state change it describes. Each object is one
+/// stream, so the outbox seq is the event's stream seq (contiguous from 1).
+pub fn append_event(sql: &SqlStorage, ev: &ledger_core::Event, at: i64) -> worker::Result<()> {
     sql.exec(
         "INSERT INTO outbox (seq, event_id, kind, body, created_at) VALUES (?, ?, ?, ?, ?)",
         vec![
-            V::from(seq),
-            V::from(event_id),
-            V::from(kind),
-            V::from(body),
+            V::try_from_i64(ev.seq as i64)?,
+            V::from(ev.event_id.as_str()),
+            V::from(ev.kind.as_str()),
+            V::from(ev.to_json()),
             V::from(at),
         ],
     )?;
-    Ok(seq)
+    Ok(())
 }
 
 #[derive(Serialize, Deserialize, Default, Debug)]

@@ -1,12 +1,25 @@
-//! TransferDO (proving skeleton): one object per idempotency key. Records the transfer and its
-//! outbox row in one transaction, credits the destination AccountDO through a stub fetch
-//! (idempotent via `ref`), and uses its alarm both to drain its outbox and to re-drive the saga
-//! until it is terminal at its deadline.
+//! TransferDO: one object per transfer, named by the tenant-namespaced idempotency key
+//! (`t.{tenant}.{key}`), so a duplicate request reaches the same object. Runs the core's saga.
 //!
-//! workers-rs APIs used: `Env::durable_object("ACCOUNT")` → `ObjectNamespace::id_from_name` →
-//! `ObjectId::get_stub` → `Stub::fetch_with_request` (see `crate::call_do`); alarms as in AccountDO.
+//! - `POST /create` (body: `TransferSpec` JSON, header `x-ledger-wait-ms`): `transfer::admit`;
+//!   a new transfer and its `created` event commit in one transaction, then the object drives
+//!   it for at most the wait and answers `{"transfer": Transfer}` (terminal or not) or
+//!   `{"rejected": Rejection}` (invalid, or the key reused with other parameters).
+//! - drive: `next_step()` → `request(step)` → AccountDO `POST /cmd` → `on_reply` on the transfer
+//!   *re-loaded inside the commit transaction* (so a concurrent driver's progress makes this
+//!   reply `Stale` instead of applying twice) → the new state and its event commit together →
+//!   loop until terminal or `RetryAt`. A failed call, a non-200 answer or an unreadable body is
+//!   `Reply::Transient`.
+//! - While the transfer is not terminal an alarm stays set (at `next_attempt_at_ms`, or a short
+//!   lease while a request drives it), so a crash at any point is re-driven; the alarm also
+//!   drains the outbox. `POST /drive` re-drives on demand (admin sweeper).
+//! - `GET /state` → `{"transfer": Transfer|null, "outbox": stats, "alarm": ms|null}`.
+//!
+//! The transfer row keeps the whole `Transfer` as serde_json text (exact integers) plus the
+//! phase and next attempt as columns for inspection.
 
-use serde::{Deserialize, Serialize};
+use ledger_core::account::Outcome;
+use ledger_core::transfer::{self, Admission, Advance, Reply, Transfer, TransferSpec};
 use serde_json::json;
 use worker::{
     durable_object, DurableObject, Env, Method, Request, Response, Result, SqlStorage,
@@ -17,15 +30,57 @@ use crate::outbox::{self, now_ms};
 use crate::sqltx;
 
 const EXTRA_SCHEMA: &[&str] = &["CREATE TABLE IF NOT EXISTS transfer (
-        key TEXT PRIMARY KEY,
-        to_account TEXT NOT NULL,
-        amount INTEGER NOT NULL,
-        status TEXT NOT NULL,             -- pending -> credited -> settled
-        deadline_at INTEGER NOT NULL,
-        created_at INTEGER NOT NULL,
-        settled_at INTEGER,
-        alarm_runs INTEGER NOT NULL DEFAULT 0
+        id TEXT PRIMARY KEY,
+        phase TEXT NOT NULL,
+        next_attempt_at_ms INTEGER NOT NULL,
+        body TEXT NOT NULL                -- the whole ledger_core::transfer::Transfer as JSON
     )"];
+
+/// How long after a request starts driving before the safety-net alarm re-drives it.
+const LEASE_MS: i64 = 2_000;
+/// Most steps one drive performs (the saga has at most three).
+const DRIVE_STEPS_MAX: usize = 8;
+
+fn bug(msg: impl Into<String>) -> worker::Error {
+    worker::Error::RustError(msg.into())
+}
+
+fn load(sql: &SqlStorage) -> Result<Option<Transfer>> {
+    #[derive(serde::Deserialize)]
+    struct Row {
+        body: String,
+    }
+    let rows: Vec<Row> = sql.exec("SELECT body FROM transfer", None)?.to_array()?;
+    match rows.into_iter().next() {
+        None => Ok(None),
+        Some(r) => serde_json::from_str(&r.body)
+            .map(Some)
+            .map_err(|e| bug(format!("stored transfer: {e}"))),
+    }
+}
+
+fn save(sql: &SqlStorage, t: &Transfer) -> Result<()> {
+    let body = serde_json::to_string(t).map_err(|e| bug(e.to_string()))?;
+    sql.exec(
+        "INSERT INTO transfer (id, phase, next_attempt_at_ms, body) VALUES (?, ?, ?, ?)
+         ON CONFLICT(id) DO UPDATE SET phase = excluded.phase,
+           next_attempt_at_ms = excluded.next_attempt_at_ms, body = excluded.body",
+        vec![
+            V::from(t.spec.id.as_str()),
+            V::from(t.phase.as_str()),
+            V::try_from_i64(t.next_attempt_at_ms)?,
+            V::from(body),
+        ],
+    )?;
+    Ok(())
+}
+
+fn env_i64(env: &Env, name: &str, default: i64) -> i64 {
+    env.var(name)
+        .ok()
+        .and_then(|v| v.to_string().trim().parse::<i64>().ok())
+        .unwrap_or(default)
+}
 
 #[durable_object]
 pub struct TransferDO {
@@ -33,86 +88,103 @@ pub struct TransferDO {
     env: Env,
 }
 
-#[derive(Deserialize)]
-struct Start {
-    key: String,
-    to: String,
-    amount: i64,
-    /// Saga deadline, relative to now.
-    #[serde(default = "default_deadline")]
-    deadline_ms: i64,
-}
-
-fn default_deadline() -> i64 {
-    30_000
-}
-
-#[derive(Serialize, Deserialize, Clone)]
-struct Row {
-    key: String,
-    to_account: String,
-    amount: i64,
-    status: String,
-    deadline_at: i64,
-    created_at: i64,
-    settled_at: Option<i64>,
-    alarm_runs: i64,
-}
-
-fn load(sql: &SqlStorage) -> Result<Option<Row>> {
-    Ok(sql
-        .exec("SELECT * FROM transfer LIMIT 1", None)?
-        .to_array::<Row>()?
-        .into_iter()
-        .next())
-}
-
 impl TransferDO {
-    /// Saga step: credit the destination. Safe to repeat (AccountDO dedups on `ref`).
-    async fn credit_destination(&self, row: &Row) -> Result<()> {
-        let mut resp = crate::call_do(
+    /// One saga step against its account: any failure to get a readable answer is transient.
+    async fn call_account(&self, account: &str, cmd: &ledger_core::account::Command) -> Reply {
+        let body = match serde_json::to_string(cmd) {
+            Ok(b) => b,
+            Err(_) => return Reply::Transient,
+        };
+        let resp = crate::call_do_text(
             &self.env,
             "ACCOUNT",
-            &row.to_account,
+            account,
             Method::Post,
-            "/credit",
-            Some(json!({
-                "account": row.to_account, "amount": row.amount, "ref": format!("transfer:{}", row.key)
-            })),
+            "/cmd",
+            Some(body),
         )
-        .await?;
-        if resp.status_code() != 200 {
-            let body = resp.text().await.unwrap_or_default();
-            return Err(worker::Error::RustError(format!(
-                "account credit failed: {body}"
-            )));
-        }
-        #[derive(Deserialize)]
-        struct Credited {
-            balance: i64,
-        }
-        let c: Credited = serde_json::from_str(&resp.text().await?)
-            .map_err(|e| worker::Error::RustError(format!("account reply: {e}")))?;
-        let (key, at) = (row.key.clone(), now_ms());
-        sqltx::transaction(&self.state.storage(), move |sql| {
-            let changed = sql
-                .exec(
-                    "UPDATE transfer SET status = 'credited' WHERE key = ? AND status = 'pending'",
-                    vec![V::from(key.as_str())],
-                )?
-                .rows_written();
-            if changed > 0 {
-                outbox::append(
-                    sql,
-                    "transfer",
-                    &key,
-                    "transfer.credited",
-                    &json!({"balance_after": c.balance}),
-                    at,
-                )?;
+        .await;
+        match resp {
+            Ok((200, text)) => match serde_json::from_str::<Outcome>(&text) {
+                Ok(o) => Reply::Outcome(o),
+                Err(e) => {
+                    worker::console_warn!("account {account}: unreadable outcome: {e}");
+                    Reply::Transient
+                }
+            },
+            Ok((status, text)) => {
+                worker::console_warn!("account {account}: {status} {text}");
+                Reply::Transient
             }
-            Ok(())
-        })
+            Err(e) => {
+                worker::console_warn!("account {account}: {e}");
+                Reply::Transient
+            }
+        }
+    }
+
+    /// Drive the saga until terminal, waiting on a retry, or `budget_ms` spent.
+    async fn drive(&self, budget_ms: i64) -> Result<Option<Transfer>> {
+        let storage = self.state.storage();
+        let until = now_ms() + budget_ms.max(0);
+        for _ in 0..DRIVE_STEPS_MAX {
+            let Some(t) = load(&storage.sql())? else {
+                return Ok(None);
+            };
+            let Some(step) = t.next_step() else {
+                return Ok(Some(t));
+            };
+            if t.next_attempt_at_ms > now_ms() || now_ms() > until {
+                return Ok(Some(t));
+            }
+            let (account, cmd) = t.request(step);
+            let account = account.to_owned();
+            let reply = self.call_account(&account, &cmd).await;
+            let now = now_ms();
+            let advance = sqltx::transaction(&storage, move |sql| {
+                let mut t = load(sql)?.ok_or_else(|| bug("transfer vanished"))?;
+                let advance = t.on_reply(step, &reply, now);
+                match &advance {
+                    Advance::Moved(ev) => {
+                        save(sql, &t)?;
+                        outbox::append_event(sql, ev, now)?;
+                    }
+                    Advance::RetryAt(_) | Advance::Anomaly { .. } => save(sql, &t)?,
+                    Advance::Stale => {}
+                }
+                Ok(advance)
+            })?;
+            match advance {
+                Advance::Moved(_) | Advance::Stale => continue,
+                Advance::RetryAt(_) => break,
+                Advance::Anomaly { rejection, .. } => {
+                    worker::console_error!(
+                        "ANOMALY transfer step {step:?} rejected: {rejection:?}; retrying later"
+                    );
+                    break;
+                }
+            }
+        }
+        load(&storage.sql())
+    }
+
+    /// After a drive: an alarm no later than the next attempt while non-terminal, and now if
+    /// the outbox has unsent rows.
+    async fn arm(&self, t: Option<&Transfer>, in_alarm: bool) -> Result<()> {
+        let storage = self.state.storage();
+        let now = now_ms();
+        let mut want: Option<i64> = None;
+        if let Some(t) = t.filter(|t| !t.is_terminal()) {
+            want = Some(t.next_attempt_at_ms.max(now));
+        }
+        if outbox::stats(&storage.sql())?.pending > 0 {
+            want = Some(now);
+        }
+        match (want, in_alarm) {
+            (Some(at), true) => outbox::set_alarm_at(&storage, at).await,
+            (Some(at), false) => outbox::arm_alarm_by(&storage, at).await,
+            (None, _) => Ok(()),
+        }
     }
 }
 
@@ -127,65 +199,60 @@ impl DurableObject for TransferDO {
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let storage = self.state.storage();
         match (req.method(), req.path().as_str()) {
-            (Method::Post, "/start") => {
-                let s: Start = crate::json_or_400!(req);
-                if s.amount <= 0 || s.amount > outbox::MAX_SAFE_INT {
-                    return Response::error("amount must be in 1..=2^53-1", 400);
-                }
-                let now = now_ms();
-                let (key, to, amount, deadline_at) = (
-                    s.key.clone(),
-                    s.to.clone(),
-                    s.amount,
-                    now + s.deadline_ms.max(0),
-                );
-                // Ok(Ok(row)) = new or replay; Ok(Err(())) = same key, different parameters.
-                let started = sqltx::transaction(&storage, move |sql| {
-                    if let Some(existing) = load(sql)? {
-                        if existing.to_account != to || existing.amount != amount {
-                            return Ok(Err(()));
-                        }
-                        return Ok(Ok((existing, true)));
-                    }
-                    sql.exec(
-                        "INSERT INTO transfer (key, to_account, amount, status, deadline_at, created_at)
-                         VALUES (?, ?, ?, 'pending', ?, ?)",
-                        vec![V::from(key.as_str()), V::from(to.as_str()), V::from(amount), V::from(deadline_at), V::from(now)],
-                    )?;
-                    outbox::append(
-                        sql,
-                        "transfer",
-                        &key,
-                        "transfer.created",
-                        &json!({"to": to, "amount": amount, "deadline_at": deadline_at}),
-                        now,
-                    )?;
-                    Ok(Ok((load(sql)?.expect("row just inserted"), false)))
-                })?;
-                let Ok((row, replayed)) = started else {
-                    return Response::error(
-                        "idempotency key reused with different parameters",
-                        409,
-                    );
+            (Method::Post, "/create") => {
+                let wait_ms = req
+                    .headers()
+                    .get("x-ledger-wait-ms")?
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .unwrap_or(2_000)
+                    .clamp(0, 30_000);
+                let spec: TransferSpec = match serde_json::from_str(&req.text().await?) {
+                    Ok(s) => s,
+                    Err(e) => return Response::error(format!("bad spec: {e}"), 400),
                 };
-                // Drain soon; alarm() re-arms for the deadline while the saga is open.
-                outbox::arm_alarm_by(&storage, now_ms()).await?;
-                if row.status == "pending" {
-                    if let Err(e) = self.credit_destination(&row).await {
-                        // Not fatal: the alarm re-drives the pending step.
-                        worker::console_warn!("transfer {}: {e}", row.key);
+                let now = now_ms();
+                let deadline = now + env_i64(&self.env, "TRANSFER_DEADLINE_MS", 300_000).max(1_000);
+                let admitted = sqltx::transaction(&storage, move |sql| {
+                    let existing = load(sql)?;
+                    Ok(
+                        match transfer::admit(existing.as_ref(), spec, now, deadline) {
+                            Admission::Start(t, ev) => {
+                                save(sql, &t)?;
+                                outbox::append_event(sql, &ev, now)?;
+                                Ok(true)
+                            }
+                            Admission::Existing(_) => Ok(false),
+                            Admission::Refuse(r) => Err(r),
+                        },
+                    )
+                })?;
+                match admitted {
+                    Err(r) => crate::json_text(200, json!({ "rejected": r }).to_string()),
+                    Ok(_) => {
+                        // Safety net first: if this request dies mid-drive, the alarm re-drives.
+                        outbox::arm_alarm_by(&storage, now_ms() + LEASE_MS).await?;
+                        let t = self.drive(wait_ms).await?;
+                        self.arm(t.as_ref(), false).await?;
+                        crate::json_text(200, json!({ "transfer": t }).to_string())
                     }
                 }
-                let row = load(&storage.sql())?.unwrap_or(row);
-                Response::from_json(&json!({"transfer": row, "replayed": replayed}))
+            }
+            (Method::Post, "/drive") => {
+                let t = self.drive(5_000).await?;
+                self.arm(t.as_ref(), false).await?;
+                crate::json_text(200, json!({ "transfer": t }).to_string())
             }
             (Method::Get, "/state") => {
                 let sql = storage.sql();
-                Response::from_json(&json!({
-                    "transfer": load(&sql)?,
-                    "outbox": outbox::stats(&sql)?,
-                    "alarm": storage.get_alarm().await?,
-                }))
+                crate::json_text(
+                    200,
+                    json!({
+                        "transfer": load(&sql)?,
+                        "outbox": outbox::stats(&sql)?,
+                        "alarm": storage.get_alarm().await?,
+                    })
+                    .to_string(),
+                )
             }
             _ => Response::error("not found", 404),
         }
@@ -193,40 +260,14 @@ impl DurableObject for TransferDO {
 
     async fn alarm(&self) -> Result<Response> {
         let storage = self.state.storage();
-        let now = now_ms();
-        sqltx::transaction(&storage, |sql| {
-            sql.exec("UPDATE transfer SET alarm_runs = alarm_runs + 1", None)?;
-            Ok(())
-        })?;
-        let mut next: Option<i64> = None;
-        if let Some(row) = load(&storage.sql())? {
-            if row.status == "pending" {
-                if let Err(e) = self.credit_destination(&row).await {
-                    worker::console_warn!("transfer {} re-drive: {e}", row.key);
-                    next = Some(now + 1000);
-                }
-            }
-            let row = load(&storage.sql())?.unwrap_or(row);
-            if row.status == "credited" {
-                if now >= row.deadline_at {
-                    let key = row.key.clone();
-                    sqltx::transaction(&storage, move |sql| {
-                        sql.exec(
-                            "UPDATE transfer SET status = 'settled', settled_at = ? WHERE key = ?",
-                            vec![V::from(now), V::from(key.as_str())],
-                        )?;
-                        outbox::append(sql, "transfer", &key, "transfer.settled", &json!({}), now)?;
-                        Ok(())
-                    })?;
-                } else {
-                    next = Some(next.map_or(row.deadline_at, |n| n.min(row.deadline_at)));
-                }
-            }
-        }
+        let t = self.drive(5_000).await?;
         let queue = self.env.queue("LEDGER_EVENTS")?;
         let d = outbox::drain(&storage, &queue, outbox::drain_cfg(&self.env)).await?;
-        if let Some(w) = outbox::next_wake(&d, now_ms()) {
-            next = Some(next.map_or(w, |n| n.min(w)));
+        let now = now_ms();
+        let mut next = outbox::next_wake(&d, now);
+        if let Some(t) = t.as_ref().filter(|t| !t.is_terminal()) {
+            let at = t.next_attempt_at_ms.max(now);
+            next = Some(next.map_or(at, |n| n.min(at)));
         }
         if let Some(at) = next {
             outbox::set_alarm_at(&storage, at).await?;

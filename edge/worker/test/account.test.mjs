@@ -1,108 +1,211 @@
-// AccountDO under workerd: persistence across restart, one-transaction writes (state + outbox),
-// rollback, secrets, cron wiring.
+// The account API on the real runtime: open / deposit / withdraw / read / statement / freeze,
+// idempotency, every bad-input class as problem+json with nothing changed, auth and tenant
+// isolation, atomic rollback, exact integers, persistence across restart, cron wiring.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { QueueCapture, cleanupAll, startLedger, tempPersistDir } from "./harness.mjs";
+import { QueueCapture, TEST_KEYS, cleanupAll, startLedger, tempPersistDir } from "./harness.mjs";
 
-describe("AccountDO", () => {
-  let led;
+const TYPE = "https://ledger.example/problems/";
+
+function assertProblem(r, status, code) {
+  assert.equal(r.status, status, r.text);
+  assert.match(r.headers?.get?.("content-type") ?? "application/problem+json", /problem\+json/);
+  assert.equal(r.json?.type, TYPE + code, r.text);
+  assert.equal(r.json.status, status);
+  assert.equal(r.json.code, code);
+}
+
+describe("account API", () => {
+  let led, acme, globex;
   const cap = new QueueCapture();
   before(async () => {
     led = await startLedger({ persistDir: tempPersistDir(), capture: cap });
+    acme = led.as("acme");
+    globex = led.as("globex");
   });
   after(cleanupAll);
 
   test("health", async () => {
     const r = await led.get("/health");
-    assert.equal(r.status, 200);
-    assert.deepEqual(r.json, { ok: true });
+    assert.deepEqual([r.status, r.json], [200, { ok: true }]);
   });
 
-  test("a credit persists and survives dispose() + new Miniflare on the same dir", async () => {
-    const a = await led.post("/accounts/persist/credit", { amount: 5 });
+  test("open, deposit, withdraw, read, statement", async () => {
+    const o = await acme.post("/v1/accounts", { id: "alice", currency: "USD" });
+    assert.equal(o.status, 201, o.text);
+    assert.deepEqual(o.json, {
+      id: "alice", currency: "USD", overdraft_limit: 0, status: "active",
+      balance: 0, held: 0, available: 0, last_seq: 1,
+    });
+    const d = await acme.post("/v1/accounts/alice/deposits", { amount: 10_000, currency: "USD" }, "d1");
+    assert.equal(d.status, 200, d.text);
+    assert.deepEqual(d.json, {
+      account: "alice", entry_id: "dep:acme.alice:d1", amount: 10_000,
+      balance: 10_000, held: 0, available: 10_000, seq: 2,
+    });
+    const w = await acme.post("/v1/accounts/alice/withdrawals", { amount: 2_500, currency: "USD" }, "w1");
+    assert.equal(w.status, 200, w.text);
+    assert.equal(w.json.balance, 7_500);
+    const a = await acme.account("alice");
+    assert.equal(a.balance, 7_500);
+    assert.equal(a.available, 7_500);
+    assert.equal(a.status, "active");
+    assert.equal(a.last_seq, 3);
+    for (let i = 1; i <= 5; i++) await acme.deposit("alice", i, `s${i}`);
+    const p1 = await acme.get("/v1/accounts/alice/entries?limit=3");
+    assert.equal(p1.status, 200, p1.text);
+    assert.deepEqual(p1.json.entries.map((e) => e.amount), [10_000, -2_500, 1]);
+    assert.deepEqual(p1.json.entries.map((e) => e.balance_after), [10_000, 7_500, 7_501]);
+    assert.equal(p1.json.next_after_seq, 4);
+    const p2 = await acme.get(`/v1/accounts/alice/entries?after_seq=${p1.json.next_after_seq}&limit=3`);
+    assert.deepEqual(p2.json.entries.map((e) => e.amount), [2, 3, 4]);
+    const p3 = await acme.get(`/v1/accounts/alice/entries?after_seq=${p2.json.next_after_seq}&limit=3`);
+    assert.deepEqual([p3.json.entries.map((e) => e.amount), p3.json.next_after_seq], [[5], null]);
+    assertProblem(await acme.get("/v1/accounts/alice/entries?limit=100000"), 400, "bad_query");
+  });
+
+  test("the same key twice: one effect, the same response; another amount: 409", async () => {
+    await acme.open("idem");
+    const a = await acme.post("/v1/accounts/idem/deposits", { amount: 500, currency: "USD" }, "k1");
+    const b = await acme.post("/v1/accounts/idem/deposits", { amount: 500, currency: "USD" }, "k1");
     assert.equal(a.status, 200, a.text);
-    assert.deepEqual(a.json, { account: "persist", balance: 5, seq: 1, replayed: false });
-    const b = await led.post("/accounts/persist/credit", { amount: 7 });
-    assert.equal(b.json.balance, 12);
-
-    const oldUrl = led.url.href;
-    await led.restart();
-    assert.notEqual(led.url.href, oldUrl, "port 0 picks a new port after restart");
-
-    const s = await led.get("/accounts/persist");
-    assert.equal(s.status, 200, s.text);
-    assert.equal(s.json.balance, 12);
-    assert.equal(s.json.outbox.last_seq, 2);
-    const c = await led.post("/accounts/persist/credit", { amount: 1 });
-    assert.deepEqual([c.json.balance, c.json.seq], [13, 3], "seq continues after restart");
+    assert.deepEqual([b.status, b.json], [a.status, a.json]);
+    assert.equal(b.headers?.get?.("idempotent-replayed") ?? "true", "true");
+    const c = await acme.post("/v1/accounts/idem/deposits", { amount: 501, currency: "USD" }, "k1");
+    assertProblem(c, 409, "idempotency_conflict");
+    const acc = await acme.account("idem");
+    assert.deepEqual([acc.balance, acc.last_seq], [500, 2]);
+    // Opening twice with the same parameters replays; with others it conflicts.
+    assert.equal((await acme.post("/v1/accounts", { id: "idem", currency: "USD" })).status, 201);
+    assertProblem(await acme.post("/v1/accounts", { id: "idem", currency: "EUR" }), 409, "idempotency_conflict");
+    // A recorded rejection replays as the same rejection, even after funds arrive.
+    const w1 = await acme.post("/v1/accounts/idem/withdrawals", { amount: 900, currency: "USD" }, "w-big");
+    assertProblem(w1, 422, "insufficient_funds");
+    assert.deepEqual([w1.json.available, w1.json.requested], [500, 900]);
+    await acme.deposit("idem", 1_000, "k2");
+    const w2 = await acme.post("/v1/accounts/idem/withdrawals", { amount: 900, currency: "USD" }, "w-big");
+    assert.deepEqual([w2.status, w2.json], [w1.status, w1.json]);
+    assert.equal((await acme.account("idem")).balance, 1_500);
   });
 
-  test("state change and outbox row commit or roll back together (transactionSync)", async () => {
-    await led.post("/accounts/tx/credit", { amount: 10 });
-    const before = (await led.get("/accounts/tx")).json;
-    const r = await led.post("/accounts/tx/credit", { amount: 3, fail_after_write: true });
-    assert.equal(r.status, 500);
-    assert.match(r.text, /rolled back: injected failure after write/);
-    const after = (await led.get("/accounts/tx")).json;
-    assert.equal(after.balance, before.balance, "balance unchanged");
-    assert.equal(after.outbox.last_seq, before.outbox.last_seq, "no outbox row");
-    // The next successful write takes the next contiguous seq: nothing leaked from the failure.
-    const ok = await led.post("/accounts/tx/credit", { amount: 3 });
-    assert.deepEqual([ok.json.balance, ok.json.seq], [13, 2]);
+  test("each bad input class answers its problem type and changes nothing", async () => {
+    await acme.open("bad");
+    await acme.deposit("bad", 100, "seed");
+    const before = await acme.account("bad");
+    const dep = (body, key = "kb") => acme.post("/v1/accounts/bad/deposits", body, key);
+    assertProblem(await dep("{not json"), 400, "malformed_json");
+    assertProblem(await dep("[1]"), 400, "not_an_object");
+    assertProblem(await dep({ currency: "USD" }), 400, "missing_field");
+    assertProblem(await dep({ amount: "5", currency: "USD" }), 400, "wrong_type");
+    assertProblem(await dep({ amount: 1.5, currency: "USD" }), 400, "wrong_type");
+    assertProblem(await dep({ amount: 5, currency: "USD", memo: "x" }), 400, "unknown_field");
+    assertProblem(await dep({ amount: 0, currency: "USD" }), 422, "amount_out_of_range");
+    assertProblem(await dep({ amount: -3, currency: "USD" }), 422, "amount_out_of_range");
+    // 2^53 + 1, parsed exactly (never through a JS number) and refused.
+    assertProblem(await dep('{"amount": 9007199254740993, "currency": "USD"}'), 422, "amount_out_of_range");
+    assertProblem(await dep({ amount: 5, currency: "usd" }), 422, "unknown_currency");
+    assertProblem(await dep({ amount: 5, currency: "XYZ" }), 422, "unknown_currency");
+    assertProblem(await dep({ amount: 5, currency: "EUR" }), 422, "currency_mismatch");
+    assertProblem(await dep({ amount: 5, currency: "USD" }, null), 400, "missing_idempotency_key");
+    assertProblem(await dep({ amount: 5, currency: "USD" }, "bad key!"), 400, "bad_id");
+    assertProblem(await dep(JSON.stringify({ amount: 5, currency: "USD", pad: "x".repeat(20_000) })), 413, "body_too_large");
+    assertProblem(await acme.post("/v1/accounts/nobody/deposits", { amount: 5, currency: "USD" }, "kb"), 404, "unknown_account");
+    assertProblem(await acme.post("/v1/accounts", { id: "a:b", currency: "USD" }), 400, "bad_id");
+    assertProblem(await acme.post("/v1/accounts", { id: "x", currency: "USD", overdraft_limit: -1 }), 422, "amount_out_of_range");
+    assertProblem(await acme.get("/v1/accounts/nobody"), 404, "unknown_account");
+    assertProblem(await acme.get("/v1/nothing-here"), 404, "not_found");
+    const after = await acme.account("bad");
+    assert.deepEqual(after, before, "no bad request changed the account");
+    // A key refused for bad input is still free: the first valid use executes.
+    assert.equal((await dep({ amount: 5, currency: "USD" })).json.balance, 105);
   });
 
-  test("raw BEGIN through sql.exec is refused by DO SQLite", async () => {
-    const r = await led.admin("GET", "/admin/accounts/tx/probe-begin");
-    assert.equal(r.status, 200, r.text);
-    assert.match(r.json.begin, /transactionSync\(\)/);
+  test("freeze blocks deposits and withdrawals; unfreeze restores; overdraft limit", async () => {
+    await acme.open("fz");
+    await acme.deposit("fz", 50, "f1");
+    const f = await acme.post("/v1/accounts/fz/freeze");
+    assert.deepEqual([f.status, f.json.status], [200, "frozen"], f.text);
+    assertProblem(await acme.post("/v1/accounts/fz/deposits", { amount: 5, currency: "USD" }, "f2"), 422, "account_frozen");
+    assertProblem(await acme.post("/v1/accounts/fz/withdrawals", { amount: 5, currency: "USD" }, "f3"), 422, "account_frozen");
+    assert.equal((await acme.post("/v1/accounts/fz/freeze")).json.status, "frozen", "freeze is idempotent");
+    assert.equal((await acme.post("/v1/accounts/fz/unfreeze")).json.status, "active");
+    assert.equal((await acme.deposit("fz", 5, "f4")).balance, 55);
+    assertProblem(await acme.post("/v1/accounts/nobody/freeze"), 404, "unknown_account");
+
+    await acme.open("od", "EUR", { overdraft_limit: 100 });
+    const w = await acme.post("/v1/accounts/od/withdrawals", { amount: 100, currency: "EUR" }, "o1");
+    assert.deepEqual([w.status, w.json.balance, w.json.available], [200, -100, -100], w.text);
+    assertProblem(await acme.post("/v1/accounts/od/withdrawals", { amount: 1, currency: "EUR" }, "o2"), 422, "insufficient_funds");
   });
 
-  test("integers beyond 2^53-1 are refused, and an unsafe balance rolls back", async () => {
-    const big = await led.post("/accounts/big/credit", { amount: 2 ** 53 });
-    assert.equal(big.status, 400);
-    const max = Number.MAX_SAFE_INTEGER; // 2^53 - 1
-    assert.equal((await led.post("/accounts/big/credit", { amount: max - 1 })).status, 200);
-    const over = await led.post("/accounts/big/credit", { amount: 2 });
-    assert.equal(over.status, 500, over.text);
-    const s = (await led.get("/accounts/big")).json;
-    assert.deepEqual([s.balance, s.outbox.last_seq], [max - 1, 1]);
-  });
-
-  test("a repeated ref is applied once", async () => {
-    const a = await led.post("/accounts/ref/credit", { amount: 4, ref: "r-1" });
-    const b = await led.post("/accounts/ref/credit", { amount: 4, ref: "r-1" });
-    assert.deepEqual([a.json.balance, a.json.replayed], [4, false]);
-    assert.deepEqual([b.json.balance, b.json.replayed, b.json.seq], [4, true, a.json.seq]);
-  });
-
-  test("admin routes read ADMIN_TOKEN from env and fail closed", async () => {
-    assert.equal((await led.get("/admin/accounts/x/probe-begin")).status, 401);
-    const wrong = await led.get("/admin/accounts/x/probe-begin", { authorization: "Bearer nope" });
-    assert.equal(wrong.status, 401);
-    const noSecret = await startLedger({ persistDir: tempPersistDir(), bindings: { ADMIN_TOKEN: undefined } });
+  test("auth: 401 without or with a wrong key; another tenant's account is 404", async () => {
+    await acme.open("private");
+    assertProblem(await led.get("/v1/accounts/private"), 401, "unauthorized");
+    assertProblem(await led.get("/v1/accounts/private", { authorization: "Bearer wrong-key-0123456789" }), 401, "unauthorized");
+    assertProblem(await led.get("/v1/accounts/private", { authorization: TEST_KEYS.acme }), 401, "unauthorized");
+    assertProblem(await globex.get("/v1/accounts/private"), 404, "unknown_account");
+    assertProblem(await globex.post("/v1/accounts/private/deposits", { amount: 5, currency: "USD" }, "x"), 404, "unknown_account");
+    // globex may use the same account id: a different object.
+    await globex.open("private", "EUR");
+    assert.equal((await globex.account("private")).currency, "EUR");
+    assert.equal((await acme.account("private")).currency, "USD");
+    // Admin routes need the admin key; a tenant key is 403.
+    assertProblem(await acme.get("/v1/admin/accounts/acme.private/state"), 403, "forbidden");
+    assertProblem(await led.get("/v1/admin/accounts/acme.private/state"), 401, "unauthorized");
+    assert.equal((await led.admin("GET", "/v1/admin/accounts/acme.private/state")).status, 200);
+    const noAdmin = await startLedger({ persistDir: tempPersistDir(), bindings: { ADMIN_KEY: undefined } });
     try {
-      const r = await noSecret.admin("GET", "/admin/accounts/x/probe-begin");
-      assert.equal(r.status, 503, r.text);
+      assertProblem(await noAdmin.admin("GET", "/v1/admin/accounts/x/state"), 503, "unavailable");
     } finally {
-      await noSecret.dispose();
+      await noAdmin.dispose();
     }
+  });
+
+  test("balances beyond 2^53 stay exact in storage and on the wire", async () => {
+    await acme.open("whale");
+    const max = "9007199254740991";
+    for (const k of ["b1", "b2", "b3"]) {
+      const r = await acme.post("/v1/accounts/whale/deposits", `{"amount": ${max}, "currency": "USD"}`, k);
+      assert.equal(r.status, 200, r.text);
+    }
+    const r = await acme.get("/v1/accounts/whale");
+    assert.match(r.text, /"balance":27021597764222973[,}]/, r.text); // 3 * (2^53 - 1)
+    const s = await acme.get("/v1/accounts/whale/entries");
+    assert.match(s.text, /"balance_after":18014398509481982[,}]/);
+    await cap.waitForEvents(() => cap.eventsFor("account", "acme.whale").length === 4);
+    const raw = cap.messages.map((m) => m.body).find((b) => b.includes('"event_id":"account:acme.whale:4"'));
+    assert.match(raw, /"balance_after":27021597764222973,/);
+  });
+
+  test("state and outbox roll back together; the retry with the same key applies once", async () => {
+    await acme.open("tx");
+    await acme.deposit("tx", 10, "t1");
+    const before = (await led.admin("GET", "/v1/admin/accounts/acme.tx/state")).json;
+    await led.admin("POST", "/v1/admin/accounts/acme.tx/faults", { fail_after_write: 1 });
+    const r = await acme.post("/v1/accounts/tx/deposits", { amount: 3, currency: "USD" }, "t2");
+    assertProblem(r, 503, "unavailable");
+    const mid = (await led.admin("GET", "/v1/admin/accounts/acme.tx/state")).json;
+    assert.deepEqual([mid.header.balance, mid.outbox.last_seq], [before.header.balance, before.outbox.last_seq]);
+    const ok = await acme.post("/v1/accounts/tx/deposits", { amount: 3, currency: "USD" }, "t2");
+    assert.deepEqual([ok.status, ok.json.balance, ok.json.seq], [200, 13, 3], ok.text);
+  });
+
+  test("state survives dispose() + a new runtime on the same directory", async () => {
+    await acme.open("persist");
+    await acme.deposit("persist", 12, "p1");
+    await cap.waitForEvents(() => cap.eventsFor("account", "acme.persist").length === 2);
+    await led.restart();
+    acme = led.as("acme");
+    globex = led.as("globex");
+    assert.equal((await acme.account("persist")).balance, 12);
+    const d = await acme.post("/v1/accounts/persist/deposits", { amount: 12, currency: "USD" }, "p1");
+    assert.deepEqual([d.json.balance, d.json.seq], [12, 2], "replayed after restart");
+    assert.equal((await acme.deposit("persist", 1, "p2")).seq, 3, "seq continues");
   });
 
   test("the cron trigger reaches the scheduled handler", async () => {
     const r = await led.triggerScheduled("*/5 * * * *");
     assert.equal(r.outcome, "ok");
     assert.ok(led.logs.some((l) => l.includes("scheduled tick cron=*/5 * * * *")), led.logs.join("\n"));
-  });
-
-  test("validation errors are 4xx", async () => {
-    assert.equal((await led.post("/accounts/v/credit", { amount: 0 })).status, 400);
-    assert.equal((await led.post("/accounts/v/credit", "{not json")).status, 400);
-    assert.equal((await led.post("/accounts/v/credit", "[1]")).status, 400);
-    assert.equal((await led.post("/accounts/v/credit", { amount: "5" })).status, 400);
-    // Parsed exactly (serde_json on the text), so 2^53 + 1 is seen as such and refused.
-    const r = await led.post("/accounts/v/credit", '{"amount": 9007199254740993}');
-    assert.equal(r.status, 400);
-    assert.match(r.text, /2\^53-1/);
-    assert.equal((await led.get("/nope")).status, 404);
   });
 });

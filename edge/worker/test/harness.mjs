@@ -20,7 +20,9 @@
 // is lost when the runtime stops (real Queues are durable). The outbox is what guarantees
 // delivery here: rows are marked sent only after send() resolved.
 
+import assert from "node:assert/strict";
 import { fork } from "node:child_process";
+import { createHash } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -36,7 +38,12 @@ import {
 export const WORKER_DIR = path.resolve(fileURLToPath(new URL("..", import.meta.url)));
 export const BUILD_DIR = path.join(WORKER_DIR, "build");
 export const WRANGLER_TOML = path.join(WORKER_DIR, "wrangler.toml");
-export const TEST_ADMIN_TOKEN = "test-admin-token";
+export const TEST_ADMIN_KEY = "test-admin-key-0123456789";
+/** Tenant → API key used by the tests (the Worker gets them as the API_KEYS secret). */
+export const TEST_KEYS = {
+  acme: "key-acme-0123456789abcdef",
+  globex: "key-globex-0123456789abcd",
+};
 const CHILD_SCRIPT = fileURLToPath(new URL("./harness-child.mjs", import.meta.url));
 const VERBOSE = process.env.EDGE_TEST_VERBOSE === "1";
 
@@ -72,6 +79,26 @@ export function tempPersistDir(prefix = "ledger-edge-test-") {
   const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
   tempDirs.add(dir);
   return dir;
+}
+
+// The canonical encoding of docs/EVENTS.md: one name=value line per field, in this order.
+const FIELDS = [
+  "v", "event_id", "stream", "stream_key", "seq", "kind", "occurred_at_ms", "currency", "amount",
+  "balance_after", "held_after", "overdraft_limit", "entry_id", "transfer_id", "counterparty",
+  "source", "destination", "deadline_ms", "reason", "prev_hash",
+];
+/** Checks one stream's events: schema v1, seq contiguous from 1, event ids, hash chain. */
+export function assertChain(events) {
+  let prev = "0".repeat(64);
+  events.forEach((e, i) => {
+    assert.equal(e.v, 1);
+    assert.equal(e.seq, i + 1, "seq contiguous from 1");
+    assert.equal(e.event_id, `${e.stream}:${e.stream_key}:${e.seq}`);
+    assert.equal(e.prev_hash, prev, `prev_hash of ${e.event_id}`);
+    const canonical = FIELDS.map((f) => `${f}=${e[f] ?? ""}`).join("\n");
+    assert.equal(createHash("sha256").update(canonical).digest("hex"), e.hash, `hash of ${e.event_id}`);
+    prev = e.hash;
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -112,9 +139,14 @@ export function ledgerWorkerOptions(config, { bindings = {} } = {}) {
     queueProducers,
     cronTriggers: config.triggers?.crons ?? [],
     // Secrets are plain string bindings locally; the Worker reads them with env.secret().
-    // A binding given as undefined is removed (e.g. to run without ADMIN_TOKEN).
+    // A binding given as undefined is removed (e.g. to run without ADMIN_KEY).
     bindings: Object.fromEntries(
-      Object.entries({ ...(config.vars ?? {}), ADMIN_TOKEN: TEST_ADMIN_TOKEN, ...bindings }).filter(
+      Object.entries({
+        ...(config.vars ?? {}),
+        API_KEYS: JSON.stringify(Object.fromEntries(Object.entries(TEST_KEYS).map(([t, k]) => [k, t]))),
+        ADMIN_KEY: TEST_ADMIN_KEY,
+        ...bindings,
+      }).filter(
         ([, v]) => v !== undefined,
       ),
     ),
@@ -207,7 +239,7 @@ export class LedgerClient {
     } catch {
       json = undefined;
     }
-    return { status: res.status, json, text };
+    return { status: res.status, json, text, headers: res.headers };
   }
   get(p, headers) {
     return this.request("GET", p, undefined, headers);
@@ -216,7 +248,44 @@ export class LedgerClient {
     return this.request("POST", p, body ?? {}, headers);
   }
   admin(method, p, body) {
-    return this.request(method, p, body, { authorization: `Bearer ${TEST_ADMIN_TOKEN}` });
+    return this.request(method, p, body, { authorization: `Bearer ${TEST_ADMIN_KEY}` });
+  }
+  /** A client acting as `tenant` (its API key on every request). */
+  as(tenant) {
+    return new TenantClient(this, TEST_KEYS[tenant]);
+  }
+}
+
+/** Requests with one tenant's API key; `key` adds an Idempotency-Key header. */
+export class TenantClient {
+  constructor(base, apiKey) {
+    this.base = base;
+    this.apiKey = apiKey;
+  }
+  headers(extra = {}) {
+    return { authorization: `Bearer ${this.apiKey}`, ...extra };
+  }
+  get(p) {
+    return this.base.request("GET", p, undefined, this.headers());
+  }
+  post(p, body, key) {
+    return this.base.request("POST", p, body ?? {}, this.headers(key ? { "idempotency-key": key } : {}));
+  }
+  /** Open an account (asserts success). */
+  async open(id, currency = "USD", extra = {}) {
+    const r = await this.post("/v1/accounts", { id, currency, ...extra });
+    if (r.status !== 201) throw new Error(`open ${id}: ${r.status} ${r.text}`);
+    return r.json;
+  }
+  async deposit(id, amount, key, currency = "USD") {
+    const r = await this.post(`/v1/accounts/${id}/deposits`, { amount, currency }, key);
+    if (r.status !== 200) throw new Error(`deposit ${id}: ${r.status} ${r.text}`);
+    return r.json;
+  }
+  async account(id) {
+    const r = await this.get(`/v1/accounts/${id}`);
+    if (r.status !== 200) throw new Error(`account ${id}: ${r.status} ${r.text}`);
+    return r.json;
   }
 }
 

@@ -1,71 +1,164 @@
-// TransferDO: stub fetch to AccountDO, idempotency by object name, alarm-driven saga deadline,
-// and a pending alarm that fires after a graceful restart.
+// Transfers on the real runtime: TransferDO named by the tenant's idempotency key drives
+// reserve → credit → capture (release as the compensation) against two AccountDOs.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { QueueCapture, cleanupAll, startLedger, tempPersistDir, waitFor } from "./harness.mjs";
+import { QueueCapture, assertChain, cleanupAll, startLedger, tempPersistDir, waitFor } from "./harness.mjs";
 
-const transfer = async (led, key) => (await led.get(`/transfers/${key}`)).json;
+const TYPE = "https://ledger.example/problems/";
+const tr = (source, destination, amount, currency = "USD") => ({ source, destination, amount, currency });
 
-describe("TransferDO", () => {
-  let led;
+describe("transfers", () => {
+  let led, acme, globex;
   const cap = new QueueCapture();
   before(async () => {
     led = await startLedger({ persistDir: tempPersistDir(), capture: cap });
+    acme = led.as("acme");
+    globex = led.as("globex");
   });
   after(cleanupAll);
 
-  test("credits the destination through a stub fetch and settles at its deadline", async () => {
-    const r = await led.post("/transfers/t-1", { to: "dst-1", amount: 25, deadline_ms: 1_000 });
-    assert.equal(r.status, 200, r.text);
-    assert.equal(r.json.replayed, false);
-    assert.equal(r.json.transfer.status, "credited");
-    assert.equal((await led.get("/accounts/dst-1")).json.balance, 25);
-
-    const settled = await waitFor(async () => {
-      const t = await transfer(led, "t-1");
-      return t.transfer.status === "settled" && t;
-    });
-    assert.ok(settled.transfer.settled_at >= settled.transfer.deadline_at);
-    assert.ok(settled.transfer.alarm_runs >= 1);
-
-    const evs = await cap.waitForEvents(() => cap.eventsFor("transfer", "t-1").length === 3 && cap.eventsFor("transfer", "t-1"));
-    assert.deepEqual(evs.map((e) => e.kind), ["transfer.created", "transfer.credited", "transfer.settled"]);
-    const acct = await cap.waitForEvents(() => cap.eventsFor("account", "dst-1")[0]);
-    assert.deepEqual(acct.data, { amount: 25, balance_after: 25, ref: "transfer:t-1" });
-  });
-
-  test("the same key replays; different parameters are rejected; nothing is applied twice", async () => {
-    const a = await led.post("/transfers/t-2", { to: "dst-2", amount: 5, deadline_ms: 60_000 });
-    const b = await led.post("/transfers/t-2", { to: "dst-2", amount: 5, deadline_ms: 60_000 });
-    assert.equal(a.json.replayed, false);
-    assert.equal(b.json.replayed, true);
-    assert.equal(b.json.transfer.created_at, a.json.transfer.created_at);
-    const c = await led.post("/transfers/t-2", { to: "dst-2", amount: 6 });
-    assert.equal(c.status, 409);
-    const acct = (await led.get("/accounts/dst-2")).json;
-    assert.deepEqual([acct.balance, acct.outbox.last_seq], [5, 1]);
-  });
-
-  test("a pending saga alarm fires after dispose() + restart", async () => {
-    const r = await led.post("/transfers/t-3", { to: "dst-3", amount: 7, deadline_ms: 2_000 });
-    assert.equal(r.json.transfer.status, "credited");
-    const t = await transfer(led, "t-3");
-    assert.ok(t.alarm, "an alarm is pending");
-    // Let the already-drained events reach the capture first: Miniflare's queue broker is
-    // in memory, so a message sent but not yet delivered would be lost by the restart.
-    await cap.waitForEvents(() => cap.eventsFor("transfer", "t-3").length === 2);
-    await led.restart();
-    assert.equal((await transfer(led, "t-3")).transfer.status, "credited", "not settled before the deadline");
-    const settled = await waitFor(
-      async () => {
-        const t = await transfer(led, "t-3");
-        return t.transfer.status === "settled" && t.outbox.pending === 0 && t;
-      },
-      { timeout: 10_000 },
+  test("captured: one debit on the source, one credit on the destination; replay; 409", async () => {
+    await acme.open("a");
+    await acme.open("b");
+    await acme.deposit("a", 1_000, "seed-a");
+    const r1 = await acme.post("/v1/transfers", tr("a", "b", 250), "tr1");
+    assert.equal(r1.status, 200, r1.text);
+    assert.equal(r1.json.phase, "captured");
+    assert.deepEqual([r1.json.key, r1.json.source, r1.json.destination, r1.json.terminal], ["tr1", "a", "b", true]);
+    const r2 = await acme.post("/v1/transfers", tr("a", "b", 250), "tr1");
+    assert.deepEqual([r2.status, r2.json], [r1.status, r1.json], "same key: same response");
+    const r3 = await acme.post("/v1/transfers", tr("a", "b", 251), "tr1");
+    assert.equal(r3.status, 409, r3.text);
+    assert.equal(r3.json.type, TYPE + "idempotency_conflict");
+    const a = await acme.account("a");
+    const b = await acme.account("b");
+    assert.deepEqual([a.balance, a.held, b.balance, b.held], [750, 0, 250, 0], "one effect");
+    const g = await acme.get("/v1/transfers/tr1");
+    assert.deepEqual([g.status, g.json], [200, r1.json]);
+    assert.equal((await globex.get("/v1/transfers/tr1")).status, 404, "another tenant's transfer");
+    assert.equal((await acme.get("/v1/transfers/nope")).json.type, TYPE + "unknown_transfer");
+    const st = await acme.get("/v1/accounts/a/entries");
+    assert.deepEqual(
+      st.json.entries.map((e) => [e.entry_id, e.amount, e.counterparty]),
+      [["dep:acme.a:seed-a", 1_000, null], ["t.acme.tr1:debit", -250, "b"]],
     );
-    assert.equal(settled.transfer.alarm_runs >= 1, true);
-    // Terminal and drained: the object leaves no alarm behind.
-    await waitFor(async () => (await transfer(led, "t-3")).alarm === null, { what: "alarm cleared" });
-    await cap.waitForEvents(() => cap.eventsFor("transfer", "t-3").length === 3);
+    await cap.waitForEvents(() => cap.eventsFor("transfer", "t.acme.tr1").length === 4);
+    const evs = cap.eventsFor("transfer", "t.acme.tr1");
+    assert.deepEqual(evs.map((e) => e.kind), ["created", "reserved", "credited", "captured"]);
+    assertChain(evs);
+    await cap.waitForEvents(() => cap.eventsFor("account", "acme.a").length === 4);
+    assert.deepEqual(cap.eventsFor("account", "acme.a").map((e) => e.kind), ["opened", "deposited", "hold_placed", "captured"]);
+  });
+
+  test("concurrent transfers racing for the same funds: exactly the affordable ones capture", async () => {
+    await acme.open("race-src");
+    await acme.deposit("race-src", 100, "seed");
+    for (const d of ["race-d1", "race-d2"]) await acme.open(d);
+    const [x, y] = await Promise.all([
+      acme.post("/v1/transfers", tr("race-src", "race-d1", 80), "race-1"),
+      acme.post("/v1/transfers", tr("race-src", "race-d2", 80), "race-2"),
+    ]);
+    const phases = [x.json.phase, y.json.phase].sort();
+    assert.deepEqual(phases, ["captured", "failed"], x.text + y.text);
+    const failed = [x, y].find((r) => r.json.phase === "failed");
+    assert.equal(failed.json.reason, "insufficient_funds");
+    // Ten more racing for 20 + a fresh 100: exactly four of 30 fit in 120.
+    await acme.deposit("race-src", 100, "seed2");
+    const many = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => acme.post("/v1/transfers", tr("race-src", "race-d1", 30), `race-m${i}`)),
+    );
+    assert.equal(many.filter((r) => r.json.phase === "captured").length, 4, many.map((r) => r.text).join("\n"));
+    assert.equal(many.filter((r) => r.json.phase === "failed").length, 6);
+    const s = await acme.account("race-src");
+    assert.deepEqual([s.balance, s.held, s.available], [0, 0, 0], "no overdraft");
+    const d1 = await acme.account("race-d1");
+    const d2 = await acme.account("race-d2");
+    assert.equal(d1.balance + d2.balance, 200, "conserved");
+  });
+
+  test("a frozen destination rejects the credit: the hold is released and the funds return", async () => {
+    await acme.open("fs");
+    await acme.open("fd");
+    await acme.deposit("fs", 500, "seed");
+    await acme.post("/v1/accounts/fd/freeze");
+    const r = await acme.post("/v1/transfers", tr("fs", "fd", 200), "frz-1");
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual([r.json.phase, r.json.reason], ["released", "account_frozen"]);
+    const s = await acme.account("fs");
+    assert.deepEqual([s.balance, s.held, s.available], [500, 0, 500]);
+    assert.equal((await acme.account("fd")).balance, 0);
+    await cap.waitForEvents(() => cap.eventsFor("transfer", "t.acme.frz-1").length === 4);
+    assert.deepEqual(cap.eventsFor("transfer", "t.acme.frz-1").map((e) => e.kind), ["created", "reserved", "releasing", "released"]);
+  });
+
+  test("bad transfers: same account, unknown accounts, currency mismatch, missing key", async () => {
+    await acme.open("bx");
+    await acme.open("by");
+    await acme.open("beur", "EUR");
+    await acme.deposit("bx", 100, "seed");
+    const same = await acme.post("/v1/transfers", tr("bx", "bx", 5), "b1");
+    assert.deepEqual([same.status, same.json.type], [422, TYPE + "same_account"]);
+    const nokey = await acme.post("/v1/transfers", tr("bx", "by", 5));
+    assert.deepEqual([nokey.status, nokey.json.type], [400, TYPE + "missing_idempotency_key"]);
+    const zero = await acme.post("/v1/transfers", tr("bx", "by", 0), "b0");
+    assert.deepEqual([zero.status, zero.json.type], [422, TYPE + "amount_out_of_range"]);
+    const nosrc = await acme.post("/v1/transfers", tr("ghost", "by", 5), "b2");
+    assert.deepEqual([nosrc.json.phase, nosrc.json.reason], ["failed", "unknown_account"]);
+    const nodst = await acme.post("/v1/transfers", tr("bx", "ghost", 5), "b3");
+    assert.deepEqual([nodst.json.phase, nodst.json.reason], ["released", "unknown_account"]);
+    const cur = await acme.post("/v1/transfers", tr("bx", "beur", 5), "b4");
+    assert.deepEqual([cur.json.phase, cur.json.reason], ["released", "currency_mismatch"]);
+    const cur2 = await acme.post("/v1/transfers", tr("bx", "by", 5, "EUR"), "b5");
+    assert.deepEqual([cur2.json.phase, cur2.json.reason], ["failed", "currency_mismatch"]);
+    // Another tenant's account does not exist under your names.
+    await globex.open("theirs");
+    const cross = await acme.post("/v1/transfers", tr("bx", "theirs", 5), "b6");
+    assert.deepEqual([cross.json.phase, cross.json.reason], ["released", "unknown_account"]);
+    const s = await acme.account("bx");
+    assert.deepEqual([s.balance, s.held], [100, 0], "nothing moved");
+    assert.equal((await globex.account("theirs")).balance, 0);
+  });
+});
+
+describe("transfers mid-saga", () => {
+  after(cleanupAll);
+
+  test("202 while a step is retried; I0: capture honoured although the source was frozen after reserve", async () => {
+    const led = await startLedger({ persistDir: tempPersistDir(), bindings: { TRANSFER_WAIT_MS: "100" } });
+    const acme = led.as("acme");
+    await acme.open("i0s");
+    await acme.open("i0d");
+    await acme.open("i0f");
+    await acme.deposit("i0s", 300, "seed");
+    // The destination is unreachable for its next 3 commands: the credit step backs off.
+    await led.admin("POST", "/v1/admin/accounts/acme.i0d/faults", { fail_commands: 3 });
+    const r = await acme.post("/v1/transfers", tr("i0s", "i0d", 100), "i0-1");
+    assert.equal(r.status, 202, r.text);
+    assert.equal(r.headers.get("location"), "/v1/transfers/i0-1");
+    assert.equal(r.json.phase, "reserved");
+    assert.equal((await acme.account("i0s")).held, 100, "the hold backs the pending credit");
+    assert.equal((await acme.post("/v1/accounts/i0s/freeze")).status, 200);
+    const done = await waitFor(async () => {
+      const t = (await acme.get("/v1/transfers/i0-1")).json;
+      return t.terminal && t;
+    }, { what: "transfer terminal", timeout: 15_000 });
+    assert.equal(done.phase, "captured");
+    const s = await acme.account("i0s");
+    assert.deepEqual([s.status, s.balance, s.held], ["frozen", 200, 0]);
+    assert.equal((await acme.account("i0d")).balance, 100);
+
+    // A freeze of the destination between reserve and credit: released, funds back.
+    await led.admin("POST", "/v1/admin/accounts/acme.i0f/faults", { fail_commands: 5 });
+    assert.equal((await acme.post("/v1/accounts/i0s/unfreeze")).status, 200);
+    const r2 = await acme.post("/v1/transfers", tr("i0s", "i0f", 50), "i0-2");
+    assert.deepEqual([r2.status, r2.json.phase], [202, "reserved"], r2.text);
+    assert.equal((await acme.post("/v1/accounts/i0f/freeze")).status, 200);
+    const done2 = await waitFor(async () => {
+      const t = (await acme.get("/v1/transfers/i0-2")).json;
+      return t.terminal && t;
+    }, { what: "transfer terminal", timeout: 15_000 });
+    assert.deepEqual([done2.phase, done2.reason], ["released", "account_frozen"]);
+    const s2 = await acme.account("i0s");
+    assert.deepEqual([s2.balance, s2.held], [200, 0]);
   });
 });
