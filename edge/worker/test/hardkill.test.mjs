@@ -1,9 +1,10 @@
 // Hard crash mid-saga: the runtime (node + workerd) is SIGKILLed while transfers wait on a
 // retried step; restarted on the same directory, every transfer converges through its alarm
-// and money is conserved. Acknowledged state survives.
+// and money is conserved. Acknowledged state survives, and events committed but not sent before
+// the kill still reach the queue.
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
-import { cleanupAll, spawnLedger, tempPersistDir, waitFor } from "./harness.mjs";
+import { QueueCapture, assertChain, cleanupAll, spawnLedger, tempPersistDir, waitFor } from "./harness.mjs";
 
 describe("hard kill", () => {
   after(cleanupAll);
@@ -11,7 +12,8 @@ describe("hard kill", () => {
   test("SIGKILL mid-saga: every transfer converges after restart, balances conserved", async (t) => {
     const dir = tempPersistDir();
     const bindings = { TRANSFER_WAIT_MS: "100" };
-    let led = await spawnLedger({ persistDir: dir, bindings });
+    const cap = new QueueCapture();
+    let led = await spawnLedger({ persistDir: dir, bindings, capture: cap });
     let acme = led.as("acme");
     const N = 5;
     await acme.open("hk-src");
@@ -30,9 +32,17 @@ describe("hard kill", () => {
     const mid = await acme.account("hk-src");
     assert.deepEqual([mid.balance, mid.held], [1_000, 500], "holds back every pending credit");
 
+    // Committed but not yet sent at the kill: the next two sends of this account fail, so its
+    // events are still in the outbox when the runtime dies (a crash between commit and send).
+    await acme.open("hk-burst");
+    await cap.waitForEvents(() => cap.eventsFor("account", "acme.hk-burst").length === 1);
+    await led.admin("POST", "/v1/admin/accounts/acme.hk-burst/faults", { fail_sends: 2 });
+    for (let i = 1; i <= 10; i++) await acme.deposit("hk-burst", i, `hb${i}`);
+    assert.equal(cap.eventsFor("account", "acme.hk-burst").length, 1, "the burst is not sent yet");
+
     await led.kill(); // SIGKILL the group; resolves once none of its processes runs
     const t0 = Date.now();
-    led = await spawnLedger({ persistDir: dir, bindings });
+    led = await spawnLedger({ persistDir: dir, bindings, capture: cap });
     acme = led.as("acme");
     const after0 = await acme.account("hk-src");
     assert.deepEqual([after0.balance, after0.held], [1_000, 500], "acknowledged state survived");
@@ -51,6 +61,28 @@ describe("hard kill", () => {
     let total = src.balance;
     for (let i = 0; i < N; i++) total += (await acme.account(`hk-d${i}`)).balance;
     assert.equal(total, 1_000, "conserved");
+    // Every event committed before or after the kill leaves its outbox: nothing stays unsent.
+    const names = [
+      ...Array.from({ length: N }, (_, i) => `transfers/t.acme.hk-${i}`),
+      "accounts/acme.hk-src",
+      ...Array.from({ length: N }, (_, i) => `accounts/acme.hk-d${i}`),
+    ];
+    await waitFor(
+      async () => {
+        for (const n of names) {
+          const s = (await led.admin("GET", `/v1/admin/${n}/state`)).json;
+          if (s.outbox.pending !== 0) return false;
+        }
+        return true;
+      },
+      { timeout: 15_000, what: "every outbox drained" },
+    );
+    await cap.waitForEvents(() => cap.eventsFor("account", "acme.hk-burst").length === 11, { timeout: 15_000 });
+    const burst = cap.eventsFor("account", "acme.hk-burst");
+    assertChain(burst);
+    assert.equal(burst.at(-1).balance_after, 55);
+    const tstate = (await led.admin("GET", "/v1/admin/transfers/t.acme.hk-0/state")).json;
+    assert.deepEqual([tstate.outbox.last_seq, tstate.outbox.sent], [4, 4], "created, reserved, credited, captured");
     await led.stop();
   });
 });

@@ -160,5 +160,11 @@ describe("transfers mid-saga", () => {
     assert.deepEqual([done2.phase, done2.reason], ["released", "account_frozen"]);
     const s2 = await acme.account("i0s");
     assert.deepEqual([s2.balance, s2.held], [200, 0]);
+
+    // The sweeper's admin re-drive: terminal transfers answer their phase, unknown ids null.
+    const rd = await led.admin("POST", "/v1/admin/transfers/redrive", { transfer_ids: ["t.acme.i0-1", "t.acme.none"] });
+    assert.equal(rd.status, 200, rd.text);
+    assert.deepEqual(rd.json.redriven.map((x) => x.phase), ["captured", null]);
+    assert.equal((await acme.post("/v1/admin/transfers/redrive", { transfer_ids: [] })).status, 403);
   });
 });
