@@ -266,6 +266,17 @@ impl DurableObject for TransferDO {
         let now = now_ms();
         let mut next = outbox::next_wake(&d, now);
         if let Some(t) = t.as_ref().filter(|t| !t.is_terminal()) {
+            if now >= t.deadline_ms {
+                // Visible, never abandoned: it keeps being re-driven and is reported here (and
+                // by the reconciler's dangling list from the lake).
+                worker::console_error!(
+                    "DANGLING transfer {} in phase {} past its deadline {} (attempt {})",
+                    t.spec.id,
+                    t.phase.as_str(),
+                    t.deadline_ms,
+                    t.attempt
+                );
+            }
             let at = t.next_attempt_at_ms.max(now);
             next = Some(next.map_or(at, |n| n.min(at)));
         }
