@@ -21,7 +21,7 @@ fn ok(o: Outcome) {
 }
 
 fn account_stream() -> Vec<Event> {
-    let id = "acc-1";
+    let id = "acme.acc-1";
     let mut a = MemAccount::default();
     let mut t = T0;
     let mut run = |a: &mut MemAccount, cmd: Command| {
@@ -38,7 +38,7 @@ fn account_stream() -> Vec<Event> {
     run(
         &mut a,
         Command::Deposit {
-            entry_id: "dep.acme.k1".into(),
+            entry_id: "dep:acme.acc-1:k1".into(),
             amount: 10_000,
             currency: usd(),
         },
@@ -49,7 +49,7 @@ fn account_stream() -> Vec<Event> {
             transfer_id: "t.acme.k1".into(),
             amount: 2_500,
             currency: usd(),
-            destination: "acc-2".into(),
+            destination: "acme.acc-2".into(),
         },
     );
     run(
@@ -64,7 +64,7 @@ fn account_stream() -> Vec<Event> {
             transfer_id: "t.acme.k2".into(),
             amount: 100,
             currency: usd(),
-            destination: "acc-2".into(),
+            destination: "acme.acc-2".into(),
         },
     );
     run(
@@ -85,7 +85,7 @@ fn account_stream() -> Vec<Event> {
             transfer_id: "t.acme.k9".into(),
             amount: 300,
             currency: usd(),
-            source: "acc-3".into(),
+            source: "acme.acc-3".into(),
         },
     );
     run(&mut a, Command::Freeze);
@@ -93,7 +93,7 @@ fn account_stream() -> Vec<Event> {
     run(
         &mut a,
         Command::Withdraw {
-            entry_id: "wd.acme.k2".into(),
+            entry_id: "wd:acme.acc-1:k2".into(),
             amount: 500,
             currency: usd(),
         },
@@ -130,8 +130,8 @@ fn transfer_stream() -> Vec<Event> {
     let rejected = |r| Reply::Outcome(Outcome::Rejected(r));
     let spec = |key: &str, amount| TransferSpec {
         id: format!("t.acme.{key}"),
-        source: "acc-1".into(),
-        destination: "acc-2".into(),
+        source: "acme.acc-1".into(),
+        destination: "acme.acc-2".into(),
         amount,
         currency: usd(),
     };

@@ -77,7 +77,7 @@ fn vectors_cover_every_kind_of_schema_v1() {
 #[test]
 fn the_canonical_encoding_is_frozen() {
     let first = &events()[0];
-    let expected = "v=1\nevent_id=account:acc-1:1\nstream=account\nstream_key=acc-1\nseq=1\nkind=opened\n\
+    let expected = "v=1\nevent_id=account:acme.acc-1:1\nstream=account\nstream_key=acme.acc-1\nseq=1\nkind=opened\n\
         occurred_at_ms=1767225601000\ncurrency=USD\namount=\nbalance_after=0\nheld_after=0\noverdraft_limit=0\n\
         entry_id=\ntransfer_id=\ncounterparty=\nsource=\ndestination=\ndeadline_ms=\nreason=\n\
         prev_hash=0000000000000000000000000000000000000000000000000000000000000000";
@@ -85,7 +85,7 @@ fn the_canonical_encoding_is_frozen() {
     // SHA-256 of the string above, computed independently (`printf ... | sha256sum`).
     assert_eq!(
         first.hash,
-        "071772b65efbcc8f6adea6557ef14b6647f3948fe622398188c0c0854af01e96"
+        "4573deb2afaf0126bd4006d79eae49f58f59585be0846e49f7eac795f7a59e6c"
     );
 }
 
@@ -179,17 +179,17 @@ fn bad_messages_are_refused_with_a_specific_reason() {
         ),
         (
             mutate(|m| {
-                m.insert("event_id".into(), json!("account:acc-1:4"));
+                m.insert("event_id".into(), json!("account:acme.acc-1:4"));
             }),
             SchemaError::EventIdMismatch {
-                expected: "account:acc-1:3".into(),
-                found: "account:acc-1:4".into(),
+                expected: "account:acme.acc-1:3".into(),
+                found: "account:acme.acc-1:4".into(),
             },
         ),
         (
             mutate(|m| {
                 m.insert("seq".into(), json!(0));
-                m.insert("event_id".into(), json!("account:acc-1:0"));
+                m.insert("event_id".into(), json!("account:acme.acc-1:0"));
             }),
             SchemaError::SeqZero,
         ),
@@ -216,7 +216,7 @@ fn bad_messages_are_refused_with_a_specific_reason() {
     match decode(&mutate(|m| {
         m.insert("amount".into(), json!(2501));
     })) {
-        Err(DecodeError::HashMismatch { event_id, .. }) => assert_eq!(event_id, "account:acc-1:3"),
+        Err(DecodeError::HashMismatch { event_id, .. }) => assert_eq!(event_id, "account:acme.acc-1:3"),
         other => panic!("expected a hash mismatch, got {other:?}"),
     }
 }
