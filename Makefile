@@ -21,4 +21,4 @@ test-edge: toolchain
 	bash scripts/test-edge.sh
 
 demo:
-	cargo run --release -p ledger-sim -- --seeds $${SIM_SEEDS:-10000}
+	bash scripts/demo.sh

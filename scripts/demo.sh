@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The main job end to end on local defaults (`make demo`). Today that is the
+# payments edge on the real Workers runtime: it installs what is missing,
+# starts `wrangler dev` (workerd) with fresh persistent state, walks through
+# accounts, deposits, transfers, an idempotent replay, a conflicting reuse of
+# a key, a refused transfer and a freeze compensation, prints every response,
+# and stops the runtime. It grows into edge → queue → lake → reconcile as
+# those components land.
+#
+# Env: DEMO_PORT (default 8787), DEMO_STATE (default /var/tmp/ledger-demo-state, wiped first).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PORT="${DEMO_PORT:-8787}"
+STATE="${DEMO_STATE:-/var/tmp/ledger-demo-state}"
+U="http://127.0.0.1:$PORT"
+log() { printf '\n[demo] %s\n' "$*" >&2; }
+
+bash "$ROOT/scripts/install-toolchain.sh"
+rm -rf "$STATE"
+[[ -f "$ROOT/edge/worker/.dev.vars" ]] || cp "$ROOT/edge/worker/.dev.vars.example" "$ROOT/edge/worker/.dev.vars"
+KEY="$(sed -n 's/^API_KEYS={"\([^"]*\)".*/\1/p' "$ROOT/edge/worker/.dev.vars")"
+
+log "starting the edge on workerd (wrangler dev) at $U, state in $STATE"
+setsid bash "$ROOT/edge/worker/dev.sh" "$PORT" "$STATE" > "$STATE.log" 2>&1 &
+DEV_PID=$!
+stop() { kill -- -"$DEV_PID" 2>/dev/null || true; wait "$DEV_PID" 2>/dev/null || true; }
+trap stop EXIT
+for _ in $(seq 1 240); do
+  curl -sf "$U/health" >/dev/null 2>&1 && break
+  kill -0 "$DEV_PID" 2>/dev/null || { cat "$STATE.log" >&2; echo "the edge did not start" >&2; exit 2; }
+  sleep 0.5
+done
+curl -sf "$U/health" >/dev/null || { tail -30 "$STATE.log" >&2; echo "the edge did not answer /health" >&2; exit 2; }
+
+# call METHOD PATH [BODY] [IDEMPOTENCY-KEY]: prints the request, status and body.
+call() {
+  local args=(-s -X "$1" -H "authorization: Bearer $KEY" -w '\n  -> HTTP %{http_code}\n')
+  [[ -n "${3:-}" ]] && args+=(-H 'content-type: application/json' -d "$3")
+  [[ -n "${4:-}" ]] && args+=(-H "idempotency-key: $4")
+  printf '%s %s %s%s\n  ' "$1" "$2" "${3:-}" "${4:+  (Idempotency-Key: $4)}"
+  curl "${args[@]}" "$U$2"
+}
+
+log "open two USD accounts and a EUR one"
+call POST /v1/accounts '{"id":"alice","currency":"USD"}'
+call POST /v1/accounts '{"id":"bob","currency":"USD"}'
+call POST /v1/accounts '{"id":"carol","currency":"EUR"}'
+
+log "deposit 100.00 USD to alice"
+call POST /v1/accounts/alice/deposits '{"amount":10000,"currency":"USD"}' dep-1
+
+log "transfer 25.00 alice -> bob: reserve, credit, capture"
+call POST /v1/transfers '{"source":"alice","destination":"bob","amount":2500,"currency":"USD"}' t-1
+log "the same request again: the recorded result, no second effect"
+call POST /v1/transfers '{"source":"alice","destination":"bob","amount":2500,"currency":"USD"}' t-1
+log "the same key with another amount: refused, nothing runs"
+call POST /v1/transfers '{"source":"alice","destination":"bob","amount":9999,"currency":"USD"}' t-1
+
+log "more than alice has: the reserve is refused, the transfer fails cleanly"
+call POST /v1/transfers '{"source":"alice","destination":"bob","amount":500000,"currency":"USD"}' t-2
+
+log "USD into a EUR account: the credit is refused, the hold is released"
+call POST /v1/transfers '{"source":"alice","destination":"carol","amount":100,"currency":"USD"}' t-3
+
+log "bad input: a negative amount"
+call POST /v1/accounts/alice/deposits '{"amount":-5,"currency":"USD"}' dep-2
+
+log "balances: alice 75.00, bob 25.00, nothing held"
+call GET /v1/accounts/alice
+call GET /v1/accounts/bob
+log "alice's statement"
+call GET /v1/accounts/alice/entries
+log "done; the runtime's log is $STATE.log"
