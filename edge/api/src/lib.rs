@@ -14,6 +14,7 @@ pub mod auth;
 pub mod names;
 pub mod parse;
 pub mod problem;
+pub mod sweep;
 pub mod views;
 
 pub use auth::{ApiKeys, ConfigError};

@@ -94,6 +94,21 @@ pub fn transfer_key_of<'a>(tenant: &str, transfer_id: &'a str) -> Option<&'a str
         .strip_prefix('.')
 }
 
+/// Splits a transfer id `t.{tenant}.{key}` (as the sweeper and the admin re-drive receive it)
+/// into its tenant and key; anything else is refused with the reason.
+pub fn parse_transfer_id(id: &str) -> Result<(&str, &str), String> {
+    check_derived_id(id).map_err(|w| format!("transfer id {id:?} {w}"))?;
+    let rest = id
+        .strip_prefix("t.")
+        .ok_or_else(|| format!("transfer id {id:?} does not start with \"t.\""))?;
+    let (tenant, key) = rest
+        .split_once('.')
+        .ok_or_else(|| format!("transfer id {id:?} is not t.{{tenant}}.{{key}}"))?;
+    check_tenant(tenant)?;
+    check_client_key(key).map_err(|w| format!("transfer id {id:?}: key {w}"))?;
+    Ok((tenant, key))
+}
+
 pub fn deposit_entry_id(account_name: &str, key: &str) -> Result<String, ApiError> {
     check_client_key(key).map_err(|w| bad("Idempotency-Key", w))?;
     let id = format!("dep:{account_name}:{key}");
@@ -126,6 +141,19 @@ mod tests {
         assert!(check_derived_id(&format!("{t}:reserve")).is_ok());
         assert_eq!(transfer_key_of("acme", &t), Some("k1"));
         assert_eq!(transfer_key_of("acm", &t), None);
+        assert_eq!(parse_transfer_id(&t), Ok(("acme", "k1")));
+        assert_eq!(parse_transfer_id("t.acme.k.2"), Ok(("acme", "k.2")));
+        for bad in [
+            "",
+            "acme.k1",
+            "t.acme",
+            "t..k",
+            "t.acme.",
+            "t.acme.k:1",
+            "t.a b.k",
+        ] {
+            assert!(parse_transfer_id(bad).is_err(), "{bad:?}");
+        }
         assert_eq!(deposit_entry_id(&a, "k1").unwrap(), "dep:acme.acc-1:k1");
         assert_eq!(withdrawal_entry_id(&a, "k1").unwrap(), "wd:acme.acc-1:k1");
     }

@@ -287,6 +287,40 @@ pub fn page(query: Option<&str>, limits: &Limits) -> Result<Page, ApiError> {
     Ok(p)
 }
 
+/// `POST /v1/admin/transfers/redrive {"transfer_ids": ["t.{tenant}.{key}", ...]}` → the ids,
+/// at most [`crate::sweep::SWEEP_MAX_PER_RUN`], duplicates removed (first position wins).
+pub fn redrive(text: &str, limits: &Limits) -> Result<Vec<String>, ApiError> {
+    const FIELD: &str = "transfer_ids";
+    let mut b = Body::parse(text, limits)?;
+    let wrong = || ApiError::WrongType {
+        field: FIELD,
+        expected: "an array of transfer ids t.{tenant}.{key}",
+    };
+    let Value::Array(items) = b.req(FIELD)? else {
+        return Err(wrong());
+    };
+    b.done()?;
+    let max = crate::sweep::SWEEP_MAX_PER_RUN;
+    if items.len() > max {
+        return Err(ApiError::TooManyItems {
+            field: FIELD,
+            count: items.len(),
+            max,
+        });
+    }
+    let mut ids: Vec<String> = Vec::with_capacity(items.len());
+    for v in items {
+        let Value::String(id) = v else {
+            return Err(wrong());
+        };
+        names::parse_transfer_id(&id).map_err(|_| wrong())?;
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    Ok(ids)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -520,5 +554,28 @@ mod tests {
         ] {
             assert_eq!(page(Some(q), &l()).unwrap_err().code(), "bad_query", "{q}");
         }
+    }
+
+    #[test]
+    fn redrive_lists() {
+        let ids = redrive(
+            r#"{"transfer_ids":["t.acme.k1","t.acme.k1","t.b.k.2"]}"#,
+            &l(),
+        )
+        .unwrap();
+        assert_eq!(ids, vec!["t.acme.k1", "t.b.k.2"]);
+        let code = |t: &str| redrive(t, &l()).unwrap_err().code();
+        assert_eq!(code("{}"), "missing_field");
+        assert_eq!(code(r#"{"transfer_ids":"t.acme.k1"}"#), "wrong_type");
+        assert_eq!(code(r#"{"transfer_ids":[1]}"#), "wrong_type");
+        assert_eq!(code(r#"{"transfer_ids":["acme.k1"]}"#), "wrong_type");
+        assert_eq!(code(r#"{"transfer_ids":[],"x":1}"#), "unknown_field");
+        let many: Vec<String> = (0..101).map(|i| format!("t.a.k{i}")).collect();
+        let body = serde_json::json!({ "transfer_ids": many }).to_string();
+        assert_eq!(code(&body), "too_many_items");
+        assert_eq!(
+            redrive(r#"{"transfer_ids":[]}"#, &l()).unwrap(),
+            Vec::<String>::new()
+        );
     }
 }

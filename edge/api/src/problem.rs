@@ -56,6 +56,12 @@ pub enum ApiError {
     BodyTooLarge {
         limit: usize,
     },
+    /// A list longer than the route accepts.
+    TooManyItems {
+        field: &'static str,
+        count: usize,
+        max: usize,
+    },
     Unauthorized,
     /// A valid key, but not the admin key, on an admin route.
     Forbidden,
@@ -137,6 +143,7 @@ impl ApiError {
             ApiError::MissingIdempotencyKey => "missing_idempotency_key",
             ApiError::BadQuery { .. } => "bad_query",
             ApiError::BodyTooLarge { .. } => "body_too_large",
+            ApiError::TooManyItems { .. } => "too_many_items",
             ApiError::Unauthorized => "unauthorized",
             ApiError::Forbidden => "forbidden",
             ApiError::RouteNotFound => "not_found",
@@ -160,7 +167,8 @@ impl ApiError {
             | ApiError::BadQuery { .. } => 400,
             ApiError::AmountOutOfRange { .. }
             | ApiError::UnknownCurrency { .. }
-            | ApiError::SameAccount => 422,
+            | ApiError::SameAccount
+            | ApiError::TooManyItems { .. } => 422,
             ApiError::BodyTooLarge { .. } => 413,
             ApiError::Unauthorized => 401,
             ApiError::Forbidden => 403,
@@ -236,6 +244,14 @@ impl ApiError {
             ApiError::BodyTooLarge { limit } => {
                 ext.insert("limit".into(), json!(limit));
                 ("Body too large", format!("the body exceeds {limit} bytes"))
+            }
+            ApiError::TooManyItems { field, count, max } => {
+                ext.insert("field".into(), json!(field));
+                ext.insert("max".into(), json!(max));
+                (
+                    "Too many items",
+                    format!("`{field}` has {count} items; at most {max} are accepted"),
+                )
             }
             ApiError::Unauthorized => (
                 "Unauthorized",
@@ -400,6 +416,15 @@ mod tests {
             ),
             (ApiError::SameAccount, 422, "same_account"),
             (ApiError::BodyTooLarge { limit: 10 }, 413, "body_too_large"),
+            (
+                ApiError::TooManyItems {
+                    field: "transfer_ids",
+                    count: 2,
+                    max: 1,
+                },
+                422,
+                "too_many_items",
+            ),
             (ApiError::Unauthorized, 401, "unauthorized"),
             (ApiError::Forbidden, 403, "forbidden"),
             (ApiError::UnknownTransfer, 404, "unknown_transfer"),

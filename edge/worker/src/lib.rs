@@ -24,6 +24,7 @@ use worker::{
 mod account;
 mod outbox;
 mod sqltx;
+mod sweeper;
 mod transfer;
 
 pub use account::AccountDO;
@@ -442,31 +443,11 @@ async fn admin_route(
         (Method::Get, ["transfers", id, "state"]) => {
             pass(call_do_text(env, "TRANSFER", id, Method::Get, "/state", None).await)
         }
-        // The sweeper: re-drive a list of transfer ids (`t.{tenant}.{key}`).
+        // The sweeper's re-drive of a list of transfer ids (`t.{tenant}.{key}`), by hand.
         (Method::Post, ["transfers", "redrive"]) => {
-            #[derive(serde::Deserialize)]
-            struct B {
-                transfer_ids: Vec<String>,
-            }
             let text = body_text(&mut req, &limits(env)).await?;
-            let b: B = serde_json::from_str(&text).map_err(|e| ApiError::MalformedJson {
-                detail: e.to_string(),
-            })?;
-            let mut out = Vec::new();
-            for id in b.transfer_ids.iter().take(100) {
-                ledger_events::ids::check_derived_id(id).map_err(|why| ApiError::BadId {
-                    field: "transfer_ids",
-                    why,
-                })?;
-                let r = call_do_text(env, "TRANSFER", id, Method::Post, "/drive", None).await;
-                let phase = match r {
-                    Ok((200, text)) => serde_json::from_str::<Value>(&text)
-                        .ok()
-                        .and_then(|v| v["transfer"]["phase"].as_str().map(str::to_owned)),
-                    _ => None,
-                };
-                out.push(json!({"transfer_id": id, "phase": phase}));
-            }
+            let ids = parse::redrive(&text, &limits(env))?;
+            let out = sweeper::redrive(env, &ids).await;
             Ok(ok_json(200, json!({ "redriven": out }), false))
         }
         _ => Err(ApiError::RouteNotFound),
@@ -481,12 +462,14 @@ pub async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     }
 }
 
-/// Cron placeholder: the sweeper (re-drive dangling transfers listed by reconcile) goes here.
+/// The cron: the sweeper re-drives the reconciler's dangling transfers (src/sweeper.rs,
+/// docs/SWEEPER.md). Never fails: every problem is logged.
 #[event(scheduled)]
-pub async fn scheduled(event: ScheduledEvent, _env: Env, _ctx: ScheduleContext) {
+pub async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     worker::console_log!(
         "scheduled tick cron={} at={}",
         event.cron(),
         event.schedule()
     );
+    sweeper::run(&env, event.schedule() as i64).await;
 }

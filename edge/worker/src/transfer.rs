@@ -12,7 +12,7 @@
 //!   `Reply::Transient`.
 //! - While the transfer is not terminal an alarm stays set (at `next_attempt_at_ms`, or a short
 //!   lease while a request drives it), so a crash at any point is re-driven; the alarm also
-//!   drains the outbox. `POST /drive` re-drives on demand (admin sweeper).
+//!   drains the outbox. `POST /drive` re-drives on demand, ignoring the backoff (the sweeper).
 //! - `GET /state` → `{"transfer": Transfer|null, "outbox": stats, "alarm": ms|null}`.
 //!
 //! The transfer row keeps the whole `Transfer` as serde_json text (exact integers) plus the
@@ -123,8 +123,9 @@ impl TransferDO {
         }
     }
 
-    /// Drive the saga until terminal, waiting on a retry, or `budget_ms` spent.
-    async fn drive(&self, budget_ms: i64) -> Result<Option<Transfer>> {
+    /// Drive the saga until terminal, waiting on a retry, or `budget_ms` spent. `force` (the
+    /// sweeper's re-drive) attempts the next step now even while it waits on a retry.
+    async fn drive(&self, budget_ms: i64, force: bool) -> Result<Option<Transfer>> {
         let storage = self.state.storage();
         let until = now_ms() + budget_ms.max(0);
         for _ in 0..DRIVE_STEPS_MAX {
@@ -134,7 +135,7 @@ impl TransferDO {
             let Some(step) = t.next_step() else {
                 return Ok(Some(t));
             };
-            if t.next_attempt_at_ms > now_ms() || now_ms() > until {
+            if (!force && t.next_attempt_at_ms > now_ms()) || now_ms() > until {
                 return Ok(Some(t));
             }
             let (account, cmd) = t.request(step);
@@ -231,14 +232,14 @@ impl DurableObject for TransferDO {
                     Ok(_) => {
                         // Safety net first: if this request dies mid-drive, the alarm re-drives.
                         outbox::arm_alarm_by(&storage, now_ms() + LEASE_MS).await?;
-                        let t = self.drive(wait_ms).await?;
+                        let t = self.drive(wait_ms, false).await?;
                         self.arm(t.as_ref(), false).await?;
                         crate::json_text(200, json!({ "transfer": t }).to_string())
                     }
                 }
             }
             (Method::Post, "/drive") => {
-                let t = self.drive(5_000).await?;
+                let t = self.drive(5_000, true).await?;
                 self.arm(t.as_ref(), false).await?;
                 crate::json_text(200, json!({ "transfer": t }).to_string())
             }
@@ -260,7 +261,7 @@ impl DurableObject for TransferDO {
 
     async fn alarm(&self) -> Result<Response> {
         let storage = self.state.storage();
-        let t = self.drive(5_000).await?;
+        let t = self.drive(5_000, false).await?;
         let queue = self.env.queue("LEDGER_EVENTS")?;
         let d = outbox::drain(&storage, &queue, outbox::drain_cfg(&self.env)).await?;
         let now = now_ms();

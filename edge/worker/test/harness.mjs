@@ -126,6 +126,8 @@ export function ledgerWorkerOptions(config, { bindings = {} } = {}) {
   for (const p of config.queues?.producers ?? []) {
     queueProducers[p.binding] = { queueName: p.queue };
   }
+  const r2Buckets = {};
+  for (const b of config.r2_buckets ?? []) r2Buckets[b.binding] = b.bucket_name;
   return {
     name: config.name,
     compatibilityDate: config.compatibility_date,
@@ -137,6 +139,7 @@ export function ledgerWorkerOptions(config, { bindings = {} } = {}) {
     ],
     durableObjects,
     queueProducers,
+    r2Buckets,
     cronTriggers: config.triggers?.crons ?? [],
     // Secrets are plain string bindings locally; the Worker reads them with env.secret().
     // A binding given as undefined is removed (e.g. to run without ADMIN_KEY).

@@ -166,5 +166,10 @@ describe("transfers mid-saga", () => {
     assert.equal(rd.status, 200, rd.text);
     assert.deepEqual(rd.json.redriven.map((x) => x.phase), ["captured", null]);
     assert.equal((await acme.post("/v1/admin/transfers/redrive", { transfer_ids: [] })).status, 403);
+    const many = Array.from({ length: 101 }, (_, i) => `t.acme.k${i}`);
+    const tooMany = await led.admin("POST", "/v1/admin/transfers/redrive", { transfer_ids: many });
+    assert.deepEqual([tooMany.status, tooMany.json.type], [422, TYPE + "too_many_items"], tooMany.text);
+    const badId = await led.admin("POST", "/v1/admin/transfers/redrive", { transfer_ids: ["acme.i0s"] });
+    assert.deepEqual([badId.status, badId.json.type], [400, TYPE + "wrong_type"], badId.text);
   });
 });
