@@ -216,7 +216,9 @@ fn bad_messages_are_refused_with_a_specific_reason() {
     match decode(&mutate(|m| {
         m.insert("amount".into(), json!(2501));
     })) {
-        Err(DecodeError::HashMismatch { event_id, .. }) => assert_eq!(event_id, "account:acme.acc-1:3"),
+        Err(DecodeError::HashMismatch { event_id, .. }) => {
+            assert_eq!(event_id, "account:acme.acc-1:3")
+        }
         other => panic!("expected a hash mismatch, got {other:?}"),
     }
 }
