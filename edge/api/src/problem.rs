@@ -442,4 +442,148 @@ mod tests {
         let p = ApiError::MissingField { field: "amount" }.problem();
         assert_eq!(p.body["field"], json!("amount"));
     }
+
+    /// One value of every `ApiError` variant (with every core rejection). The match below stops
+    /// compiling when a variant is added, so the list (and the OpenAPI check) cannot fall behind.
+    fn every_error() -> Vec<ApiError> {
+        fn exhaustive(e: &ApiError) {
+            match e {
+                ApiError::MalformedJson { .. }
+                | ApiError::NotAnObject
+                | ApiError::MissingField { .. }
+                | ApiError::WrongType { .. }
+                | ApiError::UnknownField { .. }
+                | ApiError::AmountOutOfRange { .. }
+                | ApiError::UnknownCurrency { .. }
+                | ApiError::SameAccount
+                | ApiError::BadId { .. }
+                | ApiError::MissingIdempotencyKey
+                | ApiError::BadQuery { .. }
+                | ApiError::BodyTooLarge { .. }
+                | ApiError::TooManyItems { .. }
+                | ApiError::Unauthorized
+                | ApiError::Forbidden
+                | ApiError::RouteNotFound
+                | ApiError::MethodNotAllowed
+                | ApiError::UnknownTransfer
+                | ApiError::Rejected(_)
+                | ApiError::Internal
+                | ApiError::Unavailable { .. } => {}
+            }
+        }
+        fn exhaustive_rejection(r: &Rejection) {
+            match r {
+                Rejection::InsufficientFunds { .. }
+                | Rejection::AccountFrozen
+                | Rejection::CurrencyMismatch { .. }
+                | Rejection::UnknownAccount
+                | Rejection::AmountOutOfRange { .. }
+                | Rejection::OverdraftLimitOutOfRange { .. }
+                | Rejection::BalanceOverflow
+                | Rejection::SameAccount
+                | Rejection::IdempotencyConflict { .. }
+                | Rejection::UnknownHold
+                | Rejection::HoldCaptured
+                | Rejection::HoldReleased => {}
+            }
+        }
+        let mut v = vec![
+            ApiError::MalformedJson { detail: "x".into() },
+            ApiError::NotAnObject,
+            ApiError::MissingField { field: "amount" },
+            ApiError::WrongType {
+                field: "amount",
+                expected: "an integer",
+            },
+            ApiError::UnknownField { field: "x".into() },
+            ApiError::AmountOutOfRange {
+                field: "amount",
+                amount: "0".into(),
+                min: 1,
+                max: 5,
+            },
+            ApiError::UnknownCurrency {
+                field: "currency",
+                found: "usd".into(),
+            },
+            ApiError::SameAccount,
+            ApiError::BadId {
+                field: "id",
+                why: IdError::Empty,
+            },
+            ApiError::MissingIdempotencyKey,
+            ApiError::BadQuery {
+                param: "limit",
+                detail: "x".into(),
+            },
+            ApiError::BodyTooLarge { limit: 1 },
+            ApiError::TooManyItems {
+                field: "transfer_ids",
+                count: 2,
+                max: 1,
+            },
+            ApiError::Unauthorized,
+            ApiError::Forbidden,
+            ApiError::RouteNotFound,
+            ApiError::MethodNotAllowed,
+            ApiError::UnknownTransfer,
+            ApiError::Internal,
+            ApiError::Unavailable { detail: "x".into() },
+        ];
+        for r in all_rejections() {
+            exhaustive_rejection(&r);
+            v.push(ApiError::Rejected(r));
+        }
+        v.iter().for_each(exhaustive);
+        v
+    }
+
+    /// docs/openapi.json lists exactly the problem codes this crate produces, each with its
+    /// status and title, and every documented member of a problem body.
+    #[test]
+    fn every_problem_type_is_in_the_openapi_spec() {
+        let spec: Value = serde_json::from_str(include_str!("../../../docs/openapi.json"))
+            .expect("docs/openapi.json is JSON");
+        let listed = spec["components"]["x-problems"]
+            .as_object()
+            .expect("components.x-problems");
+        let enum_codes: Vec<&str> = spec["components"]["schemas"]["ProblemCode"]["enum"]
+            .as_array()
+            .expect("ProblemCode enum")
+            .iter()
+            .map(|c| c.as_str().unwrap())
+            .collect();
+        let members = spec["components"]["schemas"]["Problem"]["properties"]
+            .as_object()
+            .expect("Problem properties");
+        let mut produced = std::collections::BTreeSet::new();
+        for e in every_error() {
+            let p = e.problem();
+            let code = p.code().to_owned();
+            let entry = listed
+                .get(&code)
+                .unwrap_or_else(|| panic!("problem {code} is not in docs/openapi.json x-problems"));
+            assert_eq!(entry["status"], json!(p.status), "status of {code}");
+            assert_eq!(entry["title"], p.body["title"], "title of {code}");
+            assert!(
+                enum_codes.contains(&code.as_str()),
+                "{code} not in ProblemCode"
+            );
+            for k in p.body.as_object().unwrap().keys() {
+                assert!(
+                    members.contains_key(k),
+                    "problem member {k} of {code} not in the spec"
+                );
+            }
+            let status = p.status.to_string();
+            assert!(
+                spec["components"]["responses"][format!("P{status}")].is_object(),
+                "no response P{status} for {code}"
+            );
+            produced.insert(code);
+        }
+        let documented: std::collections::BTreeSet<String> = listed.keys().cloned().collect();
+        assert_eq!(documented, produced, "spec lists codes nothing produces");
+        assert_eq!(enum_codes.len(), produced.len());
+    }
 }

@@ -34,6 +34,7 @@ import {
   Response as MfResponse,
   convertV4MiniflareOptions,
 } from "miniflare";
+import { checkExchange } from "./openapi.mjs";
 
 export const WORKER_DIR = path.resolve(fileURLToPath(new URL("..", import.meta.url)));
 export const BUILD_DIR = path.join(WORKER_DIR, "build");
@@ -224,6 +225,12 @@ export class QueueCapture {
 // ---------------------------------------------------------------------------------------------
 // HTTP client (same for in-process and child-process runtimes)
 
+/**
+ * Contract check: every response a test receives is checked against docs/openapi.json
+ * (test/openapi.mjs); a violation throws at the request. The benchmark turns it off.
+ */
+export const contract = { check: true, violations: [] };
+
 export class LedgerClient {
   constructor(url) {
     this.url = new URL(url);
@@ -234,13 +241,21 @@ export class LedgerClient {
       init.body = typeof body === "string" ? body : JSON.stringify(body);
       init.headers["content-type"] ??= "application/json";
     }
-    const res = await fetch(new URL(p, this.url), init);
+    const url = new URL(p, this.url);
+    const res = await fetch(url, init);
     const text = await res.text();
     let json;
     try {
       json = JSON.parse(text);
     } catch {
       json = undefined;
+    }
+    if (contract.check) {
+      const errs = checkExchange(method, url.href, res.status, res.headers, json, text);
+      if (errs.length) {
+        contract.violations.push(...errs);
+        throw new Error(`response does not conform to docs/openapi.json:\n  ${errs.join("\n  ")}`);
+      }
     }
     return { status: res.status, json, text, headers: res.headers };
   }
