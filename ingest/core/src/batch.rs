@@ -1,0 +1,224 @@
+//! One queue batch, end to end: decode, dead-letter, dedup, partition, write.
+//!
+//! The consumer Worker's contract with this module: call [`ingest`] with every
+//! message of the batch; put every [`LakeFile`] under its key (a retried put
+//! rewrites identical bytes); send every [`DeadLetter`] to the dead-letter
+//! queue with its reason; only then ack the whole batch. If anything fails,
+//! retry the whole batch: the output of a retry is the same files under the
+//! same keys, so a partial earlier attempt leaves nothing a reader miscounts.
+
+use ledger_events::{decode, DecodeError, Event};
+
+use crate::dedup::{dedup, Conflict, Duplicate, Row};
+use crate::key::{file_digest, object_key, FileLayer, Partition};
+use crate::parquet_io::write_file;
+use crate::{INGEST_BATCH_MESSAGES_MAX, MESSAGE_BYTES_MAX, PARQUET_FILE_ROWS_MAX};
+
+/// One raw queue message.
+#[derive(Debug, Clone, Copy)]
+pub struct Message<'a> {
+    /// The queue's message id: what the dead-letter item and duplicates name.
+    pub id: &'a str,
+    pub body: &'a [u8],
+}
+
+/// Why a message cannot become a row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    /// Larger than [`MESSAGE_BYTES_MAX`]; not parsed at all.
+    TooLarge { bytes: usize },
+    /// Not a valid event of a known schema version (the exact decode error).
+    Decode(DecodeError),
+    /// Valid, but its `seq` does not fit the lake's Int64 column.
+    SeqOutOfRange { event_id: String, seq: u64 },
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rejection::TooLarge { bytes } => {
+                write!(
+                    f,
+                    "message of {bytes} bytes exceeds MESSAGE_BYTES_MAX = {MESSAGE_BYTES_MAX}"
+                )
+            }
+            Rejection::Decode(e) => write!(f, "{e}"),
+            Rejection::SeqOutOfRange { event_id, seq } => {
+                write!(
+                    f,
+                    "event {event_id}: seq {seq} exceeds the lake's Int64 seq column"
+                )
+            }
+        }
+    }
+}
+
+/// A message that goes to the dead-letter queue instead of the lake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    pub message_id: String,
+    pub rejection: Rejection,
+}
+
+impl DeadLetter {
+    /// The reason as sent with the dead letter.
+    pub fn reason(&self) -> String {
+        self.rejection.to_string()
+    }
+}
+
+/// One object to put.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LakeFile {
+    pub key: String,
+    pub partition: Partition,
+    pub layer: FileLayer,
+    pub rows: usize,
+    pub bytes: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IngestOutput {
+    /// In key order.
+    pub files: Vec<LakeFile>,
+    pub dead_letters: Vec<DeadLetter>,
+    /// Extra copies of an event within the batch (source = message id).
+    pub duplicates: Vec<Duplicate>,
+    /// Same event id, different content, within the batch. Their rows are in
+    /// `files` with `conflict = true`; the consumer should also log these.
+    pub conflicts: Vec<Conflict>,
+}
+
+impl IngestOutput {
+    pub fn rows(&self) -> usize {
+        self.files.iter().map(|f| f.rows).sum()
+    }
+}
+
+/// A batch the core refuses as a whole. Nothing should be acked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IngestError {
+    TooManyMessages {
+        messages: usize,
+    },
+    /// Arrow/Parquet refused to encode rows: a bug, reported with the partition.
+    Encode {
+        partition: Partition,
+        why: String,
+    },
+}
+
+impl std::fmt::Display for IngestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IngestError::TooManyMessages { messages } => write!(
+                f,
+                "batch of {messages} messages exceeds INGEST_BATCH_MESSAGES_MAX = {INGEST_BATCH_MESSAGES_MAX}\n\
+                 Help: lower the consumer's max_batch_size"
+            ),
+            IngestError::Encode { partition, why } => {
+                write!(f, "cannot encode partition {}: {why}", partition.prefix())
+            }
+        }
+    }
+}
+
+impl std::error::Error for IngestError {}
+
+/// Decodes every message; each either yields `(message id, event)` or a dead letter.
+pub fn decode_batch(messages: &[Message<'_>]) -> (Vec<(String, Event)>, Vec<DeadLetter>) {
+    let mut events = Vec::with_capacity(messages.len());
+    let mut dead = Vec::new();
+    for m in messages {
+        let rejected = |rejection| DeadLetter {
+            message_id: m.id.to_owned(),
+            rejection,
+        };
+        if m.body.len() > MESSAGE_BYTES_MAX {
+            dead.push(rejected(Rejection::TooLarge {
+                bytes: m.body.len(),
+            }));
+            continue;
+        }
+        match decode(m.body) {
+            Ok(ev) if i64::try_from(ev.seq).is_err() => {
+                dead.push(rejected(Rejection::SeqOutOfRange {
+                    event_id: ev.event_id.clone(),
+                    seq: ev.seq,
+                }))
+            }
+            Ok(ev) => events.push((m.id.to_owned(), ev)),
+            Err(e) => dead.push(rejected(Rejection::Decode(e))),
+        }
+    }
+    (events, dead)
+}
+
+/// Cuts sorted, deduplicated rows into files: one run per partition, each
+/// run cut every [`PARQUET_FILE_ROWS_MAX`] rows, each file keyed by its digest.
+pub fn build_files(rows: Vec<Row>, layer: FileLayer) -> Result<Vec<LakeFile>, IngestError> {
+    build_files_sized(rows, layer, PARQUET_FILE_ROWS_MAX)
+}
+
+/// [`build_files`] with a smaller file bound (tests exercise the cut with it).
+pub fn build_files_sized(
+    rows: Vec<Row>,
+    layer: FileLayer,
+    file_rows_max: usize,
+) -> Result<Vec<LakeFile>, IngestError> {
+    assert!(file_rows_max > 0 && file_rows_max <= PARQUET_FILE_ROWS_MAX);
+    let mut by_partition: std::collections::BTreeMap<Partition, Vec<Row>> = Default::default();
+    for row in rows {
+        by_partition
+            .entry(Partition::of(&row))
+            .or_default()
+            .push(row);
+    }
+    let mut files = Vec::new();
+    for (partition, rows) in by_partition {
+        // Rows keep the order of `dedup`, which is the lake order.
+        for chunk in rows.chunks(file_rows_max) {
+            let bytes = write_file(chunk).map_err(|why| IngestError::Encode {
+                partition: partition.clone(),
+                why,
+            })?;
+            let digest = file_digest(&partition, chunk);
+            files.push(LakeFile {
+                key: object_key(&partition, layer, &digest),
+                partition: partition.clone(),
+                layer,
+                rows: chunk.len(),
+                bytes,
+            });
+        }
+    }
+    files.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(files)
+}
+
+/// The whole ingest of one queue batch. Pure: same messages (in any order,
+/// any number of times) → same output.
+pub fn ingest(messages: &[Message<'_>]) -> Result<IngestOutput, IngestError> {
+    if messages.len() > INGEST_BATCH_MESSAGES_MAX {
+        return Err(IngestError::TooManyMessages {
+            messages: messages.len(),
+        });
+    }
+    let (events, dead_letters) = decode_batch(messages);
+    let deduped = dedup(events.into_iter().map(|(id, event)| {
+        (
+            id,
+            Row {
+                event,
+                conflict: false,
+            },
+        )
+    }));
+    let files = build_files(deduped.rows, FileLayer::Ingest)?;
+    Ok(IngestOutput {
+        files,
+        dead_letters,
+        duplicates: deduped.duplicates,
+        conflicts: deduped.conflicts,
+    })
+}

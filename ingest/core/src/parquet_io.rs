@@ -1,0 +1,167 @@
+//! Parquet bytes ⇄ rows, with the lake's fixed writer settings.
+//!
+//! Writing is deterministic: the same rows give the same bytes (fixed
+//! `created_by`, fixed properties, no timestamps in the metadata), which is
+//! what lets a redelivered batch overwrite its own object harmlessly.
+//!
+//! Reading never trusts a file: a truncated or corrupt file, a file with the
+//! wrong columns, or a row that is not a valid event whose hash matches its
+//! content is a [`LakeError`] naming the object key, never a panic and never
+//! a silently wrong row.
+
+use arrow_array::RecordBatch;
+use bytes::Bytes;
+use ledger_events::DecodeError;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::metadata::{KeyValue, SortingColumn};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+
+use crate::dedup::Row;
+use crate::table::{arrow_schema, rows_from_batch, rows_to_batch};
+use crate::{
+    LAKE_LAYOUT_VERSION, PARQUET_CREATED_BY, PARQUET_FILE_ROWS_MAX, PARQUET_ROW_GROUP_ROWS_MAX,
+};
+
+/// Key-value metadata entry naming the layout a file was written with.
+pub const LAYOUT_METADATA_KEY: &str = "ledger.lake.layout";
+
+/// Rows per record batch when reading.
+const READ_BATCH_ROWS: usize = 8_192;
+
+fn writer_properties() -> WriterProperties {
+    // Column indexes of stream_key and seq in FIELDS order: the sort order,
+    // declared so that engines which honour it can skip a sort.
+    let sorted = |column_idx| SortingColumn {
+        column_idx,
+        descending: false,
+        nulls_first: false,
+    };
+    WriterProperties::builder()
+        .set_created_by(PARQUET_CREATED_BY.to_owned())
+        // Snappy: pure Rust (the `snap` crate), so the wasm consumer needs no
+        // C toolchain; see docs/LAKE.md for why not zstd (yet).
+        .set_compression(Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(PARQUET_ROW_GROUP_ROWS_MAX))
+        // Min/max/null counts per row group and per page (the page index), so
+        // readers prune by stream_key, seq, occurred_at_ms, amount...
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_sorting_columns(Some(vec![sorted(3), sorted(4)]))
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            LAYOUT_METADATA_KEY.to_owned(),
+            LAKE_LAYOUT_VERSION.to_owned(),
+        )]))
+        .build()
+}
+
+/// Writes rows (already deduplicated and sorted) as one Parquet file.
+pub fn write_file(rows: &[Row]) -> Result<Vec<u8>, String> {
+    assert!(
+        rows.len() <= PARQUET_FILE_ROWS_MAX,
+        "callers cut files at PARQUET_FILE_ROWS_MAX"
+    );
+    let batch = rows_to_batch(rows)?;
+    write_batch(&batch).map_err(|e| e.to_string())
+}
+
+fn write_batch(batch: &RecordBatch) -> parquet::errors::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut out, arrow_schema(), Some(writer_properties()))?;
+    w.write(batch)?;
+    w.close()?;
+    Ok(out)
+}
+
+/// A lake file that cannot be read. Always names the object key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LakeError {
+    pub key: String,
+    pub kind: LakeErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LakeErrorKind {
+    /// Not a readable Parquet file: truncated, corrupt, or not Parquet.
+    Parquet(String),
+    /// Readable, but its columns are not the lake's.
+    Layout(String),
+    /// More rows than any lake file may hold.
+    TooManyRows { rows_min: usize },
+    /// A row that is not a valid event, or whose hash does not match it.
+    BadRow { row: usize, why: String },
+}
+
+impl std::fmt::Display for LakeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let key = &self.key;
+        match &self.kind {
+            LakeErrorKind::Parquet(e) => write!(f, "lake file {key}: not readable as Parquet: {e}")?,
+            LakeErrorKind::Layout(e) => write!(f, "lake file {key}: not in the lake layout {LAKE_LAYOUT_VERSION}: {e}")?,
+            LakeErrorKind::TooManyRows { rows_min } => write!(
+                f,
+                "lake file {key}: holds at least {rows_min} rows, more than PARQUET_FILE_ROWS_MAX = {PARQUET_FILE_ROWS_MAX}"
+            )?,
+            LakeErrorKind::BadRow { row, why } => write!(f, "lake file {key}: row {row}: {why}")?,
+        }
+        write!(
+            f,
+            "\nHelp: the file is damaged or was not written by ledger-ingest. Move it out of events/ \
+             (for example to quarantine/) and re-deliver or re-compact its events; docs/LAKE.md explains \
+             why removing one file never loses an event that another file holds."
+        )
+    }
+}
+
+impl std::error::Error for LakeError {}
+
+/// Reads a lake file back into rows, checking every row: the row must be a
+/// valid event of a known schema version and its `hash` must match its
+/// content, so a flipped bit that Parquet itself does not notice is caught.
+pub fn read_file(key: &str, bytes: Bytes) -> Result<Vec<Row>, LakeError> {
+    let err = |kind| LakeError {
+        key: key.to_owned(),
+        kind,
+    };
+    let parquet_err = |e: parquet::errors::ParquetError| err(LakeErrorKind::Parquet(e.to_string()));
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(parquet_err)?
+        .with_batch_size(READ_BATCH_ROWS)
+        .build()
+        .map_err(parquet_err)?;
+    let mut rows = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| err(LakeErrorKind::Parquet(e.to_string())))?;
+        if rows.len() + batch.num_rows() > PARQUET_FILE_ROWS_MAX {
+            return Err(err(LakeErrorKind::TooManyRows {
+                rows_min: rows.len() + batch.num_rows(),
+            }));
+        }
+        let first = rows.len();
+        let got = rows_from_batch(&batch).map_err(|e| err(LakeErrorKind::Layout(e)))?;
+        for (i, row) in got.iter().enumerate() {
+            check_row(row).map_err(|why| {
+                err(LakeErrorKind::BadRow {
+                    row: first + i,
+                    why,
+                })
+            })?;
+        }
+        rows.extend(got);
+    }
+    Ok(rows)
+}
+
+fn check_row(row: &Row) -> Result<(), String> {
+    let ev = &row.event;
+    ev.validate()
+        .map_err(|e| format!("event {}: {}", ev.event_id, DecodeError::Schema(e)))?;
+    let computed = ev.compute_hash();
+    if computed != ev.hash {
+        return Err(format!(
+            "event {}: recorded hash {} but the row's content hashes to {computed}",
+            ev.event_id, ev.hash
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Read a lake directory with DuckDB (an independent Parquet reader) and print, as JSON, what
+the ingest tests compare with their own reading: per table, the row count, the sum of `amount`,
+the column types, the partitions, and the exact (event_id, hash, conflict) rows in lake order.
+
+Usage: lake-read-duckdb.py LAKE_DIR     (reads LAKE_DIR/events/{table}/date=*/*.parquet)
+Exit: 0 ok, 2 error (message on stderr).
+"""
+import json
+import os
+import sys
+
+try:
+    import duckdb
+except ImportError:
+    sys.stderr.write("duckdb is not installed: run bash scripts/install-lake-readers.sh\n")
+    sys.exit(2)
+
+
+def main(lake):
+    con = duckdb.connect()
+    out = {}
+    root = os.path.join(lake, "events")
+    for table in sorted(os.listdir(root)):
+        glob = os.path.join(root, table, "date=*", "*.parquet")
+        src = f"read_parquet('{glob}', hive_partitioning = true)"
+        types = {name: typ for name, typ, *_ in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}
+        count, amount_sum = con.execute(f"SELECT count(*), sum(amount) FROM {src}").fetchone()
+        dates = [r[0] for r in con.execute(f"SELECT DISTINCT CAST(date AS VARCHAR) FROM {src} ORDER BY 1").fetchall()]
+        rows = con.execute(
+            f"SELECT event_id, hash, conflict FROM {src} ORDER BY stream, stream_key, seq, hash"
+        ).fetchall()
+        out[table] = {
+            "rows": count,
+            "amount_sum": int(amount_sum) if amount_sum is not None else None,
+            "types": types,
+            "dates": dates,
+            "ids": [[e, h, bool(c)] for e, h, c in rows],
+        }
+    json.dump(out, sys.stdout, sort_keys=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.stderr.write(__doc__)
+        sys.exit(2)
+    try:
+        main(sys.argv[1])
+    except Exception as e:  # an unreadable file must fail the comparison loudly
+        sys.stderr.write(f"lake-read-duckdb: {e}\n")
+        sys.exit(2)
