@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Read a lake directory with DuckDB (an independent Parquet reader) and print, as JSON, what
 the ingest tests compare with their own reading: per table, the row count, the sum of `amount`,
-the column types, the partitions, and the exact (event_id, hash, conflict) rows in lake order.
+the column types, the partitions, the rows and conflicts left by the dedup rule of docs/LAKE.md, and the exact (event_id, hash, conflict) rows in lake order.
 
 Usage: lake-read-duckdb.py LAKE_DIR     (reads LAKE_DIR/events/{table}/date=*/*.parquet)
 Exit: 0 ok, 2 error (message on stderr).
@@ -28,9 +28,19 @@ def main(lake):
         count, amount_sum = con.execute(f"SELECT count(*), sum(amount) FROM {src}").fetchone()
         dates = [r[0] for r in con.execute(f"SELECT DISTINCT CAST(date AS VARCHAR) FROM {src} ORDER BY 1").fetchall()]
         rows = con.execute(
-            f"SELECT event_id, hash, conflict FROM {src} ORDER BY stream, stream_key, seq, hash"
+            f"SELECT event_id, hash, conflict FROM {src} ORDER BY stream, stream_key, seq, hash, conflict"
         ).fetchall()
+        # The reader's dedup rule of docs/LAKE.md, verbatim.
+        con.execute(
+            f"CREATE OR REPLACE VIEW deduped AS SELECT DISTINCT COLUMNS(* EXCLUDE (conflict, date)) FROM {src}"
+        )
+        distinct_rows = con.execute("SELECT count(*) FROM deduped").fetchone()[0]
+        conflict_ids = [r[0] for r in con.execute(
+            "SELECT event_id FROM deduped GROUP BY event_id HAVING count(DISTINCT hash) > 1 ORDER BY 1"
+        ).fetchall()]
         out[table] = {
+            "distinct_rows": distinct_rows,
+            "conflict_ids": conflict_ids,
             "rows": count,
             "amount_sum": int(amount_sum) if amount_sum is not None else None,
             "types": types,
