@@ -1,0 +1,373 @@
+//! Compaction of the event lake (docs/LAKE.md, "Compaction").
+//!
+//! Merges one partition's files (`events/{table}/date={d}/`, both layers) into
+//! `c-` files sorted by stream_key and seq, of at most `PARQUET_FILE_ROWS_MAX`
+//! rows, with duplicates removed and every conflicting version kept.
+//!
+//! What it guarantees, under a crash at any point:
+//!
+//! ```text
+//! list ─▶ read all (any damaged file: stop, change nothing) ─▶ merge (dedup, sort)
+//!      ─▶ put every output, confirm each with HEAD ─▶ only then delete the inputs
+//!                                                    that are not outputs
+//! ```
+//!
+//! - Every output is durable (put returned and HEAD sees its full size) before
+//!   the first input is deleted, so no event is ever only in a deleted file.
+//! - Between the puts and the last delete, inputs and outputs coexist; they
+//!   hold the same events, and readers dedup by (event_id, hash), so a reader
+//!   at any moment computes the same answer.
+//! - Running again after a crash converges: the outputs are a pure function of
+//!   the rows, so the same `c-` keys and bytes come out, and the leftover
+//!   inputs are deleted. A file written by ingest after the listing is not
+//!   touched; a file deleted by a concurrent compaction is not an error.
+//!
+//! It needs atomic puts (R2/S3 puts are; `object_store`'s local file system
+//! writes a temporary file and renames it). On a local directory a put is not
+//! fsynced: a power loss (not a process crash) between put and delete could
+//! lose the output after the inputs are gone; R2/S3 is the production store.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use ledger_ingest::{
+    build_files, dedup, parse_object_key, read_file, Conflict, FileLayer, LakeError, Partition,
+    Row, Table, LAKE_EVENTS_PREFIX, PARQUET_FILE_ROWS_MAX,
+};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+/// Input rows one compaction holds in memory (about 1 KB each decoded): a
+/// partition above it is refused with a clear error instead of exhausting
+/// memory. A streaming k-way merge of the sorted inputs would lift it.
+pub const COMPACT_INPUT_ROWS_MAX: usize = 4 * PARQUET_FILE_ROWS_MAX;
+
+/// Files one compaction reads.
+pub const COMPACT_INPUT_FILES_MAX: usize = 100_000;
+
+/// The lake: an object store and a human-readable name for messages.
+#[derive(Debug, Clone)]
+pub struct Lake {
+    pub store: Arc<dyn ObjectStore>,
+    pub name: String,
+}
+
+impl Lake {
+    /// `s3://bucket[/prefix]` (credentials and endpoint from the standard
+    /// `AWS_*` variables: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+    /// `AWS_ENDPOINT` — for R2 `https://<account>.r2.cloudflarestorage.com` —,
+    /// `AWS_REGION`, `AWS_ALLOW_HTTP`), or a local directory, which must exist.
+    pub fn open(location: &str) -> Result<Lake, CompactError> {
+        let store: Arc<dyn ObjectStore> = if let Some(rest) = location.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(CompactError::Usage(format!(
+                    "{location:?} names no bucket\nHelp: use s3://BUCKET or s3://BUCKET/PREFIX"
+                )));
+            }
+            let s3 = object_store::aws::AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .build()
+                .map_err(|e| CompactError::Usage(format!("cannot configure S3 for {location}: {e}\nHelp: set AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT and AWS_REGION")))?;
+            let prefix = prefix.trim_matches('/');
+            if prefix.is_empty() {
+                Arc::new(s3)
+            } else {
+                Arc::new(object_store::prefix::PrefixStore::new(s3, prefix))
+            }
+        } else {
+            let dir = std::path::Path::new(location);
+            if !dir.is_dir() {
+                return Err(CompactError::Usage(format!(
+                    "lake directory {location} does not exist\nHelp: pass --lake DIR of an existing lake (the default is .lake), or s3://BUCKET/PREFIX"
+                )));
+            }
+            Arc::new(
+                object_store::local::LocalFileSystem::new_with_prefix(dir)
+                    .map_err(|e| CompactError::Usage(format!("cannot open {location}: {e}")))?,
+            )
+        };
+        Ok(Lake {
+            store,
+            name: location.to_owned(),
+        })
+    }
+
+    /// A lake over any store (tests use this with a local directory).
+    pub fn from_store(store: Arc<dyn ObjectStore>, name: &str) -> Lake {
+        Lake {
+            store,
+            name: name.to_owned(),
+        }
+    }
+
+    /// Every lake file key under `prefix`, sorted. Other keys are ignored.
+    async fn lake_keys(&self, prefix: &str) -> Result<Vec<String>, CompactError> {
+        let path = Path::from(prefix);
+        let metas: Vec<_> = self
+            .store
+            .list(Some(&path))
+            .try_collect()
+            .await
+            .map_err(|e| CompactError::store("list", prefix, e))?;
+        let mut keys: Vec<String> = metas
+            .into_iter()
+            .map(|m| m.location.to_string())
+            .filter(|k| parse_object_key(k).is_some())
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// The partitions that hold at least one lake file, optionally of one table.
+    pub async fn partitions(&self, table: Option<Table>) -> Result<Vec<Partition>, CompactError> {
+        let prefix = match table {
+            Some(t) => format!("{LAKE_EVENTS_PREFIX}/{}", t.as_str()),
+            None => LAKE_EVENTS_PREFIX.to_owned(),
+        };
+        let set: BTreeSet<Partition> = self
+            .lake_keys(&prefix)
+            .await?
+            .iter()
+            .filter_map(|k| parse_object_key(k).map(|p| p.partition))
+            .collect();
+        Ok(set.into_iter().collect())
+    }
+
+    async fn get(&self, key: &str) -> Result<Bytes, CompactError> {
+        let path = Path::from(key);
+        let got = self
+            .store
+            .get(&path)
+            .await
+            .map_err(|e| CompactError::store("get", key, e))?;
+        got.bytes()
+            .await
+            .map_err(|e| CompactError::store("get", key, e))
+    }
+
+    /// Every row of every lake file of one partition, with the key it came from.
+    pub async fn read_partition(
+        &self,
+        partition: &Partition,
+    ) -> Result<(Vec<String>, Vec<(String, Row)>), CompactError> {
+        let keys = self.lake_keys(&partition.prefix()).await?;
+        if keys.len() > COMPACT_INPUT_FILES_MAX {
+            return Err(CompactError::TooLarge(format!(
+                "{} has {} files, more than COMPACT_INPUT_FILES_MAX = {COMPACT_INPUT_FILES_MAX}",
+                partition.prefix(),
+                keys.len()
+            )));
+        }
+        let mut rows = Vec::new();
+        for key in &keys {
+            let bytes = self.get(key).await?;
+            let got = read_file(key, bytes).map_err(CompactError::Damaged)?;
+            if rows.len() + got.len() > COMPACT_INPUT_ROWS_MAX {
+                return Err(CompactError::TooLarge(format!(
+                    "{} holds more than COMPACT_INPUT_ROWS_MAX = {COMPACT_INPUT_ROWS_MAX} rows",
+                    partition.prefix()
+                )));
+            }
+            rows.extend(got.into_iter().map(|r| (key.clone(), r)));
+        }
+        Ok((keys, rows))
+    }
+}
+
+/// Where a compaction stops early, to test crash safety: the state it leaves
+/// is exactly what a crash at that point leaves (nothing runs in between).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StopAt {
+    #[default]
+    Never,
+    /// Outputs written and confirmed, no input deleted yet.
+    AfterWrite,
+    /// Outputs written, exactly one input deleted.
+    AfterFirstDelete,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Report what would be done; write and delete nothing.
+    pub dry_run: bool,
+    pub stop_at: StopAt,
+}
+
+/// What one partition's compaction did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionReport {
+    pub partition: Partition,
+    pub input_files: usize,
+    pub input_rows: usize,
+    pub outputs: Vec<String>,
+    pub output_rows: usize,
+    pub duplicates_removed: usize,
+    pub conflicts: Vec<Conflict>,
+    pub deleted: usize,
+    /// The partition already was exactly its compacted form.
+    pub already_compact: bool,
+    pub stopped_early: bool,
+}
+
+impl std::fmt::Display for PartitionReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.already_compact {
+            return write!(
+                f,
+                "{}: already compact ({} files, {} rows)",
+                self.partition.prefix(),
+                self.input_files,
+                self.input_rows
+            );
+        }
+        write!(
+            f,
+            "{}: {} files ({} rows) -> {} files ({} rows), {} duplicates removed, {} conflicts kept, {} inputs deleted",
+            self.partition.prefix(),
+            self.input_files,
+            self.input_rows,
+            self.outputs.len(),
+            self.output_rows,
+            self.duplicates_removed,
+            self.conflicts.len(),
+            self.deleted
+        )?;
+        if self.stopped_early {
+            write!(f, " (stopped early)")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+pub enum CompactError {
+    /// Bad arguments or configuration.
+    Usage(String),
+    /// The store refused an operation.
+    Store {
+        op: &'static str,
+        key: String,
+        why: String,
+    },
+    /// An input file is damaged: the partition is left untouched.
+    Damaged(LakeError),
+    /// A bound was exceeded.
+    TooLarge(String),
+    /// A put returned but the object is not there in full.
+    NotDurable {
+        key: String,
+        expected: usize,
+        found: Option<u64>,
+    },
+}
+
+impl CompactError {
+    fn store(op: &'static str, key: &str, e: object_store::Error) -> CompactError {
+        CompactError::Store {
+            op,
+            key: key.to_owned(),
+            why: e.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for CompactError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CompactError::Usage(m) => write!(f, "{m}"),
+            CompactError::Store { op, key, why } => write!(
+                f,
+                "{op} {key} failed: {why}\nHelp: check the lake location and credentials; compaction is safe to re-run"
+            ),
+            CompactError::Damaged(e) => write!(f, "{e}\n(the partition was left as it was)"),
+            CompactError::TooLarge(m) => write!(f, "{m}"),
+            CompactError::NotDurable { key, expected, found } => write!(
+                f,
+                "{key}: put returned but the store shows {found:?} bytes, not {expected}; no input was deleted\nHelp: re-run compaction"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CompactError {}
+
+/// Compacts one partition (see the module docs for the guarantees).
+pub async fn compact_partition(
+    lake: &Lake,
+    partition: &Partition,
+    options: &Options,
+) -> Result<PartitionReport, CompactError> {
+    let (inputs, rows) = lake.read_partition(partition).await?;
+    let input_rows = rows.len();
+    let merged = dedup(rows);
+    let duplicates_removed = merged.duplicates.len();
+    let files = build_files(merged.rows, FileLayer::Compacted)
+        .map_err(|e| CompactError::TooLarge(e.to_string()))?;
+    let outputs: Vec<String> = files.iter().map(|f| f.key.clone()).collect();
+    let mut report = PartitionReport {
+        partition: partition.clone(),
+        input_files: inputs.len(),
+        input_rows,
+        outputs: outputs.clone(),
+        output_rows: files.iter().map(|f| f.rows).sum(),
+        duplicates_removed,
+        conflicts: merged.conflicts,
+        deleted: 0,
+        already_compact: inputs == outputs,
+        stopped_early: false,
+    };
+    if report.already_compact || options.dry_run {
+        return Ok(report);
+    }
+
+    // 1. Every output durable before anything is deleted.
+    for f in &files {
+        if inputs.contains(&f.key) {
+            continue; // the same key holds the same bytes already
+        }
+        let path = Path::from(f.key.as_str());
+        lake.store
+            .put(&path, PutPayload::from(f.bytes.clone()))
+            .await
+            .map_err(|e| CompactError::store("put", &f.key, e))?;
+        let found = lake.store.head(&path).await.ok().map(|m| m.size);
+        if found != Some(f.bytes.len() as u64) {
+            return Err(CompactError::NotDurable {
+                key: f.key.clone(),
+                expected: f.bytes.len(),
+                found,
+            });
+        }
+    }
+    if options.stop_at == StopAt::AfterWrite {
+        report.stopped_early = true;
+        return Ok(report);
+    }
+
+    // 2. Then the inputs that are not outputs.
+    for key in inputs.iter().filter(|k| !outputs.contains(k)) {
+        match lake.store.delete(&Path::from(key.as_str())).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => report.deleted += 1,
+            Err(e) => return Err(CompactError::store("delete", key, e)),
+        }
+        if options.stop_at == StopAt::AfterFirstDelete {
+            report.stopped_early = true;
+            return Ok(report);
+        }
+    }
+    Ok(report)
+}
+
+/// Every lake row of a table, deduplicated by the readers' rule: what any
+/// reader must see, whatever state compaction left (tests compare it).
+pub async fn read_table_deduplicated(lake: &Lake, table: Table) -> Result<Vec<Row>, CompactError> {
+    let mut all = Vec::new();
+    for p in lake.partitions(Some(table)).await? {
+        let (_, rows) = lake.read_partition(&p).await?;
+        all.extend(rows);
+    }
+    Ok(dedup(all).rows)
+}

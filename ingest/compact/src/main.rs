@@ -1,0 +1,156 @@
+//! `ledger-compact`: compact the event lake's partitions (docs/LAKE.md).
+//!
+//! Exit codes: 0 every selected partition is compact (or there was nothing to
+//! do); 1 some partition was left as it was because one of its files is
+//! damaged (named on stderr; the others were compacted); 2 an error (bad
+//! arguments, unreachable store, failed put or delete, a bound exceeded).
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use ledger_compact::{compact_partition, CompactError, Lake, Options, StopAt};
+use ledger_ingest::Table;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ledger-compact",
+    version,
+    about = "Merge each lake partition's small Parquet files into large sorted files without duplicates",
+    long_about = "Merge each lake partition (events/{table}/date={day}/) into c- files sorted by stream_key \
+and seq, duplicates removed, conflicting versions kept. Crash-safe: outputs are durable before any input \
+is deleted, and re-running after a crash converges. See docs/LAKE.md.\n\n\
+Exit codes: 0 done, 1 a partition has a damaged file (left untouched), 2 error.",
+    after_help = "Examples:\n  ledger-compact --lake .lake\n  ledger-compact --lake .lake --table account --date 2026-01-01 --dry-run\n  \
+AWS_ENDPOINT=https://ACCOUNT.r2.cloudflarestorage.com AWS_REGION=auto ledger-compact --lake s3://ledger-lake"
+)]
+struct Cli {
+    /// The lake: a local directory, or s3://BUCKET[/PREFIX] (credentials and
+    /// endpoint from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT, AWS_REGION).
+    #[arg(long, env = "LEDGER_LAKE", default_value = ".lake")]
+    lake: String,
+    /// Only this table (account, transfer, subscription); repeatable. Default: all.
+    #[arg(long, value_parser = parse_table)]
+    table: Vec<Table>,
+    /// Only this day (YYYY-MM-DD, UTC); repeatable. Default: every day present.
+    #[arg(long)]
+    date: Vec<String>,
+    /// Print what would be done; write and delete nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+fn parse_table(s: &str) -> Result<Table, String> {
+    Table::parse(s).ok_or_else(|| {
+        format!("unknown table {s:?}; the tables are account, transfer, subscription")
+    })
+}
+
+/// Test hook: `LEDGER_COMPACT_CRASH=after-write` aborts the process (no
+/// cleanup, like a kill) once the outputs are written and before any delete.
+fn crash_point() -> StopAt {
+    match std::env::var("LEDGER_COMPACT_CRASH").as_deref() {
+        Ok("after-write") => StopAt::AfterWrite,
+        Ok("after-first-delete") => StopAt::AfterFirstDelete,
+        _ => StopAt::Never,
+    }
+}
+
+async fn run(cli: Cli) -> Result<u8, CompactError> {
+    for d in &cli.date {
+        if ledger_ingest::parse_object_key(&format!(
+            "events/account/date={d}/i-00000000000000000000000000000000.parquet"
+        ))
+        .is_none()
+        {
+            return Err(CompactError::Usage(format!(
+                "--date {d:?} is not YYYY-MM-DD"
+            )));
+        }
+    }
+    let lake = Lake::open(&cli.lake)?;
+    let mut partitions = lake.partitions(None).await?;
+    partitions.retain(|p| {
+        (cli.table.is_empty() || cli.table.contains(&p.table))
+            && (cli.date.is_empty() || cli.date.contains(&p.date))
+    });
+    if partitions.is_empty() {
+        eprintln!(
+            "ledger-compact: no partition in {} matches (looked under events/{{table}}/date={{day}}/); nothing to do",
+            lake.name
+        );
+        return Ok(0);
+    }
+    let crash = crash_point();
+    let options = Options {
+        dry_run: cli.dry_run,
+        stop_at: crash,
+    };
+    let started = std::time::Instant::now();
+    let (mut rows, mut damaged) = (0usize, 0usize);
+    for (i, p) in partitions.iter().enumerate() {
+        match compact_partition(&lake, p, &options).await {
+            Ok(report) => {
+                rows += report.input_rows;
+                let tag = if cli.dry_run { " (dry run)" } else { "" };
+                eprintln!("[{}/{}] {report}{tag}", i + 1, partitions.len());
+                for c in &report.conflicts {
+                    eprintln!("  conflict kept: {c}");
+                }
+                if report.stopped_early {
+                    eprintln!("ledger-compact: LEDGER_COMPACT_CRASH={crash:?}: aborting now");
+                    std::process::abort();
+                }
+            }
+            Err(CompactError::Damaged(e)) => {
+                damaged += 1;
+                eprintln!(
+                    "[{}/{}] {}: skipped: {e}",
+                    i + 1,
+                    partitions.len(),
+                    p.prefix()
+                );
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "ledger-compact: {} partitions, {rows} rows read in {secs:.2} s ({:.0} rows/s){}",
+        partitions.len(),
+        rows as f64 / secs.max(1e-9),
+        if damaged > 0 {
+            format!("; {damaged} left untouched because of a damaged file")
+        } else {
+            String::new()
+        }
+    );
+    Ok(if damaged > 0 { 1 } else { 0 })
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // --help and --version are not errors.
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ledger-compact: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("ledger-compact: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

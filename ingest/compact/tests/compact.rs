@@ -1,0 +1,336 @@
+//! Compaction on a local directory: duplicates removed, conflicts kept,
+//! sorted large files, idempotent, damaged inputs refused without change, and
+//! crash safety: a crash between write and delete (in-process stop points
+//! and a real abort of the CLI) leaves a lake that reads the same and that a
+//! second run converges to the same files as a clean run.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use ledger_compact::{
+    compact_partition, read_table_deduplicated, CompactError, Lake, Options, StopAt,
+};
+use ledger_events::decode;
+use ledger_ingest::{ingest, parse_object_key, synth, FileLayer, Message, Row, Table};
+
+fn golden_lines() -> Vec<String> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../edge/events/golden/v1");
+    let mut lines = Vec::new();
+    for name in ["account.jsonl", "transfer.jsonl"] {
+        lines.extend(
+            std::fs::read_to_string(dir.join(name))
+                .unwrap()
+                .lines()
+                .map(str::to_owned),
+        );
+    }
+    lines
+}
+
+fn ingest_into(lake: &Path, bodies: &[String]) {
+    let ids: Vec<String> = (0..bodies.len()).map(|i| format!("m{i}")).collect();
+    let messages: Vec<Message> = ids
+        .iter()
+        .zip(bodies)
+        .map(|(id, b)| Message {
+            id,
+            body: b.as_bytes(),
+        })
+        .collect();
+    for f in ingest(&messages).unwrap().files {
+        let path = lake.join(&f.key);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, &f.bytes).unwrap();
+    }
+}
+
+/// A lake of many small ingest files: the golden vectors, a conflicting
+/// version of one event, a partial redelivery, and synthetic events over two
+/// days in batches of 50, each batch delivered twice with an overlap.
+fn small_file_lake(name: &str) -> PathBuf {
+    let lake = std::env::temp_dir().join(format!("ledger-compact-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&lake);
+    std::fs::create_dir_all(&lake).unwrap();
+    let lines = golden_lines();
+    ingest_into(&lake, &lines);
+    let mut forged = decode(lines[1].as_bytes()).unwrap();
+    forged.amount = Some(forged.amount.unwrap() + 1);
+    forged.balance_after = Some(forged.balance_after.unwrap() + 1);
+    ingest_into(&lake, &[forged.seal().to_json(), lines[2].clone()]);
+    ingest_into(&lake, &lines[..6]);
+    let synthetic: Vec<String> = synth::events(1_000, 8, 1_767_225_600_000 + 86_000_000)
+        .iter()
+        .map(|e| e.to_json())
+        .collect();
+    for (i, chunk) in synthetic.chunks(50).enumerate() {
+        ingest_into(&lake, chunk);
+        let start = (i * 50).saturating_sub(10);
+        ingest_into(&lake, &synthetic[start..(i * 50 + 20).min(synthetic.len())]);
+    }
+    lake
+}
+
+fn lake_of(dir: &Path) -> Lake {
+    let store = object_store::local::LocalFileSystem::new_with_prefix(dir).unwrap();
+    Lake::from_store(Arc::new(store), &dir.display().to_string())
+}
+
+/// Every file under events/, relative, sorted.
+fn files(dir: &Path) -> Vec<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                out.push(p.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, &dir.join("events"), &mut out);
+    out.sort();
+    out
+}
+
+async fn view(lake: &Lake) -> Vec<Vec<Row>> {
+    let mut v = Vec::new();
+    for t in [Table::Account, Table::Transfer] {
+        v.push(read_table_deduplicated(lake, t).await.unwrap());
+    }
+    v
+}
+
+async fn compact_all(lake: &Lake, stop_at: StopAt) -> Vec<ledger_compact::PartitionReport> {
+    let mut reports = Vec::new();
+    for p in lake.partitions(None).await.unwrap() {
+        let r = compact_partition(
+            lake,
+            &p,
+            &Options {
+                dry_run: false,
+                stop_at,
+            },
+        )
+        .await
+        .unwrap();
+        let stopped = r.stopped_early;
+        reports.push(r);
+        if stopped {
+            break;
+        }
+    }
+    reports
+}
+
+#[tokio::test]
+async fn compaction_merges_sorts_and_removes_duplicates_and_keeps_conflicts() {
+    let dir = small_file_lake("merge");
+    let lake = lake_of(&dir);
+    let before = view(&lake).await;
+    let n_before = files(&dir).len();
+    let reports = compact_all(&lake, StopAt::Never).await;
+    assert!(reports.iter().map(|r| r.duplicates_removed).sum::<usize>() > 0);
+    let after_files = files(&dir);
+    assert!(
+        after_files.len() < n_before / 5,
+        "{} files left of {n_before}",
+        after_files.len()
+    );
+    for f in &after_files {
+        assert_eq!(
+            parse_object_key(f).unwrap().layer,
+            FileLayer::Compacted,
+            "{f}"
+        );
+        let rows = ledger_ingest::read_file(f, std::fs::read(dir.join(f)).unwrap().into()).unwrap();
+        let ids: BTreeSet<_> = rows
+            .iter()
+            .map(|r| (&r.event.event_id, &r.event.hash))
+            .collect();
+        assert_eq!(
+            ids.len(),
+            rows.len(),
+            "{f}: no duplicate within a compacted file"
+        );
+        assert!(rows.windows(2).all(|w| (
+            &w[0].event.stream_key,
+            w[0].event.seq,
+            &w[0].event.hash
+        ) < (
+            &w[1].event.stream_key,
+            w[1].event.seq,
+            &w[1].event.hash
+        )));
+    }
+    let after = view(&lake).await;
+    assert_eq!(
+        after, before,
+        "readers see exactly the same deduplicated rows"
+    );
+    let conflicts: Vec<_> = after[0].iter().filter(|r| r.conflict).collect();
+    assert_eq!(
+        conflicts.len(),
+        2,
+        "both versions of the conflicting event kept and flagged"
+    );
+    assert_eq!(reports.iter().map(|r| r.conflicts.len()).sum::<usize>(), 1);
+
+    // Idempotent: a second run changes nothing.
+    let again = compact_all(&lake, StopAt::Never).await;
+    assert!(again.iter().all(|r| r.already_compact));
+    assert_eq!(files(&dir), after_files);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn a_crash_between_write_and_delete_reads_the_same_and_a_rerun_converges() {
+    let clean = small_file_lake("clean");
+    compact_all(&lake_of(&clean), StopAt::Never).await;
+    let clean_files = files(&clean);
+
+    for stop in [StopAt::AfterWrite, StopAt::AfterFirstDelete] {
+        let dir = small_file_lake(&format!("crash-{stop:?}"));
+        let lake = lake_of(&dir);
+        let before = view(&lake).await;
+        let reports = compact_all(&lake, stop).await;
+        assert!(reports.last().unwrap().stopped_early);
+        let mid = files(&dir);
+        assert!(
+            mid.iter().any(|f| f.contains("/c-")) && mid.iter().any(|f| f.contains("/i-")),
+            "{stop:?}: both layers"
+        );
+        assert_eq!(
+            view(&lake).await,
+            before,
+            "{stop:?}: a reader mid-compaction sees the same rows"
+        );
+        compact_all(&lake, StopAt::Never).await;
+        compact_all(&lake, StopAt::Never).await;
+        assert_eq!(
+            files(&dir),
+            clean_files,
+            "{stop:?}: converges to the clean run's files"
+        );
+        for f in &clean_files {
+            assert_eq!(
+                std::fs::read(dir.join(f)).unwrap(),
+                std::fs::read(clean.join(f)).unwrap(),
+                "{f}: same bytes"
+            );
+        }
+        assert_eq!(view(&lake).await, before);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    std::fs::remove_dir_all(&clean).unwrap();
+}
+
+#[tokio::test]
+async fn a_damaged_input_leaves_its_partition_untouched_and_names_the_key() {
+    let dir = small_file_lake("damaged");
+    let lake = lake_of(&dir);
+    let victim = files(&dir)
+        .into_iter()
+        .find(|f| f.starts_with("events/transfer/"))
+        .unwrap();
+    let bytes = std::fs::read(dir.join(&victim)).unwrap();
+    std::fs::write(dir.join(&victim), &bytes[..bytes.len() / 2]).unwrap();
+    let partition = parse_object_key(&victim).unwrap().partition;
+    let before = files(&dir);
+    let err = compact_partition(&lake, &partition, &Options::default())
+        .await
+        .unwrap_err();
+    match &err {
+        CompactError::Damaged(e) => assert_eq!(e.key, victim),
+        other => panic!("{other}"),
+    }
+    assert!(err.to_string().contains(&victim));
+    assert_eq!(files(&dir), before, "nothing written, nothing deleted");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn cli(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ledger-compact"));
+    c.args(args).env_remove("LEDGER_LAKE");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+#[tokio::test]
+async fn the_cli_keeps_its_exit_code_contract_and_survives_a_real_crash() {
+    let help = cli(&["--help"], &[]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stdout).contains("Exit codes"));
+    assert_eq!(cli(&["--no-such-flag"], &[]).status.code(), Some(2));
+    let missing = cli(&["--lake", "/nonexistent/lake"], &[]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("Help:"));
+    assert_eq!(
+        cli(&["--lake", "/tmp", "--date", "yesterday"], &[])
+            .status
+            .code(),
+        Some(2)
+    );
+
+    let dir = small_file_lake("cli");
+    let lake_arg = dir.to_str().unwrap();
+    let before = view(&lake_of(&dir)).await;
+    let n = files(&dir).len();
+    let dry = cli(&["--lake", lake_arg, "--dry-run"], &[]);
+    assert_eq!(
+        dry.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    assert_eq!(files(&dir).len(), n, "dry run changes nothing");
+
+    // A real crash: the process aborts after writing its first partition's output.
+    let crashed = cli(
+        &["--lake", lake_arg],
+        &[("LEDGER_COMPACT_CRASH", "after-write")],
+    );
+    assert!(!crashed.status.success());
+    assert!(
+        String::from_utf8_lossy(&crashed.stderr).contains("aborting now"),
+        "{}",
+        String::from_utf8_lossy(&crashed.stderr)
+    );
+    let mid = files(&dir);
+    assert!(
+        mid.iter().any(|f| f.contains("/c-")) && mid.iter().any(|f| f.contains("/i-")),
+        "outputs written, inputs kept"
+    );
+    assert_eq!(
+        view(&lake_of(&dir)).await,
+        before,
+        "after the crash readers see the same rows"
+    );
+    let ok = cli(&["--lake", lake_arg], &[]);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&ok.stderr);
+    assert!(
+        stderr.contains("rows/s") && stderr.contains("duplicates removed"),
+        "{stderr}"
+    );
+    assert!(files(&dir).iter().all(|f| f.contains("/c-")));
+    assert_eq!(view(&lake_of(&dir)).await, before);
+
+    // A damaged file: exit 1, the others compacted.
+    let victim = files(&dir).into_iter().next().unwrap();
+    std::fs::write(dir.join(&victim), b"garbage").unwrap();
+    ingest_into(&dir, &golden_lines()[..3]);
+    let damaged = cli(&["--lake", lake_arg], &[]);
+    assert_eq!(damaged.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&damaged.stderr).contains(&victim));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
