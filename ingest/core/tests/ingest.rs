@@ -508,3 +508,46 @@ fn truncated_or_corrupt_files_are_errors_naming_their_key_never_panics_or_wrong_
         .to_string()
         .starts_with("lake file events/x/date=2026-01-01/i-k.parquet: "));
 }
+
+/// The bytes under a key must never change: a retried put after an upgrade
+/// must still write the same object. The golden batch's keys and the SHA-256
+/// of its bytes are frozen here (a fresh process each run, so this also
+/// checks that nothing process-random, like a hash seed, reaches the bytes).
+/// If this fails after a dependency upgrade or a writer change, bump
+/// `LAKE_LAYOUT_VERSION` (it is part of every digest, so keys change too) and
+/// update the values.
+#[test]
+fn the_golden_batch_has_frozen_keys_and_bytes() {
+    use sha2::{Digest, Sha256};
+    let out = Batch::of_lines(&golden_lines()).ingest();
+    let got: Vec<(String, String)> = out
+        .files
+        .iter()
+        .map(|f| {
+            let h = Sha256::digest(&f.bytes);
+            (
+                f.key.clone(),
+                h.iter().map(|b| format!("{b:02x}")).collect(),
+            )
+        })
+        .collect();
+    let frozen: Vec<(String, String)> = FROZEN
+        .iter()
+        .map(|(k, h)| (k.to_string(), h.to_string()))
+        .collect();
+    assert_eq!(
+        got, frozen,
+        "the bytes under a key changed: bump LAKE_LAYOUT_VERSION (see the comment)"
+    );
+}
+
+const FROZEN: &[(&str, &str)] = &[
+    (
+        "events/account/date=2026-01-01/i-8276494803d563e105c2f970b4de8745.parquet",
+        "35468eeb6d327d4c1551b2cbdea22eface6adfaeb2ddaaae87d2d0be5c3fe8ed",
+    ),
+    (
+        "events/transfer/date=2026-01-01/i-f67bb401b74ba92aec15382c9e8e1bc2.parquet",
+        "d55fddf93fd8040e61f0793d0916e5f7f770ed37c488382132390d915dec65fd",
+    ),
+];
