@@ -1,7 +1,11 @@
 //! Transactional outbox shared by every Durable Object class.
 //!
-//! A state change and its outbox row are written by the same `sqltx::transaction` call. The
-//! object's alarm drains unsent rows to the Queue in bounded batches (`queue.send_batch`, at most
+//! A state change and its outbox row are written by the same `sqltx::transaction` call. Right
+//! after the commit (before answering) the object arms a safety-net alarm `SAFETY_NET_MS` ahead,
+//! answers, and then drains in the background ([`drain_soon`], `State::wait_until`); the alarm
+//! drains whatever that left (a crash, a failed send, a drain already running). Drains of one
+//! object never overlap ([`DrainGate`]); while sends fail, only the alarm retries (backoff).
+//! A drain sends unsent rows to the Queue in bounded batches (`queue.send_batch`, at most
 //! `batch` messages per send, at most `max_batches` sends per alarm invocation) and marks rows sent
 //! only after the send resolved OK. A failed send leaves the rows unsent and re-arms the alarm with
 //! exponential backoff, so delivery is at-least-once; consumers dedup on `event_id`.
@@ -13,10 +17,13 @@
 //!
 //! The message body is the event in schema v1 (`ledger_events::Event::to_json`, docs/EVENTS.md).
 
+use std::cell::Cell;
+use std::rc::Rc;
+
 use serde::{Deserialize, Serialize};
 use worker::{
-    Date, MessageBuilder, Queue, QueueContentType, ScheduledTime, SendMessage, SqlStorage,
-    SqlStorageValue as V, Storage,
+    Date, Env, MessageBuilder, Queue, QueueContentType, ScheduledTime, SendMessage, SqlStorage,
+    SqlStorageValue as V, State, Storage,
 };
 
 use crate::sqltx;
@@ -298,4 +305,101 @@ pub fn drain_cfg(env: &worker::Env) -> DrainCfg {
         batch: get("OUTBOX_BATCH_SIZE", 50).clamp(1, 100),
         max_batches: get("OUTBOX_MAX_BATCHES_PER_ALARM", 4).max(1),
     }
+}
+
+/// How far ahead the safety-net alarm is armed at a commit whose rows are drained inline.
+pub const SAFETY_NET_MS: i64 = 2_000;
+
+/// One drain at a time per object (in memory: a restarted object starts with none running).
+/// A commit that finds a drain running marks it dirty, and that drain goes round once more, so
+/// rows committed during a send do not wait for the safety-net alarm.
+#[derive(Clone, Default)]
+pub struct DrainGate(Rc<GateState>);
+
+#[derive(Default)]
+pub struct GateState {
+    running: Cell<bool>,
+    dirty: Cell<bool>,
+}
+
+/// Extra rounds one gated drain makes for rows committed while it ran; then the alarm.
+const DIRTY_ROUNDS_MAX: usize = 4;
+
+impl DrainGate {
+    /// Drain, unless a drain of this object is already running: `None` (that one goes round
+    /// again, or the safety-net alarm, sends the new rows).
+    pub async fn drain(
+        &self,
+        storage: &Storage,
+        queue: &Queue,
+        cfg: DrainCfg,
+    ) -> worker::Result<Option<Drain>> {
+        if self.0.running.replace(true) {
+            self.0.dirty.set(true);
+            return Ok(None);
+        }
+        let mut r;
+        let mut rounds = 0;
+        loop {
+            self.0.dirty.set(false);
+            r = drain(storage, queue, cfg).await;
+            rounds += 1;
+            let again = self.0.dirty.get() && rounds <= DIRTY_ROUNDS_MAX;
+            if !again || !matches!(r, Ok(Drain::Done { .. })) {
+                break;
+            }
+        }
+        if self.0.dirty.replace(false) {
+            // Rows committed during the last round: leave them to a prompt alarm.
+            if let Ok(Drain::Done { sent }) = r {
+                r = Ok(Drain::More { sent });
+            }
+        }
+        self.0.running.set(false);
+        r.map(Some)
+    }
+}
+
+/// After a commit that wrote outbox rows: arm the safety net (call before answering, so a crash
+/// after the commit still drains), then [`drain_soon`].
+pub async fn after_commit(state: &State, env: &Env, gate: &DrainGate) -> worker::Result<()> {
+    arm_alarm_by(&state.storage(), now_ms() + SAFETY_NET_MS).await?;
+    drain_soon(state, env, gate);
+    Ok(())
+}
+
+/// Drain in the background (after the response) unless sends are failing (then the alarm's
+/// backoff decides); leftovers re-arm the alarm per [`next_wake`].
+pub fn drain_soon(state: &State, env: &Env, gate: &DrainGate) {
+    let storage = state.storage();
+    let queue = match env.queue("LEDGER_EVENTS") {
+        Ok(q) => q,
+        Err(e) => {
+            worker::console_error!("outbox: no queue binding: {e}");
+            return;
+        }
+    };
+    let cfg = drain_cfg(env);
+    let gate = gate.clone();
+    state.wait_until(async move {
+        let failing = kv_i64(&storage.sql(), "outbox.fail_streak")
+            .ok()
+            .flatten()
+            .unwrap_or(0)
+            > 0;
+        if failing {
+            return;
+        }
+        let r = match gate.drain(&storage, &queue, cfg).await {
+            Ok(Some(d)) => match next_wake(&d, now_ms()) {
+                Some(at) => arm_alarm_by(&storage, at).await,
+                None => Ok(()),
+            },
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = r {
+            worker::console_warn!("outbox: inline drain: {e} (the alarm retries)");
+        }
+    });
 }
