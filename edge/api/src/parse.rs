@@ -135,6 +135,13 @@ impl Body {
             // Above i64::MAX: an integer, just far too large.
             return Err(out_of_range());
         }
+        if n.as_f64()
+            .is_some_and(|f| f.is_finite() && f.fract() == 0.0 && f.abs() >= 9.2e18)
+        {
+            // Beyond u64 serde_json keeps only a double: a whole number far outside i64 is out
+            // of range, not of the wrong type.
+            return Err(out_of_range());
+        }
         // A float: 1.5, 1e3, 100.0. Amounts are integers; never round.
         Err(ApiError::WrongType {
             field,
@@ -577,5 +584,25 @@ mod tests {
             redrive(r#"{"transfer_ids":[]}"#, &l()).unwrap(),
             Vec::<String>::new()
         );
+    }
+
+    #[test]
+    fn integers_beyond_u64_are_out_of_range_not_wrong_type() {
+        let code = |a: &str| {
+            movement(
+                Movement::Deposit,
+                "acme.a",
+                Some("k"),
+                &format!(r#"{{"amount":{a},"currency":"USD"}}"#),
+                &l(),
+            )
+            .unwrap_err()
+            .code()
+        };
+        assert_eq!(code("99999999999999999999"), "amount_out_of_range");
+        assert_eq!(code("-99999999999999999999"), "amount_out_of_range");
+        assert_eq!(code("18446744073709551615"), "amount_out_of_range");
+        assert_eq!(code("2.5"), "wrong_type");
+        assert_eq!(code("1e2"), "wrong_type");
     }
 }
