@@ -85,6 +85,52 @@ pub fn transfer(tenant: &str, t: &Transfer) -> Value {
     })
 }
 
+/// The answer to opening an account (also to its replay): the state the `Open` receipt shows.
+pub fn opened(
+    tenant: &str,
+    account_name: &str,
+    currency: &str,
+    overdraft_limit: i64,
+    r: &Receipt,
+) -> Value {
+    json!({
+        "id": client_account(tenant, account_name),
+        "currency": currency,
+        "overdraft_limit": overdraft_limit,
+        "status": status_str(Status::Active),
+        "balance": r.balance_after,
+        "held": r.held_after,
+        "available": r.balance_after - r.held_after,
+        "last_seq": r.seq,
+    })
+}
+
+/// One statement page of `limit` entries asked for: `next_after_seq` is the last seq when the
+/// page is full (there may be more), null otherwise.
+pub fn statement(tenant: &str, account_id: &str, entries: &[Entry], limit: u32) -> Value {
+    let next = if entries.len() == limit as usize {
+        entries.last().map(|e| e.seq)
+    } else {
+        None
+    };
+    json!({
+        "account": account_id,
+        "entries": entries.iter().map(|e| entry(tenant, e)).collect::<Vec<_>>(),
+        "next_after_seq": next,
+    })
+}
+
+/// The HTTP answer to a transfer: 200 when terminal (or when read), 202 with the `Location` to
+/// poll when a create returns before the saga finished.
+pub fn transfer_answer(tenant: &str, t: &Transfer, creating: bool) -> (u16, Value, Option<String>) {
+    let v = transfer(tenant, t);
+    if creating && !t.is_terminal() {
+        let key = transfer_key_of(tenant, &t.spec.id).unwrap_or(&t.spec.id);
+        return (202, v, Some(format!("/v1/transfers/{key}")));
+    }
+    (200, v, None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +195,18 @@ mod tests {
             (Some("k1"), Some("a"), Some("created"))
         );
         assert_eq!(v["terminal"], false);
+        let (status, _, location) = transfer_answer("acme", &t, true);
+        assert_eq!(
+            (status, location.as_deref()),
+            (202, Some("/v1/transfers/k1"))
+        );
+        assert_eq!(transfer_answer("acme", &t, false).0, 200);
+
+        let page = statement("acme", "a", &m.entries, 2);
+        assert_eq!(page["next_after_seq"], 3);
+        assert_eq!(
+            statement("acme", "a", &m.entries, 3)["next_after_seq"],
+            Value::Null
+        );
     }
 }

@@ -239,16 +239,7 @@ async fn route(mut req: Request, env: &Env) -> Api<Result<Response>> {
             else {
                 unreachable!()
             };
-            let v = json!({
-                "id": names::account_id_of(&tenant, &name),
-                "currency": currency.as_str(),
-                "overdraft_limit": overdraft_limit,
-                "status": "active",
-                "balance": r.balance_after,
-                "held": r.held_after,
-                "available": r.balance_after - r.held_after,
-                "last_seq": r.seq,
-            });
+            let v = views::opened(&tenant, &name, currency.as_str(), overdraft_limit, &r);
             Ok(ok_json(201, v, decision == "replay"))
         }
         (Method::Get, ["accounts", id]) => {
@@ -282,16 +273,7 @@ async fn route(mut req: Request, env: &Env) -> Api<Result<Response>> {
             if s.header.is_none() {
                 return Err(Rejection::UnknownAccount.into());
             }
-            let next = if s.entries.len() == page.limit as usize {
-                s.entries.last().map(|e| e.seq)
-            } else {
-                None
-            };
-            let v = json!({
-                "account": id,
-                "entries": s.entries.iter().map(|e| views::entry(&tenant, e)).collect::<Vec<_>>(),
-                "next_after_seq": next,
-            });
+            let v = views::statement(&tenant, id, &s.entries, page.limit);
             Ok(ok_json(200, v, false))
         }
         (Method::Post, ["accounts", id, action @ ("freeze" | "unfreeze")]) => {
@@ -399,16 +381,14 @@ fn transfer_answer(tenant: &str, text: &str, creating: bool) -> Api<Result<Respo
         return Err(r.into());
     }
     let t = s.transfer.ok_or(ApiError::UnknownTransfer)?;
-    let v = views::transfer(tenant, &t);
-    if creating && !t.is_terminal() {
-        let key = names::transfer_key_of(tenant, &t.spec.id).unwrap_or(&t.spec.id);
-        let mut r = json_text(202, v.to_string()).map_err(|e| internal("response", e))?;
+    let (status, v, location) = views::transfer_answer(tenant, &t, creating);
+    let mut r = json_text(status, v.to_string()).map_err(|e| internal("response", e))?;
+    if let Some(l) = location {
         r.headers_mut()
-            .set("location", &format!("/v1/transfers/{key}"))
+            .set("location", &l)
             .map_err(|e| internal("response", e))?;
-        return Ok(Ok(r));
     }
-    Ok(ok_json(200, v, false))
+    Ok(Ok(r))
 }
 
 /// Admin routes (admin key only): operate on objects by their full names.
