@@ -403,6 +403,13 @@ async fn admin_route(
         Ok(json_text(status, text))
     };
     match (method, rest) {
+        // Fault injection exists for the runtime tests only: unless the deployment sets
+        // FAULT_INJECTION = "on", the route does not exist, even for the admin key.
+        (Method::Post, ["accounts", _, "faults"])
+            if var(env, "FAULT_INJECTION").as_deref() != Some("on") =>
+        {
+            Err(ApiError::RouteNotFound)
+        }
         (Method::Post, ["accounts", name, "faults"]) => {
             let body = req.text().await.map_err(|e| internal("admin body", e))?;
             pass(

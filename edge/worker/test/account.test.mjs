@@ -159,6 +159,14 @@ describe("account API", () => {
     } finally {
       await noAdmin.dispose();
     }
+    // Fault injection is a test-only route: with the production setting it does not exist.
+    const prod = await startLedger({ persistDir: tempPersistDir(), bindings: { FAULT_INJECTION: "off" } });
+    try {
+      const faults = await prod.admin("POST", "/v1/admin/accounts/acme.private/faults", { fail_sends: 1 });
+      assertProblem(faults, 404, "not_found");
+    } finally {
+      await prod.dispose();
+    }
   });
 
   test("balances beyond 2^53 stay exact in storage and on the wire", async () => {

@@ -149,6 +149,8 @@ export function ledgerWorkerOptions(config, { bindings = {} } = {}) {
         ...(config.vars ?? {}),
         API_KEYS: JSON.stringify(Object.fromEntries(Object.entries(TEST_KEYS).map(([t, k]) => [k, t]))),
         ADMIN_KEY: TEST_ADMIN_KEY,
+        // The tests inject faults; production config keeps this "off" (wrangler.toml).
+        FAULT_INJECTION: "on",
         ...bindings,
       }).filter(
         ([, v]) => v !== undefined,
