@@ -1,6 +1,7 @@
 # The two commands of the quickstart:
 #   make demo   run the main job end to end on local defaults
-#   make test   every test: native (core, schema, simulation), wasm purity, edge on workerd
+#   make test   every test: native (core, schema, simulation, ingest, compaction, DuckDB as an
+#               independent lake reader), wasm purity and the ingest core under V8, the edge on workerd
 # Deeper simulation: SIM_SEEDS=100000 make test-native
 
 SHELL := /bin/bash
@@ -13,6 +14,7 @@ test-native:
 
 check-core:
 	bash scripts/check-core-purity.sh
+	bash scripts/check-ingest-wasm.sh
 
 toolchain:
 	bash scripts/install-toolchain.sh
