@@ -1,0 +1,82 @@
+//! Cross-stream consistency: a transfer's phases agree with its legs on the
+//! accounts. reserved, credited or captured ⇒ a hold of the transfer's
+//! amount on its source; captured ⇒ that hold converted into the debit (same
+//! amount); released ⇒ no debit; every credit ⇒ a hold on the source that
+//! was not released (mid-saga, I1: every credit is matched by a live hold);
+//! holds only on the transfer's source.
+//!
+//! Holds that outlive their transfer are `convergence`'s (leaked holds), so
+//! one defect is reported by one check.
+
+use crate::facts::Facts;
+use crate::finding::Finding;
+
+pub const NAME: &str = "cross_stream_consistency";
+pub const INVARIANT: &str = "I1";
+pub const PROVES: &str =
+    "every transfer's phase agrees with the holds, debits and credits on its accounts";
+
+pub fn check(f: &Facts) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let none = Default::default();
+    for id in f.transfer_ids() {
+        let Some(t) = f.transfers.get(id).filter(|t| t.amount.is_some()) else {
+            continue; // transfer_conservation reports legs without a transfer
+        };
+        let legs = f.legs.get(id).unwrap_or(&none);
+        let src = t.source.as_deref().unwrap_or("");
+        let amount = t.amount.unwrap_or(0);
+        let mut bad = |code: &'static str, detail: String| {
+            out.push(Finding::new(code, id, detail));
+        };
+        if let Some(h) = legs.holds.iter().find(|h| h.account != src) {
+            bad(
+                "hold_on_wrong_account",
+                format!(
+                    "hold {} is on {}, the source is {src}",
+                    h.event_id, h.account
+                ),
+            );
+        }
+        let hold = legs.holds.iter().find(|h| h.account == src);
+        let needs_hold = matches!(t.phase.as_str(), "reserved" | "credited" | "captured");
+        match hold {
+            None if needs_hold => bad(
+                "phase_without_hold",
+                format!("phase {} but no hold on the source {src}", t.phase),
+            ),
+            Some(h) if needs_hold && h.amount != amount => bad(
+                "hold_amount_mismatch",
+                format!(
+                    "hold {} of {} for a transfer of {amount}",
+                    h.event_id, h.amount
+                ),
+            ),
+            _ => {}
+        }
+        if t.phase == "captured" {
+            if let (Some(h), Some(d)) = (hold, legs.debits.first()) {
+                if d.amount != h.amount {
+                    bad(
+                        "capture_not_hold",
+                        format!("hold of {} captured as a debit of {}", h.amount, d.amount),
+                    );
+                }
+            }
+        }
+        if !legs.credits.is_empty() {
+            let released = legs.releases.iter().any(|r| r.amount > 0);
+            if hold.is_none() || released {
+                bad(
+                    "credit_without_live_hold",
+                    format!(
+                        "credited {} but the source hold was {}",
+                        legs.credits[0].event_id,
+                        if released { "released" } else { "never placed" }
+                    ),
+                );
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,93 @@
+//! I4, terminal convergence: every transfer reaches captured, failed or
+//! released by its deadline (dangling: not terminal and `deadline_ms` before
+//! the run's `now`), and no hold outlives its transfer (leaked: a hold still
+//! live at the account's last event whose transfer is terminal or unknown).
+//!
+//! Dangling transfers are also what the sweeper re-drives (docs/SWEEPER.md):
+//! [`dangling`] lists them most overdue first.
+
+use crate::facts::Facts;
+use crate::finding::Finding;
+
+pub const NAME: &str = "terminal_convergence";
+pub const INVARIANT: &str = "I4";
+pub const PROVES: &str =
+    "every transfer is terminal by its deadline and no hold outlives its transfer";
+
+/// One dangling transfer, in the sweeper's terms.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Dangling {
+    pub transfer_id: String,
+    pub phase: String,
+    pub deadline_ms: i64,
+    pub last_seq: u64,
+}
+
+/// Non-terminal transfers past their deadline, most overdue first (then by id).
+pub fn dangling(f: &Facts, now_ms: i64) -> Vec<Dangling> {
+    let mut out: Vec<Dangling> = f
+        .transfers
+        .iter()
+        .filter(|(_, t)| !t.is_terminal())
+        .filter_map(|(id, t)| {
+            let deadline_ms = t.deadline_ms?;
+            (deadline_ms < now_ms).then(|| Dangling {
+                transfer_id: id.clone(),
+                phase: t.phase.clone(),
+                deadline_ms,
+                last_seq: t.last_seq,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| (a.deadline_ms, &a.transfer_id).cmp(&(b.deadline_ms, &b.transfer_id)));
+    out
+}
+
+pub fn check(f: &Facts, now_ms: i64) -> Vec<Finding> {
+    let mut out: Vec<Finding> = dangling(f, now_ms)
+        .into_iter()
+        .map(|d| {
+            let id = ledger_events::event_id(
+                ledger_events::Stream::Transfer,
+                &d.transfer_id,
+                d.last_seq,
+            );
+            Finding::new(
+                "dangling",
+                &d.transfer_id,
+                format!(
+                    "phase {} past its deadline {} by {} ms",
+                    d.phase,
+                    d.deadline_ms,
+                    now_ms - d.deadline_ms
+                ),
+            )
+            .at(d.last_seq, &id)
+        })
+        .collect();
+    let mut leaked: Vec<&(String, String, crate::facts::Leg)> = f
+        .live_holds
+        .iter()
+        .filter(|(_, t, _)| f.transfers.get(t).is_none_or(|t| t.is_terminal()))
+        .collect();
+    leaked.sort_by(|a, b| (&a.1, &a.0).cmp(&(&b.1, &b.0)));
+    for (account, t, leg) in leaked {
+        let phase = f
+            .transfers
+            .get(t)
+            .map(|t| t.phase.as_str())
+            .unwrap_or("unknown");
+        out.push(
+            Finding::new(
+                "leaked_hold",
+                t,
+                format!(
+                    "hold of {} on {account} still live; the transfer is {phase}",
+                    leg.amount
+                ),
+            )
+            .at(leg.seq, &leg.event_id),
+        );
+    }
+    out
+}

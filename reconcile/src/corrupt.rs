@@ -1,0 +1,490 @@
+//! The corruption tool: copies a lake and injects exactly one violation
+//! class, returning the findings the reconciler must report for it.
+//!
+//! Every injection is minimal: it changes the fewest rows that produce the
+//! violation and keeps everything else valid (hash chains are resealed where
+//! the class is not about hashes, balances refolded where it is not about
+//! balances), so a test can assert exactly which rows each check reports.
+//! Every copy of a changed event (plain duplicates in other files) is changed
+//! the same way, so dedup never hides or doubles an injection. Files are
+//! rewritten through the ingest writer (`ledger_ingest::build_files`), so the
+//! damaged lake is still a `lake-v1` lake: only its content lies.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use ledger_events::{Event, Stream, GENESIS_HASH};
+use ledger_ingest::{build_files, parse_object_key, read_file, FileLayer, Row};
+
+use crate::gen::write_object;
+
+/// The violation classes the tool injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Class {
+    /// A dropped event in the middle of a transfer stream (seq gap).
+    Gap,
+    /// A deposit's amount changed without rehashing (the hash breaks).
+    Tamper,
+    /// A second, different version of a transfer's last event.
+    Conflict,
+    /// A captured transfer whose credit is 1 more than its debit.
+    Unbalanced,
+    /// A withdrawal that takes an account below its overdraft limit.
+    Overdraft,
+    /// A transfer created and never advanced, past its deadline.
+    Dangling,
+    /// A hold placed for a transfer that already failed, never released.
+    Leaked,
+    /// A balance that changed by 1000 without any entry.
+    Nonconservation,
+}
+
+impl Class {
+    pub const ALL: &'static [Class] = &[
+        Class::Gap,
+        Class::Tamper,
+        Class::Conflict,
+        Class::Unbalanced,
+        Class::Overdraft,
+        Class::Dangling,
+        Class::Leaked,
+        Class::Nonconservation,
+    ];
+}
+
+/// One finding the reconciler must report: (check, code, key, event id).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Expected {
+    pub check: &'static str,
+    pub code: &'static str,
+    pub key: String,
+    pub event_id: Option<String>,
+}
+
+fn expect(check: &'static str, code: &'static str, key: &str, event_id: Option<&str>) -> Expected {
+    Expected {
+        check,
+        code,
+        key: key.to_owned(),
+        event_id: event_id.map(str::to_owned),
+    }
+}
+
+/// What an injection did and what must be reported: every finding of every
+/// check, exactly (checks not listed must hold).
+#[derive(Debug, Clone)]
+pub struct Injected {
+    pub class: Class,
+    pub description: String,
+    pub expected: Vec<Expected>,
+}
+
+/// Copies every file under `src` to `dst` (created; must not exist).
+pub fn copy_lake(src: &Path, dst: &Path) -> Result<(), String> {
+    if dst.exists() {
+        return Err(format!(
+            "{} already exists; the copy must be new",
+            dst.display()
+        ));
+    }
+    fn walk(from: &Path, to: &Path) -> Result<(), String> {
+        std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
+        for entry in std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
+            let entry = entry.map_err(|e| e.to_string())?;
+            let target = to.join(entry.file_name());
+            if entry.file_type().map_err(|e| e.to_string())?.is_dir() {
+                walk(&entry.path(), &target)?;
+            } else {
+                std::fs::copy(entry.path(), &target)
+                    .map_err(|e| format!("{}: {e}", entry.path().display()))?;
+            }
+        }
+        Ok(())
+    }
+    walk(src, dst)
+}
+
+/// The lake's files held in memory, edited, and written back.
+struct LocalLake {
+    root: PathBuf,
+    files: Vec<(String, Vec<Row>)>,
+    dirty: BTreeSet<usize>,
+    extra: Vec<Row>,
+}
+
+impl LocalLake {
+    fn load(root: &Path) -> Result<LocalLake, String> {
+        let mut keys = Vec::new();
+        fn walk(root: &Path, dir: &Path, keys: &mut Vec<String>) -> Result<(), String> {
+            for entry in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+                let entry = entry.map_err(|e| e.to_string())?;
+                let path = entry.path();
+                if path.is_dir() {
+                    walk(root, &path, keys)?;
+                } else if let Ok(rel) = path.strip_prefix(root) {
+                    let key = rel.to_string_lossy().replace('\\', "/");
+                    if parse_object_key(&key).is_some() {
+                        keys.push(key);
+                    }
+                }
+            }
+            Ok(())
+        }
+        walk(
+            root,
+            &root.join(ledger_ingest::LAKE_EVENTS_PREFIX),
+            &mut keys,
+        )?;
+        keys.sort();
+        let mut files = Vec::new();
+        for key in keys {
+            let bytes = std::fs::read(root.join(&key)).map_err(|e| format!("{key}: {e}"))?;
+            let rows = read_file(&key, bytes.into()).map_err(|e| e.to_string())?;
+            files.push((key, rows));
+        }
+        Ok(LocalLake {
+            root: root.to_owned(),
+            files,
+            dirty: BTreeSet::new(),
+            extra: Vec::new(),
+        })
+    }
+
+    /// Every stream, deduplicated, in seq order.
+    fn streams(&self, stream: Stream) -> BTreeMap<String, Vec<Event>> {
+        let mut m: BTreeMap<String, BTreeMap<u64, Event>> = BTreeMap::new();
+        for (_, rows) in &self.files {
+            for r in rows.iter().filter(|r| r.event.stream == stream) {
+                m.entry(r.event.stream_key.clone())
+                    .or_default()
+                    .insert(r.event.seq, r.event.clone());
+            }
+        }
+        m.into_iter()
+            .map(|(k, v)| (k, v.into_values().collect()))
+            .collect()
+    }
+
+    fn stream(&self, stream: Stream, key: &str) -> Vec<Event> {
+        self.streams(stream).remove(key).unwrap_or_default()
+    }
+
+    /// Replaces every copy of every event of the stream by `events` (matched
+    /// by seq); events with no copy yet go into a new file; copies of seqs
+    /// absent from `events` are removed.
+    fn replace_stream(&mut self, events: &[Event]) {
+        let Some(first) = events.first() else { return };
+        let (stream, key) = (first.stream, first.stream_key.clone());
+        let by_seq: BTreeMap<u64, &Event> = events.iter().map(|e| (e.seq, e)).collect();
+        let mut placed = BTreeSet::new();
+        for (i, (_, rows)) in self.files.iter_mut().enumerate() {
+            let before = rows.clone();
+            rows.retain(|r| {
+                !(r.event.stream == stream && r.event.stream_key == key)
+                    || by_seq.contains_key(&r.event.seq)
+            });
+            for r in rows.iter_mut() {
+                if r.event.stream == stream && r.event.stream_key == key {
+                    r.event = by_seq[&r.event.seq].clone();
+                    placed.insert(r.event.seq);
+                }
+            }
+            if *rows != before {
+                self.dirty.insert(i);
+            }
+        }
+        for e in events.iter().filter(|e| !placed.contains(&e.seq)) {
+            self.extra.push(Row {
+                event: e.clone(),
+                conflict: false,
+            });
+        }
+    }
+
+    fn save(mut self) -> Result<(), String> {
+        for &i in &self.dirty {
+            let (key, rows) = &mut self.files[i];
+            std::fs::remove_file(self.root.join(key.as_str()))
+                .map_err(|e| format!("{key}: {e}"))?;
+            ledger_ingest::sort_rows(rows);
+            write_rows(&self.root, std::mem::take(rows))?;
+        }
+        ledger_ingest::sort_rows(&mut self.extra);
+        write_rows(&self.root, std::mem::take(&mut self.extra))
+    }
+}
+
+fn write_rows(root: &Path, rows: Vec<Row>) -> Result<(), String> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    for f in build_files(rows, FileLayer::Ingest).map_err(|e| e.to_string())? {
+        write_object(root, &f.key, &f.bytes)?;
+    }
+    Ok(())
+}
+
+/// Recomputes `prev_hash` and `hash` of `events[from..]` (one stream in seq order).
+fn reseal_from(events: &mut [Event], from: usize) {
+    for i in from..events.len() {
+        let prev = if i == 0 {
+            GENESIS_HASH.to_owned()
+        } else {
+            events[i - 1].hash.clone()
+        };
+        let mut e = events[i].clone();
+        e.prev_hash = prev;
+        events[i] = e.seal();
+    }
+}
+
+/// The next event of an account stream: the state of the last one, sealed
+/// onto it after `fill` sets the kind's fields.
+fn append(stream: &mut Vec<Event>, kind: &str, fill: impl FnOnce(&mut Event)) -> Event {
+    let last = stream.last().expect("streams are not empty").clone();
+    let mut e = Event::new(
+        last.stream,
+        &last.stream_key,
+        last.seq + 1,
+        kind,
+        last.occurred_at_ms + 1_000,
+        &last.hash,
+    );
+    e.currency = last.currency.clone();
+    e.balance_after = last.balance_after;
+    e.held_after = last.held_after;
+    e.overdraft_limit = last.overdraft_limit;
+    fill(&mut e);
+    let e = e.seal();
+    stream.push(e.clone());
+    e
+}
+
+fn first_captured(l: &LocalLake) -> Result<(String, Vec<Event>), String> {
+    l.streams(Stream::Transfer)
+        .into_iter()
+        .find(|(_, evs)| evs.len() == 4 && evs[3].kind == "captured")
+        .ok_or_else(|| "the lake has no captured transfer to corrupt".to_owned())
+}
+
+/// Injects `class` into the lake at `root` (edited in place: pass a copy).
+/// `now_ms` is the instant the reconciler will judge deadlines at.
+pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String> {
+    let mut l = LocalLake::load(root)?;
+    let injected = match class {
+        Class::Gap => {
+            let (t, mut evs) = first_captured(&l)?;
+            let dropped = evs.remove(1);
+            l.replace_stream(&evs);
+            Injected {
+                class,
+                description: format!("dropped {} ({})", dropped.event_id, dropped.kind),
+                expected: vec![expect(
+                    "completeness",
+                    "seq_gap",
+                    &t,
+                    Some(&dropped.event_id),
+                )],
+            }
+        }
+        Class::Tamper => {
+            let (acc, mut evs, i) = l
+                .streams(Stream::Account)
+                .into_iter()
+                .find_map(|(k, evs)| {
+                    let i = evs.iter().position(|e| e.kind == "deposited")?;
+                    Some((k, evs, i))
+                })
+                .ok_or("the lake has no deposit to tamper with")?;
+            let amount = evs[i].amount.unwrap_or(0);
+            evs[i].amount = Some(amount + 1);
+            let e = evs[i].clone();
+            let currency = e.currency.clone().unwrap_or_default();
+            l.replace_stream(&evs);
+            Injected {
+                class,
+                description: format!(
+                    "{}: amount {amount} → {} without rehashing",
+                    e.event_id,
+                    amount + 1
+                ),
+                expected: vec![
+                    expect("completeness", "hash_mismatch", &acc, Some(&e.event_id)),
+                    expect(
+                        "balance_integrity",
+                        "balance_mismatch",
+                        &acc,
+                        Some(&e.event_id),
+                    ),
+                    expect("global_conservation", "not_conserved", &currency, None),
+                ],
+            }
+        }
+        Class::Conflict => {
+            let (t, evs) = first_captured(&l)?;
+            let mut other = evs[3].clone();
+            other.occurred_at_ms += 1;
+            let other = other.seal();
+            l.extra.push(Row {
+                event: other.clone(),
+                conflict: false,
+            });
+            Injected {
+                class,
+                description: format!("second version of {} (occurred_at_ms + 1)", other.event_id),
+                expected: vec![expect(
+                    "conflicting_duplicates",
+                    "conflict",
+                    &t,
+                    Some(&other.event_id),
+                )],
+            }
+        }
+        Class::Unbalanced => {
+            let (t, evs) = first_captured(&l)?;
+            let dst = evs[0].destination.clone().unwrap_or_default();
+            let mut acc = l.stream(Stream::Account, &dst);
+            let i = acc
+                .iter()
+                .position(|e| e.kind == "credited" && e.transfer_id.as_deref() == Some(&t))
+                .ok_or("the destination has no credit for the transfer")?;
+            acc[i].amount = acc[i].amount.map(|a| a + 1);
+            for e in &mut acc[i..] {
+                e.balance_after = e.balance_after.map(|b| b + 1);
+            }
+            reseal_from(&mut acc, i);
+            let currency = acc[i].currency.clone().unwrap_or_default();
+            let desc = format!("{}: credit 1 more than the debit", acc[i].event_id);
+            l.replace_stream(&acc);
+            Injected {
+                class,
+                description: desc,
+                expected: vec![
+                    expect("transfer_conservation", "captured_legs_mismatch", &t, None),
+                    expect("global_conservation", "not_conserved", &currency, None),
+                ],
+            }
+        }
+        Class::Overdraft => {
+            let (acc, mut evs) = l
+                .streams(Stream::Account)
+                .into_iter()
+                .next()
+                .ok_or("the lake has no account")?;
+            let last = evs.last().expect("streams are not empty").clone();
+            let (bal, held, limit) = (
+                last.balance_after.unwrap_or(0),
+                last.held_after.unwrap_or(0),
+                last.overdraft_limit.unwrap_or(0),
+            );
+            let amount = bal - held + limit + 1;
+            let e = append(&mut evs, "withdrawn", |e| {
+                e.amount = Some(amount);
+                e.balance_after = Some(bal - amount);
+                e.entry_id = Some(format!("wd:{acc}:injected-overdraft"));
+            });
+            l.replace_stream(&evs);
+            Injected {
+                class,
+                description: format!(
+                    "{}: withdrawal of {amount} leaves available −{} below the limit",
+                    e.event_id,
+                    limit + 1
+                ),
+                expected: vec![expect("no_overdraft", "overdraft", &acc, Some(&e.event_id))],
+            }
+        }
+        Class::Dangling => {
+            let accounts = l.streams(Stream::Account);
+            let mut it = accounts.iter();
+            let (src, s_evs) = it.next().ok_or("the lake has no account")?;
+            let (dst, _) = it.next().ok_or("the lake has one account only")?;
+            let t = format!("t.{}.injected-dangling", crate::gen::GEN_TENANT);
+            let at = s_evs[0].occurred_at_ms;
+            let mut e = Event::new(Stream::Transfer, &t, 1, "created", at, GENESIS_HASH);
+            e.currency = s_evs[0].currency.clone();
+            e.amount = Some(100);
+            e.transfer_id = Some(t.clone());
+            e.source = Some(src.clone());
+            e.destination = Some(dst.clone());
+            e.deadline_ms = Some(at + 300_000);
+            assert!(
+                at + 300_000 < now_ms,
+                "the injected deadline must be past `now`"
+            );
+            let e = e.seal();
+            l.replace_stream(std::slice::from_ref(&e));
+            Injected {
+                class,
+                description: format!("{t}: created, never advanced, deadline {}", at + 300_000),
+                expected: vec![expect(
+                    "terminal_convergence",
+                    "dangling",
+                    &t,
+                    Some(&e.event_id),
+                )],
+            }
+        }
+        Class::Leaked => {
+            let transfers = l.streams(Stream::Transfer);
+            let accounts = l.streams(Stream::Account);
+            let (t, src, mut evs) = transfers
+                .iter()
+                .filter(|(_, evs)| evs.last().is_some_and(|e| e.kind == "failed"))
+                .find_map(|(t, evs)| {
+                    let src = evs[0].source.clone()?;
+                    let acc = accounts.get(&src)?;
+                    let last = acc.last()?;
+                    let room = last.balance_after? - last.held_after? + last.overdraft_limit?;
+                    (room >= 1).then(|| (t.clone(), src, acc.clone()))
+                })
+                .ok_or("the lake has no failed transfer whose source can hold 1 more")?;
+            let dst = transfers[&t][0].destination.clone();
+            let e = append(&mut evs, "hold_placed", |e| {
+                e.amount = Some(1);
+                e.held_after = e.held_after.map(|h| h + 1);
+                e.transfer_id = Some(t.clone());
+                e.counterparty = dst;
+            });
+            l.replace_stream(&evs);
+            Injected {
+                class,
+                description: format!("{}: hold for the failed transfer {t} on {src}", e.event_id),
+                expected: vec![expect(
+                    "terminal_convergence",
+                    "leaked_hold",
+                    &t,
+                    Some(&e.event_id),
+                )],
+            }
+        }
+        Class::Nonconservation => {
+            let (acc, mut evs) = l
+                .streams(Stream::Account)
+                .into_iter()
+                .find(|(_, evs)| evs.len() >= 2)
+                .ok_or("the lake has no account with two events")?;
+            let i = evs.len() - 1;
+            evs[i].balance_after = evs[i].balance_after.map(|b| b + 1_000);
+            reseal_from(&mut evs, i);
+            let e = evs[i].clone();
+            let currency = e.currency.clone().unwrap_or_default();
+            l.replace_stream(&evs);
+            Injected {
+                class,
+                description: format!("{}: balance_after + 1000 without an entry", e.event_id),
+                expected: vec![
+                    expect(
+                        "balance_integrity",
+                        "balance_mismatch",
+                        &acc,
+                        Some(&e.event_id),
+                    ),
+                    expect("global_conservation", "not_conserved", &currency, None),
+                ],
+            }
+        }
+    };
+    l.save()?;
+    Ok(injected)
+}

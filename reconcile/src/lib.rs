@@ -1,0 +1,35 @@
+//! The reconciler: proves the ledger's invariants from the Parquet lake
+//! alone, without trusting the edge, or names every violation with the rows
+//! that show it.
+//!
+//! Design: one pass. DataFusion reads every lake file of a table and sorts
+//! the rows by (`stream_key`, `seq`, `hash`); the rows are deduplicated by
+//! (`event_id`, `hash`) and grouped into streams ([`stream`]); each stream is
+//! checked on its own (completeness, conflicts, balance refold, overdraft)
+//! and folded into small per-transfer and per-currency facts ([`facts`]),
+//! on which the cross-stream checks run. See `docs/RECONCILE.md`.
+//!
+//! Native only: DataFusion and tokio never reach a wasm crate.
+
+pub mod batch;
+pub mod checks;
+pub mod corrupt;
+pub mod facts;
+pub mod finding;
+pub mod gen;
+pub mod lake;
+pub mod report;
+pub mod run;
+pub mod stream;
+
+pub use finding::{CheckResult, Finding};
+pub use lake::{Error, Lake};
+pub use report::Report;
+pub use run::{reconcile, Options};
+
+/// Exit code: every invariant holds.
+pub const EXIT_HELD: i32 = 0;
+/// Exit code: at least one invariant is violated.
+pub const EXIT_VIOLATED: i32 = 1;
+/// Exit code: no verdict (unreadable lake, corrupt file, unknown version, usage).
+pub const EXIT_ERROR: i32 = 2;

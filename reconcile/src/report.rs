@@ -1,0 +1,106 @@
+//! The run's outputs: the JSON report (versioned, docs/RECONCILE.md), the
+//! human summary, and the sweeper's dangling list (docs/SWEEPER.md, v1).
+
+use serde::Serialize;
+
+use crate::checks::convergence::Dangling;
+use crate::finding::CheckResult;
+use crate::stream::ScanStats;
+
+/// Version of the JSON report format. Adding members keeps it; changing the
+/// meaning of one bumps it.
+pub const REPORT_VERSION: u32 = 1;
+/// Offending rows the human summary shows per check (the JSON has them all).
+pub const SUMMARY_ROWS_MAX: usize = 5;
+/// Version of the sweeper's dangling-list format (docs/SWEEPER.md).
+pub const DANGLING_LIST_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub version: u32,
+    pub lake: String,
+    /// The instant deadlines were judged against.
+    pub now_ms: i64,
+    /// Every check holds.
+    pub holds: bool,
+    pub files: usize,
+    pub stats: ScanStats,
+    pub accounts: u64,
+    pub transfers: u64,
+    pub elapsed_ms: u64,
+    pub checks: Vec<CheckResult>,
+    /// Dangling transfers, most overdue first (also in `terminal_convergence`).
+    pub dangling: Vec<Dangling>,
+}
+
+impl Report {
+    pub fn check(&self, name: &str) -> &CheckResult {
+        self.checks
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no check named {name}"))
+    }
+
+    /// The summary printed on stdout.
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "reconcile {}: {} files, {} rows read ({} plain duplicates dropped), {} distinct events, \
+             {} accounts, {} transfers, {:.1} s\n",
+            self.lake,
+            self.files,
+            self.stats.rows_read,
+            self.stats.plain_duplicates,
+            self.stats.distinct_rows,
+            self.accounts,
+            self.transfers,
+            self.elapsed_ms as f64 / 1000.0
+        );
+        for c in &self.checks {
+            if c.holds {
+                s += &format!(
+                    "  held      {:<26} {:<4} {}\n",
+                    c.name, c.invariant, c.proves
+                );
+            } else {
+                s += &format!(
+                    "  VIOLATED  {:<26} {:<4} {} offending row(s)\n",
+                    c.name, c.invariant, c.violations
+                );
+                for f in c.findings.iter().take(SUMMARY_ROWS_MAX) {
+                    let at = f
+                        .event_id
+                        .as_deref()
+                        .map(|e| format!(" {e}"))
+                        .unwrap_or_default();
+                    s += &format!("            {} {}{at}: {}\n", f.code, f.key, f.detail);
+                }
+                if c.violations > SUMMARY_ROWS_MAX {
+                    s += &format!(
+                        "            … and {} more (all in the --json report)\n",
+                        c.violations - SUMMARY_ROWS_MAX
+                    );
+                }
+            }
+        }
+        s += if self.holds {
+            "verdict: every invariant holds\n"
+        } else {
+            "verdict: VIOLATED\n"
+        };
+        s
+    }
+
+    /// The dangling list in the sweeper's format v1.
+    pub fn dangling_list(&self, generated_at_ms: i64) -> serde_json::Value {
+        serde_json::json!({
+            "version": DANGLING_LIST_VERSION,
+            "generated_at_ms": generated_at_ms,
+            "transfers": self.dangling.iter().map(|d| serde_json::json!({
+                "transfer_id": d.transfer_id,
+                "phase": d.phase,
+                "deadline_ms": d.deadline_ms,
+                "last_seq": d.last_seq,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}

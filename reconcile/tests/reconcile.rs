@@ -1,0 +1,292 @@
+//! End to end: generated lakes (real core, real ingest writer) pass; each
+//! injected violation class is reported by exactly the rows it injected;
+//! errors exit 2 naming what is wrong.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use ledger_reconcile::corrupt::{copy_lake, inject, Class, Expected};
+use ledger_reconcile::gen::{generate_events, generate_lake, GenConfig, GEN_START_MS};
+use ledger_reconcile::{reconcile, Lake, Options, Report};
+
+/// Deadlines are judged a year after the generated history.
+const NOW_MS: i64 = GEN_START_MS + 365 * 86_400_000;
+
+fn config() -> GenConfig {
+    GenConfig {
+        seed: 7,
+        accounts: 12,
+        operations: 300,
+        batches: 3,
+        duplicates: 8,
+    }
+}
+
+fn run_lib(dir: &Path) -> Result<Report, ledger_reconcile::Error> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let lake = Lake::open(dir.to_str().unwrap())?;
+        reconcile(
+            &lake,
+            &Options {
+                now_ms: NOW_MS,
+                progress: false,
+            },
+        )
+        .await
+    })
+}
+
+fn run_bin(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+        .args(args)
+        .args(["--now-ms", &NOW_MS.to_string()])
+        .env_remove("LEDGER_LAKE")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every finding of the report as (check, code, key, event id), sorted.
+fn findings(r: &Report) -> Vec<Expected> {
+    let mut v: Vec<Expected> = r
+        .checks
+        .iter()
+        .flat_map(|c| {
+            c.findings.iter().map(|f| Expected {
+                check: c.name,
+                code: f.code,
+                key: f.key.clone(),
+                event_id: f.event_id.clone(),
+            })
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn clean_lake(dir: &Path) {
+    let s = generate_lake(&config(), dir).unwrap();
+    assert!(s.files > 3, "{s:?}");
+}
+
+#[test]
+fn a_generated_lake_passes_every_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    clean_lake(&dir);
+    let r = run_lib(&dir).unwrap();
+    assert_eq!(findings(&r), vec![], "{}", r.summary());
+    assert!(r.holds);
+    assert_eq!(r.checks.len(), 8);
+    let (events, summary) = generate_events(&config());
+    assert_eq!(r.stats.distinct_rows, events.len() as u64);
+    assert!(r.stats.plain_duplicates > 0 && r.stats.plain_duplicates <= 8);
+    assert_eq!(
+        r.stats.rows_read,
+        r.stats.distinct_rows + r.stats.plain_duplicates
+    );
+    assert_eq!(
+        r.transfers as usize,
+        summary.transfers_captured + summary.transfers_failed + summary.transfers_released
+    );
+    assert!(r.dangling.is_empty());
+
+    let json = tmp.path().join("report.json");
+    let dangling = tmp.path().join("dangling.json");
+    let (code, stdout, stderr) = run_bin(&[
+        dir.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--dangling",
+        dangling.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("verdict: every invariant holds"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("reconcile: account:"),
+        "progress on stderr: {stderr}"
+    );
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(j["version"], 1);
+    assert_eq!(j["holds"], true);
+    assert_eq!(j["checks"].as_array().unwrap().len(), 8);
+    let d: serde_json::Value = serde_json::from_slice(&std::fs::read(&dangling).unwrap()).unwrap();
+    assert_eq!(d["version"], 1);
+    assert!(d["generated_at_ms"].as_i64().unwrap() > 0);
+    assert_eq!(d["transfers"], serde_json::json!([]));
+}
+
+#[test]
+fn each_injected_class_is_reported_with_exactly_its_rows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    clean_lake(&clean);
+    let mut seen = BTreeMap::new();
+    for &class in Class::ALL {
+        let dir = tmp.path().join(format!("{class:?}"));
+        copy_lake(&clean, &dir).unwrap();
+        let injected = inject(&dir, class, NOW_MS).unwrap();
+        let r = run_lib(&dir).unwrap();
+        let mut expected = injected.expected.clone();
+        expected.sort();
+        assert_eq!(
+            findings(&r),
+            expected,
+            "{class:?}: {}\n{}",
+            injected.description,
+            r.summary()
+        );
+        assert!(!r.holds);
+        let primary = expected[0].check;
+        assert!(!r.check(primary).holds);
+        seen.insert(format!("{class:?}"), primary);
+
+        let json = tmp.path().join(format!("{class:?}.json"));
+        let (code, stdout, stderr) = run_bin(&[
+            dir.to_str().unwrap(),
+            "--quiet",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 1, "{class:?}: {stdout}\n{stderr}");
+        assert!(stdout.contains("verdict: VIOLATED"), "{stdout}");
+        assert!(stderr.is_empty(), "--quiet: {stderr}");
+        for e in &expected {
+            assert!(
+                stdout.contains(&format!("VIOLATED  {}", e.check)),
+                "{class:?}: summary names {}: {stdout}",
+                e.check
+            );
+        }
+        let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(j["holds"], false);
+    }
+    assert_eq!(seen.len(), Class::ALL.len());
+}
+
+#[test]
+fn the_dangling_list_is_the_sweepers_format() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    clean_lake(&clean);
+    let dir = tmp.path().join("dangling");
+    copy_lake(&clean, &dir).unwrap();
+    let injected = inject(&dir, Class::Dangling, NOW_MS).unwrap();
+    let out = tmp.path().join("list.json");
+    let (code, stdout, stderr) =
+        run_bin(&[dir.to_str().unwrap(), "--dangling", out.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    let d: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(d["version"], 1);
+    let list = d["transfers"].as_array().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["transfer_id"], injected.expected[0].key.as_str());
+    assert_eq!(list[0]["phase"], "created");
+    assert_eq!(list[0]["last_seq"], 1);
+    assert!(list[0]["deadline_ms"].as_i64().unwrap() < NOW_MS);
+}
+
+#[test]
+fn a_missing_lake_is_an_error_not_a_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nope");
+    let (code, stdout, stderr) = run_bin(&[missing.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("does not exist") && stderr.contains("nope"),
+        "{stderr}"
+    );
+    assert!(stdout.is_empty());
+    // An existing directory with no lake files proves nothing either.
+    std::fs::create_dir_all(tmp.path().join("empty")).unwrap();
+    let (code, _, stderr) = run_bin(&[tmp.path().join("empty").to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no lake files"), "{stderr}");
+}
+
+fn some_lake_file(dir: &Path) -> String {
+    let mut keys = Vec::new();
+    fn walk(root: &Path, d: &Path, keys: &mut Vec<String>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(root, &p, keys);
+            } else {
+                keys.push(p.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    walk(dir, &dir.join("events/transfer"), &mut keys);
+    keys.sort();
+    keys.into_iter().next().unwrap()
+}
+
+#[test]
+fn a_corrupt_file_is_an_error_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    clean_lake(&clean);
+    // Truncated (a crashed copy): the footer is gone.
+    let dir = tmp.path().join("truncated");
+    copy_lake(&clean, &dir).unwrap();
+    let key = some_lake_file(&dir);
+    let bytes = std::fs::read(dir.join(&key)).unwrap();
+    std::fs::write(dir.join(&key), &bytes[..bytes.len() / 2]).unwrap();
+    let (code, stdout, stderr) = run_bin(&[dir.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(stderr.contains(&key), "names {key}: {stderr}");
+    assert!(stderr.contains("Help:"), "{stderr}");
+    assert!(stdout.is_empty(), "no verdict on a partial read: {stdout}");
+    // Not Parquet at all.
+    let dir = tmp.path().join("garbage");
+    copy_lake(&clean, &dir).unwrap();
+    let key = some_lake_file(&dir);
+    std::fs::write(dir.join(&key), b"this is not parquet, just some bytes").unwrap();
+    let (code, _, stderr) = run_bin(&[dir.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains(&key), "names {key}: {stderr}");
+    // A key that is not a lake file (a temporary upload) is ignored.
+    let dir = tmp.path().join("tmpfile");
+    copy_lake(&clean, &dir).unwrap();
+    std::fs::write(
+        dir.join("events/account/date=2026-01-01/.tmp-upload"),
+        b"partial",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = run_bin(&[dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+}
+
+#[test]
+fn a_row_of_an_unknown_schema_version_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("v2");
+    clean_lake(&dir);
+    let key = some_lake_file(&dir);
+    let mut rows =
+        ledger_ingest::read_file(&key, std::fs::read(dir.join(&key)).unwrap().into()).unwrap();
+    rows[0].event.v = 2;
+    let event_id = rows[0].event.event_id.clone();
+    std::fs::remove_file(dir.join(&key)).unwrap();
+    for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
+        ledger_reconcile::gen::write_object(&dir, &f.key, &f.bytes).unwrap();
+    }
+    let (code, stdout, stderr) = run_bin(&[dir.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("schema version 2") && stderr.contains(&event_id),
+        "{stderr}"
+    );
+}
