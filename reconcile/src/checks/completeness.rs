@@ -87,3 +87,55 @@ pub fn check_stream(s: &StreamRows, out: &mut Vec<Finding>) {
         expected = seq + 1;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen::{generate_events, GenConfig};
+    use ledger_events::Stream;
+
+    fn account_stream() -> StreamRows {
+        let (events, _) = generate_events(&GenConfig::default());
+        let key = events[0].stream_key.clone();
+        let rows: Vec<_> = events
+            .into_iter()
+            .filter(|e| e.stream == Stream::Account && e.stream_key == key)
+            .collect();
+        assert!(rows.len() >= 4);
+        StreamRows {
+            stream: Stream::Account,
+            key,
+            hash_ok: vec![true; rows.len()],
+            rows,
+        }
+    }
+
+    #[test]
+    fn a_clean_stream_has_no_findings_and_a_gap_is_one_finding() {
+        let mut s = account_stream();
+        let mut out = Vec::new();
+        check_stream(&s, &mut out);
+        assert_eq!(out, vec![]);
+        let dropped = s.rows.remove(2);
+        s.hash_ok.pop();
+        check_stream(&s, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!((out[0].code, out[0].seq), ("seq_gap", Some(3)));
+        assert_eq!(out[0].event_id.as_deref(), Some(dropped.event_id.as_str()));
+    }
+
+    #[test]
+    fn a_reordered_link_is_a_chain_break_at_that_row() {
+        let mut s = account_stream();
+        s.rows[2].prev_hash = s.rows[0].hash.clone();
+        s.rows[2] = s.rows[2].clone().seal();
+        let mut out = Vec::new();
+        check_stream(&s, &mut out);
+        // Row 3 now hashes differently, so row 4's link breaks too.
+        let codes: Vec<_> = out.iter().map(|f| (f.code, f.seq)).collect();
+        assert_eq!(
+            codes,
+            vec![("chain_break", Some(3)), ("chain_break", Some(4))]
+        );
+    }
+}
