@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# The main job end to end on local defaults (`make demo`). Today that is the
-# payments edge on the real Workers runtime: it installs what is missing,
-# starts `wrangler dev` (workerd) with fresh persistent state, walks through
-# accounts, deposits, transfers, an idempotent replay, a conflicting reuse of
-# a key, a refused transfer and a freeze compensation, prints every response,
-# and stops the runtime. It grows into edge → queue → lake → reconcile as
-# those components land.
+# The main job end to end on local defaults (`make demo`), in two parts.
 #
-# Env: DEMO_PORT (default 8787), DEMO_STATE (default /var/tmp/ledger-demo-state, wiped first).
+# 1. The payments edge on the real Workers runtime: installs what is missing,
+#    starts `wrangler dev` (workerd) with fresh persistent state, walks through
+#    accounts, deposits, transfers, an idempotent replay, a conflicting reuse
+#    of a key, a refused transfer and a refused credit with its compensation,
+#    prints every response, and stops the runtime.
+# 2. The nightly proof: a seeded lake in the default lake directory (.lake/),
+#    written by running the real ledger core through the real ingest writer
+#    (the consumer Worker that will land the edge's own events there is not
+#    built yet), proved by `reconcile` (exit 0), then a copy with one injected
+#    overdraft that `reconcile` must name (exit 1).
+#
+# Env: DEMO_PORT (default 8787), DEMO_STATE (default /var/tmp/ledger-demo-state, wiped first),
+#      LAKE (default .lake in the clone, regenerated).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PORT="${DEMO_PORT:-8787}"
@@ -70,4 +76,28 @@ call GET /v1/accounts/alice
 call GET /v1/accounts/bob
 log "alice's statement"
 call GET /v1/accounts/alice/entries
-log "done; the runtime's log is $STATE.log"
+stop
+trap - EXIT
+log "the edge is stopped; its log is $STATE.log"
+
+LAKE="${LAKE:-$ROOT/.lake}"
+BAD="$STATE-lake-with-overdraft"
+log "the nightly proof: a seeded lake in $LAKE from the real core and ingest writer (first build compiles DataFusion)"
+cd "$ROOT"
+rm -rf "$LAKE" "$BAD"
+cargo run -q -p ledger-reconcile --bin reconcile-testdata -- generate "$LAKE"
+set +e
+cargo run -q -p ledger-reconcile --bin reconcile -- "$LAKE" --json "$STATE-report.json" --dangling "$STATE-dangling.json"
+code=$?
+set -e
+[[ $code == 0 ]] || { echo "reconcile should hold every invariant on a clean lake, exited $code" >&2; exit 1; }
+log "reconcile exited 0; JSON report $STATE-report.json, sweeper list $STATE-dangling.json"
+
+log "the same lake with one withdrawal that overdraws an account: reconcile must name it and exit 1"
+cargo run -q -p ledger-reconcile --bin reconcile-testdata -- corrupt "$LAKE" "$BAD" --class overdraft
+set +e
+cargo run -q -p ledger-reconcile --bin reconcile -- "$BAD"
+code=$?
+set -e
+[[ $code == 1 ]] || { echo "reconcile should report the overdraft with exit 1, exited $code" >&2; exit 1; }
+log "reconcile exited 1 and named the row: done"
