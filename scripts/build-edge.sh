@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build the edge Worker (edge/worker) with worker-build into edge/worker/build/
-# (index.js + index_bg.wasm). Release profile; wasm-opt is skipped unless EDGE_OPT=1.
+# Build a Worker crate with worker-build into CRATE_DIR/build/ (index.js + index_bg.wasm).
+# Usage: build-edge.sh [CRATE_DIR]   (relative to the repo root; default edge/worker, e.g.
+# ingest/worker for the queue consumer). Release profile; wasm-opt is skipped unless EDGE_OPT=1.
 #
 # Env:
 #   EDGE_TARGET_DIR   default /var/tmp/ledger-target-wasm (outside the clone, so repeated builds
@@ -11,6 +12,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CRATE_DIR="${1:-edge/worker}"
 CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
 export PATH="$CARGO_BIN:$PATH"
 log() { printf '[build-edge] %s\n' "$*" >&2; }
@@ -38,11 +40,11 @@ else
   log "wasm-opt OFF (--no-opt; set EDGE_OPT=1 to optimise)"
 fi
 
-cd "$ROOT/edge/worker"
-log "worker-build ${args[*]} (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
+cd "$ROOT/$CRATE_DIR"
+log "$CRATE_DIR: worker-build ${args[*]} (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
 s=$SECONDS
 worker-build "${args[@]}"
 for f in build/index.js build/index_bg.wasm; do
   [[ -s "$f" ]] || { log "expected output $f is missing"; exit 1; }
 done
-log "built in $((SECONDS - s)) s: $(du -h build/index_bg.wasm | cut -f1) wasm"
+log "$CRATE_DIR built in $((SECONDS - s)) s: $(du -h build/index_bg.wasm | cut -f1) wasm"

@@ -3,6 +3,8 @@
 # (edge/worker/test/*.test.mjs) with node's built-in test runner under the Node 22 binary from
 # node_modules (wrangler 4 / miniflare 5 need Node >= 22.12; the machine's node may be older).
 # Exits non-zero when the build or any test fails. Run scripts/install-toolchain.sh first.
+# Then runs scripts/test-ingest-worker.sh (the ingest consumer with this edge as its producer)
+# unless EDGE_TEST_FILES narrows the run.
 #
 # Env: EDGE_SKIP_BUILD=1 (reuse edge/worker/build as is — says so), EDGE_TEST_VERBOSE=1 (echo
 # workerd logs), KEEP_TEST_STATE=1 (keep the temp persist dirs), EDGE_TEST_FILES (override list).
@@ -30,3 +32,8 @@ s=$SECONDS
 # One file at a time: each file runs its own workerd, and the machine has 2 cores.
 "$NODE" --test --test-concurrency=1 --test-timeout=120000 "${files[@]}"
 log "tests passed in $((SECONDS - s)) s"
+
+# The ingest queue consumer Worker runs against this edge build (one Miniflare, both Workers).
+if [[ -z "${EDGE_TEST_FILES:-}" ]]; then
+  bash "$ROOT/scripts/test-ingest-worker.sh"
+fi

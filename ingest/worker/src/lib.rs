@@ -1,0 +1,101 @@
+//! The queue consumer Worker: ledger events from the `ledger-events` queue into the lake.
+//!
+//! Thin glue over the pure core (`ledger_ingest::ingest`, contract in ingest/core/src/batch.rs):
+//! no rule lives here. Per batch:
+//!
+//! 1. every message body (text, as the edge sends it) becomes a `ledger_ingest::Message`;
+//! 2. the core returns the lake's Parquet files (content-addressed keys) and the dead letters;
+//! 3. every file is `put` to R2 (`LAKE`) under its key;
+//! 4. every dead letter goes to the dead-letter queue (`LEDGER_EVENTS_DLQ`) as JSON text
+//!    `{"message_id", "reason", "body"}`;
+//! 5. only then is the batch acked.
+//!
+//! If any step fails the whole batch is retried (`retry_all`) and nothing is acked: a retry
+//! produces the same files under the same keys (identical bytes), so a partial earlier attempt
+//! leaves nothing a reader miscounts (docs/LAKE.md).
+
+use worker::{
+    console_error, console_log, event, js_sys, wasm_bindgen::JsCast, wasm_bindgen::JsValue,
+    Context, Env, MessageBatch, MessageBuilder, MessageExt, QueueContentType,
+};
+
+const LAKE_BINDING: &str = "LAKE";
+const DLQ_BINDING: &str = "LEDGER_EVENTS_DLQ";
+
+/// A message body as bytes: text as sent by the edge; bytes as is; anything else (a JSON
+/// object sent with another content type) as its JSON text, so the core dead-letters it with
+/// the exact decode error instead of it being lost.
+fn body_bytes(body: &JsValue) -> Vec<u8> {
+    if let Some(s) = body.as_string() {
+        return s.into_bytes();
+    }
+    if let Some(a) = body.dyn_ref::<js_sys::Uint8Array>() {
+        return a.to_vec();
+    }
+    if let Some(b) = body.dyn_ref::<js_sys::ArrayBuffer>() {
+        return js_sys::Uint8Array::new(b).to_vec();
+    }
+    js_sys::JSON::stringify(body)
+        .ok()
+        .and_then(|s| s.as_string())
+        .unwrap_or_default()
+        .into_bytes()
+}
+
+#[event(queue)]
+pub async fn main(batch: MessageBatch<JsValue>, env: Env, _ctx: Context) -> worker::Result<()> {
+    if let Err(e) = consume(&batch, &env).await {
+        // Nothing was acked: the whole batch comes back (same files, same keys).
+        console_error!("ingest: batch from {} retried: {e}", batch.queue());
+        batch.retry_all();
+    }
+    Ok(())
+}
+
+async fn consume(batch: &MessageBatch<JsValue>, env: &Env) -> worker::Result<()> {
+    let raw: Vec<(String, Vec<u8>)> = batch
+        .raw_iter()
+        .map(|m| (m.id(), body_bytes(&m.body())))
+        .collect();
+    let messages: Vec<ledger_ingest::Message<'_>> = raw
+        .iter()
+        .map(|(id, body)| ledger_ingest::Message { id, body })
+        .collect();
+    let out = ledger_ingest::ingest(&messages).map_err(|e| worker::Error::RustError(format!("{e}")))?;
+
+    let lake = env.bucket(LAKE_BINDING)?;
+    for f in &out.files {
+        lake.put(f.key.as_str(), f.bytes.clone()).execute().await?;
+    }
+
+    if !out.dead_letters.is_empty() {
+        let dlq = env.queue(DLQ_BINDING)?;
+        for d in &out.dead_letters {
+            let body = raw
+                .iter()
+                .find(|(id, _)| *id == d.message_id)
+                .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default();
+            let item = serde_json::json!({
+                "message_id": d.message_id,
+                "reason": d.reason(),
+                "body": body,
+            })
+            .to_string();
+            dlq.send(MessageBuilder::new(item).content_type(QueueContentType::Text).build())
+                .await?;
+        }
+    }
+
+    console_log!(
+        "ingest: {} messages -> {} files ({} rows), {} dead letters, {} duplicates, {} conflicts",
+        raw.len(),
+        out.files.len(),
+        out.rows(),
+        out.dead_letters.len(),
+        out.duplicates.len(),
+        out.conflicts.len()
+    );
+    batch.ack_all();
+    Ok(())
+}
