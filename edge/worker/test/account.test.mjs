@@ -3,7 +3,7 @@
 // isolation, atomic rollback, exact integers, persistence across restart, cron wiring.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { QueueCapture, TEST_KEYS, cleanupAll, startLedger, tempPersistDir } from "./harness.mjs";
+import { QueueCapture, TEST_KEYS, cleanupAll, startLedger, tempPersistDir, waitFor } from "./harness.mjs";
 
 const TYPE = "https://ledger.example/problems/";
 
@@ -214,6 +214,7 @@ describe("account API", () => {
   test("the cron trigger reaches the scheduled handler", async () => {
     const r = await led.triggerScheduled("*/5 * * * *");
     assert.equal(r.outcome, "ok");
-    assert.ok(led.logs.some((l) => l.includes("scheduled tick cron=*/5 * * * *")), led.logs.join("\n"));
+    // Logs arrive asynchronously from workerd: wait for the line.
+    await waitFor(() => led.logs.some((l) => l.includes("scheduled tick cron=*/5 * * * *")), { what: "log line scheduled tick cron=*/5 * * * *", timeout: 5_000 });
   });
 });

@@ -39,7 +39,8 @@ describe("sweeper (cron)", () => {
     await acme.deposit("sws", 300, "seed");
     // No list yet: the cron runs and does nothing.
     await sweep(led);
-    assert.ok(led.logs.some((l) => l.includes("no dangling list")), led.logs.join("\n"));
+    // Logs arrive asynchronously from workerd: wait for the line.
+    await waitFor(() => led.logs.some((l) => l.includes("no dangling list")), { what: "log line no dangling list", timeout: 5_000 });
 
     // The destination refuses the credit for a long time: the transfer backs off in `reserved`.
     await led.admin("POST", "/v1/admin/accounts/acme.swd/faults", { fail_commands: 1000 });
@@ -67,9 +68,10 @@ describe("sweeper (cron)", () => {
       const before = led.logs.length;
       await putList(led, doc);
       await sweep(led);
-      assert.ok(
-        led.logs.slice(before).some((l) => l.includes("SWEEP skipped malformed dangling list")),
-        `${JSON.stringify(doc)}: ${led.logs.slice(before).join("\n")}`,
+      // workerd delivers the Worker's logs asynchronously: wait for the line, don't race it.
+      await waitFor(
+        () => led.logs.slice(before).some((l) => l.includes("SWEEP skipped malformed dangling list")),
+        { what: `the malformed-list log for ${JSON.stringify(doc)}`, timeout: 5_000 },
       );
     }
     const still = (await acme.get("/v1/transfers/sw-1")).json;
