@@ -114,6 +114,30 @@ export function readWranglerConfig() {
   return configPromise;
 }
 
+/**
+ * What every Worker of this repository shares in Miniflare: identity and dates from its
+ * wrangler config, the worker-build output in `buildDir` (listed explicitly: Miniflare 5's
+ * converter refuses `modulesRules`), its queue producers and its R2 buckets.
+ */
+export function workerBaseOptions(config, buildDir) {
+  const queueProducers = {};
+  for (const p of config.queues?.producers ?? []) queueProducers[p.binding] = { queueName: p.queue };
+  const r2Buckets = {};
+  for (const b of config.r2_buckets ?? []) r2Buckets[b.binding] = b.bucket_name;
+  return {
+    name: config.name,
+    compatibilityDate: config.compatibility_date,
+    compatibilityFlags: config.compatibility_flags ?? [],
+    modulesRoot: buildDir,
+    modules: [
+      { type: "ESModule", path: path.join(buildDir, "index.js") },
+      { type: "CompiledWasm", path: path.join(buildDir, "index_bg.wasm") },
+    ],
+    queueProducers,
+    r2Buckets,
+  };
+}
+
 export function ledgerWorkerOptions(config, { bindings = {} } = {}) {
   const sqlite = new Set((config.migrations ?? []).flatMap((m) => m.new_sqlite_classes ?? []));
   const durableObjects = {};
@@ -123,24 +147,9 @@ export function ledgerWorkerOptions(config, { bindings = {} } = {}) {
     }
     durableObjects[b.name] = { className: b.class_name, useSQLite: true };
   }
-  const queueProducers = {};
-  for (const p of config.queues?.producers ?? []) {
-    queueProducers[p.binding] = { queueName: p.queue };
-  }
-  const r2Buckets = {};
-  for (const b of config.r2_buckets ?? []) r2Buckets[b.binding] = b.bucket_name;
   return {
-    name: config.name,
-    compatibilityDate: config.compatibility_date,
-    compatibilityFlags: config.compatibility_flags ?? [],
-    modulesRoot: BUILD_DIR,
-    modules: [
-      { type: "ESModule", path: path.join(BUILD_DIR, "index.js") },
-      { type: "CompiledWasm", path: path.join(BUILD_DIR, "index_bg.wasm") },
-    ],
+    ...workerBaseOptions(config, BUILD_DIR),
     durableObjects,
-    queueProducers,
-    r2Buckets,
     cronTriggers: config.triggers?.crons ?? [],
     // Secrets are plain string bindings locally; the Worker reads them with env.secret().
     // A binding given as undefined is removed (e.g. to run without ADMIN_KEY).

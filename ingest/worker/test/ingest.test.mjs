@@ -16,6 +16,7 @@ import {
   readWranglerConfig,
   tempPersistDir,
   waitFor,
+  workerBaseOptions,
 } from "../../../edge/worker/test/harness.mjs";
 
 const INGEST_DIR = path.resolve(fileURLToPath(new URL("..", import.meta.url)));
@@ -32,26 +33,7 @@ async function ingestWorkerOptions() {
     // Batch size and retries from wrangler.toml; a short timeout keeps the test fast.
     queueConsumers[c.queue] = { maxBatchSize: c.max_batch_size, maxBatchTimeout: 0.05, maxRetries: c.max_retries };
   }
-  const queueProducers = {};
-  for (const p of config.queues?.producers ?? []) queueProducers[p.binding] = { queueName: p.queue };
-  const r2Buckets = {};
-  for (const b of config.r2_buckets ?? []) r2Buckets[b.binding] = b.bucket_name;
-  return {
-    config,
-    options: {
-      name: config.name,
-      compatibilityDate: config.compatibility_date,
-      compatibilityFlags: config.compatibility_flags ?? [],
-      modulesRoot: INGEST_BUILD,
-      modules: [
-        { type: "ESModule", path: path.join(INGEST_BUILD, "index.js") },
-        { type: "CompiledWasm", path: path.join(INGEST_BUILD, "index_bg.wasm") },
-      ],
-      queueConsumers,
-      queueProducers,
-      r2Buckets,
-    },
-  };
+  return { config, options: { ...workerBaseOptions(config, INGEST_BUILD), queueConsumers } };
 }
 
 // A JS consumer of the dead-letter queue that hands every item to the test process.
