@@ -5,14 +5,15 @@
 //! global conservation compares. Memory is per transfer and per account, not
 //! per event.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use ledger_events::AccountKind;
+use serde::{Deserialize, Serialize};
 
 use crate::stream::StreamRows;
 
 /// One account event that belongs to a transfer.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Leg {
     pub account: String,
     pub amount: i64,
@@ -21,7 +22,7 @@ pub struct Leg {
     pub event_id: String,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Legs {
     pub holds: Vec<Leg>,
     /// `captured` account events: the debit −a on the source.
@@ -33,7 +34,7 @@ pub struct Legs {
 }
 
 /// A transfer as its own stream shows it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TransferFacts {
     /// From the `created` event: amount, currency, source, destination, deadline.
     pub amount: Option<i64>,
@@ -62,6 +63,19 @@ pub struct CurrencySums {
     pub accounts: u64,
 }
 
+/// What one account stream contributes to the cross-stream checks, kept
+/// per account so a later run can continue it (or withdraw it and re-prove
+/// the account from its first event).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountFacts {
+    pub currency: Option<String>,
+    pub last_balance: Option<i64>,
+    pub deposits: i128,
+    pub withdrawals: i128,
+    /// Holds live after the last event, by transfer id.
+    pub live: BTreeMap<String, Leg>,
+}
+
 #[derive(Debug, Default)]
 pub struct Facts {
     pub transfers: HashMap<String, TransferFacts>,
@@ -72,21 +86,18 @@ pub struct Facts {
 }
 
 impl Facts {
-    pub fn add_account(&mut self, s: &StreamRows) {
-        let mut live: std::collections::BTreeMap<String, Leg> = Default::default();
-        let mut last_balance: Option<i64> = None;
-        let mut currency: Option<String> = None;
-        let mut deposits = 0i128;
-        let mut withdrawals = 0i128;
+    /// Folds the account stream `s` into its facts `a` (empty for a new
+    /// account) and its legs into the per-transfer legs.
+    pub fn add_account(&mut self, s: &StreamRows, a: &mut AccountFacts) {
         for ev in s.primary() {
             let Some(kind) = AccountKind::parse(&ev.kind) else {
                 continue;
             };
             if ev.currency.is_some() {
-                currency.clone_from(&ev.currency);
+                a.currency.clone_from(&ev.currency);
             }
             if ev.balance_after.is_some() {
-                last_balance = ev.balance_after;
+                a.last_balance = ev.balance_after;
             }
             let amount = ev.amount.unwrap_or(0);
             let leg = || Leg {
@@ -97,59 +108,74 @@ impl Facts {
                 event_id: ev.event_id.clone(),
             };
             match kind {
-                AccountKind::Deposited => deposits += i128::from(amount),
-                AccountKind::Withdrawn => withdrawals += i128::from(amount),
+                AccountKind::Deposited => a.deposits += i128::from(amount),
+                AccountKind::Withdrawn => a.withdrawals += i128::from(amount),
                 _ => {}
             }
             let Some(t) = ev.transfer_id.as_deref() else {
                 continue;
             };
+            use AccountKind::{Captured, Credited, HoldPlaced, HoldReleased};
+            if !matches!(kind, HoldPlaced | Captured | Credited | HoldReleased) {
+                continue;
+            }
+            let legs = self.legs.entry(t.to_owned()).or_default();
             match kind {
-                AccountKind::HoldPlaced => {
-                    live.insert(t.to_owned(), leg());
-                    self.legs.entry(t.to_owned()).or_default().holds.push(leg());
+                HoldPlaced => {
+                    a.live.insert(t.to_owned(), leg());
+                    legs.holds.push(leg());
                 }
-                AccountKind::Captured => {
-                    live.remove(t);
-                    self.legs
-                        .entry(t.to_owned())
-                        .or_default()
-                        .debits
-                        .push(leg());
+                Captured => {
+                    a.live.remove(t);
+                    legs.debits.push(leg());
                 }
-                AccountKind::Credited => {
-                    self.legs
-                        .entry(t.to_owned())
-                        .or_default()
-                        .credits
-                        .push(leg());
+                Credited => legs.credits.push(leg()),
+                _ => {
+                    a.live.remove(t);
+                    legs.releases.push(leg());
                 }
-                AccountKind::HoldReleased => {
-                    live.remove(t);
-                    self.legs
-                        .entry(t.to_owned())
-                        .or_default()
-                        .releases
-                        .push(leg());
-                }
-                _ => {}
             }
         }
-        for (t, leg) in live {
-            self.live_holds.push((s.key.clone(), t, leg));
-        }
-        let sums = self
-            .currencies
-            .entry(currency.unwrap_or_default())
-            .or_default();
-        sums.balances += i128::from(last_balance.unwrap_or(0));
-        sums.deposits += deposits;
-        sums.withdrawals += withdrawals;
-        sums.accounts += 1;
     }
 
+    /// Withdraws every leg the accounts in `accounts` contributed (their
+    /// streams are about to be re-proved from their first event).
+    pub fn remove_legs_of(&mut self, accounts: &std::collections::HashSet<String>) {
+        self.legs.retain(|_, l| {
+            for v in [&mut l.holds, &mut l.debits, &mut l.credits, &mut l.releases] {
+                v.retain(|leg| !accounts.contains(&leg.account));
+            }
+            *l != Legs::default()
+        });
+    }
+
+    /// Live holds and per-currency sums from every account's facts (in
+    /// account order): the inputs of convergence and global conservation.
+    pub fn finish_accounts<'a>(
+        &mut self,
+        accounts: impl Iterator<Item = (&'a String, &'a AccountFacts)>,
+    ) {
+        self.live_holds.clear();
+        self.currencies.clear();
+        for (key, a) in accounts {
+            for (t, leg) in &a.live {
+                self.live_holds.push((key.clone(), t.clone(), leg.clone()));
+            }
+            let sums = self
+                .currencies
+                .entry(a.currency.clone().unwrap_or_default())
+                .or_default();
+            sums.balances += i128::from(a.last_balance.unwrap_or(0));
+            sums.deposits += a.deposits;
+            sums.withdrawals += a.withdrawals;
+            sums.accounts += 1;
+        }
+    }
+
+    /// Folds the transfer stream `s` into the transfer's facts (continuing
+    /// the ones a previous run left, if any).
     pub fn add_transfer(&mut self, s: &StreamRows) {
-        let mut f = TransferFacts::default();
+        let f = self.transfers.entry(s.key.clone()).or_default();
         for ev in s.primary() {
             if ev.kind == "created" {
                 f.amount = ev.amount;
@@ -161,7 +187,6 @@ impl Facts {
             f.phase.clone_from(&ev.kind);
             f.last_seq = ev.seq;
         }
-        self.transfers.insert(s.key.clone(), f);
     }
 
     /// Transfer ids in a deterministic order: every transfer stream and every

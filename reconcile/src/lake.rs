@@ -1,6 +1,7 @@
 //! Lake access: open a local directory or an `s3://` bucket, list the lake
 //! files, check each file's footer, and stream a table's rows in
-//! (`stream_key`, `seq`, `hash`) order through DataFusion.
+//! (`stream`, `stream_key`, `seq`, `hash`) order: DataFusion reads each file
+//! as one ordered stream and [`crate::merge`] merges them.
 //!
 //! What this module guarantees to the checks:
 //!
@@ -8,31 +9,35 @@
 //!   not lake files (`ledger_ingest::parse_object_key` says `None`) are
 //!   ignored as docs/LAKE.md requires; a lake file whose footer is not
 //!   Parquet, or whose layout is not `lake-v1`, stops the run with its key
-//!   before any verdict is printed ([`Error::File`]); if the scan itself fails
-//!   later (a damaged page), every file is decoded alone to name the culprit.
-//! - **Order.** Rows arrive sorted by `stream_key`, `seq`, `hash` across all
-//!   files and dates of the table, so every copy and every version of an event
-//!   is adjacent to the others and a stream is one contiguous run.
+//!   before any verdict is printed ([`Error::File`]); a damaged page or a
+//!   file whose rows are out of order found later during the scan stops it
+//!   the same way, naming the file (each file is its own stream).
+//! - **Order.** Rows arrive sorted by `stream`, `stream_key`, `seq`, `hash`
+//!   across all files and dates of the table, so every copy and every version
+//!   of an event is adjacent to the others and a stream is one contiguous run.
 //! - **Schema versions.** A row whose `v` this reader does not know stops the
 //!   run ([`Error::Schema`]) instead of being miscounted.
 
 use std::sync::Arc;
 
-use datafusion::prelude::{col, ParquetReadOptions, SessionConfig, SessionContext};
-use futures::{StreamExt, TryStreamExt};
+use datafusion::prelude::{col, lit, ParquetReadOptions, SessionConfig, SessionContext};
+use futures::TryStreamExt;
 use ledger_events::{Event, FIELDS, SCHEMA_VERSIONS_KNOWN};
 use ledger_ingest::parquet_io::LAYOUT_METADATA_KEY;
-use ledger_ingest::{
-    parse_object_key, rows_from_batch, Table, LAKE_EVENTS_PREFIX, LAKE_LAYOUT_VERSION,
-};
+use ledger_ingest::{parse_object_key, Table, LAKE_EVENTS_PREFIX, LAKE_LAYOUT_VERSION};
 
-use crate::batch::events_from_batch;
+use crate::merge::{merge, Cursor};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 
 /// Rows per record batch DataFusion hands us: large enough to amortise the
 /// per-batch overhead, small enough to keep a batch in cache.
 const SCAN_BATCH_ROWS: usize = 8_192;
+/// Rows held across all open files during a merge (one batch each).
+const MERGE_ROWS_BUDGET: usize = 262_144;
+/// Smallest per-file batch, however many files: below this the per-batch
+/// overhead dominates.
+const MERGE_BATCH_ROWS_MIN: usize = 256;
 /// Largest Parquet footer we accept (a lake file's is a few KB): a corrupt
 /// length field must not make us allocate gigabytes.
 const FOOTER_BYTES_MAX: u64 = 64 * 1024 * 1024;
@@ -214,95 +219,69 @@ impl Lake {
         }
     }
 
-    /// Streams the rows of `files` (one table) sorted by stream_key, seq,
-    /// hash, calling `visit` with each record batch's rows in order.
+    /// Streams the rows of `files` (one table) in the lake's order
+    /// (`stream`, `stream_key`, `seq`, `hash`), calling `visit` with runs of
+    /// rows in order: a k-way merge of the files, each read by DataFusion as
+    /// one ordered stream (see [`crate::merge`]).
     pub async fn scan_sorted(
         &self,
         files: &[LakeFileInfo],
+        visit: impl FnMut(Vec<Event>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        self.scan_sorted_where(files, None, visit).await
+    }
+
+    /// [`Lake::scan_sorted`], keeping only the rows whose `stream_key` is in
+    /// `keys` when given (row groups whose statistics exclude every key are
+    /// not read).
+    pub async fn scan_sorted_where(
+        &self,
+        files: &[LakeFileInfo],
+        keys: Option<&[String]>,
         mut visit: impl FnMut(Vec<Event>) -> Result<(), Error>,
     ) -> Result<(), Error> {
         if files.is_empty() {
             return Ok(());
         }
-        let paths: Vec<String> = files
-            .iter()
-            .map(|f| format!("{}{}{}", self.url_base, self.prefix, f.key))
-            .collect();
-        let result = self.scan_paths(paths, &mut visit).await;
-        match result {
-            Err(Error::Scan(why)) => {
-                // DataFusion's message may not say which file failed: find it.
-                for f in files {
-                    self.decode_whole(f).await?;
-                }
-                Err(Error::Scan(why))
+        // One batch per open file is the merge's memory: keep the total near
+        // MERGE_ROWS_BUDGET rows however many files the table has.
+        let batch_rows =
+            (MERGE_ROWS_BUDGET / files.len()).clamp(MERGE_BATCH_ROWS_MIN, SCAN_BATCH_ROWS);
+        let mut state = self.ctx.state();
+        let options = state.config_mut().options_mut();
+        options.execution.batch_size =
+            datafusion::common::config::ConfigNonZeroUsize::try_new(batch_rows)
+                .map_err(|e| Error::Scan(e.to_string()))?;
+        // One partition per file: DataFusion must not split a file into byte
+        // ranges read in parallel, or the file's order would be lost.
+        options.execution.target_partitions = 1;
+        options.optimizer.repartition_file_scans = false;
+        let ctx = SessionContext::new_with_state(state);
+        let mut cursors = Vec::with_capacity(files.len());
+        for f in files {
+            let path = format!("{}{}{}", self.url_base, self.prefix, f.key);
+            let file_err = |e: datafusion::error::DataFusionError| Error::File {
+                key: f.key.clone(),
+                why: format!("not readable as Parquet: {e}"),
+            };
+            let mut df = ctx
+                .read_parquet(path, ParquetReadOptions::default())
+                .await
+                .map_err(file_err)?;
+            if let Some(keys) = keys {
+                let list = keys.iter().map(|k| lit(k.as_str())).collect();
+                df = df
+                    .filter(col("stream_key").in_list(list, false))
+                    .map_err(file_err)?;
             }
-            other => other,
+            let stream = df
+                .select_columns(FIELDS)
+                .map_err(file_err)?
+                .execute_stream()
+                .await
+                .map_err(file_err)?;
+            cursors.push(Cursor::open(f.key.clone(), stream).await?);
         }
-    }
-
-    async fn scan_paths(
-        &self,
-        paths: Vec<String>,
-        visit: &mut impl FnMut(Vec<Event>) -> Result<(), Error>,
-    ) -> Result<(), Error> {
-        let scan = |e: datafusion::error::DataFusionError| Error::Scan(e.to_string());
-        let df = self
-            .ctx
-            .read_parquet(paths, ParquetReadOptions::default())
-            .await
-            .map_err(scan)?;
-        let df = df
-            .select_columns(FIELDS)
-            .map_err(scan)?
-            .sort(vec![
-                col("stream_key").sort(true, false),
-                col("seq").sort(true, false),
-                col("hash").sort(true, false),
-            ])
-            .map_err(scan)?;
-        let mut stream = df.execute_stream().await.map_err(scan)?;
-        while let Some(batch) = stream.next().await {
-            let batch = batch.map_err(scan)?;
-            let events = events_from_batch(&batch).map_err(Error::Scan)?;
-            if let Some(e) = events
-                .iter()
-                .find(|e| !SCHEMA_VERSIONS_KNOWN.contains(&e.v))
-            {
-                return Err(Error::Schema {
-                    event_id: e.event_id.clone(),
-                    v: e.v,
-                });
-            }
-            visit(events)?;
-        }
-        Ok(())
-    }
-
-    /// Decodes one file completely (Parquet only, no row checks): the
-    /// fallback that names a file whose pages are damaged.
-    async fn decode_whole(&self, f: &LakeFileInfo) -> Result<(), Error> {
-        let loc = Path::from(format!("{}{}", self.prefix, f.key));
-        let file_err = |why: String| Error::File {
-            key: f.key.clone(),
-            why,
-        };
-        let bytes = self
-            .store
-            .get(&loc)
-            .await
-            .map_err(|e| file_err(format!("cannot read: {e}")))?
-            .bytes()
-            .await
-            .map_err(|e| file_err(format!("cannot read: {e}")))?;
-        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .and_then(|b| b.build())
-            .map_err(|e| file_err(format!("not readable as Parquet: {e}")))?;
-        for batch in reader {
-            let batch = batch.map_err(|e| file_err(format!("not readable as Parquet: {e}")))?;
-            rows_from_batch(&batch)
-                .map_err(|e| file_err(format!("not in the lake layout: {e}")))?;
-        }
-        Ok(())
+        merge(cursors, SCAN_BATCH_ROWS, &mut visit).await
     }
 }

@@ -12,20 +12,23 @@
 //! Native only: DataFusion and tokio never reach a wasm crate.
 
 pub mod batch;
+pub mod checkpoint;
 pub mod checks;
 pub mod corrupt;
 pub mod facts;
 pub mod finding;
 pub mod gen;
 pub mod lake;
+pub mod merge;
 pub mod report;
 pub mod run;
 pub mod stream;
 
+pub use checkpoint::{CheckpointError, ProofState};
 pub use finding::{CheckResult, Finding};
 pub use lake::{Error, Lake};
 pub use report::Report;
-pub use run::{reconcile, Options};
+pub use run::{reconcile, reconcile_from, Options};
 
 /// Exit code: every invariant holds.
 pub const EXIT_HELD: i32 = 0;

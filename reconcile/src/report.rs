@@ -31,6 +31,21 @@ pub struct Report {
     pub checks: Vec<CheckResult>,
     /// Dangling transfers, most overdue first (also in `terminal_convergence`).
     pub dangling: Vec<Dangling>,
+    /// Present when the run resumed from a checkpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incremental: Option<Incremental>,
+}
+
+/// What a run that resumed from a checkpoint read and re-proved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Incremental {
+    /// Lake files the checkpoint had already proved (not read).
+    pub files_skipped: usize,
+    /// Lake files read: new since the checkpoint.
+    pub files_read: usize,
+    /// Streams re-proved from their first event because a new row was at
+    /// or before their checkpointed tail.
+    pub streams_reopened: usize,
 }
 
 impl Report {

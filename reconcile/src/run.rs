@@ -2,8 +2,13 @@
 //! in (`stream_key`, `seq`) order, feed every stream to the per-stream checks
 //! and into the facts, then run the cross-stream checks on the facts.
 //!
+//! A run may resume from a checkpoint (see `checkpoint`): it then reads only
+//! the files the checkpoint has not proved, continues each stream from its
+//! tail, and re-proves from the first event any stream whose new rows do not
+//! start after its tail. A full run is a resumed run from nothing.
+//!
 //! ```text
-//! lake ─list+footers─▶ files ─DataFusion sort─▶ rows ─dedup/group─▶ streams
+//! lake ─list+footers─▶ files ─DataFusion per file, k-way merge─▶ rows ─dedup/group─▶ streams
 //!   streams ─▶ completeness, duplicates, balance, overdraft   (per stream)
 //!   streams ─▶ facts ─▶ transfer/global conservation, consistency, convergence
 //! ```
@@ -13,12 +18,15 @@ use std::time::Instant;
 use ledger_events::Stream;
 use ledger_ingest::Table;
 
+use std::collections::HashSet;
+
+use crate::checkpoint::{ProofState, StreamFinding, StreamId, StreamState};
 use crate::checks::*;
 use crate::facts::Facts;
 use crate::finding::{CheckResult, Finding};
-use crate::lake::{Error, Lake};
-use crate::report::{Report, REPORT_VERSION};
-use crate::stream::{Grouper, StreamRows};
+use crate::lake::{Error, Lake, LakeFileInfo};
+use crate::report::{Incremental, Report, REPORT_VERSION};
+use crate::stream::{Grouper, ScanStats, StreamRows};
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -28,22 +36,30 @@ pub struct Options {
     pub progress: bool,
 }
 
-#[derive(Default)]
-struct PerStream {
-    completeness: Vec<Finding>,
-    duplicates: Vec<Finding>,
-    balance: Vec<Finding>,
-    overdraft: Vec<Finding>,
+/// The per-stream checks, in report order.
+const STREAM_CHECKS: [&str; 4] = [
+    completeness::NAME,
+    duplicates::NAME,
+    balance::NAME,
+    overdraft::NAME,
+];
+
+/// The proof under construction: per-stream state and findings, the facts.
+struct Proof {
+    streams: std::collections::BTreeMap<StreamId, StreamState>,
+    findings: Vec<StreamFinding>,
     facts: Facts,
-    wrong_table: Vec<Finding>,
 }
 
-impl PerStream {
+impl Proof {
     fn visit(&mut self, table: Table, s: StreamRows) {
-        completeness::check_stream(&s, &mut self.completeness);
-        duplicates::check_stream(&s, &mut self.duplicates);
+        let id: StreamId = (table, s.stream, s.key.clone());
+        let st = self.streams.entry(id.clone()).or_default();
+        let mut out: [Vec<Finding>; 4] = Default::default();
+        completeness::check_stream(&s, &mut st.tail, &mut out[0]);
+        duplicates::check_stream(&s, &mut out[1]);
         if Table::of(s.stream) != table {
-            self.wrong_table.push(Finding::new(
+            out[0].push(Finding::new(
                 "wrong_table",
                 &s.key,
                 format!(
@@ -52,98 +68,223 @@ impl PerStream {
                     table.as_str()
                 ),
             ));
-            return;
-        }
-        match s.stream {
-            Stream::Account => {
-                balance::check_stream(&s, &mut self.balance);
-                overdraft::check_stream(&s, &mut self.overdraft);
-                self.facts.add_account(&s);
+        } else {
+            match s.stream {
+                Stream::Account => {
+                    balance::check_stream(&s, &mut st.tail, &mut out[2]);
+                    overdraft::check_stream(&s, &mut out[3]);
+                    self.facts
+                        .add_account(&s, st.account.get_or_insert_with(Default::default));
+                }
+                Stream::Transfer => self.facts.add_transfer(&s),
+                Stream::Subscription => {}
             }
-            Stream::Transfer => self.facts.add_transfer(&s),
-            Stream::Subscription => {}
         }
+        for (check, found) in STREAM_CHECKS.into_iter().zip(out) {
+            self.findings
+                .extend(found.into_iter().map(|finding| StreamFinding {
+                    check,
+                    stream: id.clone(),
+                    finding,
+                }));
+        }
+    }
+
+    /// Withdraws everything the streams in `ids` contributed, so they can
+    /// be re-proved from their first event.
+    fn withdraw(&mut self, ids: &HashSet<StreamId>) {
+        let mut accounts = HashSet::new();
+        for id in ids {
+            if let Some(st) = self.streams.remove(id) {
+                if st.account.is_some() {
+                    accounts.insert(id.2.clone());
+                }
+            }
+            if id.0 == Table::Transfer && id.1 == Stream::Transfer {
+                self.facts.transfers.remove(&id.2);
+            }
+        }
+        self.facts.remove_legs_of(&accounts);
+        self.findings.retain(|f| !ids.contains(&f.stream));
     }
 }
 
+/// A run from nothing: reads every lake file.
 pub async fn reconcile(lake: &Lake, opts: &Options) -> Result<Report, Error> {
+    reconcile_from(lake, opts, None).await.map(|(r, _)| r)
+}
+
+/// A run that resumes from `resume` (a loaded checkpoint) when given, and
+/// returns the report and the state to checkpoint.
+pub async fn reconcile_from(
+    lake: &Lake,
+    opts: &Options,
+    resume: Option<ProofState>,
+) -> Result<(Report, ProofState), Error> {
     let started = Instant::now();
-    let mut per = PerStream::default();
-    let mut stats = crate::stream::ScanStats::default();
-    let mut files_total = 0usize;
+    let resumed = resume.is_some();
+    let prior = resume.unwrap_or_default();
+    let prior_files = prior.files;
+    let mut proof = Proof {
+        streams: prior.streams,
+        findings: prior.findings,
+        facts: Facts {
+            transfers: prior.transfers,
+            legs: prior.legs,
+            ..Default::default()
+        },
+    };
+    let mut stats = ScanStats::default();
+    let mut all_files = std::collections::BTreeMap::new();
+    let mut inc = Incremental::default();
     for table in [Table::Account, Table::Transfer, Table::Subscription] {
         let files = lake.files(table).await?;
-        files_total += files.len();
+        for f in &files {
+            all_files.insert(f.key.clone(), f.bytes);
+        }
+        let new: Vec<LakeFileInfo> = files
+            .iter()
+            .filter(|f| prior_files.get(&f.key) != Some(&f.bytes))
+            .cloned()
+            .collect();
+        inc.files_skipped += files.len() - new.len();
+        inc.files_read += new.len();
         if opts.progress {
-            let rows: i64 = files.iter().map(|f| f.rows).sum();
+            let rows: i64 = new.iter().map(|f| f.rows).sum();
             eprintln!(
-                "reconcile: {}: {} files, {rows} rows (footers checked)",
+                "reconcile: {}: {} files ({} already proved), {rows} rows to read (footers checked)",
                 table.as_str(),
-                files.len()
+                files.len(),
+                files.len() - new.len()
             );
         }
+        // Pass 1: the new files. A stream continues from its tail unless a
+        // new row is at or before it: then it is reopened.
+        let mut reopen: HashSet<StreamId> = HashSet::new();
         let mut g = Grouper::default();
-        lake.scan_sorted(&files, |events| {
+        let mut take = |s: StreamRows, proof: &mut Proof| {
+            let id: StreamId = (table, s.stream, s.key.clone());
+            let tail_seq = proof.streams.get(&id).map_or(0, |st| st.tail.last_seq);
+            if tail_seq > 0 && s.rows.first().is_some_and(|r| r.seq <= tail_seq) {
+                reopen.insert(id);
+            } else {
+                proof.visit(table, s);
+            }
+        };
+        lake.scan_sorted(&new, |events| {
             for ev in events {
                 if let Some(s) = g.push(ev) {
-                    per.visit(table, s);
+                    take(s, &mut proof);
                 }
             }
             Ok(())
         })
         .await?;
         if let Some(s) = g.finish() {
-            per.visit(table, s);
+            take(s, &mut proof);
+        }
+        add_stats(&mut stats, &g.stats);
+        // Pass 2: reopened streams, re-proved from their first event over
+        // every file of the table (row groups outside their keys are pruned).
+        if !reopen.is_empty() {
+            inc.streams_reopened += reopen.len();
+            if opts.progress {
+                eprintln!(
+                    "reconcile: {}: {} stream(s) have new rows at or before their checkpoint: re-proving them from seq 1",
+                    table.as_str(),
+                    reopen.len()
+                );
+            }
+            proof.withdraw(&reopen);
+            let keys: Vec<String> = {
+                let mut k: Vec<String> = reopen.iter().map(|id| id.2.clone()).collect();
+                k.sort();
+                k.dedup();
+                k
+            };
+            let mut g = Grouper::default();
+            let take = |s: StreamRows, proof: &mut Proof| {
+                if reopen.contains(&(table, s.stream, s.key.clone())) {
+                    proof.visit(table, s);
+                }
+            };
+            lake.scan_sorted_where(&files, Some(&keys), |events| {
+                for ev in events {
+                    if let Some(s) = g.push(ev) {
+                        take(s, &mut proof);
+                    }
+                }
+                Ok(())
+            })
+            .await?;
+            if let Some(s) = g.finish() {
+                take(s, &mut proof);
+            }
+            add_stats(&mut stats, &g.stats);
         }
         if opts.progress {
             eprintln!(
                 "reconcile: {}: {} rows read, {} plain duplicates, {} streams ({:.1} s)",
                 table.as_str(),
-                g.stats.rows_read,
-                g.stats.plain_duplicates,
-                g.stats.streams,
+                stats.rows_read,
+                stats.plain_duplicates,
+                stats.streams,
                 started.elapsed().as_secs_f64()
             );
         }
-        stats.rows_read += g.stats.rows_read;
-        stats.plain_duplicates += g.stats.plain_duplicates;
-        stats.distinct_rows += g.stats.distinct_rows;
-        stats.streams += g.stats.streams;
     }
-    if files_total == 0 {
+    if all_files.is_empty() {
         return Err(Error::Lake(format!(
             "{} holds no lake files under events/\nHelp: check the path (the lake root, not events/); \
              an empty lake proves nothing, so it is an error",
             lake.name
         )));
     }
-    let f = &per.facts;
-    let mut completeness_rows = per.completeness;
-    completeness_rows.extend(per.wrong_table);
+    let Proof {
+        streams,
+        mut findings,
+        mut facts,
+    } = proof;
+    facts.finish_accounts(
+        streams
+            .iter()
+            .filter_map(|(id, st)| st.account.as_ref().map(|a| (&id.2, a))),
+    );
+    // Findings in stream order (stable: a stream's own order is kept, and a
+    // resumed stream's old findings precede its new ones).
+    findings.sort_by(|a, b| a.stream.cmp(&b.stream));
+    let per_check = |name: &str| -> Vec<Finding> {
+        findings
+            .iter()
+            .filter(|f| f.check == name)
+            .map(|f| f.finding.clone())
+            .collect()
+    };
+    let f = &facts;
     let checks = vec![
         CheckResult::new(
             completeness::NAME,
             completeness::INVARIANT,
             completeness::PROVES,
-            completeness_rows,
+            per_check(completeness::NAME),
         ),
         CheckResult::new(
             duplicates::NAME,
             duplicates::INVARIANT,
             duplicates::PROVES,
-            per.duplicates,
+            per_check(duplicates::NAME),
         ),
         CheckResult::new(
             balance::NAME,
             balance::INVARIANT,
             balance::PROVES,
-            per.balance,
+            per_check(balance::NAME),
         ),
         CheckResult::new(
             overdraft::NAME,
             overdraft::INVARIANT,
             overdraft::PROVES,
-            per.overdraft,
+            per_check(overdraft::NAME),
         ),
         CheckResult::new(
             transfer_conservation::NAME,
@@ -170,17 +311,33 @@ pub async fn reconcile(lake: &Lake, opts: &Options) -> Result<Report, Error> {
             convergence::check(f, opts.now_ms),
         ),
     ];
-    Ok(Report {
+    let report = Report {
         version: REPORT_VERSION,
         lake: lake.name.clone(),
         now_ms: opts.now_ms,
         holds: checks.iter().all(|c| c.holds),
-        files: files_total,
+        files: all_files.len(),
         stats,
         accounts: f.currencies.values().map(|c| c.accounts).sum(),
         transfers: f.transfers.len() as u64,
         elapsed_ms: started.elapsed().as_millis() as u64,
         dangling: convergence::dangling(f, opts.now_ms),
+        incremental: resumed.then_some(inc),
         checks,
-    })
+    };
+    let state = ProofState {
+        streams,
+        transfers: facts.transfers,
+        legs: facts.legs,
+        findings,
+        files: all_files,
+    };
+    Ok((report, state))
+}
+
+fn add_stats(total: &mut ScanStats, s: &ScanStats) {
+    total.rows_read += s.rows_read;
+    total.plain_duplicates += s.plain_duplicates;
+    total.distinct_rows += s.distinct_rows;
+    total.streams += s.streams;
 }

@@ -45,6 +45,20 @@ impl StreamRows {
     }
 }
 
+/// Where a stream's proof stopped: what the per-stream checks need to go on
+/// from the next event (an incremental run resumes here, see `checkpoint`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Tail {
+    /// The last seq proved (0: nothing yet, the next is seq 1).
+    pub last_seq: u64,
+    /// The hashes of the versions at `last_seq` (one unless a conflict).
+    pub last_hashes: Vec<String>,
+    /// Account streams: (seq, balance_after, held_after) of the last
+    /// well-formed row, which the balance refold continues from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fold: Option<(u64, i64, i64)>,
+}
+
 /// Delivery statistics of a scan.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub struct ScanStats {
@@ -68,11 +82,12 @@ impl Grouper {
         self.stats.rows_read += 1;
         let done = match &mut self.current {
             Some(cur) if cur.key == ev.stream_key && cur.stream == ev.stream => {
-                if let Some(last) = cur.rows.last() {
-                    if last.seq == ev.seq && last.hash == ev.hash && *last == ev {
-                        self.stats.plain_duplicates += 1;
-                        return None;
-                    }
+                // Every copy of this seq is at the end of the group (rows
+                // arrive in seq order); a copy equal to any is a redelivery.
+                let same_seq = cur.rows.iter().rev().take_while(|r| r.seq == ev.seq);
+                if same_seq.into_iter().any(|r| r.hash == ev.hash && *r == ev) {
+                    self.stats.plain_duplicates += 1;
+                    return None;
                 }
                 None
             }

@@ -15,7 +15,7 @@
 use ledger_events::AccountKind;
 
 use crate::finding::Finding;
-use crate::stream::StreamRows;
+use crate::stream::{StreamRows, Tail};
 
 pub const NAME: &str = "balance_integrity";
 pub const INVARIANT: &str = "I1";
@@ -34,9 +34,11 @@ pub fn effect(kind: AccountKind, amount: i64) -> (i64, i64) {
     }
 }
 
-pub fn check_stream(s: &StreamRows, out: &mut Vec<Finding>) {
+/// Checks `s`, continuing the refold from `tail.fold` (the previous run's
+/// last row), and leaves the new last row there.
+pub fn check_stream(s: &StreamRows, tail: &mut Tail, out: &mut Vec<Finding>) {
     // (seq, balance, held) of the previous event.
-    let mut prev: Option<(u64, i64, i64)> = None;
+    let mut prev: Option<(u64, i64, i64)> = tail.fold;
     for ev in s.primary() {
         let (Some(bal), Some(held), Some(kind)) = (
             ev.balance_after,
@@ -78,4 +80,5 @@ pub fn check_stream(s: &StreamRows, out: &mut Vec<Finding>) {
         }
         prev = Some((ev.seq, bal, held));
     }
+    tail.fold = prev;
 }

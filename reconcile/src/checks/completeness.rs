@@ -15,15 +15,21 @@
 use ledger_events::GENESIS_HASH;
 
 use crate::finding::Finding;
-use crate::stream::StreamRows;
+use crate::stream::{StreamRows, Tail};
 
 pub const NAME: &str = "completeness";
 pub const INVARIANT: &str = "lake";
 pub const PROVES: &str = "every stream's seqs are contiguous from 1, every row hashes to its recorded hash and links to its predecessor";
 
-pub fn check_stream(s: &StreamRows, out: &mut Vec<Finding>) {
-    let mut expected = 1u64;
-    let mut prev_hashes: Vec<&str> = vec![GENESIS_HASH];
+/// Checks `s`, whose rows continue the stream after `tail` (the default
+/// tail: from seq 1), and moves `tail` to the stream's new end.
+pub fn check_stream(s: &StreamRows, tail: &mut Tail, out: &mut Vec<Finding>) {
+    let mut expected = tail.last_seq + 1;
+    let mut prev_hashes: Vec<&str> = if tail.last_seq == 0 {
+        vec![GENESIS_HASH]
+    } else {
+        tail.last_hashes.iter().map(String::as_str).collect()
+    };
     for (seq, range) in s.by_seq() {
         let versions = &s.rows[range.clone()];
         for (i, ev) in versions.iter().enumerate() {
@@ -86,6 +92,10 @@ pub fn check_stream(s: &StreamRows, out: &mut Vec<Finding>) {
         prev_hashes = versions.iter().map(|e| e.hash.as_str()).collect();
         expected = seq + 1;
     }
+    if expected > tail.last_seq + 1 {
+        tail.last_hashes = prev_hashes.into_iter().map(str::to_owned).collect();
+        tail.last_seq = expected - 1;
+    }
 }
 
 #[cfg(test)]
@@ -114,11 +124,11 @@ mod tests {
     fn a_clean_stream_has_no_findings_and_a_gap_is_one_finding() {
         let mut s = account_stream();
         let mut out = Vec::new();
-        check_stream(&s, &mut out);
+        check_stream(&s, &mut Tail::default(), &mut out);
         assert_eq!(out, vec![]);
         let dropped = s.rows.remove(2);
         s.hash_ok.pop();
-        check_stream(&s, &mut out);
+        check_stream(&s, &mut Tail::default(), &mut out);
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!((out[0].code, out[0].seq), ("seq_gap", Some(3)));
         assert_eq!(out[0].event_id.as_deref(), Some(dropped.event_id.as_str()));
@@ -130,7 +140,7 @@ mod tests {
         s.rows[2].prev_hash = s.rows[0].hash.clone();
         s.rows[2] = s.rows[2].clone().seal();
         let mut out = Vec::new();
-        check_stream(&s, &mut out);
+        check_stream(&s, &mut Tail::default(), &mut out);
         // Row 3 now hashes differently, so row 4's link breaks too.
         let codes: Vec<_> = out.iter().map(|f| (f.code, f.seq)).collect();
         assert_eq!(

@@ -1,0 +1,266 @@
+//! Checkpoints: where a run's proof stopped, so the next run reads only the
+//! lake files it has not proved yet and reaches the same verdicts as a full
+//! re-proof from the first event.
+//!
+//! A checkpoint holds, per stream, its [`Tail`] (last seq, the hashes at it,
+//! the balance refold's last row) and, per account, its [`AccountFacts`]
+//! (currency, last balance, deposits, withdrawals, live holds); per transfer
+//! its [`TransferFacts`] and [`Legs`]; every per-stream finding so far; and
+//! the lake files already read (key → bytes: keys are content-derived, so a
+//! listed key of the same size is the same content).
+//!
+//! How a run resumes (see `run`): files not in the checkpoint are merged in
+//! stream order; a stream whose new rows start after its tail continues from
+//! the tail; a stream with a new row at or before its tail (a late
+//! redelivery, a conflicting version, a compacted file holding old rows) is
+//! *reopened*: everything it contributed is withdrawn and it is re-proved
+//! from its first event over every file. Cross-stream checks always run on
+//! the complete facts. So the verdicts are those of a full run, and the cost
+//! is the new rows plus the reopened streams.
+//!
+//! The file is JSON (versioned by [`CHECKPOINT_VERSION`]), written to a
+//! temporary name and renamed, so a crash never leaves half a checkpoint.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Mutex, OnceLock};
+
+use ledger_events::Stream;
+use ledger_ingest::Table;
+use serde::{Deserialize, Serialize};
+
+use crate::facts::{AccountFacts, Legs, TransferFacts};
+use crate::finding::Finding;
+use crate::stream::Tail;
+
+/// Version of the checkpoint format: a reconciler refuses any other.
+pub const CHECKPOINT_VERSION: u32 = 1;
+
+/// Which stream, as the proof keys it: the table it was found in (a stream
+/// in the wrong table is proved apart from its namesake), its kind and key.
+pub type StreamId = (Table, Stream, String);
+
+/// The proof state of one stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamState {
+    pub tail: Tail,
+    /// Account streams only.
+    pub account: Option<AccountFacts>,
+}
+
+/// A per-stream finding, tagged with its check and stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamFinding {
+    pub check: &'static str,
+    pub stream: StreamId,
+    pub finding: Finding,
+}
+
+/// Everything a run proved, in memory.
+#[derive(Debug, Default)]
+pub struct ProofState {
+    pub streams: BTreeMap<StreamId, StreamState>,
+    pub transfers: HashMap<String, TransferFacts>,
+    pub legs: HashMap<String, Legs>,
+    pub findings: Vec<StreamFinding>,
+    /// Lake files proved: key → bytes.
+    pub files: BTreeMap<String, u64>,
+}
+
+// ---- the file format -------------------------------------------------------
+
+#[derive(Serialize, Deserialize)]
+struct FileV1 {
+    version: u32,
+    /// The lake the checkpoint belongs to (as given on the command line).
+    lake: String,
+    layout: String,
+    /// The run that wrote it: its `now_ms`.
+    written_at_ms: i64,
+    files: BTreeMap<String, u64>,
+    streams: Vec<StreamRec>,
+    transfers: Vec<(String, TransferFacts)>,
+    legs: Vec<(String, Legs)>,
+    findings: Vec<FindingRec>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StreamRec {
+    table: String,
+    stream: Stream,
+    key: String,
+    tail: Tail,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    account: Option<AccountFacts>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct FindingRec {
+    check: String,
+    table: String,
+    stream: Stream,
+    stream_key: String,
+    code: String,
+    key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    event_id: Option<String>,
+    detail: String,
+}
+
+/// Check names and finding codes are `&'static str` in memory; the few
+/// distinct ones read back from a checkpoint are interned once.
+fn intern(s: String) -> &'static str {
+    static SET: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut set = SET
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(&known) = set.get(s.as_str()) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(s.into_boxed_str());
+    set.insert(leaked);
+    leaked
+}
+
+fn table_of(name: &str) -> Result<Table, String> {
+    Table::ALL
+        .iter()
+        .copied()
+        .find(|t| t.as_str() == name)
+        .ok_or_else(|| format!("unknown table {name:?}"))
+}
+
+/// Why a checkpoint cannot be used. Exit code 2: a run must not silently
+/// fall back to a full proof (or worse, resume from the wrong state).
+#[derive(Debug)]
+pub struct CheckpointError(pub String);
+
+impl std::fmt::Display for CheckpointError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl ProofState {
+    /// Reads a checkpoint written for `lake`.
+    pub fn load(path: &Path, lake: &str) -> Result<ProofState, CheckpointError> {
+        let err = |why: String| {
+            CheckpointError(format!(
+                "checkpoint {}: {why}\nHelp: run with --full to re-prove the lake from its first event \
+                 (a new checkpoint is written)",
+                path.display()
+            ))
+        };
+        let text = std::fs::read(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        let f: FileV1 =
+            serde_json::from_slice(&text).map_err(|e| err(format!("not a checkpoint: {e}")))?;
+        if f.version != CHECKPOINT_VERSION {
+            return Err(err(format!(
+                "format version {} (this reconciler reads {CHECKPOINT_VERSION})",
+                f.version
+            )));
+        }
+        if f.layout != ledger_ingest::LAKE_LAYOUT_VERSION {
+            return Err(err(format!("written for lake layout {:?}", f.layout)));
+        }
+        if f.lake != lake {
+            return Err(err(format!(
+                "written for the lake {:?}, not {lake:?}",
+                f.lake
+            )));
+        }
+        let mut p = ProofState {
+            files: f.files,
+            transfers: f.transfers.into_iter().collect(),
+            legs: f.legs.into_iter().collect(),
+            ..Default::default()
+        };
+        for s in f.streams {
+            let table = table_of(&s.table).map_err(err)?;
+            p.streams.insert(
+                (table, s.stream, s.key),
+                StreamState {
+                    tail: s.tail,
+                    account: s.account,
+                },
+            );
+        }
+        for r in f.findings {
+            let table = table_of(&r.table).map_err(err)?;
+            p.findings.push(StreamFinding {
+                check: intern(r.check),
+                stream: (table, r.stream, r.stream_key),
+                finding: Finding {
+                    code: intern(r.code),
+                    key: r.key,
+                    seq: r.seq,
+                    event_id: r.event_id,
+                    detail: r.detail,
+                },
+            });
+        }
+        Ok(p)
+    }
+
+    /// Writes the checkpoint atomically (temporary file, fsync, rename).
+    pub fn save(&self, path: &Path, lake: &str, now_ms: i64) -> Result<(), CheckpointError> {
+        let err = |why: String| {
+            CheckpointError(format!(
+                "cannot write checkpoint {}: {why}\nHelp: check that the directory exists and is writable",
+                path.display()
+            ))
+        };
+        let f = FileV1 {
+            version: CHECKPOINT_VERSION,
+            lake: lake.to_owned(),
+            layout: ledger_ingest::LAKE_LAYOUT_VERSION.to_owned(),
+            written_at_ms: now_ms,
+            files: self.files.clone(),
+            streams: self
+                .streams
+                .iter()
+                .map(|((table, stream, key), s)| StreamRec {
+                    table: table.as_str().to_owned(),
+                    stream: *stream,
+                    key: key.clone(),
+                    tail: s.tail.clone(),
+                    account: s.account.clone(),
+                })
+                .collect(),
+            transfers: sorted(&self.transfers),
+            legs: sorted(&self.legs),
+            findings: self
+                .findings
+                .iter()
+                .map(|f| FindingRec {
+                    check: f.check.to_owned(),
+                    table: f.stream.0.as_str().to_owned(),
+                    stream: f.stream.1,
+                    stream_key: f.stream.2.clone(),
+                    code: f.finding.code.to_owned(),
+                    key: f.finding.key.clone(),
+                    seq: f.finding.seq,
+                    event_id: f.finding.event_id.clone(),
+                    detail: f.finding.detail.clone(),
+                })
+                .collect(),
+        };
+        let tmp = path.with_extension("tmp");
+        let file = std::fs::File::create(&tmp).map_err(|e| err(e.to_string()))?;
+        let mut w = std::io::BufWriter::new(file);
+        serde_json::to_writer(&mut w, &f).map_err(|e| err(e.to_string()))?;
+        let file = w.into_inner().map_err(|e| err(e.to_string()))?;
+        file.sync_all().map_err(|e| err(e.to_string()))?;
+        std::fs::rename(&tmp, path).map_err(|e| err(e.to_string()))?;
+        Ok(())
+    }
+}
+
+fn sorted<T: Clone>(m: &HashMap<String, T>) -> Vec<(String, T)> {
+    let mut v: Vec<(String, T)> = m.iter().map(|(k, t)| (k.clone(), t.clone())).collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
