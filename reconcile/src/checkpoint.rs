@@ -6,8 +6,9 @@
 //! the balance refold's last row) and, per account, its [`AccountFacts`]
 //! (currency, last balance, deposits, withdrawals, live holds); per transfer
 //! its [`TransferFacts`] and [`Legs`]; every per-stream finding so far; and
-//! the lake files already read (key → bytes: keys are content-derived, so a
-//! listed key of the same size is the same content).
+//! the lake files already read (key → size and the store's version tag: keys
+//! are content-derived, and a file rewritten in place gets a new tag, so it
+//! is read again).
 //!
 //! How a run resumes (see `run`): files not in the checkpoint are merged in
 //! stream order; a stream whose new rows start after its tail continues from
@@ -63,8 +64,8 @@ pub struct ProofState {
     pub transfers: HashMap<String, TransferFacts>,
     pub legs: HashMap<String, Legs>,
     pub findings: Vec<StreamFinding>,
-    /// Lake files proved: key → bytes.
-    pub files: BTreeMap<String, u64>,
+    /// Lake files proved: key → stamp (bytes and the store's version tag).
+    pub files: BTreeMap<String, String>,
 }
 
 // ---- the file format -------------------------------------------------------
@@ -77,7 +78,7 @@ struct FileV1 {
     layout: String,
     /// The run that wrote it: its `now_ms`.
     written_at_ms: i64,
-    files: BTreeMap<String, u64>,
+    files: BTreeMap<String, String>,
     streams: Vec<StreamRec>,
     transfers: Vec<(String, TransferFacts)>,
     legs: Vec<(String, Legs)>,

@@ -95,6 +95,16 @@ pub struct LakeFileInfo {
     pub table: Table,
     pub bytes: u64,
     pub rows: i64,
+    /// The store's version tag (S3: the ETag; local: derived from inode,
+    /// size and mtime): a file rewritten in place gets a new one.
+    pub e_tag: Option<String>,
+}
+
+impl LakeFileInfo {
+    /// What a checkpoint remembers to know the file is unchanged.
+    pub fn stamp(&self) -> String {
+        format!("{}:{}", self.bytes, self.e_tag.as_deref().unwrap_or(""))
+    }
 }
 
 impl Lake {
@@ -161,6 +171,7 @@ impl Lake {
                 table,
                 bytes: m.size,
                 rows,
+                e_tag: m.e_tag.clone(),
             });
         }
         files.sort_by(|a, b| a.key.cmp(&b.key));

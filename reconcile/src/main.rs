@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use ledger_reconcile::{reconcile, Lake, Options, EXIT_ERROR, EXIT_HELD, EXIT_VIOLATED};
+use ledger_reconcile::{
+    reconcile_from, Error, Lake, Options, ProofState, EXIT_ERROR, EXIT_HELD, EXIT_VIOLATED,
+};
 
 /// Proves the ledger's invariants from the event lake alone.
 ///
@@ -28,6 +30,8 @@ use ledger_reconcile::{reconcile, Lake, Options, EXIT_ERROR, EXIT_HELD, EXIT_VIO
 ///   reconcile                                   # the local lake ($LEDGER_LAKE, then .lake)
 ///   reconcile /var/lake --json report.json      # full report for dashboards and alerts
 ///   reconcile --dangling dangling.json          # the sweeper's list (docs/SWEEPER.md)
+///   reconcile --checkpoint .lake-checkpoint.json  # nightly: prove only what is new since the last run
+///   reconcile --checkpoint .lake-checkpoint.json --full   # weekly: re-prove everything, refresh the checkpoint
 ///   reconcile-testdata generate /tmp/lake && reconcile /tmp/lake   # try it on a generated lake
 #[derive(Parser, Debug)]
 #[command(name = "reconcile", version, verbatim_doc_comment)]
@@ -45,6 +49,15 @@ struct Cli {
     /// makes a run over an old lake reproducible.
     #[arg(long, value_name = "MS")]
     now_ms: Option<i64>,
+    /// Resume from the checkpoint FILE when it exists (read only the lake
+    /// files it has not proved; same verdicts as a full run), then write the
+    /// new checkpoint there. Format and guarantees: docs/RECONCILE.md.
+    #[arg(long, value_name = "FILE")]
+    checkpoint: Option<PathBuf>,
+    /// Ignore the checkpoint's state and re-prove the lake from the first
+    /// event (the checkpoint is still written afterwards).
+    #[arg(long, requires = "checkpoint")]
+    full: bool,
     /// No progress lines on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -86,9 +99,27 @@ fn main() -> ExitCode {
     };
     let result = rt.block_on(async {
         let lake = Lake::open(&cli.lake)?;
-        reconcile(&lake, &opts).await
+        let resume = match &cli.checkpoint {
+            Some(path) if !cli.full && path.exists() => {
+                Some(ProofState::load(path, &cli.lake).map_err(|e| Error::Lake(e.to_string()))?)
+            }
+            _ => None,
+        };
+        if opts.progress {
+            match (&cli.checkpoint, &resume) {
+                (Some(p), Some(_)) => {
+                    eprintln!("reconcile: resuming from checkpoint {}", p.display())
+                }
+                (Some(p), None) => eprintln!(
+                    "reconcile: full proof from the first event (checkpoint {} will be written)",
+                    p.display()
+                ),
+                _ => {}
+            }
+        }
+        reconcile_from(&lake, &opts, resume).await
     });
-    let report = match result {
+    let (report, state) = match result {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
@@ -104,6 +135,12 @@ fn main() -> ExitCode {
     }
     if let Some(path) = &cli.dangling {
         if let Err(e) = write_json(path, &report.dangling_list(wall_clock_ms())) {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_ERROR as u8);
+        }
+    }
+    if let Some(path) = &cli.checkpoint {
+        if let Err(e) = state.save(path, &cli.lake, opts.now_ms) {
             eprintln!("error: {e}");
             return ExitCode::from(EXIT_ERROR as u8);
         }

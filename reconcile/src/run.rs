@@ -140,11 +140,11 @@ pub async fn reconcile_from(
     for table in [Table::Account, Table::Transfer, Table::Subscription] {
         let files = lake.files(table).await?;
         for f in &files {
-            all_files.insert(f.key.clone(), f.bytes);
+            all_files.insert(f.key.clone(), f.stamp());
         }
         let new: Vec<LakeFileInfo> = files
             .iter()
-            .filter(|f| prior_files.get(&f.key) != Some(&f.bytes))
+            .filter(|f| prior_files.get(&f.key) != Some(&f.stamp()))
             .cloned()
             .collect();
         inc.files_skipped += files.len() - new.len();
