@@ -4,6 +4,7 @@ prints the violation count per check, in reconcile's order.
 
     duckdb_checks.py LAKE --now-ms MS [--json OUT] [--compare REPORT.json] [--threads N]
     duckdb_checks.py --golden            # the SQL hash encoding reproduces edge/events/golden/v1
+    duckdb_checks.py LAKE --scan         # the floor: scan.sql, one plain scan of the same columns
 
 --compare REPORT.json: the `reconcile --json` report of the same lake at the same --now-ms;
 checks that both engines report the same verdict and count per check, and the same findings
@@ -40,6 +41,20 @@ def sql_text(lake, now_ms):
         sql = f.read()
     lake = os.path.abspath(lake).replace("'", "''")
     return sql.replace("${LAKE}", lake).replace("${NOW_MS}", str(int(now_ms)))
+
+
+def scan(lake, threads=None):
+    con = duckdb.connect()
+    if threads:
+        con.execute(f"SET threads = {int(threads)}")
+    with open(os.path.join(HERE, "scan.sql")) as f:
+        sql = f.read().replace("${LAKE}", os.path.abspath(lake).replace("'", "''"))
+    started = time.monotonic()
+    rows, int_sum, string_bytes = con.execute(sql).fetchone()
+    secs = time.monotonic() - started
+    print(f"duckdb {duckdb.__version__} scan {lake}: {rows} rows, int sum {int_sum}, "
+          f"{string_bytes} string bytes, {secs:.2f} s, {rows / max(secs, 1e-9):.0f} rows/s")
+    return 0
 
 
 def run(lake, now_ms, threads=None):
@@ -100,9 +115,12 @@ def main():
     ap.add_argument("--compare", help="reconcile --json report of the same lake and --now-ms")
     ap.add_argument("--threads", type=int)
     ap.add_argument("--golden", action="store_true")
+    ap.add_argument("--scan", action="store_true", help="run scan.sql (the floor) instead of the checks")
     args = ap.parse_args()
     if args.golden:
         return golden()
+    if args.scan and args.lake:
+        return scan(args.lake, args.threads)
     if not args.lake or args.now_ms is None:
         ap.error("LAKE and --now-ms are required")
     rows, stats, elapsed = run(args.lake, args.now_ms, args.threads)
