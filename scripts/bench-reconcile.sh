@@ -55,12 +55,12 @@ W="$(mktemp -d "${TMPDIR:-/tmp}/bench-reconcile.XXXXXX")"
 trap 'rm -rf "$W"' EXIT
 
 # --- the lake (generated once per EVENTS) -----------------------------------------------------
-# The generator emits ~2.8 events per operation (deposits, withdrawals, transfers that capture,
+# The generator emits ~3 events per operation (deposits, withdrawals, transfers that capture,
 # fail or are released, freezes). One account per 5,000 events (streams of a few thousand
 # events, plus one stream per transfer), 0.1 % plain duplicates (a partial redelivery), and
 # queue batches of 10,000 messages (the ingest maximum), which cut every UTC day (~890
 # operations at the generator's 97 s step) into one or two `i-` files per table.
-OPS=$(( EVENTS * 10 / 28 ))
+OPS=$(( EVENTS / 3 ))
 ACCOUNTS=$(( EVENTS / 5000 < 20 ? 20 : EVENTS / 5000 ))
 BATCHES=$(( (EVENTS + 9999) / 10000 ))
 DUPS=$(( EVENTS / 1000 ))
