@@ -162,15 +162,21 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- table -------------------------------------------------------------------------------------
 rev=$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- reconcile || echo "+dirty")
+# The proof's code: the last commit that changed reconcile/ outside the testdata binary.
+proof_rev=$(git -C "$ROOT" log -1 --format=%h -- reconcile/src ':!reconcile/src/bin/reconcile-testdata.rs')
 events=$(grep -o 'events: [0-9]*' "$LAKE_DIR/.bench-generated" | head -1 | grep -o '[0-9]*')
-floor="${SECS[fscan]:-}"
+# The floor: the faster of the two plain scans of the same columns.
+floor=""
+for k in dscan fscan; do
+  if [ -n "${SECS[$k]:-}" ] && { [ -z "$floor" ] || awk "BEGIN {exit !(${SECS[$k]} < $floor)}"; }; then floor=${SECS[$k]}; fi
+done
 {
   echo
   echo "EVENTS=$EVENTS: lake $LAKE_DIR, $events events, $files files, $partitions partitions, $bytes bytes"
   echo "$(head -1 "$LAKE_DIR/.bench-generated")"
-  echo "reconcile at $rev, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $load_before before, $load_after after"
+  echo "tree $rev (reconcile/src last changed in $proof_rev), $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $load_before before, $load_after after"
   echo
-  echo "| run | seconds | peak RSS MB | × DataFusion scan | notes |"
+  echo "| run | seconds | peak RSS MB | × floor (fastest scan) | notes |"
   echo "|---|---:|---:|---:|---|"
   for key in full incr duckdb dscan fscan; do
     case $key in
