@@ -22,6 +22,7 @@
 #   ONLY             space-separated subset of: full incr duckdb dscan fscan
 #   INCREMENTAL_ARGS arguments of the incremental run (default: --checkpoint FILE)
 #   RESULTS          also append the table (markdown) to this file
+#   DUCKDB_MEMORY_LIMIT  DuckDB's memory_limit for checks.sql (default: DuckDB's own, 80 % of RAM)
 #
 # Peak RSS: GNU time's maximum resident set size (the Debian `time` package, installed if
 # missing), of the whole process tree's largest process. DuckDB runs inside python3 (+~30 MB).
@@ -147,9 +148,10 @@ if has duckdb; then
   # findings (reading a small JSON file: negligible next to the SQL).
   cmp=()
   [ -f "$W/report.json" ] && cmp=(--compare "$W/report.json")
+  [ -z "${DUCKDB_MEMORY_LIMIT:-}" ] || cmp+=(--memory-limit "$DUCKDB_MEMORY_LIMIT")
   measure duckdb 0 "$PY" "$ROOT/bench/reconcile/duckdb_checks.py" "$LAKE_DIR" --now-ms "$NOW_MS" "${cmp[@]}"
   held=$(grep -c '^  held' "$W/duckdb.out" || true)
-  NOTE[duckdb]="${NOTE[duckdb]:-$held/8 checks hold}"
+  NOTE[duckdb]="${NOTE[duckdb]:-$held/8 checks hold}${DUCKDB_MEMORY_LIMIT:+, memory_limit $DUCKDB_MEMORY_LIMIT}"
   if [ ${#cmp[@]} -gt 0 ]; then
     if grep -q '^agree' "$W/duckdb.out"; then
       NOTE[duckdb]+="; same verdicts and findings as reconcile"

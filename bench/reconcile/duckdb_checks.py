@@ -2,7 +2,7 @@
 """Runs bench/reconcile/checks.sql (the eight reconcile checks in DuckDB SQL) over a lake and
 prints the violation count per check, in reconcile's order.
 
-    duckdb_checks.py LAKE --now-ms MS [--json OUT] [--compare REPORT.json] [--threads N]
+    duckdb_checks.py LAKE --now-ms MS [--json OUT] [--compare REPORT.json] [--threads N] [--memory-limit 2GB]
     duckdb_checks.py --golden            # the SQL hash encoding reproduces edge/events/golden/v1
     duckdb_checks.py LAKE --scan         # the floor: scan.sql, one plain scan of the same columns
 
@@ -43,10 +43,17 @@ def sql_text(lake, now_ms):
     return sql.replace("${LAKE}", lake).replace("${NOW_MS}", str(int(now_ms)))
 
 
-def scan(lake, threads=None):
+def connect(threads=None, memory_limit=None):
     con = duckdb.connect()
     if threads:
         con.execute(f"SET threads = {int(threads)}")
+    if memory_limit:
+        con.execute(f"SET memory_limit = '{memory_limit}'")
+    return con
+
+
+def scan(lake, threads=None, memory_limit=None):
+    con = connect(threads, memory_limit)
     with open(os.path.join(HERE, "scan.sql")) as f:
         sql = f.read().replace("${LAKE}", os.path.abspath(lake).replace("'", "''"))
     started = time.monotonic()
@@ -57,10 +64,8 @@ def scan(lake, threads=None):
     return 0
 
 
-def run(lake, now_ms, threads=None):
-    con = duckdb.connect()
-    if threads:
-        con.execute(f"SET threads = {int(threads)}")
+def run(lake, now_ms, threads=None, memory_limit=None):
+    con = connect(threads, memory_limit)
     started = time.monotonic()
     con.execute(sql_text(lake, now_ms))
     elapsed = time.monotonic() - started
@@ -114,16 +119,17 @@ def main():
     ap.add_argument("--json", help="write {stats, counts, findings} to this file")
     ap.add_argument("--compare", help="reconcile --json report of the same lake and --now-ms")
     ap.add_argument("--threads", type=int)
+    ap.add_argument("--memory-limit", help="DuckDB memory_limit, e.g. 2GB (default: DuckDB's, 80%% of RAM)")
     ap.add_argument("--golden", action="store_true")
     ap.add_argument("--scan", action="store_true", help="run scan.sql (the floor) instead of the checks")
     args = ap.parse_args()
     if args.golden:
         return golden()
     if args.scan and args.lake:
-        return scan(args.lake, args.threads)
+        return scan(args.lake, args.threads, args.memory_limit)
     if not args.lake or args.now_ms is None:
         ap.error("LAKE and --now-ms are required")
-    rows, stats, elapsed = run(args.lake, args.now_ms, args.threads)
+    rows, stats, elapsed = run(args.lake, args.now_ms, args.threads, args.memory_limit)
     counts = collections.Counter(r[0] for r in rows)
     print(
         f"duckdb {duckdb.__version__} {args.lake}: {stats['rows_read']} rows read, "
