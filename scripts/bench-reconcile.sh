@@ -129,6 +129,7 @@ fi
 if has full; then
   measure full 0 "$BIN/reconcile" "$LAKE_DIR" --now-ms "$NOW_MS" --json "$W/report.json"
   NOTE[full]="${NOTE[full]:-$(head -1 "$W/full.out" | sed 's/^reconcile [^:]*: //')}"
+  sed 's/^/  full: /' "$W/full.err" >&2 # reconcile's own progress: where the time went
 fi
 if has incr; then
   if "$BIN/reconcile" --help | grep -q -- '--checkpoint'; then

@@ -49,6 +49,9 @@ def connect(threads=None, memory_limit=None):
         con.execute(f"SET threads = {int(threads)}")
     if memory_limit:
         con.execute(f"SET memory_limit = '{memory_limit}'")
+        # Spill next to other temporary files, never into the working directory.
+        spill = os.path.join(os.environ.get("TMPDIR", "/var/tmp"), f"duckdb-spill-{os.getpid()}")
+        con.execute(f"SET temp_directory = '{spill}'")
     return con
 
 
