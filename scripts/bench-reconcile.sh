@@ -147,10 +147,10 @@ fi
 if has duckdb; then
   # With reconcile's report of the same run, the same command also compares verdicts and
   # findings (reading a small JSON file: negligible next to the SQL).
-  cmp=()
+  cmp=() lim=()
   [ -f "$W/report.json" ] && cmp=(--compare "$W/report.json")
-  [ -z "${DUCKDB_MEMORY_LIMIT:-}" ] || cmp+=(--memory-limit "$DUCKDB_MEMORY_LIMIT")
-  measure duckdb 0 "$PY" "$ROOT/bench/reconcile/duckdb_checks.py" "$LAKE_DIR" --now-ms "$NOW_MS" "${cmp[@]}"
+  [ -z "${DUCKDB_MEMORY_LIMIT:-}" ] || lim=(--memory-limit "$DUCKDB_MEMORY_LIMIT")
+  measure duckdb 0 "$PY" "$ROOT/bench/reconcile/duckdb_checks.py" "$LAKE_DIR" --now-ms "$NOW_MS" "${cmp[@]}" "${lim[@]}"
   held=$(grep -c '^  held' "$W/duckdb.out" || true)
   NOTE[duckdb]="${NOTE[duckdb]:-$held/8 checks hold}${DUCKDB_MEMORY_LIMIT:+, memory_limit $DUCKDB_MEMORY_LIMIT}"
   if [ ${#cmp[@]} -gt 0 ]; then
