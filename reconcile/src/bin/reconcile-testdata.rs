@@ -3,6 +3,7 @@
 //!
 //!   reconcile-testdata generate DIR [--seed N --accounts N --operations N --batches N --duplicates N]
 //!   reconcile-testdata corrupt CLEAN DAMAGED --class gap|tamper|conflict|...
+//!   reconcile-testdata scan LAKE      # the floor: every lake column through DataFusion, no sort
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,6 +51,73 @@ enum Cmd {
         #[arg(long, default_value_t = i64::MAX)]
         now_ms: i64,
     },
+    /// Read every column reconcile reads from every lake file of every table through
+    /// DataFusion (same session settings as reconcile, no sort, no checks) and print rows/s:
+    /// the floor a full proof is measured against (docs/BENCHMARKS.md).
+    Scan { lake: String },
+}
+
+/// The scan floor: decodes every column of every lake file (the columns `reconcile` reads)
+/// with DataFusion, unsorted, touching every value buffer so nothing is skipped.
+fn scan(location: &str) -> Result<(), String> {
+    use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+    use futures::StreamExt;
+    use ledger_ingest::Table;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let started = std::time::Instant::now();
+        let lake = ledger_reconcile::Lake::open(location).map_err(|e| e.to_string())?;
+        let root = std::path::Path::new(location)
+            .canonicalize()
+            .map_err(|e| format!("{location}: {e}"))?;
+        // Reconcile's session: 8,192-row batches, plain Utf8 (no view types).
+        let mut config = SessionConfig::new().with_batch_size(8_192);
+        config
+            .options_mut()
+            .execution
+            .parquet
+            .schema_force_view_types = false;
+        let ctx = SessionContext::new_with_config(config);
+        let (mut rows, mut files, mut bytes, mut value_bytes) = (0u64, 0usize, 0u64, 0u64);
+        for table in [Table::Account, Table::Transfer, Table::Subscription] {
+            let infos = lake.files(table).await.map_err(|e| e.to_string())?;
+            if infos.is_empty() {
+                continue;
+            }
+            files += infos.len();
+            bytes += infos.iter().map(|f| f.bytes).sum::<u64>();
+            let paths: Vec<String> = infos
+                .iter()
+                .map(|f| root.join(&f.key).display().to_string())
+                .collect();
+            let df = ctx
+                .read_parquet(paths, ParquetReadOptions::default())
+                .await
+                .and_then(|df| df.select_columns(ledger_events::FIELDS))
+                .map_err(|e| e.to_string())?;
+            let mut stream = df.execute_stream().await.map_err(|e| e.to_string())?;
+            while let Some(batch) = stream.next().await {
+                let batch = batch.map_err(|e| e.to_string())?;
+                rows += batch.num_rows() as u64;
+                for col in batch.columns() {
+                    let data = col.to_data();
+                    value_bytes += data.buffers().iter().map(|b| b.len() as u64).sum::<u64>();
+                }
+            }
+        }
+        let secs = started.elapsed().as_secs_f64();
+        println!(
+            "scan {location}: {files} files, {bytes} bytes, {rows} rows, {} columns, {value_bytes} value bytes decoded, {secs:.2} s, {:.0} rows/s",
+            ledger_events::FIELDS.len(),
+            rows as f64 / secs.max(1e-9)
+        );
+        Ok(())
+    })
 }
 
 fn main() -> ExitCode {
@@ -91,6 +159,7 @@ fn main() -> ExitCode {
                     );
                 }
             }),
+        Cmd::Scan { lake } => scan(&lake),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

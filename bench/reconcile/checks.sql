@@ -1,0 +1,365 @@
+-- The eight reconcile checks (docs/RECONCILE.md) in DuckDB SQL, over the same lake files.
+--
+-- Placeholders, substituted textually by bench/reconcile/duckdb_checks.py (or sed):
+--   ${LAKE}    the lake root (the directory holding events/)
+--   ${NOW_MS}  the instant deadlines are judged at (reconcile --now-ms)
+--
+-- Result: the temp table `findings` (chk, code, key, seq, event_id, detail): one row per
+-- offending row, the same granularity as reconcile's JSON findings, and `stats`.
+--
+-- Shape (shared parts computed once, as temp tables):
+--   w    every distinct row of both tables, with its hash verdict, its schema verdict and
+--        lag(seq), lag(hash) in (stream_key, seq, hash) order: ONE sort of the lake, which
+--        dedups identical copies and gives gaps, chain links and conflicting versions.
+--   pa   the primary account rows (first version per seq, by hash) with lag() over them:
+--        balance refold, overdraft, and the account facts.
+--   tf   per transfer: phase, last seq, its `created` terms.     lg: account legs.
+--   lt   per transfer: its legs aggregated against its terms.
+
+SET preserve_insertion_order = false;
+
+CREATE OR REPLACE TEMP TABLE w AS
+WITH raw AS (
+    SELECT 'account' AS tbl, v, event_id, stream, stream_key, seq, kind, occurred_at_ms, currency,
+           amount, balance_after, held_after, overdraft_limit, entry_id, transfer_id, counterparty,
+           source, destination, deadline_ms, reason, prev_hash, hash
+    FROM read_parquet('${LAKE}/events/account/date=*/[ic]-*.parquet', hive_partitioning = false)
+    UNION ALL
+    SELECT 'transfer' AS tbl, v, event_id, stream, stream_key, seq, kind, occurred_at_ms, currency,
+           amount, balance_after, held_after, overdraft_limit, entry_id, transfer_id, counterparty,
+           source, destination, deadline_ms, reason, prev_hash, hash
+    FROM read_parquet('${LAKE}/events/transfer/date=*/[ic]-*.parquet', hive_partitioning = false)
+),
+canon AS (
+    -- docs/EVENTS.md canonical encoding: name=value lines in field order, absent = empty,
+    -- joined by \n, no trailing newline. One concat() call (it turns NULL into ''): about
+    -- 2.5x faster than concat_ws over per-field concats.
+    SELECT *, concat(
+        'v=', v, chr(10), 'event_id=', event_id, chr(10), 'stream=', stream, chr(10),
+        'stream_key=', stream_key, chr(10), 'seq=', seq, chr(10), 'kind=', kind, chr(10),
+        'occurred_at_ms=', occurred_at_ms, chr(10), 'currency=', currency, chr(10),
+        'amount=', amount, chr(10), 'balance_after=', balance_after, chr(10),
+        'held_after=', held_after, chr(10), 'overdraft_limit=', overdraft_limit, chr(10),
+        'entry_id=', entry_id, chr(10), 'transfer_id=', transfer_id, chr(10),
+        'counterparty=', counterparty, chr(10), 'source=', source, chr(10),
+        'destination=', destination, chr(10), 'deadline_ms=', deadline_ms, chr(10),
+        'reason=', reason, chr(10), 'prev_hash=', prev_hash) AS text
+    FROM raw
+),
+checked AS (
+    SELECT tbl, stream, stream_key, seq, kind, event_id, currency, amount, balance_after, held_after,
+           overdraft_limit, transfer_id, source, destination, deadline_ms, prev_hash, hash,
+           sha256(text) = hash AS hash_ok,
+           -- 64-bit digest of the whole row: with seq and hash it tells identical copies (the
+           -- docs/LAKE.md dedup) without carrying the columns no check reads.
+           hash(text, entry_id IS NULL, counterparty IS NULL, reason IS NULL, currency IS NULL) AS content,
+           -- Event::validate (edge/events/src/event.rs), rule for rule.
+           coalesce(
+               v = 1
+               AND CASE WHEN stream = 'account' THEN regexp_full_match(stream_key, '[A-Za-z0-9._-]{1,64}')
+                        ELSE regexp_full_match(stream_key, '[A-Za-z0-9._:-]{1,200}') END
+               AND seq >= 1
+               AND event_id = concat(stream, ':', stream_key, ':', seq)
+               -- presence of currency, amount, balance_after, held_after, overdraft_limit, entry_id,
+               -- transfer_id, counterparty, source, destination, deadline_ms, reason:
+               -- 1 required, 0 forbidden, _ optional (account_rules / transfer_rules)
+               AND concat((currency IS NOT NULL)::INT, (amount IS NOT NULL)::INT,
+                          (balance_after IS NOT NULL)::INT, (held_after IS NOT NULL)::INT,
+                          (overdraft_limit IS NOT NULL)::INT, (entry_id IS NOT NULL)::INT,
+                          (transfer_id IS NOT NULL)::INT, (counterparty IS NOT NULL)::INT,
+                          (source IS NOT NULL)::INT, (destination IS NOT NULL)::INT,
+                          (deadline_ms IS NOT NULL)::INT, (reason IS NOT NULL)::INT)
+                   LIKE CASE stream || '/' || kind
+                       WHEN 'account/opened'         THEN '101110000000'
+                       WHEN 'account/deposited'      THEN '111111000000'
+                       WHEN 'account/withdrawn'      THEN '111111000000'
+                       WHEN 'account/hold_placed'    THEN '111110110000'
+                       WHEN 'account/credited'       THEN '111111110000'
+                       WHEN 'account/captured'       THEN '111111110000'
+                       WHEN 'account/hold_released'  THEN '1111101_000_'
+                       WHEN 'account/frozen'         THEN '10111000000_'
+                       WHEN 'account/unfrozen'       THEN '10111000000_'
+                       WHEN 'transfer/created'       THEN '110000101110'
+                       WHEN 'transfer/reserved'      THEN '110000101100'
+                       WHEN 'transfer/credited'      THEN '110000101100'
+                       WHEN 'transfer/captured'      THEN '110000101100'
+                       WHEN 'transfer/failed'        THEN '110000101101'
+                       WHEN 'transfer/releasing'     THEN '110000101101'
+                       WHEN 'transfer/released'      THEN '110000101101'
+                   END
+               AND occurred_at_ms >= 0
+               AND (currency IS NULL OR currency IN ('AED','AFN','ALL','AMD','ANG','AOA','ARS','AUD',
+                   'AWG','AZN','BAM','BBD','BDT','BGN','BHD','BIF','BMD','BND','BOB','BRL','BSD','BTN',
+                   'BWP','BYN','BZD','CAD','CDF','CHF','CLP','CNY','COP','CRC','CUP','CVE','CZK','DJF',
+                   'DKK','DOP','DZD','EGP','ERN','ETB','EUR','FJD','FKP','GBP','GEL','GHS','GIP','GMD',
+                   'GNF','GTQ','GYD','HKD','HNL','HTG','HUF','IDR','ILS','INR','IQD','IRR','ISK','JMD',
+                   'JOD','JPY','KES','KGS','KHR','KMF','KPW','KRW','KWD','KYD','KZT','LAK','LBP','LKR',
+                   'LRD','LSL','LYD','MAD','MDL','MGA','MKD','MMK','MNT','MOP','MRU','MUR','MVR','MWK',
+                   'MXN','MYR','MZN','NAD','NGN','NIO','NOK','NPR','NZD','OMR','PAB','PEN','PGK','PHP',
+                   'PKR','PLN','PYG','QAR','RON','RSD','RUB','RWF','SAR','SBD','SCR','SDG','SEK','SGD',
+                   'SHP','SLE','SOS','SRD','SSP','STN','SVC','SYP','SZL','THB','TJS','TMT','TND','TOP',
+                   'TRY','TTD','TWD','TZS','UAH','UGX','USD','UYU','UYW','UZS','VES','VND','VUV','WST',
+                   'XAF','XCD','XCG','XOF','XPF','YER','ZAR','ZMW','ZWG'))
+               AND (amount IS NULL OR amount > 0
+                    OR (amount = 0 AND stream = 'account' AND kind = 'hold_released'))
+               AND coalesce(held_after, 0) >= 0 AND coalesce(overdraft_limit, 0) >= 0
+               AND coalesce(deadline_ms, 0) >= 0
+               AND (entry_id IS NULL OR regexp_full_match(entry_id, '[A-Za-z0-9._:-]{1,200}'))
+               AND (transfer_id IS NULL OR regexp_full_match(transfer_id, '[A-Za-z0-9._:-]{1,200}'))
+               AND (counterparty IS NULL OR regexp_full_match(counterparty, '[A-Za-z0-9._:-]{1,200}'))
+               AND (source IS NULL OR regexp_full_match(source, '[A-Za-z0-9._:-]{1,200}'))
+               AND (destination IS NULL OR regexp_full_match(destination, '[A-Za-z0-9._:-]{1,200}'))
+               AND (reason IS NULL OR regexp_full_match(reason, '[a-z0-9_]{1,64}'))
+               AND (stream <> 'transfer' OR transfer_id = stream_key)
+               AND NOT (stream = 'account' AND kind = 'credited' AND entry_id <> transfer_id || ':credit')
+               AND NOT (stream = 'account' AND kind = 'captured' AND entry_id <> transfer_id || ':debit')
+               AND regexp_full_match(prev_hash, '[0-9a-f]{64}')
+               AND regexp_full_match(hash, '[0-9a-f]{64}'),
+               false) AS valid
+    FROM canon
+),
+ordered AS (
+    -- One sort by (stream, seq, hash) does the dedup too: identical copies of a row are
+    -- adjacent (same seq, hash and whole-row digest), as in reconcile's sorted pass.
+    SELECT *, lag(seq) OVER s AS pseq, lag(hash) OVER s AS phash,
+           coalesce(lag(content) OVER s = content AND lag(seq) OVER s = seq AND lag(hash) OVER s = hash,
+                    false) AS copy
+    FROM checked
+    WINDOW s AS (PARTITION BY tbl, stream, stream_key ORDER BY seq, hash, content)
+)
+-- A dropped copy has the seq and hash of the row it copies, so the next row's lag() values
+-- are the same either way.
+SELECT * EXCLUDE (copy) FROM ordered WHERE NOT copy;
+
+CREATE OR REPLACE TEMP TABLE findings (
+    chk VARCHAR, code VARCHAR, key VARCHAR, seq BIGINT, event_id VARCHAR, detail VARCHAR);
+
+-- 1. completeness: schema, hash, seq contiguity, prev_hash chain, right table.
+INSERT INTO findings
+SELECT 'completeness', 'invalid_event', stream_key, seq, event_id, 'not a valid schema event'
+FROM w WHERE NOT valid
+UNION ALL
+SELECT 'completeness', 'hash_mismatch', stream_key, seq, event_id,
+       'recorded hash ' || hash || ' does not match the content'
+FROM w WHERE NOT hash_ok
+UNION ALL
+-- A gap is reported once, at the first missing seq (lag gives the previous present seq).
+SELECT 'completeness', 'seq_gap', stream_key, coalesce(pseq, 0) + 1,
+       concat(stream, ':', stream_key, ':', coalesce(pseq, 0) + 1),
+       format('seqs {}..={} missing (next present: {})', coalesce(pseq, 0) + 1, seq - 1, seq)
+FROM w WHERE seq > coalesce(pseq, 0) + 1;
+
+-- Chain: lag() decides the common case (one version per seq). The rest — a second version
+-- of a seq, a link that does not match the lagged row — are candidates, checked exactly
+-- against every version of seq - 1. The row after a gap is not judged (the gap explains it).
+INSERT INTO findings
+WITH cand AS (
+    SELECT tbl, stream, stream_key, seq, event_id, prev_hash FROM w
+    WHERE NOT (seq > coalesce(pseq, 0) + 1)
+      AND NOT (seq = 1 AND prev_hash = '0000000000000000000000000000000000000000000000000000000000000000')
+      AND NOT (pseq = seq - 1 AND phash = prev_hash)
+),
+prev AS (
+    SELECT c.tbl, c.stream, c.stream_key, c.seq, c.event_id, c.prev_hash,
+           count(p.seq) AS prev_versions, count(p.seq) FILTER (WHERE p.hash = c.prev_hash) AS linked
+    FROM cand c LEFT JOIN w p
+      ON p.tbl = c.tbl AND p.stream = c.stream AND p.stream_key = c.stream_key AND p.seq = c.seq - 1
+    GROUP BY ALL
+)
+SELECT 'completeness', 'chain_break', stream_key, seq, event_id,
+       format('prev_hash {} is not the hash of seq {}', prev_hash, seq - 1)
+FROM prev WHERE seq = 1 OR (prev_versions > 0 AND linked = 0);
+
+INSERT INTO findings
+SELECT DISTINCT 'completeness', 'wrong_table', stream_key, NULL::BIGINT, NULL,
+       format('{} stream found in the {} table', stream, tbl)
+FROM w WHERE stream <> tbl;
+
+-- 2. conflicting_duplicates: one event (stream, seq) with more than one hash.
+INSERT INTO findings
+SELECT 'conflicting_duplicates', 'conflict', stream_key, seq, min(event_id),
+       format('{} versions', count(DISTINCT hash) + 1)
+FROM w WHERE pseq = seq AND phash <> hash
+GROUP BY tbl, stream, stream_key, seq;
+
+-- Primary account rows: the first version of each seq (what reconcile's folds read).
+CREATE OR REPLACE TEMP TABLE pa AS
+SELECT stream_key, seq, kind, event_id, currency, amount, balance_after, held_after,
+       overdraft_limit, transfer_id,
+       lag(seq) OVER a AS p_seq, lag(balance_after) OVER a AS p_bal,
+       lag(held_after) OVER a AS p_held, lag(kind) OVER a AS p_kind
+FROM w
+WHERE tbl = 'account' AND stream = 'account' AND pseq IS DISTINCT FROM seq
+WINDOW a AS (PARTITION BY stream_key ORDER BY seq);
+
+-- 3. balance_integrity: each row = the previous row's recorded state + its own effect.
+INSERT INTO findings
+WITH judged AS (
+    SELECT *,
+        CASE WHEN kind = 'opened' THEN 0::HUGEINT
+             WHEN p_seq = seq - 1 AND p_bal IS NOT NULL AND p_held IS NOT NULL
+                  AND p_kind IN ('opened','deposited','withdrawn','hold_placed','credited','captured',
+                                 'hold_released','frozen','unfrozen')
+             THEN p_bal::HUGEINT + CASE WHEN kind IN ('deposited','credited') THEN coalesce(amount, 0)
+                                        WHEN kind IN ('withdrawn','captured') THEN -coalesce(amount, 0)
+                                        ELSE 0 END
+        END AS eb,
+        CASE WHEN kind = 'opened' THEN 0::HUGEINT
+             WHEN p_seq = seq - 1 AND p_bal IS NOT NULL AND p_held IS NOT NULL
+                  AND p_kind IN ('opened','deposited','withdrawn','hold_placed','credited','captured',
+                                 'hold_released','frozen','unfrozen')
+             THEN p_held::HUGEINT + CASE WHEN kind = 'hold_placed' THEN coalesce(amount, 0)
+                                         WHEN kind IN ('captured','hold_released') THEN -coalesce(amount, 0)
+                                         ELSE 0 END
+        END AS eh
+    FROM pa
+    WHERE balance_after IS NOT NULL AND held_after IS NOT NULL
+      AND kind IN ('opened','deposited','withdrawn','hold_placed','credited','captured',
+                   'hold_released','frozen','unfrozen')
+)
+SELECT 'balance_integrity', 'balance_mismatch', stream_key, seq, event_id,
+       format('{}: refold gives balance {} held {}, the row records balance {} held {}',
+              kind, eb, eh, balance_after, held_after)
+FROM judged WHERE eb IS NOT NULL AND (eb <> balance_after OR eh <> held_after);
+
+-- 4. no_overdraft: balance − held ≥ −overdraft_limit after every event (HUGEINT: no overflow).
+INSERT INTO findings
+SELECT 'no_overdraft', 'overdraft', stream_key, seq, event_id,
+       format('{}: balance {} − held {} < −{}', kind, balance_after, held_after, overdraft_limit)
+FROM pa
+WHERE balance_after::HUGEINT - held_after < -(overdraft_limit::HUGEINT);
+
+-- Facts. Transfers as their own streams show them (primary rows).
+CREATE OR REPLACE TEMP TABLE tf AS
+SELECT stream_key AS id, arg_max(kind, seq) AS phase, max(seq) AS last_seq,
+       arg_max({'amount': amount, 'currency': currency, 'source': source,
+                'destination': destination, 'deadline_ms': deadline_ms}, seq)
+           FILTER (WHERE kind = 'created') AS c
+FROM w
+WHERE tbl = 'transfer' AND stream = 'transfer' AND pseq IS DISTINCT FROM seq
+GROUP BY stream_key;
+
+-- The legs: account events that name a transfer.
+CREATE OR REPLACE TEMP TABLE lg AS
+SELECT transfer_id AS t, stream_key AS account, kind, coalesce(amount, 0) AS amount,
+       coalesce(currency, '') AS currency, seq, event_id
+FROM pa
+WHERE transfer_id IS NOT NULL AND kind IN ('hold_placed', 'captured', 'credited', 'hold_released');
+
+CREATE OR REPLACE TEMP TABLE lt AS
+SELECT l.t AS id,
+       count(*) FILTER (WHERE l.kind = 'hold_placed') AS n_holds,
+       count(*) FILTER (WHERE l.kind = 'captured') AS n_debits,
+       count(*) FILTER (WHERE l.kind = 'credited') AS n_credits,
+       coalesce(bool_or(l.kind = 'hold_released' AND l.amount > 0), false) AS released,
+       count(*) FILTER (WHERE l.kind = 'hold_placed' AND l.account = coalesce(t.c.source, '')) AS n_src_holds,
+       arg_min(l.amount, l.seq) FILTER (WHERE l.kind = 'hold_placed' AND l.account = coalesce(t.c.source, '')) AS hold_amount,
+       coalesce(bool_or(l.kind = 'hold_placed' AND l.account <> coalesce(t.c.source, '')), false) AS wrong_hold,
+       -- reconcile's "first debit": account streams in key order, then seq
+       arg_min(l.amount, {'a': l.account, 's': l.seq}) FILTER (WHERE l.kind = 'captured') AS debit1,
+       coalesce(bool_and(l.account = coalesce(t.c.source, '') AND l.amount = t.c.amount
+                         AND l.currency = coalesce(t.c.currency, '')) FILTER (WHERE l.kind = 'captured'), false) AS debit_ok,
+       coalesce(bool_and(l.account = coalesce(t.c.destination, '') AND l.amount = t.c.amount
+                         AND l.currency = coalesce(t.c.currency, '')) FILTER (WHERE l.kind = 'credited'), false) AS credit_ok
+FROM lg l LEFT JOIN tf t ON t.id = l.t
+GROUP BY l.t;
+
+-- 5. transfer_conservation
+INSERT INTO findings
+WITH x AS (
+    SELECT coalesce(tf.id, lt.id) AS id, tf.phase, tf.c.amount AS amount,
+           coalesce(lt.n_holds, 0) AS n_holds, coalesce(lt.n_debits, 0) AS n_debits,
+           coalesce(lt.n_credits, 0) AS n_credits,
+           coalesce(lt.debit_ok, false) AS debit_ok, coalesce(lt.credit_ok, false) AS credit_ok
+    FROM tf FULL OUTER JOIN lt ON lt.id = tf.id
+)
+SELECT 'transfer_conservation',
+       CASE WHEN amount IS NULL THEN 'leg_without_transfer'
+            WHEN phase = 'captured' THEN 'captured_legs_mismatch'
+            WHEN phase IN ('failed', 'released') AND n_debits + n_credits > 0 THEN 'money_moved_without_capture'
+            ELSE 'debit_before_capture' END,
+       id, NULL::BIGINT, NULL,
+       format('phase {}: {} debit(s), {} credit(s), {} hold(s)', phase, n_debits, n_credits, n_holds)
+FROM x
+WHERE (amount IS NULL AND n_debits + n_credits + n_holds > 0)
+   OR (amount IS NOT NULL AND phase = 'captured'
+       AND NOT (n_debits = 1 AND debit_ok AND n_credits = 1 AND credit_ok))
+   OR (amount IS NOT NULL AND phase IN ('failed', 'released') AND n_debits + n_credits > 0)
+   OR (amount IS NOT NULL AND phase NOT IN ('captured', 'failed', 'released') AND n_debits > 0);
+
+-- 6. global_conservation: per currency, Σ last balance_after = Σ deposits − Σ withdrawals.
+INSERT INTO findings
+WITH acc AS (
+    SELECT stream_key,
+           coalesce(arg_max(currency, seq) FILTER (WHERE currency IS NOT NULL), '') AS currency,
+           coalesce(arg_max(balance_after, seq) FILTER (WHERE balance_after IS NOT NULL), 0)::HUGEINT AS balance,
+           coalesce(sum(coalesce(amount, 0)) FILTER (WHERE kind = 'deposited'), 0)::HUGEINT AS deposits,
+           coalesce(sum(coalesce(amount, 0)) FILTER (WHERE kind = 'withdrawn'), 0)::HUGEINT AS withdrawals
+    FROM pa
+    WHERE kind IN ('opened','deposited','withdrawn','hold_placed','credited','captured',
+                   'hold_released','frozen','unfrozen')
+    GROUP BY stream_key
+),
+cur AS (
+    SELECT currency, count(*) AS accounts, sum(balance) AS balances,
+           sum(deposits) AS deposits, sum(withdrawals) AS withdrawals
+    FROM acc GROUP BY currency
+)
+SELECT 'global_conservation', 'not_conserved', currency, NULL::BIGINT, NULL,
+       format('Σ balances {} over {} accounts ≠ deposits {} − withdrawals {} (difference {})',
+              balances, accounts, deposits, withdrawals, balances - (deposits - withdrawals))
+FROM cur WHERE balances <> deposits - withdrawals;
+
+-- 7. cross_stream_consistency (transfers with `created` terms only).
+INSERT INTO findings
+WITH x AS (
+    SELECT tf.id, tf.phase, tf.c.amount AS amount,
+           coalesce(lt.n_src_holds, 0) AS n_src_holds, lt.hold_amount, coalesce(lt.wrong_hold, false) AS wrong_hold,
+           coalesce(lt.n_debits, 0) AS n_debits, lt.debit1, coalesce(lt.n_credits, 0) AS n_credits,
+           coalesce(lt.released, false) AS released
+    FROM tf LEFT JOIN lt ON lt.id = tf.id
+    WHERE tf.c.amount IS NOT NULL
+)
+SELECT 'cross_stream_consistency', 'hold_on_wrong_account', id, NULL::BIGINT, NULL, 'a hold is not on the source'
+FROM x WHERE wrong_hold
+UNION ALL
+SELECT 'cross_stream_consistency', 'phase_without_hold', id, NULL, NULL, format('phase {} but no hold on the source', phase)
+FROM x WHERE phase IN ('reserved', 'credited', 'captured') AND n_src_holds = 0
+UNION ALL
+SELECT 'cross_stream_consistency', 'hold_amount_mismatch', id, NULL, NULL,
+       format('hold of {} for a transfer of {}', hold_amount, amount)
+FROM x WHERE phase IN ('reserved', 'credited', 'captured') AND n_src_holds > 0 AND hold_amount <> amount
+UNION ALL
+SELECT 'cross_stream_consistency', 'capture_not_hold', id, NULL, NULL,
+       format('hold of {} captured as a debit of {}', hold_amount, debit1)
+FROM x WHERE phase = 'captured' AND n_src_holds > 0 AND n_debits > 0 AND debit1 <> hold_amount
+UNION ALL
+SELECT 'cross_stream_consistency', 'credit_without_live_hold', id, NULL, NULL,
+       'credited but the source hold was ' || CASE WHEN released THEN 'released' ELSE 'never placed' END
+FROM x WHERE n_credits > 0 AND (n_src_holds = 0 OR released);
+
+-- 8. terminal_convergence: dangling transfers at NOW_MS, and holds live at their account's
+-- last event whose transfer is terminal or unknown.
+INSERT INTO findings
+SELECT 'terminal_convergence', 'dangling', id, last_seq, concat('transfer:', id, ':', last_seq),
+       format('phase {} past its deadline {} by {} ms', phase, c.deadline_ms, ${NOW_MS} - c.deadline_ms)
+FROM tf
+WHERE phase NOT IN ('captured', 'failed', 'released') AND c.deadline_ms < ${NOW_MS}
+UNION ALL
+SELECT 'terminal_convergence', 'leaked_hold', l.t, l.hp.seq, l.hp.event_id,
+       format('hold of {} on {} still live; the transfer is {}', l.hp.amount, l.account, coalesce(tf.phase, 'unknown'))
+FROM (
+    SELECT t, account, arg_max(kind, seq) AS last_kind,
+           arg_max({'seq': seq, 'event_id': event_id, 'amount': amount}, seq) FILTER (WHERE kind = 'hold_placed') AS hp
+    FROM lg WHERE kind IN ('hold_placed', 'captured', 'hold_released')
+    GROUP BY t, account
+) l
+LEFT JOIN tf ON tf.id = l.t
+WHERE l.last_kind = 'hold_placed' AND (tf.id IS NULL OR tf.phase IN ('captured', 'failed', 'released'));
+
+CREATE OR REPLACE TEMP TABLE stats AS
+SELECT (SELECT count(*) FROM read_parquet(['${LAKE}/events/account/date=*/[ic]-*.parquet',
+                                           '${LAKE}/events/transfer/date=*/[ic]-*.parquet'])) AS rows_read,
+       count(*) AS distinct_rows,
+       count(DISTINCT (tbl, stream, stream_key)) AS streams
+FROM w;

@@ -1,0 +1,28 @@
+//! The DuckDB formulation of the eight checks (bench/reconcile/checks.sql, the benchmark's
+//! competitor) agrees with `reconcile` on a generated clean lake and on one corrupted copy per
+//! class: same verdict and count per check, same findings (check, code, key, seq).
+//!
+//! Runs bench/reconcile/equivalence.sh on this build's binaries (a few seconds). Setup:
+//! `scripts/install-lake-readers.sh` (idempotent, pinned duckdb), run by the script.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+#[test]
+fn duckdb_checks_sql_agrees_with_reconcile_on_every_class() {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_reconcile"));
+    let testdata = PathBuf::from(env!("CARGO_BIN_EXE_reconcile-testdata"));
+    assert_eq!(bin.parent(), testdata.parent());
+    let out = Command::new("bash")
+        .arg(repo.join("bench/reconcile/equivalence.sh"))
+        .arg(bin.parent().expect("binaries live in a directory"))
+        .env("TMPDIR", std::env::temp_dir())
+        .output()
+        .expect("run bench/reconcile/equivalence.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    print!("{stdout}");
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "SQL and reconcile disagree: see above");
+    assert!(stdout.contains("agree on the clean lake and every class"));
+}

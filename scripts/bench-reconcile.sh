@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# Benchmark of the nightly proof (docs/BENCHMARKS.md, "Reconcile"): on one generated lake of
+# about EVENTS events, time and peak RSS of
+#
+#   reconcile full       reconcile LAKE --now-ms NOW                  (DataFusion, release build)
+#   reconcile incr.      reconcile with its checkpoint option, if `reconcile --help` shows one
+#   duckdb checks        bench/reconcile/checks.sql: the same eight checks in DuckDB SQL
+#   duckdb scan          bench/reconcile/scan.sql: one plain scan of the same columns (floor)
+#   datafusion scan      reconcile-testdata scan LAKE: the same scan through DataFusion (floor)
+#
+# all in the same run, on the same files, page cache warmed first, each under `nice -n 10`.
+#
+#   bash scripts/bench-reconcile.sh                   # EVENTS=10000000
+#   EVENTS=1000000 bash scripts/bench-reconcile.sh
+#
+# Env:
+#   EVENTS           target lake size in events (default 10000000)
+#   LAKE_DIR         lake cache (default /var/tmp/bench-lake-$EVENTS; generated once, reused)
+#   CARGO_TARGET_DIR release target dir (default /var/tmp/ledger-target-release)
+#   SKIP_BUILD=1     use the binaries already in $CARGO_TARGET_DIR/release
+#   REPEAT           runs per measurement, the fastest is reported (default 1)
+#   ONLY             space-separated subset of: full incr duckdb dscan fscan
+#   INCREMENTAL_ARGS arguments of the incremental run (default: --checkpoint FILE)
+#   RESULTS          also append the table (markdown) to this file
+#   DUCKDB_MEMORY_LIMIT  DuckDB's memory_limit for checks.sql (default: DuckDB's own, 80 % of RAM)
+#
+# Peak RSS: GNU time's maximum resident set size (the Debian `time` package, installed if
+# missing), of the whole process tree's largest process. DuckDB runs inside python3 (+~30 MB).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+EVENTS="${EVENTS:-10000000}"
+LAKE_DIR="${LAKE_DIR:-/var/tmp/bench-lake-$EVENTS}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/ledger-target-release}"
+BIN="$CARGO_TARGET_DIR/release"
+REPEAT="${REPEAT:-1}"
+ONLY="${ONLY:-full incr duckdb dscan fscan}"
+PY="${PYTHON:-python3}"
+# Far after every generated deadline (2100-01-01): the proof is reproducible, nothing dangles.
+NOW_MS=4102444800000
+log() { printf '[bench-reconcile] %s\n' "$*" >&2; }
+
+# --- tools -------------------------------------------------------------------------------
+if [ ! -x /usr/bin/time ]; then
+  log "installing GNU time (Debian package time)"
+  apt-get install -y -q time >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q time >/dev/null; }
+fi
+bash "$ROOT/scripts/install-lake-readers.sh"
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  log "cargo build --release -p ledger-reconcile --bins (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
+  (cd "$ROOT" && nice -n 10 cargo build --release -q -p ledger-reconcile --bins)
+fi
+for b in reconcile reconcile-testdata; do
+  [ -x "$BIN/$b" ] || { log "$BIN/$b missing (release build)"; exit 2; }
+done
+W="$(mktemp -d "${TMPDIR:-/tmp}/bench-reconcile.XXXXXX")"
+trap 'rm -rf "$W"' EXIT
+
+# --- the lake (generated once per EVENTS) -----------------------------------------------------
+# The generator emits ~3 events per operation (deposits, withdrawals, transfers that capture,
+# fail or are released, freezes). One account per 5,000 events (streams of a few thousand
+# events, plus one stream per transfer), 0.1 % plain duplicates (a partial redelivery), and
+# queue batches of 10,000 messages (the ingest maximum), which cut every UTC day (~890
+# operations at the generator's 97 s step) into one or two `i-` files per table.
+OPS=$(( EVENTS / 3 ))
+ACCOUNTS=$(( EVENTS / 5000 < 20 ? 20 : EVENTS / 5000 ))
+BATCHES=$(( (EVENTS + 9999) / 10000 ))
+DUPS=$(( EVENTS / 1000 ))
+GEN_ARGS=(--seed 1 --accounts "$ACCOUNTS" --operations "$OPS" --batches "$BATCHES" --duplicates "$DUPS")
+if [ -f "$LAKE_DIR/.bench-generated" ]; then
+  log "reusing $LAKE_DIR ($(head -1 "$LAKE_DIR/.bench-generated"))"
+else
+  [ ! -e "$LAKE_DIR" ] || { log "$LAKE_DIR exists without .bench-generated (interrupted?): remove it first"; exit 2; }
+  # ~1.7 KB of generator memory per event (events, JSON bodies, account state in memory).
+  need_kb=$(( EVENTS * 17 / 10 ))
+  avail_kb=$(awk '/MemAvailable/ {print $2}' /proc/meminfo)
+  if [ "$avail_kb" -lt "$need_kb" ] && [ "${FORCE:-0}" != 1 ]; then
+    log "generating $EVENTS events needs ~$((need_kb / 1048576)) GB, $((avail_kb / 1048576)) GB available: refusing (FORCE=1 to try)"
+    exit 2
+  fi
+  log "generating ~$EVENTS events into $LAKE_DIR: reconcile-testdata generate ${GEN_ARGS[*]}"
+  tmp="$LAKE_DIR.tmp-$$"
+  rm -rf "$tmp"
+  /usr/bin/time -f '%e %M' -o "$W/gen.time" nice -n 10 "$BIN/reconcile-testdata" generate "$tmp" "${GEN_ARGS[@]}" >"$W/gen.out"
+  read -r gen_s gen_kb <"$W/gen.time"
+  {
+    echo "generated in ${gen_s} s, peak RSS $((gen_kb / 1024)) MB: reconcile-testdata generate DIR ${GEN_ARGS[*]}"
+    cat "$W/gen.out"
+  } >"$tmp/.bench-generated"
+  mv "$tmp" "$LAKE_DIR"
+  log "$(head -1 "$LAKE_DIR/.bench-generated")"
+fi
+files=$(find "$LAKE_DIR/events" -name '*.parquet' | wc -l)
+bytes=$(find "$LAKE_DIR/events" -name '*.parquet' -printf '%s\n' | awk '{s += $1} END {print s}')
+partitions=$(find "$LAKE_DIR/events" -mindepth 2 -maxdepth 2 -type d -name 'date=*' | wc -l)
+log "lake: $files files in $partitions partitions, $bytes bytes; warming the page cache"
+find "$LAKE_DIR/events" -name '*.parquet' -exec cat {} + >/dev/null
+
+# --- measurements ------------------------------------------------------------------------------
+declare -A SECS RSS NOTE
+# measure KEY EXPECTED_EXIT CMD... : fastest of REPEAT runs; stdout of the last run in $W/KEY.out
+measure() {
+  local key=$1 want=$2; shift 2
+  local i best="" best_kb="" rc s kb
+  for ((i = 1; i <= REPEAT; i++)); do
+    rc=0
+    /usr/bin/time -f '%e %M' -o "$W/$key.time" nice -n 10 "$@" >"$W/$key.out" 2>"$W/$key.err" || rc=$?
+    read -r s kb < <(tail -1 "$W/$key.time")
+    if [ "$rc" != "$want" ]; then
+      NOTE[$key]="exit $rc (expected $want)"
+      log "$key: exit $rc: $(tail -3 "$W/$key.err" | tr '\n' ' ')"
+    fi
+    if [ -z "$best" ] || awk "BEGIN {exit !($s < $best)}"; then best=$s; best_kb=$kb; fi
+  done
+  SECS[$key]=$best
+  RSS[$key]=$((best_kb / 1024))
+  log "$key: ${best} s, peak RSS ${RSS[$key]} MB"
+}
+has() { [[ " $ONLY " == *" $1 "* ]]; }
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+
+if has dscan; then
+  measure dscan 0 "$PY" "$ROOT/bench/reconcile/duckdb_checks.py" "$LAKE_DIR" --scan
+  NOTE[dscan]="${NOTE[dscan]:-$(grep -o '[0-9]* rows,' "$W/dscan.out" | head -1)}"
+fi
+if has fscan; then
+  measure fscan 0 "$BIN/reconcile-testdata" scan "$LAKE_DIR"
+  NOTE[fscan]="${NOTE[fscan]:-$(grep -o '[0-9]* rows,' "$W/fscan.out" | head -1)}"
+fi
+if has full; then
+  measure full 0 "$BIN/reconcile" "$LAKE_DIR" --now-ms "$NOW_MS" --json "$W/report.json"
+  NOTE[full]="${NOTE[full]:-$(head -1 "$W/full.out" | sed 's/^reconcile [^:]*: //')}"
+  sed 's/^/  full: /' "$W/full.err" >&2 # reconcile's own progress: where the time went
+fi
+if has incr; then
+  if "$BIN/reconcile" --help | grep -q -- '--checkpoint'; then
+    ck="$W/checkpoint"
+    read -r -a incr_args <<<"${INCREMENTAL_ARGS:---checkpoint $ck}"
+    # First run establishes the checkpoint (not timed); the timed run has no new events since it.
+    nice -n 10 "$BIN/reconcile" "$LAKE_DIR" --now-ms "$NOW_MS" --quiet "${incr_args[@]}" >/dev/null || true
+    measure incr 0 "$BIN/reconcile" "$LAKE_DIR" --now-ms "$NOW_MS" "${incr_args[@]}"
+    NOTE[incr]="${NOTE[incr]:-no new events since the checkpoint}"
+  else
+    NOTE[incr]="skipped: no checkpoint support"
+    log "incremental: skipped: no checkpoint support (reconcile --help shows no --checkpoint)"
+  fi
+fi
+if has duckdb; then
+  # With reconcile's report of the same run, the same command also compares verdicts and
+  # findings (reading a small JSON file: negligible next to the SQL).
+  cmp=() lim=()
+  [ -f "$W/report.json" ] && cmp=(--compare "$W/report.json")
+  [ -z "${DUCKDB_MEMORY_LIMIT:-}" ] || lim=(--memory-limit "$DUCKDB_MEMORY_LIMIT")
+  measure duckdb 0 "$PY" "$ROOT/bench/reconcile/duckdb_checks.py" "$LAKE_DIR" --now-ms "$NOW_MS" "${cmp[@]}" "${lim[@]}"
+  held=$(grep -c '^  held' "$W/duckdb.out" || true)
+  NOTE[duckdb]="${NOTE[duckdb]:-$held/8 checks hold}${DUCKDB_MEMORY_LIMIT:+, memory_limit $DUCKDB_MEMORY_LIMIT}"
+  if [ ${#cmp[@]} -gt 0 ]; then
+    if grep -q '^agree' "$W/duckdb.out"; then
+      NOTE[duckdb]+="; same verdicts and findings as reconcile"
+    else
+      NOTE[duckdb]+="; DIFFERS from reconcile (see above)"; grep -E 'DIFF|DISAGREE' "$W/duckdb.out" >&2 || true
+    fi
+  fi
+fi
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# --- table -------------------------------------------------------------------------------------
+rev=$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- reconcile || echo "+dirty")
+# The proof's code: the last commit that changed reconcile/ outside the testdata binary.
+proof_rev=$(git -C "$ROOT" log -1 --format=%h -- reconcile/src ':!reconcile/src/bin/reconcile-testdata.rs')
+events=$(grep -o 'events: [0-9]*' "$LAKE_DIR/.bench-generated" | head -1 | grep -o '[0-9]*')
+# The floor: the faster of the two plain scans of the same columns.
+floor=""
+for k in dscan fscan; do
+  if [ -n "${SECS[$k]:-}" ] && { [ -z "$floor" ] || awk "BEGIN {exit !(${SECS[$k]} < $floor)}"; }; then floor=${SECS[$k]}; fi
+done
+{
+  echo
+  echo "EVENTS=$EVENTS: lake $LAKE_DIR, $events events, $files files, $partitions partitions, $bytes bytes"
+  echo "$(head -1 "$LAKE_DIR/.bench-generated")"
+  echo "tree $rev (reconcile/src last changed in $proof_rev), $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $load_before before, $load_after after"
+  echo
+  echo "| run | seconds | peak RSS MB | × floor (fastest scan) | notes |"
+  echo "|---|---:|---:|---:|---|"
+  for key in full incr duckdb dscan fscan; do
+    case $key in
+      full) name="reconcile full proof";; incr) name="reconcile incremental";;
+      duckdb) name="DuckDB checks.sql";; dscan) name="DuckDB scan (floor)";; fscan) name="DataFusion scan (floor)";;
+    esac
+    has "$key" || continue
+    if [ -n "${SECS[$key]:-}" ]; then
+      ratio=$([ -n "$floor" ] && awk "BEGIN {printf \"%.1f\", ${SECS[$key]} / $floor}" || echo "")
+      echo "| $name | ${SECS[$key]} | ${RSS[$key]} | $ratio | ${NOTE[$key]:-} |"
+    else
+      echo "| $name | | | | ${NOTE[$key]:-} |"
+    fi
+  done
+} | tee -a "${RESULTS:-/dev/null}"
