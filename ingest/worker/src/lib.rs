@@ -13,6 +13,10 @@
 //! If any step fails the whole batch is retried (`retry_all`) and nothing is acked: a retry
 //! produces the same files under the same keys (identical bytes), so a partial earlier attempt
 //! leaves nothing a reader miscounts (docs/LAKE.md).
+//!
+//! Fault injection (tests only): where the var `FAULT_INJECTION` is `"on"` (the runtime tests;
+//! wrangler.toml keeps it `"off"`), `FAULT_FAIL_PUTS` lists put ordinals that fail, see
+//! [`fault`].
 
 use worker::{
     console_error, console_log, event, js_sys, wasm_bindgen::JsCast, wasm_bindgen::JsValue,
@@ -20,6 +24,50 @@ use worker::{
 };
 
 const LAKE_BINDING: &str = "LAKE";
+
+/// A MOCK of a fault the real R2 cannot produce on demand: a `put` that fails. Active only where
+/// the var `FAULT_INJECTION` is `"on"` (the runtime tests; production config keeps it `"off"`,
+/// the same convention as the edge). `FAULT_FAIL_PUTS` is a comma-separated list of put
+/// ordinals, counted from 1 over this isolate's lifetime (every put the consumer attempts,
+/// across invocations), whose put fails before reaching R2 — e.g. `"2"` lets the first file of
+/// a batch land and fails the second, so the batch must be retried.
+mod fault {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use worker::Env;
+
+    static PUTS: AtomicU32 = AtomicU32::new(0);
+
+    /// The put ordinals to fail; empty (no fault, no counting) unless `FAULT_INJECTION` is on.
+    pub fn failing_puts(env: &Env) -> Vec<u32> {
+        let on = env
+            .var("FAULT_INJECTION")
+            .map(|v| v.to_string() == "on")
+            .unwrap_or(false);
+        if !on {
+            return Vec::new();
+        }
+        env.var("FAULT_FAIL_PUTS")
+            .map(|v| v.to_string())
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|s| s.trim().parse().ok())
+            .collect()
+    }
+
+    /// Counts this put; `Err` when its ordinal is listed.
+    pub fn before_put(failing: &[u32], key: &str) -> worker::Result<()> {
+        if failing.is_empty() {
+            return Ok(());
+        }
+        let n = PUTS.fetch_add(1, Ordering::SeqCst) + 1;
+        if failing.contains(&n) {
+            return Err(worker::Error::RustError(format!(
+                "injected fault (FAULT_FAIL_PUTS): put #{n} of {key} refused"
+            )));
+        }
+        Ok(())
+    }
+}
 const DLQ_BINDING: &str = "LEDGER_EVENTS_DLQ";
 
 /// A message body as bytes: text as sent by the edge; bytes as is; anything else (a JSON
@@ -61,10 +109,13 @@ async fn consume(batch: &MessageBatch<JsValue>, env: &Env) -> worker::Result<()>
         .iter()
         .map(|(id, body)| ledger_ingest::Message { id, body })
         .collect();
-    let out = ledger_ingest::ingest(&messages).map_err(|e| worker::Error::RustError(format!("{e}")))?;
+    let out =
+        ledger_ingest::ingest(&messages).map_err(|e| worker::Error::RustError(format!("{e}")))?;
 
     let lake = env.bucket(LAKE_BINDING)?;
+    let failing = fault::failing_puts(env);
     for f in &out.files {
+        fault::before_put(&failing, &f.key)?;
         lake.put(f.key.as_str(), f.bytes.clone()).execute().await?;
     }
 
@@ -82,8 +133,12 @@ async fn consume(batch: &MessageBatch<JsValue>, env: &Env) -> worker::Result<()>
                 "body": body,
             })
             .to_string();
-            dlq.send(MessageBuilder::new(item).content_type(QueueContentType::Text).build())
-                .await?;
+            dlq.send(
+                MessageBuilder::new(item)
+                    .content_type(QueueContentType::Text)
+                    .build(),
+            )
+            .await?;
         }
     }
 

@@ -2,132 +2,64 @@
 // `ledger-events`) and the ingest Worker (its consumer, writing Parquet to the `ledger-lake`
 // R2 bucket) in ONE Miniflare instance. Events of a transfer made through the edge API land in
 // R2 under the docs/LAKE.md keys as Parquet; a malformed message sent straight to the queue
-// ends in the dead-letter queue with its reason. Both Workers' bindings come from their
-// wrangler.toml files.
+// ends in the dead-letter queue with its reason; the local lake export (scripts/lake-export.mjs)
+// copies exactly the lake objects out of the persisted state, and DuckDB decodes them to the
+// events the edge produced. Both Workers' bindings come from their wrangler.toml files.
 import assert from "node:assert/strict";
+import { mkdirSync } from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { after, describe, test } from "node:test";
-import { Log, LogLevel, Miniflare, Response as MfResponse, convertV4MiniflareOptions } from "miniflare";
-import {
-  LedgerClient,
-  cleanupAll,
-  ledgerWorkerOptions,
-  readWranglerConfig,
-  tempPersistDir,
-  waitFor,
-  workerBaseOptions,
-} from "../../../edge/worker/test/harness.mjs";
+import { LedgerClient, assertChain, cleanupAll, tempPersistDir, waitFor } from "../../../edge/worker/test/harness.mjs";
+import { duckRead, ingestLines, lakeExport, readR2, readTree, startRuntime } from "./runtime.mjs";
 
-const INGEST_DIR = path.resolve(fileURLToPath(new URL("..", import.meta.url)));
-const INGEST_BUILD = path.join(INGEST_DIR, "build");
-const VERBOSE = process.env.EDGE_TEST_VERBOSE === "1";
 // docs/LAKE.md: events/{table}/date={YYYY-MM-DD}/{layer}-{digest}.parquet (ingest writes layer i)
 const KEY_RE = /^events\/(account|transfer)\/date=(\d{4}-\d{2}-\d{2})\/i-[0-9a-f]{32}\.parquet$/;
 
-async function ingestWorkerOptions() {
-  const { unstable_readConfig } = await import("wrangler");
-  const config = unstable_readConfig({ config: path.join(INGEST_DIR, "wrangler.toml") }, { hideWarnings: true });
-  const queueConsumers = {};
-  for (const c of config.queues?.consumers ?? []) {
-    // Batch size and retries from wrangler.toml; a short timeout keeps the test fast.
-    queueConsumers[c.queue] = { maxBatchSize: c.max_batch_size, maxBatchTimeout: 0.05, maxRetries: c.max_retries };
-  }
-  return { config, options: { ...workerBaseOptions(config, INGEST_BUILD), queueConsumers } };
-}
-
-// A JS consumer of the dead-letter queue that hands every item to the test process.
-const DLQ_CAPTURE_SRC = `
-export default {
-  async queue(batch, env) {
-    const res = await env.SINK.fetch("http://sink/", {
-      method: "POST", body: JSON.stringify(batch.messages.map((m) => m.body)),
-    });
-    if (!res.ok) throw new Error("sink " + res.status);
-    batch.ackAll();
-  },
-};`;
-
-async function startBoth(persistDir, dead) {
-  const edgeConfig = await readWranglerConfig();
-  const ingest = await ingestWorkerOptions();
-  const dlq = ingest.config.queues.producers.find((p) => p.binding === "LEDGER_EVENTS_DLQ").queue;
-  const logs = [];
-  const mf = new Miniflare(
-    convertV4MiniflareOptions({
-      host: "127.0.0.1",
-      port: 0,
-      cf: false,
-      resourcePersistencePath: persistDir,
-      log: new Log(VERBOSE ? LogLevel.DEBUG : LogLevel.WARN),
-      handleStructuredLogs: ({ level, message }) => {
-        logs.push(`${level}: ${message}`);
-        if (VERBOSE) process.stderr.write(`[workerd ${level}] ${message}\n`);
-      },
-      workers: [
-        ledgerWorkerOptions(edgeConfig), // first: mf.ready is its URL
-        ingest.options,
-        {
-          name: "dlq-capture",
-          compatibilityDate: edgeConfig.compatibility_date,
-          modules: [{ type: "ESModule", path: "dlq.mjs", contents: DLQ_CAPTURE_SRC }],
-          queueConsumers: { [dlq]: { maxBatchSize: 100, maxBatchTimeout: 0.05, maxRetries: 3 } },
-          serviceBindings: {
-            SINK: async (req) => {
-              for (const body of await req.json()) dead.push(JSON.parse(body));
-              return new MfResponse("ok");
-            },
-          },
-        },
-      ],
-    }),
-  );
-  const url = await mf.ready;
-  return { mf, url, logs, ingestName: ingest.config.name, edgeName: edgeConfig.name };
-}
-
 describe("ingest consumer worker", () => {
   let rt;
+  let r2; // Map key -> bytes of every events/ object after the edge's events landed
   const dead = [];
+  const persistDir = tempPersistDir("ledger-ingest-test-");
   after(async () => {
     await rt?.mf.dispose();
     await cleanupAll();
   });
 
   test("a transfer through the edge lands in R2 as Parquet under the lake keys", async () => {
-    rt = await startBoth(tempPersistDir("ledger-ingest-test-"), dead);
+    rt = await startRuntime({ persistDir, dead, edge: true });
     const acme = new LedgerClient(rt.url).as("acme");
     await acme.open("src");
     await acme.open("dst");
     await acme.deposit("src", 10_000, "d1");
     const r = await acme.post("/v1/transfers", { source: "src", destination: "dst", amount: 2_500, currency: "USD" }, "t1");
     assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.phase, "captured");
+    // Every event the edge committed: the streams' last seqs.
+    const expected = (await acme.account("src")).last_seq + (await acme.account("dst")).last_seq + r.json.seq;
+    assert.equal(expected, 10, "4 + 2 account events, 4 transfer events");
 
     const bucket = await rt.mf.getR2Bucket("LAKE", rt.ingestName);
-    const keys = await waitFor(
-      async () => {
-        const { objects } = await bucket.list({ prefix: "events/" });
-        const ks = objects.map((o) => o.key);
-        const has = (t) => ks.some((k) => k.startsWith(`events/${t}/`));
-        return has("account") && has("transfer") && ks;
-      },
-      { timeout: 30_000, what: `account and transfer objects in R2 (logs: ${rt.logs.slice(-5).join(" | ")})` },
-    );
+    await waitFor(() => ingestLines(rt.logs).reduce((s, l) => s + l.rows, 0) >= expected, {
+      timeout: 30_000,
+      what: `${expected} rows ingested (logs: ${rt.logs.slice(-5).map((l) => l.message).join(" | ")})`,
+    });
+    r2 = await readR2(bucket);
+    const keys = [...r2.keys()];
     const today = new Date().toISOString().slice(0, 10);
     for (const k of keys) {
       const m = KEY_RE.exec(k);
       assert.ok(m, `key ${k} does not match the docs/LAKE.md pattern`);
       assert.equal(m[2], today, `partition date of ${k}`);
+      const bytes = r2.get(k);
+      assert.equal(bytes.subarray(0, 4).toString("latin1"), "PAR1", `${k} head magic`);
+      assert.equal(bytes.subarray(bytes.length - 4).toString("latin1"), "PAR1", `${k} tail magic`);
     }
-    for (const k of [keys.find((k) => k.startsWith("events/transfer/")), keys.find((k) => k.startsWith("events/account/"))]) {
-      const obj = await bucket.get(k);
-      const bytes = new Uint8Array(await obj.arrayBuffer());
-      assert.ok(bytes.length > 8, `${k} is empty`);
-      const ascii = (a) => String.fromCharCode(...a);
-      assert.equal(ascii(bytes.subarray(0, 4)), "PAR1", `${k} head magic`);
-      assert.equal(ascii(bytes.subarray(bytes.length - 4)), "PAR1", `${k} tail magic`);
-    }
+    assert.ok(keys.some((k) => k.startsWith("events/account/")) && keys.some((k) => k.startsWith("events/transfer/")), keys.join());
     assert.deepEqual(dead, [], "no dead letters from the edge's own events");
+
+    // Objects the export must leave: not lake keys (docs/LAKE.md) and outside events/.
+    await bucket.put(`events/account/date=${today}/upload-in-progress.tmp`, "partial");
+    await bucket.put("sweeper/state.json", "{}");
   });
 
   test("a malformed message sent straight to ledger-events ends in the DLQ with its reason", async () => {
@@ -143,5 +75,66 @@ describe("ingest consumer worker", () => {
     // The core's exact decode error (ledger_events::DecodeError::Json).
     assert.match(item.reason, /^not a schema v1 event: /);
     assert.equal(dead.length, 1, JSON.stringify(dead));
+  });
+
+  test("lake-export copies exactly R2's lake objects; DuckDB decodes them to the edge's events", async () => {
+    assert.ok(r2, "R2 objects from the first test");
+    await rt.mf.dispose(); // the export opens the persisted state itself: the runtime must be stopped
+    rt = undefined;
+    const lake = path.join(tempPersistDir("ledger-ingest-lake-"), "lake");
+
+    const first = lakeExport("--state", persistDir, "--lake", lake);
+    assert.equal(first.code, 0, first.stderr);
+    const tree = readTree(lake);
+    assert.deepEqual([...tree.keys()].sort(), [...r2.keys()].sort(), "exactly the lake keys, nothing else");
+    for (const [k, bytes] of r2) assert.ok(tree.get(k).equals(bytes), `${k} byte-equal to the R2 object`);
+    assert.match(first.stderr, new RegExp(`${r2.size + 1} objects under events/, ${r2.size} written .*, 0 unchanged, 1 skipped`));
+
+    const again = lakeExport("--state", persistDir, "--lake", lake, "--quiet");
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stderr, new RegExp(`0 written \\(0 bytes\\), ${r2.size} unchanged`));
+
+    // Decoded by an independent reader: the rows are the edge's events, hash chains intact.
+    const duck = duckRead(lake);
+    const rows = (t) => duck[t].events.map((e) => [e.stream_key, e.seq, e.kind, e.amount, e.balance_after]);
+    assert.deepEqual(rows("account"), [
+      ["acme.dst", 1, "opened", null, 0],
+      ["acme.dst", 2, "credited", 2500, 2500],
+      ["acme.src", 1, "opened", null, 0],
+      ["acme.src", 2, "deposited", 10000, 10000],
+      ["acme.src", 3, "hold_placed", 2500, 10000],
+      ["acme.src", 4, "captured", 2500, 7500],
+    ]);
+    assert.deepEqual(rows("transfer"), [
+      ["t.acme.t1", 1, "created", 2500, null],
+      ["t.acme.t1", 2, "reserved", 2500, null],
+      ["t.acme.t1", 3, "credited", 2500, null],
+      ["t.acme.t1", 4, "captured", 2500, null],
+    ]);
+    for (const t of ["account", "transfer"]) {
+      assert.deepEqual(duck[t].conflict_ids, []);
+      const streams = Map.groupBy(duck[t].events, (e) => e.stream_key);
+      for (const evs of streams.values()) assertChain(evs);
+    }
+  });
+
+  test("lake-export: --help, a missing state directory and a state without the bucket", () => {
+    const help = lakeExport("--help");
+    assert.equal(help.code, 0);
+    assert.match(help.stdout, /^usage: lake-export\.mjs/);
+    const missing = lakeExport("--state", path.join(persistDir, "no-such-dir"), "--lake", path.join(persistDir, "x"));
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /error: no runtime state directory at .*no-such-dir/);
+    const empty = path.join(tempPersistDir("ledger-ingest-empty-"), "v3");
+    mkdirSync(empty);
+    const nobucket = lakeExport("--state", path.dirname(empty), "--lake", path.join(persistDir, "x"));
+    assert.equal(nobucket.code, 2);
+    assert.match(nobucket.stderr, /error: no R2 bucket ledger-lake in /);
+    const wrong = lakeExport("--state", persistDir, "--bucket", "other-bucket");
+    assert.equal(wrong.code, 2);
+    assert.match(wrong.stderr, /no R2 bucket other-bucket/);
+    const bad = lakeExport("--frobnicate");
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /unknown argument --frobnicate/);
   });
 });
