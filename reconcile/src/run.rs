@@ -52,6 +52,14 @@ struct Proof {
 }
 
 impl Proof {
+    fn empty() -> Proof {
+        Proof {
+            streams: Default::default(),
+            findings: Vec::new(),
+            facts: Facts::default(),
+        }
+    }
+
     fn visit(&mut self, table: Table, s: StreamRows) {
         let id: StreamId = (table, s.stream, s.key.clone());
         let st = self.streams.entry(id.clone()).or_default();
@@ -114,64 +122,91 @@ pub async fn reconcile(lake: &Lake, opts: &Options) -> Result<Report, Error> {
     reconcile_from(lake, opts, None).await.map(|(r, _)| r)
 }
 
-/// A run that resumes from `resume` (a loaded checkpoint) when given, and
-/// returns the report and the state to checkpoint.
-pub async fn reconcile_from(
+/// One table's part of a run: what it proved and read.
+struct TableRun {
+    proof: Proof,
+    stats: ScanStats,
+    inc: Incremental,
+    files: Vec<(String, String)>,
+}
+
+/// Proves one table: pass 1 over the files the checkpoint has not proved,
+/// pass 2 over every file for the streams pass 1 reopened.
+async fn prove_table(
     lake: &Lake,
+    table: Table,
+    prior_files: &std::collections::BTreeMap<String, String>,
+    mut proof: Proof,
     opts: &Options,
-    resume: Option<ProofState>,
-) -> Result<(Report, ProofState), Error> {
-    let started = Instant::now();
-    let resumed = resume.is_some();
-    let prior = resume.unwrap_or_default();
-    let prior_files = prior.files;
-    let mut proof = Proof {
-        streams: prior.streams,
-        findings: prior.findings,
-        facts: Facts {
-            transfers: prior.transfers,
-            legs: prior.legs,
-            ..Default::default()
-        },
-    };
+    started: Instant,
+) -> Result<TableRun, Error> {
     let mut stats = ScanStats::default();
-    let mut all_files = std::collections::BTreeMap::new();
     let mut inc = Incremental::default();
-    for table in [Table::Account, Table::Transfer, Table::Subscription] {
-        let files = lake.files(table).await?;
-        for f in &files {
-            all_files.insert(f.key.clone(), f.stamp());
+    let files = lake.files(table).await?;
+    let new: Vec<LakeFileInfo> = files
+        .iter()
+        .filter(|f| prior_files.get(&f.key) != Some(&f.stamp()))
+        .cloned()
+        .collect();
+    inc.files_skipped += files.len() - new.len();
+    inc.files_read += new.len();
+    if opts.progress {
+        let rows: i64 = new.iter().map(|f| f.rows).sum();
+        eprintln!(
+            "reconcile: {}: {} files ({} already proved), {rows} rows to read (footers checked)",
+            table.as_str(),
+            files.len(),
+            files.len() - new.len()
+        );
+    }
+    // Pass 1: the new files. A stream continues from its tail unless a new
+    // row is at or before it: then it is reopened.
+    let mut reopen: HashSet<StreamId> = HashSet::new();
+    let mut g = Grouper::default();
+    let mut take = |s: StreamRows, proof: &mut Proof| {
+        let id: StreamId = (table, s.stream, s.key.clone());
+        let tail_seq = proof.streams.get(&id).map_or(0, |st| st.tail.last_seq);
+        if tail_seq > 0 && s.rows.first().is_some_and(|r| r.seq <= tail_seq) {
+            reopen.insert(id);
+        } else {
+            proof.visit(table, s);
         }
-        let new: Vec<LakeFileInfo> = files
-            .iter()
-            .filter(|f| prior_files.get(&f.key) != Some(&f.stamp()))
-            .cloned()
-            .collect();
-        inc.files_skipped += files.len() - new.len();
-        inc.files_read += new.len();
+    };
+    lake.scan_sorted(&new, |events| {
+        for ev in events {
+            if let Some(s) = g.push(ev) {
+                take(s, &mut proof);
+            }
+        }
+        Ok(())
+    })
+    .await?;
+    if let Some(s) = g.finish() {
+        take(s, &mut proof);
+    }
+    add_stats(&mut stats, &g.stats);
+    // Pass 2: reopened streams, re-proved from their first event over every
+    // file of the table (row groups outside their keys are pruned).
+    if !reopen.is_empty() {
+        inc.streams_reopened += reopen.len();
         if opts.progress {
-            let rows: i64 = new.iter().map(|f| f.rows).sum();
             eprintln!(
-                "reconcile: {}: {} files ({} already proved), {rows} rows to read (footers checked)",
+                "reconcile: {}: {} stream(s) have new rows at or before their checkpoint: re-proving them from seq 1",
                 table.as_str(),
-                files.len(),
-                files.len() - new.len()
+                reopen.len()
             );
         }
-        // Pass 1: the new files. A stream continues from its tail unless a
-        // new row is at or before it: then it is reopened.
-        let mut reopen: HashSet<StreamId> = HashSet::new();
+        proof.withdraw(&reopen);
+        let mut keys: Vec<String> = reopen.iter().map(|id| id.2.clone()).collect();
+        keys.sort();
+        keys.dedup();
         let mut g = Grouper::default();
-        let mut take = |s: StreamRows, proof: &mut Proof| {
-            let id: StreamId = (table, s.stream, s.key.clone());
-            let tail_seq = proof.streams.get(&id).map_or(0, |st| st.tail.last_seq);
-            if tail_seq > 0 && s.rows.first().is_some_and(|r| r.seq <= tail_seq) {
-                reopen.insert(id);
-            } else {
+        let take = |s: StreamRows, proof: &mut Proof| {
+            if reopen.contains(&(table, s.stream, s.key.clone())) {
                 proof.visit(table, s);
             }
         };
-        lake.scan_sorted(&new, |events| {
+        lake.scan_sorted_where(&files, Some(&keys), |events| {
             for ev in events {
                 if let Some(s) = g.push(ev) {
                     take(s, &mut proof);
@@ -184,55 +219,97 @@ pub async fn reconcile_from(
             take(s, &mut proof);
         }
         add_stats(&mut stats, &g.stats);
-        // Pass 2: reopened streams, re-proved from their first event over
-        // every file of the table (row groups outside their keys are pruned).
-        if !reopen.is_empty() {
-            inc.streams_reopened += reopen.len();
-            if opts.progress {
-                eprintln!(
-                    "reconcile: {}: {} stream(s) have new rows at or before their checkpoint: re-proving them from seq 1",
-                    table.as_str(),
-                    reopen.len()
-                );
-            }
-            proof.withdraw(&reopen);
-            let keys: Vec<String> = {
-                let mut k: Vec<String> = reopen.iter().map(|id| id.2.clone()).collect();
-                k.sort();
-                k.dedup();
-                k
-            };
-            let mut g = Grouper::default();
-            let take = |s: StreamRows, proof: &mut Proof| {
-                if reopen.contains(&(table, s.stream, s.key.clone())) {
-                    proof.visit(table, s);
-                }
-            };
-            lake.scan_sorted_where(&files, Some(&keys), |events| {
-                for ev in events {
-                    if let Some(s) = g.push(ev) {
-                        take(s, &mut proof);
-                    }
-                }
-                Ok(())
-            })
-            .await?;
-            if let Some(s) = g.finish() {
-                take(s, &mut proof);
-            }
-            add_stats(&mut stats, &g.stats);
-        }
-        if opts.progress {
-            eprintln!(
-                "reconcile: {}: {} rows read, {} plain duplicates, {} streams ({:.1} s)",
-                table.as_str(),
-                stats.rows_read,
-                stats.plain_duplicates,
-                stats.streams,
-                started.elapsed().as_secs_f64()
-            );
-        }
     }
+    if opts.progress {
+        eprintln!(
+            "reconcile: {}: {} rows read, {} plain duplicates, {} streams ({:.1} s)",
+            table.as_str(),
+            stats.rows_read,
+            stats.plain_duplicates,
+            stats.streams,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let files = files.iter().map(|f| (f.key.clone(), f.stamp())).collect();
+    Ok(TableRun {
+        proof,
+        stats,
+        inc,
+        files,
+    })
+}
+
+/// Runs `fut` to completion on a runtime of its own (on the calling thread).
+fn block_on<T>(fut: impl std::future::Future<Output = Result<T, Error>>) -> Result<T, Error> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Scan(format!("cannot start a runtime: {e}")))?
+        .block_on(fut)
+}
+
+/// A run that resumes from `resume` (a loaded checkpoint) when given, and
+/// returns the report and the state to checkpoint.
+///
+/// The account and transfer tables are independent until the cross-stream
+/// checks, so they are proved on two threads (each its own merge and fold);
+/// their states are joined before the facts are checked.
+pub async fn reconcile_from(
+    lake: &Lake,
+    opts: &Options,
+    resume: Option<ProofState>,
+) -> Result<(Report, ProofState), Error> {
+    let started = Instant::now();
+    let resumed = resume.is_some();
+    let prior = resume.unwrap_or_default();
+    let prior_files = prior.files;
+    // Split the prior state by table: legs come from account streams,
+    // transfer facts from transfer streams.
+    let (mut acct, mut xfer) = (Proof::empty(), Proof::empty());
+    for (id, st) in prior.streams {
+        let p = if id.0 == Table::Account {
+            &mut acct
+        } else {
+            &mut xfer
+        };
+        p.streams.insert(id, st);
+    }
+    for f in prior.findings {
+        let p = if f.stream.0 == Table::Account {
+            &mut acct
+        } else {
+            &mut xfer
+        };
+        p.findings.push(f);
+    }
+    acct.facts.legs = prior.legs;
+    xfer.facts.transfers = prior.transfers;
+    let pf = &prior_files;
+    let (ra, rx) = std::thread::scope(|scope| {
+        let a = scope
+            .spawn(move || block_on(prove_table(lake, Table::Account, pf, acct, opts, started)));
+        let x = scope.spawn(move || {
+            block_on(async {
+                let t = prove_table(lake, Table::Transfer, pf, xfer, opts, started).await?;
+                let s = prove_table(lake, Table::Subscription, pf, t.proof, opts, started).await?;
+                Ok((t.stats, t.inc, t.files, s))
+            })
+        });
+        (a.join(), x.join())
+    });
+    let panicked = |_| Error::Scan("a table's proof panicked".into());
+    let ra = ra.map_err(panicked)??;
+    let (xstats, xinc, xfiles, rs) = rx.map_err(panicked)??;
+    let mut stats = ScanStats::default();
+    let mut inc = Incremental::default();
+    for (s, i) in [(&ra.stats, &ra.inc), (&xstats, &xinc), (&rs.stats, &rs.inc)] {
+        add_stats(&mut stats, s);
+        inc.files_read += i.files_read;
+        inc.files_skipped += i.files_skipped;
+        inc.streams_reopened += i.streams_reopened;
+    }
+    let all_files: std::collections::BTreeMap<String, String> =
+        ra.files.into_iter().chain(xfiles).chain(rs.files).collect();
     if all_files.is_empty() {
         return Err(Error::Lake(format!(
             "{} holds no lake files under events/\nHelp: check the path (the lake root, not events/); \
@@ -240,6 +317,10 @@ pub async fn reconcile_from(
             lake.name
         )));
     }
+    let mut proof = rs.proof;
+    proof.streams.extend(ra.proof.streams);
+    proof.findings.extend(ra.proof.findings);
+    proof.facts.legs = ra.proof.facts.legs;
     let Proof {
         streams,
         mut findings,

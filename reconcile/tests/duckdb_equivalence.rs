@@ -23,6 +23,9 @@ fn duckdb_checks_sql_agrees_with_reconcile_on_every_class() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     print!("{stdout}");
     eprint!("{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "SQL and reconcile disagree: see above");
+    assert!(
+        out.status.success(),
+        "SQL and reconcile disagree: see above"
+    );
     assert!(stdout.contains("agree on the clean lake and every class"));
 }
