@@ -43,6 +43,9 @@ pub struct GenConfig {
     pub batches: usize,
     /// Events delivered a second time in an extra batch (plain duplicates).
     pub duplicates: usize,
+    /// Time between two operations (default [`GEN_STEP_MS`]): sets how many
+    /// events a UTC day, i.e. a date partition, holds.
+    pub step_ms: i64,
 }
 
 impl Default for GenConfig {
@@ -53,6 +56,7 @@ impl Default for GenConfig {
             operations: 400,
             batches: 4,
             duplicates: 10,
+            step_ms: GEN_STEP_MS,
         }
     }
 }
@@ -166,7 +170,7 @@ pub fn generate_events(cfg: &GenConfig) -> (Vec<Event>, GenSummary) {
                 overdraft_limit,
             },
         );
-        w.now += GEN_STEP_MS;
+        w.now += cfg.step_ms.max(1);
     }
     for op in 0..cfg.operations {
         let a = rng.below(accounts as u64) as usize;
@@ -217,7 +221,7 @@ pub fn generate_events(cfg: &GenConfig) -> (Vec<Event>, GenSummary) {
             let c = rng.below(accounts as u64) as usize;
             w.run(c, &Command::Unfreeze);
         }
-        w.now += GEN_STEP_MS;
+        w.now += cfg.step_ms.max(1);
     }
     w.summary.events = w.log.len();
     (w.log, w.summary)

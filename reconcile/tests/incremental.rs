@@ -97,6 +97,7 @@ fn nightly_runs_reach_the_verdicts_of_a_full_run_reading_only_new_files() {
         operations: 360,
         batches: 1,
         duplicates: 0,
+        step_ms: ledger_reconcile::gen::GEN_STEP_MS,
     });
     let nights = 5;
     let per_night = events.len().div_ceil(nights);
@@ -143,6 +144,7 @@ fn late_redeliveries_and_rewritten_files_reopen_their_streams_and_violations_are
         operations: 300,
         batches: 1,
         duplicates: 0,
+        step_ms: ledger_reconcile::gen::GEN_STEP_MS,
     });
     let half = events.len() / 2;
     let first: Vec<&Event> = events[..half].iter().collect();
@@ -187,6 +189,7 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
         operations: 60,
         batches: 1,
         duplicates: 0,
+        step_ms: ledger_reconcile::gen::GEN_STEP_MS,
     });
     deliver(&root, &events.iter().collect::<Vec<_>>(), "x");
     let ckpt = dir.path().join("ck.json");

@@ -20,6 +20,7 @@ fn config() -> GenConfig {
         operations: 300,
         batches: 3,
         duplicates: 8,
+        step_ms: ledger_reconcile::gen::GEN_STEP_MS,
     }
 }
 

@@ -1,7 +1,7 @@
 //! `reconcile-testdata`: generated lakes and injected violations, for tests,
 //! demos and benchmarks.
 //!
-//!   reconcile-testdata generate DIR [--seed N --accounts N --operations N --batches N --duplicates N]
+//!   reconcile-testdata generate DIR [--seed N --accounts N --operations N --batches N --duplicates N --step-ms MS]
 //!   reconcile-testdata corrupt CLEAN DAMAGED --class gap|tamper|conflict|...
 //!   reconcile-testdata scan LAKE      # the floor: every lake column through DataFusion, no sort
 
@@ -39,6 +39,10 @@ enum Cmd {
         /// Events delivered twice (plain duplicates).
         #[arg(long, default_value_t = 10)]
         duplicates: usize,
+        /// Milliseconds between two operations: sets the events per UTC day, i.e. per
+        /// date partition (the default gives a few thousand a day).
+        #[arg(long, default_value_t = ledger_reconcile::gen::GEN_STEP_MS)]
+        step_ms: i64,
     },
     /// Copy the lake CLEAN to DAMAGED (new) and inject one violation class into the copy;
     /// prints what reconcile must report.
@@ -129,6 +133,7 @@ fn main() -> ExitCode {
             operations,
             batches,
             duplicates,
+            step_ms,
         } => generate_lake(
             &GenConfig {
                 seed,
@@ -136,6 +141,7 @@ fn main() -> ExitCode {
                 operations,
                 batches,
                 duplicates,
+                step_ms,
             },
             &dir,
         )
