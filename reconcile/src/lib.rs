@@ -20,6 +20,7 @@ pub mod gen;
 pub mod lake;
 pub mod report;
 pub mod run;
+pub mod store;
 pub mod stream;
 
 pub use finding::{CheckResult, Finding};
