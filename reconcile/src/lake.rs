@@ -27,6 +27,8 @@ use ledger_ingest::parquet_io::LAYOUT_METADATA_KEY;
 use ledger_ingest::{parse_object_key, Table, LAKE_EVENTS_PREFIX, LAKE_LAYOUT_VERSION};
 
 use crate::merge::{merge, Cursor};
+use crate::store::Location;
+use datafusion::execution::object_store::ObjectStoreUrl;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 
@@ -83,7 +85,7 @@ pub struct Lake {
     store: Arc<dyn ObjectStore>,
     /// Prefix of every key inside `store` (S3: the URL's path; local: empty).
     prefix: String,
-    /// Path base DataFusion reads objects under (`/abs/dir/`).
+    /// Path base DataFusion reads objects under (`/abs/dir/`, `s3://bucket/`).
     url_base: String,
     ctx: SessionContext,
 }
@@ -108,7 +110,9 @@ impl LakeFileInfo {
 }
 
 impl Lake {
-    /// A local directory, which must exist.
+    /// A local directory, which must exist, or `s3://BUCKET[/PREFIX]`
+    /// configured from the environment (see [`crate::store`]). Only the
+    /// configuration is checked: [`Lake::connect`] also asks the store.
     pub fn open(location: &str) -> Result<Lake, Error> {
         let mut config = SessionConfig::new().with_batch_size(SCAN_BATCH_ROWS);
         // The lake's strings are Utf8; view types would make every consumer
@@ -119,14 +123,21 @@ impl Lake {
             .parquet
             .schema_force_view_types = false;
         let ctx = SessionContext::new_with_config(config);
-        if location.starts_with("s3://") {
-            // DataFusion 55.2 is built on object_store 0.13 (not the
-            // workspace's 0.14), so S3 needs a second object_store with its
-            // `aws` stack; left for the next round to keep the build short.
-            return Err(Error::Lake(format!(
-                "{location}: s3:// lakes are not supported by this version of reconcile yet\n\
-                 Help: copy the lake locally (for example `aws s3 sync s3://BUCKET/PREFIX/events DIR/events`) and run reconcile DIR"
-            )));
+        let parsed = Location::parse(location).map_err(Error::Lake)?;
+        if let Location::S3 { bucket, .. } = &parsed {
+            // One store for our listing and footer reads and for DataFusion's
+            // scan of s3://BUCKET/… paths.
+            let store = crate::store::s3_store(bucket).map_err(Error::Lake)?;
+            let url = ObjectStoreUrl::parse(format!("s3://{bucket}"))
+                .map_err(|e| Error::Lake(format!("{location}: {e}")))?;
+            ctx.register_object_store(url.as_ref(), Arc::clone(&store));
+            return Ok(Lake {
+                name: location.to_owned(),
+                store,
+                prefix: parsed.key_prefix(),
+                url_base: format!("s3://{bucket}/"),
+                ctx,
+            });
         }
         let dir = std::path::Path::new(location);
         if !dir.is_dir() {
@@ -147,6 +158,18 @@ impl Lake {
             url_base: format!("{}/", abs.display()),
             ctx,
         })
+    }
+
+    /// [`Lake::open`], then for S3 one listing request, so that a missing
+    /// bucket, refused credentials or an unreachable endpoint is reported as
+    /// such before any work starts.
+    pub async fn connect(location: &str) -> Result<Lake, Error> {
+        let lake = Lake::open(location)?;
+        let parsed = Location::parse(location).map_err(Error::Lake)?;
+        crate::store::probe_s3(lake.store.as_ref(), &parsed)
+            .await
+            .map_err(Error::Lake)?;
+        Ok(lake)
     }
 
     /// Every lake file of `table`, sorted by key, each footer checked.

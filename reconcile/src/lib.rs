@@ -22,6 +22,7 @@ pub mod lake;
 pub mod merge;
 pub mod report;
 pub mod run;
+pub mod store;
 pub mod stream;
 
 pub use checkpoint::{CheckpointError, ProofState};

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use ledger_reconcile::store::Location;
 use ledger_reconcile::{
     reconcile_from, Error, Lake, Options, ProofState, EXIT_ERROR, EXIT_HELD, EXIT_VIOLATED,
 };
@@ -24,11 +25,20 @@ use ledger_reconcile::{
 ///   terminal_convergence I4  no transfer non-terminal past its deadline, no leaked hold
 ///
 /// Exit status: 0 every invariant holds, 1 at least one is violated (the summary names
-/// the rows), 2 no verdict (missing lake, corrupt file — named —, unknown schema or layout).
+/// the rows), 2 no verdict (missing lake, corrupt file — named —, unknown schema or layout,
+/// S3 bucket missing, credentials refused, endpoint unreachable or variables unset).
+///
+/// LAKE is a directory or s3://BUCKET[/PREFIX] on any S3-compatible store (R2 in
+/// production), configured from the environment: AWS_ACCESS_KEY_ID and
+/// AWS_SECRET_ACCESS_KEY (required), AWS_ENDPOINT_URL (R2:
+/// https://<account>.r2.cloudflarestorage.com), AWS_REGION (default auto),
+/// AWS_ALLOW_HTTP=true for a plain-http endpoint. See docs/RECONCILE.md.
 ///
 /// Examples:
 ///   reconcile                                   # the local lake ($LEDGER_LAKE, then .lake)
 ///   reconcile /var/lake --json report.json      # full report for dashboards and alerts
+///   AWS_ENDPOINT_URL=https://<account>.r2.cloudflarestorage.com \
+///   AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… reconcile s3://ledger-lake/prod   # the lake in R2
 ///   reconcile --dangling dangling.json          # the sweeper's list (docs/SWEEPER.md)
 ///   reconcile --checkpoint .lake-checkpoint.json  # nightly: prove only what is new since the last run
 ///   reconcile --checkpoint .lake-checkpoint.json --full   # weekly: re-prove everything, refresh the checkpoint
@@ -36,7 +46,7 @@ use ledger_reconcile::{
 #[derive(Parser, Debug)]
 #[command(name = "reconcile", version, verbatim_doc_comment)]
 struct Cli {
-    /// The lake root directory (the one holding events/).
+    /// The lake root: a directory, or s3://BUCKET[/PREFIX] (the prefix holding events/).
     #[arg(env = "LEDGER_LAKE", default_value = ".lake")]
     lake: String,
     /// Write the full JSON report (format: docs/RECONCILE.md) to FILE.
@@ -101,7 +111,7 @@ fn main() -> ExitCode {
         progress: !cli.quiet,
     };
     let result = rt.block_on(async {
-        let lake = Lake::open(&cli.lake)?;
+        let lake = Lake::connect(&cli.lake).await?;
         let resume = match &cli.checkpoint {
             Some(path) if !cli.full && path.exists() => {
                 Some(ProofState::load(path, &cli.lake).map_err(|e| Error::Lake(e.to_string()))?)
@@ -125,6 +135,14 @@ fn main() -> ExitCode {
     let (report, state) = match result {
         Ok(r) => r,
         Err(e) => {
+            // Name a damaged object by its full s3:// key, the one to move.
+            let e = match (e, Location::parse(&cli.lake)) {
+                (Error::File { key, why }, Ok(loc)) => Error::File {
+                    key: loc.display_key(&key),
+                    why,
+                },
+                (e, _) => e,
+            };
             eprintln!("error: {e}");
             return ExitCode::from(EXIT_ERROR as u8);
         }

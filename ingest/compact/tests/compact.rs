@@ -4,70 +4,34 @@
 //! and a real abort of the CLI) leaves a lake that reads the same and that a
 //! second run converges to the same files as a clean run.
 
-use std::collections::BTreeSet;
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use ledger_compact::{
-    compact_partition, read_table_deduplicated, CompactError, Lake, Options, StopAt,
+use common::{
+    assert_compacted, assert_mid_way, compact_all, golden_lines, ingest_files, small_file_batches,
+    view,
 };
-use ledger_events::decode;
-use ledger_ingest::{ingest, parse_object_key, synth, FileLayer, Message, Row, Table};
-
-fn golden_lines() -> Vec<String> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../edge/events/golden/v1");
-    let mut lines = Vec::new();
-    for name in ["account.jsonl", "transfer.jsonl"] {
-        lines.extend(
-            std::fs::read_to_string(dir.join(name))
-                .unwrap()
-                .lines()
-                .map(str::to_owned),
-        );
-    }
-    lines
-}
+use ledger_compact::{compact_partition, CompactError, Lake, Options, StopAt};
+use ledger_ingest::parse_object_key;
 
 fn ingest_into(lake: &Path, bodies: &[String]) {
-    let ids: Vec<String> = (0..bodies.len()).map(|i| format!("m{i}")).collect();
-    let messages: Vec<Message> = ids
-        .iter()
-        .zip(bodies)
-        .map(|(id, b)| Message {
-            id,
-            body: b.as_bytes(),
-        })
-        .collect();
-    for f in ingest(&messages).unwrap().files {
-        let path = lake.join(&f.key);
+    for (key, bytes) in ingest_files(bodies) {
+        let path = lake.join(&key);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, &f.bytes).unwrap();
+        std::fs::write(path, &bytes).unwrap();
     }
 }
 
-/// A lake of many small ingest files: the golden vectors, a conflicting
-/// version of one event, a partial redelivery, and synthetic events over two
-/// days in batches of 50, each batch delivered twice with an overlap.
+/// A lake of many small ingest files (`common::small_file_batches`).
 fn small_file_lake(name: &str) -> PathBuf {
     let lake = std::env::temp_dir().join(format!("ledger-compact-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&lake);
     std::fs::create_dir_all(&lake).unwrap();
-    let lines = golden_lines();
-    ingest_into(&lake, &lines);
-    let mut forged = decode(lines[1].as_bytes()).unwrap();
-    forged.amount = Some(forged.amount.unwrap() + 1);
-    forged.balance_after = Some(forged.balance_after.unwrap() + 1);
-    ingest_into(&lake, &[forged.seal().to_json(), lines[2].clone()]);
-    ingest_into(&lake, &lines[..6]);
-    let synthetic: Vec<String> = synth::events(1_000, 8, 1_767_225_600_000 + 86_000_000)
-        .iter()
-        .map(|e| e.to_json())
-        .collect();
-    for (i, chunk) in synthetic.chunks(50).enumerate() {
-        ingest_into(&lake, chunk);
-        let start = (i * 50).saturating_sub(10);
-        ingest_into(&lake, &synthetic[start..(i * 50 + 20).min(synthetic.len())]);
+    for batch in small_file_batches() {
+        ingest_into(&lake, &batch);
     }
     lake
 }
@@ -95,36 +59,6 @@ fn files(dir: &Path) -> Vec<String> {
     out
 }
 
-async fn view(lake: &Lake) -> Vec<Vec<Row>> {
-    let mut v = Vec::new();
-    for t in [Table::Account, Table::Transfer] {
-        v.push(read_table_deduplicated(lake, t).await.unwrap());
-    }
-    v
-}
-
-async fn compact_all(lake: &Lake, stop_at: StopAt) -> Vec<ledger_compact::PartitionReport> {
-    let mut reports = Vec::new();
-    for p in lake.partitions(None).await.unwrap() {
-        let r = compact_partition(
-            lake,
-            &p,
-            &Options {
-                dry_run: false,
-                stop_at,
-            },
-        )
-        .await
-        .unwrap();
-        let stopped = r.stopped_early;
-        reports.push(r);
-        if stopped {
-            break;
-        }
-    }
-    reports
-}
-
 #[tokio::test]
 async fn compaction_merges_sorts_and_removes_duplicates_and_keeps_conflicts() {
     let dir = small_file_lake("merge");
@@ -139,37 +73,8 @@ async fn compaction_merges_sorts_and_removes_duplicates_and_keeps_conflicts() {
         "{} files left of {n_before}",
         after_files.len()
     );
-    for f in &after_files {
-        assert_eq!(
-            parse_object_key(f).unwrap().layer,
-            FileLayer::Compacted,
-            "{f}"
-        );
-        let rows = ledger_ingest::read_file(f, std::fs::read(dir.join(f)).unwrap().into()).unwrap();
-        let ids: BTreeSet<_> = rows
-            .iter()
-            .map(|r| (&r.event.event_id, &r.event.hash))
-            .collect();
-        assert_eq!(
-            ids.len(),
-            rows.len(),
-            "{f}: no duplicate within a compacted file"
-        );
-        assert!(rows.windows(2).all(|w| (
-            &w[0].event.stream_key,
-            w[0].event.seq,
-            &w[0].event.hash
-        ) < (
-            &w[1].event.stream_key,
-            w[1].event.seq,
-            &w[1].event.hash
-        )));
-    }
+    assert_compacted(&lake, "events/", &before).await;
     let after = view(&lake).await;
-    assert_eq!(
-        after, before,
-        "readers see exactly the same deduplicated rows"
-    );
     let conflicts: Vec<_> = after[0].iter().filter(|r| r.conflict).collect();
     assert_eq!(
         conflicts.len(),
@@ -197,16 +102,7 @@ async fn a_crash_between_write_and_delete_reads_the_same_and_a_rerun_converges()
         let before = view(&lake).await;
         let reports = compact_all(&lake, stop).await;
         assert!(reports.last().unwrap().stopped_early);
-        let mid = files(&dir);
-        assert!(
-            mid.iter().any(|f| f.contains("/c-")) && mid.iter().any(|f| f.contains("/i-")),
-            "{stop:?}: both layers"
-        );
-        assert_eq!(
-            view(&lake).await,
-            before,
-            "{stop:?}: a reader mid-compaction sees the same rows"
-        );
+        assert_mid_way(&lake, "events/", &before, &format!("{stop:?}")).await;
         compact_all(&lake, StopAt::Never).await;
         compact_all(&lake, StopAt::Never).await;
         assert_eq!(

@@ -1,0 +1,130 @@
+//! `ledger-compact --lake s3://BUCKET/PREFIX` against a real S3-compatible
+//! endpoint (moto's server, the stand-in for R2's S3 API; see
+//! tests/support/s3_server.rs), configured from the environment as in
+//! production. The assertions are the local tests' (tests/common).
+
+#[path = "../../../tests/support/s3_server.rs"]
+mod s3_server;
+
+mod common;
+
+use std::process::Command;
+use std::sync::Arc;
+
+use common::{assert_compacted, assert_mid_way, ingest_into_store, keys, small_file_batches, view};
+use ledger_compact::Lake;
+use object_store::aws::AmazonS3Builder;
+use object_store::prefix::PrefixStore;
+use s3_server::{with_env, S3Server};
+
+const BUCKET: &str = "ledger-lake";
+const PREFIX: &str = "prod/v1";
+
+/// The test's own view of the lake, configured explicitly (not from the
+/// environment the CLI reads).
+fn lake(server: &S3Server) -> Lake {
+    let s3 = AmazonS3Builder::new()
+        .with_endpoint(server.endpoint())
+        .with_allow_http(true)
+        .with_region("auto")
+        .with_access_key_id(s3_server::ACCESS_KEY)
+        .with_secret_access_key(s3_server::SECRET_KEY)
+        .with_bucket_name(BUCKET)
+        .build()
+        .unwrap();
+    Lake::from_store(
+        Arc::new(PrefixStore::new(s3, PREFIX)),
+        &format!("s3://{BUCKET}/{PREFIX}"),
+    )
+}
+
+fn cli(args: &[&str], env: &[(String, String)]) -> (i32, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ledger-compact"));
+    cmd.args(args).env_remove("LEDGER_LAKE");
+    with_env(&mut cmd, env);
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn compaction_on_s3_keeps_every_event_once_and_readers_mid_way_see_the_same() {
+    let server = S3Server::start();
+    server.create_bucket(BUCKET);
+    let lake = lake(&server);
+    for batch in small_file_batches() {
+        ingest_into_store(&lake, &batch).await;
+    }
+    // One partition of many small ingest files; the others must stay as they are.
+    let partition = "events/account/date=2026-01-01/";
+    let all_before = keys(&lake).await;
+    let inputs: Vec<&String> = all_before
+        .iter()
+        .filter(|k| k.starts_with(partition))
+        .collect();
+    assert!(inputs.len() > 5, "{all_before:?}");
+    let others: Vec<&String> = all_before
+        .iter()
+        .filter(|k| !k.starts_with(partition))
+        .collect();
+    assert!(!others.is_empty());
+    let before = view(&lake).await;
+    let url = format!("s3://{BUCKET}/{PREFIX}");
+    let select = ["--lake", &url, "--table", "account", "--date", "2026-01-01"];
+
+    // A crash after the outputs are written: both layers present, readers
+    // still see every event once.
+    let mut crash_env = server.env();
+    crash_env.push(("LEDGER_COMPACT_CRASH".into(), "after-write".into()));
+    let (code, stderr) = cli(&select, &crash_env);
+    assert_ne!(code, 0, "{stderr}");
+    assert!(stderr.contains("aborting now"), "{stderr}");
+    assert_mid_way(&lake, partition, &before, "s3 after-write").await;
+
+    // The re-run finishes: the inputs are gone, the outputs hold each event once.
+    let (code, stderr) = cli(&select, &server.env());
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("inputs deleted"), "{stderr}");
+    let after = keys(&lake).await;
+    for i in &inputs {
+        assert!(!after.contains(i), "{i} deleted");
+    }
+    assert_compacted(&lake, partition, &before).await;
+    let untouched: Vec<&String> = after.iter().filter(|k| !k.starts_with(partition)).collect();
+    assert_eq!(untouched, others, "the other partitions are untouched");
+
+    // Again: nothing to do.
+    let (code, stderr) = cli(&select, &server.env());
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("already compact"), "{stderr}");
+}
+
+#[test]
+fn s3_configuration_errors_are_exit_2() {
+    let server = S3Server::start();
+    server.create_bucket(BUCKET);
+    let (code, stderr) = cli(&["--lake", "s3://no-such-bucket/x"], &server.env());
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("NoSuchBucket"), "{stderr}");
+
+    let (code, stderr) = cli(&["--lake", &format!("s3://{BUCKET}/x")], &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY not set"),
+        "{stderr}"
+    );
+
+    let mut env = server.env();
+    env[0].1 = format!("http://127.0.0.1:{}", s3_server::free_port());
+    let started = std::time::Instant::now();
+    let (code, stderr) = cli(&["--lake", &format!("s3://{BUCKET}/x")], &env);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(40),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(stderr.contains("list events failed"), "{stderr}");
+}

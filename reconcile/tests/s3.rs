@@ -1,0 +1,380 @@
+//! `reconcile s3://BUCKET/PREFIX` against a real S3-compatible endpoint
+//! (moto's server, the stand-in for R2's S3 API; see
+//! tests/support/s3_server.rs): a lake uploaded under a prefix gets the same
+//! verdict and the same findings as the same lake read from a directory, and
+//! every S3 failure is exit 2 with a message that says which one.
+
+#[path = "../../tests/support/s3_server.rs"]
+mod s3_server;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ledger_reconcile::corrupt::{copy_lake, inject, Class};
+use ledger_reconcile::gen::{generate_lake, GenConfig, GEN_START_MS};
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use s3_server::{with_env, S3Server};
+
+/// Deadlines are judged a year after the generated history.
+const NOW_MS: i64 = GEN_START_MS + 365 * 86_400_000;
+const BUCKET: &str = "ledger-lake";
+
+fn config() -> GenConfig {
+    GenConfig {
+        seed: 7,
+        accounts: 12,
+        operations: 300,
+        batches: 3,
+        duplicates: 8,
+        step_ms: ledger_reconcile::gen::GEN_STEP_MS,
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The test's own client of the bucket (configured explicitly, not from
+/// the environment, so it cannot mask what the binary reads).
+fn bucket_store(server: &S3Server) -> Arc<dyn ObjectStore> {
+    Arc::new(
+        AmazonS3Builder::new()
+            .with_endpoint(server.endpoint())
+            .with_allow_http(true)
+            .with_region("auto")
+            .with_access_key_id(s3_server::ACCESS_KEY)
+            .with_secret_access_key(s3_server::SECRET_KEY)
+            .with_bucket_name(BUCKET)
+            .build()
+            .unwrap(),
+    )
+}
+
+/// Every file under `dir` (relative keys), sorted.
+fn local_keys(dir: &Path) -> Vec<String> {
+    fn walk(root: &Path, d: &Path, keys: &mut Vec<String>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(root, &p, keys);
+            } else {
+                keys.push(p.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut keys = Vec::new();
+    walk(dir, dir, &mut keys);
+    keys.sort();
+    keys
+}
+
+/// Puts every file of the local lake `dir` under `prefix/` and checks
+/// that the bucket holds exactly those bytes.
+fn upload(store: &Arc<dyn ObjectStore>, dir: &Path, prefix: &str) -> Vec<String> {
+    let keys = local_keys(dir);
+    assert!(keys.len() > 3, "{keys:?}");
+    runtime().block_on(async {
+        for k in &keys {
+            let bytes = std::fs::read(dir.join(k)).unwrap();
+            let path = ObjectPath::from(format!("{prefix}/{k}"));
+            store
+                .put(&path, PutPayload::from(bytes.clone()))
+                .await
+                .unwrap();
+            let back = store.get(&path).await.unwrap().bytes().await.unwrap();
+            assert_eq!(back.len(), bytes.len(), "{k}: uploaded whole");
+        }
+    });
+    keys
+}
+
+fn put(store: &Arc<dyn ObjectStore>, key: &str, bytes: Vec<u8>) {
+    runtime().block_on(async {
+        store
+            .put(&ObjectPath::from(key), PutPayload::from(bytes))
+            .await
+            .unwrap();
+    });
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    /// The JSON report, when one was written.
+    report: Option<serde_json::Value>,
+    elapsed: Duration,
+}
+
+/// The binary under test: Cargo's build of it, or `RECONCILE_BIN` (another
+/// build, for example a release one, or a copy kept away from a target
+/// directory other checkouts build into).
+fn reconcile_bin() -> std::path::PathBuf {
+    std::env::var_os("RECONCILE_BIN")
+        .map(Into::into)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_reconcile").into())
+}
+
+/// Runs the `reconcile` binary on `lake` with exactly `env` for AWS_*.
+fn reconcile(lake: &str, env: &[(String, String)]) -> Run {
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let mut cmd = Command::new(reconcile_bin());
+    cmd.args([lake, "--quiet", "--now-ms", &NOW_MS.to_string(), "--json"])
+        .arg(json.path())
+        .env_remove("LEDGER_LAKE");
+    with_env(&mut cmd, env);
+    let started = Instant::now();
+    let out = cmd.output().unwrap();
+    let elapsed = started.elapsed();
+    let text = std::fs::read_to_string(json.path()).unwrap_or_default();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        report: (!text.is_empty()).then(|| serde_json::from_str(&text).unwrap()),
+        elapsed,
+    }
+}
+
+/// The report without what differs by nature between two runs (the lake's
+/// name and the elapsed time): verdict, stats, every check and finding.
+fn verdict(r: &Run) -> serde_json::Value {
+    let mut j = r
+        .report
+        .clone()
+        .unwrap_or_else(|| panic!("no report: {}\n{}", r.stdout, r.stderr));
+    let o = j.as_object_mut().unwrap();
+    o.remove("lake");
+    o.remove("elapsed_ms");
+    j
+}
+
+/// The summary on stdout after its first line (which names the lake and
+/// the elapsed time): one line per check, then the verdict.
+fn summary_checks(r: &Run, lake: &str) -> String {
+    let (first, rest) = r.stdout.split_once('\n').unwrap_or((&r.stdout, ""));
+    assert!(first.contains(lake), "{first}");
+    rest.to_owned()
+}
+
+fn assert_same_as_local(dir: &Path, s3_lake: &str, server: &S3Server, expected_code: i32) {
+    let local = reconcile(dir.to_str().unwrap(), &[]);
+    assert_eq!(
+        local.code, expected_code,
+        "{}\n{}",
+        local.stdout, local.stderr
+    );
+    let remote = reconcile(s3_lake, &server.env());
+    assert_eq!(
+        remote.code, expected_code,
+        "{s3_lake}: {}\n{}",
+        remote.stdout, remote.stderr
+    );
+    assert_eq!(verdict(&remote), verdict(&local), "{s3_lake}");
+    assert_eq!(remote.report.as_ref().unwrap()["lake"], s3_lake);
+    assert_eq!(
+        summary_checks(&remote, s3_lake),
+        summary_checks(&local, dir.to_str().unwrap())
+    );
+}
+
+#[test]
+fn an_s3_lake_gets_the_same_verdict_and_findings_as_the_same_lake_on_disk() {
+    let server = S3Server::start();
+    server.create_bucket(BUCKET);
+    let store = bucket_store(&server);
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    generate_lake(&config(), &clean).unwrap();
+
+    upload(&store, &clean, "nightly/clean");
+    assert_same_as_local(&clean, &format!("s3://{BUCKET}/nightly/clean"), &server, 0);
+    let r = reconcile(&format!("s3://{BUCKET}/nightly/clean"), &server.env());
+    let files = r.report.as_ref().unwrap()["files"].as_u64().unwrap();
+    assert_eq!(
+        files as usize,
+        local_keys(&clean).len(),
+        "every object read"
+    );
+
+    // Corrupted lakes: the same findings, row for row.
+    for class in [
+        Class::Tamper,
+        Class::Conflict,
+        Class::Overdraft,
+        Class::Dangling,
+    ] {
+        let dir = tmp.path().join(format!("{class:?}"));
+        copy_lake(&clean, &dir).unwrap();
+        let injected = inject(&dir, class, NOW_MS).unwrap();
+        assert!(!injected.expected.is_empty());
+        let prefix = format!("nightly/{class:?}").to_lowercase();
+        upload(&store, &dir, &prefix);
+        let lake = format!("s3://{BUCKET}/{prefix}");
+        assert_same_as_local(&dir, &lake, &server, 1);
+        let r = reconcile(&lake, &server.env());
+        let findings: usize = r.report.as_ref().unwrap()["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["findings"].as_array().unwrap().len())
+            .sum();
+        assert_eq!(findings, injected.expected.len(), "{class:?}");
+    }
+
+    // The whole bucket as the lake (no prefix): the clean lake at the root.
+    let root = tmp.path().join("root");
+    copy_lake(&clean, &root).unwrap();
+    let server2 = S3Server::start();
+    server2.create_bucket(BUCKET);
+    upload(&bucket_store(&server2), &root, "");
+    assert_same_as_local(&root, &format!("s3://{BUCKET}"), &server2, 0);
+}
+
+#[test]
+fn a_damaged_object_is_exit_2_naming_its_s3_key() {
+    let server = S3Server::start();
+    server.create_bucket(BUCKET);
+    let store = bucket_store(&server);
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    generate_lake(&config(), &clean).unwrap();
+    let keys = upload(&store, &clean, "lake");
+    let victim = keys
+        .iter()
+        .find(|k| k.starts_with("events/transfer/"))
+        .unwrap();
+    let full = format!("s3://{BUCKET}/lake/{victim}");
+
+    // Truncated (a crashed copy): the footer is gone.
+    let bytes = std::fs::read(clean.join(victim)).unwrap();
+    put(
+        &store,
+        &format!("lake/{victim}"),
+        bytes[..bytes.len() / 2].to_vec(),
+    );
+    let r = reconcile(&format!("s3://{BUCKET}/lake"), &server.env());
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains(&full), "names {full}: {}", r.stderr);
+    assert!(r.stderr.contains("Help:"), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "no verdict: {}", r.stdout);
+    assert!(r.report.is_none());
+
+    // Not Parquet at all.
+    put(
+        &store,
+        &format!("lake/{victim}"),
+        b"not parquet, just bytes".to_vec(),
+    );
+    let r = reconcile(&format!("s3://{BUCKET}/lake/"), &server.env());
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains(&full), "names {full}: {}", r.stderr);
+    assert!(r.stderr.contains("not a Parquet file"), "{}", r.stderr);
+
+    // Restored, plus a key that is not a lake file (a temporary upload): ignored.
+    put(&store, &format!("lake/{victim}"), bytes);
+    put(
+        &store,
+        "lake/events/account/date=2026-01-01/.tmp-upload",
+        b"partial".to_vec(),
+    );
+    let r = reconcile(&format!("s3://{BUCKET}/lake"), &server.env());
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+}
+
+#[test]
+fn s3_failures_are_exit_2_saying_which() {
+    let server = S3Server::start();
+    server.create_bucket(BUCKET);
+
+    // A bucket that does not exist.
+    let r = reconcile("s3://no-such-bucket/lake", &server.env());
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("s3://no-such-bucket: the bucket does not exist"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.is_empty());
+
+    // A prefix that holds no lake: no verdict either.
+    let r = reconcile(&format!("s3://{BUCKET}/empty"), &server.env());
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("no lake files"), "{}", r.stderr);
+
+    // Credentials not set: named, and no request is made.
+    let without_secret: Vec<_> = server
+        .env()
+        .into_iter()
+        .filter(|(k, _)| k != "AWS_SECRET_ACCESS_KEY")
+        .collect();
+    let r = reconcile(&format!("s3://{BUCKET}/lake"), &without_secret);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("AWS_SECRET_ACCESS_KEY not set") && r.stderr.contains("Help:"),
+        "{}",
+        r.stderr
+    );
+    let r = reconcile(&format!("s3://{BUCKET}/lake"), &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY not set"),
+        "{}",
+        r.stderr
+    );
+
+    // Not a bucket URL at all.
+    for (lake, says) in [
+        ("s3://", "names no bucket"),
+        ("s3://Not_A_Bucket/x", "is not a bucket name"),
+        ("gs://lake/x", "gs:// lakes are not supported"),
+    ] {
+        let r = reconcile(lake, &server.env());
+        assert_eq!(r.code, 2, "{lake}: {}", r.stderr);
+        assert!(r.stderr.contains(says), "{lake}: {}", r.stderr);
+    }
+
+    // Credentials the endpoint does not know (a server that authenticates).
+    let strict = S3Server::start_authenticating();
+    let r = reconcile(&format!("s3://{BUCKET}/lake"), &strict.env());
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("the credentials were refused")
+            && r.stderr.contains("InvalidAccessKeyId"),
+        "{}",
+        r.stderr
+    );
+
+    // An endpoint nobody listens on: a bounded wait, then a clear error.
+    let closed = s3_server::free_port();
+    let mut env = server.env();
+    env[0].1 = format!("http://127.0.0.1:{closed}");
+    let r = reconcile(&format!("s3://{BUCKET}/lake"), &env);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("http://127.0.0.1:{closed} is unreachable")),
+        "{}",
+        r.stderr
+    );
+    assert!(r.elapsed < Duration::from_secs(40), "{:?}", r.elapsed);
+
+    // A plain-http endpoint without AWS_ALLOW_HTTP is refused, not hung on.
+    let no_http: Vec<_> = server
+        .env()
+        .into_iter()
+        .filter(|(k, _)| k != "AWS_ALLOW_HTTP")
+        .collect();
+    let r = reconcile(&format!("s3://{BUCKET}/lake"), &no_http);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("AWS_ALLOW_HTTP"), "{}", r.stderr);
+}

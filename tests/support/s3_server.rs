@@ -1,0 +1,203 @@
+//! A real S3-compatible endpoint for tests: moto's server mode (PyPI
+//! `moto[server]`, pinned and installed by `scripts/install-s3-server.sh`),
+//! the stand-in for R2's S3 API. Each [`S3Server`] is its own process on a
+//! free loopback port, killed when dropped. Std only, so every test crate can
+//! include it with `#[path]`.
+//!
+//! Nothing is skipped: if the server cannot be installed or does not start,
+//! the test fails saying why.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Access key the tests use (moto accepts any unless authentication is on).
+pub const ACCESS_KEY: &str = "ledgertestkey";
+pub const SECRET_KEY: &str = "ledgertestsecret";
+
+/// How long the server may take to accept connections.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn repo() -> PathBuf {
+    // Both including crates sit at depth 1 or 2; walk up to the workspace root.
+    let mut dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    while !dir.join("scripts/install-s3-server.sh").exists() {
+        assert!(
+            dir.pop(),
+            "scripts/install-s3-server.sh not found above the crate"
+        );
+    }
+    dir
+}
+
+fn python() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned())
+}
+
+/// Runs the idempotent install script once per test process.
+fn install() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let script = repo().join("scripts/install-s3-server.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+        assert!(
+            out.status.success(),
+            "{} failed, so the S3 tests cannot run (they need moto's server from PyPI):\n{}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+}
+
+/// A free loopback port: bound by the OS, released for the server.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+pub struct S3Server {
+    child: Child,
+    pub port: u16,
+    /// The server's stderr (its request log), kept in a file: a pipe nobody
+    /// drains would stall the server once full.
+    log: PathBuf,
+}
+
+impl S3Server {
+    /// A server with moto's defaults (no authentication: any key is accepted).
+    pub fn start() -> S3Server {
+        S3Server::start_with(&[])
+    }
+
+    /// A server that authenticates every request: an access key it does
+    /// not know is refused with `InvalidAccessKeyId`, as R2 refuses one.
+    pub fn start_authenticating() -> S3Server {
+        S3Server::start_with(&[("INITIAL_NO_AUTH_ACTION_COUNT", "0")])
+    }
+
+    fn start_with(env: &[(&str, &str)]) -> S3Server {
+        install();
+        // The port is free when chosen but may be taken before moto binds
+        // it: a server that exits at once is started again on another port.
+        let mut failures = Vec::new();
+        for _ in 0..3 {
+            let port = free_port();
+            let log =
+                std::env::temp_dir().join(format!("ledger-moto-{}-{port}.log", std::process::id()));
+            let log_file = std::fs::File::create(&log).expect("create the moto log file");
+            let mut cmd = Command::new(python());
+            cmd.args([
+                "-m",
+                "moto.server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file);
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            let child = cmd
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {} -m moto.server: {e}", python()));
+            let mut server = S3Server { child, port, log };
+            match server.wait_until_accepting() {
+                Ok(()) => return server,
+                Err(why) => failures.push(why),
+            }
+        }
+        panic!("the moto server did not start:\n{}", failures.join("\n"));
+    }
+
+    /// Polls the port until the server accepts a connection; the server's
+    /// log if it exits first.
+    fn wait_until_accepting(&mut self) -> Result<(), String> {
+        let started = Instant::now();
+        loop {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return Ok(());
+            }
+            if let Some(status) = self.child.try_wait().expect("poll the moto server") {
+                let err = std::fs::read_to_string(&self.log).unwrap_or_default();
+                return Err(format!(
+                    "moto server exited ({status}) before accepting on 127.0.0.1:{}:\n{err}",
+                    self.port
+                ));
+            }
+            assert!(
+                started.elapsed() < START_TIMEOUT,
+                "moto server not accepting on 127.0.0.1:{} after {START_TIMEOUT:?}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The environment a process needs to reach this server, as
+    /// `AmazonS3Builder::from_env` reads it (region left to the default).
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL".into(), self.endpoint()),
+            ("AWS_ACCESS_KEY_ID".into(), ACCESS_KEY.into()),
+            ("AWS_SECRET_ACCESS_KEY".into(), SECRET_KEY.into()),
+            ("AWS_ALLOW_HTTP".into(), "true".into()),
+        ]
+    }
+
+    /// Creates a bucket (object_store has no call for it): one plain
+    /// `PUT /bucket`, which moto accepts unsigned.
+    pub fn create_bucket(&self, bucket: &str) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to moto");
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(
+            s,
+            "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            self.port
+        )
+        .unwrap();
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).expect("moto's reply");
+        assert!(
+            reply.starts_with("HTTP/1.1 200") || reply.starts_with("HTTP/1.0 200"),
+            "create bucket {bucket}: {reply}"
+        );
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// `cmd` with every `AWS_*` variable of the test's own environment removed
+/// and `env` set: the child sees only what the test means it to.
+pub fn with_env<'a>(cmd: &'a mut Command, env: &[(String, String)]) -> &'a mut Command {
+    for (k, _) in std::env::vars() {
+        if k.starts_with("AWS_") {
+            cmd.env_remove(k);
+        }
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
