@@ -15,7 +15,8 @@
 #
 # Env:
 #   EVENTS           target lake size in events (default 10000000)
-#   LAKE_DIR         lake cache (default /var/tmp/bench-lake-$EVENTS; generated once, reused)
+#   LAKE_DIR         lake cache (default /var/tmp/bench-lake-$EVENTS-${DAYS}d-$LAYOUT; generated
+#                    once, reused)
 #   CARGO_TARGET_DIR release target dir (default /var/tmp/ledger-target-release)
 #   SKIP_BUILD=1     use the binaries already in $CARGO_TARGET_DIR/release
 #   REPEAT           runs per measurement, the fastest is reported (default 1)
@@ -23,12 +24,18 @@
 #   INCREMENTAL_ARGS arguments of the incremental run (default: --checkpoint FILE)
 #   RESULTS          also append the table (markdown) to this file
 #   DUCKDB_MEMORY_LIMIT  DuckDB's memory_limit for checks.sql (default: DuckDB's own, 80 % of RAM)
+#   DAYS             days the generated history spans (default 30: ~EVENTS/30 events a day, one
+#                    date partition each); DAYS=0 keeps the generator's own step (97 s: a few
+#                    thousand events a day, i.e. thousands of small partitions)
+#   LAYOUT           compacted (default: every partition through ledger-compact, as the nightly
+#                    flow leaves it) or ingested (the consumer's files as they landed)
 #
 # Peak RSS: GNU time's maximum resident set size (the Debian `time` package, installed if
 # missing), of the whole process tree's largest process. DuckDB runs inside python3 (+~30 MB).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 EVENTS="${EVENTS:-10000000}"
+LAKE_DIR_SET="${LAKE_DIR:-}"
 LAKE_DIR="${LAKE_DIR:-/var/tmp/bench-lake-$EVENTS}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/ledger-target-release}"
 BIN="$CARGO_TARGET_DIR/release"
@@ -47,9 +54,9 @@ fi
 bash "$ROOT/scripts/install-lake-readers.sh"
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   log "cargo build --release -p ledger-reconcile --bins (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
-  (cd "$ROOT" && nice -n 10 cargo build --release -q -p ledger-reconcile --bins)
+  (cd "$ROOT" && nice -n 10 cargo build --release -q -p ledger-reconcile -p ledger-compact --bins)
 fi
-for b in reconcile reconcile-testdata; do
+for b in reconcile reconcile-testdata ledger-compact; do
   [ -x "$BIN/$b" ] || { log "$BIN/$b missing (release build)"; exit 2; }
 done
 W="$(mktemp -d "${TMPDIR:-/tmp}/bench-reconcile.XXXXXX")"
@@ -61,11 +68,17 @@ trap 'rm -rf "$W"' EXIT
 # events, plus one stream per transfer), 0.1 % plain duplicates (a partial redelivery), and
 # queue batches of 10,000 messages (the ingest maximum), which cut every UTC day (~890
 # operations at the generator's 97 s step) into one or two `i-` files per table.
+DAYS="${DAYS:-30}"
+LAYOUT="${LAYOUT:-compacted}"
 OPS=$(( EVENTS / 3 ))
 ACCOUNTS=$(( EVENTS / 5000 < 20 ? 20 : EVENTS / 5000 ))
 BATCHES=$(( (EVENTS + 9999) / 10000 ))
 DUPS=$(( EVENTS / 1000 ))
 GEN_ARGS=(--seed 1 --accounts "$ACCOUNTS" --operations "$OPS" --batches "$BATCHES" --duplicates "$DUPS")
+if [ "$DAYS" != 0 ]; then
+  GEN_ARGS+=(--step-ms $(( DAYS * 86400000 / OPS > 0 ? DAYS * 86400000 / OPS : 1 )))
+fi
+[ "${LAKE_DIR_SET:-}" ] || LAKE_DIR="$LAKE_DIR-${DAYS}d-$LAYOUT"
 if [ -f "$LAKE_DIR/.bench-generated" ]; then
   log "reusing $LAKE_DIR ($(head -1 "$LAKE_DIR/.bench-generated"))"
 else
@@ -82,8 +95,15 @@ else
   rm -rf "$tmp"
   /usr/bin/time -f '%e %M' -o "$W/gen.time" nice -n 10 "$BIN/reconcile-testdata" generate "$tmp" "${GEN_ARGS[@]}" >"$W/gen.out"
   read -r gen_s gen_kb <"$W/gen.time"
+  compacted=""
+  if [ "$LAYOUT" = compacted ]; then
+    log "compacting every partition: ledger-compact --lake $tmp"
+    /usr/bin/time -f '%e %M' -o "$W/compact.time" nice -n 10 "$BIN/ledger-compact" --lake "$tmp" >"$W/compact.out" 2>"$W/compact.err"
+    read -r c_s c_kb <"$W/compact.time"
+    compacted=", compacted in ${c_s} s (peak RSS $((c_kb / 1024)) MB)"
+  fi
   {
-    echo "generated in ${gen_s} s, peak RSS $((gen_kb / 1024)) MB: reconcile-testdata generate DIR ${GEN_ARGS[*]}"
+    echo "generated in ${gen_s} s, peak RSS $((gen_kb / 1024)) MB${compacted}: reconcile-testdata generate DIR ${GEN_ARGS[*]}"
     cat "$W/gen.out"
   } >"$tmp/.bench-generated"
   mv "$tmp" "$LAKE_DIR"
@@ -133,12 +153,24 @@ if has full; then
 fi
 if has incr; then
   if "$BIN/reconcile" --help | grep -q -- '--checkpoint'; then
+    # The nightly run: a checkpoint of the lake without its last day (a hard-linked copy with
+    # that day's partition moved aside; not timed), then the day lands and the timed run
+    # resumes from the checkpoint: it reads the new day only.
     ck="$W/checkpoint"
+    inc_lake="$W/inc-lake"
+    cp -al "$LAKE_DIR" "$inc_lake"
+    last_day=$(find "$inc_lake/events" -mindepth 2 -maxdepth 2 -type d -name 'date=*' -printf '%f\n' | sort | tail -1)
+    mkdir -p "$W/held"
+    for t in "$inc_lake"/events/*/; do
+      [ -d "$t$last_day" ] && mv "$t$last_day" "$W/held/$(basename "$t")"
+    done
     read -r -a incr_args <<<"${INCREMENTAL_ARGS:---checkpoint $ck}"
-    # First run establishes the checkpoint (not timed); the timed run has no new events since it.
-    nice -n 10 "$BIN/reconcile" "$LAKE_DIR" --now-ms "$NOW_MS" --quiet "${incr_args[@]}" >/dev/null || true
-    measure incr 0 "$BIN/reconcile" "$LAKE_DIR" --now-ms "$NOW_MS" "${incr_args[@]}"
-    NOTE[incr]="${NOTE[incr]:-no new events since the checkpoint}"
+    nice -n 10 "$BIN/reconcile" "$inc_lake" --now-ms "$NOW_MS" --quiet "${incr_args[@]}" >/dev/null || true
+    for t in "$W"/held/*; do mv "$t" "$inc_lake/events/$(basename "$t")/$last_day"; done
+    held_rows=$(find "$inc_lake/events" -path "*/$last_day/*.parquet" | wc -l)
+    measure incr 0 "$BIN/reconcile" "$inc_lake" --now-ms "$NOW_MS" "${incr_args[@]}"
+    NOTE[incr]="${NOTE[incr]:-resumed from a checkpoint without $last_day ($held_rows new files); checkpoint $(du -h "$ck" | cut -f1)}"
+    sed 's/^/  incr: /' "$W/incr.err" >&2
   else
     NOTE[incr]="skipped: no checkpoint support"
     log "incremental: skipped: no checkpoint support (reconcile --help shows no --checkpoint)"
