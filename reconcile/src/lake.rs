@@ -44,6 +44,11 @@ const MERGE_BATCH_ROWS_MIN: usize = 256;
 /// length field must not make us allocate gigabytes.
 const FOOTER_BYTES_MAX: u64 = 64 * 1024 * 1024;
 
+/// Timing lines for the merge on stderr (`RECONCILE_TRACE=1`).
+fn progress_enabled() -> bool {
+    std::env::var_os("RECONCILE_TRACE").is_some_and(|v| v == "1")
+}
+
 /// Why a run could not reach a verdict. Each maps to exit code 2.
 #[derive(Debug)]
 pub enum Error {
@@ -100,6 +105,9 @@ pub struct LakeFileInfo {
     /// The store's version tag (S3: the ETag; local: derived from inode,
     /// size and mtime): a file rewritten in place gets a new one.
     pub e_tag: Option<String>,
+    /// The file's column names, in order: files with the same columns share
+    /// one inferred Arrow schema during a scan.
+    pub columns: String,
 }
 
 impl LakeFileInfo {
@@ -188,13 +196,14 @@ impl Lake {
             if parse_object_key(&key).is_none() {
                 continue;
             }
-            let rows = self.check_footer(&m.location, &key, m.size).await?;
+            let (rows, columns) = self.check_footer(&m.location, &key, m.size).await?;
             files.push(LakeFileInfo {
                 key,
                 table,
                 bytes: m.size,
                 rows,
                 e_tag: m.e_tag.clone(),
+                columns,
             });
         }
         files.sort_by(|a, b| a.key.cmp(&b.key));
@@ -203,7 +212,7 @@ impl Lake {
 
     /// Reads and decodes the footer: a truncated or foreign file, or one of
     /// another layout, is named here before any row is read.
-    async fn check_footer(&self, loc: &Path, key: &str, size: u64) -> Result<i64, Error> {
+    async fn check_footer(&self, loc: &Path, key: &str, size: u64) -> Result<(i64, String), Error> {
         let file_err = |why: String| Error::File {
             key: key.to_owned(),
             why,
@@ -242,7 +251,15 @@ impl Lake {
             .and_then(|kv| kv.iter().find(|kv| kv.key == LAYOUT_METADATA_KEY))
             .and_then(|kv| kv.value.clone());
         match layout.as_deref() {
-            Some(LAKE_LAYOUT_VERSION) => Ok(fm.num_rows()),
+            Some(LAKE_LAYOUT_VERSION) => {
+                let columns: Vec<&str> = fm
+                    .schema_descr()
+                    .columns()
+                    .iter()
+                    .map(|c| c.name())
+                    .collect();
+                Ok((fm.num_rows(), columns.join(",")))
+            }
             Some(other) => Err(file_err(format!(
                 "written in lake layout {other:?}; this reconciler knows {LAKE_LAYOUT_VERSION:?}\n\
                  Help: upgrade reconcile"
@@ -291,6 +308,11 @@ impl Lake {
         options.execution.target_partitions = 1;
         options.optimizer.repartition_file_scans = false;
         let ctx = SessionContext::new_with_state(state);
+        let started = std::time::Instant::now();
+        // Inferring a schema reads the footer again: once per distinct
+        // column list (one in a lake-v1 lake), not once per file.
+        let mut schemas: std::collections::HashMap<&str, datafusion::arrow::datatypes::Schema> =
+            Default::default();
         let mut cursors = Vec::with_capacity(files.len());
         for f in files {
             let path = format!("{}{}{}", self.url_base, self.prefix, f.key);
@@ -298,10 +320,16 @@ impl Lake {
                 key: f.key.clone(),
                 why: format!("not readable as Parquet: {e}"),
             };
-            let mut df = ctx
-                .read_parquet(path, ParquetReadOptions::default())
-                .await
-                .map_err(file_err)?;
+            let schema = schemas.get(f.columns.as_str());
+            let known = schema.is_some();
+            let read = ParquetReadOptions {
+                schema,
+                ..Default::default()
+            };
+            let mut df = ctx.read_parquet(path, read).await.map_err(file_err)?;
+            if !known {
+                schemas.insert(f.columns.as_str(), df.schema().as_arrow().clone());
+            }
             if let Some(keys) = keys {
                 let list = keys.iter().map(|k| lit(k.as_str())).collect();
                 df = df
@@ -315,6 +343,13 @@ impl Lake {
                 .await
                 .map_err(file_err)?;
             cursors.push(Cursor::open(f.key.clone(), stream).await?);
+        }
+        if progress_enabled() {
+            eprintln!(
+                "reconcile: opened {} files for the merge in {:.1} s ({batch_rows}-row batches)",
+                files.len(),
+                started.elapsed().as_secs_f64()
+            );
         }
         merge(cursors, SCAN_BATCH_ROWS, &mut visit).await
     }
