@@ -18,6 +18,7 @@ pub mod facts;
 pub mod finding;
 pub mod gen;
 pub mod lake;
+pub mod output;
 pub mod report;
 pub mod run;
 pub mod stream;
