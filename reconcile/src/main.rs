@@ -65,11 +65,13 @@ struct Cli {
     #[arg(long, value_name = "FILE")]
     metrics: Option<PathBuf>,
     /// POST a JSON alert to URL when a violation appears that the last run did not
-    /// have; 3 attempts, then exit 2. Needs --alert-state.
+    /// have; 3 attempts, then exit 2. Needs --alert-state. Prefer the variable to
+    /// the flag when the URL carries a token (flags show in process lists).
     #[arg(
         long,
         value_name = "URL",
         env = "LEDGER_ALERT_WEBHOOK",
+        hide_env_values = true,
         requires = "alert_state"
     )]
     alert_webhook: Option<String>,

@@ -639,6 +639,47 @@ fn the_alert_webhook_posts_only_new_violations_and_advances_after_delivery() {
     let body: serde_json::Value = serde_json::from_str(&reqs[0].body).unwrap();
     assert_eq!(body_ids(&body), newer);
 
+    // Everything resolved (the same lake path, now clean): nothing posted,
+    // the state emptied; when the violations come back they alert again.
+    let bad = tmp.path().join("bad-aside");
+    std::fs::rename(&dir, &bad).unwrap();
+    copy_lake(&tmp.path().join("clean"), &dir).unwrap();
+    let r = alert(&[]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(server.take().is_empty());
+    assert!(
+        r.stderr.contains(&format!(
+            "nothing new to send (0 violation(s) already alerted, {} resolved)",
+            ids(&third).len()
+        )),
+        "{}",
+        r.stderr
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::rename(&bad, &dir).unwrap();
+    let r = alert(&[]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let reqs = server.take();
+    assert_eq!(reqs.len(), 1);
+    let body: serde_json::Value = serde_json::from_str(&reqs[0].body).unwrap();
+    assert_eq!(body_ids(&body), ids(&third));
+
+    // One state file per lake: another lake's state is refused, not reused.
+    let other = tmp.path().join("clean");
+    let r = run_bin(
+        &[
+            s(&other),
+            "--alert-webhook",
+            &hook,
+            "--alert-state",
+            s(&state),
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("belongs to the lake"), "{}", r.stderr);
+    assert!(server.take().is_empty());
+
     // --alert-webhook without --alert-state is a usage error.
     let r = run_bin(&[s(&dir), "--alert-webhook", &hook], &[]);
     assert_eq!(r.code, 2, "{}", r.stderr);
@@ -650,12 +691,10 @@ fn the_alert_webhook_posts_only_new_violations_and_advances_after_delivery() {
 /// lake has `n` dangling transfers (most overdue: `sweep-000`).
 fn add_dangling(dir: &Path, n: usize) -> Vec<String> {
     // Source, destination and currency from a real transfer of the lake.
-    let mut key = None;
-    for e in walkdir(&dir.join("events/transfer")) {
-        key = Some(e);
-        break;
-    }
-    let key = key.unwrap();
+    let key = walkdir(&dir.join("events/transfer"))
+        .into_iter()
+        .next()
+        .unwrap();
     let rel = key
         .strip_prefix(dir)
         .unwrap()
@@ -736,7 +775,11 @@ fn the_sweep_posts_dangling_ids_in_chunks_of_100_with_the_admin_key() {
                     .unwrap()
                     .parse()
                     .unwrap();
-                let phase = if i % 2 == 0 { Some("captured") } else { None };
+                let phase = if i.is_multiple_of(2) {
+                    Some("captured")
+                } else {
+                    None
+                };
                 serde_json::json!({"transfer_id": id, "phase": phase})
             })
             .collect();
