@@ -680,6 +680,24 @@ fn the_alert_webhook_posts_only_new_violations_and_advances_after_delivery() {
     assert!(r.stderr.contains("belongs to the lake"), "{}", r.stderr);
     assert!(server.take().is_empty());
 
+    // A damaged state file: exit 2 before the lake is read.
+    let damaged = tmp.path().join("damaged-state.json");
+    std::fs::write(&damaged, "not json").unwrap();
+    let r = run_bin(
+        &[
+            s(&dir),
+            "--alert-webhook",
+            &hook,
+            "--alert-state",
+            s(&damaged),
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("is not an alert state"), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "no run: {}", r.stdout);
+    assert!(server.take().is_empty());
+
     // --alert-webhook without --alert-state is a usage error.
     let r = run_bin(&[s(&dir), "--alert-webhook", &hook], &[]);
     assert_eq!(r.code, 2, "{}", r.stderr);

@@ -37,6 +37,8 @@ pub struct AlertConfig {
 impl AlertConfig {
     pub fn validate(&self) -> Result<(), String> {
         http::check_url("--alert-webhook", &self.webhook)?;
+        // A damaged state file is found before the run, not after it.
+        load_state(&self.state)?;
         Ok(())
     }
 }
@@ -142,11 +144,12 @@ pub fn body(report: &Report, plan: &Plan) -> serde_json::Value {
     })
 }
 
-/// Reads the state file; a missing file is an empty state (the first run).
-pub fn read_state(path: &Path, lake: &str) -> Result<BTreeSet<String>, String> {
+/// Reads and checks the state file (format and version); `None` when it
+/// does not exist yet (the first run).
+pub fn load_state(path: &Path) -> Result<Option<AlertState>, String> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeSet::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
             return Err(format!(
                 "alert: cannot read the state file {}: {e}",
@@ -154,23 +157,33 @@ pub fn read_state(path: &Path, lake: &str) -> Result<BTreeSet<String>, String> {
             ))
         }
     };
-    let help = "Help: delete the file to start over (every current violation then alerts once)";
     let state: AlertState = serde_json::from_slice(&bytes).map_err(|e| {
         format!(
-            "alert: the state file {} is not an alert state ({e})\n{help}",
+            "alert: the state file {} is not an alert state ({e})\n{STATE_HELP}",
             path.display()
         )
     })?;
     if state.version != ALERT_STATE_VERSION {
         return Err(format!(
-            "alert: the state file {} has version {}; this reconcile knows {ALERT_STATE_VERSION}\n{help}",
+            "alert: the state file {} has version {}; this reconcile knows {ALERT_STATE_VERSION}\n{STATE_HELP}",
             path.display(),
             state.version
         ));
     }
+    Ok(Some(state))
+}
+
+const STATE_HELP: &str =
+    "Help: delete the file to start over (every current violation then alerts once)";
+
+/// The previous fingerprints for `lake`; a missing file is an empty state.
+pub fn read_state(path: &Path, lake: &str) -> Result<BTreeSet<String>, String> {
+    let Some(state) = load_state(path)? else {
+        return Ok(BTreeSet::new());
+    };
     if state.lake != lake {
         return Err(format!(
-            "alert: the state file {} belongs to the lake {:?}, not {lake:?}; one state file per lake\n{help}",
+            "alert: the state file {} belongs to the lake {:?}, not {lake:?}; one state file per lake\n{STATE_HELP}",
             path.display(),
             state.lake
         ));
