@@ -20,6 +20,7 @@ pub mod finding;
 pub mod gen;
 pub mod lake;
 pub mod merge;
+pub mod output;
 pub mod report;
 pub mod run;
 pub mod store;

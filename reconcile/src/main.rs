@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use ledger_reconcile::output::{alert::AlertConfig, sweep::SweepConfig, Outputs};
 use ledger_reconcile::store::Location;
 use ledger_reconcile::{
     reconcile_from, Error, Lake, Options, ProofState, EXIT_ERROR, EXIT_HELD, EXIT_VIOLATED,
@@ -26,7 +27,9 @@ use ledger_reconcile::{
 ///
 /// Exit status: 0 every invariant holds, 1 at least one is violated (the summary names
 /// the rows), 2 no verdict (missing lake, corrupt file — named —, unknown schema or layout,
-/// S3 bucket missing, credentials refused, endpoint unreachable or variables unset).
+/// S3 bucket missing, credentials refused, endpoint unreachable or variables unset,
+/// unusable checkpoint) or an output failed (a file not written, an alert not delivered,
+/// a re-drive refused): the summary still prints, the error says which output and why.
 ///
 /// LAKE is a directory or s3://BUCKET[/PREFIX] on any S3-compatible store (R2 in
 /// production), configured from the environment: AWS_ACCESS_KEY_ID and
@@ -42,7 +45,15 @@ use ledger_reconcile::{
 ///   reconcile --dangling dangling.json          # the sweeper's list (docs/SWEEPER.md)
 ///   reconcile --checkpoint .lake-checkpoint.json  # nightly: prove only what is new since the last run
 ///   reconcile --checkpoint .lake-checkpoint.json --full   # weekly: re-prove everything, refresh the checkpoint
+///   reconcile --violations bad.csv              # every offending row for auditors (or bad.parquet)
+///   reconcile --metrics /var/lib/node_exporter/textfile/reconcile.prom   # Prometheus, atomic
+///   reconcile --alert-webhook https://hooks.example/x --alert-state /var/lib/reconcile/alert.json
+///                                               # POST only violations the last run did not have
+///   LEDGER_ADMIN_KEY=... reconcile --sweep-url https://ledger.example.com   # re-drive dangling now
 ///   reconcile-testdata generate /tmp/lake && reconcile /tmp/lake   # try it on a generated lake
+///
+/// Outputs (formats: docs/RECONCILE.md) are written after the verdict, each on its own;
+/// one that fails makes the exit 2 even when every invariant holds.
 #[derive(Parser, Debug)]
 #[command(name = "reconcile", version, verbatim_doc_comment)]
 struct Cli {
@@ -68,6 +79,38 @@ struct Cli {
     /// event (the checkpoint is still written afterwards).
     #[arg(long, requires = "checkpoint")]
     full: bool,
+    /// Write every finding of every violated check, one row each, to FILE:
+    /// `.csv` (RFC 4180, header line) or `.parquet`. A clean run writes zero rows.
+    #[arg(long, value_name = "FILE")]
+    violations: Option<PathBuf>,
+    /// Write the run's metrics in the Prometheus text format to FILE, atomically
+    /// (for the node_exporter textfile collector).
+    #[arg(long, value_name = "FILE")]
+    metrics: Option<PathBuf>,
+    /// POST a JSON alert to URL when a violation appears that the last run did not
+    /// have; 3 attempts, then exit 2. Needs --alert-state. Prefer the variable to
+    /// the flag when the URL carries a token (flags show in process lists).
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "LEDGER_ALERT_WEBHOOK",
+        hide_env_values = true,
+        requires = "alert_state"
+    )]
+    alert_webhook: Option<String>,
+    /// The previous run's violation fingerprints (JSON; created on the first run,
+    /// advanced only after a delivered alert). One file per lake.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "LEDGER_ALERT_STATE",
+        requires = "alert_webhook"
+    )]
+    alert_state: Option<PathBuf>,
+    /// POST the dangling transfers to URL/v1/admin/transfers/redrive (chunks of 100);
+    /// the admin key comes from the environment variable LEDGER_ADMIN_KEY, never a flag.
+    #[arg(long, value_name = "URL")]
+    sweep_url: Option<String>,
     /// No progress lines on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -95,6 +138,24 @@ fn write_json(path: &PathBuf, value: &impl serde::Serialize) -> Result<(), Strin
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let outputs =
+        Outputs {
+            violations: cli.violations.clone(),
+            metrics: cli.metrics.clone(),
+            alert: cli.alert_webhook.clone().zip(cli.alert_state.clone()).map(
+                |(webhook, state)| AlertConfig {
+                    webhook,
+                    state,
+                    retry: Default::default(),
+                },
+            ),
+            sweep: cli.sweep_url.clone().map(SweepConfig::from_env),
+            quiet: cli.quiet,
+        };
+    if let Err(e) = outputs.validate() {
+        eprintln!("error: {e}");
+        return ExitCode::from(EXIT_ERROR as u8);
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -148,23 +209,29 @@ fn main() -> ExitCode {
         }
     };
     print!("{}", report.summary());
+    // Each output runs even when one before it failed; any failure is exit 2.
+    let mut errors = Vec::new();
     if let Some(path) = &cli.json {
         if let Err(e) = write_json(path, &report) {
-            eprintln!("error: {e}");
-            return ExitCode::from(EXIT_ERROR as u8);
+            errors.push(e);
         }
     }
     if let Some(path) = &cli.dangling {
         if let Err(e) = write_json(path, &report.dangling_list(wall_clock_ms())) {
-            eprintln!("error: {e}");
-            return ExitCode::from(EXIT_ERROR as u8);
+            errors.push(e);
         }
     }
     if let Some(path) = &cli.checkpoint {
         if let Err(e) = state.save(path, &cli.lake, opts.now_ms) {
-            eprintln!("error: {e}");
-            return ExitCode::from(EXIT_ERROR as u8);
+            errors.push(e.to_string());
         }
+    }
+    errors.extend(outputs.write(&report, &rt, wall_clock_ms()));
+    if !errors.is_empty() {
+        for e in &errors {
+            eprintln!("error: {e}");
+        }
+        return ExitCode::from(EXIT_ERROR as u8);
     }
     ExitCode::from(if report.holds {
         EXIT_HELD

@@ -1,0 +1,279 @@
+//! The alert webhook (`--alert-webhook URL`, `--alert-state FILE`): one JSON
+//! POST when the run has a violation the previous run did not have.
+//!
+//! A violation's fingerprint is its check, code, key, seq and event id (not
+//! the human `detail`). The state file holds the fingerprints of the last
+//! run's violations. It advances only once the alert is delivered, so an
+//! alert that could not be delivered is sent again by the next run, and a
+//! run with nothing new (including a clean one) replaces it with the current
+//! set (which can only have shrunk), so a violation that was resolved and
+//! comes back alerts again. Body and state formats: docs/RECONCILE.md.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::http::{self, RetryPolicy};
+use super::rows::{violation_rows, ViolationRow};
+use crate::report::Report;
+
+/// Version of the webhook body.
+pub const ALERT_VERSION: u32 = 1;
+/// Version of the state file.
+pub const ALERT_STATE_VERSION: u32 = 1;
+/// New violations the body lists in full; more are counted in
+/// `new_violations_omitted` (all are in `--violations` / `--json`).
+pub const ALERT_ROWS_MAX: usize = 1000;
+
+#[derive(Debug, Clone)]
+pub struct AlertConfig {
+    pub webhook: String,
+    pub state: PathBuf,
+    pub retry: RetryPolicy,
+}
+
+impl AlertConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        http::check_url("--alert-webhook", &self.webhook)?;
+        // A damaged state file is found before the run, not after it.
+        load_state(&self.state)?;
+        Ok(())
+    }
+}
+
+/// A violation's identity across runs: the first 128 bits of SHA-256 over
+/// the JSON array `[check, code, key, seq, event_id]` (nulls as null), hex.
+pub fn fingerprint(r: &ViolationRow) -> String {
+    let id = serde_json::json!([r.check, r.code, r.key, r.seq, r.event_id]).to_string();
+    let digest = Sha256::digest(id.as_bytes());
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The state file: the fingerprints of the violations last alerted on or
+/// already known.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlertState {
+    pub version: u32,
+    pub lake: String,
+    pub written_at_ms: i64,
+    pub fingerprints: BTreeSet<String>,
+}
+
+/// What to send, decided from the report and the previous state alone.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Every current violation's fingerprint (the next state).
+    pub current: BTreeSet<String>,
+    /// The violations the previous state does not have, in report order.
+    pub new: Vec<(String, ViolationRow)>,
+    /// Current violations the previous state already had.
+    pub known: usize,
+    /// Previous violations the run no longer shows.
+    pub resolved: usize,
+}
+
+pub fn plan(report: &Report, previous: &BTreeSet<String>) -> Plan {
+    let mut current = BTreeSet::new();
+    let mut new = Vec::new();
+    let mut known = 0;
+    for r in violation_rows(report) {
+        let fp = fingerprint(&r);
+        if !current.insert(fp.clone()) {
+            continue; // the same row reported twice by one check
+        }
+        if previous.contains(&fp) {
+            known += 1;
+        } else {
+            new.push((fp, r));
+        }
+    }
+    let resolved = previous.difference(&current).count();
+    Plan {
+        current,
+        new,
+        known,
+        resolved,
+    }
+}
+
+/// The webhook body (version 1) for a plan with new violations.
+pub fn body(report: &Report, plan: &Plan) -> serde_json::Value {
+    let rows: Vec<serde_json::Value> = plan
+        .new
+        .iter()
+        .take(ALERT_ROWS_MAX)
+        .map(|(fp, r)| {
+            serde_json::json!({
+                "fingerprint": fp,
+                "check": r.check,
+                "invariant": r.invariant,
+                "code": r.code,
+                "key": r.key,
+                "seq": r.seq,
+                "event_id": r.event_id,
+                "detail": r.detail,
+            })
+        })
+        .collect();
+    let mut by_check: BTreeMap<&str, usize> = BTreeMap::new();
+    for (_, r) in &plan.new {
+        *by_check.entry(r.check.as_str()).or_default() += 1;
+    }
+    serde_json::json!({
+        "version": ALERT_VERSION,
+        "lake": report.lake,
+        "now_ms": report.now_ms,
+        "verdict": if report.holds { "holds" } else { "violated" },
+        "counts": {
+            "violations": plan.current.len(),
+            "new": plan.new.len(),
+            "known": plan.known,
+            "resolved": plan.resolved,
+        },
+        "checks": report.checks.iter().map(|c| serde_json::json!({
+            "check": c.name,
+            "invariant": c.invariant,
+            "holds": c.holds,
+            "violations": c.violations,
+            "new": by_check.get(c.name).copied().unwrap_or(0),
+        })).collect::<Vec<_>>(),
+        "new_violations": rows,
+        "new_violations_omitted": plan.new.len().saturating_sub(ALERT_ROWS_MAX),
+    })
+}
+
+/// Reads and checks the state file (format and version); `None` when it
+/// does not exist yet (the first run).
+pub fn load_state(path: &Path) -> Result<Option<AlertState>, String> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(format!(
+                "alert: cannot read the state file {}: {e}",
+                path.display()
+            ))
+        }
+    };
+    let state: AlertState = serde_json::from_slice(&bytes).map_err(|e| {
+        format!(
+            "alert: the state file {} is not an alert state ({e})\n{STATE_HELP}",
+            path.display()
+        )
+    })?;
+    if state.version != ALERT_STATE_VERSION {
+        return Err(format!(
+            "alert: the state file {} has version {}; this reconcile knows {ALERT_STATE_VERSION}\n{STATE_HELP}",
+            path.display(),
+            state.version
+        ));
+    }
+    Ok(Some(state))
+}
+
+const STATE_HELP: &str =
+    "Help: delete the file to start over (every current violation then alerts once)";
+
+/// The previous fingerprints for `lake`; a missing file is an empty state.
+pub fn read_state(path: &Path, lake: &str) -> Result<BTreeSet<String>, String> {
+    let Some(state) = load_state(path)? else {
+        return Ok(BTreeSet::new());
+    };
+    if state.lake != lake {
+        return Err(format!(
+            "alert: the state file {} belongs to the lake {:?}, not {lake:?}; one state file per lake\n{STATE_HELP}",
+            path.display(),
+            state.lake
+        ));
+    }
+    Ok(state.fingerprints)
+}
+
+fn write_state(path: &Path, lake: &str, fingerprints: &BTreeSet<String>) -> Result<(), String> {
+    let state = AlertState {
+        version: ALERT_STATE_VERSION,
+        lake: lake.to_owned(),
+        written_at_ms: wall_clock_ms(),
+        fingerprints: fingerprints.clone(),
+    };
+    let text = serde_json::to_string_pretty(&state).map_err(|e| e.to_string())? + "\n";
+    super::write_atomic(path, text.as_bytes()).map_err(|e| format!("alert: {e}"))
+}
+
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// What the alert step did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Sent {
+        new: usize,
+        known: usize,
+        resolved: usize,
+    },
+    NothingNew {
+        violations: usize,
+        resolved: usize,
+    },
+}
+
+impl Outcome {
+    /// The one line printed on stderr.
+    pub fn line(&self) -> String {
+        match self {
+            Outcome::Sent {
+                new,
+                known,
+                resolved,
+            } => format!(
+                "alert: sent {new} new violation(s) ({known} already alerted, {resolved} resolved)"
+            ),
+            Outcome::NothingNew {
+                violations,
+                resolved,
+            } => format!(
+                "alert: nothing new to send ({violations} violation(s) already alerted, {resolved} resolved)"
+            ),
+        }
+    }
+}
+
+/// Reads the state, POSTs when there is something new, advances the state
+/// only after a 2xx. A failed delivery is an error (exit 2).
+pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> {
+    cfg.validate()?;
+    let previous = read_state(&cfg.state, &report.lake)?;
+    let p = plan(report, &previous);
+    if p.new.is_empty() {
+        write_state(&cfg.state, &report.lake, &p.current)?;
+        return Ok(Outcome::NothingNew {
+            violations: p.known,
+            resolved: p.resolved,
+        });
+    }
+    let text = body(report, &p).to_string();
+    http::post_json(&cfg.webhook, &[], &text, &cfg.retry)
+        .await
+        .map_err(|f| {
+            format!(
+                "alert: POST {} with {} new violation(s) was not delivered: {f}\n\
+                 The state file {} is unchanged, so the next run alerts on them again.\n\
+                 Help: check the webhook URL (--alert-webhook or LEDGER_ALERT_WEBHOOK) and that the receiver is up",
+                http::redact(&cfg.webhook),
+                p.new.len(),
+                cfg.state.display()
+            )
+        })?;
+    write_state(&cfg.state, &report.lake, &p.current)?;
+    Ok(Outcome::Sent {
+        new: p.new.len(),
+        known: p.known,
+        resolved: p.resolved,
+    })
+}

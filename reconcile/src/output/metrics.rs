@@ -1,0 +1,178 @@
+//! The run as Prometheus metrics (`--metrics FILE`), text exposition format
+//! 0.0.4, for the node_exporter textfile collector (which wants the file
+//! replaced atomically: [`super::write_atomic`]). Every metric is a gauge:
+//! each run replaces the file, so values describe the last run.
+
+use std::fmt::Write;
+
+use crate::report::Report;
+
+/// Escapes a label value: backslash, double quote and line feed.
+pub fn escape_label(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+struct Text(String);
+
+impl Text {
+    fn family(&mut self, name: &str, help: &str) {
+        // HELP text escapes backslash and line feed only.
+        let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+        let _ = writeln!(self.0, "# HELP {name} {help}");
+        let _ = writeln!(self.0, "# TYPE {name} gauge");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            self.0.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.0.push(',');
+                }
+                let _ = write!(self.0, "{k}=\"{}\"", escape_label(v));
+            }
+            self.0.push('}');
+        }
+        let _ = writeln!(self.0, " {value}");
+    }
+
+    fn single(&mut self, name: &str, help: &str, value: impl std::fmt::Display) {
+        self.family(name, help);
+        self.sample(name, &[], value);
+    }
+}
+
+/// The metrics of one run. `wall_clock_ms` is when the run finished (the
+/// `reconcile_last_run_timestamp_seconds` a staleness alert watches); the
+/// report's `now_ms` (the instant deadlines were judged at) may be pinned
+/// by `--now-ms` and is exported separately.
+pub fn render(report: &Report, wall_clock_ms: i64) -> String {
+    let mut t = Text(String::new());
+    t.family(
+        "reconcile_run_info",
+        "The lake the last run read and the report format version; always 1.",
+    );
+    let version = report.version.to_string();
+    t.sample(
+        "reconcile_run_info",
+        &[("lake", &report.lake), ("report_version", &version)],
+        1,
+    );
+    t.family(
+        "reconcile_check_holds",
+        "1 when the check held on the last run, 0 when it was violated.",
+    );
+    for c in &report.checks {
+        t.sample(
+            "reconcile_check_holds",
+            &[("check", c.name), ("invariant", c.invariant)],
+            u8::from(c.holds),
+        );
+    }
+    t.family(
+        "reconcile_check_violations",
+        "Offending rows (findings) of the check on the last run.",
+    );
+    for c in &report.checks {
+        t.sample(
+            "reconcile_check_violations",
+            &[("check", c.name), ("invariant", c.invariant)],
+            c.violations,
+        );
+    }
+    t.single(
+        "reconcile_verdict_holds",
+        "1 when every check held on the last run (exit 0), 0 when one was violated (exit 1).",
+        u8::from(report.holds),
+    );
+    t.single(
+        "reconcile_rows_read",
+        "Lake rows read on the last run, duplicates included.",
+        report.stats.rows_read,
+    );
+    t.single(
+        "reconcile_plain_duplicates",
+        "Extra identical copies of an event dropped by the (event_id, hash) dedup on the last run.",
+        report.stats.plain_duplicates,
+    );
+    t.single(
+        "reconcile_distinct_events",
+        "Distinct events (rows after dedup) on the last run.",
+        report.stats.distinct_rows,
+    );
+    t.single(
+        "reconcile_files",
+        "Lake files read on the last run.",
+        report.files,
+    );
+    t.single(
+        "reconcile_streams",
+        "Event streams (accounts, transfers) on the last run.",
+        report.stats.streams,
+    );
+    t.single(
+        "reconcile_accounts",
+        "Accounts in the lake on the last run.",
+        report.accounts,
+    );
+    t.single(
+        "reconcile_transfers",
+        "Transfers in the lake on the last run.",
+        report.transfers,
+    );
+    t.single(
+        "reconcile_dangling_transfers",
+        "Transfers not terminal past their deadline on the last run (the sweeper's list).",
+        report.dangling.len(),
+    );
+    t.single(
+        "reconcile_duration_seconds",
+        "Wall time of the last run's scan and checks.",
+        format_seconds(report.elapsed_ms as i64),
+    );
+    t.single(
+        "reconcile_judged_at_timestamp_seconds",
+        "The instant the last run judged deadlines at (--now-ms, default the wall clock).",
+        format_seconds(report.now_ms),
+    );
+    t.single(
+        "reconcile_last_run_timestamp_seconds",
+        "When the last run finished (Unix time); alert when it is older than a day.",
+        format_seconds(wall_clock_ms),
+    );
+    t.0
+}
+
+/// Milliseconds as seconds with exactly three decimals (no float rounding).
+fn format_seconds(ms: i64) -> String {
+    let sign = if ms < 0 { "-" } else { "" };
+    let a = ms.unsigned_abs();
+    format!("{sign}{}.{:03}", a / 1000, a % 1000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape_label("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+    }
+
+    #[test]
+    fn seconds_keep_millisecond_precision() {
+        assert_eq!(format_seconds(85), "0.085");
+        assert_eq!(format_seconds(1_798_761_600_123), "1798761600.123");
+        assert_eq!(format_seconds(-1500), "-1.500");
+    }
+}

@@ -1,0 +1,125 @@
+//! The run's machine outputs beyond the JSON report, each a pure function of
+//! the [`Report`] plus a thin edge of I/O (docs/RECONCILE.md):
+//!
+//! - [`rows`]: every finding of every violated check as CSV or Parquet
+//!   (`--violations FILE`), for auditors;
+//! - [`metrics`]: the Prometheus text exposition format (`--metrics FILE`),
+//!   written atomically for the node_exporter textfile collector;
+//! - [`alert`]: a webhook POST when a violation appears that the previous
+//!   run did not have (`--alert-webhook URL`, `--alert-state FILE`);
+//! - [`sweep`]: the dangling transfers posted to the edge's admin re-drive
+//!   route (`--sweep-url URL`, key from `LEDGER_ADMIN_KEY`).
+//!
+//! Every function here takes the finished report; nothing feeds back into
+//! the verdict. A failed output is an error (exit 2), never a silent skip.
+
+pub mod alert;
+pub mod http;
+pub mod metrics;
+pub mod rows;
+pub mod sweep;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::report::Report;
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same
+/// directory, flushed and synced, then renamed over `path`. A reader (the
+/// textfile collector, an auditor's job) sees the old file or the new one,
+/// never half of one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| format!("{} is not a file path", path.display()))?
+        .to_string_lossy()
+        .into_owned();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let help = "Help: check that the directory exists and is writable";
+    let result = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    result.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("cannot write {}: {e}\n{help}", path.display())
+    })
+}
+
+/// What the CLI asked for beyond the report; each member runs on its own.
+#[derive(Debug, Default, Clone)]
+pub struct Outputs {
+    pub violations: Option<PathBuf>,
+    pub metrics: Option<PathBuf>,
+    pub alert: Option<alert::AlertConfig>,
+    pub sweep: Option<sweep::SweepConfig>,
+    /// Suppress the one-line results of the alert and the sweep on stderr.
+    pub quiet: bool,
+}
+
+impl Outputs {
+    /// Checks what can be checked before the (long) run: the violation file's
+    /// extension, the sweep's admin key. A usage error must not wait an hour.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(p) = &self.violations {
+            rows::Format::from_path(p)?;
+        }
+        if let Some(s) = &self.sweep {
+            s.validate()?;
+        }
+        if let Some(a) = &self.alert {
+            a.validate()?;
+        }
+        Ok(())
+    }
+
+    /// Writes every requested output. Each runs even when another failed;
+    /// the errors are returned (one per failed output) for the caller to
+    /// print and turn into exit 2. `wall_clock_ms` stamps the metrics.
+    pub fn write(
+        &self,
+        report: &Report,
+        rt: &tokio::runtime::Runtime,
+        wall_clock_ms: i64,
+    ) -> Vec<String> {
+        let mut errors = Vec::new();
+        if let Some(path) = &self.violations {
+            if let Err(e) = rows::write(path, report) {
+                errors.push(e);
+            }
+        }
+        if let Some(path) = &self.metrics {
+            let text = metrics::render(report, wall_clock_ms);
+            if let Err(e) = write_atomic(path, text.as_bytes()) {
+                errors.push(e);
+            }
+        }
+        if let Some(cfg) = &self.sweep {
+            match rt.block_on(sweep::redrive(cfg, &report.dangling)) {
+                Ok(done) => {
+                    if !self.quiet {
+                        eprintln!("{}", done.line());
+                    }
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        if let Some(cfg) = &self.alert {
+            match rt.block_on(alert::run(cfg, report)) {
+                Ok(outcome) => {
+                    if !self.quiet {
+                        eprintln!("{}", outcome.line());
+                    }
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        errors
+    }
+}

@@ -1,0 +1,205 @@
+//! The dangling list posted to the edge (`--sweep-url URL`): the run's
+//! dangling transfers, most overdue first, go to the admin route
+//! `POST /v1/admin/transfers/redrive` (docs/API.md) in chunks of at most
+//! [`REDRIVE_CHUNK`] ids, with the admin key from `LEDGER_ADMIN_KEY` (never
+//! a flag: a key on the command line shows in every process list).
+
+use crate::checks::convergence::Dangling;
+
+use super::http::{self, RetryPolicy};
+
+/// The route's limit per call (more is `422 too_many_items`).
+pub const REDRIVE_CHUNK: usize = 100;
+/// The route, under the edge's base URL.
+pub const REDRIVE_PATH: &str = "/v1/admin/transfers/redrive";
+/// The environment variable holding the edge's `ADMIN_KEY`.
+pub const ADMIN_KEY_ENV: &str = "LEDGER_ADMIN_KEY";
+
+#[derive(Debug, Clone)]
+pub struct SweepConfig {
+    /// The edge's base URL (`https://ledger.example.com`); the route is appended.
+    pub base_url: String,
+    /// The admin key, read from [`ADMIN_KEY_ENV`].
+    pub admin_key: Option<String>,
+    pub retry: RetryPolicy,
+}
+
+impl SweepConfig {
+    /// The config for `--sweep-url URL`, the key from the environment.
+    pub fn from_env(base_url: String) -> SweepConfig {
+        SweepConfig {
+            base_url,
+            admin_key: std::env::var(ADMIN_KEY_ENV).ok().filter(|k| !k.is_empty()),
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        http::check_url("--sweep-url", &self.base_url)?;
+        if self.admin_key.is_none() {
+            return Err(format!(
+                "--sweep-url needs the edge's admin key in the environment variable {ADMIN_KEY_ENV}\n\
+                 Help: export {ADMIN_KEY_ENV}=... (the edge's ADMIN_KEY secret); it is never taken \
+                 as a flag, so it does not show in process lists"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The route's full URL.
+    pub fn url(&self) -> String {
+        format!("{}{REDRIVE_PATH}", self.base_url.trim_end_matches('/'))
+    }
+}
+
+/// The request bodies, in order: `{"transfer_ids":[...]}` with at most
+/// [`REDRIVE_CHUNK`] ids each, most overdue first; a duplicate id is sent
+/// once.
+pub fn request_bodies(dangling: &[Dangling]) -> Vec<serde_json::Value> {
+    let mut seen = std::collections::HashSet::new();
+    let ids: Vec<&str> = dangling
+        .iter()
+        .map(|d| d.transfer_id.as_str())
+        .filter(|id| seen.insert(*id))
+        .collect();
+    ids.chunks(REDRIVE_CHUNK)
+        .map(|c| serde_json::json!({ "transfer_ids": c }))
+        .collect()
+}
+
+/// What the edge did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Redriven {
+    /// Ids sent.
+    pub sent: usize,
+    pub requests: usize,
+    /// Entries the edge answered with a phase (a transfer it has).
+    pub redriven: usize,
+    /// Of those, the ones now terminal (captured, failed, released).
+    pub terminal: usize,
+    /// Entries with `phase: null`: no such transfer at the edge.
+    pub unknown: usize,
+}
+
+impl Redriven {
+    /// The one line printed on stderr.
+    pub fn line(&self) -> String {
+        if self.sent == 0 {
+            return "sweep: no dangling transfer; nothing to re-drive".to_owned();
+        }
+        format!(
+            "sweep: re-drove {} of {} dangling transfer(s) in {} request(s): {} now terminal, {} unknown to the edge",
+            self.redriven, self.sent, self.requests, self.terminal, self.unknown
+        )
+    }
+
+    /// Adds one answer `{"redriven":[{"transfer_id","phase"}]}`.
+    fn add(&mut self, answer: &str) -> Result<(), String> {
+        let v: serde_json::Value = serde_json::from_str(answer)
+            .map_err(|e| format!("the answer is not JSON ({e}): {answer}"))?;
+        let list = v["redriven"]
+            .as_array()
+            .ok_or_else(|| format!("the answer has no `redriven` array: {answer}"))?;
+        for e in list {
+            match e["phase"].as_str() {
+                Some(p) => {
+                    self.redriven += 1;
+                    if matches!(p, "captured" | "failed" | "released") {
+                        self.terminal += 1;
+                    }
+                }
+                None => self.unknown += 1,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Posts every dangling transfer to the edge. The first failed request ends
+/// the sweep with an error naming the status and body (the chunks before it
+/// were re-driven; re-driving is idempotent, so the next run may repeat them).
+pub async fn redrive(cfg: &SweepConfig, dangling: &[Dangling]) -> Result<Redriven, String> {
+    cfg.validate()?;
+    let key = cfg.admin_key.as_deref().unwrap_or_default();
+    let auth = format!("Bearer {key}");
+    let url = cfg.url();
+    let bodies = request_bodies(dangling);
+    let mut done = Redriven::default();
+    let total: usize = bodies
+        .iter()
+        .map(|b| b["transfer_ids"].as_array().map_or(0, |a| a.len()))
+        .sum();
+    for (i, body) in bodies.iter().enumerate() {
+        let n = body["transfer_ids"].as_array().map_or(0, |a| a.len());
+        let answer = http::post_json(
+            &url,
+            &[("authorization", &auth)],
+            &body.to_string(),
+            &cfg.retry,
+        )
+        .await
+        .map_err(|f| {
+            format!(
+                "sweep: POST {} (request {} of {}, {n} ids) failed: {f}\n\
+                 {} of {total} dangling transfer(s) were sent before it.\n\
+                 Help: 401/403 mean {ADMIN_KEY_ENV} is not the edge's ADMIN_KEY; 503 that the edge has no \
+                 ADMIN_KEY configured; no answer, that --sweep-url is not the edge's base URL",
+                http::redact(&url),
+                i + 1,
+                bodies.len(),
+                done.sent
+            )
+        })?;
+        done.add(&answer.body).map_err(|e| {
+            format!(
+                "sweep: POST {} (request {} of {}): {e}",
+                http::redact(&url),
+                i + 1,
+                bodies.len()
+            )
+        })?;
+        done.sent += n;
+        done.requests += 1;
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(id: &str) -> Dangling {
+        Dangling {
+            transfer_id: id.to_owned(),
+            phase: "reserved".into(),
+            deadline_ms: 1,
+            last_seq: 2,
+        }
+    }
+
+    #[test]
+    fn bodies_are_chunks_of_100_in_order_without_duplicates() {
+        let mut list: Vec<Dangling> = (0..250).map(|i| d(&format!("t.a.k{i}"))).collect();
+        list.push(d("t.a.k0"));
+        let b = request_bodies(&list);
+        assert_eq!(b.len(), 3);
+        assert_eq!(b[0]["transfer_ids"].as_array().unwrap().len(), 100);
+        assert_eq!(b[2]["transfer_ids"].as_array().unwrap().len(), 50);
+        assert_eq!(b[0]["transfer_ids"][0], "t.a.k0");
+        assert_eq!(b[1]["transfer_ids"][0], "t.a.k100");
+        assert_eq!(b[2]["transfer_ids"][49], "t.a.k249");
+        assert!(request_bodies(&[]).is_empty());
+    }
+
+    #[test]
+    fn the_base_url_may_end_with_a_slash() {
+        let mut c = SweepConfig {
+            base_url: "http://h:1/".into(),
+            admin_key: Some("k".into()),
+            retry: RetryPolicy::default(),
+        };
+        assert_eq!(c.url(), "http://h:1/v1/admin/transfers/redrive");
+        c.admin_key = None;
+        assert!(c.validate().unwrap_err().contains(ADMIN_KEY_ENV));
+    }
+}

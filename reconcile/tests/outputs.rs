@@ -1,0 +1,875 @@
+//! The run's outputs beyond the JSON report, end to end through the
+//! `reconcile` binary on generated and corrupted lakes, each checked by an
+//! independent reader or a real HTTP server:
+//!
+//! - `--violations` CSV read back by Python's `csv` module and Parquet by
+//!   DuckDB (`scripts/install-lake-readers.sh`), row for row the report's;
+//! - `--metrics` parsed by `prometheus_client` (`scripts/install-metrics-reader.sh`),
+//!   value for value the JSON report of the same run;
+//! - `--alert-webhook` against a local HTTP server: new violations only,
+//!   state advanced only after delivery, retries then exit 2 on a 500;
+//! - `--sweep-url` against a local HTTP server: chunks of 100, the admin key
+//!   from the environment, exit 2 with the status and body on a refusal.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use ledger_events::{Event, Stream, GENESIS_HASH};
+use ledger_reconcile::corrupt::{copy_lake, inject, Class};
+use ledger_reconcile::gen::{generate_lake, GenConfig, GEN_START_MS, GEN_TENANT};
+use ledger_reconcile::{reconcile, Lake, Options, Report};
+
+/// Deadlines are judged a year after the generated history.
+const NOW_MS: i64 = GEN_START_MS + 365 * 86_400_000;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn python() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+fn clean_lake(dir: &Path) {
+    let cfg = GenConfig {
+        seed: 7,
+        accounts: 12,
+        operations: 300,
+        batches: 3,
+        duplicates: 8,
+        step_ms: ledger_reconcile::gen::GEN_STEP_MS,
+    };
+    generate_lake(&cfg, dir).unwrap();
+}
+
+fn run_lib(dir: &Path) -> Report {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let lake = Lake::open(dir.to_str().unwrap())?;
+        reconcile(
+            &lake,
+            &Options {
+                now_ms: NOW_MS,
+                progress: false,
+            },
+        )
+        .await
+    })
+    .unwrap()
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `reconcile` with `args`, `--now-ms`, a clean environment for the
+/// variables it reads, and `env` on top.
+fn run_bin(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reconcile"));
+    cmd.args(args).args(["--now-ms", &NOW_MS.to_string()]);
+    for v in [
+        "LEDGER_LAKE",
+        "LEDGER_ALERT_WEBHOOK",
+        "LEDGER_ALERT_STATE",
+        "LEDGER_ADMIN_KEY",
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ] {
+        cmd.env_remove(v);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The report's findings as the rows `--violations` must hold, as JSON
+/// values in column order.
+fn expected_rows(r: &Report) -> Vec<Vec<serde_json::Value>> {
+    use serde_json::json;
+    r.checks
+        .iter()
+        .flat_map(|c| {
+            c.findings.iter().map(move |f| {
+                vec![
+                    json!(c.name),
+                    json!(c.invariant),
+                    json!(f.code),
+                    json!(f.key),
+                    json!(f.seq),
+                    json!(f.event_id),
+                    json!(f.detail),
+                    json!(r.lake),
+                    json!(r.now_ms),
+                ]
+            })
+        })
+        .collect()
+}
+
+/// What Python's csv module and DuckDB read from the two files.
+fn read_back(csv: &Path, parquet: &Path) -> serde_json::Value {
+    let install = Command::new("bash")
+        .arg(repo().join("scripts/install-lake-readers.sh"))
+        .status()
+        .expect("run scripts/install-lake-readers.sh");
+    assert!(install.success(), "installing duckdb failed: see above");
+    let script = r#"
+import csv, json, sys, duckdb
+with open(sys.argv[1], newline="", encoding="utf-8") as f:
+    rows = list(csv.reader(f, strict=True))
+con = duckdb.connect()
+cur = con.execute("select * from read_parquet(?)", [sys.argv[2]])
+cols = [d[0] for d in cur.description]
+pq = [list(r) for r in cur.fetchall()]
+types = [[r[0], r[1], r[2]] for r in con.execute("describe select * from read_parquet(?)", [sys.argv[2]]).fetchall()]
+print(json.dumps({"csv": rows, "columns": cols, "parquet": pq, "types": types}))
+"#;
+    let out = Command::new(python())
+        .args(["-c", script, s(csv), s(parquet)])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python could not read the files: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+const COLUMNS: [&str; 9] = [
+    "check",
+    "invariant",
+    "code",
+    "key",
+    "seq",
+    "event_id",
+    "detail",
+    "lake",
+    "now_ms",
+];
+
+/// A lake with several classes injected, in a directory whose name needs
+/// quoting in CSV and escaping in a Prometheus label.
+fn corrupted_lake(tmp: &Path, classes: &[Class]) -> PathBuf {
+    let clean = tmp.join("clean");
+    if !clean.exists() {
+        clean_lake(&clean);
+    }
+    let dir = tmp.join("bad, \"quoted\" \\ lake");
+    copy_lake(&clean, &dir).unwrap();
+    for &c in classes {
+        inject(&dir, c, NOW_MS).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn violation_rows_as_csv_and_parquet_equal_the_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Conflict details list hashes with ", "; tamper adds rows without a seq
+    // (`not_conserved` is about a currency).
+    let dir = corrupted_lake(
+        tmp.path(),
+        &[Class::Conflict, Class::Dangling, Class::Tamper],
+    );
+    let report = run_lib(&dir);
+    let want = expected_rows(&report);
+    assert!(want.len() >= 5, "{}", report.summary());
+    assert!(want.iter().any(|r| r[4].is_null()), "a row without seq");
+    assert!(want.iter().any(|r| r[6].as_str().unwrap().contains(',')));
+
+    let csv = tmp.path().join("v.csv");
+    let pq = tmp.path().join("v.parquet");
+    let a = run_bin(&[s(&dir), "--quiet", "--violations", s(&csv)], &[]);
+    assert_eq!(a.code, 1, "{}\n{}", a.stdout, a.stderr);
+    let b = run_bin(&[s(&dir), "--quiet", "--violations", s(&pq)], &[]);
+    assert_eq!(b.code, 1, "{}\n{}", b.stdout, b.stderr);
+    assert!(b.stderr.is_empty(), "{}", b.stderr);
+    let seen = read_back(&csv, &pq);
+
+    // CSV: the header, then every row; nulls are empty fields.
+    let csv_rows = seen["csv"].as_array().unwrap();
+    assert_eq!(csv_rows[0], serde_json::json!(COLUMNS));
+    let as_csv = |v: &serde_json::Value| match v {
+        serde_json::Value::Null => String::new(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let want_csv: Vec<Vec<String>> = want
+        .iter()
+        .map(|r| r.iter().map(as_csv).collect())
+        .collect();
+    let got_csv: Vec<Vec<String>> =
+        serde_json::from_value(serde_json::Value::Array(csv_rows[1..].to_vec())).unwrap();
+    assert_eq!(got_csv, want_csv);
+
+    // Parquet through DuckDB: the same rows with types (null seq is NULL).
+    assert_eq!(seen["columns"], serde_json::json!(COLUMNS));
+    assert_eq!(seen["parquet"], serde_json::json!(want));
+    let types: Vec<(String, String, String)> =
+        serde_json::from_value(seen["types"].clone()).unwrap();
+    let ty: BTreeMap<&str, (&str, &str)> = types
+        .iter()
+        .map(|(n, t, null)| (n.as_str(), (t.as_str(), null.as_str())))
+        .collect();
+    assert_eq!(ty["seq"].0, "UBIGINT");
+    assert_eq!(ty["now_ms"].0, "BIGINT");
+    assert_eq!(ty["detail"].0, "VARCHAR");
+
+    // A clean lake: the header / the schema and zero rows.
+    let clean_csv = tmp.path().join("clean.csv");
+    let clean_pq = tmp.path().join("clean.parquet");
+    let clean = tmp.path().join("clean");
+    for f in [&clean_csv, &clean_pq] {
+        let r = run_bin(&[s(&clean), "--quiet", "--violations", s(f)], &[]);
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    }
+    let seen = read_back(&clean_csv, &clean_pq);
+    assert_eq!(seen["csv"], serde_json::json!([COLUMNS]));
+    assert_eq!(seen["columns"], serde_json::json!(COLUMNS));
+    assert_eq!(seen["parquet"], serde_json::json!([]));
+
+    // Another extension: exit 2 before the run, naming the accepted ones.
+    let r = run_bin(
+        &[s(&clean), "--violations", s(&tmp.path().join("v.json"))],
+        &[],
+    );
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("`.json`")
+            && r.stderr.contains("*.csv")
+            && r.stderr.contains("*.parquet"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.is_empty(), "no run on a usage error: {}", r.stdout);
+}
+
+#[test]
+fn metrics_parse_with_prometheus_client_and_equal_the_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = corrupted_lake(tmp.path(), &[Class::Overdraft, Class::Dangling]);
+    let metrics_dir = tmp.path().join("textfile");
+    std::fs::create_dir(&metrics_dir).unwrap();
+    let prom = metrics_dir.join("reconcile.prom");
+    let json = tmp.path().join("report.json");
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let r = run_bin(
+        &[
+            s(&dir),
+            "--quiet",
+            "--metrics",
+            s(&prom),
+            "--json",
+            s(&json),
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    // Atomic: only the file itself is left in the directory.
+    let names: Vec<String> = std::fs::read_dir(&metrics_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["reconcile.prom".to_owned()]);
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+
+    let install = Command::new("bash")
+        .arg(repo().join("scripts/install-metrics-reader.sh"))
+        .status()
+        .expect("run scripts/install-metrics-reader.sh");
+    assert!(install.success(), "installing prometheus_client failed");
+    let script = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = []
+for fam in text_string_to_metric_families(open(sys.argv[1], encoding="utf-8").read()):
+    for s in fam.samples:
+        out.append({"family": fam.name, "type": fam.type, "help": fam.documentation,
+                    "name": s.name, "labels": s.labels, "value": s.value})
+print(json.dumps(out))
+"#;
+    let out = Command::new(python())
+        .args(["-c", script, s(&prom)])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "prometheus_client refused the file: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(&prom).unwrap()
+    );
+    let samples: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    for smp in &samples {
+        assert_eq!(smp["type"], "gauge", "{smp}");
+        assert!(!smp["help"].as_str().unwrap().is_empty(), "{smp}");
+    }
+    let one = |name: &str| -> f64 {
+        let v: Vec<f64> = samples
+            .iter()
+            .filter(|x| x["name"] == name)
+            .map(|x| x["value"].as_f64().unwrap())
+            .collect();
+        assert_eq!(v.len(), 1, "{name}: {samples:?}");
+        v[0]
+    };
+    let n = |v: &serde_json::Value| v.as_f64().unwrap();
+    assert_eq!(one("reconcile_verdict_holds"), 0.0);
+    assert_eq!(one("reconcile_rows_read"), n(&report["stats"]["rows_read"]));
+    assert_eq!(
+        one("reconcile_plain_duplicates"),
+        n(&report["stats"]["plain_duplicates"])
+    );
+    assert_eq!(
+        one("reconcile_distinct_events"),
+        n(&report["stats"]["distinct_rows"])
+    );
+    assert_eq!(one("reconcile_streams"), n(&report["stats"]["streams"]));
+    assert_eq!(one("reconcile_files"), n(&report["files"]));
+    assert_eq!(one("reconcile_accounts"), n(&report["accounts"]));
+    assert_eq!(one("reconcile_transfers"), n(&report["transfers"]));
+    assert_eq!(one("reconcile_dangling_transfers"), 1.0);
+    assert_eq!(
+        one("reconcile_dangling_transfers"),
+        report["dangling"].as_array().unwrap().len() as f64
+    );
+    assert_eq!(
+        one("reconcile_duration_seconds"),
+        n(&report["elapsed_ms"]) / 1000.0
+    );
+    assert_eq!(
+        one("reconcile_judged_at_timestamp_seconds"),
+        NOW_MS as f64 / 1000.0
+    );
+    let last = one("reconcile_last_run_timestamp_seconds");
+    assert!(
+        last >= before.floor() && last < before + 600.0,
+        "{last} vs {before}"
+    );
+    // The lake label survives its quote, backslash and comma.
+    let info: Vec<&serde_json::Value> = samples
+        .iter()
+        .filter(|x| x["name"] == "reconcile_run_info")
+        .collect();
+    assert_eq!(info.len(), 1);
+    assert_eq!(info[0]["labels"]["lake"], s(&dir));
+    assert!(s(&dir).contains('"') && s(&dir).contains('\\'));
+
+    // Per check: holds and violations, labelled by check and invariant.
+    let checks = report["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 8);
+    let mut violated = 0;
+    for c in checks {
+        let pick = |name: &str| -> f64 {
+            let v: Vec<f64> = samples
+                .iter()
+                .filter(|x| {
+                    x["name"] == name
+                        && x["labels"]["check"] == c["name"]
+                        && x["labels"]["invariant"] == c["invariant"]
+                })
+                .map(|x| x["value"].as_f64().unwrap())
+                .collect();
+            assert_eq!(v.len(), 1, "{name} {c}");
+            v[0]
+        };
+        let holds = c["holds"].as_bool().unwrap();
+        assert_eq!(pick("reconcile_check_holds"), if holds { 1.0 } else { 0.0 });
+        assert_eq!(pick("reconcile_check_violations"), n(&c["violations"]));
+        violated += usize::from(!holds);
+    }
+    assert!(violated >= 2, "overdraft and dangling: {report}");
+}
+
+// ---- a real HTTP server on 127.0.0.1 ----
+
+#[derive(Debug, Clone)]
+struct Req {
+    method: String,
+    path: String,
+    headers: BTreeMap<String, String>,
+    body: String,
+}
+
+type Respond = dyn Fn(&Req) -> (u16, String) + Send + Sync;
+
+/// An HTTP/1.1 server on an ephemeral loopback port, one request per
+/// connection, recording every request and answering with `respond`.
+struct Server {
+    base: String,
+    requests: Arc<Mutex<Vec<Req>>>,
+    respond: Arc<Mutex<Arc<Respond>>>,
+}
+
+impl Server {
+    fn start(respond: impl Fn(&Req) -> (u16, String) + Send + Sync + 'static) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let requests: Arc<Mutex<Vec<Req>>> = Arc::default();
+        let respond: Arc<Mutex<Arc<Respond>>> = Arc::new(Mutex::new(Arc::new(respond)));
+        let (reqs, resp) = (requests.clone(), respond.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let mut r = BufReader::new(conn.try_clone().unwrap());
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 {
+                    continue;
+                }
+                let mut parts = line.split_whitespace();
+                let method = parts.next().unwrap_or_default().to_owned();
+                let path = parts.next().unwrap_or_default().to_owned();
+                let mut headers = BTreeMap::new();
+                loop {
+                    let mut h = String::new();
+                    r.read_line(&mut h).unwrap();
+                    let h = h.trim_end();
+                    if h.is_empty() {
+                        break;
+                    }
+                    let (k, v) = h.split_once(':').unwrap();
+                    headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
+                }
+                let len: usize = headers
+                    .get("content-length")
+                    .map_or(0, |l| l.parse().unwrap());
+                let mut body = vec![0; len];
+                r.read_exact(&mut body).unwrap();
+                let req = Req {
+                    method,
+                    path,
+                    headers,
+                    body: String::from_utf8(body).unwrap(),
+                };
+                let f = resp.lock().unwrap().clone();
+                let (status, text) = f(&req);
+                reqs.lock().unwrap().push(req);
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+                    text.len()
+                );
+            }
+        });
+        Server {
+            base,
+            requests,
+            respond,
+        }
+    }
+
+    fn set(&self, respond: impl Fn(&Req) -> (u16, String) + Send + Sync + 'static) {
+        *self.respond.lock().unwrap() = Arc::new(respond);
+    }
+
+    fn take(&self) -> Vec<Req> {
+        std::mem::take(&mut *self.requests.lock().unwrap())
+    }
+}
+
+/// The report's findings as the webhook's identity tuple.
+type Id = (String, String, String, Option<u64>, Option<String>);
+
+fn ids(r: &Report) -> BTreeSet<Id> {
+    r.checks
+        .iter()
+        .flat_map(|c| {
+            c.findings.iter().map(|f| {
+                (
+                    c.name.to_owned(),
+                    f.code.to_owned(),
+                    f.key.clone(),
+                    f.seq,
+                    f.event_id.clone(),
+                )
+            })
+        })
+        .collect()
+}
+
+fn body_ids(body: &serde_json::Value) -> BTreeSet<Id> {
+    body["new_violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["check"].as_str().unwrap().to_owned(),
+                v["code"].as_str().unwrap().to_owned(),
+                v["key"].as_str().unwrap().to_owned(),
+                v["seq"].as_u64(),
+                v["event_id"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_alert_webhook_posts_only_new_violations_and_advances_after_delivery() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(|_| (204, String::new()));
+    let hook = format!("{}/hooks/reconcile?token=s3cret", server.base);
+    let state = tmp.path().join("alert-state.json");
+    let dir = corrupted_lake(tmp.path(), &[Class::Overdraft]);
+    let alert = |extra_env: &[(&str, &str)]| {
+        run_bin(
+            &[
+                s(&dir),
+                "--alert-webhook",
+                &hook,
+                "--alert-state",
+                s(&state),
+            ],
+            extra_env,
+        )
+    };
+
+    // First run: every violation is new.
+    let first = run_lib(&dir);
+    let r = alert(&[]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("verdict: VIOLATED"), "{}", r.stdout);
+    let reqs = server.take();
+    assert_eq!(reqs.len(), 1, "{reqs:?}");
+    assert_eq!(reqs[0].method, "POST");
+    assert_eq!(reqs[0].path, "/hooks/reconcile?token=s3cret");
+    assert_eq!(reqs[0].headers["content-type"], "application/json");
+    let body: serde_json::Value = serde_json::from_str(&reqs[0].body).unwrap();
+    assert_eq!(body["version"], 1);
+    assert_eq!(body["lake"], s(&dir));
+    assert_eq!(body["verdict"], "violated");
+    assert_eq!(body["now_ms"], NOW_MS);
+    assert_eq!(body_ids(&body), ids(&first));
+    let total = ids(&first).len();
+    assert_eq!(body["counts"]["new"], total);
+    assert_eq!(body["counts"]["violations"], total);
+    assert_eq!(body["counts"]["known"], 0);
+    assert_eq!(body["counts"]["resolved"], 0);
+    assert_eq!(body["new_violations_omitted"], 0);
+    assert!(body["new_violations"][0]["detail"].as_str().is_some());
+    assert_eq!(body["checks"].as_array().unwrap().len(), 8);
+    assert!(r.stderr.contains("alert: sent"), "{}", r.stderr);
+    assert!(state.exists());
+
+    // Second identical run (the URL from the environment): nothing is posted.
+    let r = run_bin(
+        &[s(&dir), "--alert-state", s(&state)],
+        &[("LEDGER_ALERT_WEBHOOK", hook.as_str())],
+    );
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(server.take().len(), 0);
+    assert!(r.stderr.contains("nothing new"), "{}", r.stderr);
+
+    // A new violation: posted alone.
+    inject(&dir, Class::Dangling, NOW_MS).unwrap();
+    let second = run_lib(&dir);
+    let new: BTreeSet<Id> = ids(&second).difference(&ids(&first)).cloned().collect();
+    assert!(!new.is_empty());
+    let r = alert(&[]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let reqs = server.take();
+    assert_eq!(reqs.len(), 1);
+    let body: serde_json::Value = serde_json::from_str(&reqs[0].body).unwrap();
+    assert_eq!(body_ids(&body), new);
+    assert_eq!(body["counts"]["new"], new.len());
+    assert_eq!(
+        body["counts"]["known"],
+        ids(&second).intersection(&ids(&first)).count()
+    );
+
+    // The receiver fails: three attempts, exit 2, the state not advanced.
+    inject(&dir, Class::Leaked, NOW_MS).unwrap();
+    let third = run_lib(&dir);
+    let newer: BTreeSet<Id> = ids(&third).difference(&ids(&second)).cloned().collect();
+    assert!(!newer.is_empty());
+    server.set(|_| (500, "{\"error\":\"receiver down\"}".to_owned()));
+    let state_before = std::fs::read(&state).unwrap();
+    let r = alert(&[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("verdict: VIOLATED"),
+        "the summary still prints"
+    );
+    assert_eq!(server.take().len(), 3, "three attempts");
+    assert!(
+        r.stderr.contains("HTTP 500")
+            && r.stderr.contains("receiver down")
+            && r.stderr.contains("not delivered"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr.contains("s3cret"),
+        "the URL's query is hidden: {}",
+        r.stderr
+    );
+    assert_eq!(std::fs::read(&state).unwrap(), state_before);
+
+    // The receiver is back: the undelivered violations are sent again.
+    server.set(|_| (200, "{}".to_owned()));
+    let r = alert(&[]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let reqs = server.take();
+    assert_eq!(reqs.len(), 1);
+    let body: serde_json::Value = serde_json::from_str(&reqs[0].body).unwrap();
+    assert_eq!(body_ids(&body), newer);
+
+    // Everything resolved (the same lake path, now clean): nothing posted,
+    // the state emptied; when the violations come back they alert again.
+    let bad = tmp.path().join("bad-aside");
+    std::fs::rename(&dir, &bad).unwrap();
+    copy_lake(&tmp.path().join("clean"), &dir).unwrap();
+    let r = alert(&[]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(server.take().is_empty());
+    assert!(
+        r.stderr.contains(&format!(
+            "nothing new to send (0 violation(s) already alerted, {} resolved)",
+            ids(&third).len()
+        )),
+        "{}",
+        r.stderr
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::rename(&bad, &dir).unwrap();
+    let r = alert(&[]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let reqs = server.take();
+    assert_eq!(reqs.len(), 1);
+    let body: serde_json::Value = serde_json::from_str(&reqs[0].body).unwrap();
+    assert_eq!(body_ids(&body), ids(&third));
+
+    // One state file per lake: another lake's state is refused, not reused.
+    let other = tmp.path().join("clean");
+    let r = run_bin(
+        &[
+            s(&other),
+            "--alert-webhook",
+            &hook,
+            "--alert-state",
+            s(&state),
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("belongs to the lake"), "{}", r.stderr);
+    assert!(server.take().is_empty());
+
+    // A damaged state file: exit 2 before the lake is read.
+    let damaged = tmp.path().join("damaged-state.json");
+    std::fs::write(&damaged, "not json").unwrap();
+    let r = run_bin(
+        &[
+            s(&dir),
+            "--alert-webhook",
+            &hook,
+            "--alert-state",
+            s(&damaged),
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("is not an alert state"), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "no run: {}", r.stdout);
+    assert!(server.take().is_empty());
+
+    // --alert-webhook without --alert-state is a usage error.
+    let r = run_bin(&[s(&dir), "--alert-webhook", &hook], &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--alert-state"), "{}", r.stderr);
+    assert!(server.take().is_empty());
+}
+
+/// Adds `n` transfers created and never advanced, deadlines past, so the
+/// lake has `n` dangling transfers (most overdue: `sweep-000`).
+fn add_dangling(dir: &Path, n: usize) -> Vec<String> {
+    // Source, destination and currency from a real transfer of the lake.
+    let key = walkdir(&dir.join("events/transfer"))
+        .into_iter()
+        .next()
+        .unwrap();
+    let rel = key
+        .strip_prefix(dir)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let rows = ledger_ingest::read_file(&rel, std::fs::read(&key).unwrap().into()).unwrap();
+    let model = rows
+        .iter()
+        .map(|r| &r.event)
+        .find(|e| e.kind == "created")
+        .unwrap()
+        .clone();
+    let mut ids = Vec::new();
+    let mut new_rows = Vec::new();
+    for i in 0..n {
+        let t = format!("t.{GEN_TENANT}.sweep-{i:03}");
+        let at = model.occurred_at_ms;
+        let mut e = Event::new(Stream::Transfer, &t, 1, "created", at, GENESIS_HASH);
+        e.currency = model.currency.clone();
+        e.amount = Some(100);
+        e.transfer_id = Some(t.clone());
+        e.source = model.source.clone();
+        e.destination = model.destination.clone();
+        e.deadline_ms = Some(at + 300_000 + i as i64);
+        new_rows.push(ledger_ingest::Row {
+            event: e.seal(),
+            conflict: false,
+        });
+        ids.push(t);
+    }
+    for f in ledger_ingest::build_files(new_rows, ledger_ingest::FileLayer::Ingest).unwrap() {
+        ledger_reconcile::gen::write_object(dir, &f.key, &f.bytes).unwrap();
+    }
+    ids
+}
+
+fn walkdir(d: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(d).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walkdir(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn the_sweep_posts_dangling_ids_in_chunks_of_100_with_the_admin_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    clean_lake(&dir);
+    let want = add_dangling(&dir, 150);
+    let report = run_lib(&dir);
+    let listed: Vec<&str> = report
+        .dangling
+        .iter()
+        .map(|d| d.transfer_id.as_str())
+        .collect();
+    assert_eq!(listed, want, "most overdue first");
+
+    // The edge: even ids re-driven to captured, odd ones unknown (phase null).
+    let server = Server::start(|req| {
+        let v: serde_json::Value = serde_json::from_str(&req.body).unwrap();
+        let out: Vec<serde_json::Value> = v["transfer_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|id| {
+                let i: usize = id
+                    .as_str()
+                    .unwrap()
+                    .rsplit('-')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                let phase = if i.is_multiple_of(2) {
+                    Some("captured")
+                } else {
+                    None
+                };
+                serde_json::json!({"transfer_id": id, "phase": phase})
+            })
+            .collect();
+        (200, serde_json::json!({ "redriven": out }).to_string())
+    });
+    let key = "admin-key-0123456789abcdef";
+    let base = format!("{}/", server.base); // a trailing slash is fine
+    let r = run_bin(
+        &[s(&dir), "--sweep-url", &base],
+        &[("LEDGER_ADMIN_KEY", key)],
+    );
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let reqs = server.take();
+    assert_eq!(reqs.len(), 2, "150 ids: 100 + 50");
+    let mut sent = Vec::new();
+    for (req, size) in reqs.iter().zip([100, 50]) {
+        assert_eq!(req.method, "POST");
+        assert_eq!(req.path, "/v1/admin/transfers/redrive");
+        assert_eq!(req.headers["authorization"], format!("Bearer {key}"));
+        assert_eq!(req.headers["content-type"], "application/json");
+        let v: serde_json::Value = serde_json::from_str(&req.body).unwrap();
+        assert_eq!(v.as_object().unwrap().len(), 1, "only transfer_ids: {v}");
+        let chunk: Vec<String> = serde_json::from_value(v["transfer_ids"].clone()).unwrap();
+        assert_eq!(chunk.len(), size);
+        sent.extend(chunk);
+    }
+    assert_eq!(sent, want, "every id once, most overdue first");
+    assert!(
+        r.stderr.contains(
+            "re-drove 75 of 150 dangling transfer(s) in 2 request(s): 75 now terminal, 75 unknown"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.contains("verdict: VIOLATED"), "{}", r.stdout);
+
+    // The edge refuses the key: exit 2 with the status and body, no retry.
+    server.set(|_| {
+        (
+            403,
+            r#"{"type":"https://ledger.example/problems/forbidden","code":"forbidden"}"#.to_owned(),
+        )
+    });
+    let r = run_bin(
+        &[s(&dir), "--quiet", "--sweep-url", &server.base],
+        &[("LEDGER_ADMIN_KEY", "wrong-key-0123456789")],
+    );
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(server.take().len(), 1, "a 4xx is not retried");
+    assert!(
+        r.stderr.contains("HTTP 403") && r.stderr.contains("problems/forbidden"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("wrong-key"), "{}", r.stderr);
+
+    // No key in the environment: exit 2 before the run, nothing sent.
+    let r = run_bin(&[s(&dir), "--sweep-url", &server.base], &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("LEDGER_ADMIN_KEY"), "{}", r.stderr);
+    assert!(r.stdout.is_empty());
+    assert!(server.take().is_empty());
+
+    // A clean lake: nothing to re-drive, no request.
+    let clean = tmp.path().join("clean");
+    clean_lake(&clean);
+    let r = run_bin(
+        &[s(&clean), "--sweep-url", &server.base],
+        &[("LEDGER_ADMIN_KEY", key)],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("nothing to re-drive"), "{}", r.stderr);
+    assert!(server.take().is_empty());
+}
