@@ -193,7 +193,7 @@ impl Facts {
     /// id a leg names.
     pub fn transfer_ids(&self) -> Vec<&String> {
         let mut ids: Vec<&String> = self.transfers.keys().chain(self.legs.keys()).collect();
-        ids.sort();
+        ids.sort_unstable();
         ids.dedup();
         ids
     }

@@ -329,7 +329,7 @@ pub async fn reconcile_from(
     facts.finish_accounts(
         streams
             .iter()
-            .filter_map(|(id, st)| st.account.as_ref().map(|a| (&id.2, a))),
+            .filter_map(|(id, st)| st.account.as_deref().map(|a| (&id.2, a))),
     );
     // Findings in stream order (stable: a stream's own order is kept, and a
     // resumed stream's old findings precede its new ones).

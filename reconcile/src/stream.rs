@@ -55,7 +55,6 @@ pub struct Tail {
     pub last_hashes: Vec<String>,
     /// Account streams: (seq, balance_after, held_after) of the last
     /// well-formed row, which the balance refold continues from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fold: Option<(u64, i64, i64)>,
 }
 
