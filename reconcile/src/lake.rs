@@ -273,18 +273,9 @@ impl Lake {
     /// Streams the rows of `files` (one table) in the lake's order
     /// (`stream`, `stream_key`, `seq`, `hash`), calling `visit` with runs of
     /// rows in order: a k-way merge of the files, each read by DataFusion as
-    /// one ordered stream (see [`crate::merge`]).
-    pub async fn scan_sorted(
-        &self,
-        files: &[LakeFileInfo],
-        visit: impl FnMut(Vec<Event>) -> Result<(), Error>,
-    ) -> Result<(), Error> {
-        self.scan_sorted_where(files, None, visit).await
-    }
-
-    /// [`Lake::scan_sorted`], keeping only the rows whose `stream_key` is in
-    /// `keys` when given (row groups whose statistics exclude every key are
-    /// not read).
+    /// one ordered stream (see [`crate::merge`]). With `keys`, only the rows
+    /// whose `stream_key` is in `keys` (row groups whose statistics exclude
+    /// every key are not read).
     pub async fn scan_sorted_where(
         &self,
         files: &[LakeFileInfo],

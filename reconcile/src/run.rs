@@ -162,8 +162,7 @@ async fn prove_table(
     // Pass 1: the new files. A stream continues from its tail unless a new
     // row is at or before it: then it is reopened.
     let mut reopen: HashSet<StreamId> = HashSet::new();
-    let mut g = Grouper::default();
-    let mut take = |s: StreamRows, proof: &mut Proof| {
+    let read = scan_streams(lake, &new, None, |s| {
         let id: StreamId = (table, s.stream, s.key.clone());
         let tail_seq = proof.streams.get(&id).map_or(0, |st| st.tail.last_seq);
         if tail_seq > 0 && s.rows.first().is_some_and(|r| r.seq <= tail_seq) {
@@ -171,20 +170,9 @@ async fn prove_table(
         } else {
             proof.visit(table, s);
         }
-    };
-    lake.scan_sorted(&new, |events| {
-        for ev in events {
-            if let Some(s) = g.push(ev) {
-                take(s, &mut proof);
-            }
-        }
-        Ok(())
     })
     .await?;
-    if let Some(s) = g.finish() {
-        take(s, &mut proof);
-    }
-    add_stats(&mut stats, &g.stats);
+    add_stats(&mut stats, &read);
     // Pass 2: reopened streams, re-proved from their first event over every
     // file of the table (row groups outside their keys are pruned).
     if !reopen.is_empty() {
@@ -200,25 +188,13 @@ async fn prove_table(
         let mut keys: Vec<String> = reopen.iter().map(|id| id.2.clone()).collect();
         keys.sort();
         keys.dedup();
-        let mut g = Grouper::default();
-        let take = |s: StreamRows, proof: &mut Proof| {
+        let read = scan_streams(lake, &files, Some(&keys), |s| {
             if reopen.contains(&(table, s.stream, s.key.clone())) {
                 proof.visit(table, s);
             }
-        };
-        lake.scan_sorted_where(&files, Some(&keys), |events| {
-            for ev in events {
-                if let Some(s) = g.push(ev) {
-                    take(s, &mut proof);
-                }
-            }
-            Ok(())
         })
         .await?;
-        if let Some(s) = g.finish() {
-            take(s, &mut proof);
-        }
-        add_stats(&mut stats, &g.stats);
+        add_stats(&mut stats, &read);
     }
     if opts.progress {
         eprintln!(
@@ -237,6 +213,30 @@ async fn prove_table(
         inc,
         files,
     })
+}
+
+/// Scans `files` in stream order (only the streams of `keys` when given),
+/// hands each whole stream to `take`, and returns the scan's statistics.
+async fn scan_streams(
+    lake: &Lake,
+    files: &[LakeFileInfo],
+    keys: Option<&[String]>,
+    mut take: impl FnMut(StreamRows),
+) -> Result<ScanStats, Error> {
+    let mut g = Grouper::default();
+    lake.scan_sorted_where(files, keys, |events| {
+        for ev in events {
+            if let Some(s) = g.push(ev) {
+                take(s);
+            }
+        }
+        Ok(())
+    })
+    .await?;
+    if let Some(s) = g.finish() {
+        take(s);
+    }
+    Ok(g.stats)
 }
 
 /// Runs `fut` to completion on a runtime of its own (on the calling thread).
