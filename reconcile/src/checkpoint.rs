@@ -25,6 +25,7 @@
 //! the 10M-event benchmark lake, docs/BENCHMARKS.md): a compact binary
 //! encoding and pruning settled transfers are the next steps.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
@@ -73,41 +74,45 @@ pub struct ProofState {
 
 // ---- the file format -------------------------------------------------------
 
+// One shape for both directions: written from borrowed state (a checkpoint
+// is as large as the proof's state, so it is not copied to be written), read
+// back owned.
+
 #[derive(Serialize, Deserialize)]
-struct FileV1 {
+struct FileV1<'a> {
     version: u32,
     /// The lake the checkpoint belongs to (as given on the command line).
-    lake: String,
-    layout: String,
+    lake: Cow<'a, str>,
+    layout: Cow<'a, str>,
     /// The run that wrote it: its `now_ms`.
     written_at_ms: i64,
-    files: BTreeMap<String, String>,
-    streams: Vec<StreamRec>,
-    transfers: Vec<(String, TransferFacts)>,
-    legs: Vec<(String, Legs)>,
-    findings: Vec<FindingRec>,
+    files: Cow<'a, BTreeMap<String, String>>,
+    streams: Vec<StreamRec<'a>>,
+    transfers: Vec<(Cow<'a, str>, Cow<'a, TransferFacts>)>,
+    legs: Vec<(Cow<'a, str>, Cow<'a, Legs>)>,
+    findings: Vec<FindingRec<'a>>,
 }
 
 #[derive(Serialize, Deserialize)]
-struct StreamRec {
-    table: String,
+struct StreamRec<'a> {
+    table: Cow<'a, str>,
     stream: Stream,
-    key: String,
-    tail: Tail,
-    account: Option<AccountFacts>,
+    key: Cow<'a, str>,
+    tail: Cow<'a, Tail>,
+    account: Option<Cow<'a, AccountFacts>>,
 }
 
 #[derive(Serialize, Deserialize)]
-struct FindingRec {
-    check: String,
-    table: String,
+struct FindingRec<'a> {
+    check: Cow<'a, str>,
+    table: Cow<'a, str>,
     stream: Stream,
-    stream_key: String,
-    code: String,
-    key: String,
+    stream_key: Cow<'a, str>,
+    code: Cow<'a, str>,
+    key: Cow<'a, str>,
     seq: Option<u64>,
-    event_id: Option<String>,
-    detail: String,
+    event_id: Option<Cow<'a, str>>,
+    detail: Cow<'a, str>,
 }
 
 /// Check names and finding codes are `&'static str` in memory; the few
@@ -174,32 +179,32 @@ impl ProofState {
             )));
         }
         let mut p = ProofState {
-            files: f.files,
-            transfers: f.transfers.into_iter().collect(),
-            legs: f.legs.into_iter().collect(),
+            files: f.files.into_owned(),
+            transfers: owned(f.transfers),
+            legs: owned(f.legs),
             ..Default::default()
         };
         for s in f.streams {
             let table = table_of(&s.table).map_err(err)?;
             p.streams.insert(
-                (table, s.stream, s.key),
+                (table, s.stream, s.key.into_owned()),
                 StreamState {
-                    tail: s.tail,
-                    account: s.account.map(Box::new),
+                    tail: s.tail.into_owned(),
+                    account: s.account.map(|a| Box::new(a.into_owned())),
                 },
             );
         }
         for r in f.findings {
             let table = table_of(&r.table).map_err(err)?;
             p.findings.push(StreamFinding {
-                check: intern(r.check),
-                stream: (table, r.stream, r.stream_key),
+                check: intern(r.check.into_owned()),
+                stream: (table, r.stream, r.stream_key.into_owned()),
                 finding: Finding {
-                    code: intern(r.code),
-                    key: r.key,
+                    code: intern(r.code.into_owned()),
+                    key: r.key.into_owned(),
                     seq: r.seq,
-                    event_id: r.event_id,
-                    detail: r.detail,
+                    event_id: r.event_id.map(Cow::into_owned),
+                    detail: r.detail.into_owned(),
                 },
             });
         }
@@ -216,19 +221,19 @@ impl ProofState {
         };
         let f = FileV1 {
             version: CHECKPOINT_VERSION,
-            lake: lake.to_owned(),
-            layout: ledger_ingest::LAKE_LAYOUT_VERSION.to_owned(),
+            lake: Cow::Borrowed(lake),
+            layout: Cow::Borrowed(ledger_ingest::LAKE_LAYOUT_VERSION),
             written_at_ms: now_ms,
-            files: self.files.clone(),
+            files: Cow::Borrowed(&self.files),
             streams: self
                 .streams
                 .iter()
                 .map(|((table, stream, key), s)| StreamRec {
-                    table: table.as_str().to_owned(),
+                    table: Cow::Borrowed(table.as_str()),
                     stream: *stream,
-                    key: key.clone(),
-                    tail: s.tail.clone(),
-                    account: s.account.as_deref().cloned(),
+                    key: Cow::Borrowed(key),
+                    tail: Cow::Borrowed(&s.tail),
+                    account: s.account.as_deref().map(Cow::Borrowed),
                 })
                 .collect(),
             transfers: sorted(&self.transfers),
@@ -237,15 +242,15 @@ impl ProofState {
                 .findings
                 .iter()
                 .map(|f| FindingRec {
-                    check: f.check.to_owned(),
-                    table: f.stream.0.as_str().to_owned(),
+                    check: Cow::Borrowed(f.check),
+                    table: Cow::Borrowed(f.stream.0.as_str()),
                     stream: f.stream.1,
-                    stream_key: f.stream.2.clone(),
-                    code: f.finding.code.to_owned(),
-                    key: f.finding.key.clone(),
+                    stream_key: Cow::Borrowed(&f.stream.2),
+                    code: Cow::Borrowed(f.finding.code),
+                    key: Cow::Borrowed(&f.finding.key),
                     seq: f.finding.seq,
-                    event_id: f.finding.event_id.clone(),
-                    detail: f.finding.detail.clone(),
+                    event_id: f.finding.event_id.as_deref().map(Cow::Borrowed),
+                    detail: Cow::Borrowed(&f.finding.detail),
                 })
                 .collect(),
         };
@@ -260,8 +265,17 @@ impl ProofState {
     }
 }
 
-fn sorted<T: Clone>(m: &HashMap<String, T>) -> Vec<(String, T)> {
-    let mut v: Vec<(String, T)> = m.iter().map(|(k, t)| (k.clone(), t.clone())).collect();
-    v.sort_by(|a, b| a.0.cmp(&b.0));
-    v
+/// The map's entries sorted by key (a deterministic file), borrowed.
+fn sorted<T: Clone>(m: &HashMap<String, T>) -> Vec<(Cow<'_, str>, Cow<'_, T>)> {
+    let mut v: Vec<(&String, &T)> = m.iter().collect();
+    v.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    v.into_iter()
+        .map(|(k, t)| (Cow::Borrowed(k.as_str()), Cow::Borrowed(t)))
+        .collect()
+}
+
+fn owned<T: Clone>(v: Vec<(Cow<'_, str>, Cow<'_, T>)>) -> HashMap<String, T> {
+    v.into_iter()
+        .map(|(k, t)| (k.into_owned(), t.into_owned()))
+        .collect()
 }
