@@ -4,23 +4,17 @@
 //! reading only the new files; late redeliveries and rewritten files reopen
 //! the streams they touch; unusable checkpoints are errors.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
+use common::{runtime, NOW_MS};
 use ledger_events::Event;
 use ledger_ingest::{ingest, Message};
 use ledger_reconcile::corrupt::{inject, Class};
-use ledger_reconcile::gen::{generate_events, write_object, GenConfig, GEN_START_MS};
+use ledger_reconcile::gen::{generate_events, write_object, GenConfig};
 use ledger_reconcile::{reconcile, reconcile_from, Lake, Options, ProofState, Report};
-
-const NOW_MS: i64 = GEN_START_MS + 365 * 86_400_000;
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 fn opts() -> Options {
     Options {
@@ -53,7 +47,7 @@ fn deliver(root: &Path, events: &[&Event], tag: &str) -> usize {
 /// One incremental night: load the checkpoint file (if any), run, save it.
 fn night(root: &Path, ckpt: &Path) -> Report {
     let name = root.to_str().unwrap();
-    rt().block_on(async {
+    runtime().block_on(async {
         let lake = Lake::open(name).unwrap();
         let resume = ckpt.exists().then(|| ProofState::load(ckpt, name).unwrap());
         let (report, state) = reconcile_from(&lake, &opts(), resume).await.unwrap();
@@ -63,7 +57,7 @@ fn night(root: &Path, ckpt: &Path) -> Report {
 }
 
 fn full(root: &Path) -> Report {
-    rt().block_on(async {
+    runtime().block_on(async {
         let lake = Lake::open(root.to_str().unwrap()).unwrap();
         reconcile(&lake, &opts()).await.unwrap()
     })

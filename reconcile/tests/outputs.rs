@@ -11,6 +11,8 @@
 //! - `--sweep-url` against a local HTTP server: chunks of 100, the admin key
 //!   from the environment, exit 2 with the status and body on a refusal.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -18,13 +20,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
+use common::{config, run_lib, NOW_MS};
 use ledger_events::{Event, Stream, GENESIS_HASH};
 use ledger_reconcile::corrupt::{copy_lake, inject, Class};
-use ledger_reconcile::gen::{generate_lake, GenConfig, GEN_START_MS, GEN_TENANT};
-use ledger_reconcile::{reconcile, Lake, Options, Report};
-
-/// Deadlines are judged a year after the generated history.
-const NOW_MS: i64 = GEN_START_MS + 365 * 86_400_000;
+use ledger_reconcile::gen::{generate_lake, GEN_TENANT};
+use ledger_reconcile::Report;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -35,34 +35,7 @@ fn python() -> String {
 }
 
 fn clean_lake(dir: &Path) {
-    let cfg = GenConfig {
-        seed: 7,
-        accounts: 12,
-        operations: 300,
-        batches: 3,
-        duplicates: 8,
-        step_ms: ledger_reconcile::gen::GEN_STEP_MS,
-    };
-    generate_lake(&cfg, dir).unwrap();
-}
-
-fn run_lib(dir: &Path) -> Report {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let lake = Lake::open(dir.to_str().unwrap())?;
-        reconcile(
-            &lake,
-            &Options {
-                now_ms: NOW_MS,
-                progress: false,
-            },
-        )
-        .await
-    })
-    .unwrap()
+    generate_lake(&config(), dir).unwrap();
 }
 
 struct Run {
@@ -195,7 +168,7 @@ fn violation_rows_as_csv_and_parquet_equal_the_report() {
         tmp.path(),
         &[Class::Conflict, Class::Dangling, Class::Tamper],
     );
-    let report = run_lib(&dir);
+    let report = run_lib(&dir).unwrap();
     let want = expected_rows(&report);
     assert!(want.len() >= 5, "{}", report.summary());
     assert!(want.iter().any(|r| r[4].is_null()), "a row without seq");
@@ -551,7 +524,7 @@ fn the_alert_webhook_posts_only_new_violations_and_advances_after_delivery() {
     };
 
     // First run: every violation is new.
-    let first = run_lib(&dir);
+    let first = run_lib(&dir).unwrap();
     let r = alert(&[]);
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("verdict: VIOLATED"), "{}", r.stdout);
@@ -588,7 +561,7 @@ fn the_alert_webhook_posts_only_new_violations_and_advances_after_delivery() {
 
     // A new violation: posted alone.
     inject(&dir, Class::Dangling, NOW_MS).unwrap();
-    let second = run_lib(&dir);
+    let second = run_lib(&dir).unwrap();
     let new: BTreeSet<Id> = ids(&second).difference(&ids(&first)).cloned().collect();
     assert!(!new.is_empty());
     let r = alert(&[]);
@@ -605,7 +578,7 @@ fn the_alert_webhook_posts_only_new_violations_and_advances_after_delivery() {
 
     // The receiver fails: three attempts, exit 2, the state not advanced.
     inject(&dir, Class::Leaked, NOW_MS).unwrap();
-    let third = run_lib(&dir);
+    let third = run_lib(&dir).unwrap();
     let newer: BTreeSet<Id> = ids(&third).difference(&ids(&second)).cloned().collect();
     assert!(!newer.is_empty());
     server.set(|_| (500, "{\"error\":\"receiver down\"}".to_owned()));
@@ -770,7 +743,7 @@ fn the_sweep_posts_dangling_ids_in_chunks_of_100_with_the_admin_key() {
     let dir = tmp.path().join("lake");
     clean_lake(&dir);
     let want = add_dangling(&dir, 150);
-    let report = run_lib(&dir);
+    let report = run_lib(&dir).unwrap();
     let listed: Vec<&str> = report
         .dangling
         .iter()

@@ -6,41 +6,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+mod common;
+
+use common::{config, run_lib, NOW_MS};
 use ledger_reconcile::corrupt::{copy_lake, inject, Class, Expected};
-use ledger_reconcile::gen::{generate_events, generate_lake, GenConfig, GEN_START_MS};
-use ledger_reconcile::{reconcile, Lake, Options, Report};
-
-/// Deadlines are judged a year after the generated history.
-const NOW_MS: i64 = GEN_START_MS + 365 * 86_400_000;
-
-fn config() -> GenConfig {
-    GenConfig {
-        seed: 7,
-        accounts: 12,
-        operations: 300,
-        batches: 3,
-        duplicates: 8,
-        step_ms: ledger_reconcile::gen::GEN_STEP_MS,
-    }
-}
-
-fn run_lib(dir: &Path) -> Result<Report, ledger_reconcile::Error> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let lake = Lake::open(dir.to_str().unwrap())?;
-        reconcile(
-            &lake,
-            &Options {
-                now_ms: NOW_MS,
-                progress: false,
-            },
-        )
-        .await
-    })
-}
+use ledger_reconcile::gen::{generate_events, generate_lake};
+use ledger_reconcile::Report;
 
 fn run_bin(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_reconcile"))

@@ -4,6 +4,7 @@
 //! verdict and the same findings as the same lake read from a directory, and
 //! every S3 failure is exit 2 with a message that says which one.
 
+mod common;
 #[path = "../../tests/support/s3_server.rs"]
 mod s3_server;
 
@@ -12,34 +13,15 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{config, runtime, NOW_MS};
 use ledger_reconcile::corrupt::{copy_lake, inject, Class};
-use ledger_reconcile::gen::{generate_lake, GenConfig, GEN_START_MS};
+use ledger_reconcile::gen::generate_lake;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use s3_server::{with_env, S3Server};
 
-/// Deadlines are judged a year after the generated history.
-const NOW_MS: i64 = GEN_START_MS + 365 * 86_400_000;
 const BUCKET: &str = "ledger-lake";
-
-fn config() -> GenConfig {
-    GenConfig {
-        seed: 7,
-        accounts: 12,
-        operations: 300,
-        batches: 3,
-        duplicates: 8,
-        step_ms: ledger_reconcile::gen::GEN_STEP_MS,
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// The test's own client of the bucket (configured explicitly, not from
 /// the environment, so it cannot mask what the binary reads).

@@ -1,0 +1,48 @@
+//! Setup shared by the reconcile integration tests: the instant deadlines are
+//! judged at, the generated lake most tests start from, and a library run.
+
+// Each test crate uses a subset of these.
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use ledger_reconcile::gen::{GenConfig, GEN_START_MS, GEN_STEP_MS};
+use ledger_reconcile::{reconcile, Error, Lake, Options, Report};
+
+/// Deadlines are judged a year after the generated history.
+pub const NOW_MS: i64 = GEN_START_MS + 365 * 86_400_000;
+
+/// The generated lake of the end-to-end tests: small, every outcome present,
+/// a few plain duplicates.
+pub fn config() -> GenConfig {
+    GenConfig {
+        seed: 7,
+        accounts: 12,
+        operations: 300,
+        batches: 3,
+        duplicates: 8,
+        step_ms: GEN_STEP_MS,
+    }
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A full run of the library on the lake directory `dir`, at [`NOW_MS`].
+pub fn run_lib(dir: &Path) -> Result<Report, Error> {
+    runtime().block_on(async {
+        let lake = Lake::open(dir.to_str().unwrap())?;
+        reconcile(
+            &lake,
+            &Options {
+                now_ms: NOW_MS,
+                progress: false,
+            },
+        )
+        .await
+    })
+}
