@@ -158,11 +158,49 @@ pub struct Event {
     pub hash: String,
 }
 
+/// A borrowed event: the same fields as [`Event`], borrowing its strings
+/// (from an [`Event`] or from a record batch's string arrays). The canonical
+/// encoding, the hash check and validation are implemented here, once, and
+/// allocate nothing on success.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventRef<'a> {
+    pub v: u16,
+    pub event_id: &'a str,
+    pub stream: Stream,
+    pub stream_key: &'a str,
+    pub seq: u64,
+    pub kind: &'a str,
+    pub occurred_at_ms: i64,
+    pub currency: Option<&'a str>,
+    pub amount: Option<i64>,
+    pub balance_after: Option<i64>,
+    pub held_after: Option<i64>,
+    pub overdraft_limit: Option<i64>,
+    pub entry_id: Option<&'a str>,
+    pub transfer_id: Option<&'a str>,
+    pub counterparty: Option<&'a str>,
+    pub source: Option<&'a str>,
+    pub destination: Option<&'a str>,
+    pub deadline_ms: Option<i64>,
+    pub reason: Option<&'a str>,
+    pub prev_hash: &'a str,
+    pub hash: &'a str,
+}
+
 /// The event id: stream, stream key and seq joined by `:`. Stream keys never
 /// contain `:`-free ambiguity because the stream name is a fixed word and the
 /// seq is the last part.
 pub fn event_id(stream: Stream, stream_key: &str, seq: u64) -> String {
     format!("{}:{}:{}", stream.as_str(), stream_key, seq)
+}
+
+/// Whether `id` is [`event_id`]`(stream, key, seq)`, without allocating.
+pub fn is_event_id(id: &str, stream: Stream, key: &str, seq: u64) -> bool {
+    id.strip_prefix(stream.as_str())
+        .and_then(|r| r.strip_prefix(':'))
+        .and_then(|r| r.strip_prefix(key))
+        .and_then(|r| r.strip_prefix(':'))
+        == Some(itoa::Buffer::new().format(seq))
 }
 
 /// A structural defect in one event. Each names the field and what was wrong.
@@ -384,51 +422,42 @@ impl Event {
         }
     }
 
-    /// The canonical encoding that `hash` covers: one `name=value` line per
-    /// field in [`FIELDS`] order except `hash`, absent values empty, joined by
-    /// `\n` with no trailing newline. Restricted alphabets make it unambiguous,
-    /// and it is easy to reproduce in SQL (`sha256(concat_ws(chr(10), ...))`).
+    /// A borrowed view of this event. The canonical encoding, the hash and
+    /// validation are implemented once, on [`EventRef`].
+    pub fn view(&self) -> EventRef<'_> {
+        EventRef {
+            v: self.v,
+            event_id: &self.event_id,
+            stream: self.stream,
+            stream_key: &self.stream_key,
+            seq: self.seq,
+            kind: &self.kind,
+            occurred_at_ms: self.occurred_at_ms,
+            currency: self.currency.as_deref(),
+            amount: self.amount,
+            balance_after: self.balance_after,
+            held_after: self.held_after,
+            overdraft_limit: self.overdraft_limit,
+            entry_id: self.entry_id.as_deref(),
+            transfer_id: self.transfer_id.as_deref(),
+            counterparty: self.counterparty.as_deref(),
+            source: self.source.as_deref(),
+            destination: self.destination.as_deref(),
+            deadline_ms: self.deadline_ms,
+            reason: self.reason.as_deref(),
+            prev_hash: &self.prev_hash,
+            hash: &self.hash,
+        }
+    }
+
+    /// The canonical encoding that `hash` covers; see [`EventRef::canonical_into`].
     pub fn canonical(&self) -> String {
-        fn o<T: ToString>(v: &Option<T>) -> String {
-            v.as_ref().map(|x| x.to_string()).unwrap_or_default()
-        }
-        let values: [String; 20] = [
-            self.v.to_string(),
-            self.event_id.clone(),
-            self.stream.as_str().to_owned(),
-            self.stream_key.clone(),
-            self.seq.to_string(),
-            self.kind.clone(),
-            self.occurred_at_ms.to_string(),
-            o(&self.currency),
-            o(&self.amount),
-            o(&self.balance_after),
-            o(&self.held_after),
-            o(&self.overdraft_limit),
-            o(&self.entry_id),
-            o(&self.transfer_id),
-            o(&self.counterparty),
-            o(&self.source),
-            o(&self.destination),
-            o(&self.deadline_ms),
-            o(&self.reason),
-            self.prev_hash.clone(),
-        ];
-        let mut out = String::with_capacity(512);
-        for (i, (name, value)) in FIELDS.iter().zip(values.iter()).enumerate() {
-            if i > 0 {
-                out.push('\n');
-            }
-            out.push_str(name);
-            out.push('=');
-            out.push_str(value);
-        }
-        out
+        self.view().canonical()
     }
 
     /// SHA-256 of [`Event::canonical`], lower-case hex.
     pub fn compute_hash(&self) -> String {
-        hex(&Sha256::digest(self.canonical().as_bytes()))
+        self.view().compute_hash()
     }
 
     /// Sets `hash`; the event is final after this.
@@ -438,26 +467,167 @@ impl Event {
     }
 
     pub fn account_kind(&self) -> Option<AccountKind> {
-        (self.stream == Stream::Account)
-            .then(|| AccountKind::parse(&self.kind))
-            .flatten()
+        self.view().account_kind()
     }
 
     pub fn transfer_kind(&self) -> Option<TransferKind> {
-        (self.stream == Stream::Transfer)
-            .then(|| TransferKind::parse(&self.kind))
-            .flatten()
+        self.view().transfer_kind()
     }
 
     /// Structural validation of one event (see the module docs for what it
     /// does not check). Does not check the hash; [`decode`] does both.
     pub fn validate(&self) -> Result<(), SchemaError> {
+        self.view().validate()
+    }
+
+    /// The JSON form sent on the queue: fields in canonical order, absent
+    /// fields omitted.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("an Event always serializes")
+    }
+}
+
+/// Bytes reserved for one canonical encoding; typical events fit.
+const CANONICAL_CAPACITY: usize = 512;
+
+impl<'a> EventRef<'a> {
+    /// An owned copy.
+    pub fn to_event(&self) -> Event {
+        Event {
+            v: self.v,
+            event_id: self.event_id.to_owned(),
+            stream: self.stream,
+            stream_key: self.stream_key.to_owned(),
+            seq: self.seq,
+            kind: self.kind.to_owned(),
+            occurred_at_ms: self.occurred_at_ms,
+            currency: self.currency.map(str::to_owned),
+            amount: self.amount,
+            balance_after: self.balance_after,
+            held_after: self.held_after,
+            overdraft_limit: self.overdraft_limit,
+            entry_id: self.entry_id.map(str::to_owned),
+            transfer_id: self.transfer_id.map(str::to_owned),
+            counterparty: self.counterparty.map(str::to_owned),
+            source: self.source.map(str::to_owned),
+            destination: self.destination.map(str::to_owned),
+            deadline_ms: self.deadline_ms,
+            reason: self.reason.map(str::to_owned),
+            prev_hash: self.prev_hash.to_owned(),
+            hash: self.hash.to_owned(),
+        }
+    }
+
+    /// Appends the canonical encoding that `hash` covers to `out`: one
+    /// `name=value` line per field in [`FIELDS`] order except `hash`, absent
+    /// values empty, joined by `\n` with no trailing newline. Restricted
+    /// alphabets make it unambiguous, and it is easy to reproduce in SQL
+    /// (`sha256(concat_ws(chr(10), ...))`). Allocates nothing beyond growing
+    /// `out`.
+    pub fn canonical_into(&self, out: &mut Vec<u8>) {
+        /// One value of the encoding; an absent value is the empty string.
+        #[derive(Clone, Copy)]
+        enum Value<'s> {
+            Str(&'s str),
+            Int(i64),
+            Uint(u64),
+        }
+        let s = |v: Option<&'a str>| Value::Str(v.unwrap_or(""));
+        let i = |v: Option<i64>| v.map_or(Value::Str(""), Value::Int);
+        let values: [Value<'a>; 20] = [
+            Value::Uint(self.v.into()),
+            Value::Str(self.event_id),
+            Value::Str(self.stream.as_str()),
+            Value::Str(self.stream_key),
+            Value::Uint(self.seq),
+            Value::Str(self.kind),
+            Value::Int(self.occurred_at_ms),
+            s(self.currency),
+            i(self.amount),
+            i(self.balance_after),
+            i(self.held_after),
+            i(self.overdraft_limit),
+            s(self.entry_id),
+            s(self.transfer_id),
+            s(self.counterparty),
+            s(self.source),
+            s(self.destination),
+            i(self.deadline_ms),
+            s(self.reason),
+            Value::Str(self.prev_hash),
+        ];
+        let mut digits = itoa::Buffer::new();
+        for (n, (name, value)) in FIELDS.iter().zip(values).enumerate() {
+            if n > 0 {
+                out.push(b'\n');
+            }
+            out.extend_from_slice(name.as_bytes());
+            out.push(b'=');
+            let text = match value {
+                Value::Str(text) => text,
+                Value::Int(x) => digits.format(x),
+                Value::Uint(x) => digits.format(x),
+            };
+            out.extend_from_slice(text.as_bytes());
+        }
+    }
+
+    /// The canonical encoding as a string; see [`EventRef::canonical_into`].
+    pub fn canonical(&self) -> String {
+        let mut out = Vec::with_capacity(CANONICAL_CAPACITY);
+        self.canonical_into(&mut out);
+        String::from_utf8(out).expect("the canonical encoding of UTF-8 fields is UTF-8")
+    }
+
+    /// SHA-256 of the canonical encoding, written into `scratch` first.
+    fn digest(&self, scratch: &mut Vec<u8>) -> sha2::digest::Output<Sha256> {
+        scratch.clear();
+        self.canonical_into(scratch);
+        Sha256::digest(scratch.as_slice())
+    }
+
+    /// SHA-256 of [`EventRef::canonical`], lower-case hex.
+    pub fn compute_hash(&self) -> String {
+        hex(&self.digest(&mut Vec::with_capacity(CANONICAL_CAPACITY)))
+    }
+
+    /// Whether `hash` is the SHA-256 of the canonical encoding. Clears and
+    /// reuses `scratch` for the encoding, so it allocates nothing once
+    /// `scratch` has grown, and compares the digest with the recorded hex
+    /// without building a string: an upper-case or malformed recorded hash is
+    /// a mismatch, exactly as comparing with [`EventRef::compute_hash`] is.
+    pub fn hash_matches(&self, scratch: &mut Vec<u8>) -> bool {
+        let digest = self.digest(scratch);
+        let recorded = self.hash.as_bytes();
+        recorded.len() == 2 * digest.len()
+            && digest
+                .iter()
+                .zip(recorded.chunks_exact(2))
+                .all(|(b, pair)| pair == hex_pair(*b).as_slice())
+    }
+
+    pub fn account_kind(&self) -> Option<AccountKind> {
+        (self.stream == Stream::Account)
+            .then(|| AccountKind::parse(self.kind))
+            .flatten()
+    }
+
+    pub fn transfer_kind(&self) -> Option<TransferKind> {
+        (self.stream == Stream::Transfer)
+            .then(|| TransferKind::parse(self.kind))
+            .flatten()
+    }
+
+    /// Structural validation of one event (see the module docs for what it
+    /// does not check). Does not check the hash. Allocates only to build the
+    /// error it returns.
+    pub fn validate(&self) -> Result<(), SchemaError> {
         if !SCHEMA_VERSIONS_KNOWN.contains(&self.v) {
             return Err(SchemaError::UnsupportedVersion { v: self.v });
         }
         let key_check = match self.stream {
-            Stream::Account => check_client_key(&self.stream_key),
-            _ => check_derived_id(&self.stream_key),
+            Stream::Account => check_client_key(self.stream_key),
+            _ => check_derived_id(self.stream_key),
         };
         key_check.map_err(|why| SchemaError::BadId {
             field: "stream_key",
@@ -466,21 +636,20 @@ impl Event {
         if self.seq == 0 {
             return Err(SchemaError::SeqZero);
         }
-        let expected = event_id(self.stream, &self.stream_key, self.seq);
-        if self.event_id != expected {
+        if !is_event_id(self.event_id, self.stream, self.stream_key, self.seq) {
             return Err(SchemaError::EventIdMismatch {
-                expected,
-                found: self.event_id.clone(),
+                expected: event_id(self.stream, self.stream_key, self.seq),
+                found: self.event_id.to_owned(),
             });
         }
         let rules = match self.stream {
-            Stream::Account => AccountKind::parse(&self.kind).map(account_rules),
-            Stream::Transfer => TransferKind::parse(&self.kind).map(transfer_rules),
+            Stream::Account => AccountKind::parse(self.kind).map(account_rules),
+            Stream::Transfer => TransferKind::parse(self.kind).map(transfer_rules),
             Stream::Subscription => None,
         }
         .ok_or_else(|| SchemaError::UnknownKind {
             stream: self.stream,
-            kind: self.kind.clone(),
+            kind: self.kind.to_owned(),
         })?;
         if self.occurred_at_ms < 0 {
             return Err(SchemaError::Negative {
@@ -507,20 +676,22 @@ impl Event {
                 (P::Req, false) => {
                     return Err(SchemaError::Missing {
                         field,
-                        kind: self.kind.clone(),
+                        kind: self.kind.to_owned(),
                     })
                 }
                 (P::No, true) => {
                     return Err(SchemaError::Unexpected {
                         field,
-                        kind: self.kind.clone(),
+                        kind: self.kind.to_owned(),
                     })
                 }
                 _ => {}
             }
         }
-        if let Some(c) = &self.currency {
-            Currency::parse(c).map_err(|_| SchemaError::BadCurrency { found: c.clone() })?;
+        if let Some(c) = self.currency {
+            Currency::parse(c).map_err(|_| SchemaError::BadCurrency {
+                found: c.to_owned(),
+            })?;
         }
         if let Some(a) = self.amount {
             // A released tombstone (a release that found no hold) carries 0.
@@ -544,27 +715,27 @@ impl Event {
             }
         }
         for (field, v) in [
-            ("entry_id", &self.entry_id),
-            ("transfer_id", &self.transfer_id),
-            ("counterparty", &self.counterparty),
-            ("source", &self.source),
-            ("destination", &self.destination),
+            ("entry_id", self.entry_id),
+            ("transfer_id", self.transfer_id),
+            ("counterparty", self.counterparty),
+            ("source", self.source),
+            ("destination", self.destination),
         ] {
             if let Some(v) = v {
                 check_derived_id(v).map_err(|why| SchemaError::BadId { field, why })?;
             }
         }
-        if let Some(r) = &self.reason {
+        if let Some(r) = self.reason {
             if !is_reason(r) {
-                return Err(SchemaError::BadReason { found: r.clone() });
+                return Err(SchemaError::BadReason {
+                    found: r.to_owned(),
+                });
             }
         }
-        if self.stream == Stream::Transfer
-            && self.transfer_id.as_deref() != Some(self.stream_key.as_str())
-        {
+        if self.stream == Stream::Transfer && self.transfer_id != Some(self.stream_key) {
             return Err(SchemaError::TransferIdMismatch {
-                stream_key: self.stream_key.clone(),
-                transfer_id: self.transfer_id.clone().unwrap_or_default(),
+                stream_key: self.stream_key.to_owned(),
+                transfer_id: self.transfer_id.unwrap_or_default().to_owned(),
             });
         }
         let leg = match self.account_kind() {
@@ -572,30 +743,24 @@ impl Event {
             Some(AccountKind::Captured) => Some("debit"),
             _ => None,
         };
-        if let (Some(leg), Some(t), Some(e)) = (leg, &self.transfer_id, &self.entry_id) {
-            let expected = format!("{t}:{leg}");
-            if *e != expected {
+        if let (Some(leg), Some(t), Some(e)) = (leg, self.transfer_id, self.entry_id) {
+            // The leg's entry id is `{transfer_id}:{leg}`.
+            if e.strip_prefix(t).and_then(|r| r.strip_prefix(':')) != Some(leg) {
                 return Err(SchemaError::EntryIdMismatch {
-                    expected,
-                    found: e.clone(),
+                    expected: format!("{t}:{leg}"),
+                    found: e.to_owned(),
                 });
             }
         }
-        for (field, h) in [("prev_hash", &self.prev_hash), ("hash", &self.hash)] {
+        for (field, h) in [("prev_hash", self.prev_hash), ("hash", self.hash)] {
             if !is_hex64(h) {
                 return Err(SchemaError::BadHash {
                     field,
-                    found: h.clone(),
+                    found: h.to_owned(),
                 });
             }
         }
         Ok(())
-    }
-
-    /// The JSON form sent on the queue: fields in canonical order, absent
-    /// fields omitted.
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(self).expect("an Event always serializes")
     }
 }
 
@@ -603,13 +768,13 @@ impl Event {
 /// the event's own hash.
 pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
     let ev: Event = serde_json::from_slice(bytes).map_err(|e| DecodeError::Json(e.to_string()))?;
-    ev.validate().map_err(DecodeError::Schema)?;
-    let computed = ev.compute_hash();
-    if computed != ev.hash {
+    let view = ev.view();
+    view.validate().map_err(DecodeError::Schema)?;
+    if !view.hash_matches(&mut Vec::with_capacity(CANONICAL_CAPACITY)) {
         return Err(DecodeError::HashMismatch {
             event_id: ev.event_id.clone(),
             recorded: ev.hash.clone(),
-            computed,
+            computed: view.compute_hash(),
         });
     }
     Ok(ev)
@@ -692,7 +857,10 @@ impl ChainCursor {
                 previous_hash: self.last_hash.clone(),
             });
         }
-        if ev.compute_hash() != ev.hash {
+        if !ev
+            .view()
+            .hash_matches(&mut Vec::with_capacity(CANONICAL_CAPACITY))
+        {
             return Err(ChainError::BadHash {
                 event_id: ev.event_id.clone(),
             });
@@ -703,12 +871,22 @@ impl ChainCursor {
     }
 }
 
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+/// The two lower-case hex digits of one byte.
+fn hex_pair(b: u8) -> [u8; 2] {
+    [HEX_DIGITS[(b >> 4) as usize], HEX_DIGITS[(b & 15) as usize]]
+}
+
 fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
+        let [hi, lo] = hex_pair(*b);
+        s.push(hi as char);
+        s.push(lo as char);
     }
     s
 }
+
+#[cfg(test)]
+mod tests;

@@ -13,6 +13,7 @@ pub mod ids;
 
 pub use currency::{Currency, UnknownCurrency};
 pub use event::{
-    decode, event_id, AccountKind, ChainCursor, ChainError, DecodeError, Event, SchemaError,
-    Stream, TransferKind, FIELDS, GENESIS_HASH, SCHEMA_VERSION, SCHEMA_VERSIONS_KNOWN,
+    decode, event_id, is_event_id, AccountKind, ChainCursor, ChainError, DecodeError, Event,
+    EventRef, SchemaError, Stream, TransferKind, FIELDS, GENESIS_HASH, SCHEMA_VERSION,
+    SCHEMA_VERSIONS_KNOWN,
 };

@@ -7,7 +7,8 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use ledger_events::{
-    decode, AccountKind, ChainCursor, DecodeError, Event, SchemaError, Stream, TransferKind, FIELDS,
+    decode, is_event_id, AccountKind, ChainCursor, DecodeError, Event, SchemaError, Stream,
+    TransferKind, FIELDS,
 };
 
 fn root() -> PathBuf {
@@ -87,6 +88,31 @@ fn the_canonical_encoding_is_frozen() {
         first.hash,
         "4573deb2afaf0126bd4006d79eae49f58f59585be0846e49f7eac795f7a59e6c"
     );
+}
+
+#[test]
+fn golden_hashes_hold_through_the_borrowed_view() {
+    let evs = events();
+    let first = evs[0].view();
+    assert_eq!(first.canonical(), evs[0].canonical());
+    assert_eq!(
+        first.compute_hash(),
+        "4573deb2afaf0126bd4006d79eae49f58f59585be0846e49f7eac795f7a59e6c"
+    );
+    let mut scratch = Vec::new();
+    for ev in &evs {
+        let view = ev.view();
+        assert_eq!(view.compute_hash(), ev.hash, "{}", ev.event_id);
+        assert!(view.hash_matches(&mut scratch), "{}", ev.event_id);
+        assert_eq!(view.validate(), Ok(()));
+        assert!(is_event_id(
+            view.event_id,
+            view.stream,
+            view.stream_key,
+            view.seq
+        ));
+        assert_eq!(view.to_event(), *ev);
+    }
 }
 
 /// A golden event's JSON with one edit applied.

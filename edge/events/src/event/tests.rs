@@ -1,0 +1,561 @@
+//! [`EventRef`] against copies of the implementations it replaced: the same
+//! canonical bytes, hashes and validation results for the golden vectors and
+//! for hand-built events that cover every optional field and the integer
+//! extremes.
+
+use super::*;
+
+/// The body of `Event::canonical` before [`EventRef`], kept as the reference.
+fn old_canonical(ev: &Event) -> String {
+    fn o<T: ToString>(v: &Option<T>) -> String {
+        v.as_ref().map(|x| x.to_string()).unwrap_or_default()
+    }
+    let values: [String; 20] = [
+        ev.v.to_string(),
+        ev.event_id.clone(),
+        ev.stream.as_str().to_owned(),
+        ev.stream_key.clone(),
+        ev.seq.to_string(),
+        ev.kind.clone(),
+        ev.occurred_at_ms.to_string(),
+        o(&ev.currency),
+        o(&ev.amount),
+        o(&ev.balance_after),
+        o(&ev.held_after),
+        o(&ev.overdraft_limit),
+        o(&ev.entry_id),
+        o(&ev.transfer_id),
+        o(&ev.counterparty),
+        o(&ev.source),
+        o(&ev.destination),
+        o(&ev.deadline_ms),
+        o(&ev.reason),
+        ev.prev_hash.clone(),
+    ];
+    let mut out = String::with_capacity(512);
+    for (i, (name, value)) in FIELDS.iter().zip(values.iter()).enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(name);
+        out.push('=');
+        out.push_str(value);
+    }
+    out
+}
+
+/// The old `compute_hash`, with its own hex formatting.
+fn old_compute_hash(ev: &Event) -> String {
+    Sha256::digest(old_canonical(ev).as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The body of `Event::validate` before [`EventRef`], kept as the reference.
+fn old_validate(ev: &Event) -> Result<(), SchemaError> {
+    let old_account_kind = (ev.stream == Stream::Account)
+        .then(|| AccountKind::parse(&ev.kind))
+        .flatten();
+    if !SCHEMA_VERSIONS_KNOWN.contains(&ev.v) {
+        return Err(SchemaError::UnsupportedVersion { v: ev.v });
+    }
+    let key_check = match ev.stream {
+        Stream::Account => check_client_key(&ev.stream_key),
+        _ => check_derived_id(&ev.stream_key),
+    };
+    key_check.map_err(|why| SchemaError::BadId {
+        field: "stream_key",
+        why,
+    })?;
+    if ev.seq == 0 {
+        return Err(SchemaError::SeqZero);
+    }
+    let expected = event_id(ev.stream, &ev.stream_key, ev.seq);
+    if ev.event_id != expected {
+        return Err(SchemaError::EventIdMismatch {
+            expected,
+            found: ev.event_id.clone(),
+        });
+    }
+    let rules = match ev.stream {
+        Stream::Account => AccountKind::parse(&ev.kind).map(account_rules),
+        Stream::Transfer => TransferKind::parse(&ev.kind).map(transfer_rules),
+        Stream::Subscription => None,
+    }
+    .ok_or_else(|| SchemaError::UnknownKind {
+        stream: ev.stream,
+        kind: ev.kind.clone(),
+    })?;
+    if ev.occurred_at_ms < 0 {
+        return Err(SchemaError::Negative {
+            field: "occurred_at_ms",
+            value: ev.occurred_at_ms,
+        });
+    }
+    let present: [(&'static str, bool); 12] = [
+        ("currency", ev.currency.is_some()),
+        ("amount", ev.amount.is_some()),
+        ("balance_after", ev.balance_after.is_some()),
+        ("held_after", ev.held_after.is_some()),
+        ("overdraft_limit", ev.overdraft_limit.is_some()),
+        ("entry_id", ev.entry_id.is_some()),
+        ("transfer_id", ev.transfer_id.is_some()),
+        ("counterparty", ev.counterparty.is_some()),
+        ("source", ev.source.is_some()),
+        ("destination", ev.destination.is_some()),
+        ("deadline_ms", ev.deadline_ms.is_some()),
+        ("reason", ev.reason.is_some()),
+    ];
+    for ((field, is), rule) in present.iter().zip(rules.iter()) {
+        match (rule, is) {
+            (P::Req, false) => {
+                return Err(SchemaError::Missing {
+                    field,
+                    kind: ev.kind.clone(),
+                })
+            }
+            (P::No, true) => {
+                return Err(SchemaError::Unexpected {
+                    field,
+                    kind: ev.kind.clone(),
+                })
+            }
+            _ => {}
+        }
+    }
+    if let Some(c) = &ev.currency {
+        Currency::parse(c).map_err(|_| SchemaError::BadCurrency { found: c.clone() })?;
+    }
+    if let Some(a) = ev.amount {
+        let zero_ok = old_account_kind == Some(AccountKind::HoldReleased);
+        if a < 0 || (a == 0 && !zero_ok) {
+            return Err(SchemaError::NotPositive {
+                field: "amount",
+                value: a,
+            });
+        }
+    }
+    for (field, v) in [
+        ("held_after", ev.held_after),
+        ("overdraft_limit", ev.overdraft_limit),
+        ("deadline_ms", ev.deadline_ms),
+    ] {
+        if let Some(v) = v {
+            if v < 0 {
+                return Err(SchemaError::Negative { field, value: v });
+            }
+        }
+    }
+    for (field, v) in [
+        ("entry_id", &ev.entry_id),
+        ("transfer_id", &ev.transfer_id),
+        ("counterparty", &ev.counterparty),
+        ("source", &ev.source),
+        ("destination", &ev.destination),
+    ] {
+        if let Some(v) = v {
+            check_derived_id(v).map_err(|why| SchemaError::BadId { field, why })?;
+        }
+    }
+    if let Some(r) = &ev.reason {
+        if !is_reason(r) {
+            return Err(SchemaError::BadReason { found: r.clone() });
+        }
+    }
+    if ev.stream == Stream::Transfer && ev.transfer_id.as_deref() != Some(ev.stream_key.as_str()) {
+        return Err(SchemaError::TransferIdMismatch {
+            stream_key: ev.stream_key.clone(),
+            transfer_id: ev.transfer_id.clone().unwrap_or_default(),
+        });
+    }
+    let leg = match old_account_kind {
+        Some(AccountKind::Credited) => Some("credit"),
+        Some(AccountKind::Captured) => Some("debit"),
+        _ => None,
+    };
+    if let (Some(leg), Some(t), Some(e)) = (leg, &ev.transfer_id, &ev.entry_id) {
+        let expected = format!("{t}:{leg}");
+        if *e != expected {
+            return Err(SchemaError::EntryIdMismatch {
+                expected,
+                found: e.clone(),
+            });
+        }
+    }
+    for (field, h) in [("prev_hash", &ev.prev_hash), ("hash", &ev.hash)] {
+        if !is_hex64(h) {
+            return Err(SchemaError::BadHash {
+                field,
+                found: h.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn golden() -> Vec<Event> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/v1");
+    let mut evs = Vec::new();
+    for name in ["account.jsonl", "transfer.jsonl"] {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        evs.extend(
+            text.lines()
+                .map(|l| serde_json::from_str::<Event>(l).unwrap()),
+        );
+    }
+    assert_eq!(evs.len(), 21);
+    evs
+}
+
+/// Every optional field present, with extreme and negative values, then each
+/// optional field absent in turn, then all absent; sealed with the old hash.
+fn hand_built() -> Vec<Event> {
+    let mut full = Event::new(
+        Stream::Transfer,
+        "t.acme.k1",
+        u64::MAX,
+        "created",
+        i64::MIN,
+        GENESIS_HASH,
+    );
+    full.v = u16::MAX;
+    full.currency = Some("EUR".into());
+    full.amount = Some(i64::MIN);
+    full.balance_after = Some(i64::MAX);
+    full.held_after = Some(-1);
+    full.overdraft_limit = Some(0);
+    full.entry_id = Some("t.acme.k1:debit".into());
+    full.transfer_id = Some("t.acme.k1".into());
+    full.counterparty = Some("acme.acc-2".into());
+    full.source = Some("acme.acc-1".into());
+    full.destination = Some("acme.acc-2".into());
+    full.deadline_ms = Some(i64::MAX);
+    full.reason = Some("insufficient_funds".into());
+    let absent: [Edit; 12] = [
+        |e| e.currency = None,
+        |e| e.amount = None,
+        |e| e.balance_after = None,
+        |e| e.held_after = None,
+        |e| e.overdraft_limit = None,
+        |e| e.entry_id = None,
+        |e| e.transfer_id = None,
+        |e| e.counterparty = None,
+        |e| e.source = None,
+        |e| e.destination = None,
+        |e| e.deadline_ms = None,
+        |e| e.reason = None,
+    ];
+    let mut evs = vec![full.clone()];
+    let mut none = full.clone();
+    for clear in absent {
+        let mut e = full.clone();
+        clear(&mut e);
+        evs.push(e);
+        clear(&mut none);
+    }
+    evs.push(none);
+    let mut small = Event::new(Stream::Account, "a", 0, "", 0, "");
+    small.v = 0;
+    small.amount = Some(-1);
+    small.deadline_ms = Some(i64::MIN);
+    evs.push(small);
+    let mut one = Event::new(Stream::Subscription, "s:1", 1, "x", -1, "p");
+    one.balance_after = Some(i64::MIN + 1);
+    one.held_after = Some(i64::MAX - 1);
+    evs.push(one);
+    for e in &mut evs {
+        e.hash = old_compute_hash(e);
+    }
+    evs
+}
+
+fn all_events() -> Vec<Event> {
+    let mut evs = golden();
+    evs.extend(hand_built());
+    evs
+}
+
+#[test]
+fn canonical_and_hash_are_byte_for_byte_the_old_ones() {
+    for ev in all_events() {
+        let old = old_canonical(&ev);
+        let view = ev.view();
+        assert_eq!(view.canonical(), old);
+        assert_eq!(ev.canonical(), old);
+        // canonical_into appends and leaves what was there.
+        let mut out = b"prefix|".to_vec();
+        view.canonical_into(&mut out);
+        assert_eq!(out, [b"prefix|".as_slice(), old.as_bytes()].concat());
+        assert_eq!(view.compute_hash(), old_compute_hash(&ev));
+        assert_eq!(ev.compute_hash(), old_compute_hash(&ev));
+        assert_eq!(view.to_event(), ev);
+        assert_eq!(view.account_kind(), ev.account_kind());
+        assert_eq!(view.transfer_kind(), ev.transfer_kind());
+    }
+}
+
+/// One edit per field that the canonical encoding covers; each changes it.
+/// An in-place change to an event.
+type Edit = fn(&mut Event);
+
+const EDITS: [(&str, Edit); 20] = [
+    ("v", |e| e.v = e.v.wrapping_add(1)),
+    ("event_id", |e| e.event_id.push('x')),
+    ("stream", |e| {
+        e.stream = match e.stream {
+            Stream::Account => Stream::Transfer,
+            _ => Stream::Account,
+        }
+    }),
+    ("stream_key", |e| e.stream_key.push('x')),
+    ("seq", |e| e.seq = e.seq.wrapping_add(1)),
+    ("kind", |e| e.kind.push('x')),
+    ("occurred_at_ms", |e| {
+        e.occurred_at_ms = e.occurred_at_ms.wrapping_add(1)
+    }),
+    ("currency", |e| toggle_str(&mut e.currency)),
+    ("amount", |e| toggle_int(&mut e.amount)),
+    ("balance_after", |e| toggle_int(&mut e.balance_after)),
+    ("held_after", |e| toggle_int(&mut e.held_after)),
+    ("overdraft_limit", |e| toggle_int(&mut e.overdraft_limit)),
+    ("entry_id", |e| toggle_str(&mut e.entry_id)),
+    ("transfer_id", |e| toggle_str(&mut e.transfer_id)),
+    ("counterparty", |e| toggle_str(&mut e.counterparty)),
+    ("source", |e| toggle_str(&mut e.source)),
+    ("destination", |e| toggle_str(&mut e.destination)),
+    ("deadline_ms", |e| toggle_int(&mut e.deadline_ms)),
+    ("reason", |e| toggle_str(&mut e.reason)),
+    ("prev_hash", |e| {
+        e.prev_hash = e.prev_hash.replacen('0', "1", 1) + "x"
+    }),
+];
+
+fn toggle_str(v: &mut Option<String>) {
+    *v = match v {
+        Some(_) => None,
+        None => Some("x".into()),
+    }
+}
+
+fn toggle_int(v: &mut Option<i64>) {
+    *v = match v {
+        Some(x) => Some(x.wrapping_add(1)),
+        None => Some(0),
+    }
+}
+
+#[test]
+fn hash_matches_sealed_events_and_nothing_else() {
+    let mut scratch = b"leftovers".to_vec();
+    for ev in all_events() {
+        assert!(ev.view().hash_matches(&mut scratch), "{}", ev.event_id);
+        assert_eq!(
+            scratch,
+            old_canonical(&ev).as_bytes(),
+            "scratch holds the encoding"
+        );
+        for (field, edit) in EDITS {
+            let mut bad = ev.clone();
+            edit(&mut bad);
+            assert_ne!(old_canonical(&bad), old_canonical(&ev), "edit of {field}");
+            assert!(!bad.view().hash_matches(&mut scratch), "{field} changed");
+            assert_eq!(bad.view().compute_hash(), old_compute_hash(&bad));
+        }
+        let mut recorded = |hash: String| {
+            let mut e = ev.clone();
+            e.hash = hash;
+            e.view().hash_matches(&mut scratch)
+        };
+        assert!(!recorded(ev.hash.to_uppercase()), "upper case");
+        assert!(!recorded(ev.hash[..63].to_owned()), "63 digits");
+        assert!(!recorded(format!("{}0", ev.hash)), "65 digits");
+        assert!(!recorded(format!("{}g", &ev.hash[..63])), "not hex");
+        assert!(!recorded(String::new()), "empty");
+        assert!(recorded(ev.hash.clone()));
+    }
+}
+
+#[test]
+fn hash_matches_reuses_the_scratch_buffer() {
+    let evs = all_events();
+    let mut scratch = Vec::new();
+    for ev in &evs {
+        ev.view().hash_matches(&mut scratch);
+    }
+    let (ptr, cap) = (scratch.as_ptr(), scratch.capacity());
+    for ev in &evs {
+        assert!(ev.view().hash_matches(&mut scratch));
+        assert_eq!((scratch.as_ptr(), scratch.capacity()), (ptr, cap));
+    }
+}
+
+/// Edits that make a valid event invalid, covering every [`SchemaError`]
+/// variant (the first nine are the cases `tests/golden.rs` sends through
+/// `decode`).
+const BREAKS: &[Edit] = &[
+    |e| e.v = 2,
+    |e| e.kind = "created".into(),
+    |e| e.transfer_id = None,
+    |e| e.reason = Some("x".into()),
+    |e| e.currency = Some("usd".into()),
+    |e| e.amount = Some(-5),
+    |e| e.event_id = event_id(e.stream, &e.stream_key, e.seq.wrapping_add(1)),
+    |e| {
+        e.seq = 0;
+        e.event_id = event_id(e.stream, &e.stream_key, 0);
+    },
+    |e| e.hash = "abc".into(),
+    |e| e.v = 0,
+    |e| {
+        e.stream_key = "bad key".into();
+        e.event_id = event_id(e.stream, &e.stream_key, e.seq);
+    },
+    |e| {
+        e.stream_key = String::new();
+        e.event_id = event_id(e.stream, &e.stream_key, e.seq);
+    },
+    |e| {
+        e.stream_key = "a:b".into();
+        e.event_id = event_id(e.stream, &e.stream_key, e.seq);
+    },
+    |e| e.event_id.push(':'),
+    |e| e.event_id = e.event_id.replacen(':', "::", 1),
+    |e| e.event_id = String::new(),
+    |e| e.stream = Stream::Subscription,
+    |e| {
+        e.stream = Stream::Subscription;
+        e.event_id = event_id(e.stream, &e.stream_key, e.seq);
+    },
+    |e| e.kind = "Opened".into(),
+    |e| e.occurred_at_ms = -1,
+    |e| e.occurred_at_ms = i64::MIN,
+    |e| e.currency = None,
+    |e| e.currency = Some("XXQ".into()),
+    |e| e.amount = None,
+    |e| e.amount = Some(0),
+    |e| e.amount = e.amount.map(|_| i64::MIN),
+    |e| e.balance_after = e.balance_after.map_or(Some(-1), |_| None),
+    |e| e.held_after = e.held_after.map(|_| -1),
+    |e| e.overdraft_limit = e.overdraft_limit.map(|_| i64::MIN),
+    |e| e.deadline_ms = e.deadline_ms.map(|_| -7),
+    |e| e.deadline_ms = Some(5),
+    |e| e.entry_id = e.entry_id.as_ref().map(|x| format!("{x}x")),
+    |e| e.entry_id = e.entry_id.as_ref().map(|x| x.replace(':', "")),
+    |e| e.entry_id = e.entry_id.as_ref().map(|_| "bad id".into()),
+    |e| e.entry_id = e.transfer_id.clone(),
+    |e| e.entry_id = e.entry_id.as_ref().map(|x| x.replace("debit", "credit")),
+    |e| e.entry_id = e.entry_id.as_ref().map(|x| x.replace("credit", "debit")),
+    |e| e.transfer_id = e.transfer_id.as_ref().map(|x| format!("{x}2")),
+    |e| e.transfer_id = e.transfer_id.as_ref().map(|_| String::new()),
+    |e| e.counterparty = e.counterparty.as_ref().map(|_| "a b".into()),
+    |e| e.source = e.source.as_ref().map(|_| "x".repeat(201)),
+    |e| e.destination = e.destination.as_ref().map(|_| "é".into()),
+    |e| e.reason = e.reason.as_ref().map(|_| "Bad".into()),
+    |e| e.reason = e.reason.as_ref().map(|_| String::new()),
+    |e| e.reason = e.reason.as_ref().map(|_| "r".repeat(65)),
+    |e| e.reason = e.reason.as_ref().map(|_| "r".repeat(64)),
+    |e| e.prev_hash = e.prev_hash.to_uppercase().replace('0', "A"),
+    |e| e.prev_hash.truncate(63),
+    |e| e.hash = e.hash.to_uppercase(),
+    |e| e.hash.push('0'),
+];
+
+#[test]
+fn validate_gives_the_old_results_in_the_old_order() {
+    let evs = all_events();
+    for ev in &golden() {
+        assert_eq!(ev.view().validate(), Ok(()));
+    }
+    let mut errors = std::collections::BTreeSet::new();
+    for ev in &evs {
+        let cases = std::iter::once(ev.clone()).chain(BREAKS.iter().map(|brk| {
+            let mut e = ev.clone();
+            brk(&mut e);
+            e
+        }));
+        for e in cases {
+            let old = old_validate(&e);
+            assert_eq!(e.view().validate(), old, "{e:?}");
+            assert_eq!(e.validate(), old);
+            if let Err(err) = old {
+                errors.insert(
+                    format!("{err:?}")
+                        .split([' ', '('])
+                        .next()
+                        .unwrap()
+                        .to_owned(),
+                );
+            }
+        }
+    }
+    // Every variant was produced at least once.
+    assert_eq!(
+        errors.into_iter().collect::<Vec<_>>(),
+        [
+            "BadCurrency",
+            "BadHash",
+            "BadId",
+            "BadReason",
+            "EntryIdMismatch",
+            "EventIdMismatch",
+            "Missing",
+            "Negative",
+            "NotPositive",
+            "SeqZero",
+            "TransferIdMismatch",
+            "Unexpected",
+            "UnknownKind",
+            "UnsupportedVersion",
+        ]
+    );
+}
+
+#[test]
+fn is_event_id_agrees_with_event_id() {
+    let streams = [Stream::Account, Stream::Transfer, Stream::Subscription];
+    let keys = ["acme.acc-1", "t.acme.k1", "t:x", "a", ""];
+    let seqs = [0, 1, 9, 10, 99, 12345, u64::MAX - 1, u64::MAX];
+    for stream in streams {
+        for key in keys {
+            for seq in seqs {
+                let id = event_id(stream, key, seq);
+                let mut candidates = vec![
+                    id.clone(),
+                    event_id(stream, key, seq.wrapping_add(1)),
+                    event_id(stream, key, seq.wrapping_sub(1)),
+                    format!("{id}:"),
+                    format!(":{id}"),
+                    format!("{id}0"),
+                    id.replacen(':', "::", 1),
+                    id[..id.len() - 1].to_owned(),
+                    format!("{}:{key}:{seq}", stream.as_str().to_uppercase()),
+                    format!("{}:{key}:+{seq}", stream.as_str()),
+                    format!("{}:{key}:0{seq}", stream.as_str()),
+                    format!("{}:{key}x:{seq}", stream.as_str()),
+                    format!("{}{key}:{seq}", stream.as_str()),
+                    format!("{}:{key}{seq}", stream.as_str()),
+                    String::new(),
+                ];
+                candidates.extend(streams.map(|s| event_id(s, key, seq)));
+                candidates.extend(keys.map(|k| event_id(stream, k, seq)));
+                for candidate in candidates {
+                    assert_eq!(
+                        is_event_id(&candidate, stream, key, seq),
+                        candidate == id,
+                        "{candidate:?} vs {stream:?} {key:?} {seq}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(is_event_id("account:a:0", Stream::Account, "a", 0));
+    assert!(is_event_id(
+        "transfer:t:x:18446744073709551615",
+        Stream::Transfer,
+        "t:x",
+        u64::MAX
+    ));
+    assert!(!is_event_id("account:a:1", Stream::Transfer, "a", 1));
+    assert!(!is_event_id("account:a:b:1", Stream::Account, "a", 1));
+}
