@@ -26,7 +26,7 @@
 //! encoding and pruning settled transfers are the next steps.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
@@ -34,12 +34,12 @@ use ledger_events::Stream;
 use ledger_ingest::Table;
 use serde::{Deserialize, Serialize};
 
-use crate::facts::{AccountFacts, Legs, TransferFacts};
+use crate::facts::{AccountFacts, FxMap, Legs, Names, TransferFacts};
 use crate::finding::Finding;
 use crate::stream::Tail;
 
 /// Version of the checkpoint format: a reconciler refuses any other.
-pub const CHECKPOINT_VERSION: u32 = 1;
+pub const CHECKPOINT_VERSION: u32 = 2;
 
 /// Which stream, as the proof keys it: the table it was found in (a stream
 /// in the wrong table is proved apart from its namesake), its kind and key.
@@ -64,9 +64,11 @@ pub struct StreamFinding {
 /// Everything a run proved, in memory.
 #[derive(Debug, Default)]
 pub struct ProofState {
-    pub streams: BTreeMap<StreamId, StreamState>,
-    pub transfers: HashMap<String, TransferFacts>,
-    pub legs: HashMap<String, Legs>,
+    pub streams: FxMap<StreamId, StreamState>,
+    /// What the legs' and transfers' syms name.
+    pub names: Names,
+    pub transfers: FxMap<String, TransferFacts>,
+    pub legs: FxMap<String, Legs>,
     pub findings: Vec<StreamFinding>,
     /// Lake files proved: key → stamp (bytes and the store's version tag).
     pub files: BTreeMap<String, String>,
@@ -79,7 +81,7 @@ pub struct ProofState {
 // back owned.
 
 #[derive(Serialize, Deserialize)]
-struct FileV1<'a> {
+struct FileV2<'a> {
     version: u32,
     /// The lake the checkpoint belongs to (as given on the command line).
     lake: Cow<'a, str>,
@@ -87,6 +89,8 @@ struct FileV1<'a> {
     /// The run that wrote it: its `now_ms`.
     written_at_ms: i64,
     files: Cow<'a, BTreeMap<String, String>>,
+    /// The interned names, in sym order.
+    names: Vec<Cow<'a, str>>,
     streams: Vec<StreamRec<'a>>,
     transfers: Vec<(Cow<'a, str>, Cow<'a, TransferFacts>)>,
     legs: Vec<(Cow<'a, str>, Cow<'a, Legs>)>,
@@ -161,7 +165,7 @@ impl ProofState {
             ))
         };
         let text = std::fs::read(path).map_err(|e| err(format!("cannot read: {e}")))?;
-        let f: FileV1 =
+        let f: FileV2 =
             serde_json::from_slice(&text).map_err(|e| err(format!("not a checkpoint: {e}")))?;
         if f.version != CHECKPOINT_VERSION {
             return Err(err(format!(
@@ -180,6 +184,7 @@ impl ProofState {
         }
         let mut p = ProofState {
             files: f.files.into_owned(),
+            names: Names::from_list(f.names.into_iter().map(|n| n.into_owned().into()).collect()),
             transfers: owned(f.transfers),
             legs: owned(f.legs),
             ..Default::default()
@@ -219,15 +224,22 @@ impl ProofState {
                 path.display()
             ))
         };
-        let f = FileV1 {
+        let mut streams: Vec<_> = self.streams.iter().collect();
+        streams.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let f = FileV2 {
             version: CHECKPOINT_VERSION,
             lake: Cow::Borrowed(lake),
             layout: Cow::Borrowed(ledger_ingest::LAKE_LAYOUT_VERSION),
             written_at_ms: now_ms,
             files: Cow::Borrowed(&self.files),
-            streams: self
-                .streams
+            names: self
+                .names
+                .list()
                 .iter()
+                .map(|n| Cow::Borrowed(&**n))
+                .collect(),
+            streams: streams
+                .into_iter()
                 .map(|((table, stream, key), s)| StreamRec {
                     table: Cow::Borrowed(table.as_str()),
                     stream: *stream,
@@ -266,7 +278,7 @@ impl ProofState {
 }
 
 /// The map's entries sorted by key (a deterministic file), borrowed.
-fn sorted<T: Clone>(m: &HashMap<String, T>) -> Vec<(Cow<'_, str>, Cow<'_, T>)> {
+fn sorted<T: Clone>(m: &FxMap<String, T>) -> Vec<(Cow<'_, str>, Cow<'_, T>)> {
     let mut v: Vec<(&String, &T)> = m.iter().collect();
     v.sort_unstable_by(|a, b| a.0.cmp(b.0));
     v.into_iter()
@@ -274,7 +286,7 @@ fn sorted<T: Clone>(m: &HashMap<String, T>) -> Vec<(Cow<'_, str>, Cow<'_, T>)> {
         .collect()
 }
 
-fn owned<T: Clone>(v: Vec<(Cow<'_, str>, Cow<'_, T>)>) -> HashMap<String, T> {
+fn owned<T: Clone>(v: Vec<(Cow<'_, str>, Cow<'_, T>)>) -> FxMap<String, T> {
     v.into_iter()
         .map(|(k, t)| (k.into_owned(), t.into_owned()))
         .collect()

@@ -22,11 +22,12 @@ use std::sync::Arc;
 
 use datafusion::prelude::{col, lit, ParquetReadOptions, SessionConfig, SessionContext};
 use futures::TryStreamExt;
-use ledger_events::{Event, FIELDS, SCHEMA_VERSIONS_KNOWN};
+use ledger_events::{FIELDS, SCHEMA_VERSIONS_KNOWN};
 use ledger_ingest::parquet_io::LAYOUT_METADATA_KEY;
 use ledger_ingest::{parse_object_key, Table, LAKE_EVENTS_PREFIX, LAKE_LAYOUT_VERSION};
 
 use crate::merge::{merge, Cursor};
+use crate::rows::Row;
 use crate::store::Location;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use object_store::path::Path;
@@ -271,8 +272,8 @@ impl Lake {
     }
 
     /// Streams the rows of `files` (one table) in the lake's order
-    /// (`stream`, `stream_key`, `seq`, `hash`), calling `visit` with runs of
-    /// rows in order: a k-way merge of the files, each read by DataFusion as
+    /// (`stream`, `stream_key`, `seq`, `hash`), calling `visit` with each row
+    /// in order: a k-way merge of the files, each read by DataFusion as
     /// one ordered stream (see [`crate::merge`]). With `keys`, only the rows
     /// whose `stream_key` is in `keys` (row groups whose statistics exclude
     /// every key are not read).
@@ -280,7 +281,7 @@ impl Lake {
         &self,
         files: &[LakeFileInfo],
         keys: Option<&[String]>,
-        mut visit: impl FnMut(Vec<Event>) -> Result<(), Error>,
+        mut visit: impl FnMut(Row) -> Result<(), Error>,
     ) -> Result<(), Error> {
         if files.is_empty() {
             return Ok(());
@@ -342,6 +343,6 @@ impl Lake {
                 started.elapsed().as_secs_f64()
             );
         }
-        merge(cursors, SCAN_BATCH_ROWS, &mut visit).await
+        merge(cursors, &mut visit).await
     }
 }

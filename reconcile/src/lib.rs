@@ -2,16 +2,17 @@
 //! alone, without trusting the edge, or names every violation with the rows
 //! that show it.
 //!
-//! Design: one pass. DataFusion reads every lake file of a table and sorts
-//! the rows by (`stream_key`, `seq`, `hash`); the rows are deduplicated by
-//! (`event_id`, `hash`) and grouped into streams ([`stream`]); each stream is
+//! Design: one pass. DataFusion reads each lake file of a table as one
+//! ordered stream and [`merge`] merges them into (`stream`, `stream_key`,
+//! `seq`, `hash`) order, the rows read in place from the Arrow batches
+//! ([`rows`]); the rows are deduplicated by (`event_id`, `hash`) and grouped
+//! into streams ([`stream`]); each stream is
 //! checked on its own (completeness, conflicts, balance refold, overdraft)
 //! and folded into small per-transfer and per-currency facts ([`facts`]),
 //! on which the cross-stream checks run. See `docs/RECONCILE.md`.
 //!
 //! Native only: DataFusion and tokio never reach a wasm crate.
 
-pub mod batch;
 pub mod checkpoint;
 pub mod checks;
 pub mod corrupt;
@@ -22,6 +23,7 @@ pub mod lake;
 pub mod merge;
 pub mod output;
 pub mod report;
+pub mod rows;
 pub mod run;
 pub mod store;
 pub mod stream;

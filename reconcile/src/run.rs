@@ -22,7 +22,7 @@ use std::collections::HashSet;
 
 use crate::checkpoint::{ProofState, StreamFinding, StreamId, StreamState};
 use crate::checks::*;
-use crate::facts::Facts;
+use crate::facts::{Facts, FxMap};
 use crate::finding::{CheckResult, Finding};
 use crate::lake::{Error, Lake, LakeFileInfo};
 use crate::report::{Incremental, Report, REPORT_VERSION};
@@ -46,7 +46,7 @@ const STREAM_CHECKS: [&str; 4] = [
 
 /// The proof under construction: per-stream state and findings, the facts.
 struct Proof {
-    streams: std::collections::BTreeMap<StreamId, StreamState>,
+    streams: FxMap<StreamId, StreamState>,
     findings: Vec<StreamFinding>,
     facts: Facts,
 }
@@ -60,8 +60,9 @@ impl Proof {
         }
     }
 
-    fn visit(&mut self, table: Table, s: StreamRows) {
-        let id: StreamId = (table, s.stream, s.key.clone());
+    fn visit(&mut self, table: Table, rows: StreamRows) {
+        let s = rows.view();
+        let id: StreamId = (table, s.stream, rows.key.clone());
         let st = self.streams.entry(id.clone()).or_default();
         let mut out: [Vec<Finding>; 4] = Default::default();
         completeness::check_stream(&s, &mut st.tail, &mut out[0]);
@@ -69,7 +70,7 @@ impl Proof {
         if Table::of(s.stream) != table {
             out[0].push(Finding::new(
                 "wrong_table",
-                &s.key,
+                s.key,
                 format!(
                     "{} stream found in the {} table",
                     s.stream.as_str(),
@@ -165,7 +166,7 @@ async fn prove_table(
     let read = scan_streams(lake, &new, None, |s| {
         let id: StreamId = (table, s.stream, s.key.clone());
         let tail_seq = proof.streams.get(&id).map_or(0, |st| st.tail.last_seq);
-        if tail_seq > 0 && s.rows.first().is_some_and(|r| r.seq <= tail_seq) {
+        if tail_seq > 0 && s.rows.first().is_some_and(|r| r.seq() <= tail_seq) {
             reopen.insert(id);
         } else {
             proof.visit(table, s);
@@ -224,11 +225,9 @@ async fn scan_streams(
     mut take: impl FnMut(StreamRows),
 ) -> Result<ScanStats, Error> {
     let mut g = Grouper::default();
-    lake.scan_sorted_where(files, keys, |events| {
-        for ev in events {
-            if let Some(s) = g.push(ev) {
-                take(s);
-            }
+    lake.scan_sorted_where(files, keys, |row| {
+        if let Some(s) = g.push(row) {
+            take(s);
         }
         Ok(())
     })
@@ -283,7 +282,9 @@ pub async fn reconcile_from(
         p.findings.push(f);
     }
     acct.facts.legs = prior.legs;
+    acct.facts.names = prior.names.clone();
     xfer.facts.transfers = prior.transfers;
+    xfer.facts.names = prior.names;
     let pf = &prior_files;
     let (ra, rx) = std::thread::scope(|scope| {
         let a = scope
@@ -317,20 +318,18 @@ pub async fn reconcile_from(
             lake.name
         )));
     }
-    let mut proof = rs.proof;
-    proof.streams.extend(ra.proof.streams);
-    proof.findings.extend(ra.proof.findings);
-    proof.facts.legs = ra.proof.facts.legs;
+    // The account table's proof is the base; the transfer facts join it
+    // (re-keyed to its names).
+    let mut proof = ra.proof;
+    proof.streams.extend(rs.proof.streams);
+    proof.findings.extend(rs.proof.findings);
+    proof.facts.absorb_transfers(rs.proof.facts);
     let Proof {
         streams,
         mut findings,
         mut facts,
     } = proof;
-    facts.finish_accounts(
-        streams
-            .iter()
-            .filter_map(|(id, st)| st.account.as_deref().map(|a| (&id.2, a))),
-    );
+    facts.finish_accounts(streams.values().filter_map(|st| st.account.as_deref()));
     // Findings in stream order (stable: a stream's own order is kept, and a
     // resumed stream's old findings precede its new ones).
     findings.sort_by(|a, b| a.stream.cmp(&b.stream));
@@ -408,6 +407,7 @@ pub async fn reconcile_from(
     };
     let state = ProofState {
         streams,
+        names: facts.names,
         transfers: facts.transfers,
         legs: facts.legs,
         findings,

@@ -8,20 +8,56 @@
 //! the completeness check must name it. Rows with the same seq and different
 //! hashes are the versions of a conflict and are all kept.
 
-use ledger_events::{Event, Stream};
+use std::borrow::Cow;
+
+use ledger_events::{Event, EventRef, Stream};
+
+use crate::rows::Row;
 
 /// One stream's distinct rows, sorted by seq then hash, with each row's
 /// recomputed-hash verdict.
-#[derive(Debug, Clone)]
 pub struct StreamRows {
     pub stream: Stream,
     pub key: String,
-    pub rows: Vec<Event>,
+    pub rows: Vec<Row>,
     /// `hash_ok[i]`: `rows[i].hash` is the SHA-256 of its canonical encoding.
     pub hash_ok: Vec<bool>,
 }
 
 impl StreamRows {
+    /// The stream's rows borrowed from their batches: what the checks read.
+    pub fn view(&self) -> StreamView<'_> {
+        StreamView {
+            stream: self.stream,
+            key: &self.key,
+            rows: self.rows.iter().map(Row::view).collect(),
+            hash_ok: Cow::Borrowed(&self.hash_ok),
+        }
+    }
+}
+
+/// One stream as the per-stream checks and the facts read it.
+pub struct StreamView<'a> {
+    pub stream: Stream,
+    pub key: &'a str,
+    pub rows: Vec<EventRef<'a>>,
+    pub hash_ok: Cow<'a, [bool]>,
+}
+
+impl<'a> StreamView<'a> {
+    /// A stream from owned events (tests, tools): the hashes are checked here.
+    pub fn of_events(stream: Stream, key: &'a str, events: &'a [Event]) -> StreamView<'a> {
+        let mut scratch = Vec::new();
+        let rows: Vec<EventRef<'a>> = events.iter().map(Event::view).collect();
+        let hash_ok = rows.iter().map(|r| r.hash_matches(&mut scratch)).collect();
+        StreamView {
+            stream,
+            key,
+            rows,
+            hash_ok: Cow::Owned(hash_ok),
+        }
+    }
+
     /// The rows grouped by seq: each group holds the versions of one event.
     pub fn by_seq(&self) -> impl Iterator<Item = (u64, std::ops::Range<usize>)> + '_ {
         let mut i = 0;
@@ -40,7 +76,7 @@ impl StreamRows {
 
     /// One row per seq (the first version, by hash order): what the folds
     /// read. The other versions of a conflict are reported by `duplicates`.
-    pub fn primary(&self) -> impl Iterator<Item = &Event> + '_ {
+    pub fn primary(&self) -> impl Iterator<Item = &EventRef<'a>> + '_ {
         self.by_seq().map(|(_, r)| &self.rows[r.start])
     }
 }
@@ -68,23 +104,27 @@ pub struct ScanStats {
     pub streams: u64,
 }
 
-/// Groups a sorted row sequence into [`StreamRows`].
+/// Groups a sorted row sequence into [`StreamRows`], checking each distinct
+/// row's hash.
 #[derive(Default)]
 pub struct Grouper {
     current: Option<StreamRows>,
+    /// The canonical encoding's buffer, reused for every row.
+    scratch: Vec<u8>,
     pub stats: ScanStats,
 }
 
 impl Grouper {
     /// Adds one row; returns the previous stream when this row starts a new one.
-    pub fn push(&mut self, ev: Event) -> Option<StreamRows> {
+    pub fn push(&mut self, row: Row) -> Option<StreamRows> {
         self.stats.rows_read += 1;
         let done = match &mut self.current {
-            Some(cur) if cur.key == ev.stream_key && cur.stream == ev.stream => {
+            Some(cur) if cur.stream == row.stream() && cur.key == row.key() => {
                 // Every copy of this seq is at the end of the group (rows
                 // arrive in seq order); a copy equal to any is a redelivery.
-                let same_seq = cur.rows.iter().rev().take_while(|r| r.seq == ev.seq);
-                if same_seq.into_iter().any(|r| r.hash == ev.hash && *r == ev) {
+                let seq = row.seq();
+                let mut same_seq = cur.rows.iter().rev().take_while(|r| r.seq() == seq);
+                if same_seq.any(|r| r.hash() == row.hash() && r.view() == row.view()) {
                     self.stats.plain_duplicates += 1;
                     return None;
                 }
@@ -93,13 +133,13 @@ impl Grouper {
             _ => self.current.take(),
         };
         let cur = self.current.get_or_insert_with(|| StreamRows {
-            stream: ev.stream,
-            key: ev.stream_key.clone(),
+            stream: row.stream(),
+            key: row.key().to_owned(),
             rows: Vec::new(),
             hash_ok: Vec::new(),
         });
-        cur.hash_ok.push(ev.compute_hash() == ev.hash);
-        cur.rows.push(ev);
+        cur.hash_ok.push(row.view().hash_matches(&mut self.scratch));
+        cur.rows.push(row);
         self.stats.distinct_rows += 1;
         if done.is_some() {
             self.stats.streams += 1;

@@ -15,7 +15,7 @@
 use ledger_events::AccountKind;
 
 use crate::finding::Finding;
-use crate::stream::{StreamRows, Tail};
+use crate::stream::{StreamView, Tail};
 
 pub const NAME: &str = "balance_integrity";
 pub const INVARIANT: &str = "I1";
@@ -36,15 +36,13 @@ pub fn effect(kind: AccountKind, amount: i64) -> (i64, i64) {
 
 /// Checks `s`, continuing the refold from `tail.fold` (the previous run's
 /// last row), and leaves the new last row there.
-pub fn check_stream(s: &StreamRows, tail: &mut Tail, out: &mut Vec<Finding>) {
+pub fn check_stream(s: &StreamView, tail: &mut Tail, out: &mut Vec<Finding>) {
     // (seq, balance, held) of the previous event.
     let mut prev: Option<(u64, i64, i64)> = tail.fold;
     for ev in s.primary() {
-        let (Some(bal), Some(held), Some(kind)) = (
-            ev.balance_after,
-            ev.held_after,
-            AccountKind::parse(&ev.kind),
-        ) else {
+        let (Some(bal), Some(held), Some(kind)) =
+            (ev.balance_after, ev.held_after, AccountKind::parse(ev.kind))
+        else {
             prev = None;
             continue;
         };
@@ -68,13 +66,13 @@ pub fn check_stream(s: &StreamRows, tail: &mut Tail, out: &mut Vec<Finding>) {
                 out.push(
                     Finding::new(
                         "balance_mismatch",
-                        &s.key,
+                        s.key,
                         format!(
                             "{}: refold gives balance {eb} held {eh}, the row records balance {bal} held {held}",
                             ev.kind
                         ),
                     )
-                    .at(ev.seq, &ev.event_id),
+                    .at(ev.seq, ev.event_id),
                 );
             }
         }

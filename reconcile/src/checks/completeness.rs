@@ -15,7 +15,7 @@
 use ledger_events::GENESIS_HASH;
 
 use crate::finding::Finding;
-use crate::stream::{StreamRows, Tail};
+use crate::stream::{StreamView, Tail};
 
 pub const NAME: &str = "completeness";
 pub const INVARIANT: &str = "lake";
@@ -23,7 +23,7 @@ pub const PROVES: &str = "every stream's seqs are contiguous from 1, every row h
 
 /// Checks `s`, whose rows continue the stream after `tail` (the default
 /// tail: from seq 1), and moves `tail` to the stream's new end.
-pub fn check_stream(s: &StreamRows, tail: &mut Tail, out: &mut Vec<Finding>) {
+pub fn check_stream(s: &StreamView, tail: &mut Tail, out: &mut Vec<Finding>) {
     let mut expected = tail.last_seq + 1;
     let mut prev_hashes: Vec<&str> = if tail.last_seq == 0 {
         vec![GENESIS_HASH]
@@ -37,33 +37,33 @@ pub fn check_stream(s: &StreamRows, tail: &mut Tail, out: &mut Vec<Finding>) {
                 out.push(
                     Finding::new(
                         "invalid_event",
-                        &s.key,
+                        s.key,
                         format!("not a valid schema event: {e}"),
                     )
-                    .at(seq, &ev.event_id),
+                    .at(seq, ev.event_id),
                 );
             }
             if !s.hash_ok[range.start + i] {
                 out.push(
                     Finding::new(
                         "hash_mismatch",
-                        &s.key,
+                        s.key,
                         format!(
                             "recorded hash {} but the row's content hashes to {}",
                             ev.hash,
                             ev.compute_hash()
                         ),
                     )
-                    .at(seq, &ev.event_id),
+                    .at(seq, ev.event_id),
                 );
             }
         }
         if seq > expected {
-            let missing = ledger_events::event_id(s.stream, &s.key, expected);
+            let missing = ledger_events::event_id(s.stream, s.key, expected);
             out.push(
                 Finding::new(
                     "seq_gap",
-                    &s.key,
+                    s.key,
                     format!(
                         "seqs {expected}..={} missing (next present: {seq})",
                         seq - 1
@@ -73,23 +73,23 @@ pub fn check_stream(s: &StreamRows, tail: &mut Tail, out: &mut Vec<Finding>) {
             );
         } else {
             for ev in versions {
-                if !prev_hashes.contains(&ev.prev_hash.as_str()) {
+                if !prev_hashes.contains(&ev.prev_hash) {
                     out.push(
                         Finding::new(
                             "chain_break",
-                            &s.key,
+                            s.key,
                             format!(
                                 "prev_hash {} is not the hash of seq {}",
                                 ev.prev_hash,
                                 seq.saturating_sub(1)
                             ),
                         )
-                        .at(seq, &ev.event_id),
+                        .at(seq, ev.event_id),
                     );
                 }
             }
         }
-        prev_hashes = versions.iter().map(|e| e.hash.as_str()).collect();
+        prev_hashes = versions.iter().map(|e| e.hash).collect();
         expected = seq + 1;
     }
     if expected > tail.last_seq + 1 {
@@ -104,7 +104,7 @@ mod tests {
     use crate::gen::{generate_events, GenConfig};
     use ledger_events::Stream;
 
-    fn account_stream() -> StreamRows {
+    fn account_events() -> Vec<ledger_events::Event> {
         let (events, _) = generate_events(&GenConfig::default());
         let key = events[0].stream_key.clone();
         let rows: Vec<_> = events
@@ -112,23 +112,22 @@ mod tests {
             .filter(|e| e.stream == Stream::Account && e.stream_key == key)
             .collect();
         assert!(rows.len() >= 4);
-        StreamRows {
-            stream: Stream::Account,
-            key,
-            hash_ok: vec![true; rows.len()],
-            rows,
-        }
+        rows
+    }
+
+    fn check(events: &[ledger_events::Event], out: &mut Vec<Finding>) {
+        let s = StreamView::of_events(Stream::Account, &events[0].stream_key, events);
+        check_stream(&s, &mut Tail::default(), out);
     }
 
     #[test]
     fn a_clean_stream_has_no_findings_and_a_gap_is_one_finding() {
-        let mut s = account_stream();
+        let mut rows = account_events();
         let mut out = Vec::new();
-        check_stream(&s, &mut Tail::default(), &mut out);
+        check(&rows, &mut out);
         assert_eq!(out, vec![]);
-        let dropped = s.rows.remove(2);
-        s.hash_ok.pop();
-        check_stream(&s, &mut Tail::default(), &mut out);
+        let dropped = rows.remove(2);
+        check(&rows, &mut out);
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!((out[0].code, out[0].seq), ("seq_gap", Some(3)));
         assert_eq!(out[0].event_id.as_deref(), Some(dropped.event_id.as_str()));
@@ -136,11 +135,11 @@ mod tests {
 
     #[test]
     fn a_reordered_link_is_a_chain_break_at_that_row() {
-        let mut s = account_stream();
-        s.rows[2].prev_hash = s.rows[0].hash.clone();
-        s.rows[2] = s.rows[2].clone().seal();
+        let mut rows = account_events();
+        rows[2].prev_hash = rows[0].hash.clone();
+        rows[2] = rows[2].clone().seal();
         let mut out = Vec::new();
-        check_stream(&s, &mut Tail::default(), &mut out);
+        check(&rows, &mut out);
         // Row 3 now hashes differently, so row 4's link breaks too.
         let codes: Vec<_> = out.iter().map(|f| (f.code, f.seq)).collect();
         assert_eq!(

@@ -24,37 +24,41 @@ pub fn check(f: &Facts) -> Vec<Finding> {
             continue; // transfer_conservation reports legs without a transfer
         };
         let legs = f.legs.get(id).unwrap_or(&none);
-        let src = t.source.as_deref().unwrap_or("");
+        let n = &f.names;
+        let src = t.source.map_or("", |s| n.get(s));
+        let phase = n.get(t.phase);
         let amount = t.amount.unwrap_or(0);
         let mut bad = |code: &'static str, detail: String| {
             out.push(Finding::new(code, id, detail));
         };
-        if let Some(h) = legs.holds.iter().find(|h| h.account != src) {
+        if let Some(h) = legs.holds.iter().find(|h| Some(h.account) != t.source) {
             bad(
                 "hold_on_wrong_account",
                 format!(
                     "hold {} is on {}, the source is {src}",
-                    h.event_id, h.account
+                    h.event_id(n),
+                    n.get(h.account)
                 ),
             );
         }
-        let hold = legs.holds.iter().find(|h| h.account == src);
-        let needs_hold = matches!(t.phase.as_str(), "reserved" | "credited" | "captured");
+        let hold = legs.holds.iter().find(|h| Some(h.account) == t.source);
+        let needs_hold = matches!(phase, "reserved" | "credited" | "captured");
         match hold {
             None if needs_hold => bad(
                 "phase_without_hold",
-                format!("phase {} but no hold on the source {src}", t.phase),
+                format!("phase {phase} but no hold on the source {src}"),
             ),
             Some(h) if needs_hold && h.amount != amount => bad(
                 "hold_amount_mismatch",
                 format!(
                     "hold {} of {} for a transfer of {amount}",
-                    h.event_id, h.amount
+                    h.event_id(n),
+                    h.amount
                 ),
             ),
             _ => {}
         }
-        if t.phase == "captured" {
+        if phase == "captured" {
             if let (Some(h), Some(d)) = (hold, legs.debits.first()) {
                 if d.amount != h.amount {
                     bad(
@@ -71,12 +75,14 @@ pub fn check(f: &Facts) -> Vec<Finding> {
                     "credit_without_live_hold",
                     format!(
                         "credited {} but the source hold was {}",
-                        legs.credits[0].event_id,
+                        legs.credits[0].event_id(n),
                         if released { "released" } else { "never placed" }
                     ),
                 );
             }
         }
     }
+    // In transfer id order (each transfer's own findings keep their order).
+    out.sort_by(|a, b| a.key.cmp(&b.key));
     out
 }

@@ -33,7 +33,7 @@ pub fn dangling(f: &Facts, now_ms: i64) -> Vec<Dangling> {
             let deadline_ms = t.deadline_ms?;
             (deadline_ms < now_ms).then(|| Dangling {
                 transfer_id: id.clone(),
-                phase: t.phase.clone(),
+                phase: f.names.get(t.phase).to_owned(),
                 deadline_ms,
                 last_seq: t.last_seq,
             })
@@ -65,17 +65,19 @@ pub fn check(f: &Facts, now_ms: i64) -> Vec<Finding> {
             .at(d.last_seq, &id)
         })
         .collect();
-    let mut leaked: Vec<&(String, String, crate::facts::Leg)> = f
+    let n = &f.names;
+    let mut leaked: Vec<&(String, crate::facts::Leg)> = f
         .live_holds
         .iter()
-        .filter(|(_, t, _)| f.transfers.get(t).is_none_or(|t| t.is_terminal()))
+        .filter(|(t, _)| f.transfers.get(t).is_none_or(|t| t.is_terminal()))
         .collect();
-    leaked.sort_by(|a, b| (&a.1, &a.0).cmp(&(&b.1, &b.0)));
-    for (account, t, leg) in leaked {
+    leaked.sort_by(|a, b| (&a.0, n.get(a.1.account)).cmp(&(&b.0, n.get(b.1.account))));
+    for (t, leg) in leaked {
+        let account = n.get(leg.account);
         let phase = f
             .transfers
             .get(t)
-            .map(|t| t.phase.as_str())
+            .map(|t| n.get(t.phase))
             .unwrap_or("unknown");
         out.push(
             Finding::new(
@@ -86,7 +88,7 @@ pub fn check(f: &Facts, now_ms: i64) -> Vec<Finding> {
                     leg.amount
                 ),
             )
-            .at(leg.seq, &leg.event_id),
+            .at(leg.seq, &leg.event_id(n)),
         );
     }
     out

@@ -7,25 +7,25 @@
 //! version is kept and named, none is chosen silently (docs/LAKE.md).
 
 use crate::finding::Finding;
-use crate::stream::StreamRows;
+use crate::stream::StreamView;
 
 pub const NAME: &str = "conflicting_duplicates";
 pub const INVARIANT: &str = "lake";
 pub const PROVES: &str = "no event id appears in the lake with two different contents";
 
-pub fn check_stream(s: &StreamRows, out: &mut Vec<Finding>) {
+pub fn check_stream(s: &StreamView, out: &mut Vec<Finding>) {
     for (seq, range) in s.by_seq() {
         let versions = &s.rows[range];
-        let mut hashes: Vec<&str> = versions.iter().map(|e| e.hash.as_str()).collect();
+        let mut hashes: Vec<&str> = versions.iter().map(|e| e.hash).collect();
         hashes.dedup();
         if hashes.len() > 1 {
             out.push(
                 Finding::new(
                     "conflict",
-                    &s.key,
+                    s.key,
                     format!("{} versions: hashes {}", hashes.len(), hashes.join(", ")),
                 )
-                .at(seq, &versions[0].event_id),
+                .at(seq, versions[0].event_id),
             );
         }
     }

@@ -6,13 +6,13 @@
 //! allows, at any point of its history the lake holds.
 
 use crate::finding::Finding;
-use crate::stream::StreamRows;
+use crate::stream::StreamView;
 
 pub const NAME: &str = "no_overdraft";
 pub const INVARIANT: &str = "I2";
 pub const PROVES: &str = "after every account event, balance − held ≥ −overdraft_limit";
 
-pub fn check_stream(s: &StreamRows, out: &mut Vec<Finding>) {
+pub fn check_stream(s: &StreamView, out: &mut Vec<Finding>) {
     for ev in s.primary() {
         let (Some(bal), Some(held), Some(limit)) =
             (ev.balance_after, ev.held_after, ev.overdraft_limit)
@@ -25,13 +25,13 @@ pub fn check_stream(s: &StreamRows, out: &mut Vec<Finding>) {
             out.push(
                 Finding::new(
                     "overdraft",
-                    &s.key,
+                    s.key,
                     format!(
                         "{}: balance {bal} − held {held} = {available} < −{limit} (overdraft limit)",
                         ev.kind
                     ),
                 )
-                .at(ev.seq, &ev.event_id),
+                .at(ev.seq, ev.event_id),
             );
         }
     }

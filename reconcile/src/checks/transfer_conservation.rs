@@ -6,26 +6,39 @@
 //! What holding proves: every transfer moved exactly what it said, from
 //! where it said, to where it said, or nothing at all.
 
-use crate::facts::{Facts, Leg};
+use crate::facts::{Facts, Leg, Names, Sym};
 use crate::finding::Finding;
 
 pub const NAME: &str = "transfer_conservation";
 pub const INVARIANT: &str = "I1";
 pub const PROVES: &str = "each captured transfer is one debit −a on its source and one credit +a on its destination; failed and released transfers moved nothing";
 
-fn one_leg(legs: &[Leg], account: &str, amount: i64, currency: &str) -> Result<(), String> {
+/// Whether `legs` is exactly one leg of `amount` `currency` on `account`
+/// (syms of `names`; `None`: the transfer does not name one).
+fn one_leg(
+    names: &Names,
+    legs: &[Leg],
+    account: Option<Sym>,
+    amount: i64,
+    currency: Option<Sym>,
+) -> Result<(), String> {
     match legs {
         [] => Err("none".into()),
-        [l] if l.account == account && l.amount == amount && l.currency == currency => Ok(()),
+        [l] if Some(l.account) == account && l.amount == amount && Some(l.currency) == currency => {
+            Ok(())
+        }
         [l] => Err(format!(
             "{} {} on {} ({})",
-            l.amount, l.currency, l.account, l.event_id
+            l.amount,
+            names.get(l.currency),
+            names.get(l.account),
+            l.event_id(names)
         )),
         many => Err(format!(
             "{} legs: {}",
             many.len(),
             many.iter()
-                .map(|l| l.event_id.as_str())
+                .map(|l| l.event_id(names))
                 .collect::<Vec<_>>()
                 .join(", ")
         )),
@@ -50,15 +63,14 @@ pub fn check(f: &Facts) -> Vec<Finding> {
             continue;
         };
         let amount = t.amount.unwrap_or(0);
-        let currency = t.currency.as_deref().unwrap_or("");
-        let (src, dst) = (
-            t.source.as_deref().unwrap_or(""),
-            t.destination.as_deref().unwrap_or(""),
-        );
-        match t.phase.as_str() {
+        let n = &f.names;
+        let name = |s: Option<Sym>| s.map_or("", |s| n.get(s));
+        let (currency, src, dst) = (name(t.currency), name(t.source), name(t.destination));
+        let phase = n.get(t.phase);
+        match phase {
             "captured" => {
-                let debit = one_leg(&legs.debits, src, amount, currency);
-                let credit = one_leg(&legs.credits, dst, amount, currency);
+                let debit = one_leg(n, &legs.debits, t.source, amount, t.currency);
+                let credit = one_leg(n, &legs.credits, t.destination, amount, t.currency);
                 if debit.is_err() || credit.is_err() {
                     let show = |r: Result<(), String>| r.err().unwrap_or_else(|| "ok".into());
                     out.push(Finding::new(
@@ -77,18 +89,20 @@ pub fn check(f: &Facts) -> Vec<Finding> {
                 id,
                 format!(
                     "{} transfer has {} debit(s) and {} credit(s)",
-                    t.phase,
+                    phase,
                     legs.debits.len(),
                     legs.credits.len()
                 ),
             )),
-            _ if !legs.debits.is_empty() && t.phase != "captured" => out.push(Finding::new(
+            _ if !legs.debits.is_empty() => out.push(Finding::new(
                 "debit_before_capture",
                 id,
-                format!("phase {} but the source was already debited", t.phase),
+                format!("phase {phase} but the source was already debited"),
             )),
             _ => {}
         }
     }
+    // In transfer id order (each transfer's own findings keep their order).
+    out.sort_by(|a, b| a.key.cmp(&b.key));
     out
 }

@@ -1,0 +1,274 @@
+//! DataFusion record batches → rows the proof reads in place.
+//!
+//! A [`Cols`] holds one batch's columns, found by name and typed once (docs/LAKE.md: files
+//! are read by name, a missing nullable column reads as null, extra columns are ignored). A
+//! [`Row`] is a shared handle on a batch and a row index; [`Row::view`] borrows the row as
+//! an [`EventRef`] straight from the Arrow buffers. No row is copied into owned strings: the
+//! proof reads 10⁷ rows a night, and building ~12 `String`s per row cost more than reading
+//! the Parquet.
+//!
+//! DataFusion 55.2 is built on arrow 59, the lake writer (`ledger-ingest`) on arrow 60, so
+//! `ledger_ingest::rows_from_batch` cannot take DataFusion's batches; this is the same
+//! mapping over DataFusion's re-exported arrow.
+
+use std::cmp::Ordering;
+use std::rc::Rc;
+
+use datafusion::arrow::array::{Array, Int64Array, StringArray, UInt16Array};
+use datafusion::arrow::record_batch::RecordBatch;
+use ledger_events::{EventRef, Stream, SCHEMA_VERSIONS_KNOWN};
+
+/// One record batch's columns, typed, with the per-row values every comparison needs
+/// (stream and seq) decoded once.
+pub struct Cols {
+    v: UInt16Array,
+    event_id: StringArray,
+    stream: Vec<Stream>,
+    stream_key: StringArray,
+    seq: Vec<u64>,
+    kind: StringArray,
+    occurred: Int64Array,
+    currency: Option<StringArray>,
+    amount: Option<Int64Array>,
+    balance_after: Option<Int64Array>,
+    held_after: Option<Int64Array>,
+    overdraft_limit: Option<Int64Array>,
+    entry_id: Option<StringArray>,
+    transfer_id: Option<StringArray>,
+    counterparty: Option<StringArray>,
+    source: Option<StringArray>,
+    destination: Option<StringArray>,
+    deadline_ms: Option<Int64Array>,
+    reason: Option<StringArray>,
+    prev_hash: StringArray,
+    hash: StringArray,
+}
+
+/// Why a batch cannot be read as lake rows.
+#[derive(Debug)]
+pub enum BatchError {
+    /// Not in the lake layout (a column missing, mistyped or null).
+    Layout(String),
+    /// A row of a schema version this reader does not know.
+    Version { event_id: String, v: u16 },
+}
+
+fn col<T: Array + Clone + 'static>(b: &RecordBatch, name: &str) -> Result<Option<T>, BatchError> {
+    match b.column_by_name(name) {
+        None => Ok(None),
+        Some(c) => c
+            .as_any()
+            .downcast_ref::<T>()
+            .cloned()
+            .map(Some)
+            .ok_or_else(|| {
+                BatchError::Layout(format!(
+                    "column `{name}` has type {}, not the lake's type",
+                    c.data_type()
+                ))
+            }),
+    }
+}
+
+fn req<T: Array + Clone + 'static>(b: &RecordBatch, name: &str) -> Result<T, BatchError> {
+    let c = col::<T>(b, name)?.ok_or_else(|| {
+        BatchError::Layout(format!(
+            "column `{name}` is missing; it is required in every lake file"
+        ))
+    })?;
+    if c.null_count() > 0 {
+        return Err(BatchError::Layout(format!(
+            "column `{name}` has nulls; it is required in every row"
+        )));
+    }
+    Ok(c)
+}
+
+fn opt_str(c: &Option<StringArray>, i: usize) -> Option<&str> {
+    c.as_ref().filter(|c| c.is_valid(i)).map(|c| c.value(i))
+}
+
+fn opt_i64(c: &Option<Int64Array>, i: usize) -> Option<i64> {
+    c.as_ref().filter(|c| c.is_valid(i)).map(|c| c.value(i))
+}
+
+impl Cols {
+    pub fn from_batch(b: &RecordBatch) -> Result<Cols, BatchError> {
+        let v = req::<UInt16Array>(b, "v")?;
+        let event_id = req::<StringArray>(b, "event_id")?;
+        let stream_col = req::<StringArray>(b, "stream")?;
+        let seq_col = req::<Int64Array>(b, "seq")?;
+        let mut stream = Vec::with_capacity(b.num_rows());
+        let mut seq = Vec::with_capacity(b.num_rows());
+        for i in 0..b.num_rows() {
+            stream.push(match stream_col.value(i) {
+                "account" => Stream::Account,
+                "transfer" => Stream::Transfer,
+                "subscription" => Stream::Subscription,
+                other => {
+                    return Err(BatchError::Layout(format!(
+                        "row {i}: unknown stream {other:?}"
+                    )))
+                }
+            });
+            let s = seq_col.value(i);
+            seq.push(
+                u64::try_from(s)
+                    .map_err(|_| BatchError::Layout(format!("row {i}: negative seq {s}")))?,
+            );
+            if !SCHEMA_VERSIONS_KNOWN.contains(&v.value(i)) {
+                return Err(BatchError::Version {
+                    event_id: event_id.value(i).to_owned(),
+                    v: v.value(i),
+                });
+            }
+        }
+        Ok(Cols {
+            v,
+            event_id,
+            stream,
+            stream_key: req(b, "stream_key")?,
+            seq,
+            kind: req(b, "kind")?,
+            occurred: req(b, "occurred_at_ms")?,
+            currency: col(b, "currency")?,
+            amount: col(b, "amount")?,
+            balance_after: col(b, "balance_after")?,
+            held_after: col(b, "held_after")?,
+            overdraft_limit: col(b, "overdraft_limit")?,
+            entry_id: col(b, "entry_id")?,
+            transfer_id: col(b, "transfer_id")?,
+            counterparty: col(b, "counterparty")?,
+            source: col(b, "source")?,
+            destination: col(b, "destination")?,
+            deadline_ms: col(b, "deadline_ms")?,
+            reason: col(b, "reason")?,
+            prev_hash: req(b, "prev_hash")?,
+            hash: req(b, "hash")?,
+        })
+    }
+
+    /// No rows (a cursor before its first batch).
+    pub fn empty() -> Cols {
+        let s = || StringArray::from(Vec::<&str>::new());
+        let n = || Int64Array::from(Vec::<i64>::new());
+        Cols {
+            v: UInt16Array::from(Vec::<u16>::new()),
+            event_id: s(),
+            stream: Vec::new(),
+            stream_key: s(),
+            seq: Vec::new(),
+            kind: s(),
+            occurred: n(),
+            currency: None,
+            amount: None,
+            balance_after: None,
+            held_after: None,
+            overdraft_limit: None,
+            entry_id: None,
+            transfer_id: None,
+            counterparty: None,
+            source: None,
+            destination: None,
+            deadline_ms: None,
+            reason: None,
+            prev_hash: s(),
+            hash: s(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.seq.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.seq.is_empty()
+    }
+
+    pub fn stream(&self, i: usize) -> Stream {
+        self.stream[i]
+    }
+
+    pub fn key(&self, i: usize) -> &str {
+        self.stream_key.value(i)
+    }
+
+    pub fn seq(&self, i: usize) -> u64 {
+        self.seq[i]
+    }
+
+    pub fn hash(&self, i: usize) -> &str {
+        self.hash.value(i)
+    }
+
+    /// The lake's row order (`ledger_ingest::sort_rows`): stream, stream key, seq, hash.
+    pub fn order(&self, i: usize, other: &Cols, j: usize) -> Ordering {
+        self.stream[i]
+            .cmp(&other.stream[j])
+            .then_with(|| self.key(i).cmp(other.key(j)))
+            .then_with(|| self.seq[i].cmp(&other.seq[j]))
+            .then_with(|| self.hash(i).cmp(other.hash(j)))
+    }
+
+    /// Row `i`, borrowed.
+    pub fn view(&self, i: usize) -> EventRef<'_> {
+        EventRef {
+            v: self.v.value(i),
+            event_id: self.event_id.value(i),
+            stream: self.stream[i],
+            stream_key: self.stream_key.value(i),
+            seq: self.seq[i],
+            kind: self.kind.value(i),
+            occurred_at_ms: self.occurred.value(i),
+            currency: opt_str(&self.currency, i),
+            amount: opt_i64(&self.amount, i),
+            balance_after: opt_i64(&self.balance_after, i),
+            held_after: opt_i64(&self.held_after, i),
+            overdraft_limit: opt_i64(&self.overdraft_limit, i),
+            entry_id: opt_str(&self.entry_id, i),
+            transfer_id: opt_str(&self.transfer_id, i),
+            counterparty: opt_str(&self.counterparty, i),
+            source: opt_str(&self.source, i),
+            destination: opt_str(&self.destination, i),
+            deadline_ms: opt_i64(&self.deadline_ms, i),
+            reason: opt_str(&self.reason, i),
+            prev_hash: self.prev_hash.value(i),
+            hash: self.hash.value(i),
+        }
+    }
+}
+
+/// One lake row: a shared handle on its batch (kept alive while any row of it is) and its
+/// index.
+#[derive(Clone)]
+pub struct Row {
+    cols: Rc<Cols>,
+    i: u32,
+}
+
+impl Row {
+    pub fn new(cols: Rc<Cols>, i: usize) -> Row {
+        let i = u32::try_from(i).expect("a record batch has fewer than 2³² rows");
+        Row { cols, i }
+    }
+
+    pub fn view(&self) -> EventRef<'_> {
+        self.cols.view(self.i as usize)
+    }
+
+    pub fn stream(&self) -> Stream {
+        self.cols.stream(self.i as usize)
+    }
+
+    pub fn key(&self) -> &str {
+        self.cols.key(self.i as usize)
+    }
+
+    pub fn seq(&self) -> u64 {
+        self.cols.seq(self.i as usize)
+    }
+
+    pub fn hash(&self) -> &str {
+        self.cols.hash(self.i as usize)
+    }
+}
