@@ -34,7 +34,7 @@ use ledger_events::Stream;
 use ledger_ingest::Table;
 use serde::{Deserialize, Serialize};
 
-use crate::facts::{AccountFacts, FxMap, Legs, Names, TransferFacts};
+use crate::facts::{AccountFacts, FxMap, Legs, LegsTable, Names, TransferState, Transfers};
 use crate::finding::Finding;
 use crate::stream::Tail;
 
@@ -67,8 +67,9 @@ pub struct ProofState {
     pub streams: FxMap<StreamId, StreamState>,
     /// What the legs' and transfers' syms name.
     pub names: Names,
-    pub transfers: FxMap<String, TransferFacts>,
-    pub legs: FxMap<String, Legs>,
+    /// Transfer streams: tail and facts, by id.
+    pub transfers: Transfers,
+    pub legs: LegsTable,
     pub findings: Vec<StreamFinding>,
     /// Lake files proved: key → stamp (bytes and the store's version tag).
     pub files: BTreeMap<String, String>,
@@ -92,7 +93,9 @@ struct FileV2<'a> {
     /// The interned names, in sym order.
     names: Vec<Cow<'a, str>>,
     streams: Vec<StreamRec<'a>>,
-    transfers: Vec<(Cow<'a, str>, Cow<'a, TransferFacts>)>,
+    /// Transfer streams (not in `streams`), in id order.
+    transfers: Vec<(Cow<'a, str>, Cow<'a, TransferState>)>,
+    /// Per transfer id, in the order first seen.
     legs: Vec<(Cow<'a, str>, Cow<'a, Legs>)>,
     findings: Vec<FindingRec<'a>>,
 }
@@ -185,8 +188,8 @@ impl ProofState {
         let mut p = ProofState {
             files: f.files.into_owned(),
             names: Names::from_list(f.names.into_iter().map(|n| n.into_owned().into()).collect()),
-            transfers: owned(f.transfers),
-            legs: owned(f.legs),
+            transfers: Transfers::from_sorted(owned(f.transfers)),
+            legs: LegsTable::from_rows(owned(f.legs)),
             ..Default::default()
         };
         for s in f.streams {
@@ -248,8 +251,8 @@ impl ProofState {
                     account: s.account.as_deref().map(Cow::Borrowed),
                 })
                 .collect(),
-            transfers: sorted(&self.transfers),
-            legs: sorted(&self.legs),
+            transfers: borrowed(self.transfers.iter()),
+            legs: borrowed(self.legs.iter().filter(|(_, l)| **l != Legs::default())),
             findings: self
                 .findings
                 .iter()
@@ -277,17 +280,16 @@ impl ProofState {
     }
 }
 
-/// The map's entries sorted by key (a deterministic file), borrowed.
-fn sorted<T: Clone>(m: &FxMap<String, T>) -> Vec<(Cow<'_, str>, Cow<'_, T>)> {
-    let mut v: Vec<(&String, &T)> = m.iter().collect();
-    v.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    v.into_iter()
-        .map(|(k, t)| (Cow::Borrowed(k.as_str()), Cow::Borrowed(t)))
+/// Borrowed (id, value) pairs for the file.
+fn borrowed<'a, T: Clone + 'a>(
+    it: impl Iterator<Item = (&'a str, &'a T)>,
+) -> Vec<(Cow<'a, str>, Cow<'a, T>)> {
+    it.map(|(k, t)| (Cow::Borrowed(k), Cow::Borrowed(t)))
         .collect()
 }
 
-fn owned<T: Clone>(v: Vec<(Cow<'_, str>, Cow<'_, T>)>) -> FxMap<String, T> {
+fn owned<T: Clone>(v: Vec<(Cow<'_, str>, Cow<'_, T>)>) -> Vec<(Box<str>, T)> {
     v.into_iter()
-        .map(|(k, t)| (k.into_owned(), t.into_owned()))
+        .map(|(k, t)| (k.into(), t.into_owned()))
         .collect()
 }

@@ -12,7 +12,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use ledger_events::{AccountKind, EventRef, Stream};
 use serde::{Deserialize, Serialize};
 
-use crate::stream::StreamView;
+use crate::stream::{StreamView, Tail};
 
 /// The FxHash function (rustc's): a multiply-rotate over 8-byte words. The
 /// proof's maps are keyed by ids the lake holds, hashed millions of times a
@@ -141,6 +141,12 @@ pub struct TransferFacts {
     pub last_seq: u64,
 }
 
+impl Default for TransferFacts {
+    fn default() -> TransferFacts {
+        TransferFacts::new(Sym(0))
+    }
+}
+
 impl TransferFacts {
     /// Facts before any `created` event (a stream whose first rows are missing).
     pub fn new(phase: Sym) -> TransferFacts {
@@ -186,6 +192,9 @@ pub struct CurrencySums {
 /// the account from its first event).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AccountFacts {
+    /// (seq, balance_after, held_after) of the last well-formed row, which
+    /// the balance refold continues from.
+    pub fold: Option<(u64, i64, i64)>,
     pub currency: Option<String>,
     pub last_balance: Option<i64>,
     pub deposits: i128,
@@ -198,11 +207,204 @@ pub struct AccountFacts {
 pub struct Facts {
     /// Account keys, currencies and phases the legs and transfers name.
     pub names: Names,
-    pub transfers: FxMap<String, TransferFacts>,
-    pub legs: FxMap<String, Legs>,
+    pub transfers: Transfers,
+    pub legs: LegsTable,
+    /// Ids that legs name but no transfer stream has, sorted (set by
+    /// [`Facts::finish_transfers`]).
+    pub orphan_legs: Vec<String>,
     /// (transfer id, leg) of every hold still live at its account's last event.
     pub live_holds: Vec<(String, Leg)>,
     pub currencies: BTreeMap<String, CurrencySums>,
+}
+
+/// One transfer stream's proof state: where its chain stopped, and its facts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransferState {
+    pub tail: Tail,
+    pub facts: TransferFacts,
+}
+
+/// Every transfer stream's state, dense and sorted by id. A table's streams
+/// arrive in id order, so a pass appends ([`Transfers::put`]) and its end
+/// merges the pass into the sorted rows ([`Transfers::end_pass`]): no hash
+/// table of millions of entries to grow and rehash.
+#[derive(Debug, Default)]
+pub struct Transfers {
+    rows: Vec<(Box<str>, TransferState)>,
+    pass: Vec<(Box<str>, TransferState)>,
+}
+
+impl Transfers {
+    pub fn from_sorted(mut rows: Vec<(Box<str>, TransferState)>) -> Transfers {
+        if !rows.is_sorted_by(|a, b| a.0 < b.0) {
+            rows.sort_by(|a, b| a.0.cmp(&b.0));
+            rows.dedup_by(|a, b| a.0 == b.0);
+        }
+        Transfers {
+            rows,
+            pass: Vec::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    pub fn state(&self, id: &str) -> Option<&TransferState> {
+        self.rows
+            .binary_search_by(|r| (*r.0).cmp(id))
+            .ok()
+            .map(|i| &self.rows[i].1)
+    }
+
+    pub fn get(&self, id: &str) -> Option<&TransferFacts> {
+        self.state(id).map(|s| &s.facts)
+    }
+
+    /// In id order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &TransferState)> + '_ {
+        self.rows.iter().map(|(id, s)| (&**id, s))
+    }
+
+    /// Room for a pass of up to `n` streams (address space only: pages are
+    /// touched as they fill).
+    pub fn reserve_pass(&mut self, n: usize) {
+        self.pass.reserve(n);
+    }
+
+    /// The new state of the stream `id`, proved in this pass.
+    pub fn put(&mut self, id: &str, state: TransferState) {
+        self.pass.push((id.into(), state));
+    }
+
+    /// Merges the pass into the rows (a stream proved in the pass replaces
+    /// its old state).
+    pub fn end_pass(&mut self) {
+        let mut pass = std::mem::take(&mut self.pass);
+        if !pass.is_sorted_by(|a, b| a.0 < b.0) {
+            pass.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        if self.rows.is_empty() {
+            self.rows = pass;
+            return;
+        }
+        let old = std::mem::take(&mut self.rows);
+        let mut merged = Vec::with_capacity(old.len() + pass.len());
+        let mut new = pass.into_iter().peekable();
+        for row in old {
+            while new.peek().is_some_and(|n| n.0 < row.0) {
+                merged.extend(new.next());
+            }
+            if new.peek().is_some_and(|n| n.0 == row.0) {
+                merged.extend(new.next());
+            } else {
+                merged.push(row);
+            }
+        }
+        merged.extend(new);
+        self.rows = merged;
+    }
+
+    /// Drops the states of the streams `ids` (about to be re-proved).
+    pub fn remove(&mut self, ids: &std::collections::HashSet<&str>) {
+        self.rows.retain(|(id, _)| !ids.contains(&**id));
+    }
+
+    fn remap(&mut self, to: &[Sym]) {
+        for (_, s) in &mut self.rows {
+            s.facts.remap(to);
+        }
+    }
+}
+
+/// Per transfer id, the legs the account streams hold: dense rows in the
+/// order they were first seen, found through an index-only hash table
+/// (4 bytes a slot, so growing it moves little).
+#[derive(Default)]
+pub struct LegsTable {
+    rows: Vec<(Box<str>, Legs)>,
+    index: hashbrown::HashTable<u32>,
+}
+
+impl std::fmt::Debug for LegsTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LegsTable({} transfers)", self.rows.len())
+    }
+}
+
+fn fx(s: &str) -> u64 {
+    let mut h = FxHasher::default();
+    h.write(s.as_bytes());
+    h.finish()
+}
+
+impl LegsTable {
+    pub fn from_rows(rows: Vec<(Box<str>, Legs)>) -> LegsTable {
+        let mut t = LegsTable::default();
+        t.index.reserve(rows.len(), |_| 0);
+        for (id, legs) in rows {
+            *t.entry(&id) = legs;
+        }
+        t
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Legs> {
+        let rows = &self.rows;
+        self.index
+            .find(fx(id), |&i| &*rows[i as usize].0 == id)
+            .map(|&i| &rows[i as usize].1)
+    }
+
+    /// The legs of `id`, added empty if new.
+    pub fn entry(&mut self, id: &str) -> &mut Legs {
+        let rows = &mut self.rows;
+        let hash = fx(id);
+        let i = match self.index.find(hash, |&i| &*rows[i as usize].0 == id) {
+            Some(&i) => i,
+            None => {
+                let i = u32::try_from(rows.len()).expect("fewer than 2³² transfers");
+                rows.push((id.into(), Legs::default()));
+                self.index
+                    .insert_unique(hash, i, |&j| fx(&rows[j as usize].0));
+                i
+            }
+        };
+        &mut rows[i as usize].1
+    }
+
+    /// In the order first seen.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Legs)> + '_ {
+        self.rows.iter().map(|(id, l)| (&**id, l))
+    }
+
+    /// Room for `n` more transfers (address space only for the rows).
+    pub fn reserve(&mut self, n: usize) {
+        self.rows.reserve(n);
+        let rows = &self.rows;
+        self.index.reserve(n, |&j| fx(&rows[j as usize].0));
+    }
+
+    /// Keeps only the legs `keep` accepts (a transfer left with none keeps
+    /// an empty entry, which every check reads as no legs).
+    pub fn retain_legs(&mut self, keep: impl Fn(&Leg) -> bool) {
+        for (_, l) in &mut self.rows {
+            for v in [&mut l.holds, &mut l.debits, &mut l.credits, &mut l.releases] {
+                v.retain(&keep);
+            }
+        }
+    }
 }
 
 impl Facts {
@@ -241,10 +443,7 @@ impl Facts {
                 currency: self.names.id(ev.currency.unwrap_or_default()),
                 seq: ev.seq,
             };
-            let legs = match self.legs.get_mut(t) {
-                Some(l) => l,
-                None => self.legs.entry(t.to_owned()).or_default(),
-            };
+            let legs = self.legs.entry(t);
             match kind {
                 HoldPlaced => {
                     a.live.insert(t.to_owned(), leg);
@@ -270,12 +469,7 @@ impl Facts {
             .iter()
             .filter_map(|a| self.names.ix.get(a.as_str()).copied())
             .collect();
-        self.legs.retain(|_, l| {
-            for v in [&mut l.holds, &mut l.debits, &mut l.credits, &mut l.releases] {
-                v.retain(|leg| !syms.contains(&leg.account));
-            }
-            *l != Legs::default()
-        });
+        self.legs.retain_legs(|leg| !syms.contains(&leg.account));
     }
 
     /// Live holds and per-currency sums from every account's facts: the
@@ -298,56 +492,70 @@ impl Facts {
         }
     }
 
-    /// Folds the transfer stream `s` into the transfer's facts (continuing
-    /// the ones a previous run left, if any).
-    pub fn add_transfer(&mut self, s: &StreamView) {
+    /// Folds the transfer stream `s` into its facts `f` (the ones a
+    /// previous run left, or new).
+    pub fn add_transfer(&mut self, s: &StreamView, f: &mut TransferFacts) {
         let mut last: Option<&EventRef> = None;
-        let mut f = self.transfers.get(s.key).copied();
         for ev in s.primary() {
             if ev.kind == "created" {
                 let names = &mut self.names;
                 let mut sym = |v: Option<&str>| v.map(|v| names.id(v));
-                f = Some(TransferFacts {
-                    amount: ev.amount,
-                    currency: sym(ev.currency),
-                    source: sym(ev.source),
-                    destination: sym(ev.destination),
-                    deadline_ms: ev.deadline_ms,
-                    ..f.unwrap_or_else(|| TransferFacts::new(Sym(0)))
-                });
+                f.amount = ev.amount;
+                f.currency = sym(ev.currency);
+                f.source = sym(ev.source);
+                f.destination = sym(ev.destination);
+                f.deadline_ms = ev.deadline_ms;
             }
             last = Some(ev);
         }
-        let Some(last) = last else { return };
-        let mut f = f.unwrap_or_else(|| TransferFacts::new(Sym(0)));
-        f.phase = self.names.id(last.kind);
-        f.terminal = matches!(last.kind, "captured" | "failed" | "released");
-        f.last_seq = last.seq;
-        match self.transfers.get_mut(s.key) {
-            Some(t) => *t = f,
-            None => {
-                self.transfers.insert(s.key.to_owned(), f);
-            }
+        if let Some(last) = last {
+            f.phase = self.names.id(last.kind);
+            f.terminal = matches!(last.kind, "captured" | "failed" | "released");
+            f.last_seq = last.seq;
         }
     }
 
-    /// Moves `other`'s transfers (proved with its own names) into these facts.
+    /// Takes `other`'s transfers (proved with its own names) into these facts.
     pub fn absorb_transfers(&mut self, other: Facts) {
         let to = self.names.absorb(&other.names);
-        self.transfers.reserve(other.transfers.len());
-        for (id, mut t) in other.transfers {
-            t.remap(&to);
-            self.transfers.insert(id, t);
-        }
+        self.transfers = other.transfers;
+        self.transfers.remap(&to);
     }
 
-    /// Every transfer id: those with a transfer stream, then those only legs
-    /// name. Unordered: the checks sort their findings by id.
-    pub fn transfer_ids(&self) -> impl Iterator<Item = &String> + '_ {
-        self.transfers.keys().chain(
-            self.legs
-                .keys()
-                .filter(|id| !self.transfers.contains_key(id.as_str())),
-        )
+    /// Finds the legs that name a transfer no transfer stream has. Almost
+    /// always none: counting the transfers with legs settles it without a
+    /// search per leg.
+    pub fn finish_transfers(&mut self) {
+        let with_legs = self
+            .transfers
+            .iter()
+            .filter(|(id, _)| self.legs.get(id).is_some_and(|l| *l != Legs::default()))
+            .count();
+        let nonempty = self
+            .legs
+            .iter()
+            .filter(|(_, l)| **l != Legs::default())
+            .count();
+        self.orphan_legs = if with_legs == nonempty {
+            Vec::new()
+        } else {
+            let mut v: Vec<String> = self
+                .legs
+                .iter()
+                .filter(|(id, l)| **l != Legs::default() && self.transfers.get(id).is_none())
+                .map(|(id, _)| id.to_owned())
+                .collect();
+            v.sort_unstable();
+            v
+        };
+    }
+
+    /// Every transfer id: those with a transfer stream (in id order), then
+    /// those only legs name. The checks sort their findings by id.
+    pub fn transfer_ids(&self) -> impl Iterator<Item = &str> + '_ {
+        self.transfers
+            .iter()
+            .map(|(id, _)| id)
+            .chain(self.orphan_legs.iter().map(String::as_str))
     }
 }

@@ -45,10 +45,17 @@ const STREAM_CHECKS: [&str; 4] = [
 ];
 
 /// The proof under construction: per-stream state and findings, the facts.
+/// A transfer stream's state lives with its facts (`facts.transfers`, dense
+/// and sorted); every other stream's in `streams`.
 struct Proof {
     streams: FxMap<StreamId, StreamState>,
     findings: Vec<StreamFinding>,
     facts: Facts,
+}
+
+/// Whether `id` is a transfer stream in its own table.
+fn is_transfer(id: &StreamId) -> bool {
+    id.0 == Table::Transfer && id.1 == Stream::Transfer
 }
 
 impl Proof {
@@ -60,35 +67,69 @@ impl Proof {
         }
     }
 
+    /// The last seq proved of the stream `key` of `table` (0: none).
+    fn tail_seq(&self, table: Table, stream: Stream, key: &str) -> u64 {
+        if table == Table::Transfer && stream == Stream::Transfer {
+            self.facts
+                .transfers
+                .state(key)
+                .map_or(0, |t| t.tail.last_seq)
+        } else {
+            let id = (table, stream, key.to_owned());
+            self.streams.get(&id).map_or(0, |st| st.tail.last_seq)
+        }
+    }
+
+    /// Room for a pass over `rows` rows of `table` (address space: see
+    /// [`crate::facts::Transfers::reserve_pass`]).
+    fn reserve(&mut self, table: Table, rows: usize) {
+        match table {
+            Table::Transfer => self.facts.transfers.reserve_pass(rows),
+            Table::Account => self.facts.legs.reserve(rows / 2),
+            Table::Subscription => {}
+        }
+    }
+
     fn visit(&mut self, table: Table, rows: StreamRows) {
         let s = rows.view();
-        let id: StreamId = (table, s.stream, rows.key.clone());
-        let st = self.streams.entry(id.clone()).or_default();
         let mut out: [Vec<Finding>; 4] = Default::default();
-        completeness::check_stream(&s, &mut st.tail, &mut out[0]);
-        duplicates::check_stream(&s, &mut out[1]);
-        if Table::of(s.stream) != table {
-            out[0].push(Finding::new(
-                "wrong_table",
-                s.key,
-                format!(
-                    "{} stream found in the {} table",
-                    s.stream.as_str(),
-                    table.as_str()
-                ),
-            ));
+        if table == Table::Transfer && s.stream == Stream::Transfer {
+            let mut st = self
+                .facts
+                .transfers
+                .state(s.key)
+                .cloned()
+                .unwrap_or_default();
+            completeness::check_stream(&s, &mut st.tail, &mut out[0]);
+            duplicates::check_stream(&s, &mut out[1]);
+            self.facts.add_transfer(&s, &mut st.facts);
+            self.facts.transfers.put(s.key, st);
         } else {
-            match s.stream {
-                Stream::Account => {
-                    balance::check_stream(&s, &mut st.tail, &mut out[2]);
-                    overdraft::check_stream(&s, &mut out[3]);
-                    self.facts
-                        .add_account(&s, st.account.get_or_insert_with(Default::default));
-                }
-                Stream::Transfer => self.facts.add_transfer(&s),
-                Stream::Subscription => {}
+            let id: StreamId = (table, s.stream, rows.key.clone());
+            let st = self.streams.entry(id).or_default();
+            completeness::check_stream(&s, &mut st.tail, &mut out[0]);
+            duplicates::check_stream(&s, &mut out[1]);
+            if Table::of(s.stream) != table {
+                out[0].push(Finding::new(
+                    "wrong_table",
+                    s.key,
+                    format!(
+                        "{} stream found in the {} table",
+                        s.stream.as_str(),
+                        table.as_str()
+                    ),
+                ));
+            } else if s.stream == Stream::Account {
+                let a = st.account.get_or_insert_with(Default::default);
+                balance::check_stream(&s, &mut a.fold, &mut out[2]);
+                overdraft::check_stream(&s, &mut out[3]);
+                self.facts.add_account(&s, a);
             }
         }
+        if out.iter().all(Vec::is_empty) {
+            return;
+        }
+        let id: StreamId = (table, s.stream, rows.key.clone());
         for (check, found) in STREAM_CHECKS.into_iter().zip(out) {
             self.findings
                 .extend(found.into_iter().map(|finding| StreamFinding {
@@ -99,20 +140,26 @@ impl Proof {
         }
     }
 
+    /// Ends a pass over a table's files (see [`crate::facts::Transfers`]).
+    fn end_pass(&mut self) {
+        self.facts.transfers.end_pass();
+    }
+
     /// Withdraws everything the streams in `ids` contributed, so they can
     /// be re-proved from their first event.
     fn withdraw(&mut self, ids: &HashSet<StreamId>) {
         let mut accounts = HashSet::new();
+        let mut transfers = HashSet::new();
         for id in ids {
-            if let Some(st) = self.streams.remove(id) {
+            if is_transfer(id) {
+                transfers.insert(id.2.as_str());
+            } else if let Some(st) = self.streams.remove(id) {
                 if st.account.is_some() {
                     accounts.insert(id.2.clone());
                 }
             }
-            if id.0 == Table::Transfer && id.1 == Stream::Transfer {
-                self.facts.transfers.remove(&id.2);
-            }
         }
+        self.facts.transfers.remove(&transfers);
         self.facts.remove_legs_of(&accounts);
         self.findings.retain(|f| !ids.contains(&f.stream));
     }
@@ -163,16 +210,17 @@ async fn prove_table(
     // Pass 1: the new files. A stream continues from its tail unless a new
     // row is at or before it: then it is reopened.
     let mut reopen: HashSet<StreamId> = HashSet::new();
+    proof.reserve(table, new.iter().map(|f| f.rows.max(0) as usize).sum());
     let read = scan_streams(lake, &new, None, |s| {
-        let id: StreamId = (table, s.stream, s.key.clone());
-        let tail_seq = proof.streams.get(&id).map_or(0, |st| st.tail.last_seq);
+        let tail_seq = proof.tail_seq(table, s.stream, &s.key);
         if tail_seq > 0 && s.rows.first().is_some_and(|r| r.seq() <= tail_seq) {
-            reopen.insert(id);
+            reopen.insert((table, s.stream, s.key.clone()));
         } else {
             proof.visit(table, s);
         }
     })
     .await?;
+    proof.end_pass();
     add_stats(&mut stats, &read);
     // Pass 2: reopened streams, re-proved from their first event over every
     // file of the table (row groups outside their keys are pruned).
@@ -195,6 +243,7 @@ async fn prove_table(
             }
         })
         .await?;
+        proof.end_pass();
         add_stats(&mut stats, &read);
     }
     if opts.progress {
@@ -330,6 +379,14 @@ pub async fn reconcile_from(
         mut facts,
     } = proof;
     facts.finish_accounts(streams.values().filter_map(|st| st.account.as_deref()));
+    facts.finish_transfers();
+    if opts.progress {
+        eprintln!(
+            "reconcile: cross-stream checks on {} transfers ({:.1} s)",
+            facts.transfers.len(),
+            started.elapsed().as_secs_f64()
+        );
+    }
     // Findings in stream order (stable: a stream's own order is kept, and a
     // resumed stream's old findings precede its new ones).
     findings.sort_by(|a, b| a.stream.cmp(&b.stream));
@@ -341,6 +398,18 @@ pub async fn reconcile_from(
             .collect()
     };
     let f = &facts;
+    // The cross-stream checks each walk every transfer: two at a time.
+    let (consistent, (conserved, converged)) = std::thread::scope(|scope| {
+        let c = scope.spawn(|| consistency::check(f));
+        let rest = (
+            transfer_conservation::check(f),
+            convergence::check(f, opts.now_ms),
+        );
+        (
+            c.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            rest,
+        )
+    });
     let checks = vec![
         CheckResult::new(
             completeness::NAME,
@@ -370,7 +439,7 @@ pub async fn reconcile_from(
             transfer_conservation::NAME,
             transfer_conservation::INVARIANT,
             transfer_conservation::PROVES,
-            transfer_conservation::check(f),
+            conserved,
         ),
         CheckResult::new(
             global_conservation::NAME,
@@ -382,15 +451,21 @@ pub async fn reconcile_from(
             consistency::NAME,
             consistency::INVARIANT,
             consistency::PROVES,
-            consistency::check(f),
+            consistent,
         ),
         CheckResult::new(
             convergence::NAME,
             convergence::INVARIANT,
             convergence::PROVES,
-            convergence::check(f, opts.now_ms),
+            converged,
         ),
     ];
+    if opts.progress {
+        eprintln!(
+            "reconcile: checks done ({:.1} s)",
+            started.elapsed().as_secs_f64()
+        );
+    }
     let report = Report {
         version: REPORT_VERSION,
         lake: lake.name.clone(),

@@ -88,10 +88,90 @@ pub struct Tail {
     /// The last seq proved (0: nothing yet, the next is seq 1).
     pub last_seq: u64,
     /// The hashes of the versions at `last_seq` (one unless a conflict).
-    pub last_hashes: Vec<String>,
-    /// Account streams: (seq, balance_after, held_after) of the last
-    /// well-formed row, which the balance refold continues from.
-    pub fold: Option<(u64, i64, i64)>,
+    pub last_hashes: LastHashes,
+}
+
+/// The hashes of the versions at a stream's last seq. Nearly always one
+/// well-formed SHA-256, kept inline as its 32 bytes (a proof holds one per
+/// stream, millions of them); anything else is kept as written. In a
+/// checkpoint it is the list of hex strings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(from = "Vec<String>", into = "Vec<String>")]
+pub enum LastHashes {
+    #[default]
+    None,
+    One([u8; 32]),
+    Other(Vec<String>),
+}
+
+fn unhex(h: &str) -> Option<[u8; 32]> {
+    let b = h.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let nib = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; 32];
+    for (o, pair) in out.iter_mut().zip(b.chunks_exact(2)) {
+        *o = nib(pair[0])? << 4 | nib(pair[1])?;
+    }
+    Some(out)
+}
+
+impl LastHashes {
+    pub fn of<'a>(hashes: impl IntoIterator<Item = &'a str>) -> LastHashes {
+        let mut it = hashes.into_iter();
+        let Some(first) = it.next() else {
+            return LastHashes::None;
+        };
+        match (it.next(), unhex(first)) {
+            (None, Some(one)) => LastHashes::One(one),
+            (second, _) => LastHashes::Other(
+                [first]
+                    .into_iter()
+                    .chain(second)
+                    .chain(it)
+                    .map(str::to_owned)
+                    .collect(),
+            ),
+        }
+    }
+
+    pub fn contains(&self, h: &str) -> bool {
+        match self {
+            LastHashes::None => false,
+            LastHashes::One(b) => unhex(h).as_ref() == Some(b),
+            LastHashes::Other(v) => v.iter().any(|x| x == h),
+        }
+    }
+}
+
+impl From<Vec<String>> for LastHashes {
+    fn from(v: Vec<String>) -> LastHashes {
+        LastHashes::of(v.iter().map(String::as_str))
+    }
+}
+
+impl From<LastHashes> for Vec<String> {
+    fn from(h: LastHashes) -> Vec<String> {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        match h {
+            LastHashes::None => Vec::new(),
+            LastHashes::One(b) => vec![b
+                .iter()
+                .flat_map(|x| {
+                    [
+                        DIGITS[usize::from(x >> 4)] as char,
+                        DIGITS[usize::from(x & 15)] as char,
+                    ]
+                })
+                .collect()],
+            LastHashes::Other(v) => v,
+        }
+    }
 }
 
 /// Delivery statistics of a scan.

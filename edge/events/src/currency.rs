@@ -196,7 +196,14 @@ impl Currency {
     /// Parses an upper-case ISO 4217 code. Lower case is rejected rather than
     /// normalised so that one currency has exactly one spelling on the wire.
     pub fn parse(code: &str) -> Result<Currency, UnknownCurrency> {
-        match ISO_4217.binary_search_by(|(c, _)| (*c).cmp(code)) {
+        // Byte arrays, not strings: the reconciler parses one code per event.
+        let Ok(key) = <[u8; 3]>::try_from(code.as_bytes()) else {
+            return Err(UnknownCurrency(code.to_owned()));
+        };
+        match ISO_4217.binary_search_by(|(c, _)| {
+            let b = c.as_bytes();
+            [b[0], b[1], b[2]].cmp(&key)
+        }) {
             Ok(i) => {
                 let b = ISO_4217[i].0.as_bytes();
                 Ok(Currency([b[0], b[1], b[2]]))

@@ -597,13 +597,15 @@ impl<'a> EventRef<'a> {
     /// without building a string: an upper-case or malformed recorded hash is
     /// a mismatch, exactly as comparing with [`EventRef::compute_hash`] is.
     pub fn hash_matches(&self, scratch: &mut Vec<u8>) -> bool {
-        let digest = self.digest(scratch);
-        let recorded = self.hash.as_bytes();
-        recorded.len() == 2 * digest.len()
-            && digest
-                .iter()
-                .zip(recorded.chunks_exact(2))
-                .all(|(b, pair)| pair == hex_pair(*b).as_slice())
+        let Ok(recorded) = <&[u8; 64]>::try_from(self.hash.as_bytes()) else {
+            return false;
+        };
+        // Fixed-size arrays: one 64-byte comparison, not 32 calls to memcmp.
+        let mut expected = [0u8; 64];
+        for (pair, b) in expected.chunks_exact_mut(2).zip(self.digest(scratch)) {
+            pair.copy_from_slice(&hex_pair(b));
+        }
+        expected == *recorded
     }
 
     pub fn account_kind(&self) -> Option<AccountKind> {

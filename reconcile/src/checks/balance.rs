@@ -15,7 +15,7 @@
 use ledger_events::AccountKind;
 
 use crate::finding::Finding;
-use crate::stream::{StreamView, Tail};
+use crate::stream::StreamView;
 
 pub const NAME: &str = "balance_integrity";
 pub const INVARIANT: &str = "I1";
@@ -34,11 +34,11 @@ pub fn effect(kind: AccountKind, amount: i64) -> (i64, i64) {
     }
 }
 
-/// Checks `s`, continuing the refold from `tail.fold` (the previous run's
-/// last row), and leaves the new last row there.
-pub fn check_stream(s: &StreamView, tail: &mut Tail, out: &mut Vec<Finding>) {
+/// Checks `s`, continuing the refold from `fold` (the previous run's last
+/// row: seq, balance, held), and leaves the new last row there.
+pub fn check_stream(s: &StreamView, fold: &mut Option<(u64, i64, i64)>, out: &mut Vec<Finding>) {
     // (seq, balance, held) of the previous event.
-    let mut prev: Option<(u64, i64, i64)> = tail.fold;
+    let mut prev: Option<(u64, i64, i64)> = *fold;
     for ev in s.primary() {
         let (Some(bal), Some(held), Some(kind)) =
             (ev.balance_after, ev.held_after, AccountKind::parse(ev.kind))
@@ -78,5 +78,5 @@ pub fn check_stream(s: &StreamView, tail: &mut Tail, out: &mut Vec<Finding>) {
         }
         prev = Some((ev.seq, bal, held));
     }
-    tail.fold = prev;
+    *fold = prev;
 }

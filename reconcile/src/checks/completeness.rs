@@ -15,7 +15,7 @@
 use ledger_events::GENESIS_HASH;
 
 use crate::finding::Finding;
-use crate::stream::{StreamView, Tail};
+use crate::stream::{LastHashes, StreamView, Tail};
 
 pub const NAME: &str = "completeness";
 pub const INVARIANT: &str = "lake";
@@ -25,10 +25,12 @@ pub const PROVES: &str = "every stream's seqs are contiguous from 1, every row h
 /// tail: from seq 1), and moves `tail` to the stream's new end.
 pub fn check_stream(s: &StreamView, tail: &mut Tail, out: &mut Vec<Finding>) {
     let mut expected = tail.last_seq + 1;
-    let mut prev_hashes: Vec<&str> = if tail.last_seq == 0 {
-        vec![GENESIS_HASH]
-    } else {
-        tail.last_hashes.iter().map(String::as_str).collect()
+    // The versions of the previous seq (None: the tail's, or genesis).
+    let mut prev: Option<std::ops::Range<usize>> = None;
+    let linked = |prev: &Option<std::ops::Range<usize>>, prev_hash: &str| match prev {
+        Some(r) => s.rows[r.clone()].iter().any(|p| p.hash == prev_hash),
+        None if tail.last_seq == 0 => prev_hash == GENESIS_HASH,
+        None => tail.last_hashes.contains(prev_hash),
     };
     for (seq, range) in s.by_seq() {
         let versions = &s.rows[range.clone()];
@@ -73,7 +75,7 @@ pub fn check_stream(s: &StreamView, tail: &mut Tail, out: &mut Vec<Finding>) {
             );
         } else {
             for ev in versions {
-                if !prev_hashes.contains(&ev.prev_hash) {
+                if !linked(&prev, ev.prev_hash) {
                     out.push(
                         Finding::new(
                             "chain_break",
@@ -89,11 +91,11 @@ pub fn check_stream(s: &StreamView, tail: &mut Tail, out: &mut Vec<Finding>) {
                 }
             }
         }
-        prev_hashes = versions.iter().map(|e| e.hash).collect();
+        prev = Some(range);
         expected = seq + 1;
     }
-    if expected > tail.last_seq + 1 {
-        tail.last_hashes = prev_hashes.into_iter().map(str::to_owned).collect();
+    if let Some(r) = prev {
+        tail.last_hashes = LastHashes::of(s.rows[r].iter().map(|e| e.hash));
         tail.last_seq = expected - 1;
     }
 }
