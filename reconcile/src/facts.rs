@@ -209,9 +209,11 @@ pub struct Facts {
     pub names: Names,
     pub transfers: Transfers,
     pub legs: LegsTable,
-    /// Ids that legs name but no transfer stream has, sorted (set by
-    /// [`Facts::finish_transfers`]).
+    /// Ids that legs name but no transfer stream has, sorted, and for each
+    /// transfer stream (in id order) its legs' row: set by
+    /// [`Facts::finish_transfers`].
     pub orphan_legs: Vec<String>,
+    legs_of: Vec<Option<u32>>,
     /// (transfer id, leg) of every hold still live at its account's last event.
     pub live_holds: Vec<(String, Leg)>,
     pub currencies: BTreeMap<String, CurrencySums>,
@@ -361,10 +363,15 @@ impl LegsTable {
     }
 
     pub fn get(&self, id: &str) -> Option<&Legs> {
+        self.find(id).map(|i| &self.rows[i as usize].1)
+    }
+
+    /// The row of `id`'s legs.
+    pub fn find(&self, id: &str) -> Option<u32> {
         let rows = &self.rows;
         self.index
             .find(fx(id), |&i| &*rows[i as usize].0 == id)
-            .map(|&i| &rows[i as usize].1)
+            .copied()
     }
 
     /// The legs of `id`, added empty if new.
@@ -526,11 +533,16 @@ impl Facts {
     /// always none: counting the transfers with legs settles it without a
     /// search per leg.
     pub fn finish_transfers(&mut self) {
-        let with_legs = self
+        let legs = &self.legs;
+        self.legs_of = self
             .transfers
             .iter()
-            .filter(|(id, _)| self.legs.get(id).is_some_and(|l| *l != Legs::default()))
-            .count();
+            .map(|(id, _)| {
+                legs.find(id)
+                    .filter(|&i| legs.rows[i as usize].1 != Legs::default())
+            })
+            .collect();
+        let with_legs = self.legs_of.iter().flatten().count();
         let nonempty = self
             .legs
             .iter()
@@ -550,12 +562,31 @@ impl Facts {
         };
     }
 
-    /// Every transfer id: those with a transfer stream (in id order), then
-    /// those only legs name. The checks sort their findings by id.
-    pub fn transfer_ids(&self) -> impl Iterator<Item = &str> + '_ {
-        self.transfers
+    /// Every transfer id with its facts and legs: those with a transfer
+    /// stream (in id order), then those only legs name. The checks sort their
+    /// findings by id.
+    pub fn transfer_ids(&self) -> impl Iterator<Item = (&str, Option<&TransferFacts>, &Legs)> + '_ {
+        static NONE: Legs = Legs {
+            holds: Vec::new(),
+            debits: Vec::new(),
+            credits: Vec::new(),
+            releases: Vec::new(),
+        };
+        let legs = |i: Option<u32>| i.map_or(&NONE, |i| &self.legs.rows[i as usize].1);
+        // `legs_of` is current after `finish_transfers`; otherwise, look up.
+        let current = self.legs_of.len() == self.transfers.len();
+        let with_stream = self.transfers.iter().enumerate().map(move |(k, (id, s))| {
+            let i = if current {
+                self.legs_of[k]
+            } else {
+                self.legs.find(id)
+            };
+            (id, Some(&s.facts), legs(i))
+        });
+        let orphans = self
+            .orphan_legs
             .iter()
-            .map(|(id, _)| id)
-            .chain(self.orphan_legs.iter().map(String::as_str))
+            .map(move |id| (id.as_str(), None, legs(self.legs.find(id))));
+        with_stream.chain(orphans)
     }
 }

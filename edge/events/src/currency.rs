@@ -177,6 +177,29 @@ const ISO_4217: &[(&str, u8)] = &[
 ];
 
 /// The code is not an active ISO 4217 currency this ledger accepts.
+/// A code's place among the 26³ three-letter upper-case codes.
+const fn code_index(c: [u8; 3]) -> Option<usize> {
+    if !(c[0].is_ascii_uppercase() && c[1].is_ascii_uppercase() && c[2].is_ascii_uppercase()) {
+        return None;
+    }
+    Some((c[0] - b'A') as usize * 676 + (c[1] - b'A') as usize * 26 + (c[2] - b'A') as usize)
+}
+
+/// The codes of [`ISO_4217`] as a bitset over [`code_index`].
+const KNOWN: [u64; 275] = {
+    let mut bits = [0u64; 275];
+    let mut i = 0;
+    while i < ISO_4217.len() {
+        let b = ISO_4217[i].0.as_bytes();
+        let Some(ix) = code_index([b[0], b[1], b[2]]) else {
+            panic!("ISO_4217 holds three upper-case letters per code");
+        };
+        bits[ix / 64] |= 1 << (ix % 64);
+        i += 1;
+    }
+    bits
+};
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownCurrency(pub String);
 
@@ -196,19 +219,12 @@ impl Currency {
     /// Parses an upper-case ISO 4217 code. Lower case is rejected rather than
     /// normalised so that one currency has exactly one spelling on the wire.
     pub fn parse(code: &str) -> Result<Currency, UnknownCurrency> {
-        // Byte arrays, not strings: the reconciler parses one code per event.
-        let Ok(key) = <[u8; 3]>::try_from(code.as_bytes()) else {
-            return Err(UnknownCurrency(code.to_owned()));
-        };
-        match ISO_4217.binary_search_by(|(c, _)| {
-            let b = c.as_bytes();
-            [b[0], b[1], b[2]].cmp(&key)
-        }) {
-            Ok(i) => {
-                let b = ISO_4217[i].0.as_bytes();
-                Ok(Currency([b[0], b[1], b[2]]))
+        // One bit test: the reconciler parses a code for every event it reads.
+        match <[u8; 3]>::try_from(code.as_bytes()) {
+            Ok(key) if code_index(key).is_some_and(|i| KNOWN[i / 64] >> (i % 64) & 1 == 1) => {
+                Ok(Currency(key))
             }
-            Err(_) => Err(UnknownCurrency(code.to_owned())),
+            _ => Err(UnknownCurrency(code.to_owned())),
         }
     }
 
@@ -256,6 +272,25 @@ mod tests {
         }
         for (c, _) in ISO_4217 {
             assert!(c.len() == 3 && c.bytes().all(|b| b.is_ascii_uppercase()));
+        }
+    }
+
+    #[test]
+    fn the_bitset_accepts_exactly_the_table() {
+        let mut accepted = 0;
+        for a in b'A'..=b'Z' {
+            for b in b'A'..=b'Z' {
+                for c in b'A'..=b'Z' {
+                    let code = String::from_utf8(vec![a, b, c]).unwrap();
+                    let listed = ISO_4217.iter().any(|(k, _)| *k == code);
+                    assert_eq!(Currency::parse(&code).is_ok(), listed, "{code}");
+                    accepted += usize::from(listed);
+                }
+            }
+        }
+        assert_eq!(accepted, ISO_4217.len());
+        for bad in ["", "US", "USDX", "usd", "U\u{0}D", "ÜSD"] {
+            assert!(Currency::parse(bad).is_err(), "{bad:?}");
         }
     }
 

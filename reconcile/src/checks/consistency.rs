@@ -18,12 +18,10 @@ pub const PROVES: &str =
 
 pub fn check(f: &Facts) -> Vec<Finding> {
     let mut out = Vec::new();
-    let none = Default::default();
-    for id in f.transfer_ids() {
-        let Some(t) = f.transfers.get(id).filter(|t| t.amount.is_some()) else {
+    for (id, t, legs) in f.transfer_ids() {
+        let Some(t) = t.filter(|t| t.amount.is_some()) else {
             continue; // transfer_conservation reports legs without a transfer
         };
-        let legs = f.legs.get(id).unwrap_or(&none);
         let n = &f.names;
         let src = t.source.map_or("", |s| n.get(s));
         let phase = n.get(t.phase);

@@ -47,11 +47,9 @@ fn one_leg(
 
 pub fn check(f: &Facts) -> Vec<Finding> {
     let mut out = Vec::new();
-    let none = Default::default();
-    for id in f.transfer_ids() {
-        let legs = f.legs.get(id).unwrap_or(&none);
+    for (id, t, legs) in f.transfer_ids() {
         let moved = !legs.debits.is_empty() || !legs.credits.is_empty();
-        let Some(t) = f.transfers.get(id).filter(|t| t.amount.is_some()) else {
+        let Some(t) = t.filter(|t| t.amount.is_some()) else {
             if moved || !legs.holds.is_empty() {
                 out.push(Finding::new(
                     "leg_without_transfer",
