@@ -136,7 +136,23 @@ fn write_json(path: &PathBuf, value: &impl serde::Serialize) -> Result<(), Strin
     })
 }
 
+/// Transparent huge pages off for this process. The proof decodes and frees
+/// a Parquet batch's worth of memory thousands of times a run; with THP every
+/// 2 MB page the allocator takes back from the kernel is zeroed whole, which
+/// cost a quarter of the run's CPU (perf: `clear_page_erms` under
+/// `do_huge_pmd_anonymous_page`; docs/BENCHMARKS.md). Only a hint: failure
+/// changes nothing else.
+fn no_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with PR_SET_THP_DISABLE takes integer arguments only and
+    // touches no memory of ours.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
+}
+
 fn main() -> ExitCode {
+    no_transparent_huge_pages();
     let cli = Cli::parse();
     let outputs =
         Outputs {
