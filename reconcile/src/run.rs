@@ -51,6 +51,8 @@ struct Proof {
     streams: FxMap<StreamId, StreamState>,
     findings: Vec<StreamFinding>,
     facts: Facts,
+    /// The canonical encoding's buffer, reused for every row's hash.
+    scratch: Vec<u8>,
 }
 
 /// Whether `id` is a transfer stream in its own table.
@@ -64,6 +66,7 @@ impl Proof {
             streams: Default::default(),
             findings: Vec::new(),
             facts: Facts::default(),
+            scratch: Vec::new(),
         }
     }
 
@@ -91,7 +94,7 @@ impl Proof {
     }
 
     fn visit(&mut self, table: Table, rows: StreamRows) {
-        let s = rows.view();
+        let s = rows.view(&mut self.scratch);
         let mut out: [Vec<Finding>; 4] = Default::default();
         if table == Table::Transfer && s.stream == Stream::Transfer {
             let mut st = self
@@ -377,6 +380,7 @@ pub async fn reconcile_from(
         streams,
         mut findings,
         mut facts,
+        ..
     } = proof;
     facts.finish_accounts(streams.values().filter_map(|st| st.account.as_deref()));
     facts.finish_transfers();

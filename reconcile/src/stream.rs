@@ -8,30 +8,28 @@
 //! the completeness check must name it. Rows with the same seq and different
 //! hashes are the versions of a conflict and are all kept.
 
-use std::borrow::Cow;
-
 use ledger_events::{Event, EventRef, Stream};
 
 use crate::rows::Row;
 
-/// One stream's distinct rows, sorted by seq then hash, with each row's
-/// recomputed-hash verdict.
+/// One stream's distinct rows, sorted by seq then hash.
 pub struct StreamRows {
     pub stream: Stream,
     pub key: String,
     pub rows: Vec<Row>,
-    /// `hash_ok[i]`: `rows[i].hash` is the SHA-256 of its canonical encoding.
-    pub hash_ok: Vec<bool>,
 }
 
 impl StreamRows {
-    /// The stream's rows borrowed from their batches: what the checks read.
-    pub fn view(&self) -> StreamView<'_> {
+    /// The stream's rows borrowed from their batches, each row's hash
+    /// recomputed (`scratch`: the canonical encoding's reused buffer).
+    pub fn view(&self, scratch: &mut Vec<u8>) -> StreamView<'_> {
+        let rows: Vec<EventRef<'_>> = self.rows.iter().map(Row::view).collect();
+        let hash_ok = rows.iter().map(|r| r.hash_matches(scratch)).collect();
         StreamView {
             stream: self.stream,
             key: &self.key,
-            rows: self.rows.iter().map(Row::view).collect(),
-            hash_ok: Cow::Borrowed(&self.hash_ok),
+            rows,
+            hash_ok,
         }
     }
 }
@@ -41,7 +39,8 @@ pub struct StreamView<'a> {
     pub stream: Stream,
     pub key: &'a str,
     pub rows: Vec<EventRef<'a>>,
-    pub hash_ok: Cow<'a, [bool]>,
+    /// `hash_ok[i]`: `rows[i].hash` is the SHA-256 of its canonical encoding.
+    pub hash_ok: Vec<bool>,
 }
 
 impl<'a> StreamView<'a> {
@@ -54,7 +53,7 @@ impl<'a> StreamView<'a> {
             stream,
             key,
             rows,
-            hash_ok: Cow::Owned(hash_ok),
+            hash_ok,
         }
     }
 
@@ -104,21 +103,32 @@ pub enum LastHashes {
     Other(Vec<String>),
 }
 
+/// Hex digit values (0xff: not a lower-case hex digit).
+const NIBBLE: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut c = 0;
+    while c < 10 {
+        t[b'0' as usize + c] = c as u8;
+        c += 1;
+    }
+    let mut c = 0;
+    while c < 6 {
+        t[b'a' as usize + c] = 10 + c as u8;
+        c += 1;
+    }
+    t
+};
+
 fn unhex(h: &str) -> Option<[u8; 32]> {
-    let b = h.as_bytes();
-    if b.len() != 64 {
-        return None;
-    }
-    let nib = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
+    let b: &[u8; 64] = h.as_bytes().try_into().ok()?;
     let mut out = [0u8; 32];
+    let mut bad = 0u8;
     for (o, pair) in out.iter_mut().zip(b.chunks_exact(2)) {
-        *o = nib(pair[0])? << 4 | nib(pair[1])?;
+        let (hi, lo) = (NIBBLE[usize::from(pair[0])], NIBBLE[usize::from(pair[1])]);
+        bad |= (hi | lo) & 0xf0;
+        *o = hi << 4 | (lo & 15);
     }
-    Some(out)
+    (bad == 0).then_some(out)
 }
 
 impl LastHashes {
@@ -184,13 +194,10 @@ pub struct ScanStats {
     pub streams: u64,
 }
 
-/// Groups a sorted row sequence into [`StreamRows`], checking each distinct
-/// row's hash.
+/// Groups a sorted row sequence into [`StreamRows`].
 #[derive(Default)]
 pub struct Grouper {
     current: Option<StreamRows>,
-    /// The canonical encoding's buffer, reused for every row.
-    scratch: Vec<u8>,
     pub stats: ScanStats,
 }
 
@@ -216,9 +223,7 @@ impl Grouper {
             stream: row.stream(),
             key: row.key().to_owned(),
             rows: Vec::new(),
-            hash_ok: Vec::new(),
         });
-        cur.hash_ok.push(row.view().hash_matches(&mut self.scratch));
         cur.rows.push(row);
         self.stats.distinct_rows += 1;
         if done.is_some() {
