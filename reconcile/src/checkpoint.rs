@@ -19,11 +19,15 @@
 //! the complete facts. So the verdicts are those of a full run, and the cost
 //! is the new rows plus the reopened streams.
 //!
-//! The file is JSON (versioned by [`CHECKPOINT_VERSION`]), written to a
-//! temporary name, fsynced and renamed, so a crash never leaves half a
-//! checkpoint. It grows with the number of streams and transfers (951 MB for
-//! the 10M-event benchmark lake, docs/BENCHMARKS.md): a compact binary
-//! encoding and pruning settled transfers are the next steps.
+//! The file: `LDGRCKPT`, the format version ([`CHECKPOINT_VERSION`], u32
+//! LE), the length (u64 LE) of a JSON header (the lake, files, names,
+//! account and other non-transfer streams, findings), the binary records of
+//! every transfer stream and every transfer's legs ([`crate::codec`]), and
+//! the SHA-256 of everything before it: a truncated or altered checkpoint is
+//! refused (exit 2), never half-used. It is written to a temporary name,
+//! fsynced and renamed, so a crash never leaves half a checkpoint. Its size
+//! grows with the number of transfers (docs/BENCHMARKS.md has the figure for
+//! the 10M-event lake).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
@@ -33,6 +37,10 @@ use std::sync::{Mutex, OnceLock};
 use ledger_events::Stream;
 use ledger_ingest::Table;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::io::Write;
+
+use crate::codec;
 
 use crate::facts::{AccountFacts, FxMap, Legs, LegsTable, Names, TransferState, Transfers};
 use crate::finding::Finding;
@@ -82,7 +90,7 @@ pub struct ProofState {
 // back owned.
 
 #[derive(Serialize, Deserialize)]
-struct FileV2<'a> {
+struct Header<'a> {
     version: u32,
     /// The lake the checkpoint belongs to (as given on the command line).
     lake: Cow<'a, str>,
@@ -92,11 +100,8 @@ struct FileV2<'a> {
     files: Cow<'a, BTreeMap<String, String>>,
     /// The interned names, in sym order.
     names: Vec<Cow<'a, str>>,
+    /// Streams other than transfer streams (those are in the binary part).
     streams: Vec<StreamRec<'a>>,
-    /// Transfer streams (not in `streams`), in id order.
-    transfers: Vec<(Cow<'a, str>, Cow<'a, TransferState>)>,
-    /// Per transfer id, in the order first seen.
-    legs: Vec<(Cow<'a, str>, Cow<'a, Legs>)>,
     findings: Vec<FindingRec<'a>>,
 }
 
@@ -167,9 +172,10 @@ impl ProofState {
                 path.display()
             ))
         };
-        let text = std::fs::read(path).map_err(|e| err(format!("cannot read: {e}")))?;
-        let f: FileV2 =
-            serde_json::from_slice(&text).map_err(|e| err(format!("not a checkpoint: {e}")))?;
+        let bytes = std::fs::read(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        let (header, body) = split_file(&bytes).map_err(err)?;
+        let f: Header =
+            serde_json::from_slice(header).map_err(|e| err(format!("damaged header: {e}")))?;
         if f.version != CHECKPOINT_VERSION {
             return Err(err(format!(
                 "format version {} (this reconciler reads {CHECKPOINT_VERSION})",
@@ -185,11 +191,13 @@ impl ProofState {
                 f.lake
             )));
         }
+        let names = f.names.len();
+        let (transfers, legs) = read_body(body, names).map_err(|e| err(format!("damaged: {e}")))?;
         let mut p = ProofState {
             files: f.files.into_owned(),
             names: Names::from_list(f.names.into_iter().map(|n| n.into_owned().into()).collect()),
-            transfers: Transfers::from_sorted(owned(f.transfers)),
-            legs: LegsTable::from_rows(owned(f.legs)),
+            transfers: Transfers::from_sorted(transfers),
+            legs: LegsTable::from_rows(legs),
             ..Default::default()
         };
         for s in f.streams {
@@ -229,7 +237,7 @@ impl ProofState {
         };
         let mut streams: Vec<_> = self.streams.iter().collect();
         streams.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let f = FileV2 {
+        let f = Header {
             version: CHECKPOINT_VERSION,
             lake: Cow::Borrowed(lake),
             layout: Cow::Borrowed(ledger_ingest::LAKE_LAYOUT_VERSION),
@@ -251,8 +259,6 @@ impl ProofState {
                     account: s.account.as_deref().map(Cow::Borrowed),
                 })
                 .collect(),
-            transfers: borrowed(self.transfers.iter()),
-            legs: borrowed(self.legs.iter().filter(|(_, l)| **l != Legs::default())),
             findings: self
                 .findings
                 .iter()
@@ -269,27 +275,113 @@ impl ProofState {
                 })
                 .collect(),
         };
+        let header = serde_json::to_vec(&f).map_err(|e| err(e.to_string()))?;
         let tmp = path.with_extension("tmp");
         let file = std::fs::File::create(&tmp).map_err(|e| err(e.to_string()))?;
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-        serde_json::to_writer(&mut w, &f).map_err(|e| err(e.to_string()))?;
-        let file = w.into_inner().map_err(|e| err(e.to_string()))?;
-        file.sync_all().map_err(|e| err(e.to_string()))?;
-        std::fs::rename(&tmp, path).map_err(|e| err(e.to_string()))?;
+        let mut out = HashingWriter {
+            inner: std::io::BufWriter::with_capacity(1 << 20, file),
+            sha: Sha256::new(),
+        };
+        let io = |e: std::io::Error| err(e.to_string());
+        out.write_all(MAGIC).map_err(io)?;
+        out.write_all(&CHECKPOINT_VERSION.to_le_bytes())
+            .map_err(io)?;
+        out.write_all(&(header.len() as u64).to_le_bytes())
+            .map_err(io)?;
+        out.write_all(&header).map_err(io)?;
+        // The binary part, handed on a megabyte at a time.
+        let mut w = codec::Writer::default();
+        let flush = |w: &mut codec::Writer, out: &mut HashingWriter, force: bool| {
+            if force || w.buf.len() >= 1 << 20 {
+                out.write_all(&w.buf)?;
+                w.buf.clear();
+            }
+            Ok::<(), std::io::Error>(())
+        };
+        w.count(self.transfers.len());
+        for (id, st) in self.transfers.iter() {
+            w.transfer(id, st);
+            flush(&mut w, &mut out, false).map_err(io)?;
+        }
+        let legs: Vec<(&str, &Legs)> = self
+            .legs
+            .iter()
+            .filter(|(_, l)| **l != Legs::default())
+            .collect();
+        w.count(legs.len());
+        for (id, l) in legs {
+            w.legs(id, l);
+            flush(&mut w, &mut out, false).map_err(io)?;
+        }
+        flush(&mut w, &mut out, true).map_err(io)?;
+        let digest = out.sha.finalize();
+        let mut inner = out.inner;
+        inner.write_all(&digest).map_err(io)?;
+        let file = inner.into_inner().map_err(|e| err(e.to_string()))?;
+        file.sync_all().map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)?;
         Ok(())
     }
 }
 
-/// Borrowed (id, value) pairs for the file.
-fn borrowed<'a, T: Clone + 'a>(
-    it: impl Iterator<Item = (&'a str, &'a T)>,
-) -> Vec<(Cow<'a, str>, Cow<'a, T>)> {
-    it.map(|(k, t)| (Cow::Borrowed(k), Cow::Borrowed(t)))
-        .collect()
+/// The file's first bytes.
+const MAGIC: &[u8; 8] = b"LDGRCKPT";
+
+/// Writes through, hashing what it writes (the file's trailing SHA-256).
+struct HashingWriter {
+    inner: std::io::BufWriter<std::fs::File>,
+    sha: Sha256,
 }
 
-fn owned<T: Clone>(v: Vec<(Cow<'_, str>, Cow<'_, T>)>) -> Vec<(Box<str>, T)> {
-    v.into_iter()
-        .map(|(k, t)| (k.into(), t.into_owned()))
-        .collect()
+impl HashingWriter {
+    fn write_all(&mut self, b: &[u8]) -> std::io::Result<()> {
+        self.sha.update(b);
+        self.inner.write_all(b)
+    }
+}
+
+/// Checks the frame (magic, version, header length, trailing SHA-256) and
+/// returns the JSON header and the binary body.
+fn split_file(bytes: &[u8]) -> Result<(&[u8], &[u8]), String> {
+    let fixed = MAGIC.len() + 4 + 8;
+    if bytes.len() < fixed + 32 || &bytes[..MAGIC.len()] != MAGIC {
+        return Err("not a checkpoint (no LDGRCKPT header)".into());
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    if version != CHECKPOINT_VERSION {
+        return Err(format!(
+            "format version {version} (this reconciler reads {CHECKPOINT_VERSION})"
+        ));
+    }
+    let (content, digest) = bytes.split_at(bytes.len() - 32);
+    if Sha256::digest(content).as_slice() != digest {
+        return Err("damaged: its SHA-256 does not match (truncated or altered)".into());
+    }
+    let len = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"));
+    let len = usize::try_from(len)
+        .ok()
+        .filter(|&l| l <= content.len() - fixed)
+        .ok_or("damaged: header length out of range")?;
+    Ok((&content[fixed..fixed + len], &content[fixed + len..]))
+}
+
+type Rows<T> = Vec<(Box<str>, T)>;
+
+/// The binary body: every transfer stream's state, then every transfer's legs.
+fn read_body(body: &[u8], names: usize) -> Result<(Rows<TransferState>, Rows<Legs>), String> {
+    let mut r = codec::Reader::new(body, names);
+    let n = r.count()?;
+    let mut transfers = Vec::with_capacity(n);
+    for _ in 0..n {
+        transfers.push(r.transfer()?);
+    }
+    let n = r.count()?;
+    let mut legs = Vec::with_capacity(n);
+    for _ in 0..n {
+        legs.push(r.legs()?);
+    }
+    if !r.at_end() {
+        return Err("bytes after the last record".into());
+    }
+    Ok((transfers, legs))
 }

@@ -15,6 +15,7 @@
 
 pub mod checkpoint;
 pub mod checks;
+pub mod codec;
 pub mod corrupt;
 pub mod facts;
 pub mod finding;

@@ -217,6 +217,23 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
     assert_eq!(bin(&["--checkpoint", ck, "--full"]).0, 0);
     assert_eq!(bin(&["--checkpoint", ck]).0, 0);
 
+    // One altered byte anywhere, or a cut tail, and the checkpoint is refused
+    // whole (its trailing SHA-256), never half-used.
+    let good = std::fs::read(&ckpt).unwrap();
+    for at in [20, good.len() / 2, good.len() - 40] {
+        let mut bad = good.clone();
+        bad[at] ^= 0x01;
+        std::fs::write(&ckpt, &bad).unwrap();
+        let (code, err) = bin(&["--checkpoint", ck]);
+        assert_eq!(code, 2, "byte {at}: {err}");
+        assert!(err.contains("SHA-256 does not match"), "byte {at}: {err}");
+    }
+    std::fs::write(&ckpt, &good[..good.len() - 1]).unwrap();
+    let (code, err) = bin(&["--checkpoint", ck]);
+    assert_eq!(code, 2, "{err}");
+    std::fs::write(&ckpt, &good).unwrap();
+    assert_eq!(bin(&["--checkpoint", ck]).0, 0, "the intact file still resumes");
+
     // A checkpoint of another lake is refused, not silently reused.
     let other = dir.path().join("other");
     std::fs::create_dir(&other).unwrap();
