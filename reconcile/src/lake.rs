@@ -181,6 +181,18 @@ impl Lake {
         Ok(lake)
     }
 
+    /// Writes `bytes` at `key` under the lake's root (or prefix), replacing
+    /// any object there. The store makes it atomic: a local file is written
+    /// to a temporary name and renamed; an S3 PUT is all or nothing.
+    pub async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), String> {
+        let full = format!("{}{key}", self.prefix);
+        self.store
+            .put(&Path::from(full.as_str()), bytes.into())
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("cannot write {key} to the lake {}: {e}", self.name))
+    }
+
     /// Every lake file of `table`, sorted by key, each footer checked.
     pub async fn files(&self, table: Table) -> Result<Vec<LakeFileInfo>, Error> {
         let prefix = format!("{}{LAKE_EVENTS_PREFIX}/{}/", self.prefix, table.as_str());

@@ -43,8 +43,9 @@ use ledger_reconcile::{
 ///   AWS_ENDPOINT_URL=https://<account>.r2.cloudflarestorage.com \
 ///   AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… reconcile s3://ledger-lake/prod   # the lake in R2
 ///   reconcile --dangling dangling.json          # the sweeper's list (docs/SWEEPER.md)
-///   reconcile --checkpoint .lake-checkpoint.json  # nightly: prove only what is new since the last run
-///   reconcile --checkpoint .lake-checkpoint.json --full   # weekly: re-prove everything, refresh the checkpoint
+///   reconcile --publish-dangling                # the same list into the lake, for the sweeper cron
+///   reconcile --checkpoint .lake-checkpoint       # nightly: prove only what is new since the last run
+///   reconcile --checkpoint .lake-checkpoint --full   # weekly: re-prove everything, refresh the checkpoint
 ///   reconcile --violations bad.csv              # every offending row for auditors (or bad.parquet)
 ///   reconcile --metrics /var/lib/node_exporter/textfile/reconcile.prom   # Prometheus, atomic
 ///   reconcile --alert-webhook https://hooks.example/x --alert-state /var/lib/reconcile/alert.json
@@ -66,6 +67,11 @@ struct Cli {
     /// Write the dangling-transfer list in the sweeper's format v1 (docs/SWEEPER.md) to FILE.
     #[arg(long, value_name = "FILE")]
     dangling: Option<PathBuf>,
+    /// Put the dangling list into the lake at reconcile/dangling/latest.json, the
+    /// object the edge's sweeper cron reads (docs/SWEEPER.md), replacing it; the
+    /// most overdue transfers that fit the sweeper's 1 MiB limit.
+    #[arg(long)]
+    publish_dangling: bool,
     /// Judge deadlines at this instant (ms since the epoch) instead of now;
     /// makes a run over an old lake reproducible.
     #[arg(long, value_name = "MS")]
@@ -136,6 +142,36 @@ fn write_json(path: &PathBuf, value: &impl serde::Serialize) -> Result<(), Strin
     })
 }
 
+/// The run: resumes from the checkpoint when there is a usable one.
+async fn reconcile_with(
+    cli: &Cli,
+    lake: &Lake,
+    opts: &Options,
+) -> Result<(ledger_reconcile::Report, ProofState), Error> {
+    let resume = match &cli.checkpoint {
+        Some(path) if !cli.full && path.exists() => {
+            Some(ProofState::load(path, &cli.lake).map_err(|e| Error::Lake(e.to_string()))?)
+        }
+        _ => None,
+    };
+    if opts.progress {
+        match (&cli.checkpoint, &resume) {
+            (Some(p), Some(_)) => {
+                eprintln!("reconcile: resuming from checkpoint {}", p.display())
+            }
+            (Some(p), None) => eprintln!(
+                "reconcile: full proof from the first event (checkpoint {} will be written)",
+                p.display()
+            ),
+            _ => {}
+        }
+    }
+    reconcile_from(lake, opts, resume).await
+}
+
+/// Where the edge's sweeper reads the dangling list (docs/SWEEPER.md).
+const DANGLING_LIST_KEY: &str = "reconcile/dangling/latest.json";
+
 /// Transparent huge pages off for this process. The proof decodes and frees
 /// a Parquet batch's worth of memory thousands of times a run; with THP every
 /// 2 MB page the allocator takes back from the kernel is zeroed whole, which
@@ -189,27 +225,10 @@ fn main() -> ExitCode {
     };
     let result = rt.block_on(async {
         let lake = Lake::connect(&cli.lake).await?;
-        let resume = match &cli.checkpoint {
-            Some(path) if !cli.full && path.exists() => {
-                Some(ProofState::load(path, &cli.lake).map_err(|e| Error::Lake(e.to_string()))?)
-            }
-            _ => None,
-        };
-        if opts.progress {
-            match (&cli.checkpoint, &resume) {
-                (Some(p), Some(_)) => {
-                    eprintln!("reconcile: resuming from checkpoint {}", p.display())
-                }
-                (Some(p), None) => eprintln!(
-                    "reconcile: full proof from the first event (checkpoint {} will be written)",
-                    p.display()
-                ),
-                _ => {}
-            }
-        }
-        reconcile_from(&lake, &opts, resume).await
+        let ran = reconcile_with(&cli, &lake, &opts).await?;
+        Ok((lake, ran))
     });
-    let (report, state) = match result {
+    let (lake, (report, state)) = match result {
         Ok(r) => r,
         Err(e) => {
             // Name a damaged object by its full s3:// key, the one to move.
@@ -235,6 +254,20 @@ fn main() -> ExitCode {
     if let Some(path) = &cli.dangling {
         if let Err(e) = write_json(path, &report.dangling_list(wall_clock_ms())) {
             errors.push(e);
+        }
+    }
+    if cli.publish_dangling {
+        let (bytes, listed) = report.dangling_document(
+            wall_clock_ms(),
+            ledger_api::sweep::DANGLING_BYTES_MAX as usize,
+        );
+        match rt.block_on(lake.put(DANGLING_LIST_KEY, bytes)) {
+            Ok(()) if !cli.quiet => eprintln!(
+                "reconcile: dangling list ({listed} of {} transfers) published at {DANGLING_LIST_KEY}",
+                report.dangling.len()
+            ),
+            Ok(()) => {}
+            Err(e) => errors.push(e),
         }
     }
     if let Some(path) = &cli.checkpoint {

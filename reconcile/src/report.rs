@@ -107,15 +107,51 @@ impl Report {
 
     /// The dangling list in the sweeper's format v1.
     pub fn dangling_list(&self, generated_at_ms: i64) -> serde_json::Value {
-        serde_json::json!({
+        self.dangling_list_of(generated_at_ms, self.dangling.len())
+    }
+
+    fn dangling_list_of(&self, generated_at_ms: i64, n: usize) -> serde_json::Value {
+        let mut doc = serde_json::json!({
             "version": DANGLING_LIST_VERSION,
             "generated_at_ms": generated_at_ms,
-            "transfers": self.dangling.iter().map(|d| serde_json::json!({
+            "transfers": self.dangling[..n].iter().map(|d| serde_json::json!({
                 "transfer_id": d.transfer_id,
                 "phase": d.phase,
                 "deadline_ms": d.deadline_ms,
                 "last_seq": d.last_seq,
             })).collect::<Vec<_>>(),
-        })
+        });
+        if n < self.dangling.len() {
+            // Extra members: the sweeper ignores them (docs/SWEEPER.md).
+            doc["dangling_total"] = self.dangling.len().into();
+            doc["truncated"] = true.into();
+        }
+        doc
+    }
+
+    /// The dangling list as the bytes the sweeper reads, at most `max_bytes`
+    /// (it refuses a larger document whole): the most overdue transfers that
+    /// fit, marked `truncated` when some did not. Returns the bytes and how
+    /// many transfers they list.
+    pub fn dangling_document(&self, generated_at_ms: i64, max_bytes: usize) -> (Vec<u8>, usize) {
+        let bytes = |n| {
+            serde_json::to_vec(&self.dangling_list_of(generated_at_ms, n))
+                .expect("a JSON value serializes")
+        };
+        let all = bytes(self.dangling.len());
+        if all.len() <= max_bytes {
+            return (all, self.dangling.len());
+        }
+        // The largest prefix that fits (the size grows with n).
+        let (mut lo, mut hi) = (0, self.dangling.len());
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if bytes(mid).len() <= max_bytes {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        (bytes(lo), lo)
     }
 }

@@ -84,7 +84,7 @@ fn assert_same(night_no: usize, inc: &Report, full: &Report) {
 #[test]
 fn nightly_runs_reach_the_verdicts_of_a_full_run_reading_only_new_files() {
     let dir = tempfile::tempdir().unwrap();
-    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint.json"));
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
     let (events, _) = generate_events(&GenConfig {
         seed: 21,
         accounts: 10,
@@ -131,7 +131,7 @@ fn nightly_runs_reach_the_verdicts_of_a_full_run_reading_only_new_files() {
 #[test]
 fn late_redeliveries_and_rewritten_files_reopen_their_streams_and_violations_are_caught() {
     let dir = tempfile::tempdir().unwrap();
-    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint.json"));
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
     let (events, _) = generate_events(&GenConfig {
         seed: 5,
         accounts: 8,
@@ -186,7 +186,7 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
         step_ms: ledger_reconcile::gen::GEN_STEP_MS,
     });
     deliver(&root, &events.iter().collect::<Vec<_>>(), "x");
-    let ckpt = dir.path().join("ck.json");
+    let ckpt = dir.path().join("ck");
     let bin = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_reconcile"))
             .arg(root.to_str().unwrap())
@@ -232,7 +232,11 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
     let (code, err) = bin(&["--checkpoint", ck]);
     assert_eq!(code, 2, "{err}");
     std::fs::write(&ckpt, &good).unwrap();
-    assert_eq!(bin(&["--checkpoint", ck]).0, 0, "the intact file still resumes");
+    assert_eq!(
+        bin(&["--checkpoint", ck]).0,
+        0,
+        "the intact file still resumes"
+    );
 
     // A checkpoint of another lake is refused, not silently reused.
     let other = dir.path().join("other");

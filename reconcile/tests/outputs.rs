@@ -846,3 +846,51 @@ fn the_sweep_posts_dangling_ids_in_chunks_of_100_with_the_admin_key() {
     assert!(r.stderr.contains("nothing to re-drive"), "{}", r.stderr);
     assert!(server.take().is_empty());
 }
+
+/// `--publish-dangling`: the list lands in the lake where the edge's sweeper
+/// reads it, and the sweeper's own parser (`ledger_api::sweep`) accepts it;
+/// a list over the sweeper's size limit keeps the most overdue that fit.
+#[test]
+fn the_dangling_list_is_published_into_the_lake_for_the_sweeper() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    clean_lake(&dir);
+    let want = add_dangling(&dir, 150);
+    let file = tmp.path().join("dangling.json");
+    let r = run_bin(
+        &[s(&dir), "--publish-dangling", "--dangling", s(&file)],
+        &[],
+    );
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let published = std::fs::read_to_string(dir.join("reconcile/dangling/latest.json")).unwrap();
+    let list = ledger_api::sweep::parse_dangling(&published).unwrap();
+    assert_eq!(list.transfers, want, "most overdue first");
+    assert!(list.skipped.is_empty(), "{:?}", list.skipped);
+    // The same list as --dangling writes (up to the generation instant).
+    let local: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let remote: serde_json::Value = serde_json::from_str(&published).unwrap();
+    assert_eq!(local["transfers"], remote["transfers"]);
+    // The lake is still a lake: the published object is not a lake file.
+    let again = run_bin(&[s(&dir), "--publish-dangling"], &[]);
+    assert_eq!(again.code, 1, "{}", again.stderr);
+
+    // Over the limit: a prefix of the most overdue, marked truncated, and
+    // still a document the sweeper accepts.
+    let report = run_lib(&dir).unwrap();
+    let (bytes, listed) = report.dangling_document(NOW_MS, 4_000);
+    assert!(
+        bytes.len() <= 4_000 && listed > 0 && listed < 150,
+        "{listed}"
+    );
+    let text = String::from_utf8(bytes).unwrap();
+    let list = ledger_api::sweep::parse_dangling(&text).unwrap();
+    assert_eq!(list.transfers, want[..listed]);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (v["truncated"].clone(), v["dangling_total"].clone()),
+        (true.into(), 150.into())
+    );
+    let (_, all) = report.dangling_document(NOW_MS, 1 << 20);
+    assert_eq!(all, 150, "everything fits in the sweeper's 1 MiB");
+}

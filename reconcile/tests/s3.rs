@@ -209,6 +209,29 @@ fn an_s3_lake_gets_the_same_verdict_and_findings_as_the_same_lake_on_disk() {
             .map(|c| c["findings"].as_array().unwrap().len())
             .sum();
         assert_eq!(findings, injected.expected.len(), "{class:?}");
+        if class == Class::Dangling {
+            // Published into the bucket, under the lake's prefix, where the
+            // sweeper reads it.
+            let mut cmd = Command::new(reconcile_bin());
+            cmd.args([lake.as_str(), "--quiet", "--publish-dangling"])
+                .args(["--now-ms", &NOW_MS.to_string()])
+                .env_remove("LEDGER_LAKE");
+            let out = with_env(&mut cmd, &server.env()).output().unwrap();
+            assert_eq!(out.status.code(), Some(1), "{out:?}");
+            let key = ObjectPath::from(format!("{prefix}/reconcile/dangling/latest.json"));
+            let body =
+                runtime().block_on(async { store.get(&key).await.unwrap().bytes().await.unwrap() });
+            let list =
+                ledger_api::sweep::parse_dangling(std::str::from_utf8(&body).unwrap()).unwrap();
+            let want: Vec<String> = r.report.as_ref().unwrap()["dangling"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d["transfer_id"].as_str().unwrap().to_owned())
+                .collect();
+            assert!(!want.is_empty());
+            assert_eq!(list.transfers, want);
+        }
     }
 
     // The whole bucket as the lake (no prefix): the clean lake at the root.
