@@ -83,8 +83,9 @@ if [ -f "$LAKE_DIR/.bench-generated" ]; then
   log "reusing $LAKE_DIR ($(head -1 "$LAKE_DIR/.bench-generated"))"
 else
   [ ! -e "$LAKE_DIR" ] || { log "$LAKE_DIR exists without .bench-generated (interrupted?): remove it first"; exit 2; }
-  # ~1.7 KB of generator memory per event (events, JSON bodies, account state in memory).
-  need_kb=$(( EVENTS * 17 / 10 ))
+  # The generator streams (a batch at a time: ~150 MB at any size); compaction holds one
+  # partition: ~4 KB per event of a day (1.3 GB at 10M events over 30 days).
+  need_kb=$(( 200000 + (DAYS > 0 ? EVENTS / DAYS : EVENTS) * 4 ))
   avail_kb=$(awk '/MemAvailable/ {print $2}' /proc/meminfo)
   if [ "$avail_kb" -lt "$need_kb" ] && [ "${FORCE:-0}" != 1 ]; then
     log "generating $EVENTS events needs ~$((need_kb / 1048576)) GB, $((avail_kb / 1048576)) GB available: refusing (FORCE=1 to try)"

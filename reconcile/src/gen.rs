@@ -85,20 +85,33 @@ impl Rng {
     }
 }
 
-struct World {
+struct World<'s> {
     accounts: Vec<(String, MemAccount)>,
-    log: Vec<Event>,
+    /// Every event, in commit order, as it is emitted.
+    sink: &'s mut dyn FnMut(Event),
     now: i64,
     summary: GenSummary,
 }
 
-impl World {
+impl World<'_> {
+    fn emit(&mut self, ev: Event) {
+        self.summary.events += 1;
+        (self.sink)(ev);
+    }
+
     fn run(&mut self, idx: usize, cmd: &Command) -> Outcome {
         let now = self.now;
         let (id, acc) = &mut self.accounts[idx];
-        let before = acc.events.len();
         let out = acc.run(id, cmd, now);
-        self.log.extend(acc.events[before..].iter().cloned());
+        // Memory flat however long the history: the outbox goes to the sink,
+        // and the op records (idempotency: every generated op id is new) and
+        // entries (statements: never read here) are not kept.
+        let events = std::mem::take(&mut acc.events);
+        acc.ops.clear();
+        acc.entries.clear();
+        for ev in events {
+            self.emit(ev);
+        }
         out
     }
 
@@ -121,7 +134,7 @@ impl World {
         let now = self.now;
         let mut t = match transfer::admit(None, spec, now, now + GEN_TRANSFER_DEADLINE_MS) {
             Admission::Start(t, ev) => {
-                self.log.push(ev);
+                self.emit(ev);
                 t
             }
             Admission::Existing(_) | Admission::Refuse(_) => return,
@@ -131,7 +144,7 @@ impl World {
             let idx = self.index_of(account);
             let outcome = self.run(idx, &cmd);
             match t.on_reply(step, &Reply::Outcome(outcome), self.now) {
-                Advance::Moved(ev) => self.log.push(ev),
+                Advance::Moved(ev) => self.emit(ev),
                 other => panic!("a saga answered every step cannot stall: {other:?}"),
             }
         }
@@ -146,12 +159,20 @@ impl World {
 
 /// The generated events in commit order (what the outboxes would deliver).
 pub fn generate_events(cfg: &GenConfig) -> (Vec<Event>, GenSummary) {
+    let mut log = Vec::new();
+    let summary = generate_with(cfg, &mut |ev| log.push(ev));
+    (log, summary)
+}
+
+/// Generates the events of `cfg` in commit order into `sink`; memory does
+/// not grow with the number of events.
+pub fn generate_with(cfg: &GenConfig, sink: &mut dyn FnMut(Event)) -> GenSummary {
     let mut rng = Rng(cfg.seed);
     let usd = Currency::parse("USD").expect("USD is ISO 4217");
     let eur = Currency::parse("EUR").expect("EUR is ISO 4217");
     let mut w = World {
         accounts: Vec::new(),
-        log: Vec::new(),
+        sink,
         now: GEN_START_MS,
         summary: GenSummary::default(),
     };
@@ -223,68 +244,93 @@ pub fn generate_events(cfg: &GenConfig) -> (Vec<Event>, GenSummary) {
         }
         w.now += cfg.step_ms.max(1);
     }
-    w.summary.events = w.log.len();
-    (w.log, w.summary)
+    w.summary
 }
 
 /// Generates a lake under `root` (created if needed): the events of
 /// [`generate_events`] cut into `cfg.batches` queue batches, plus one batch
 /// repeating `cfg.duplicates` events, each batch through `ledger_ingest::ingest`.
+///
+/// Streams: the events are generated twice (generation is deterministic),
+/// once to count them and once to write them a batch at a time, so memory is
+/// one batch and the duplicates, not the history (50M events fit).
 pub fn generate_lake(cfg: &GenConfig, root: &Path) -> Result<GenSummary, String> {
-    let (events, mut summary) = generate_events(cfg);
-    let bodies: Vec<Vec<u8>> = events
-        .iter()
-        .map(|e| serde_json::to_vec(e).map_err(|e| e.to_string()))
-        .collect::<Result<_, _>>()?;
-    let batches = cfg.batches.max(1);
-    let per_batch = bodies
-        .len()
-        .div_ceil(batches)
+    let mut total = 0usize;
+    generate_with(cfg, &mut |_| total += 1);
+    let per_batch = total
+        .div_ceil(cfg.batches.max(1))
         .clamp(1, INGEST_BATCH_MESSAGES_MAX);
-    let mut messages: Vec<Vec<(String, usize)>> = bodies
-        .chunks(per_batch)
-        .enumerate()
-        .map(|(b, chunk)| {
-            (0..chunk.len())
-                .map(|i| (format!("m{}", b * per_batch + i), b * per_batch + i))
-                .collect()
-        })
-        .collect();
     // A partial redelivery: seeded picks, delivered again in their own batch.
     let mut rng = Rng(cfg.seed ^ 0x5eed_d0b1e);
-    let dup: Vec<(String, usize)> = (0..cfg.duplicates.min(bodies.len()))
-        .map(|i| {
-            let at = rng.below(bodies.len() as u64) as usize;
-            (format!("r{i}"), at)
-        })
+    let dup_at: Vec<usize> = (0..cfg.duplicates.min(total))
+        .map(|_| rng.below(total as u64) as usize)
         .collect();
-    summary.duplicates = dup.len();
-    if !dup.is_empty() {
-        messages.push(dup);
-    }
+    let mut dup_bodies: std::collections::HashMap<usize, Vec<u8>> =
+        dup_at.iter().map(|&at| (at, Vec::new())).collect();
     let mut files = std::collections::BTreeSet::new();
-    for batch in &messages {
-        let msgs: Vec<Message<'_>> = batch
-            .iter()
-            .map(|(id, at)| Message {
-                id,
-                body: &bodies[*at],
-            })
-            .collect();
-        let out = ingest(&msgs).map_err(|e| e.to_string())?;
-        if let Some(d) = out.dead_letters.first() {
-            return Err(format!(
-                "generated event dead-lettered by ingest: {}",
-                d.reason()
-            ));
+    let mut batch: Vec<(String, Vec<u8>)> = Vec::with_capacity(per_batch);
+    let mut failed: Option<String> = None;
+    let mut index = 0usize;
+    let mut summary = generate_with(cfg, &mut |ev| {
+        if failed.is_some() {
+            return;
         }
-        for f in out.files {
-            write_object(root, &f.key, &f.bytes)?;
-            files.insert(f.key);
+        let body = match serde_json::to_vec(&ev) {
+            Ok(b) => b,
+            Err(e) => return failed = Some(e.to_string()),
+        };
+        if let Some(slot) = dup_bodies.get_mut(&index) {
+            slot.clone_from(&body);
         }
+        batch.push((format!("m{index}"), body));
+        index += 1;
+        if batch.len() == per_batch {
+            if let Err(e) = ingest_batch(root, &batch, &mut files) {
+                failed = Some(e);
+            }
+            batch.clear();
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e);
     }
+    ingest_batch(root, &batch, &mut files)?;
+    let dups: Vec<(String, Vec<u8>)> = dup_at
+        .iter()
+        .enumerate()
+        .map(|(i, at)| (format!("r{i}"), dup_bodies[at].clone()))
+        .collect();
+    summary.duplicates = dups.len();
+    ingest_batch(root, &dups, &mut files)?;
     summary.files = files.len();
     Ok(summary)
+}
+
+/// One queue batch through the real ingest writer, its files into the lake.
+fn ingest_batch(
+    root: &Path,
+    batch: &[(String, Vec<u8>)],
+    files: &mut std::collections::BTreeSet<String>,
+) -> Result<(), String> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let msgs: Vec<Message<'_>> = batch
+        .iter()
+        .map(|(id, body)| Message { id, body })
+        .collect();
+    let out = ingest(&msgs).map_err(|e| e.to_string())?;
+    if let Some(d) = out.dead_letters.first() {
+        return Err(format!(
+            "generated event dead-lettered by ingest: {}",
+            d.reason()
+        ));
+    }
+    for f in out.files {
+        write_object(root, &f.key, &f.bytes)?;
+        files.insert(f.key);
+    }
+    Ok(())
 }
 
 /// Puts one object into a local lake: a temporary file renamed into place,
