@@ -15,7 +15,7 @@
 
 use std::path::Path;
 
-use ledger_core::account::{Command, Outcome};
+use ledger_core::account::{Command, HoldState, Outcome};
 use ledger_core::memory::MemAccount;
 use ledger_core::transfer::{self, Admission, Advance, Reply, TransferSpec};
 use ledger_core::{Currency, Event};
@@ -87,6 +87,8 @@ impl Rng {
 
 struct World<'s> {
     accounts: Vec<(String, MemAccount)>,
+    /// Account id → index in `accounts` (a saga step names its account).
+    index: std::collections::HashMap<String, usize>,
     /// Every event, in commit order, as it is emitted.
     sink: &'s mut dyn FnMut(Event),
     now: i64,
@@ -104,11 +106,13 @@ impl World<'_> {
         let (id, acc) = &mut self.accounts[idx];
         let out = acc.run(id, cmd, now);
         // Memory flat however long the history: the outbox goes to the sink,
-        // and the op records (idempotency: every generated op id is new) and
-        // entries (statements: never read here) are not kept.
+        // and the op records (idempotency: every generated op id is new),
+        // entries (statements: never read here) and settled holds are not kept.
         let events = std::mem::take(&mut acc.events);
         acc.ops.clear();
         acc.entries.clear();
+        // A settled hold is never asked for again (every saga step runs once).
+        acc.holds.retain(|_, h| h.state == HoldState::Held);
         for ev in events {
             self.emit(ev);
         }
@@ -116,9 +120,9 @@ impl World<'_> {
     }
 
     fn index_of(&self, id: &str) -> usize {
-        self.accounts
-            .iter()
-            .position(|(a, _)| a == id)
+        *self
+            .index
+            .get(id)
             .expect("generated transfers name generated accounts")
     }
 
@@ -172,6 +176,7 @@ pub fn generate_with(cfg: &GenConfig, sink: &mut dyn FnMut(Event)) -> GenSummary
     let eur = Currency::parse("EUR").expect("EUR is ISO 4217");
     let mut w = World {
         accounts: Vec::new(),
+        index: Default::default(),
         sink,
         now: GEN_START_MS,
         summary: GenSummary::default(),
@@ -179,6 +184,7 @@ pub fn generate_with(cfg: &GenConfig, sink: &mut dyn FnMut(Event)) -> GenSummary
     let accounts = cfg.accounts.max(2);
     for i in 0..accounts {
         let id = format!("{GEN_TENANT}.acc-{i}");
+        w.index.insert(id.clone(), i);
         w.accounts.push((id, MemAccount::default()));
         // One account in five is in euros (so some transfers are refused for
         // the currency), one in four may overdraw a little.
