@@ -254,8 +254,9 @@ pub fn generate_with(cfg: &GenConfig, sink: &mut dyn FnMut(Event)) -> GenSummary
 }
 
 /// Generates a lake under `root` (created if needed): the events of
-/// [`generate_events`] cut into `cfg.batches` queue batches, plus one batch
-/// repeating `cfg.duplicates` events, each batch through `ledger_ingest::ingest`.
+/// [`generate_events`] cut into `cfg.batches` queue batches, plus batches
+/// repeating `cfg.duplicates` events (one, up to the ingest maximum of
+/// messages), each batch through `ledger_ingest::ingest`.
 ///
 /// Streams: the events are generated twice (generation is deterministic),
 /// once to count them and once to write them a batch at a time, so memory is
@@ -307,7 +308,9 @@ pub fn generate_lake(cfg: &GenConfig, root: &Path) -> Result<GenSummary, String>
         .map(|(i, at)| (format!("r{i}"), dup_bodies[at].clone()))
         .collect();
     summary.duplicates = dups.len();
-    ingest_batch(root, &dups, &mut files)?;
+    for chunk in dups.chunks(INGEST_BATCH_MESSAGES_MAX) {
+        ingest_batch(root, chunk, &mut files)?;
+    }
     summary.files = files.len();
     Ok(summary)
 }
