@@ -590,3 +590,106 @@ impl Facts {
         with_stream.chain(orphans)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(seq: u64) -> TransferState {
+        TransferState {
+            tail: Tail {
+                last_seq: seq,
+                ..Default::default()
+            },
+            facts: TransferFacts::default(),
+        }
+    }
+
+    fn seqs(t: &Transfers) -> Vec<(&str, u64)> {
+        t.iter().map(|(id, s)| (id, s.tail.last_seq)).collect()
+    }
+
+    #[test]
+    fn a_pass_merges_into_the_sorted_rows_replacing_what_it_proved_again() {
+        let mut t = Transfers::default();
+        for (id, seq) in [("b", 1), ("d", 1), ("f", 1)] {
+            t.put(id, state(seq));
+        }
+        t.end_pass();
+        assert_eq!(seqs(&t), [("b", 1), ("d", 1), ("f", 1)]);
+        // A later pass: new ids before, between and after, and one re-proved.
+        for (id, seq) in [("a", 2), ("d", 2), ("e", 2), ("g", 2)] {
+            t.put(id, state(seq));
+        }
+        assert_eq!(t.get("a"), None, "not visible before the pass ends");
+        t.end_pass();
+        assert_eq!(
+            seqs(&t),
+            [("a", 2), ("b", 1), ("d", 2), ("e", 2), ("f", 1), ("g", 2)]
+        );
+        assert_eq!(t.state("d").map(|s| s.tail.last_seq), Some(2));
+        t.remove(&["b", "g", "zz"].into_iter().collect());
+        assert_eq!(seqs(&t), [("a", 2), ("d", 2), ("e", 2), ("f", 1)]);
+        // A pass out of order (not what a merge produces) is still sorted in.
+        t.put("c", state(3));
+        t.put("b", state(3));
+        t.end_pass();
+        assert_eq!(seqs(&t).iter().map(|x| x.0).collect::<String>(), "abcdef");
+    }
+
+    #[test]
+    fn the_legs_table_finds_every_id_and_keeps_first_seen_order() {
+        let mut l = LegsTable::default();
+        let leg = |a, seq| Leg {
+            account: Sym(a),
+            amount: 5,
+            currency: Sym(0),
+            seq,
+        };
+        // Enough ids to grow the index several times.
+        for i in 0..5_000u64 {
+            l.entry(&format!("t.{i}")).holds.push(leg(1, i + 1));
+        }
+        l.entry("t.7").debits.push(leg(2, 9));
+        assert_eq!(l.len(), 5_000);
+        assert_eq!(l.get("t.7").unwrap().holds, [leg(1, 8)]);
+        assert_eq!(l.get("t.7").unwrap().debits, [leg(2, 9)]);
+        assert_eq!(l.get("t.5000"), None);
+        assert_eq!(l.iter().nth(4_999).map(|(id, _)| id), Some("t.4999"));
+        l.retain_legs(|g| g.account != Sym(1));
+        assert!(l.get("t.1").unwrap().holds.is_empty());
+        assert_eq!(l.get("t.7").unwrap().debits.len(), 1);
+        let back = LegsTable::from_rows(
+            l.iter()
+                .map(|(id, legs)| (Box::<str>::from(id), legs.clone()))
+                .collect(),
+        );
+        assert_eq!(back.get("t.7"), l.get("t.7"));
+        assert_eq!(back.len(), l.len());
+    }
+
+    #[test]
+    fn orphan_legs_are_found_only_when_they_exist() {
+        let mut f = Facts::default();
+        f.transfers.put("t.a", state(1));
+        f.transfers.end_pass();
+        let leg = Leg {
+            account: Sym(0),
+            amount: 1,
+            currency: Sym(0),
+            seq: 1,
+        };
+        f.legs.entry("t.a").holds.push(leg);
+        f.finish_transfers();
+        assert!(f.orphan_legs.is_empty());
+        f.legs.entry("t.z").credits.push(leg);
+        f.legs.entry("t.b"); // empty: not an orphan
+        f.finish_transfers();
+        assert_eq!(f.orphan_legs, ["t.z"]);
+        let ids: Vec<(&str, bool, usize)> = f
+            .transfer_ids()
+            .map(|(id, t, l)| (id, t.is_some(), l.holds.len() + l.credits.len()))
+            .collect();
+        assert_eq!(ids, [("t.a", true, 1), ("t.z", false, 1)]);
+    }
+}

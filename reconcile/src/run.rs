@@ -26,7 +26,7 @@ use crate::facts::{Facts, FxMap};
 use crate::finding::{CheckResult, Finding};
 use crate::lake::{Error, Lake, LakeFileInfo};
 use crate::report::{Incremental, Report, REPORT_VERSION};
-use crate::stream::{Grouper, ScanStats, StreamRows};
+use crate::stream::{Grouper, ScanStats, StreamRows, StreamView, Tail};
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -55,9 +55,16 @@ struct Proof {
     scratch: Vec<u8>,
 }
 
-/// Whether `id` is a transfer stream in its own table.
-fn is_transfer(id: &StreamId) -> bool {
-    id.0 == Table::Transfer && id.1 == Stream::Transfer
+/// Whether a `stream` found in `table` is a transfer stream in its own table
+/// (whose state lives in `facts.transfers`).
+fn is_transfer(table: Table, stream: Stream) -> bool {
+    table == Table::Transfer && stream == Stream::Transfer
+}
+
+/// The checks every stream gets, continuing from its tail.
+fn check_chain(s: &StreamView, tail: &mut Tail, out: &mut [Vec<Finding>; 4]) {
+    completeness::check_stream(s, tail, &mut out[0]);
+    duplicates::check_stream(s, &mut out[1]);
 }
 
 impl Proof {
@@ -72,7 +79,7 @@ impl Proof {
 
     /// The last seq proved of the stream `key` of `table` (0: none).
     fn tail_seq(&self, table: Table, stream: Stream, key: &str) -> u64 {
-        if table == Table::Transfer && stream == Stream::Transfer {
+        if is_transfer(table, stream) {
             self.facts
                 .transfers
                 .state(key)
@@ -96,22 +103,20 @@ impl Proof {
     fn visit(&mut self, table: Table, rows: StreamRows) {
         let s = rows.view(&mut self.scratch);
         let mut out: [Vec<Finding>; 4] = Default::default();
-        if table == Table::Transfer && s.stream == Stream::Transfer {
+        if is_transfer(table, s.stream) {
             let mut st = self
                 .facts
                 .transfers
                 .state(s.key)
                 .cloned()
                 .unwrap_or_default();
-            completeness::check_stream(&s, &mut st.tail, &mut out[0]);
-            duplicates::check_stream(&s, &mut out[1]);
+            check_chain(&s, &mut st.tail, &mut out);
             self.facts.add_transfer(&s, &mut st.facts);
             self.facts.transfers.put(s.key, st);
         } else {
             let id: StreamId = (table, s.stream, rows.key.clone());
             let st = self.streams.entry(id).or_default();
-            completeness::check_stream(&s, &mut st.tail, &mut out[0]);
-            duplicates::check_stream(&s, &mut out[1]);
+            check_chain(&s, &mut st.tail, &mut out);
             if Table::of(s.stream) != table {
                 out[0].push(Finding::new(
                     "wrong_table",
@@ -154,7 +159,7 @@ impl Proof {
         let mut accounts = HashSet::new();
         let mut transfers = HashSet::new();
         for id in ids {
-            if is_transfer(id) {
+            if is_transfer(id.0, id.1) {
                 transfers.insert(id.2.as_str());
             } else if let Some(st) = self.streams.remove(id) {
                 if st.account.is_some() {

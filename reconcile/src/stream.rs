@@ -241,3 +241,36 @@ impl Grouper {
         last
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_hashes_keep_one_hex_hash_inline_and_anything_else_as_written() {
+        let h = "0123456789abcdef".repeat(4);
+        let one = LastHashes::of([h.as_str()]);
+        assert!(matches!(one, LastHashes::One(_)));
+        assert!(one.contains(&h));
+        assert!(!one.contains(&h.to_uppercase()));
+        assert!(!one.contains(&h[..63]));
+        let odd = ["not hex", ""];
+        for (hashes, want_other) in [(vec![h.as_str(), "x"], true), (odd.to_vec(), true)] {
+            let l = LastHashes::of(hashes.iter().copied());
+            assert_eq!(matches!(l, LastHashes::Other(_)), want_other);
+            for x in &hashes {
+                assert!(l.contains(x), "{x:?}");
+            }
+        }
+        assert_eq!(
+            LastHashes::of([h.to_uppercase().as_str()]),
+            LastHashes::Other(vec![h.to_uppercase()])
+        );
+        // The checkpoint's form is the list of strings, both ways.
+        for l in [one, LastHashes::None, LastHashes::of(odd)] {
+            let v: Vec<String> = l.clone().into();
+            assert_eq!(LastHashes::from(v), l);
+        }
+        assert_eq!(Vec::<String>::from(LastHashes::of([h.as_str()])), [h]);
+    }
+}
