@@ -111,7 +111,7 @@ else
   log "$(head -1 "$LAKE_DIR/.bench-generated")"
 fi
 files=$(find "$LAKE_DIR/events" -name '*.parquet' | wc -l)
-bytes=$(find "$LAKE_DIR/events" -name '*.parquet' -printf '%s\n' | awk '{s += $1} END {print s}')
+bytes=$(find "$LAKE_DIR/events" -name '*.parquet' -printf '%s\n' | awk '{s += $1} END {printf "%.0f", s}')
 partitions=$(find "$LAKE_DIR/events" -mindepth 2 -maxdepth 2 -type d -name 'date=*' | wc -l)
 log "lake: $files files in $partitions partitions, $bytes bytes; warming the page cache"
 find "$LAKE_DIR/events" -name '*.parquet' -exec cat {} + >/dev/null

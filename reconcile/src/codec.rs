@@ -306,10 +306,10 @@ mod tests {
                 (
                     "t.a.1".into(),
                     Legs {
-                        holds: vec![leg(0, 1)],
-                        debits: vec![],
-                        credits: vec![leg(1, 9), leg(0, 2)],
-                        releases: vec![leg(1, u64::MAX)],
+                        holds: [leg(0, 1)].into_iter().collect(),
+                        debits: Default::default(),
+                        credits: [leg(1, 9), leg(0, 2)].into_iter().collect(),
+                        releases: [leg(1, u64::MAX)].into_iter().collect(),
                     },
                 ),
                 ("t.b".into(), Legs::default()),

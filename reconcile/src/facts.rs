@@ -14,9 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::stream::{StreamView, Tail};
 
-/// The FxHash function (rustc's): a multiply-rotate over 8-byte words. The
-/// proof's maps are keyed by ids the lake holds, hashed millions of times a
-/// run; SipHash's DoS resistance buys nothing against our own files.
+/// The FxHash function (rustc's): a multiply-rotate over 8-byte words, with
+/// a finalizer. The proof's maps are keyed by ids the lake holds, hashed
+/// millions of times a run; SipHash's DoS resistance buys nothing against
+/// our own files.
 #[derive(Default, Clone, Copy)]
 pub struct FxHasher(u64);
 
@@ -45,8 +46,16 @@ impl Hasher for FxHasher {
         self.write_u64(i as u64);
     }
 
+    /// The multiply leaves the low bits, which pick a table's bucket, poorly
+    /// mixed: at 9M transfer ids the legs table's probe chains grew until
+    /// the run took minutes. MurmurHash3's finalizer spreads every bit.
     fn finish(&self) -> u64 {
-        self.0
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
     }
 }
 
@@ -114,15 +123,20 @@ impl Leg {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Legs of one kind: nearly always none or one, kept inline (a transfer's
+/// legs are millions of tiny lists; one allocation each cost ~1 GB at 50M
+/// events).
+pub type LegList = smallvec::SmallVec<[Leg; 1]>;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Legs {
-    pub holds: Vec<Leg>,
+    pub holds: LegList,
     /// `captured` account events: the debit −a on the source.
-    pub debits: Vec<Leg>,
+    pub debits: LegList,
     /// `credited` account events: the credit +a on the destination.
-    pub credits: Vec<Leg>,
+    pub credits: LegList,
     /// `hold_released` account events (amount 0 for a tombstone).
-    pub releases: Vec<Leg>,
+    pub releases: LegList,
 }
 
 /// A transfer as its own stream shows it.
@@ -287,6 +301,9 @@ impl Transfers {
     /// its old state).
     pub fn end_pass(&mut self) {
         let mut pass = std::mem::take(&mut self.pass);
+        if pass.is_empty() {
+            return;
+        }
         if !pass.is_sorted_by(|a, b| a.0 < b.0) {
             pass.sort_by(|a, b| a.0.cmp(&b.0));
         }
@@ -408,7 +425,7 @@ impl LegsTable {
     pub fn retain_legs(&mut self, keep: impl Fn(&Leg) -> bool) {
         for (_, l) in &mut self.rows {
             for v in [&mut l.holds, &mut l.debits, &mut l.credits, &mut l.releases] {
-                v.retain(&keep);
+                v.retain(|leg| keep(leg));
             }
         }
     }
@@ -534,14 +551,26 @@ impl Facts {
     /// search per leg.
     pub fn finish_transfers(&mut self) {
         let legs = &self.legs;
-        self.legs_of = self
-            .transfers
-            .iter()
-            .map(|(id, _)| {
-                legs.find(id)
-                    .filter(|&i| legs.rows[i as usize].1 != Legs::default())
-            })
-            .collect();
+        let find = |rows: &[(Box<str>, TransferState)]| -> Vec<Option<u32>> {
+            rows.iter()
+                .map(|(id, _)| {
+                    legs.find(id)
+                        .filter(|&i| legs.rows[i as usize].1 != Legs::default())
+                })
+                .collect()
+        };
+        // Millions of random lookups: two threads, one half each.
+        let rows = &self.transfers.rows;
+        let (low, high) = rows.split_at(rows.len() / 2);
+        self.legs_of = std::thread::scope(|scope| {
+            let first = scope.spawn(|| find(low));
+            let second = find(high);
+            let mut v = first
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            v.extend(second);
+            v
+        });
         let with_legs = self.legs_of.iter().flatten().count();
         let nonempty = self
             .legs
@@ -567,10 +596,10 @@ impl Facts {
     /// findings by id.
     pub fn transfer_ids(&self) -> impl Iterator<Item = (&str, Option<&TransferFacts>, &Legs)> + '_ {
         static NONE: Legs = Legs {
-            holds: Vec::new(),
-            debits: Vec::new(),
-            credits: Vec::new(),
-            releases: Vec::new(),
+            holds: LegList::new_const(),
+            debits: LegList::new_const(),
+            credits: LegList::new_const(),
+            releases: LegList::new_const(),
         };
         let legs = |i: Option<u32>| i.map_or(&NONE, |i| &self.legs.rows[i as usize].1);
         // `legs_of` is current after `finish_transfers`; otherwise, look up.
@@ -652,8 +681,8 @@ mod tests {
         }
         l.entry("t.7").debits.push(leg(2, 9));
         assert_eq!(l.len(), 5_000);
-        assert_eq!(l.get("t.7").unwrap().holds, [leg(1, 8)]);
-        assert_eq!(l.get("t.7").unwrap().debits, [leg(2, 9)]);
+        assert_eq!(l.get("t.7").unwrap().holds[..], [leg(1, 8)]);
+        assert_eq!(l.get("t.7").unwrap().debits[..], [leg(2, 9)]);
         assert_eq!(l.get("t.5000"), None);
         assert_eq!(l.iter().nth(4_999).map(|(id, _)| id), Some("t.4999"));
         l.retain_legs(|g| g.account != Sym(1));
