@@ -118,11 +118,13 @@ find "$LAKE_DIR/events" -name '*.parquet' -exec cat {} + >/dev/null
 
 # --- measurements ------------------------------------------------------------------------------
 declare -A SECS RSS NOTE
-# measure KEY EXPECTED_EXIT CMD... : fastest of REPEAT runs; stdout of the last run in $W/KEY.out
+# measure KEY EXPECTED_EXIT CMD... : fastest of REPEAT runs; stdout of the last run in $W/KEY.out.
+# With PRE set, `eval "$PRE"` runs (untimed) before each run.
 measure() {
   local key=$1 want=$2; shift 2
   local i best="" best_kb="" rc s kb
   for ((i = 1; i <= REPEAT; i++)); do
+    [ -z "${PRE:-}" ] || eval "$PRE"
     rc=0
     /usr/bin/time -f '%e %M' -o "$W/$key.time" nice -n 10 "$@" >"$W/$key.out" 2>"$W/$key.err" || rc=$?
     read -r s kb < <(tail -1 "$W/$key.time")
@@ -169,7 +171,10 @@ if has incr; then
     nice -n 10 "$BIN/reconcile" "$inc_lake" --now-ms "$NOW_MS" --quiet "${incr_args[@]}" >/dev/null || true
     for t in "$W"/held/*; do mv "$t" "$inc_lake/events/$(basename "$t")/$last_day"; done
     held_rows=$(find "$inc_lake/events" -path "*/$last_day/*.parquet" | wc -l)
-    measure incr 0 "$BIN/reconcile" "$inc_lake" --now-ms "$NOW_MS" "${incr_args[@]}"
+    # Every repetition resumes from the same checkpoint (a run rewrites it: without the
+    # restore, the second run would find nothing new).
+    cp "$ck" "$ck.before"
+    PRE="cp '$ck.before' '$ck'" measure incr 0 "$BIN/reconcile" "$inc_lake" --now-ms "$NOW_MS" "${incr_args[@]}"
     NOTE[incr]="${NOTE[incr]:-resumed from a checkpoint without $last_day ($held_rows new files); checkpoint $(du -h "$ck" | cut -f1)}"
     sed 's/^/  incr: /' "$W/incr.err" >&2
   else
