@@ -40,10 +40,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::Write;
 
-use crate::codec;
+use crate::codec::{self, Rows};
 
-use crate::facts::{AccountFacts, FxMap, Legs, LegsTable, Names, TransferState, Transfers};
+use crate::facts::{AccountFacts, Legs, LegsTable, TransferState, Transfers};
 use crate::finding::Finding;
+use crate::names::{FxMap, Names};
 use crate::stream::Tail;
 
 /// Version of the checkpoint format: a reconciler refuses any other.
@@ -364,8 +365,6 @@ fn split_file(bytes: &[u8]) -> Result<(&[u8], &[u8]), String> {
         .ok_or("damaged: header length out of range")?;
     Ok((&content[fixed..fixed + len], &content[fixed + len..]))
 }
-
-type Rows<T> = Vec<(Box<str>, T)>;
 
 /// The binary body: every transfer stream's state, then every transfer's legs.
 fn read_body(body: &[u8], names: usize) -> Result<(Rows<TransferState>, Rows<Legs>), String> {

@@ -15,8 +15,12 @@
 //!
 //! Pure: encodes into and decodes from byte slices; `checkpoint` does the I/O.
 
-use crate::facts::{Leg, Legs, Sym, TransferFacts, TransferState};
+use crate::facts::{Leg, Legs, TransferFacts, TransferState};
+use crate::names::Sym;
 use crate::stream::{LastHashes, Tail};
+
+/// Records keyed by id, as the sections hold them.
+pub type Rows<T> = Vec<(Box<str>, T)>;
 
 /// Appends encoded values to a buffer.
 #[derive(Default)]
@@ -264,7 +268,7 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
 
-    fn sample() -> (Vec<(Box<str>, TransferState)>, Vec<(Box<str>, Legs)>) {
+    fn sample() -> (Rows<TransferState>, Rows<Legs>) {
         let leg = |a, s| Leg {
             account: Sym(a),
             amount: -7,
@@ -331,10 +335,7 @@ mod tests {
         w.buf
     }
 
-    fn decode(
-        buf: &[u8],
-        names: usize,
-    ) -> R<(Vec<(Box<str>, TransferState)>, Vec<(Box<str>, Legs)>)> {
+    fn decode(buf: &[u8], names: usize) -> R<(Rows<TransferState>, Rows<Legs>)> {
         let mut r = Reader::new(buf, names);
         let ts = (0..r.count()?)
             .map(|_| r.transfer())

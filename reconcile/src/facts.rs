@@ -6,106 +6,14 @@
 //! per event, and compact: account keys, currencies and phases are interned
 //! ([`Names`]), and a leg's event id is derived from its account and seq.
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::BTreeMap;
+use std::hash::Hasher;
 
 use ledger_events::{AccountKind, EventRef, Stream};
 use serde::{Deserialize, Serialize};
 
+use crate::names::{FxHasher, Names, Sym};
 use crate::stream::{StreamView, Tail};
-
-/// The FxHash function (rustc's): a multiply-rotate over 8-byte words, with
-/// a finalizer. The proof's maps are keyed by ids the lake holds, hashed
-/// millions of times a run; SipHash's DoS resistance buys nothing against
-/// our own files.
-#[derive(Default, Clone, Copy)]
-pub struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x517c_c1b7_2722_0a95;
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(K);
-        }
-        for &b in chunks.remainder() {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
-        }
-    }
-
-    fn write_u8(&mut self, i: u8) {
-        self.write_u64(u64::from(i));
-    }
-
-    fn write_u64(&mut self, i: u64) {
-        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-
-    fn write_usize(&mut self, i: usize) {
-        self.write_u64(i as u64);
-    }
-
-    /// The multiply leaves the low bits, which pick a table's bucket, poorly
-    /// mixed: at 9M transfer ids the legs table's probe chains grew until
-    /// the run took minutes. MurmurHash3's finalizer spreads every bit.
-    fn finish(&self) -> u64 {
-        let mut h = self.0;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
-    }
-}
-
-pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
-
-/// An interned string: an index into [`Names`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Sym(pub u32);
-
-/// Interned strings: account keys, currencies, phases. A few thousand distinct
-/// values name millions of legs and transfers.
-#[derive(Debug, Clone, Default)]
-pub struct Names {
-    list: Vec<Box<str>>,
-    ix: FxMap<Box<str>, Sym>,
-}
-
-impl Names {
-    pub fn id(&mut self, s: &str) -> Sym {
-        if let Some(&id) = self.ix.get(s) {
-            return id;
-        }
-        let id = Sym(u32::try_from(self.list.len()).expect("fewer than 2³² distinct names"));
-        self.list.push(s.into());
-        self.ix.insert(s.into(), id);
-        id
-    }
-
-    pub fn get(&self, s: Sym) -> &str {
-        &self.list[s.0 as usize]
-    }
-
-    pub fn list(&self) -> &[Box<str>] {
-        &self.list
-    }
-
-    pub fn from_list(list: Vec<Box<str>>) -> Names {
-        let mut n = Names::default();
-        for s in list {
-            n.id(&s);
-        }
-        n
-    }
-
-    /// Adds `other`'s names; returns, for each of `other`'s syms, this table's sym.
-    pub fn absorb(&mut self, other: &Names) -> Vec<Sym> {
-        other.list.iter().map(|s| self.id(s)).collect()
-    }
-}
 
 /// One account event that belongs to a transfer. Its event id is
 /// `account:{account}:{seq}` ([`Leg::event_id`]).
@@ -489,10 +397,7 @@ impl Facts {
     /// Withdraws every leg the accounts in `accounts` contributed (their
     /// streams are about to be re-proved from their first event).
     pub fn remove_legs_of(&mut self, accounts: &std::collections::HashSet<String>) {
-        let syms: Vec<Sym> = accounts
-            .iter()
-            .filter_map(|a| self.names.ix.get(a.as_str()).copied())
-            .collect();
+        let syms: Vec<Sym> = accounts.iter().filter_map(|a| self.names.find(a)).collect();
         self.legs.retain_legs(|leg| !syms.contains(&leg.account));
     }
 

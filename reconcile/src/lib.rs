@@ -22,6 +22,7 @@ pub mod finding;
 pub mod gen;
 pub mod lake;
 pub mod merge;
+pub mod names;
 pub mod output;
 pub mod report;
 pub mod rows;

@@ -22,9 +22,10 @@ use std::collections::HashSet;
 
 use crate::checkpoint::{ProofState, StreamFinding, StreamId, StreamState};
 use crate::checks::*;
-use crate::facts::{Facts, FxMap};
+use crate::facts::Facts;
 use crate::finding::{CheckResult, Finding};
 use crate::lake::{Error, Lake, LakeFileInfo};
+use crate::names::FxMap;
 use crate::report::{Incremental, Report, REPORT_VERSION};
 use crate::stream::{Grouper, ScanStats, StreamRows, StreamView, Tail};
 

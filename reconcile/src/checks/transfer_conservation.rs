@@ -6,8 +6,9 @@
 //! What holding proves: every transfer moved exactly what it said, from
 //! where it said, to where it said, or nothing at all.
 
-use crate::facts::{Facts, Leg, Names, Sym};
+use crate::facts::{Facts, Leg};
 use crate::finding::Finding;
+use crate::names::{Names, Sym};
 
 pub const NAME: &str = "transfer_conservation";
 pub const INVARIANT: &str = "I1";
