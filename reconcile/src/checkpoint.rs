@@ -174,26 +174,41 @@ impl ProofState {
             ))
         };
         let bytes = std::fs::read(path).map_err(|e| err(format!("cannot read: {e}")))?;
-        let (header, body) = split_file(&bytes).map_err(err)?;
+        let (content, digest) = frame(&bytes).map_err(err)?;
+        // The digest is checked on a second thread while the records are
+        // decoded (decoding damaged bytes is safe: every read is checked);
+        // a mismatch wins over whatever the decoding made of them.
+        std::thread::scope(|scope| {
+            let intact = scope.spawn(|| Sha256::digest(content).as_slice() == digest);
+            let parsed = ProofState::parse(content, lake);
+            if !intact.join().unwrap_or(false) {
+                return Err(err(
+                    "damaged: its SHA-256 does not match (truncated or altered)".into(),
+                ));
+            }
+            parsed.map_err(err)
+        })
+    }
+
+    /// The state in a checkpoint's `content` (everything before the digest).
+    fn parse(content: &[u8], lake: &str) -> Result<ProofState, String> {
+        let (header, body) = split_content(content)?;
         let f: Header =
-            serde_json::from_slice(header).map_err(|e| err(format!("damaged header: {e}")))?;
+            serde_json::from_slice(header).map_err(|e| format!("damaged header: {e}"))?;
         if f.version != CHECKPOINT_VERSION {
-            return Err(err(format!(
+            return Err(format!(
                 "format version {} (this reconciler reads {CHECKPOINT_VERSION})",
                 f.version
-            )));
+            ));
         }
         if f.layout != ledger_ingest::LAKE_LAYOUT_VERSION {
-            return Err(err(format!("written for lake layout {:?}", f.layout)));
+            return Err(format!("written for lake layout {:?}", f.layout));
         }
         if f.lake != lake {
-            return Err(err(format!(
-                "written for the lake {:?}, not {lake:?}",
-                f.lake
-            )));
+            return Err(format!("written for the lake {:?}, not {lake:?}", f.lake));
         }
         let names = f.names.len();
-        let (transfers, legs) = read_body(body, names).map_err(|e| err(format!("damaged: {e}")))?;
+        let (transfers, legs) = read_body(body, names).map_err(|e| format!("damaged: {e}"))?;
         let mut p = ProofState {
             files: f.files.into_owned(),
             names: Names::from_list(f.names.into_iter().map(|n| n.into_owned().into()).collect()),
@@ -202,7 +217,7 @@ impl ProofState {
             ..Default::default()
         };
         for s in f.streams {
-            let table = table_of(&s.table).map_err(err)?;
+            let table = table_of(&s.table)?;
             p.streams.insert(
                 (table, s.stream, s.key.into_owned()),
                 StreamState {
@@ -212,7 +227,7 @@ impl ProofState {
             );
         }
         for r in f.findings {
-            let table = table_of(&r.table).map_err(err)?;
+            let table = table_of(&r.table)?;
             p.findings.push(StreamFinding {
                 check: intern(r.check.into_owned()),
                 stream: (table, r.stream, r.stream_key.into_owned()),
@@ -343,9 +358,13 @@ impl HashingWriter {
 
 /// Checks the frame (magic, version, header length, trailing SHA-256) and
 /// returns the JSON header and the binary body.
-fn split_file(bytes: &[u8]) -> Result<(&[u8], &[u8]), String> {
-    let fixed = MAGIC.len() + 4 + 8;
-    if bytes.len() < fixed + 32 || &bytes[..MAGIC.len()] != MAGIC {
+/// Magic, format version, header length: the bytes before the JSON header.
+const FIXED: usize = MAGIC.len() + 4 + 8;
+
+/// Checks the magic and the version; returns the content and its trailing
+/// SHA-256 (not yet compared).
+fn frame(bytes: &[u8]) -> Result<(&[u8], &[u8]), String> {
+    if bytes.len() < FIXED + 32 || &bytes[..MAGIC.len()] != MAGIC {
         return Err("not a checkpoint (no LDGRCKPT header)".into());
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
@@ -354,16 +373,17 @@ fn split_file(bytes: &[u8]) -> Result<(&[u8], &[u8]), String> {
             "format version {version} (this reconciler reads {CHECKPOINT_VERSION})"
         ));
     }
-    let (content, digest) = bytes.split_at(bytes.len() - 32);
-    if Sha256::digest(content).as_slice() != digest {
-        return Err("damaged: its SHA-256 does not match (truncated or altered)".into());
-    }
-    let len = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"));
+    Ok(bytes.split_at(bytes.len() - 32))
+}
+
+/// The JSON header and the binary body of the content.
+fn split_content(content: &[u8]) -> Result<(&[u8], &[u8]), String> {
+    let len = u64::from_le_bytes(content[12..20].try_into().expect("8 bytes"));
     let len = usize::try_from(len)
         .ok()
-        .filter(|&l| l <= content.len() - fixed)
+        .filter(|&l| l <= content.len() - FIXED)
         .ok_or("damaged: header length out of range")?;
-    Ok((&content[fixed..fixed + len], &content[fixed + len..]))
+    Ok((&content[FIXED..FIXED + len], &content[FIXED + len..]))
 }
 
 /// The binary body: every transfer stream's state, then every transfer's legs.

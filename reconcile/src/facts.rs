@@ -270,13 +270,15 @@ fn fx(s: &str) -> u64 {
 }
 
 impl LegsTable {
+    /// The table of `rows`, whose ids are distinct (a checkpoint's, written
+    /// from a table): each is indexed without first being looked up.
     pub fn from_rows(rows: Vec<(Box<str>, Legs)>) -> LegsTable {
-        let mut t = LegsTable::default();
-        t.index.reserve(rows.len(), |_| 0);
-        for (id, legs) in rows {
-            *t.entry(&id) = legs;
+        let mut index = hashbrown::HashTable::with_capacity(rows.len());
+        for (i, (id, _)) in rows.iter().enumerate() {
+            let i = u32::try_from(i).expect("fewer than 2³² transfers");
+            index.insert_unique(fx(id), i, |&j| fx(&rows[j as usize].0));
         }
-        t
+        LegsTable { rows, index }
     }
 
     pub fn len(&self) -> usize {

@@ -148,6 +148,7 @@ async fn reconcile_with(
     lake: &Lake,
     opts: &Options,
 ) -> Result<(ledger_reconcile::Report, ProofState), Error> {
+    let started = std::time::Instant::now();
     let resume = match &cli.checkpoint {
         Some(path) if !cli.full && path.exists() => {
             Some(ProofState::load(path, &cli.lake).map_err(|e| Error::Lake(e.to_string()))?)
@@ -156,9 +157,12 @@ async fn reconcile_with(
     };
     if opts.progress {
         match (&cli.checkpoint, &resume) {
-            (Some(p), Some(_)) => {
-                eprintln!("reconcile: resuming from checkpoint {}", p.display())
-            }
+            (Some(p), Some(state)) => eprintln!(
+                "reconcile: resuming from checkpoint {} ({} transfers, read in {:.1} s)",
+                p.display(),
+                state.transfers.len(),
+                started.elapsed().as_secs_f64()
+            ),
             (Some(p), None) => eprintln!(
                 "reconcile: full proof from the first event (checkpoint {} will be written)",
                 p.display()
@@ -271,8 +275,15 @@ fn main() -> ExitCode {
         }
     }
     if let Some(path) = &cli.checkpoint {
-        if let Err(e) = state.save(path, &cli.lake, opts.now_ms) {
-            errors.push(e.to_string());
+        let started = std::time::Instant::now();
+        match state.save(path, &cli.lake, opts.now_ms) {
+            Ok(()) if !cli.quiet => eprintln!(
+                "reconcile: checkpoint {} written in {:.1} s",
+                path.display(),
+                started.elapsed().as_secs_f64()
+            ),
+            Ok(()) => {}
+            Err(e) => errors.push(e.to_string()),
         }
     }
     errors.extend(outputs.write(&report, &rt, wall_clock_ms()));
