@@ -241,7 +241,13 @@ impl Transfers {
         self.rows.retain(|(id, _)| !ids.contains(&**id));
     }
 
-    fn remap(&mut self, to: &[Sym]) {
+    /// Adds `other`'s rows (ids not in these; see [`Transfers::end_pass`]).
+    pub fn merge(&mut self, other: Transfers) {
+        self.pass = other.rows;
+        self.end_pass();
+    }
+
+    pub fn remap(&mut self, to: &[Sym]) {
         for (_, s) in &mut self.rows {
             s.facts.remap(to);
         }

@@ -226,6 +226,7 @@ fn main() -> ExitCode {
     let opts = Options {
         now_ms: cli.now_ms.unwrap_or_else(wall_clock_ms),
         progress: !cli.quiet,
+        handoff: std::env::var_os("RECONCILE_NO_HANDOFF").is_none(),
     };
     let result = rt.block_on(async {
         let lake = Lake::connect(&cli.lake).await?;

@@ -16,7 +16,7 @@
 //! is read, and against the batch before it.
 
 use std::cmp::Ordering;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use datafusion::execution::SendableRecordBatchStream;
 use futures::StreamExt;
@@ -28,7 +28,7 @@ use crate::rows::{BatchError, Cols, Row};
 pub struct Cursor {
     key: String,
     stream: SendableRecordBatchStream,
-    cols: Rc<Cols>,
+    cols: Arc<Cols>,
     pos: usize,
 }
 
@@ -39,7 +39,7 @@ impl Cursor {
         let mut c = Cursor {
             key,
             stream,
-            cols: Rc::new(Cols::empty()),
+            cols: Arc::new(Cols::empty()),
             pos: 0,
         };
         c.fill().await?;
@@ -88,7 +88,7 @@ impl Cursor {
                 }
                 prev = Some((&cols, j));
             }
-            self.cols = Rc::new(cols);
+            self.cols = Arc::new(cols);
             self.pos = 0;
         }
         Ok(())
@@ -168,7 +168,7 @@ pub async fn merge(
         let runner = heap.runner_up(&cursors);
         loop {
             let c = &mut cursors[top];
-            visit(Row::new(Rc::clone(&c.cols), c.pos))?;
+            visit(Row::new(Arc::clone(&c.cols), c.pos))?;
             c.pos += 1;
             if !c.live() {
                 c.fill().await?;

@@ -12,7 +12,7 @@
 //! mapping over DataFusion's re-exported arrow.
 
 use std::cmp::Ordering;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, Int64Array, StringArray, UInt16Array};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -242,12 +242,12 @@ impl Cols {
 /// index.
 #[derive(Clone)]
 pub struct Row {
-    cols: Rc<Cols>,
+    cols: Arc<Cols>,
     i: u32,
 }
 
 impl Row {
-    pub fn new(cols: Rc<Cols>, i: usize) -> Row {
+    pub fn new(cols: Arc<Cols>, i: usize) -> Row {
         let i = u32::try_from(i).expect("a record batch has fewer than 2³² rows");
         Row { cols, i }
     }

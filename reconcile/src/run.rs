@@ -7,12 +7,18 @@
 //! tail, and re-proves from the first event any stream whose new rows do not
 //! start after its tail. A full run is a resumed run from nothing.
 //!
+//! The account and transfer tables are proved on two threads; in a full run
+//! the account thread, once its table is done, takes over chunks of transfer
+//! streams ([`Handoff`]).
+//!
 //! ```text
 //! lake ─list+footers─▶ files ─DataFusion per file, k-way merge─▶ rows ─dedup/group─▶ streams
 //!   streams ─▶ completeness, duplicates, balance, overdraft   (per stream)
 //!   streams ─▶ facts ─▶ transfer/global conservation, consistency, convergence
 //! ```
 
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::mpsc::TrySendError;
 use std::time::Instant;
 
 use ledger_events::Stream;
@@ -35,6 +41,10 @@ pub struct Options {
     pub now_ms: i64,
     /// Progress lines on stderr.
     pub progress: bool,
+    /// Let the thread that finishes its table first take over transfer
+    /// streams from the other ([`Handoff`]). On in the CLI; off only to
+    /// compare the two (the verdicts are the same).
+    pub handoff: bool,
 }
 
 /// The per-stream checks, in report order.
@@ -149,6 +159,17 @@ impl Proof {
         }
     }
 
+    /// Takes in the streams `other` proved for this table on another
+    /// thread (with its own names).
+    fn absorb(&mut self, other: Proof) {
+        let to = self.facts.names.absorb(&other.facts.names);
+        let mut transfers = other.facts.transfers;
+        transfers.remap(&to);
+        self.facts.transfers.merge(transfers);
+        self.streams.extend(other.streams);
+        self.findings.extend(other.findings);
+    }
+
     /// Ends a pass over a table's files (see [`crate::facts::Transfers`]).
     fn end_pass(&mut self) {
         self.facts.transfers.end_pass();
@@ -174,6 +195,51 @@ impl Proof {
     }
 }
 
+/// Streams per hand-off message, and messages the queue holds.
+const HANDOFF_CHUNK: usize = 256;
+const HANDOFF_QUEUE: usize = 4;
+
+/// Transfer streams handed from the transfer table's thread to the account
+/// table's once that one has proved its own, smaller table, so that neither
+/// idles while the other works. Only in a run where the transfer streams
+/// start from nothing (no checkpoint state to continue from).
+struct Handoff {
+    /// Set when the account thread is free to take streams.
+    free: AtomicBool,
+    tx: std::sync::mpsc::SyncSender<Vec<StreamRows>>,
+}
+
+impl Handoff {
+    /// Hands `chunk` over if the other thread is free and has room;
+    /// otherwise gives it back to be proved here.
+    fn offer(&self, chunk: Vec<StreamRows>) -> Vec<StreamRows> {
+        if !self.free.load(AtomicOrdering::Relaxed) {
+            return chunk;
+        }
+        match self.tx.try_send(chunk) {
+            Ok(()) => Vec::new(),
+            Err(TrySendError::Full(c) | TrySendError::Disconnected(c)) => c,
+        }
+    }
+
+    /// No more chunks: ends the other thread's loop.
+    fn close(&self) {
+        // A closing message; the receiver also ends when every sender is
+        // dropped, but the sender lives as long as the scope.
+        self.free.store(false, AtomicOrdering::Relaxed);
+        let _ = self.tx.send(Vec::new());
+    }
+}
+
+/// Closes the hand-off when dropped.
+struct Closing<'a>(&'a Handoff);
+
+impl Drop for Closing<'_> {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
 /// A run from nothing: reads every lake file.
 pub async fn reconcile(lake: &Lake, opts: &Options) -> Result<Report, Error> {
     reconcile_from(lake, opts, None).await.map(|(r, _)| r)
@@ -196,7 +262,10 @@ async fn prove_table(
     mut proof: Proof,
     opts: &Options,
     started: Instant,
+    handoff: Option<&Handoff>,
 ) -> Result<TableRun, Error> {
+    // Only streams that start from nothing can be proved elsewhere.
+    let handoff = handoff.filter(|_| proof.facts.transfers.is_empty());
     let mut stats = ScanStats::default();
     let mut inc = Incremental::default();
     let files = lake.files(table).await?;
@@ -220,15 +289,28 @@ async fn prove_table(
     // row is at or before it: then it is reopened.
     let mut reopen: HashSet<StreamId> = HashSet::new();
     proof.reserve(table, new.iter().map(|f| f.rows.max(0) as usize).sum());
+    let mut chunk: Vec<StreamRows> = Vec::new();
     let read = scan_streams(lake, &new, None, |s| {
         let tail_seq = proof.tail_seq(table, s.stream, &s.key);
         if tail_seq > 0 && s.rows.first().is_some_and(|r| r.seq() <= tail_seq) {
             reopen.insert((table, s.stream, s.key.clone()));
+        } else if let Some(h) = handoff.filter(|_| is_transfer(table, s.stream)) {
+            // Transfer streams go in chunks, each to the other thread when it
+            // is free and has room, else proved here (in order either way).
+            chunk.push(s);
+            if chunk.len() == HANDOFF_CHUNK {
+                for s in h.offer(std::mem::take(&mut chunk)) {
+                    proof.visit(table, s);
+                }
+            }
         } else {
             proof.visit(table, s);
         }
     })
     .await?;
+    for s in chunk {
+        proof.visit(table, s);
+    }
     proof.end_pass();
     add_stats(&mut stats, &read);
     // Pass 2: reopened streams, re-proved from their first event over every
@@ -344,21 +426,63 @@ pub async fn reconcile_from(
     xfer.facts.transfers = prior.transfers;
     xfer.facts.names = prior.names;
     let pf = &prior_files;
+    let (tx, chunks) = std::sync::mpsc::sync_channel(HANDOFF_QUEUE);
+    let handoff = Handoff {
+        free: AtomicBool::new(false),
+        tx,
+    };
     let (ra, rx) = std::thread::scope(|scope| {
-        let a = scope
-            .spawn(move || block_on(prove_table(lake, Table::Account, pf, acct, opts, started)));
+        let h = &handoff;
+        let a = scope.spawn(move || {
+            let run = block_on(prove_table(
+                lake,
+                Table::Account,
+                pf,
+                acct,
+                opts,
+                started,
+                None,
+            ))?;
+            // The account table is proved: help with the transfer streams
+            // until the other thread closes the hand-off.
+            h.free.store(true, AtomicOrdering::Relaxed);
+            let mut helped = Proof::empty();
+            while let Ok(chunk) = chunks.recv() {
+                if chunk.is_empty() {
+                    break; // closed
+                }
+                for s in chunk {
+                    helped.visit(Table::Transfer, s);
+                }
+            }
+            helped.end_pass();
+            Ok((run, helped))
+        });
         let x = scope.spawn(move || {
+            // Closed however this thread ends (error or panic included), so
+            // the other one never waits for chunks that will not come.
+            let closing = Closing(h);
             block_on(async {
-                let t = prove_table(lake, Table::Transfer, pf, xfer, opts, started).await?;
-                let s = prove_table(lake, Table::Subscription, pf, t.proof, opts, started).await?;
+                let offer = opts.handoff.then_some(h);
+                let t = prove_table(lake, Table::Transfer, pf, xfer, opts, started, offer).await?;
+                drop(closing);
+                let s = prove_table(lake, Table::Subscription, pf, t.proof, opts, started, None)
+                    .await?;
                 Ok((t.stats, t.inc, t.files, s))
             })
         });
         (a.join(), x.join())
     });
     let panicked = |_| Error::Scan("a table's proof panicked".into());
-    let ra = ra.map_err(panicked)??;
-    let (xstats, xinc, xfiles, rs) = rx.map_err(panicked)??;
+    let (ra, helped) = ra.map_err(panicked)??;
+    let (xstats, xinc, xfiles, mut rs) = rx.map_err(panicked)??;
+    if opts.progress && !helped.facts.transfers.is_empty() {
+        eprintln!(
+            "reconcile: transfer: {} streams proved on the account table's thread once it was done",
+            helped.facts.transfers.len()
+        );
+    }
+    rs.proof.absorb(helped);
     let mut stats = ScanStats::default();
     let mut inc = Incremental::default();
     for (s, i) in [(&ra.stats, &ra.inc), (&xstats, &xinc), (&rs.stats, &rs.inc)] {

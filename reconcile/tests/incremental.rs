@@ -20,6 +20,7 @@ fn opts() -> Options {
     Options {
         now_ms: NOW_MS,
         progress: false,
+        handoff: true,
     }
 }
 

@@ -262,3 +262,56 @@ fn a_row_of_an_unknown_schema_version_is_an_error() {
         "{stderr}"
     );
 }
+
+/// The thread that proves the account table takes over transfer streams
+/// from the other once it is done (`Handoff`, in chunks of 256): the report
+/// is the same, finding for finding and in order, with or without it, run
+/// after run (which thread proves which chunk depends on timing).
+#[test]
+fn handing_transfer_streams_to_the_other_thread_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    // ~10k transfers: dozens of chunks left when the account table is done.
+    generate_lake(
+        &ledger_reconcile::gen::GenConfig {
+            operations: 20_000,
+            accounts: 40,
+            batches: 12,
+            ..config()
+        },
+        &clean,
+    )
+    .unwrap();
+    let bad = tmp.path().join("bad");
+    copy_lake(&clean, &bad).unwrap();
+    // Tamper last: the injector reads the lake, and a tampered file is unreadable to it.
+    for class in [Class::Dangling, Class::Unbalanced, Class::Tamper] {
+        inject(&bad, class, NOW_MS).unwrap();
+    }
+    let run = |dir: &Path, handoff: bool| {
+        let mut r = common::runtime()
+            .block_on(async {
+                let lake = ledger_reconcile::Lake::open(dir.to_str().unwrap())?;
+                ledger_reconcile::reconcile(
+                    &lake,
+                    &ledger_reconcile::Options {
+                        now_ms: NOW_MS,
+                        progress: false,
+                        handoff,
+                    },
+                )
+                .await
+            })
+            .unwrap();
+        r.elapsed_ms = 0;
+        serde_json::to_value(&r).unwrap()
+    };
+    for dir in [&clean, &bad] {
+        let alone = run(dir, false);
+        for _ in 0..3 {
+            assert_eq!(run(dir, true), alone, "{}", dir.display());
+        }
+    }
+    assert_eq!(run(&clean, true)["holds"], true);
+    assert_eq!(run(&bad, true)["holds"], false);
+}

@@ -41,6 +41,7 @@ pub fn run_lib(dir: &Path) -> Result<Report, Error> {
             &Options {
                 now_ms: NOW_MS,
                 progress: false,
+                handoff: true,
             },
         )
         .await
