@@ -683,16 +683,9 @@ fn the_alert_webhook_posts_only_new_violations_and_advances_after_delivery() {
 /// lake has `n` dangling transfers (most overdue: `sweep-000`).
 fn add_dangling(dir: &Path, n: usize) -> Vec<String> {
     // Source, destination and currency from a real transfer of the lake.
-    let key = walkdir(&dir.join("events/transfer"))
-        .into_iter()
-        .next()
-        .unwrap();
-    let rel = key
-        .strip_prefix(dir)
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
-    let rows = ledger_ingest::read_file(&rel, std::fs::read(&key).unwrap().into()).unwrap();
+    let rel = common::files_under(dir, "events/transfer").swap_remove(0);
+    let rows =
+        ledger_ingest::read_file(&rel, std::fs::read(dir.join(&rel)).unwrap().into()).unwrap();
     let model = rows
         .iter()
         .map(|r| &r.event)
@@ -721,20 +714,6 @@ fn add_dangling(dir: &Path, n: usize) -> Vec<String> {
         ledger_reconcile::gen::write_object(dir, &f.key, &f.bytes).unwrap();
     }
     ids
-}
-
-fn walkdir(d: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(d).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walkdir(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out.sort();
-    out
 }
 
 #[test]

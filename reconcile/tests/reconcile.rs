@@ -189,20 +189,7 @@ fn a_missing_lake_is_an_error_not_a_verdict() {
 }
 
 fn some_lake_file(dir: &Path) -> String {
-    let mut keys = Vec::new();
-    fn walk(root: &Path, d: &Path, keys: &mut Vec<String>) {
-        for e in std::fs::read_dir(d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(root, &p, keys);
-            } else {
-                keys.push(p.strip_prefix(root).unwrap().to_string_lossy().into_owned());
-            }
-        }
-    }
-    walk(dir, &dir.join("events/transfer"), &mut keys);
-    keys.sort();
-    keys.into_iter().next().unwrap()
+    common::files_under(dir, "events/transfer").swap_remove(0)
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{config, runtime, NOW_MS};
+use common::{config, files_under, runtime, NOW_MS};
 use ledger_reconcile::corrupt::{copy_lake, inject, Class};
 use ledger_reconcile::gen::generate_lake;
 use object_store::aws::AmazonS3Builder;
@@ -39,28 +39,10 @@ fn bucket_store(server: &S3Server) -> Arc<dyn ObjectStore> {
     )
 }
 
-/// Every file under `dir` (relative keys), sorted.
-fn local_keys(dir: &Path) -> Vec<String> {
-    fn walk(root: &Path, d: &Path, keys: &mut Vec<String>) {
-        for e in std::fs::read_dir(d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(root, &p, keys);
-            } else {
-                keys.push(p.strip_prefix(root).unwrap().to_string_lossy().into_owned());
-            }
-        }
-    }
-    let mut keys = Vec::new();
-    walk(dir, dir, &mut keys);
-    keys.sort();
-    keys
-}
-
 /// Puts every file of the local lake `dir` under `prefix/` and checks
 /// that the bucket holds exactly those bytes.
 fn upload(store: &Arc<dyn ObjectStore>, dir: &Path, prefix: &str) -> Vec<String> {
-    let keys = local_keys(dir);
+    let keys = files_under(dir, "");
     assert!(keys.len() > 3, "{keys:?}");
     runtime().block_on(async {
         for k in &keys {
@@ -182,7 +164,7 @@ fn an_s3_lake_gets_the_same_verdict_and_findings_as_the_same_lake_on_disk() {
     let files = r.report.as_ref().unwrap()["files"].as_u64().unwrap();
     assert_eq!(
         files as usize,
-        local_keys(&clean).len(),
+        files_under(&clean, "").len(),
         "every object read"
     );
 

@@ -25,6 +25,24 @@ pub fn config() -> GenConfig {
     }
 }
 
+/// Every file under `root/under` as a key relative to `root`, sorted.
+pub fn files_under(root: &Path, under: &str) -> Vec<String> {
+    fn walk(root: &Path, d: &Path, keys: &mut Vec<String>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(root, &p, keys);
+            } else {
+                keys.push(p.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut keys = Vec::new();
+    walk(root, &root.join(under), &mut keys);
+    keys.sort();
+    keys
+}
+
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
