@@ -28,7 +28,8 @@ use crate::rows::{BatchError, Cols, Row};
 pub struct Cursor {
     key: String,
     stream: SendableRecordBatchStream,
-    cols: Arc<Cols>,
+    /// The batch being read (none before the first).
+    cols: Option<Arc<Cols>>,
     pos: usize,
 }
 
@@ -39,7 +40,7 @@ impl Cursor {
         let mut c = Cursor {
             key,
             stream,
-            cols: Arc::new(Cols::empty()),
+            cols: None,
             pos: 0,
         };
         c.fill().await?;
@@ -54,7 +55,12 @@ impl Cursor {
     }
 
     fn live(&self) -> bool {
-        self.pos < self.cols.len()
+        self.cols.as_ref().is_some_and(|c| self.pos < c.len())
+    }
+
+    /// The batch of a live cursor.
+    fn head(&self) -> &Arc<Cols> {
+        self.cols.as_ref().expect("a live cursor has a batch")
     }
 
     /// Reads batches until one has rows (or the file ends), checking that the
@@ -70,7 +76,11 @@ impl Cursor {
                 BatchError::Layout(why) => self.file_err(format!("not in the lake layout: {why}")),
                 BatchError::Version { event_id, v } => Error::Schema { event_id, v },
             })?;
-            let mut prev = (!self.cols.is_empty()).then(|| (&*self.cols, self.cols.len() - 1));
+            if cols.is_empty() {
+                // Keep the last rows read: the next batch is checked against them.
+                continue;
+            }
+            let mut prev = self.cols.as_deref().map(|c| (c, c.len() - 1));
             for j in 0..cols.len() {
                 if let Some((a, i)) = prev {
                     if a.order(i, &cols, j) == Ordering::Greater {
@@ -88,7 +98,7 @@ impl Cursor {
                 }
                 prev = Some((&cols, j));
             }
-            self.cols = Arc::new(cols);
+            self.cols = Some(Arc::new(cols));
             self.pos = 0;
         }
         Ok(())
@@ -97,8 +107,8 @@ impl Cursor {
     /// Whether this cursor's head comes before `other`'s (ties: the lower
     /// file index first, so the merge is deterministic).
     fn before(&self, me: usize, other: &Cursor, them: usize) -> bool {
-        self.cols
-            .order(self.pos, &other.cols, other.pos)
+        self.head()
+            .order(self.pos, other.head(), other.pos)
             .then(me.cmp(&them))
             == Ordering::Less
     }
@@ -168,7 +178,7 @@ pub async fn merge(
         let runner = heap.runner_up(&cursors);
         loop {
             let c = &mut cursors[top];
-            visit(Row::new(Arc::clone(&c.cols), c.pos))?;
+            visit(Row::new(Arc::clone(c.head()), c.pos))?;
             c.pos += 1;
             if !c.live() {
                 c.fill().await?;

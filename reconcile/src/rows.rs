@@ -148,35 +148,6 @@ impl Cols {
         })
     }
 
-    /// No rows (a cursor before its first batch).
-    pub fn empty() -> Cols {
-        let s = || StringArray::from(Vec::<&str>::new());
-        let n = || Int64Array::from(Vec::<i64>::new());
-        Cols {
-            v: UInt16Array::from(Vec::<u16>::new()),
-            event_id: s(),
-            stream: Vec::new(),
-            stream_key: s(),
-            seq: Vec::new(),
-            kind: s(),
-            occurred: n(),
-            currency: None,
-            amount: None,
-            balance_after: None,
-            held_after: None,
-            overdraft_limit: None,
-            entry_id: None,
-            transfer_id: None,
-            counterparty: None,
-            source: None,
-            destination: None,
-            deadline_ms: None,
-            reason: None,
-            prev_hash: s(),
-            hash: s(),
-        }
-    }
-
     pub fn len(&self) -> usize {
         self.seq.len()
     }
