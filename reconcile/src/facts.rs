@@ -247,7 +247,7 @@ impl Transfers {
         self.end_pass();
     }
 
-    pub fn remap(&mut self, to: &[Sym]) {
+    fn remap(&mut self, to: &[Sym]) {
         for (_, s) in &mut self.rows {
             s.facts.remap(to);
         }
@@ -452,11 +452,13 @@ impl Facts {
         }
     }
 
-    /// Takes `other`'s transfers (proved with its own names) into these facts.
+    /// Takes `other`'s transfers (proved with its own names, ids not in
+    /// these) into these facts.
     pub fn absorb_transfers(&mut self, other: Facts) {
         let to = self.names.absorb(&other.names);
-        self.transfers = other.transfers;
-        self.transfers.remap(&to);
+        let mut transfers = other.transfers;
+        transfers.remap(&to);
+        self.transfers.merge(transfers);
     }
 
     /// Finds the legs that name a transfer no transfer stream has. Almost

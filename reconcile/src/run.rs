@@ -162,10 +162,7 @@ impl Proof {
     /// Takes in the streams `other` proved for this table on another
     /// thread (with its own names).
     fn absorb(&mut self, other: Proof) {
-        let to = self.facts.names.absorb(&other.facts.names);
-        let mut transfers = other.facts.transfers;
-        transfers.remap(&to);
-        self.facts.transfers.merge(transfers);
+        self.facts.absorb_transfers(other.facts);
         self.streams.extend(other.streams);
         self.findings.extend(other.findings);
     }
