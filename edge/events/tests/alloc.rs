@@ -6,7 +6,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use ledger_events::{decode, is_event_id, Event};
+use ledger_events::{decode, is_event_id, Event, Stream};
 
 struct Counting;
 
@@ -75,4 +75,43 @@ fn verifying_a_valid_event_allocates_nothing_once_the_scratch_has_grown() {
     assert_eq!(n, 0);
     // The counter does count.
     assert!(allocations_in(|| drop(evs[0].compute_hash())) > 0);
+}
+
+#[test]
+fn the_canonical_encoding_reserves_once() {
+    let mut longest = Event::new(
+        Stream::Transfer,
+        &"k".repeat(200),
+        u64::MAX,
+        "releasing",
+        i64::MIN,
+        &"0".repeat(64),
+    );
+    longest.v = u16::MAX;
+    longest.currency = Some("USD".into());
+    for v in [
+        &mut longest.amount,
+        &mut longest.balance_after,
+        &mut longest.held_after,
+        &mut longest.overdraft_limit,
+        &mut longest.deadline_ms,
+    ] {
+        *v = Some(i64::MIN);
+    }
+    for v in [
+        &mut longest.entry_id,
+        &mut longest.transfer_id,
+        &mut longest.counterparty,
+        &mut longest.source,
+        &mut longest.destination,
+        &mut longest.reason,
+    ] {
+        *v = Some("x".repeat(200));
+    }
+    for ev in golden().iter().chain([&longest]) {
+        let mut out = Vec::new();
+        let n = allocations_in(|| ev.view().canonical_into(&mut out));
+        assert_eq!(n, 1, "one reservation for {} bytes", out.len());
+        assert_eq!(out, ev.canonical().as_bytes());
+    }
 }

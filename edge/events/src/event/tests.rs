@@ -4,6 +4,25 @@
 //! extremes.
 
 use super::*;
+use crate::ids::tests::old_check;
+use crate::ids::{CLIENT_KEY_BYTES_MAX, DERIVED_ID_BYTES_MAX};
+
+/// `ids::check_client_key` before its fast path.
+fn old_check_client_key(s: &str) -> Result<(), IdError> {
+    old_check(s, CLIENT_KEY_BYTES_MAX, false)
+}
+
+/// `ids::check_derived_id` before its fast path.
+fn old_check_derived_id(s: &str) -> Result<(), IdError> {
+    old_check(s, DERIVED_ID_BYTES_MAX, true)
+}
+
+/// `is_hex64` before it was folded for the vectorizer.
+fn old_is_hex64(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
 
 /// The body of `Event::canonical` before [`EventRef`], kept as the reference.
 fn old_canonical(ev: &Event) -> String {
@@ -61,8 +80,8 @@ fn old_validate(ev: &Event) -> Result<(), SchemaError> {
         return Err(SchemaError::UnsupportedVersion { v: ev.v });
     }
     let key_check = match ev.stream {
-        Stream::Account => check_client_key(&ev.stream_key),
-        _ => check_derived_id(&ev.stream_key),
+        Stream::Account => old_check_client_key(&ev.stream_key),
+        _ => old_check_derived_id(&ev.stream_key),
     };
     key_check.map_err(|why| SchemaError::BadId {
         field: "stream_key",
@@ -155,7 +174,7 @@ fn old_validate(ev: &Event) -> Result<(), SchemaError> {
         ("destination", &ev.destination),
     ] {
         if let Some(v) = v {
-            check_derived_id(v).map_err(|why| SchemaError::BadId { field, why })?;
+            old_check_derived_id(v).map_err(|why| SchemaError::BadId { field, why })?;
         }
     }
     if let Some(r) = &ev.reason {
@@ -184,7 +203,7 @@ fn old_validate(ev: &Event) -> Result<(), SchemaError> {
         }
     }
     for (field, h) in [("prev_hash", &ev.prev_hash), ("hash", &ev.hash)] {
-        if !is_hex64(h) {
+        if !old_is_hex64(h) {
             return Err(SchemaError::BadHash {
                 field,
                 found: h.clone(),
@@ -293,6 +312,20 @@ fn canonical_and_hash_are_byte_for_byte_the_old_ones() {
         assert_eq!(view.account_kind(), ev.account_kind());
         assert_eq!(view.transfer_kind(), ev.transfer_kind());
     }
+}
+
+#[test]
+fn canonical_frame_bytes_are_the_encoding_without_values() {
+    let mut empty = Event::new(Stream::Account, "", 0, "", 0, "");
+    empty.v = 0;
+    // The values left: the three integers that are never absent ("0"), the
+    // stream ("account") and the event id ("account::0").
+    let values_bytes = 3 + "account".len() + "account::0".len();
+    assert_eq!(
+        empty.canonical().len(),
+        CANONICAL_FRAME_BYTES + values_bytes
+    );
+    assert_eq!(old_canonical(&empty), empty.canonical());
 }
 
 /// One edit per field that the canonical encoding covers; each changes it.
@@ -459,6 +492,31 @@ const BREAKS: &[Edit] = &[
     |e| e.prev_hash.truncate(63),
     |e| e.hash = e.hash.to_uppercase(),
     |e| e.hash.push('0'),
+    // The bytes just outside the hex ranges, first and last, and a
+    // non-ASCII char that keeps the length at 64 bytes.
+    |e| e.hash = format!("/{}", &e.hash[1..]),
+    |e| e.hash = format!("{}:", &e.hash[..63]),
+    |e| e.hash = format!("`{}", &e.hash[1..]),
+    |e| e.hash = format!("{}g", &e.hash[..63]),
+    |e| e.prev_hash = e.prev_hash.chars().take(62).collect::<String>() + "é",
+    // transfer_id is checked as an id only where it is not the (already
+    // checked) stream key: each way it can differ from the key, and an
+    // account event naming its own key as the transfer.
+    |e| e.transfer_id = e.transfer_id.as_ref().map(|_| "t acme".into()),
+    |e| e.transfer_id = e.transfer_id.as_ref().map(|_| "t".repeat(201)),
+    |e| e.transfer_id = e.transfer_id.as_ref().map(|x| format!("{x}:é")),
+    |e| e.transfer_id = e.transfer_id.as_ref().map(|x| format!("{x}:x")),
+    |e| e.transfer_id = Some(e.stream_key.clone()),
+    |e| {
+        e.stream_key = "t.acme:é".into();
+        e.event_id = event_id(e.stream, &e.stream_key, e.seq);
+        e.transfer_id = Some(e.stream_key.clone());
+    },
+    |e| {
+        e.stream_key = "t".repeat(200);
+        e.event_id = event_id(e.stream, &e.stream_key, e.seq);
+        e.transfer_id = Some(e.stream_key.clone());
+    },
 ];
 
 #[test]
