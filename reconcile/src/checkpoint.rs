@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::Write;
 
+use crate::archive::{self, Archive, SegmentRef};
 use crate::codec::{self, Rows};
 
 use crate::facts::{AccountFacts, Legs, LegsTable, TransferState, Transfers};
@@ -48,7 +49,7 @@ use crate::names::{FxMap, Names};
 use crate::stream::Tail;
 
 /// Version of the checkpoint format: a reconciler refuses any other.
-pub const CHECKPOINT_VERSION: u32 = 2;
+pub const CHECKPOINT_VERSION: u32 = 3;
 
 /// Which stream, as the proof keys it: the table it was found in (a stream
 /// in the wrong table is proved apart from its namesake), its kind and key.
@@ -82,6 +83,10 @@ pub struct ProofState {
     pub findings: Vec<StreamFinding>,
     /// Lake files proved: key → stamp (bytes and the store's version tag).
     pub files: BTreeMap<String, String>,
+    /// Settled transfers not in `transfers` (see `archive`).
+    pub archive: Archive,
+    /// Transfers a cross-stream check has a finding on: never settled.
+    pub flagged: HashSet<String>,
 }
 
 // ---- the file format -------------------------------------------------------
@@ -104,6 +109,10 @@ struct Header<'a> {
     /// Streams other than transfer streams (those are in the binary part).
     streams: Vec<StreamRec<'a>>,
     findings: Vec<FindingRec<'a>>,
+    /// The settled archive's segments, oldest first, and how many transfers
+    /// it holds.
+    archive: Vec<SegmentRef>,
+    archived: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -164,6 +173,13 @@ impl std::fmt::Display for CheckpointError {
 }
 
 impl ProofState {
+    /// Whether `id` is in the open state (its stream's state or legs), not
+    /// only in the archive.
+    pub fn is_open(&self, id: &str) -> bool {
+        self.transfers.state(id).is_some()
+            || self.legs.get(id).is_some_and(|l| *l != Legs::default())
+    }
+
     /// Reads a checkpoint written for `lake`.
     pub fn load(path: &Path, lake: &str) -> Result<ProofState, CheckpointError> {
         let err = |why: String| {
@@ -180,7 +196,7 @@ impl ProofState {
         // a mismatch wins over whatever the decoding made of them.
         std::thread::scope(|scope| {
             let intact = scope.spawn(|| Sha256::digest(content).as_slice() == digest);
-            let parsed = ProofState::parse(content, lake);
+            let parsed = ProofState::parse(content, lake, &archive::place(path).0);
             if !intact.join().unwrap_or(false) {
                 return Err(err(
                     "damaged: its SHA-256 does not match (truncated or altered)".into(),
@@ -191,7 +207,7 @@ impl ProofState {
     }
 
     /// The state in a checkpoint's `content` (everything before the digest).
-    fn parse(content: &[u8], lake: &str) -> Result<ProofState, String> {
+    fn parse(content: &[u8], lake: &str, dir: &Path) -> Result<ProofState, String> {
         let (header, body) = split_content(content)?;
         let f: Header =
             serde_json::from_slice(header).map_err(|e| format!("damaged header: {e}"))?;
@@ -209,9 +225,12 @@ impl ProofState {
         }
         let names = f.names.len();
         let (transfers, legs) = read_body(body, names).map_err(|e| format!("damaged: {e}"))?;
+        let names = Names::from_list(f.names.into_iter().map(|n| n.into_owned().into()).collect());
+        let archive = Archive::open(dir, &f.archive, f.archived, &names)?;
         let mut p = ProofState {
             files: f.files.into_owned(),
-            names: Names::from_list(f.names.into_iter().map(|n| n.into_owned().into()).collect()),
+            names,
+            archive,
             transfers: Transfers::from_sorted(transfers),
             legs: LegsTable::from_rows(legs),
             ..Default::default()
@@ -251,6 +270,30 @@ impl ProofState {
                 path.display()
             ))
         };
+        // Settled transfers go to the archive (a new segment), the rest stay
+        // in this file.
+        static NO_LEGS: std::sync::LazyLock<Legs> = std::sync::LazyLock::new(Legs::default);
+        let settled =
+            |id: &str, st: &TransferState| st.facts.terminal && !self.flagged.contains(id);
+        let settled_rows: Vec<(&str, &TransferState, &Legs)> = self
+            .transfers
+            .iter()
+            .filter(|(id, st)| settled(id, st))
+            .map(|(id, st)| (id, st, self.legs.get(id).unwrap_or(&NO_LEGS)))
+            .collect();
+        let is_open = |id: &str| match self.transfers.state(id) {
+            Some(st) => !settled(id, st),
+            None => self.legs.get(id).is_some_and(|l| *l != Legs::default()),
+        };
+        let archived = self.archive.live + settled_rows.len() as u64;
+        let segments = archive::append(
+            &self.archive,
+            path,
+            settled_rows.into_iter(),
+            &self.names,
+            is_open,
+        )
+        .map_err(err)?;
         let mut streams: Vec<_> = self.streams.iter().collect();
         streams.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let f = Header {
@@ -290,6 +333,8 @@ impl ProofState {
                     detail: Cow::Borrowed(&f.finding.detail),
                 })
                 .collect(),
+            archive: segments.clone(),
+            archived,
         };
         let header = serde_json::to_vec(&f).map_err(|e| err(e.to_string()))?;
         let tmp = path.with_extension("tmp");
@@ -314,15 +359,20 @@ impl ProofState {
             }
             Ok::<(), std::io::Error>(())
         };
-        w.count(self.transfers.len());
-        for (id, st) in self.transfers.iter() {
+        let open: Vec<(&str, &TransferState)> = self
+            .transfers
+            .iter()
+            .filter(|(id, st)| !settled(id, st))
+            .collect();
+        w.count(open.len());
+        for (id, st) in open {
             w.transfer(id, st);
             flush(&mut w, &mut out, false).map_err(io)?;
         }
         let legs: Vec<(&str, &Legs)> = self
             .legs
             .iter()
-            .filter(|(_, l)| **l != Legs::default())
+            .filter(|(id, l)| **l != Legs::default() && is_open(id))
             .collect();
         w.count(legs.len());
         for (id, l) in legs {
@@ -336,7 +386,8 @@ impl ProofState {
         let file = inner.into_inner().map_err(|e| err(e.to_string()))?;
         file.sync_all().map_err(io)?;
         std::fs::rename(&tmp, path).map_err(io)?;
-        Ok(())
+        // The segments the old checkpoint named and this one does not.
+        archive::remove_unreferenced(path, &segments).map_err(err)
     }
 }
 

@@ -9,6 +9,7 @@
 //!              terminal:u8  facts_last_seq:u64 }*
 //! legs      := count:u64 { id:str  (n:u32 { account:u32 amount:i64 currency:u32 seq:u64 }*){4} }*
 //!              (holds, debits, credits, releases)
+//! record    := transfer legs-without-id        (the settled archive's blocks, `archive`)
 //! hashes    := 0 | 1 [u8;32] | 2 n:u32 str*
 //! str       := len:u32 bytes (UTF-8)      opt_x := 0 | 1 x
 //! ```
@@ -29,23 +30,23 @@ pub struct Writer {
 }
 
 impl Writer {
-    fn u8(&mut self, v: u8) {
+    pub(crate) fn u8(&mut self, v: u8) {
         self.buf.push(v);
     }
 
-    fn u32(&mut self, v: u32) {
+    pub(crate) fn u32(&mut self, v: u32) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
 
-    fn u64(&mut self, v: u64) {
+    pub(crate) fn u64(&mut self, v: u64) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
 
-    fn i64(&mut self, v: i64) {
+    pub(crate) fn i64(&mut self, v: i64) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
 
-    fn str(&mut self, s: &str) {
+    pub(crate) fn str(&mut self, s: &str) {
         self.u32(u32::try_from(s.len()).expect("a checkpoint string is shorter than 4 GiB"));
         self.buf.extend_from_slice(s.as_bytes());
     }
@@ -104,6 +105,20 @@ impl Writer {
 
     pub fn legs(&mut self, id: &str, l: &Legs) {
         self.str(id);
+        self.legs_body(l);
+    }
+
+    /// A settled transfer in the archive: its stream's state and its legs.
+    pub fn record(&mut self, id: &str, s: &TransferState, l: &Legs) {
+        self.transfer(id, s);
+        self.legs_body(l);
+    }
+
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
+        self.buf.extend_from_slice(b);
+    }
+
+    fn legs_body(&mut self, l: &Legs) {
         for v in [&l.holds, &l.debits, &l.credits, &l.releases] {
             self.u32(v.len() as u32);
             for leg in v {
@@ -140,7 +155,7 @@ impl<'a> Reader<'a> {
         self.pos == self.buf.len()
     }
 
-    fn take(&mut self, n: usize) -> R<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: usize) -> R<&'a [u8]> {
         let end = self
             .pos
             .checked_add(n)
@@ -151,29 +166,29 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
-    fn u8(&mut self) -> R<u8> {
+    pub(crate) fn u8(&mut self) -> R<u8> {
         Ok(self.take(1)?[0])
     }
 
-    fn u32(&mut self) -> R<u32> {
+    pub(crate) fn u32(&mut self) -> R<u32> {
         Ok(u32::from_le_bytes(
             self.take(4)?.try_into().expect("4 bytes"),
         ))
     }
 
-    fn u64(&mut self) -> R<u64> {
+    pub(crate) fn u64(&mut self) -> R<u64> {
         Ok(u64::from_le_bytes(
             self.take(8)?.try_into().expect("8 bytes"),
         ))
     }
 
-    fn i64(&mut self) -> R<i64> {
+    pub(crate) fn i64(&mut self) -> R<i64> {
         Ok(i64::from_le_bytes(
             self.take(8)?.try_into().expect("8 bytes"),
         ))
     }
 
-    fn str(&mut self) -> R<&'a str> {
+    pub(crate) fn str(&mut self) -> R<&'a str> {
         let n = self.u32()? as usize;
         let at = self.pos;
         std::str::from_utf8(self.take(n)?)
@@ -248,6 +263,16 @@ impl<'a> Reader<'a> {
 
     pub fn legs(&mut self) -> R<(Box<str>, Legs)> {
         let id = self.str()?.into();
+        Ok((id, self.legs_body()?))
+    }
+
+    /// See [`Writer::record`].
+    pub fn record(&mut self) -> R<(Box<str>, TransferState, Legs)> {
+        let (id, s) = self.transfer()?;
+        Ok((id, s, self.legs_body()?))
+    }
+
+    fn legs_body(&mut self) -> R<Legs> {
         let mut l = Legs::default();
         for v in [&mut l.holds, &mut l.debits, &mut l.credits, &mut l.releases] {
             let n = self.u32()?;
@@ -260,7 +285,7 @@ impl<'a> Reader<'a> {
                 });
             }
         }
-        Ok((id, l))
+        Ok(l)
     }
 }
 

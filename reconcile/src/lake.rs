@@ -20,6 +20,7 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::prelude::{col, lit, ParquetReadOptions, SessionConfig, SessionContext};
 use futures::TryStreamExt;
 use ledger_events::{FIELDS, SCHEMA_VERSIONS_KNOWN};
@@ -283,6 +284,41 @@ impl Lake {
         }
     }
 
+    /// Reads only the `columns` of `files` (a column a file lacks is left
+    /// out of its batches), a batch at a time, in no particular order.
+    pub async fn scan_columns(
+        &self,
+        files: &[LakeFileInfo],
+        columns: &[&str],
+        mut visit: impl FnMut(&RecordBatch),
+    ) -> Result<(), Error> {
+        for f in files {
+            let have: Vec<&str> = columns
+                .iter()
+                .copied()
+                .filter(|c| f.columns.split(',').any(|x| x == *c))
+                .collect();
+            if have.is_empty() {
+                continue;
+            }
+            let path = format!("{}{}{}", self.url_base, self.prefix, f.key);
+            let file_err = unreadable(&f.key);
+            let mut stream = self
+                .ctx
+                .read_parquet(path, ParquetReadOptions::default())
+                .await
+                .and_then(|df| df.select_columns(&have))
+                .map_err(file_err)?
+                .execute_stream()
+                .await
+                .map_err(file_err)?;
+            while let Some(batch) = stream.try_next().await.map_err(file_err)? {
+                visit(&batch);
+            }
+        }
+        Ok(())
+    }
+
     /// Streams the rows of `files` (one table) in the lake's order
     /// (`stream`, `stream_key`, `seq`, `hash`), calling `visit` with each row
     /// in order: a k-way merge of the files, each read by DataFusion as
@@ -320,10 +356,7 @@ impl Lake {
         let mut cursors = Vec::with_capacity(files.len());
         for f in files {
             let path = format!("{}{}{}", self.url_base, self.prefix, f.key);
-            let file_err = |e: datafusion::error::DataFusionError| Error::File {
-                key: f.key.clone(),
-                why: format!("not readable as Parquet: {e}"),
-            };
+            let file_err = unreadable(&f.key);
             let schema = schemas.get(f.columns.as_str());
             let known = schema.is_some();
             let read = ParquetReadOptions {
@@ -356,5 +389,13 @@ impl Lake {
             );
         }
         merge(cursors, &mut visit).await
+    }
+}
+
+/// The error of a lake file DataFusion cannot read.
+fn unreadable(key: &str) -> impl Fn(datafusion::error::DataFusionError) -> Error + Copy + '_ {
+    move |e| Error::File {
+        key: key.to_owned(),
+        why: format!("not readable as Parquet: {e}"),
     }
 }

@@ -13,6 +13,7 @@
 //!
 //! Native only: DataFusion and tokio never reach a wasm crate.
 
+pub mod archive;
 pub mod checkpoint;
 pub mod checks;
 pub mod codec;

@@ -158,9 +158,11 @@ async fn reconcile_with(
     if opts.progress {
         match (&cli.checkpoint, &resume) {
             (Some(p), Some(state)) => eprintln!(
-                "reconcile: resuming from checkpoint {} ({} transfers, read in {:.1} s)",
+                "reconcile: resuming from checkpoint {} ({} open transfers, {} settled in {} archive segments; read in {:.1} s)",
                 p.display(),
                 state.transfers.len(),
+                state.archive.live,
+                state.archive.refs().len(),
                 started.elapsed().as_secs_f64()
             ),
             (Some(p), None) => eprintln!(

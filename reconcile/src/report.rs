@@ -46,6 +46,10 @@ pub struct Incremental {
     /// Streams re-proved from their first event because a new row was at
     /// or before their checkpointed tail.
     pub streams_reopened: usize,
+    /// Settled transfers read back from the checkpoint's archive because a
+    /// new event names them (all of them when an account stream is
+    /// re-proved from its first event).
+    pub transfers_pulled: u64,
 }
 
 impl Report {

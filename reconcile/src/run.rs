@@ -55,6 +55,14 @@ const STREAM_CHECKS: [&str; 4] = [
     overdraft::NAME,
 ];
 
+/// The checks that judge each transfer from its state and legs: their
+/// findings are keyed by transfer id.
+const CROSS_STREAM_CHECKS: [&str; 3] = [
+    transfer_conservation::NAME,
+    consistency::NAME,
+    convergence::NAME,
+];
+
 /// The proof under construction: per-stream state and findings, the facts.
 /// A transfer stream's state lives with its facts (`facts.transfers`, dense
 /// and sorted); every other stream's in `streams`.
@@ -250,27 +258,40 @@ struct TableRun {
     files: Vec<(String, String)>,
 }
 
+/// What every table's proof in a run shares.
+#[derive(Clone, Copy)]
+struct RunCtx<'a> {
+    lake: &'a Lake,
+    /// Lake files the checkpoint has proved: key → stamp.
+    prior_files: &'a std::collections::BTreeMap<String, String>,
+    opts: &'a Options,
+    started: Instant,
+}
+
 /// Proves one table: pass 1 over the files the checkpoint has not proved,
 /// pass 2 over every file for the streams pass 1 reopened.
 async fn prove_table(
-    lake: &Lake,
+    run: &RunCtx<'_>,
     table: Table,
-    prior_files: &std::collections::BTreeMap<String, String>,
+    listed: Option<Vec<LakeFileInfo>>,
     mut proof: Proof,
-    opts: &Options,
-    started: Instant,
     handoff: Option<&Handoff>,
 ) -> Result<TableRun, Error> {
+    let RunCtx {
+        lake,
+        prior_files,
+        opts,
+        started,
+    } = *run;
     // Only streams that start from nothing can be proved elsewhere.
     let handoff = handoff.filter(|_| proof.facts.transfers.is_empty());
     let mut stats = ScanStats::default();
     let mut inc = Incremental::default();
-    let files = lake.files(table).await?;
-    let new: Vec<LakeFileInfo> = files
-        .iter()
-        .filter(|f| prior_files.get(&f.key) != Some(&f.stamp()))
-        .cloned()
-        .collect();
+    let files = match listed {
+        Some(files) => files,
+        None => lake.files(table).await?,
+    };
+    let new = new_files(&files, prior_files);
     inc.files_skipped += files.len() - new.len();
     inc.files_read += new.len();
     if opts.progress {
@@ -353,6 +374,80 @@ async fn prove_table(
     })
 }
 
+/// The files of `files` the checkpoint has not proved (new or rewritten).
+fn new_files(
+    files: &[LakeFileInfo],
+    prior_files: &std::collections::BTreeMap<String, String>,
+) -> Vec<LakeFileInfo> {
+    files
+        .iter()
+        .filter(|f| prior_files.get(&f.key) != Some(&f.stamp()))
+        .cloned()
+        .collect()
+}
+
+/// What a resumed run's new files name, read from four columns before the
+/// proof: the transfers to pull back from the archive (transfer streams
+/// and the transfers account events name), and whether some account stream
+/// has a new row at or before its tail (it will be re-proved from its first
+/// event, and its legs may name any transfer: everything is pulled back).
+async fn touched(
+    lake: &Lake,
+    account_files: &[LakeFileInfo],
+    transfer_files: &[LakeFileInfo],
+    prior: &ProofState,
+) -> Result<(Vec<String>, bool), Error> {
+    use datafusion::arrow::array::{Array, Int64Array, StringArray};
+    let strings = |b: &datafusion::arrow::record_batch::RecordBatch, name: &str| {
+        b.column_by_name(name)
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .cloned()
+    };
+    let mut ids: HashSet<String> = HashSet::new();
+    let mut reopens = false;
+    lake.scan_columns(transfer_files, &["stream_key"], |b| {
+        if let Some(keys) = strings(b, "stream_key") {
+            ids.extend(keys.iter().flatten().map(str::to_owned));
+        }
+    })
+    .await?;
+    let columns = ["stream", "stream_key", "seq", "transfer_id"];
+    lake.scan_columns(account_files, &columns, |b| {
+        if let Some(t) = strings(b, "transfer_id") {
+            ids.extend(t.iter().flatten().map(str::to_owned));
+        }
+        let (Some(stream), Some(keys), Some(seqs)) = (
+            strings(b, "stream"),
+            strings(b, "stream_key"),
+            b.column_by_name("seq")
+                .and_then(|c| c.as_any().downcast_ref::<Int64Array>()),
+        ) else {
+            reopens = true; // not the lake layout: the proof will say so
+            return;
+        };
+        // Rows come grouped by stream: look the tail up once per stream.
+        let mut tail: Option<(&str, u64)> = None;
+        for i in 0..b.num_rows() {
+            if stream.is_null(i) || stream.value(i) != Stream::Account.as_str() {
+                continue;
+            }
+            let key = keys.value(i);
+            if tail.is_none_or(|(k, _)| k != key) {
+                let id = (Table::Account, Stream::Account, key.to_owned());
+                tail = Some((key, prior.streams.get(&id).map_or(0, |s| s.tail.last_seq)));
+            }
+            let last = tail.map_or(0, |t| t.1);
+            if last > 0 && u64::try_from(seqs.value(i)).is_ok_and(|s| s <= last) {
+                reopens = true;
+            }
+        }
+    })
+    .await?;
+    let mut ids: Vec<String> = ids.into_iter().filter(|id| !prior.is_open(id)).collect();
+    ids.sort_unstable();
+    Ok((ids, reopens))
+}
+
 /// Scans `files` in stream order (only the streams of `keys` when given),
 /// hands each whole stream to `take`, and returns the scan's statistics.
 async fn scan_streams(
@@ -397,7 +492,49 @@ pub async fn reconcile_from(
 ) -> Result<(Report, ProofState), Error> {
     let started = Instant::now();
     let resumed = resume.is_some();
-    let prior = resume.unwrap_or_default();
+    let mut prior = resume.unwrap_or_default();
+    // Transfers the new files name come back from the archive first, so the
+    // proof below sees every transfer it touches (see `archive`).
+    let (mut account_files, mut transfer_files) = (None, None);
+    if !prior.archive.is_empty() {
+        let (a, t) = (
+            lake.files(Table::Account).await?,
+            lake.files(Table::Transfer).await?,
+        );
+        let (ids, reopens) = touched(
+            lake,
+            &new_files(&a, &prior.files),
+            &new_files(&t, &prior.files),
+            &prior,
+        )
+        .await?;
+        let archive_err = |e: String| Error::Lake(format!("checkpoint archive: {e}"));
+        let pulled = if reopens {
+            let mut archive = std::mem::take(&mut prior.archive);
+            let all = archive.take_all(|id| prior.is_open(id));
+            prior.archive = archive;
+            all.map_err(archive_err)?
+        } else {
+            prior
+                .archive
+                .pull(ids.iter().map(String::as_str))
+                .map_err(archive_err)?
+        };
+        if opts.progress {
+            eprintln!(
+                "reconcile: {} transfers pulled back from the checkpoint's archive ({:.1} s)",
+                pulled.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        for (id, st, legs) in pulled {
+            prior.transfers.put(&id, st);
+            *prior.legs.entry(&id) = legs;
+        }
+        prior.transfers.end_pass();
+        (account_files, transfer_files) = (Some(a), Some(t));
+    }
+    let archive = std::mem::take(&mut prior.archive);
     let prior_files = prior.files;
     // Split the prior state by table: legs come from account streams,
     // transfer facts from transfer streams.
@@ -422,7 +559,12 @@ pub async fn reconcile_from(
     acct.facts.names = prior.names.clone();
     xfer.facts.transfers = prior.transfers;
     xfer.facts.names = prior.names;
-    let pf = &prior_files;
+    let ctx = &RunCtx {
+        lake,
+        prior_files: &prior_files,
+        opts,
+        started,
+    };
     let (tx, chunks) = std::sync::mpsc::sync_channel(HANDOFF_QUEUE);
     let handoff = Handoff {
         free: AtomicBool::new(false),
@@ -431,15 +573,7 @@ pub async fn reconcile_from(
     let (ra, rx) = std::thread::scope(|scope| {
         let h = &handoff;
         let a = scope.spawn(move || {
-            let run = block_on(prove_table(
-                lake,
-                Table::Account,
-                pf,
-                acct,
-                opts,
-                started,
-                None,
-            ))?;
+            let run = block_on(prove_table(ctx, Table::Account, account_files, acct, None))?;
             // The account table is proved: help with the transfer streams
             // until the other thread closes the hand-off.
             h.free.store(true, AtomicOrdering::Relaxed);
@@ -461,10 +595,9 @@ pub async fn reconcile_from(
             let closing = Closing(h);
             block_on(async {
                 let offer = opts.handoff.then_some(h);
-                let t = prove_table(lake, Table::Transfer, pf, xfer, opts, started, offer).await?;
+                let t = prove_table(ctx, Table::Transfer, transfer_files, xfer, offer).await?;
                 drop(closing);
-                let s = prove_table(lake, Table::Subscription, pf, t.proof, opts, started, None)
-                    .await?;
+                let s = prove_table(ctx, Table::Subscription, None, t.proof, None).await?;
                 Ok((t.stats, t.inc, t.files, s))
             })
         });
@@ -605,12 +738,22 @@ pub async fn reconcile_from(
         files: all_files.len(),
         stats,
         accounts: f.currencies.values().map(|c| c.accounts).sum(),
-        transfers: f.transfers.len() as u64,
+        transfers: f.transfers.len() as u64 + archive.live,
         elapsed_ms: started.elapsed().as_millis() as u64,
         dangling: convergence::dangling(f, opts.now_ms),
-        incremental: resumed.then_some(inc),
+        incremental: resumed.then_some(Incremental {
+            transfers_pulled: archive.pulled,
+            ..inc
+        }),
         checks,
     };
+    // A transfer with a cross-stream finding stays open (is not archived).
+    let flagged = report
+        .checks
+        .iter()
+        .filter(|c| CROSS_STREAM_CHECKS.contains(&c.name))
+        .flat_map(|c| c.findings.iter().map(|f| f.key.clone()))
+        .collect();
     let state = ProofState {
         streams,
         names: facts.names,
@@ -618,6 +761,8 @@ pub async fn reconcile_from(
         legs: facts.legs,
         findings,
         files: all_files,
+        archive,
+        flagged,
     };
     Ok((report, state))
 }

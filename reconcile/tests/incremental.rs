@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{runtime, NOW_MS};
-use ledger_events::Event;
+use ledger_events::{Event, Stream};
 use ledger_ingest::{ingest, Message};
 use ledger_reconcile::corrupt::{inject, Class};
 use ledger_reconcile::gen::{generate_events, write_object, GenConfig};
@@ -115,6 +115,10 @@ fn nightly_runs_reach_the_verdicts_of_a_full_run_reading_only_new_files() {
                 i.streams_reopened, 0,
                 "night {n}: in-order data reopens nothing"
             );
+            assert_eq!(
+                i.transfers_pulled, 0,
+                "night {n}: in-order data names no settled transfer"
+            );
             assert!(
                 inc.stats.rows_read < fresh.stats.rows_read,
                 "night {n}: the incremental run read {} rows, the full run {}",
@@ -123,10 +127,107 @@ fn nightly_runs_reach_the_verdicts_of_a_full_run_reading_only_new_files() {
             );
         }
     }
+    // Settled transfers live in archive segments beside the checkpoint: one
+    // a night, merged as they accumulate.
+    let segments = segment_files(dir.path());
+    assert!(
+        (1..=3).contains(&segments.len()),
+        "{} segments after {nights} nights: {segments:?}",
+        segments.len()
+    );
     // Mid-history streams end non-terminal on some nights, so the dangling
     // list and convergence were compared while in flight; at the end the
     // whole history holds.
     assert!(full(&root).holds);
+}
+
+/// The archive segment files in `dir`.
+fn segment_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".seg"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_new_event_naming_a_settled_transfer_pulls_it_back_from_the_archive() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let (events, _) = generate_events(&GenConfig {
+        seed: 9,
+        accounts: 6,
+        operations: 200,
+        batches: 1,
+        duplicates: 0,
+        step_ms: ledger_reconcile::gen::GEN_STEP_MS,
+    });
+    deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
+    let first = night(&root, &ckpt);
+    assert!(first.holds);
+    assert!(
+        !segment_files(dir.path()).is_empty(),
+        "settled transfers archived"
+    );
+
+    // A second credit for a transfer captured long ago, appended in order
+    // to its destination account (no stream is reopened): the transfer is
+    // pulled back and its conservation is violated, as a full run says.
+    let captured = events
+        .iter()
+        .filter(|e| e.stream == Stream::Transfer && e.kind == "captured")
+        .nth(3)
+        .expect("the history captures transfers");
+    let dest = captured.destination.clone().unwrap();
+    let last = events
+        .iter()
+        .filter(|e| e.stream == Stream::Account && e.stream_key == dest)
+        .max_by_key(|e| e.seq)
+        .unwrap();
+    let amount = captured.amount.unwrap();
+    let mut credit = Event::new(
+        Stream::Account,
+        &dest,
+        last.seq + 1,
+        "credited",
+        last.occurred_at_ms + 1,
+        &last.hash,
+    );
+    credit.currency = last.currency.clone();
+    credit.amount = Some(amount);
+    credit.balance_after = Some(last.balance_after.unwrap() + amount);
+    credit.held_after = last.held_after;
+    credit.overdraft_limit = last.overdraft_limit;
+    credit.transfer_id = Some(captured.stream_key.clone());
+    credit.entry_id = Some(format!("{}:credit", captured.stream_key));
+    credit.counterparty = captured.source.clone();
+    let credit = credit.seal();
+    credit.validate().unwrap();
+    deliver(&root, &[&credit], "b");
+
+    let inc = night(&root, &ckpt);
+    let fresh = full(&root);
+    assert_same(1, &inc, &fresh);
+    assert!(!fresh.holds);
+    let conservation = fresh.check("transfer_conservation");
+    assert!(
+        conservation
+            .findings
+            .iter()
+            .any(|f| f.key == captured.stream_key),
+        "{conservation:?}"
+    );
+    let i = inc.incremental.unwrap();
+    assert_eq!(i.streams_reopened, 0);
+    assert_eq!(i.transfers_pulled, 1, "only the transfer the credit names");
+
+    // The flagged transfer stays open: the next night (nothing new) reaches
+    // the same verdicts without pulling it again.
+    let again = night(&root, &ckpt);
+    assert_same(2, &again, &fresh);
+    assert_eq!(again.incremental.unwrap().transfers_pulled, 0);
 }
 
 #[test]
@@ -157,6 +258,8 @@ fn late_redeliveries_and_rewritten_files_reopen_their_streams_and_violations_are
     assert!(inc.holds);
     let i = inc.incremental.unwrap();
     assert!(i.streams_reopened > 0, "{i:?}");
+    // Reopened account streams may name any transfer: all came back.
+    assert!(i.transfers_pulled > 0, "{i:?}");
     assert!(inc.stats.plain_duplicates > 0);
 
     // Violations injected into already-proved history (the corruption tool
@@ -238,6 +341,27 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
         0,
         "the intact file still resumes"
     );
+
+    // The archive segments beside it are bound to it: one altered or missing
+    // is refused too (exit 2), and --full writes them again.
+    let segments = segment_files(dir.path());
+    assert!(!segments.is_empty());
+    let seg = dir.path().join(&segments[0]);
+    let good_seg = std::fs::read(&seg).unwrap();
+    let mut bad = good_seg.clone();
+    let at = bad.len() - 30;
+    bad[at] ^= 0x01;
+    std::fs::write(&seg, &bad).unwrap();
+    let (code, err) = bin(&["--checkpoint", ck]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("archive segment") && err.contains("--full"), "{err}");
+    std::fs::remove_file(&seg).unwrap();
+    let (code, err) = bin(&["--checkpoint", ck]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot open"), "{err}");
+    assert_eq!(bin(&["--checkpoint", ck, "--full"]).0, 0);
+    assert_eq!(bin(&["--checkpoint", ck]).0, 0);
+    assert!(!segment_files(dir.path()).is_empty());
 
     // A checkpoint of another lake is refused, not silently reused.
     let other = dir.path().join("other");

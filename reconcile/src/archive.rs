@@ -1,0 +1,724 @@
+//! The settled archive: transfers whose proof is finished, kept out of the
+//! part of the checkpoint a night rewrites.
+//!
+//! A transfer is *settled* at the end of a run when its stream is terminal
+//! and no cross-stream check has a finding on it. Every cross-stream check
+//! of a transfer reads only its own state and legs (and the live holds,
+//! which never name a settled transfer: a live hold on a terminal transfer
+//! is a finding), so a settled transfer gets the same verdict every night
+//! until a new event names it. The checkpoint file therefore keeps only the
+//! *open* transfers, and settled ones go into immutable segment files next
+//! to it. A resumed run first lists the transfers its new files name and
+//! pulls just those back ([`Archive::pull`]); when an account stream must be
+//! re-proved from its first event (its legs may name any transfer), it pulls
+//! back everything ([`Archive::take_all`]).
+//!
+//! Each run appends one segment of what settled in it; the newest two are
+//! merged while the newest is at least half the size of the one before, so
+//! there are O(log n) segments and a record is rewritten O(log n) times. A
+//! lookup asks the newest segment first; a record pulled back into the open
+//! state is stale wherever it is, and is dropped by the next merge.
+//!
+//! A segment file (`{checkpoint}.{16 hex}.seg`):
+//!
+//! ```text
+//! blocks  := { record* }*          ~16 KiB each, records in id order (codec::Writer::record)
+//! index   := version:u32 names:u64 names_sha:[u8;32] records:u64
+//!            blocks:u64 { first_id:str offset:u64 len:u32 sha:[u8;32] }*
+//!            probes:u32 words:u64 u64*                     (Bloom filter of every id)
+//! footer  := index_offset:u64 index_len:u64 index_sha:[u8;32] "LDGRSEG1"
+//! ```
+//!
+//! The checkpoint names each segment with its index's SHA-256, so a segment
+//! swapped or altered is refused, and each block is checked against its
+//! SHA-256 when it is read. A segment's syms are the first `names` of the
+//! checkpoint's names (names are only ever appended); their SHA-256 proves it.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::hash::Hasher;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::codec;
+use crate::facts::{Legs, TransferState};
+use crate::names::{FxHasher, Names};
+
+/// One settled transfer: its stream's state and its legs.
+pub type Record = (Box<str>, TransferState, Legs);
+
+const MAGIC: &[u8; 8] = b"LDGRSEG1";
+/// Version of the segment layout (and of the Bloom filter's hash).
+const SEGMENT_VERSION: u32 = 1;
+const BLOCK_BYTES: usize = 16 << 10;
+const BLOOM_BITS_PER_ID: u64 = 16;
+/// Probes per id: with 16 bits an id, ~0.05 % false positives.
+const BLOOM_PROBES: u32 = 11;
+const FOOTER: u64 = 8 + 8 + 32 + 8;
+
+/// What the checkpoint file says of one segment.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SegmentRef {
+    /// File name, in the checkpoint's directory.
+    pub file: String,
+    pub bytes: u64,
+    pub records: u64,
+    /// SHA-256 of the segment's index, lower-case hex.
+    pub index_sha256: String,
+}
+
+/// A Bloom filter over ids: no false negatives, so "absent" is exact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Bloom {
+    words: Vec<u64>,
+    probes: u32,
+}
+
+/// The filter's two hashes of an id (Kirsch–Mitzenmacher double hashing).
+/// Pinned by a test: segments on disk depend on it.
+fn bloom_hashes(id: &str) -> (u64, u64) {
+    let mut h = FxHasher::default();
+    h.write(id.as_bytes());
+    let h1 = h.finish();
+    let mut g = FxHasher::default();
+    g.write_u64(h1 ^ 0x9e37_79b9_7f4a_7c15);
+    (h1, g.finish() | 1)
+}
+
+impl Bloom {
+    fn new(ids: usize) -> Bloom {
+        let bits = (ids as u64).max(1) * BLOOM_BITS_PER_ID;
+        Bloom {
+            words: vec![0; bits.div_ceil(64) as usize],
+            probes: BLOOM_PROBES,
+        }
+    }
+
+    fn bits(&self, id: &str) -> impl Iterator<Item = usize> {
+        let n = self.words.len() as u64 * 64;
+        let (h1, h2) = bloom_hashes(id);
+        (0..u64::from(self.probes)).map(move |i| (h1.wrapping_add(i.wrapping_mul(h2)) % n) as usize)
+    }
+
+    fn insert(&mut self, id: &str) {
+        for b in self.bits(id).collect::<Vec<_>>() {
+            self.words[b / 64] |= 1 << (b % 64);
+        }
+    }
+
+    fn may_contain(&self, id: &str) -> bool {
+        !self.words.is_empty()
+            && self
+                .bits(id)
+                .all(|b| self.words[b / 64] & (1 << (b % 64)) != 0)
+    }
+}
+
+#[derive(Debug)]
+struct Block {
+    first: Box<str>,
+    offset: u64,
+    len: u32,
+    sha: [u8; 32],
+}
+
+/// An open segment: its file and its index.
+#[derive(Debug)]
+pub struct Segment {
+    r: SegmentRef,
+    file: File,
+    /// The names its syms index (a prefix of the checkpoint's).
+    names: usize,
+    blocks: Vec<Block>,
+    bloom: Bloom,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn names_sha(names: &[Box<str>]) -> [u8; 32] {
+    let mut sha = Sha256::new();
+    for n in names {
+        sha.update((n.len() as u64).to_le_bytes());
+        sha.update(n.as_bytes());
+    }
+    sha.finalize().into()
+}
+
+fn read_at(file: &File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0; len as usize];
+    file.read_exact_at(&mut buf, offset)?;
+    Ok(buf)
+}
+
+impl Segment {
+    /// Opens the segment `r` in `dir` and checks it against the reference
+    /// and the checkpoint's `names`.
+    fn open(dir: &Path, r: &SegmentRef, names: &Names) -> Result<Segment, String> {
+        let path = dir.join(&r.file);
+        let err = |why: String| format!("archive segment {}: {why}", path.display());
+        let file = File::open(&path).map_err(|e| err(format!("cannot open: {e}")))?;
+        let len = file
+            .metadata()
+            .map_err(|e| err(format!("cannot stat: {e}")))?
+            .len();
+        if len != r.bytes || len < FOOTER {
+            return Err(err(format!(
+                "{len} bytes where the checkpoint recorded {} (truncated or replaced)",
+                r.bytes
+            )));
+        }
+        let footer = read_at(&file, len - FOOTER, FOOTER).map_err(|e| err(e.to_string()))?;
+        let (at, rest) = footer.split_at(8);
+        let (n, rest) = rest.split_at(8);
+        let (sha, magic) = rest.split_at(32);
+        if magic != MAGIC || hex(sha) != r.index_sha256 {
+            return Err(err(
+                "damaged: its footer does not match the checkpoint (altered or swapped)".into(),
+            ));
+        }
+        let at = u64::from_le_bytes(at.try_into().expect("8 bytes"));
+        let n = u64::from_le_bytes(n.try_into().expect("8 bytes"));
+        if at.checked_add(n) != Some(len - FOOTER) {
+            return Err(err("damaged: index out of place".into()));
+        }
+        let index = read_at(&file, at, n).map_err(|e| err(e.to_string()))?;
+        if Sha256::digest(&index).as_slice() != sha {
+            return Err(err("damaged: its index's SHA-256 does not match".into()));
+        }
+        Segment::parse_index(&index, at, names)
+            .map(|(names, blocks, bloom)| Segment {
+                r: r.clone(),
+                file,
+                names,
+                blocks,
+                bloom,
+            })
+            .map_err(|e| err(format!("damaged index: {e}")))
+    }
+
+    fn parse_index(
+        index: &[u8],
+        blocks_end: u64,
+        names: &Names,
+    ) -> Result<(usize, Vec<Block>, Bloom), String> {
+        let mut r = codec::Reader::new(index, 0);
+        let version = r.u32()?;
+        if version != SEGMENT_VERSION {
+            return Err(format!(
+                "segment version {version} (this reconciler reads {SEGMENT_VERSION})"
+            ));
+        }
+        let n_names = usize::try_from(r.u64()?).map_err(|e| e.to_string())?;
+        let sha = r.take(32)?;
+        let known = names.list();
+        if n_names > known.len() || names_sha(&known[..n_names]) != sha {
+            return Err("written with other names than the checkpoint's".into());
+        }
+        let _records = r.u64()?;
+        let n = r.count()?;
+        let mut blocks = Vec::with_capacity(n);
+        for _ in 0..n {
+            let b = Block {
+                first: r.str()?.into(),
+                offset: r.u64()?,
+                len: r.u32()?,
+                sha: r.take(32)?.try_into().expect("32 bytes"),
+            };
+            if b.offset
+                .checked_add(u64::from(b.len))
+                .is_none_or(|e| e > blocks_end)
+            {
+                return Err("a block out of place".into());
+            }
+            blocks.push(b);
+        }
+        let probes = r.u32()?;
+        let words = (0..r.count()?)
+            .map(|_| r.u64())
+            .collect::<Result<Vec<_>, _>>()?;
+        if !r.at_end() {
+            return Err("bytes after the Bloom filter".into());
+        }
+        Ok((n_names, blocks, Bloom { words, probes }))
+    }
+
+    /// Every record of block `i`, checked against its SHA-256.
+    fn block(&self, i: usize) -> Result<Vec<Record>, String> {
+        let b = &self.blocks[i];
+        let err = |why: String| format!("archive segment {}: block {i}: {why}", self.r.file);
+        let bytes =
+            read_at(&self.file, b.offset, u64::from(b.len)).map_err(|e| err(e.to_string()))?;
+        if Sha256::digest(&bytes).as_slice() != b.sha {
+            return Err(err("damaged: its SHA-256 does not match".into()));
+        }
+        let mut r = codec::Reader::new(&bytes, self.names);
+        let mut out = Vec::new();
+        while !r.at_end() {
+            out.push(r.record().map_err(|e| err(format!("damaged: {e}")))?);
+        }
+        Ok(out)
+    }
+
+    /// The block that would hold `id` (the last whose first id is not after it).
+    fn block_of(&self, id: &str) -> Option<usize> {
+        self.blocks
+            .partition_point(|b| &*b.first <= id)
+            .checked_sub(1)
+    }
+
+    /// Every record, in id order.
+    fn records(&self) -> Result<Vec<Record>, String> {
+        let mut out = Vec::with_capacity(self.r.records as usize);
+        for i in 0..self.blocks.len() {
+            out.extend(self.block(i)?);
+        }
+        Ok(out)
+    }
+}
+
+/// The settled transfers of a checkpoint, in segments (oldest first).
+#[derive(Debug, Default)]
+pub struct Archive {
+    segments: Vec<Segment>,
+    /// Archived transfers whose archived record is their current state: a
+    /// record pulled back into the open state no longer counts.
+    pub live: u64,
+    /// Records pulled back in this run.
+    pub pulled: u64,
+}
+
+impl Archive {
+    /// Opens the segments a checkpoint in `dir` names; `names` are the
+    /// checkpoint's.
+    pub fn open(
+        dir: &Path,
+        refs: &[SegmentRef],
+        live: u64,
+        names: &Names,
+    ) -> Result<Archive, String> {
+        let segments = refs
+            .iter()
+            .map(|r| Segment::open(dir, r, names))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Archive {
+            segments,
+            live,
+            pulled: 0,
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.segments.is_empty()
+    }
+
+    pub fn refs(&self) -> Vec<SegmentRef> {
+        self.segments.iter().map(|s| s.r.clone()).collect()
+    }
+
+    /// Pulls back the records of `ids` (sorted, distinct, none of them
+    /// open): the newest of each found. Ids in no segment are new transfers.
+    pub fn pull<'a>(
+        &mut self,
+        ids: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Vec<Record>, String> {
+        let mut out = Vec::new();
+        // Sorted ids read neighbouring records from one block: keep the last.
+        let mut cached: Option<((usize, usize), Vec<Record>)> = None;
+        for id in ids {
+            for (s, seg) in self.segments.iter().enumerate().rev() {
+                if !seg.bloom.may_contain(id) {
+                    continue;
+                }
+                let Some(b) = seg.block_of(id) else { continue };
+                if cached.as_ref().map(|c| c.0) != Some((s, b)) {
+                    cached = Some(((s, b), seg.block(b)?));
+                }
+                let records = &mut cached.as_mut().expect("just filled").1;
+                if let Ok(k) = records.binary_search_by(|r| (*r.0).cmp(id)) {
+                    out.push(records[k].clone());
+                    break;
+                }
+            }
+        }
+        self.live = self.live.saturating_sub(out.len() as u64);
+        self.pulled += out.len() as u64;
+        Ok(out)
+    }
+
+    /// Pulls back everything: the newest record of every id that is not
+    /// `open`, in id order; the archive is then empty.
+    pub fn take_all(&mut self, open: impl Fn(&str) -> bool) -> Result<Vec<Record>, String> {
+        let all = merged(&self.segments.iter().collect::<Vec<_>>(), &open)?;
+        self.segments.clear();
+        self.pulled += all.len() as u64;
+        self.live = 0;
+        Ok(all)
+    }
+}
+
+/// The records of `segments` (oldest first), the newest of each id, in id
+/// order, without the ids that are `open` (their archived records are stale).
+fn merged(segments: &[&Segment], open: &dyn Fn(&str) -> bool) -> Result<Vec<Record>, String> {
+    let mut all: Vec<(usize, Record)> = Vec::new();
+    for (age, seg) in segments.iter().enumerate() {
+        all.extend(seg.records()?.into_iter().map(|r| (age, r)));
+    }
+    // By id, newest first; keep the first of each id.
+    all.sort_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.0.cmp(&a.0)));
+    all.dedup_by(|later, first| later.1 .0 == first.1 .0);
+    Ok(all
+        .into_iter()
+        .map(|(_, r)| r)
+        .filter(|r| !open(&r.0))
+        .collect())
+}
+
+/// Writes `records` (in id order) as a segment in `dir`, named after the
+/// checkpoint file `stem`; fsynced before it is named.
+fn write_segment<'a>(
+    dir: &Path,
+    stem: &str,
+    records: impl ExactSizeIterator<Item = (&'a str, &'a TransferState, &'a Legs)>,
+    names: &Names,
+) -> Result<SegmentRef, String> {
+    let err = |why: String| {
+        format!(
+            "cannot write an archive segment in {}: {why}",
+            dir.display()
+        )
+    };
+    let io = |e: std::io::Error| err(e.to_string());
+    let tmp = dir.join(format!("{stem}.seg.tmp"));
+    let file = File::create(&tmp).map_err(io)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let mut bloom = Bloom::new(records.len());
+    let mut blocks: Vec<Block> = Vec::new();
+    let mut w = codec::Writer::default();
+    let mut first: Option<Box<str>> = None;
+    let (mut offset, mut count) = (0u64, 0u64);
+    let mut end_block = |w: &mut codec::Writer,
+                         first: &mut Option<Box<str>>,
+                         offset: &mut u64,
+                         out: &mut std::io::BufWriter<File>| {
+        if let Some(f) = first.take() {
+            out.write_all(&w.buf)?;
+            blocks.push(Block {
+                first: f,
+                offset: *offset,
+                len: w.buf.len() as u32,
+                sha: Sha256::digest(&w.buf).into(),
+            });
+            *offset += w.buf.len() as u64;
+            w.buf.clear();
+        }
+        Ok::<(), std::io::Error>(())
+    };
+    let mut last: Option<&str> = None;
+    for (id, state, legs) in records {
+        if last.is_some_and(|l| l >= id) {
+            return Err(err(format!("records out of id order at {id:?}")));
+        }
+        last = Some(id);
+        first.get_or_insert_with(|| id.into());
+        w.record(id, state, legs);
+        bloom.insert(id);
+        count += 1;
+        if w.buf.len() >= BLOCK_BYTES {
+            end_block(&mut w, &mut first, &mut offset, &mut out).map_err(io)?;
+        }
+    }
+    end_block(&mut w, &mut first, &mut offset, &mut out).map_err(io)?;
+    let list = names.list();
+    let mut ix = codec::Writer::default();
+    ix.u32(SEGMENT_VERSION);
+    ix.u64(list.len() as u64);
+    ix.bytes(&names_sha(list));
+    ix.u64(count);
+    ix.count(blocks.len());
+    for b in &blocks {
+        ix.str(&b.first);
+        ix.u64(b.offset);
+        ix.u32(b.len);
+        ix.bytes(&b.sha);
+    }
+    ix.u32(bloom.probes);
+    ix.count(bloom.words.len());
+    for &word in &bloom.words {
+        ix.u64(word);
+    }
+    let sha: [u8; 32] = Sha256::digest(&ix.buf).into();
+    out.write_all(&ix.buf).map_err(io)?;
+    out.write_all(&offset.to_le_bytes()).map_err(io)?;
+    out.write_all(&(ix.buf.len() as u64).to_le_bytes())
+        .map_err(io)?;
+    out.write_all(&sha).map_err(io)?;
+    out.write_all(MAGIC).map_err(io)?;
+    let file = out.into_inner().map_err(|e| err(e.to_string()))?;
+    file.sync_all().map_err(io)?;
+    let bytes = offset + ix.buf.len() as u64 + FOOTER;
+    let index_sha256 = hex(&sha);
+    let name = format!("{stem}.{}.seg", &index_sha256[..16]);
+    std::fs::rename(&tmp, dir.join(&name)).map_err(io)?;
+    Ok(SegmentRef {
+        file: name,
+        bytes,
+        records: count,
+        index_sha256,
+    })
+}
+
+/// The checkpoint file's directory and name (segments are named after it).
+pub fn place(checkpoint: &Path) -> (PathBuf, String) {
+    let dir = match checkpoint.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let stem = checkpoint
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "checkpoint".into());
+    (dir, stem)
+}
+
+/// Adds `settled` (in id order) to `archive` as a new segment, merges the
+/// newest segments as the policy says, and returns the segments the new
+/// checkpoint names. `open(id)`: the id is in the checkpoint's open part.
+pub fn append<'a>(
+    archive: &Archive,
+    checkpoint: &Path,
+    settled: impl ExactSizeIterator<Item = (&'a str, &'a TransferState, &'a Legs)>,
+    names: &Names,
+    open: impl Fn(&str) -> bool,
+) -> Result<Vec<SegmentRef>, String> {
+    let (dir, stem) = place(checkpoint);
+    let mut refs = archive.refs();
+    // Segments this run wrote, opened again only to be merged.
+    let mut fresh: Vec<Segment> = Vec::new();
+    if settled.len() > 0 {
+        let r = write_segment(&dir, &stem, settled, names)?;
+        fresh.push(Segment::open(&dir, &r, names)?);
+        refs.push(r);
+    }
+    while let [.., older, newer] = refs.as_slice() {
+        if newer.records * 2 < older.records {
+            break;
+        }
+        let n = refs.len();
+        let segs: Vec<&Segment> = refs[n - 2..]
+            .iter()
+            .map(|r| {
+                archive
+                    .segments
+                    .iter()
+                    .chain(&fresh)
+                    .find(|s| s.r == *r)
+                    .expect("every referenced segment is open")
+            })
+            .collect();
+        let records = merged(&segs, &open)?;
+        let r = write_segment(
+            &dir,
+            &stem,
+            records.iter().map(|(id, s, l)| (&**id, s, l)),
+            names,
+        )?;
+        fresh.push(Segment::open(&dir, &r, names)?);
+        refs.truncate(n - 2);
+        refs.push(r);
+    }
+    Ok(refs)
+}
+
+/// Deletes the segment files of the checkpoint `checkpoint` that `keep`
+/// does not name (merged away, or left by a run that stopped before its
+/// checkpoint was written).
+pub fn remove_unreferenced(checkpoint: &Path, keep: &[SegmentRef]) -> Result<(), String> {
+    let (dir, stem) = place(checkpoint);
+    let keep: HashSet<&str> = keep.iter().map(|r| r.file.as_str()).collect();
+    let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let ours = name
+            .strip_prefix(&stem)
+            .and_then(|r| r.strip_prefix('.'))
+            .is_some_and(|r| r.ends_with(".seg") || r == "seg.tmp");
+        if ours && !keep.contains(name.as_str()) {
+            std::fs::remove_file(e.path())
+                .map_err(|err| format!("{}: {err}", e.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::{Leg, TransferFacts};
+    use crate::names::Sym;
+    use crate::stream::Tail;
+
+    fn names() -> Names {
+        Names::from_list(vec!["acc-1".into(), "USD".into(), "captured".into()])
+    }
+
+    fn record(id: &str, seq: u64) -> Record {
+        let leg = Leg {
+            account: Sym(0),
+            amount: 5,
+            currency: Sym(1),
+            seq,
+        };
+        let state = TransferState {
+            tail: Tail {
+                last_seq: seq,
+                ..Default::default()
+            },
+            facts: TransferFacts {
+                terminal: true,
+                ..TransferFacts::new(Sym(2))
+            },
+        };
+        let legs = Legs {
+            holds: [leg].into_iter().collect(),
+            ..Default::default()
+        };
+        (id.into(), state, legs)
+    }
+
+    fn rows(r: &[Record]) -> impl ExactSizeIterator<Item = (&str, &TransferState, &Legs)> {
+        r.iter().map(|(id, s, l)| (&**id, s, l))
+    }
+
+    /// Appends `records` as a run's settled transfers and reopens the archive.
+    fn night(ckpt: &Path, archive: &Archive, records: &[Record], open: &[&str]) -> Archive {
+        let refs = append(archive, ckpt, rows(records), &names(), |id| {
+            open.contains(&id)
+        })
+        .unwrap();
+        remove_unreferenced(ckpt, &refs).unwrap();
+        let live = archive.live + records.len() as u64;
+        Archive::open(&place(ckpt).0, &refs, live, &names()).unwrap()
+    }
+
+    #[test]
+    fn the_bloom_hash_is_pinned_and_has_no_false_negatives() {
+        // Segments on disk depend on this function: changing it needs a new
+        // SEGMENT_VERSION.
+        assert_eq!(
+            bloom_hashes("t.acme.k1"),
+            (0xe114_19ed_bc27_0f26, 0x444e_e6fd_c442_bf75)
+        );
+        let mut b = Bloom::new(10_000);
+        for i in 0..10_000 {
+            b.insert(&format!("t.{i}"));
+        }
+        assert!((0..10_000).all(|i| b.may_contain(&format!("t.{i}"))));
+        let false_pos = (0..100_000)
+            .filter(|i| b.may_contain(&format!("u.{i}")))
+            .count();
+        assert!(false_pos < 200, "{false_pos} false positives in 100k");
+    }
+
+    #[test]
+    fn records_are_found_in_the_newest_segment_and_merged_as_they_accumulate() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("ck");
+        let big: Vec<Record> = (0..3_000)
+            .map(|i| record(&format!("t.{i:05}"), 1))
+            .collect();
+        let a = night(&ckpt, &Archive::default(), &big, &[]);
+        assert_eq!(a.refs().len(), 1);
+        assert!(a.segments[0].blocks.len() > 1, "several blocks");
+        // A later night: one transfer settled again (newer state), new ones.
+        let later = vec![record("t.00007", 2), record("t.99999", 2)];
+        let mut b = night(&ckpt, &a, &later, &[]);
+        assert_eq!(
+            b.refs().len(),
+            2,
+            "a small segment is not merged into a big one"
+        );
+        let got = b
+            .pull(["t.00006", "t.00007", "t.50000", "t.99999"])
+            .unwrap();
+        let seqs: Vec<(&str, u64)> = got.iter().map(|r| (&*r.0, r.1.tail.last_seq)).collect();
+        assert_eq!(seqs, [("t.00006", 1), ("t.00007", 2), ("t.99999", 2)]);
+        assert_eq!(got[0], record("t.00006", 1), "round trip");
+        assert_eq!(b.pulled, 3);
+        // A segment as large as the one before is merged into it; stale
+        // records (older copies, ids now open) are dropped.
+        let many: Vec<Record> = (0..3_000)
+            .map(|i| record(&format!("u.{i:05}"), 3))
+            .collect();
+        let c = night(&ckpt, &b, &many, &["t.00006"]);
+        assert_eq!(c.refs().len(), 1, "{:?}", c.refs());
+        assert_eq!(c.refs()[0].records, 3_000 + 3_000 + 1 - 1);
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "old segments deleted"
+        );
+        let mut c = c;
+        let all = c.take_all(|_| false).unwrap();
+        assert_eq!(all.len(), 6_000);
+        assert!(all.is_sorted_by(|x, y| x.0 < y.0));
+        assert_eq!(
+            all.iter()
+                .find(|r| &*r.0 == "t.00007")
+                .unwrap()
+                .1
+                .tail
+                .last_seq,
+            2
+        );
+        assert!(!all.iter().any(|r| &*r.0 == "t.00006"));
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn a_damaged_or_missing_segment_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("ck");
+        let recs: Vec<Record> = (0..2_000)
+            .map(|i| record(&format!("t.{i:05}"), 1))
+            .collect();
+        let a = night(&ckpt, &Archive::default(), &recs, &[]);
+        let r = a.refs().remove(0);
+        let path = dir.path().join(&r.file);
+        let good = std::fs::read(&path).unwrap();
+        // A block byte: found when the block is read.
+        let mut bad = good.clone();
+        bad[10] ^= 1;
+        std::fs::write(&path, &bad).unwrap();
+        let mut opened =
+            Archive::open(dir.path(), std::slice::from_ref(&r), 2_000, &names()).unwrap();
+        let e = opened.pull(["t.00001"]).unwrap_err();
+        assert!(e.contains("block 0") && e.contains("SHA-256"), "{e}");
+        // An index byte, the length, another checkpoint's names: refused on open.
+        for (at, why) in [
+            (good.len() - 100, "SHA-256"),
+            (good.len() - 30, "footer"),
+            (good.len() - 52, "out of place"),
+        ] {
+            let mut bad = good.clone();
+            bad[at] ^= 1;
+            std::fs::write(&path, &bad).unwrap();
+            let e = Archive::open(dir.path(), std::slice::from_ref(&r), 0, &names()).unwrap_err();
+            assert!(e.contains(why), "byte {at}: {e}");
+        }
+        std::fs::write(&path, &good[..good.len() - 1]).unwrap();
+        let e = Archive::open(dir.path(), std::slice::from_ref(&r), 0, &names()).unwrap_err();
+        assert!(e.contains("truncated or replaced"), "{e}");
+        std::fs::write(&path, &good).unwrap();
+        let other = Names::from_list(vec!["acc-2".into(), "USD".into(), "captured".into()]);
+        let e = Archive::open(dir.path(), std::slice::from_ref(&r), 0, &other).unwrap_err();
+        assert!(e.contains("other names"), "{e}");
+        std::fs::remove_file(&path).unwrap();
+        let e = Archive::open(dir.path(), &[r], 0, &names()).unwrap_err();
+        assert!(e.contains("cannot open"), "{e}");
+    }
+}
