@@ -159,7 +159,9 @@ if has incr; then
     # The nightly run: a checkpoint of the lake without its last day (a hard-linked copy with
     # that day's partition moved aside; not timed), then the day lands and the timed run
     # resumes from the checkpoint: it reads the new day only.
-    ck="$W/checkpoint"
+    # The checkpoint and its archive segments in a directory of their own.
+    mkdir -p "$W/ck"
+    ck="$W/ck/checkpoint"
     inc_lake="$W/inc-lake"
     cp -al "$LAKE_DIR" "$inc_lake"
     last_day=$(find "$inc_lake/events" -mindepth 2 -maxdepth 2 -type d -name 'date=*' -printf '%f\n' | sort | tail -1)
@@ -171,11 +173,12 @@ if has incr; then
     nice -n 10 "$BIN/reconcile" "$inc_lake" --now-ms "$NOW_MS" --quiet "${incr_args[@]}" >/dev/null || true
     for t in "$W"/held/*; do mv "$t" "$inc_lake/events/$(basename "$t")/$last_day"; done
     held_rows=$(find "$inc_lake/events" -path "*/$last_day/*.parquet" | wc -l)
-    # Every repetition resumes from the same checkpoint (a run rewrites it: without the
-    # restore, the second run would find nothing new).
-    cp "$ck" "$ck.before"
-    PRE="cp '$ck.before' '$ck'" measure incr 0 "$BIN/reconcile" "$inc_lake" --now-ms "$NOW_MS" "${incr_args[@]}"
-    NOTE[incr]="${NOTE[incr]:-resumed from a checkpoint without $last_day ($held_rows new files); checkpoint $(du -h "$ck" | cut -f1)}"
+    # Every repetition resumes from the same checkpoint (a run rewrites it and may merge
+    # archive segments: without the restore, the second run would find nothing new).
+    cp -a "$W/ck" "$W/ck.before"
+    PRE="rm -rf '$W/ck' && cp -a '$W/ck.before' '$W/ck'" measure incr 0 "$BIN/reconcile" "$inc_lake" --now-ms "$NOW_MS" "${incr_args[@]}"
+    segs=$(find "$W/ck" -name '*.seg' | wc -l)
+    NOTE[incr]="${NOTE[incr]:-resumed from a checkpoint without $last_day ($held_rows new files); checkpoint $(du -h "$ck" | cut -f1) + archive $(du -ch "$W"/ck/*.seg 2>/dev/null | tail -1 | cut -f1) in $segs segment(s)}"
     sed 's/^/  incr: /' "$W/incr.err" >&2
   else
     NOTE[incr]="skipped: no checkpoint support"

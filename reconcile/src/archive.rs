@@ -97,14 +97,16 @@ impl Bloom {
         }
     }
 
-    fn bits(&self, id: &str) -> impl Iterator<Item = usize> {
+    /// The bits of `id`: an iterator that does not borrow the filter.
+    fn bits(&self, id: &str) -> impl Iterator<Item = usize> + use<> {
         let n = self.words.len() as u64 * 64;
         let (h1, h2) = bloom_hashes(id);
-        (0..u64::from(self.probes)).map(move |i| (h1.wrapping_add(i.wrapping_mul(h2)) % n) as usize)
+        (0..u64::from(self.probes))
+            .map(move |i| (h1.wrapping_add(i.wrapping_mul(h2)) % n) as usize)
     }
 
     fn insert(&mut self, id: &str) {
-        for b in self.bits(id).collect::<Vec<_>>() {
+        for b in self.bits(id) {
             self.words[b / 64] |= 1 << (b % 64);
         }
     }

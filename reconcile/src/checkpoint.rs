@@ -271,20 +271,36 @@ impl ProofState {
             ))
         };
         // Settled transfers go to the archive (a new segment), the rest stay
-        // in this file.
+        // in this file: each transfer's legs found once, by the table's index.
         static NO_LEGS: std::sync::LazyLock<Legs> = std::sync::LazyLock::new(Legs::default);
-        let settled =
-            |id: &str, st: &TransferState| st.facts.terminal && !self.flagged.contains(id);
-        let settled_rows: Vec<(&str, &TransferState, &Legs)> = self
-            .transfers
+        let mut settled_rows: Vec<(&str, &TransferState, &Legs)> = Vec::new();
+        let mut open_rows: Vec<(&str, &TransferState)> = Vec::new();
+        let mut archived_legs = vec![false; self.legs.len()];
+        for (id, st) in self.transfers.iter() {
+            let row = self.legs.find(id);
+            if st.facts.terminal && !self.flagged.contains(id) {
+                settled_rows.push((id, st, row.map_or(&NO_LEGS, |i| self.legs.at(i).1)));
+                if let Some(i) = row {
+                    archived_legs[i as usize] = true;
+                }
+            } else {
+                open_rows.push((id, st));
+            }
+        }
+        // Legs of open transfers, and legs naming no transfer stream.
+        let open_legs: Vec<(&str, &Legs)> = self
+            .legs
             .iter()
-            .filter(|(id, st)| settled(id, st))
-            .map(|(id, st)| (id, st, self.legs.get(id).unwrap_or(&NO_LEGS)))
+            .zip(&archived_legs)
+            .filter(|((_, l), &archived)| !archived && **l != Legs::default())
+            .map(|(row, _)| row)
             .collect();
-        let is_open = |id: &str| match self.transfers.state(id) {
-            Some(st) => !settled(id, st),
-            None => self.legs.get(id).is_some_and(|l| *l != Legs::default()),
-        };
+        let open_ids: HashSet<&str> = open_rows
+            .iter()
+            .map(|r| r.0)
+            .chain(open_legs.iter().map(|r| r.0))
+            .collect();
+        let is_open = |id: &str| open_ids.contains(id);
         let archived = self.archive.live + settled_rows.len() as u64;
         let segments = archive::append(
             &self.archive,
@@ -359,23 +375,13 @@ impl ProofState {
             }
             Ok::<(), std::io::Error>(())
         };
-        let open: Vec<(&str, &TransferState)> = self
-            .transfers
-            .iter()
-            .filter(|(id, st)| !settled(id, st))
-            .collect();
-        w.count(open.len());
-        for (id, st) in open {
+        w.count(open_rows.len());
+        for (id, st) in open_rows {
             w.transfer(id, st);
             flush(&mut w, &mut out, false).map_err(io)?;
         }
-        let legs: Vec<(&str, &Legs)> = self
-            .legs
-            .iter()
-            .filter(|(id, l)| **l != Legs::default() && is_open(id))
-            .collect();
-        w.count(legs.len());
-        for (id, l) in legs {
+        w.count(open_legs.len());
+        for (id, l) in open_legs {
             w.legs(id, l);
             flush(&mut w, &mut out, false).map_err(io)?;
         }

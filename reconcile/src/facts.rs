@@ -324,6 +324,12 @@ impl LegsTable {
         &mut rows[i as usize].1
     }
 
+    /// The id and legs of row `i` (from [`LegsTable::find`]).
+    pub fn at(&self, i: u32) -> (&str, &Legs) {
+        let (id, legs) = &self.rows[i as usize];
+        (id, legs)
+    }
+
     /// In the order first seen.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Legs)> + '_ {
         self.rows.iter().map(|(id, l)| (&**id, l))
