@@ -101,8 +101,7 @@ impl Bloom {
     fn bits(&self, id: &str) -> impl Iterator<Item = usize> + use<> {
         let n = self.words.len() as u64 * 64;
         let (h1, h2) = bloom_hashes(id);
-        (0..u64::from(self.probes))
-            .map(move |i| (h1.wrapping_add(i.wrapping_mul(h2)) % n) as usize)
+        (0..u64::from(self.probes)).map(move |i| (h1.wrapping_add(i.wrapping_mul(h2)) % n) as usize)
     }
 
     fn insert(&mut self, id: &str) {

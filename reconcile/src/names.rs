@@ -66,16 +66,31 @@ pub struct Sym(pub u32);
 pub struct Names {
     list: Vec<Box<str>>,
     ix: FxMap<Box<str>, Sym>,
+    /// Per slot (a name's length and last byte), the sym + 1 of the last name
+    /// looked up there: most lookups repeat a few names (currencies, phases),
+    /// and one comparison is cheaper than hashing.
+    recent: [u32; 32],
 }
 
 impl Names {
     pub fn id(&mut self, s: &str) -> Sym {
-        if let Some(&id) = self.ix.get(s) {
-            return id;
+        let slot = (s.len() ^ usize::from(s.as_bytes().last().copied().unwrap_or(0)) << 1) % 32;
+        if let Some(r) = self.recent[slot].checked_sub(1) {
+            if *self.list[r as usize] == *s {
+                return Sym(r);
+            }
         }
-        let id = Sym(u32::try_from(self.list.len()).expect("fewer than 2³² distinct names"));
-        self.list.push(s.into());
-        self.ix.insert(s.into(), id);
+        let id = match self.ix.get(s) {
+            Some(&id) => id,
+            None => {
+                let id =
+                    Sym(u32::try_from(self.list.len()).expect("fewer than 2³² distinct names"));
+                self.list.push(s.into());
+                self.ix.insert(s.into(), id);
+                id
+            }
+        };
+        self.recent[slot] = id.0 + 1;
         id
     }
 
@@ -103,5 +118,25 @@ impl Names {
     /// Adds `other`'s names; returns, for each of `other`'s syms, this table's sym.
     pub fn absorb(&mut self, other: &Names) -> Vec<Sym> {
         other.list.iter().map(|s| self.id(s)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_sharing_a_recent_slot_keep_their_own_syms() {
+        let mut n = Names::default();
+        // Same length and last byte: the same recent slot, alternately.
+        let words = ["ab", "cb", "ab", "xb", "cb", "", "ab", "USD", "EUR", "USD"];
+        let syms: Vec<u32> = words.iter().map(|w| n.id(w).0).collect();
+        assert_eq!(syms, [0, 1, 0, 2, 1, 3, 0, 4, 5, 4]);
+        for (w, s) in words.iter().zip(&syms) {
+            assert_eq!(n.get(Sym(*s)), *w);
+            assert_eq!(n.find(w), Some(Sym(*s)));
+        }
+        let copy = Names::from_list(n.list().to_vec());
+        assert_eq!(copy.list(), n.list());
     }
 }

@@ -354,7 +354,10 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
     std::fs::write(&seg, &bad).unwrap();
     let (code, err) = bin(&["--checkpoint", ck]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("archive segment") && err.contains("--full"), "{err}");
+    assert!(
+        err.contains("archive segment") && err.contains("--full"),
+        "{err}"
+    );
     std::fs::remove_file(&seg).unwrap();
     let (code, err) = bin(&["--checkpoint", ck]);
     assert_eq!(code, 2, "{err}");
