@@ -448,6 +448,53 @@ async fn touched(
     Ok((ids, reopens))
 }
 
+/// Pulls back from `prior`'s archive every transfer the lake's new files
+/// name (all of them if an account stream will be re-proved from seq 1),
+/// into its open state. Returns the account and transfer tables' files.
+async fn pull_back(
+    lake: &Lake,
+    prior: &mut ProofState,
+    opts: &Options,
+    started: Instant,
+) -> Result<(Option<Vec<LakeFileInfo>>, Option<Vec<LakeFileInfo>>), Error> {
+    let (a, t) = (
+        lake.files(Table::Account).await?,
+        lake.files(Table::Transfer).await?,
+    );
+    let (ids, reopens) = touched(
+        lake,
+        &new_files(&a, &prior.files),
+        &new_files(&t, &prior.files),
+        prior,
+    )
+    .await?;
+    let archive_err = |e: String| Error::Lake(format!("checkpoint archive: {e}"));
+    let pulled = if reopens {
+        let mut archive = std::mem::take(&mut prior.archive);
+        let all = archive.take_all(|id| prior.is_open(id));
+        prior.archive = archive;
+        all.map_err(archive_err)?
+    } else {
+        prior
+            .archive
+            .pull(ids.iter().map(String::as_str))
+            .map_err(archive_err)?
+    };
+    if opts.progress {
+        eprintln!(
+            "reconcile: {} transfers pulled back from the checkpoint's archive ({:.1} s)",
+            pulled.len(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    for (id, st, legs) in pulled {
+        prior.transfers.put(&id, st);
+        *prior.legs.entry(&id) = legs;
+    }
+    prior.transfers.end_pass();
+    Ok((Some(a), Some(t)))
+}
+
 /// Scans `files` in stream order (only the streams of `keys` when given),
 /// hands each whole stream to `take`, and returns the scan's statistics.
 async fn scan_streams(
@@ -495,45 +542,11 @@ pub async fn reconcile_from(
     let mut prior = resume.unwrap_or_default();
     // Transfers the new files name come back from the archive first, so the
     // proof below sees every transfer it touches (see `archive`).
-    let (mut account_files, mut transfer_files) = (None, None);
-    if !prior.archive.is_empty() {
-        let (a, t) = (
-            lake.files(Table::Account).await?,
-            lake.files(Table::Transfer).await?,
-        );
-        let (ids, reopens) = touched(
-            lake,
-            &new_files(&a, &prior.files),
-            &new_files(&t, &prior.files),
-            &prior,
-        )
-        .await?;
-        let archive_err = |e: String| Error::Lake(format!("checkpoint archive: {e}"));
-        let pulled = if reopens {
-            let mut archive = std::mem::take(&mut prior.archive);
-            let all = archive.take_all(|id| prior.is_open(id));
-            prior.archive = archive;
-            all.map_err(archive_err)?
-        } else {
-            prior
-                .archive
-                .pull(ids.iter().map(String::as_str))
-                .map_err(archive_err)?
-        };
-        if opts.progress {
-            eprintln!(
-                "reconcile: {} transfers pulled back from the checkpoint's archive ({:.1} s)",
-                pulled.len(),
-                started.elapsed().as_secs_f64()
-            );
-        }
-        for (id, st, legs) in pulled {
-            prior.transfers.put(&id, st);
-            *prior.legs.entry(&id) = legs;
-        }
-        prior.transfers.end_pass();
-        (account_files, transfer_files) = (Some(a), Some(t));
-    }
+    let (account_files, transfer_files) = if prior.archive.is_empty() {
+        (None, None)
+    } else {
+        pull_back(lake, &mut prior, opts, started).await?
+    };
     let archive = std::mem::take(&mut prior.archive);
     let prior_files = prior.files;
     // Split the prior state by table: legs come from account streams,
