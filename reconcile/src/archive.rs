@@ -271,15 +271,6 @@ impl Segment {
             .partition_point(|b| &*b.first <= id)
             .checked_sub(1)
     }
-
-    /// Every record, in id order.
-    fn records(&self) -> Result<Vec<Record>, String> {
-        let mut out = Vec::with_capacity(self.r.records as usize);
-        for i in 0..self.blocks.len() {
-            out.extend(self.block(i)?);
-        }
-        Ok(out)
-    }
 }
 
 /// The settled transfers of a checkpoint, in segments (oldest first).
@@ -353,8 +344,13 @@ impl Archive {
 
     /// Pulls back everything: the newest record of every id that is not
     /// `open`, in id order; the archive is then empty.
-    pub fn take_all(&mut self, open: impl Fn(&str) -> bool) -> Result<Vec<Record>, String> {
-        let all = merged(&self.segments.iter().collect::<Vec<_>>(), &open)?;
+    pub fn take_all(&mut self, open: &dyn Fn(&str) -> bool) -> Result<Vec<Record>, String> {
+        let segments: Vec<&Segment> = self.segments.iter().collect();
+        let mut merged = Merged::new(&segments, &open);
+        let mut all = Vec::new();
+        while let Some(r) = merged.next_record()? {
+            all.push(r);
+        }
         self.segments.clear();
         self.pulled += all.len() as u64;
         self.live = 0;
@@ -362,115 +358,178 @@ impl Archive {
     }
 }
 
-/// The records of `segments` (oldest first), the newest of each id, in id
-/// order, without the ids that are `open` (their archived records are stale).
-fn merged(segments: &[&Segment], open: &dyn Fn(&str) -> bool) -> Result<Vec<Record>, String> {
-    let mut all: Vec<(usize, Record)> = Vec::new();
-    for (age, seg) in segments.iter().enumerate() {
-        all.extend(seg.records()?.into_iter().map(|r| (age, r)));
-    }
-    // By id, newest first; keep the first of each id.
-    all.sort_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.0.cmp(&a.0)));
-    all.dedup_by(|later, first| later.1 .0 == first.1 .0);
-    Ok(all
-        .into_iter()
-        .map(|(_, r)| r)
-        .filter(|r| !open(&r.0))
-        .collect())
+/// The records of `segments` (oldest first) in id order, the newest of each
+/// id only, without the ids that are `open` (their archived records are
+/// stale): a k-way merge that holds one block per segment.
+struct Merged<'a> {
+    /// Per segment (oldest first): its next blocks and the current one's
+    /// records, reversed so the next is at the end.
+    heads: Vec<(&'a Segment, std::ops::Range<usize>, Vec<Record>)>,
+    open: &'a dyn Fn(&str) -> bool,
 }
 
-/// Writes `records` (in id order) as a segment in `dir`, named after the
-/// checkpoint file `stem`; fsynced before it is named.
-fn write_segment<'a>(
-    dir: &Path,
-    stem: &str,
-    records: impl ExactSizeIterator<Item = (&'a str, &'a TransferState, &'a Legs)>,
-    names: &Names,
-) -> Result<SegmentRef, String> {
-    let err = |why: String| {
-        format!(
-            "cannot write an archive segment in {}: {why}",
-            dir.display()
-        )
-    };
-    let io = |e: std::io::Error| err(e.to_string());
-    let tmp = dir.join(format!("{stem}.seg.tmp"));
-    let file = File::create(&tmp).map_err(io)?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-    let mut bloom = Bloom::new(records.len());
-    let mut blocks: Vec<Block> = Vec::new();
-    let mut w = codec::Writer::default();
-    let mut first: Option<Box<str>> = None;
-    let (mut offset, mut count) = (0u64, 0u64);
-    let mut end_block = |w: &mut codec::Writer,
-                         first: &mut Option<Box<str>>,
-                         offset: &mut u64,
-                         out: &mut std::io::BufWriter<File>| {
-        if let Some(f) = first.take() {
-            out.write_all(&w.buf)?;
-            blocks.push(Block {
-                first: f,
-                offset: *offset,
-                len: w.buf.len() as u32,
-                sha: Sha256::digest(&w.buf).into(),
+impl<'a> Merged<'a> {
+    fn new(segments: &[&'a Segment], open: &'a dyn Fn(&str) -> bool) -> Merged<'a> {
+        Merged {
+            heads: segments
+                .iter()
+                .map(|s| (*s, 0..s.blocks.len(), Vec::new()))
+                .collect(),
+            open,
+        }
+    }
+
+    /// The next record, or None at the end.
+    fn next_record(&mut self) -> Result<Option<Record>, String> {
+        loop {
+            for (seg, blocks, current) in &mut self.heads {
+                while current.is_empty() {
+                    let Some(b) = blocks.next() else { break };
+                    *current = seg.block(b)?;
+                    current.reverse();
+                }
+            }
+            // The least id; among equal ids the newest segment's record.
+            let mut best: Option<usize> = None;
+            for (k, (_, _, current)) in self.heads.iter().enumerate() {
+                let Some(r) = current.last() else { continue };
+                if best.is_none_or(|b| r.0 <= self.heads[b].2.last().expect("non-empty").0) {
+                    best = Some(k);
+                }
+            }
+            let Some(best) = best else {
+                return Ok(None);
+            };
+            let record = self.heads[best].2.pop().expect("non-empty");
+            for (_, _, current) in &mut self.heads {
+                if current.last().is_some_and(|r| r.0 == record.0) {
+                    current.pop(); // an older copy
+                }
+            }
+            if !(self.open)(&record.0) {
+                return Ok(Some(record));
+            }
+        }
+    }
+}
+
+/// Writes records (pushed in id order) as a segment in the checkpoint's
+/// directory, named after it; fsynced before it is named.
+struct SegmentWriter {
+    dir: PathBuf,
+    stem: String,
+    tmp: PathBuf,
+    out: std::io::BufWriter<File>,
+    bloom: Bloom,
+    blocks: Vec<Block>,
+    block: codec::Writer,
+    first: Option<Box<str>>,
+    last: Option<Box<str>>,
+    offset: u64,
+    count: u64,
+}
+
+impl SegmentWriter {
+    /// A writer for at most `capacity` records (the Bloom filter's size).
+    fn create(checkpoint: &Path, capacity: usize) -> Result<SegmentWriter, String> {
+        let (dir, stem) = place(checkpoint);
+        let tmp = dir.join(format!("{stem}.seg.tmp"));
+        let file = File::create(&tmp).map_err(|e| write_err(&dir, e))?;
+        Ok(SegmentWriter {
+            out: std::io::BufWriter::with_capacity(1 << 20, file),
+            bloom: Bloom::new(capacity),
+            blocks: Vec::new(),
+            block: codec::Writer::default(),
+            first: None,
+            last: None,
+            offset: 0,
+            count: 0,
+            dir,
+            stem,
+            tmp,
+        })
+    }
+
+    fn push(&mut self, id: &str, state: &TransferState, legs: &Legs) -> Result<(), String> {
+        if self.last.as_deref().is_some_and(|l| l >= id) {
+            return Err(format!("archive records out of id order at {id:?}"));
+        }
+        self.last = Some(id.into());
+        self.first.get_or_insert_with(|| id.into());
+        self.block.record(id, state, legs);
+        self.bloom.insert(id);
+        self.count += 1;
+        if self.block.buf.len() >= BLOCK_BYTES {
+            self.end_block()?;
+        }
+        Ok(())
+    }
+
+    fn end_block(&mut self) -> Result<(), String> {
+        if let Some(first) = self.first.take() {
+            let buf = std::mem::take(&mut self.block.buf);
+            self.out
+                .write_all(&buf)
+                .map_err(|e| write_err(&self.dir, e))?;
+            self.blocks.push(Block {
+                first,
+                offset: self.offset,
+                len: buf.len() as u32,
+                sha: Sha256::digest(&buf).into(),
             });
-            *offset += w.buf.len() as u64;
-            w.buf.clear();
+            self.offset += buf.len() as u64;
         }
-        Ok::<(), std::io::Error>(())
-    };
-    let mut last: Option<&str> = None;
-    for (id, state, legs) in records {
-        if last.is_some_and(|l| l >= id) {
-            return Err(err(format!("records out of id order at {id:?}")));
+        Ok(())
+    }
+
+    /// Writes the index and footer, syncs and names the file.
+    fn finish(mut self, names: &Names) -> Result<SegmentRef, String> {
+        self.end_block()?;
+        let io = |e: std::io::Error| write_err(&self.dir, e);
+        let list = names.list();
+        let mut ix = codec::Writer::default();
+        ix.u32(SEGMENT_VERSION);
+        ix.u64(list.len() as u64);
+        ix.bytes(&names_sha(list));
+        ix.u64(self.count);
+        ix.count(self.blocks.len());
+        for b in &self.blocks {
+            ix.str(&b.first);
+            ix.u64(b.offset);
+            ix.u32(b.len);
+            ix.bytes(&b.sha);
         }
-        last = Some(id);
-        first.get_or_insert_with(|| id.into());
-        w.record(id, state, legs);
-        bloom.insert(id);
-        count += 1;
-        if w.buf.len() >= BLOCK_BYTES {
-            end_block(&mut w, &mut first, &mut offset, &mut out).map_err(io)?;
+        ix.u32(self.bloom.probes);
+        ix.count(self.bloom.words.len());
+        for &word in &self.bloom.words {
+            ix.u64(word);
         }
+        let sha: [u8; 32] = Sha256::digest(&ix.buf).into();
+        for part in [
+            &ix.buf[..],
+            &self.offset.to_le_bytes(),
+            &(ix.buf.len() as u64).to_le_bytes(),
+            &sha,
+            MAGIC,
+        ] {
+            self.out.write_all(part).map_err(io)?;
+        }
+        let file = self.out.into_inner().map_err(|e| io(e.into_error()))?;
+        file.sync_all().map_err(io)?;
+        let index_sha256 = hex(&sha);
+        let name = format!("{}.{}.seg", self.stem, &index_sha256[..16]);
+        std::fs::rename(&self.tmp, self.dir.join(&name)).map_err(io)?;
+        Ok(SegmentRef {
+            file: name,
+            bytes: self.offset + ix.buf.len() as u64 + FOOTER,
+            records: self.count,
+            index_sha256,
+        })
     }
-    end_block(&mut w, &mut first, &mut offset, &mut out).map_err(io)?;
-    let list = names.list();
-    let mut ix = codec::Writer::default();
-    ix.u32(SEGMENT_VERSION);
-    ix.u64(list.len() as u64);
-    ix.bytes(&names_sha(list));
-    ix.u64(count);
-    ix.count(blocks.len());
-    for b in &blocks {
-        ix.str(&b.first);
-        ix.u64(b.offset);
-        ix.u32(b.len);
-        ix.bytes(&b.sha);
-    }
-    ix.u32(bloom.probes);
-    ix.count(bloom.words.len());
-    for &word in &bloom.words {
-        ix.u64(word);
-    }
-    let sha: [u8; 32] = Sha256::digest(&ix.buf).into();
-    out.write_all(&ix.buf).map_err(io)?;
-    out.write_all(&offset.to_le_bytes()).map_err(io)?;
-    out.write_all(&(ix.buf.len() as u64).to_le_bytes())
-        .map_err(io)?;
-    out.write_all(&sha).map_err(io)?;
-    out.write_all(MAGIC).map_err(io)?;
-    let file = out.into_inner().map_err(|e| err(e.to_string()))?;
-    file.sync_all().map_err(io)?;
-    let bytes = offset + ix.buf.len() as u64 + FOOTER;
-    let index_sha256 = hex(&sha);
-    let name = format!("{stem}.{}.seg", &index_sha256[..16]);
-    std::fs::rename(&tmp, dir.join(&name)).map_err(io)?;
-    Ok(SegmentRef {
-        file: name,
-        bytes,
-        records: count,
-        index_sha256,
-    })
+}
+
+fn write_err(dir: &Path, e: std::io::Error) -> String {
+    format!("cannot write an archive segment in {}: {e}", dir.display())
 }
 
 /// The checkpoint file's directory and name (segments are named after it).
@@ -494,14 +553,18 @@ pub fn append<'a>(
     checkpoint: &Path,
     settled: impl ExactSizeIterator<Item = (&'a str, &'a TransferState, &'a Legs)>,
     names: &Names,
-    open: impl Fn(&str) -> bool,
+    open: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<SegmentRef>, String> {
-    let (dir, stem) = place(checkpoint);
+    let dir = place(checkpoint).0;
     let mut refs = archive.refs();
     // Segments this run wrote, opened again only to be merged.
     let mut fresh: Vec<Segment> = Vec::new();
     if settled.len() > 0 {
-        let r = write_segment(&dir, &stem, settled, names)?;
+        let mut w = SegmentWriter::create(checkpoint, settled.len())?;
+        for (id, state, legs) in settled {
+            w.push(id, state, legs)?;
+        }
+        let r = w.finish(names)?;
         fresh.push(Segment::open(&dir, &r, names)?);
         refs.push(r);
     }
@@ -521,13 +584,13 @@ pub fn append<'a>(
                     .expect("every referenced segment is open")
             })
             .collect();
-        let records = merged(&segs, &open)?;
-        let r = write_segment(
-            &dir,
-            &stem,
-            records.iter().map(|(id, s, l)| (&**id, s, l)),
-            names,
-        )?;
+        let capacity = segs.iter().map(|s| s.r.records as usize).sum();
+        let mut w = SegmentWriter::create(checkpoint, capacity)?;
+        let mut merged = Merged::new(&segs, &open);
+        while let Some((id, state, legs)) = merged.next_record()? {
+            w.push(&id, &state, &legs)?;
+        }
+        let r = w.finish(names)?;
         fresh.push(Segment::open(&dir, &r, names)?);
         refs.truncate(n - 2);
         refs.push(r);
@@ -597,7 +660,7 @@ mod tests {
 
     /// Appends `records` as a run's settled transfers and reopens the archive.
     fn night(ckpt: &Path, archive: &Archive, records: &[Record], open: &[&str]) -> Archive {
-        let refs = append(archive, ckpt, rows(records), &names(), |id| {
+        let refs = append(archive, ckpt, rows(records), &names(), &|id| {
             open.contains(&id)
         })
         .unwrap();
@@ -664,7 +727,7 @@ mod tests {
             "old segments deleted"
         );
         let mut c = c;
-        let all = c.take_all(|_| false).unwrap();
+        let all = c.take_all(&|_| false).unwrap();
         assert_eq!(all.len(), 6_000);
         assert!(all.is_sorted_by(|x, y| x.0 < y.0));
         assert_eq!(

@@ -307,7 +307,7 @@ impl ProofState {
             path,
             settled_rows.into_iter(),
             &self.names,
-            is_open,
+            &is_open,
         )
         .map_err(err)?;
         let mut streams: Vec<_> = self.streams.iter().collect();

@@ -471,7 +471,7 @@ async fn pull_back(
     let archive_err = |e: String| Error::Lake(format!("checkpoint archive: {e}"));
     let pulled = if reopens {
         let mut archive = std::mem::take(&mut prior.archive);
-        let all = archive.take_all(|id| prior.is_open(id));
+        let all = archive.take_all(&|id| prior.is_open(id));
         prior.archive = archive;
         all.map_err(archive_err)?
     } else {
