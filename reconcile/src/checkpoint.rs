@@ -161,6 +161,41 @@ fn table_of(name: &str) -> Result<Table, String> {
         .ok_or_else(|| format!("unknown table {name:?}"))
 }
 
+/// Held by a run from before it reads its checkpoint until after it has
+/// written the next one: a second run on the same checkpoint would delete
+/// the archive segments the first is about to name.
+#[derive(Debug)]
+pub struct CheckpointLock {
+    _file: std::fs::File,
+}
+
+impl CheckpointLock {
+    /// Takes the lock `FILE.lock` beside the checkpoint `FILE`, or says which
+    /// run holds it.
+    pub fn take(path: &Path) -> Result<CheckpointLock, CheckpointError> {
+        let (dir, stem) = archive::place(path);
+        let lock = dir.join(format!("{stem}.lock"));
+        let err = |why: String| CheckpointError(format!("checkpoint {}: {why}", path.display()));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock)
+            .map_err(|e| err(format!("cannot open its lock file {}: {e}", lock.display())))?;
+        match file.try_lock() {
+            Ok(()) => Ok(CheckpointLock { _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(err(format!(
+                "another reconcile run is using it (it holds {})\nHelp: wait for that run to end; \
+                 two runs must not share a checkpoint",
+                lock.display()
+            ))),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(err(format!("cannot lock {}: {e}", lock.display())))
+            }
+        }
+    }
+}
+
 /// Why a checkpoint cannot be used. Exit code 2: a run must not silently
 /// fall back to a full proof (or worse, resume from the wrong state).
 #[derive(Debug)]

@@ -31,7 +31,7 @@ pub mod run;
 pub mod store;
 pub mod stream;
 
-pub use checkpoint::{CheckpointError, ProofState};
+pub use checkpoint::{CheckpointError, CheckpointLock, ProofState};
 pub use finding::{CheckResult, Finding};
 pub use lake::{Error, Lake};
 pub use report::Report;

@@ -7,7 +7,8 @@ use clap::Parser;
 use ledger_reconcile::output::{alert::AlertConfig, sweep::SweepConfig, Outputs};
 use ledger_reconcile::store::Location;
 use ledger_reconcile::{
-    reconcile_from, Error, Lake, Options, ProofState, EXIT_ERROR, EXIT_HELD, EXIT_VIOLATED,
+    reconcile_from, CheckpointLock, Error, Lake, Options, ProofState, EXIT_ERROR, EXIT_HELD,
+    EXIT_VIOLATED,
 };
 
 /// Proves the ledger's invariants from the event lake alone.
@@ -214,6 +215,19 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(EXIT_ERROR as u8);
     }
+    // Held until the new checkpoint is written (the end of main).
+    let _lock = match cli
+        .checkpoint
+        .as_deref()
+        .map(CheckpointLock::take)
+        .transpose()
+    {
+        Ok(lock) => lock,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_ERROR as u8);
+        }
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -366,6 +366,17 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
     assert_eq!(bin(&["--checkpoint", ck]).0, 0);
     assert!(!segment_files(dir.path()).is_empty());
 
+    // Two runs never share a checkpoint: while one holds it, another is
+    // refused (exit 2) and changes nothing.
+    let before = std::fs::read(&ckpt).unwrap();
+    let held = ledger_reconcile::CheckpointLock::take(&ckpt).unwrap();
+    let (code, err) = bin(&["--checkpoint", ck]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("another reconcile run"), "{err}");
+    assert_eq!(std::fs::read(&ckpt).unwrap(), before);
+    drop(held);
+    assert_eq!(bin(&["--checkpoint", ck]).0, 0, "free again");
+
     // A checkpoint of another lake is refused, not silently reused.
     let other = dir.path().join("other");
     std::fs::create_dir(&other).unwrap();
