@@ -220,7 +220,7 @@ impl Segment {
         if n_names > known.len() || names_sha(&known[..n_names]) != sha {
             return Err("written with other names than the checkpoint's".into());
         }
-        let _records = r.u64()?;
+        let records = r.u64()?;
         let n = r.count()?;
         let mut blocks = Vec::with_capacity(n);
         for _ in 0..n {
@@ -242,6 +242,12 @@ impl Segment {
         let words = (0..r.count()?)
             .map(|_| r.u64())
             .collect::<Result<Vec<_>, _>>()?;
+        if !(1..=64).contains(&probes) || (records > 0 && words.is_empty()) {
+            return Err(format!(
+                "a Bloom filter of {} words and {probes} probes",
+                words.len()
+            ));
+        }
         if !r.at_end() {
             return Err("bytes after the Bloom filter".into());
         }
