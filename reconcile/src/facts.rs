@@ -219,21 +219,26 @@ impl Transfers {
             self.rows = pass;
             return;
         }
-        let old = std::mem::take(&mut self.rows);
-        let mut merged = Vec::with_capacity(old.len() + pass.len());
-        let mut new = pass.into_iter().peekable();
-        for row in old {
-            while new.peek().is_some_and(|n| n.0 < row.0) {
-                merged.extend(new.next());
+        // Merged in place from the back: the rows grow by the pass (not a
+        // second copy of millions of rows) and each row moves at most once.
+        // [0, old) old rows not yet placed, [old, free) garbage (room, or an
+        // old row a new one replaces), [free, len) placed rows.
+        let mut old = self.rows.len();
+        self.rows.resize_with(old + pass.len(), Default::default);
+        let mut free = self.rows.len();
+        while let Some(new) = pass.pop() {
+            while old > 0 && self.rows[old - 1].0 > new.0 {
+                old -= 1;
+                free -= 1;
+                self.rows.swap(old, free);
             }
-            if new.peek().is_some_and(|n| n.0 == row.0) {
-                merged.extend(new.next());
-            } else {
-                merged.push(row);
+            if old > 0 && self.rows[old - 1].0 == new.0 {
+                old -= 1; // re-proved: the old state is dropped
             }
+            free -= 1;
+            self.rows[free] = new;
         }
-        merged.extend(new);
-        self.rows = merged;
+        self.rows.drain(old..free);
     }
 
     /// Drops the states of the streams `ids` (about to be re-proved).
@@ -585,6 +590,39 @@ mod tests {
         t.put("b", state(3));
         t.end_pass();
         assert_eq!(seqs(&t).iter().map(|x| x.0).collect::<String>(), "abcdef");
+    }
+
+    #[test]
+    fn merging_a_pass_in_place_is_a_sorted_union_where_the_pass_wins() {
+        let mut rng = 7u64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        for round in 0..300 {
+            let mut t = Transfers::default();
+            let mut want = BTreeMap::new();
+            for pass in 0..3 {
+                let n = next(40);
+                let mut ids: Vec<u64> = (0..n).map(|_| next(60)).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                for id in ids {
+                    let seq = round * 10 + pass;
+                    t.put(&format!("t.{id:02}"), state(seq));
+                    want.insert(format!("t.{id:02}"), seq);
+                }
+                t.end_pass();
+                let got: Vec<(String, u64)> = seqs(&t)
+                    .into_iter()
+                    .map(|(id, s)| (id.to_owned(), s))
+                    .collect();
+                let want: Vec<(String, u64)> = want.iter().map(|(k, v)| (k.clone(), *v)).collect();
+                assert_eq!(got, want, "round {round}, pass {pass}");
+            }
+        }
     }
 
     #[test]
