@@ -125,8 +125,9 @@ impl Lake {
     /// configuration is checked: [`Lake::connect`] also asks the store.
     pub fn open(location: &str) -> Result<Lake, Error> {
         let mut config = SessionConfig::new().with_batch_size(SCAN_BATCH_ROWS);
-        // The lake's strings are Utf8; view types would make every consumer
-        // handle two representations for no gain in a single sorted pass.
+        // The lake's strings are Utf8, and column scans (`scan_columns`)
+        // hand Utf8 batches to their callers; only the proof's sorted scan
+        // reads views (see `scan_sorted_where`).
         config
             .options_mut()
             .execution
@@ -347,6 +348,10 @@ impl Lake {
         // ranges read in parallel, or the file's order would be lost.
         options.execution.target_partitions = 1;
         options.optimizer.repartition_file_scans = false;
+        // Strings as Utf8View (`rows::Cols`): the Parquet reader builds views
+        // into the decoded pages and dictionaries instead of copying every
+        // value into an offset buffer.
+        options.execution.parquet.schema_force_view_types = true;
         let ctx = SessionContext::new_with_state(state);
         let started = std::time::Instant::now();
         // Inferring a schema reads the footer again: once per distinct

@@ -5,7 +5,9 @@
 //! [`Row`] is a shared handle on a batch and a row index; [`Row::view`] borrows the row as
 //! an [`EventRef`] straight from the Arrow buffers. No row is copied into owned strings: the
 //! proof reads 10⁷ rows a night, and building ~12 `String`s per row cost more than reading
-//! the Parquet.
+//! the Parquet. Strings are read as Utf8View ([`crate::Lake::scan_sorted_where`] asks
+//! DataFusion for view types): the Parquet reader then points each value into the
+//! decompressed page or dictionary instead of copying it into an offset buffer.
 //!
 //! DataFusion 55.2 is built on arrow 59, the lake writer (`ledger-ingest`) on arrow 60, so
 //! `ledger_ingest::rows_from_batch` cannot take DataFusion's batches; this is the same
@@ -14,7 +16,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, Int64Array, StringArray, UInt16Array};
+use datafusion::arrow::array::{Array, Int64Array, StringViewArray, UInt16Array};
 use datafusion::arrow::record_batch::RecordBatch;
 use ledger_events::{EventRef, Stream, SCHEMA_VERSIONS_KNOWN};
 
@@ -22,26 +24,26 @@ use ledger_events::{EventRef, Stream, SCHEMA_VERSIONS_KNOWN};
 /// (stream and seq) decoded once.
 pub struct Cols {
     v: UInt16Array,
-    event_id: StringArray,
+    event_id: StringViewArray,
     stream: Vec<Stream>,
-    stream_key: StringArray,
+    stream_key: StringViewArray,
     seq: Vec<u64>,
-    kind: StringArray,
+    kind: StringViewArray,
     occurred: Int64Array,
-    currency: Option<StringArray>,
+    currency: Option<StringViewArray>,
     amount: Option<Int64Array>,
     balance_after: Option<Int64Array>,
     held_after: Option<Int64Array>,
     overdraft_limit: Option<Int64Array>,
-    entry_id: Option<StringArray>,
-    transfer_id: Option<StringArray>,
-    counterparty: Option<StringArray>,
-    source: Option<StringArray>,
-    destination: Option<StringArray>,
+    entry_id: Option<StringViewArray>,
+    transfer_id: Option<StringViewArray>,
+    counterparty: Option<StringViewArray>,
+    source: Option<StringViewArray>,
+    destination: Option<StringViewArray>,
     deadline_ms: Option<Int64Array>,
-    reason: Option<StringArray>,
-    prev_hash: StringArray,
-    hash: StringArray,
+    reason: Option<StringViewArray>,
+    prev_hash: StringViewArray,
+    hash: StringViewArray,
 }
 
 /// Why a batch cannot be read as lake rows.
@@ -84,7 +86,7 @@ fn req<T: Array + Clone + 'static>(b: &RecordBatch, name: &str) -> Result<T, Bat
     Ok(c)
 }
 
-fn opt_str(c: &Option<StringArray>, i: usize) -> Option<&str> {
+fn opt_str(c: &Option<StringViewArray>, i: usize) -> Option<&str> {
     c.as_ref().filter(|c| c.is_valid(i)).map(|c| c.value(i))
 }
 
@@ -95,8 +97,8 @@ fn opt_i64(c: &Option<Int64Array>, i: usize) -> Option<i64> {
 impl Cols {
     pub fn from_batch(b: &RecordBatch) -> Result<Cols, BatchError> {
         let v = req::<UInt16Array>(b, "v")?;
-        let event_id = req::<StringArray>(b, "event_id")?;
-        let stream_col = req::<StringArray>(b, "stream")?;
+        let event_id = req::<StringViewArray>(b, "event_id")?;
+        let stream_col = req::<StringViewArray>(b, "stream")?;
         let seq_col = req::<Int64Array>(b, "seq")?;
         let mut stream = Vec::with_capacity(b.num_rows());
         let mut seq = Vec::with_capacity(b.num_rows());

@@ -57,7 +57,8 @@ enum Cmd {
     },
     /// Read every column reconcile reads from every lake file of every table through
     /// DataFusion (same session settings as reconcile, no sort, no checks) and print rows/s:
-    /// the floor a full proof is measured against (docs/BENCHMARKS.md).
+    /// the floor a full proof is measured against (docs/BENCHMARKS.md). Strings are read as
+    /// Utf8View, as the proof reads them; RECONCILE_SCAN_UTF8=1 reads plain Utf8.
     Scan { lake: String },
 }
 
@@ -79,13 +80,16 @@ fn scan(location: &str) -> Result<(), String> {
         let root = std::path::Path::new(location)
             .canonicalize()
             .map_err(|e| format!("{location}: {e}"))?;
-        // Reconcile's session: 8,192-row batches, plain Utf8 (no view types).
+        // Reconcile's sorted scan: 8,192-row batches, strings as Utf8View.
+        // RECONCILE_SCAN_UTF8=1 reads plain Utf8 instead, to measure the copy
+        // view types avoid.
+        let views = std::env::var_os("RECONCILE_SCAN_UTF8").is_none_or(|v| v != "1");
         let mut config = SessionConfig::new().with_batch_size(8_192);
         config
             .options_mut()
             .execution
             .parquet
-            .schema_force_view_types = false;
+            .schema_force_view_types = views;
         let ctx = SessionContext::new_with_config(config);
         let (mut rows, mut files, mut bytes, mut value_bytes) = (0u64, 0usize, 0u64, 0u64);
         for table in [Table::Account, Table::Transfer, Table::Subscription] {
@@ -116,8 +120,9 @@ fn scan(location: &str) -> Result<(), String> {
         }
         let secs = started.elapsed().as_secs_f64();
         println!(
-            "scan {location}: {files} files, {bytes} bytes, {rows} rows, {} columns, {value_bytes} value bytes decoded, {secs:.2} s, {:.0} rows/s",
+            "scan {location}: {files} files, {bytes} bytes, {rows} rows, {} columns ({}), {value_bytes} value bytes decoded, {secs:.2} s, {:.0} rows/s",
             ledger_events::FIELDS.len(),
+            if views { "Utf8View" } else { "Utf8" },
             rows as f64 / secs.max(1e-9)
         );
         Ok(())
