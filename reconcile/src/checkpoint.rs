@@ -4,30 +4,32 @@
 //!
 //! A checkpoint holds, per stream, its [`Tail`] (last seq, the hashes at it,
 //! the balance refold's last row) and, per account, its [`AccountFacts`]
-//! (currency, last balance, deposits, withdrawals, live holds); per transfer
-//! its [`TransferFacts`] and [`Legs`]; every per-stream finding so far; and
-//! the lake files already read (key → size and the store's version tag: keys
-//! are content-derived, and a file rewritten in place gets a new tag, so it
-//! is read again).
+//! (currency, last balance, deposits, withdrawals, live holds); per open
+//! transfer its [`TransferFacts`] and [`Legs`] (settled transfers are in the
+//! archive's segments beside the file, see `archive`); every per-stream
+//! finding so far; and the lake files already read (key → size and the
+//! store's version tag: keys are content-derived, and a file rewritten in
+//! place gets a new tag, so it is read again).
 //!
-//! How a run resumes (see `run`): files not in the checkpoint are merged in
-//! stream order; a stream whose new rows start after its tail continues from
-//! the tail; a stream with a new row at or before its tail (a late
-//! redelivery, a conflicting version, a compacted file holding old rows) is
-//! *reopened*: everything it contributed is withdrawn and it is re-proved
-//! from its first event over every file. Cross-stream checks always run on
-//! the complete facts. So the verdicts are those of a full run, and the cost
-//! is the new rows plus the reopened streams.
+//! How a run resumes (see `run`): the transfers the new files name are pulled
+//! back from the archive; files not in the checkpoint are merged in stream
+//! order; a stream whose new rows start after its tail continues from the
+//! tail; a stream with a new row at or before its tail (a late redelivery, a
+//! conflicting version, a compacted file holding old rows) is *reopened*:
+//! everything it contributed is withdrawn and it is re-proved from its first
+//! event over every file. Cross-stream checks run on the open transfers
+//! (a settled one cannot change its verdict until a new event names it). So
+//! the verdicts are those of a full run, and the cost is the new rows, the
+//! reopened streams and the open transfers.
 //!
 //! The file: `LDGRCKPT`, the format version ([`CHECKPOINT_VERSION`], u32
 //! LE), the length (u64 LE) of a JSON header (the lake, files, names,
-//! account and other non-transfer streams, findings), the binary records of
-//! every transfer stream and every transfer's legs ([`crate::codec`]), and
-//! the SHA-256 of everything before it: a truncated or altered checkpoint is
-//! refused (exit 2), never half-used. It is written to a temporary name,
-//! fsynced and renamed, so a crash never leaves half a checkpoint. Its size
-//! grows with the number of transfers (docs/BENCHMARKS.md has the figure for
-//! the 10M-event lake).
+//! account and other non-transfer streams, findings, the archive's
+//! segments), the binary records of every open transfer stream and its legs
+//! ([`crate::codec`]), and the SHA-256 of everything before it: a truncated
+//! or altered checkpoint is refused (exit 2), never half-used. It is written
+//! to a temporary name, fsynced and renamed, so a crash never leaves half a
+//! checkpoint; the segments it names are written and fsynced before it.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
@@ -196,6 +198,13 @@ impl CheckpointLock {
     }
 }
 
+/// A state split for writing: see [`ProofState::split`].
+struct Split<'a> {
+    settled_rows: Vec<(&'a str, &'a TransferState, &'a Legs)>,
+    open_rows: Vec<(&'a str, &'a TransferState)>,
+    open_legs: Vec<(&'a str, &'a Legs)>,
+}
+
 /// Why a checkpoint cannot be used. Exit code 2: a run must not silently
 /// fall back to a full proof (or worse, resume from the wrong state).
 #[derive(Debug)]
@@ -213,6 +222,40 @@ impl ProofState {
     pub fn is_open(&self, id: &str) -> bool {
         self.transfers.state(id).is_some()
             || self.legs.get(id).is_some_and(|l| *l != Legs::default())
+    }
+
+    /// Settled transfers (terminal, no cross-stream finding: they go to the
+    /// archive) apart from the open ones and the legs that stay in the
+    /// checkpoint file; each transfer's legs found once, by the table's index.
+    fn split(&self) -> Split<'_> {
+        static NO_LEGS: std::sync::LazyLock<Legs> = std::sync::LazyLock::new(Legs::default);
+        let mut settled_rows = Vec::new();
+        let mut open_rows = Vec::new();
+        let mut archived_legs = vec![false; self.legs.len()];
+        for (id, st) in self.transfers.iter() {
+            let row = self.legs.find(id);
+            if st.facts.terminal && !self.flagged.contains(id) {
+                settled_rows.push((id, st, row.map_or(&*NO_LEGS, |i| self.legs.at(i).1)));
+                if let Some(i) = row {
+                    archived_legs[i as usize] = true;
+                }
+            } else {
+                open_rows.push((id, st));
+            }
+        }
+        // Legs of open transfers, and legs naming no transfer stream.
+        let open_legs = self
+            .legs
+            .iter()
+            .zip(&archived_legs)
+            .filter(|((_, l), &archived)| !archived && **l != Legs::default())
+            .map(|(row, _)| row)
+            .collect();
+        Split {
+            settled_rows,
+            open_rows,
+            open_legs,
+        }
     }
 
     /// Reads a checkpoint written for `lake`.
@@ -305,31 +348,11 @@ impl ProofState {
                 path.display()
             ))
         };
-        // Settled transfers go to the archive (a new segment), the rest stay
-        // in this file: each transfer's legs found once, by the table's index.
-        static NO_LEGS: std::sync::LazyLock<Legs> = std::sync::LazyLock::new(Legs::default);
-        let mut settled_rows: Vec<(&str, &TransferState, &Legs)> = Vec::new();
-        let mut open_rows: Vec<(&str, &TransferState)> = Vec::new();
-        let mut archived_legs = vec![false; self.legs.len()];
-        for (id, st) in self.transfers.iter() {
-            let row = self.legs.find(id);
-            if st.facts.terminal && !self.flagged.contains(id) {
-                settled_rows.push((id, st, row.map_or(&NO_LEGS, |i| self.legs.at(i).1)));
-                if let Some(i) = row {
-                    archived_legs[i as usize] = true;
-                }
-            } else {
-                open_rows.push((id, st));
-            }
-        }
-        // Legs of open transfers, and legs naming no transfer stream.
-        let open_legs: Vec<(&str, &Legs)> = self
-            .legs
-            .iter()
-            .zip(&archived_legs)
-            .filter(|((_, l), &archived)| !archived && **l != Legs::default())
-            .map(|(row, _)| row)
-            .collect();
+        let Split {
+            settled_rows,
+            open_rows,
+            open_legs,
+        } = self.split();
         let open_ids: HashSet<&str> = open_rows
             .iter()
             .map(|r| r.0)
