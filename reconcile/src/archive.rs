@@ -8,10 +8,10 @@
 //! is a finding), so a settled transfer gets the same verdict every night
 //! until a new event names it. The checkpoint file therefore keeps only the
 //! *open* transfers, and settled ones go into immutable segment files next
-//! to it. A resumed run first lists the transfers its new files name and
-//! pulls just those back ([`Archive::pull`]); when an account stream must be
-//! re-proved from its first event (its legs may name any transfer), it pulls
-//! back everything ([`Archive::take_all`]).
+//! to it. A resumed run first lists the transfers its new files name (and,
+//! for an account stream it must re-prove from its first event, every
+//! transfer that stream's history names) and pulls just those back
+//! ([`Archive::pull`]).
 //!
 //! Each run appends one segment of what settled in it; the newest two are
 //! merged while the newest is at least half the size of the one before, so
@@ -346,21 +346,6 @@ impl Archive {
         self.live = self.live.saturating_sub(out.len() as u64);
         self.pulled += out.len() as u64;
         Ok(out)
-    }
-
-    /// Pulls back everything: the newest record of every id that is not
-    /// `open`, in id order; the archive is then empty.
-    pub fn take_all(&mut self, open: &dyn Fn(&str) -> bool) -> Result<Vec<Record>, String> {
-        let segments: Vec<&Segment> = self.segments.iter().collect();
-        let mut merged = Merged::new(&segments, &open);
-        let mut all = Vec::new();
-        while let Some(r) = merged.next_record()? {
-            all.push(r);
-        }
-        self.segments.clear();
-        self.pulled += all.len() as u64;
-        self.live = 0;
-        Ok(all)
     }
 }
 
@@ -733,20 +718,13 @@ mod tests {
             "old segments deleted"
         );
         let mut c = c;
-        let all = c.take_all(&|_| false).unwrap();
-        assert_eq!(all.len(), 6_000);
-        assert!(all.is_sorted_by(|x, y| x.0 < y.0));
+        let got = c.pull(["t.00006", "t.00007", "u.02999"]).unwrap();
+        let seqs: Vec<(&str, u64)> = got.iter().map(|r| (&*r.0, r.1.tail.last_seq)).collect();
         assert_eq!(
-            all.iter()
-                .find(|r| &*r.0 == "t.00007")
-                .unwrap()
-                .1
-                .tail
-                .last_seq,
-            2
+            seqs,
+            [("t.00007", 2), ("u.02999", 3)],
+            "newest kept, open dropped"
         );
-        assert!(!all.iter().any(|r| &*r.0 == "t.00006"));
-        assert!(c.is_empty());
     }
 
     #[test]

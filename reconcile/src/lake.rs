@@ -286,11 +286,14 @@ impl Lake {
     }
 
     /// Reads only the `columns` of `files` (a column a file lacks is left
-    /// out of its batches), a batch at a time, in no particular order.
+    /// out of its batches), a batch at a time, in no particular order; with
+    /// `keys`, only the rows whose `stream_key` is one of them (row groups
+    /// whose statistics exclude every key are not read).
     pub async fn scan_columns(
         &self,
         files: &[LakeFileInfo],
         columns: &[&str],
+        keys: Option<&[String]>,
         mut visit: impl FnMut(&RecordBatch),
     ) -> Result<(), Error> {
         for f in files {
@@ -308,6 +311,13 @@ impl Lake {
                 .ctx
                 .read_parquet(path, ParquetReadOptions::default())
                 .await
+                .and_then(|df| match keys {
+                    Some(keys) => {
+                        let list = keys.iter().map(|k| lit(k.as_str())).collect();
+                        df.filter(col("stream_key").in_list(list, false))
+                    }
+                    None => Ok(df),
+                })
                 .and_then(|df| df.select_columns(&have))
                 .map_err(file_err)?
                 .execute_stream()

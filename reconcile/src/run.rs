@@ -387,43 +387,35 @@ fn new_files(
 }
 
 /// What a resumed run's new files name, read from four columns before the
-/// proof: the transfers to pull back from the archive (transfer streams
-/// and the transfers account events name), and whether some account stream
-/// has a new row at or before its tail (it will be re-proved from its first
-/// event, and its legs may name any transfer: everything is pulled back).
+/// proof: the transfers to pull back from the archive (transfer streams and
+/// the transfers account events name), and the account streams that have a
+/// new row at or before their tail (they will be re-proved from their first
+/// event, so every transfer their whole history names comes back too).
 async fn touched(
     lake: &Lake,
     account_files: &[LakeFileInfo],
     transfer_files: &[LakeFileInfo],
     prior: &ProofState,
-) -> Result<(Vec<String>, bool), Error> {
-    use datafusion::arrow::array::{Array, Int64Array, StringArray};
-    let strings = |b: &datafusion::arrow::record_batch::RecordBatch, name: &str| {
-        b.column_by_name(name)
-            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-            .cloned()
-    };
+) -> Result<(HashSet<String>, Vec<String>), Error> {
+    use datafusion::arrow::array::{Array, Int64Array};
     let mut ids: HashSet<String> = HashSet::new();
-    let mut reopens = false;
-    lake.scan_columns(transfer_files, &["stream_key"], |b| {
+    let mut reopened: HashSet<String> = HashSet::new();
+    lake.scan_columns(transfer_files, &["stream_key"], None, |b| {
         if let Some(keys) = strings(b, "stream_key") {
             ids.extend(keys.iter().flatten().map(str::to_owned));
         }
     })
     .await?;
     let columns = ["stream", "stream_key", "seq", "transfer_id"];
-    lake.scan_columns(account_files, &columns, |b| {
-        if let Some(t) = strings(b, "transfer_id") {
-            ids.extend(t.iter().flatten().map(str::to_owned));
-        }
+    lake.scan_columns(account_files, &columns, None, |b| {
+        add_transfer_ids(b, &mut ids);
         let (Some(stream), Some(keys), Some(seqs)) = (
             strings(b, "stream"),
             strings(b, "stream_key"),
             b.column_by_name("seq")
                 .and_then(|c| c.as_any().downcast_ref::<Int64Array>()),
         ) else {
-            reopens = true; // not the lake layout: the proof will say so
-            return;
+            return; // not the lake layout: the proof will say so
         };
         // Rows come grouped by stream: look the tail up once per stream.
         let mut tail: Option<(&str, u64)> = None;
@@ -438,19 +430,38 @@ async fn touched(
             }
             let last = tail.map_or(0, |t| t.1);
             if last > 0 && u64::try_from(seqs.value(i)).is_ok_and(|s| s <= last) {
-                reopens = true;
+                reopened.insert(key.to_owned());
             }
         }
     })
     .await?;
-    let mut ids: Vec<String> = ids.into_iter().filter(|id| !prior.is_open(id)).collect();
-    ids.sort_unstable();
-    Ok((ids, reopens))
+    let mut reopened: Vec<String> = reopened.into_iter().collect();
+    reopened.sort_unstable();
+    Ok((ids, reopened))
+}
+
+/// The string column `name` of `b`, if it has one.
+fn strings(
+    b: &datafusion::arrow::record_batch::RecordBatch,
+    name: &str,
+) -> Option<datafusion::arrow::array::StringArray> {
+    use datafusion::arrow::array::StringArray;
+    b.column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .cloned()
+}
+
+/// Adds the `transfer_id`s of `b`'s rows to `ids`.
+fn add_transfer_ids(b: &datafusion::arrow::record_batch::RecordBatch, ids: &mut HashSet<String>) {
+    if let Some(t) = strings(b, "transfer_id") {
+        ids.extend(t.iter().flatten().map(str::to_owned));
+    }
 }
 
 /// Pulls back from `prior`'s archive every transfer the lake's new files
-/// name (all of them if an account stream will be re-proved from seq 1),
-/// into its open state. Returns the account and transfer tables' files.
+/// name, and every transfer the whole history of a reopened account stream
+/// names, into its open state. Returns the account and transfer tables'
+/// files.
 async fn pull_back(
     lake: &Lake,
     prior: &mut ProofState,
@@ -461,29 +472,34 @@ async fn pull_back(
         lake.files(Table::Account).await?,
         lake.files(Table::Transfer).await?,
     );
-    let (ids, reopens) = touched(
+    let (mut ids, reopened) = touched(
         lake,
         &new_files(&a, &prior.files),
         &new_files(&t, &prior.files),
         prior,
     )
     .await?;
-    let archive_err = |e: String| Error::Lake(format!("checkpoint archive: {e}"));
-    let pulled = if reopens {
-        let mut archive = std::mem::take(&mut prior.archive);
-        let all = archive.take_all(&|id| prior.is_open(id));
-        prior.archive = archive;
-        all.map_err(archive_err)?
-    } else {
-        prior
-            .archive
-            .pull(ids.iter().map(String::as_str))
-            .map_err(archive_err)?
-    };
+    if !reopened.is_empty() {
+        // Their legs are withdrawn and re-proved from seq 1: the transfers
+        // those legs name must be open (row groups of other streams are
+        // skipped by their statistics).
+        let columns = ["stream_key", "transfer_id"];
+        lake.scan_columns(&a, &columns, Some(&reopened), |b| {
+            add_transfer_ids(b, &mut ids)
+        })
+        .await?;
+    }
+    let mut ids: Vec<String> = ids.into_iter().filter(|id| !prior.is_open(id)).collect();
+    ids.sort_unstable();
+    let pulled = prior
+        .archive
+        .pull(ids.iter().map(String::as_str))
+        .map_err(|e| Error::Lake(format!("checkpoint archive: {e}")))?;
     if opts.progress {
         eprintln!(
-            "reconcile: {} transfers pulled back from the checkpoint's archive ({:.1} s)",
+            "reconcile: {} transfers pulled back from the checkpoint's archive ({} account streams reopened; {:.1} s)",
             pulled.len(),
+            reopened.len(),
             started.elapsed().as_secs_f64()
         );
     }

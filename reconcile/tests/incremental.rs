@@ -191,6 +191,7 @@ fn many_nights_of_new_data_and_late_events_match_full_runs_and_keep_the_archive_
     let mut delivered: Vec<Event> = Vec::new();
     let mut rng = 0x2545_f491_4f6c_dd1d_u64;
     let (mut pulled, mut most_segments) = (0, 0);
+    let mut reopen_pulls: Vec<(u64, u64)> = Vec::new();
     for (n, chunk) in events.chunks(per_night).enumerate() {
         let mut batch: Vec<Event> = chunk.to_vec();
         // Every third night, a late credit for a transfer captured on an
@@ -212,10 +213,21 @@ fn many_nights_of_new_data_and_late_events_match_full_runs_and_keep_the_archive_
         deliver(&root, &batch.iter().collect::<Vec<_>>(), &format!("n{n}"));
         let inc = night(&root, &ckpt);
         assert_same(n, &inc, &full(&root));
-        pulled += inc.incremental.map_or(0, |i| i.transfers_pulled);
+        let i = inc.incremental.unwrap_or_default();
+        pulled += i.transfers_pulled;
+        if i.streams_reopened > 0 {
+            // A reopened account brings back only what its history names.
+            reopen_pulls.push((i.transfers_pulled, inc.transfers));
+        }
         most_segments = most_segments.max(segment_files(dir.path()).len());
     }
     assert!(pulled > 0, "late events pulled settled transfers back");
+    assert!(
+        reopen_pulls
+            .iter()
+            .any(|&(pulled, total)| pulled > 0 && pulled < total / 4),
+        "{reopen_pulls:?}"
+    );
     assert!(
         (1..=5).contains(&most_segments),
         "{most_segments} segments at most over {nights} nights"
