@@ -50,6 +50,10 @@ pub struct Incremental {
     /// new event names them (all of them when an account stream is
     /// re-proved from its first event).
     pub transfers_pulled: u64,
+    /// Most account streams had new rows at or before their tails (a
+    /// re-compacted or redelivered day), so the run proved the lake from
+    /// its first event instead (a new checkpoint is written).
+    pub reproved_in_full: bool,
 }
 
 impl Report {

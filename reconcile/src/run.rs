@@ -458,16 +458,25 @@ fn add_transfer_ids(b: &datafusion::arrow::record_batch::RecordBatch, ids: &mut 
     }
 }
 
+/// What [`pull_back`] did.
+enum PullBack {
+    /// Pulled back what the run needs; the account and transfer tables' files.
+    Pulled(Vec<LakeFileInfo>, Vec<LakeFileInfo>),
+    /// Nothing: most account streams must be re-proved from their first
+    /// event, and a full proof reads less than re-proving each of them over
+    /// every file (the verdicts are the same either way).
+    FullIsCheaper,
+}
+
 /// Pulls back from `prior`'s archive every transfer the lake's new files
 /// name, and every transfer the whole history of a reopened account stream
-/// names, into its open state. Returns the account and transfer tables'
-/// files.
+/// names, into its open state.
 async fn pull_back(
     lake: &Lake,
     prior: &mut ProofState,
     opts: &Options,
     started: Instant,
-) -> Result<(Option<Vec<LakeFileInfo>>, Option<Vec<LakeFileInfo>>), Error> {
+) -> Result<PullBack, Error> {
     let (a, t) = (
         lake.files(Table::Account).await?,
         lake.files(Table::Transfer).await?,
@@ -479,6 +488,21 @@ async fn pull_back(
         prior,
     )
     .await?;
+    let accounts = prior
+        .streams
+        .keys()
+        .filter(|id| id.0 == Table::Account && id.1 == Stream::Account)
+        .count();
+    if reopened.len() * 2 > accounts {
+        if opts.progress {
+            eprintln!(
+                "reconcile: {} of {accounts} account streams have new rows at or before their checkpoint \
+                 (a re-compacted or redelivered day): a full proof is cheaper than re-proving each",
+                reopened.len()
+            );
+        }
+        return Ok(PullBack::FullIsCheaper);
+    }
     if !reopened.is_empty() {
         // Their legs are withdrawn and re-proved from seq 1: the transfers
         // those legs name must be open (row groups of other streams are
@@ -508,7 +532,7 @@ async fn pull_back(
         *prior.legs.entry(&id) = legs;
     }
     prior.transfers.end_pass();
-    Ok((Some(a), Some(t)))
+    Ok(PullBack::Pulled(a, t))
 }
 
 /// Scans `files` in stream order (only the streams of `keys` when given),
@@ -558,11 +582,17 @@ pub async fn reconcile_from(
     let mut prior = resume.unwrap_or_default();
     // Transfers the new files name come back from the archive first, so the
     // proof below sees every transfer it touches (see `archive`).
-    let (account_files, transfer_files) = if prior.archive.is_empty() {
-        (None, None)
-    } else {
-        pull_back(lake, &mut prior, opts, started).await?
-    };
+    let (mut account_files, mut transfer_files) = (None, None);
+    let mut reproved_in_full = false;
+    if !prior.archive.is_empty() {
+        match pull_back(lake, &mut prior, opts, started).await? {
+            PullBack::Pulled(a, t) => (account_files, transfer_files) = (Some(a), Some(t)),
+            PullBack::FullIsCheaper => {
+                prior = ProofState::default();
+                reproved_in_full = true;
+            }
+        }
+    }
     let archive = std::mem::take(&mut prior.archive);
     let prior_files = prior.files;
     // Split the prior state by table: legs come from account streams,
@@ -772,6 +802,7 @@ pub async fn reconcile_from(
         dangling: convergence::dangling(f, opts.now_ms),
         incremental: resumed.then_some(Incremental {
             transfers_pulled: archive.pulled,
+            reproved_in_full,
             ..inc
         }),
         checks,
