@@ -79,7 +79,9 @@ struct Cli {
     now_ms: Option<i64>,
     /// Resume from the checkpoint FILE when it exists (read only the lake
     /// files it has not proved; same verdicts as a full run), then write the
-    /// new checkpoint there. Format and guarantees: docs/RECONCILE.md.
+    /// new checkpoint there. Settled transfers are kept in archive segments
+    /// beside it (FILE.*.seg; keep them with FILE), and FILE.lock keeps a
+    /// second run off it. Format and guarantees: docs/RECONCILE.md.
     #[arg(long, value_name = "FILE")]
     checkpoint: Option<PathBuf>,
     /// Ignore the checkpoint's state and re-prove the lake from the first
