@@ -311,13 +311,7 @@ impl Lake {
                 .ctx
                 .read_parquet(path, ParquetReadOptions::default())
                 .await
-                .and_then(|df| match keys {
-                    Some(keys) => {
-                        let list = keys.iter().map(|k| lit(k.as_str())).collect();
-                        df.filter(col("stream_key").in_list(list, false))
-                    }
-                    None => Ok(df),
-                })
+                .and_then(|df| only_keys(df, keys))
                 .and_then(|df| df.select_columns(&have))
                 .map_err(file_err)?
                 .execute_stream()
@@ -382,12 +376,7 @@ impl Lake {
             if !known {
                 schemas.insert(f.columns.as_str(), df.schema().as_arrow().clone());
             }
-            if let Some(keys) = keys {
-                let list = keys.iter().map(|k| lit(k.as_str())).collect();
-                df = df
-                    .filter(col("stream_key").in_list(list, false))
-                    .map_err(file_err)?;
-            }
+            df = only_keys(df, keys).map_err(file_err)?;
             let stream = df
                 .select_columns(FIELDS)
                 .map_err(file_err)?
@@ -404,6 +393,20 @@ impl Lake {
             );
         }
         merge(cursors, &mut visit).await
+    }
+}
+
+/// `df`'s rows whose `stream_key` is one of `keys` (all rows without keys).
+fn only_keys(
+    df: datafusion::dataframe::DataFrame,
+    keys: Option<&[String]>,
+) -> datafusion::error::Result<datafusion::dataframe::DataFrame> {
+    match keys {
+        Some(keys) => {
+            let list = keys.iter().map(|k| lit(k.as_str())).collect();
+            df.filter(col("stream_key").in_list(list, false))
+        }
+        None => Ok(df),
     }
 }
 
