@@ -259,13 +259,71 @@ impl Transfers {
     }
 }
 
-/// Per transfer id, the legs the account streams hold: dense rows in the
-/// order they were first seen, found through an index-only hash table
-/// (4 bytes a slot, so growing it moves little).
+/// Per transfer id, the legs the account streams hold: dense rows, found
+/// through an index-only hash table (4 bytes a slot, so growing it moves
+/// little).
+///
+/// A table filled from nothing (a full run's account pass) first only logs
+/// its legs ([`LegsTable::start_log`]): finding each leg's row as it comes
+/// costs a few cache misses per leg in a table of millions of rows, while
+/// appending to a log costs none. [`LegsTable::end_log`] then sorts the log
+/// by id hash (a stable radix sort, so each transfer keeps its legs in the
+/// order they came) and builds the rows group by group.
 #[derive(Default)]
 pub struct LegsTable {
     rows: Vec<(Box<str>, Legs)>,
     index: hashbrown::HashTable<u32>,
+    log: Option<LegLog>,
+}
+
+/// Which list of a transfer's [`Legs`] a leg goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LegKind {
+    Hold,
+    Debit,
+    Credit,
+    Release,
+}
+
+impl Legs {
+    fn push(&mut self, kind: LegKind, leg: Leg) {
+        match kind {
+            LegKind::Hold => self.holds.push(leg),
+            LegKind::Debit => self.debits.push(leg),
+            LegKind::Credit => self.credits.push(leg),
+            LegKind::Release => self.releases.push(leg),
+        }
+    }
+}
+
+/// Legs not yet in rows: each with its transfer id's hash and place in the
+/// id arena.
+#[derive(Default)]
+struct LegLog {
+    entries: Vec<(u64, u32, u32, LegKind, Leg)>,
+    ids: String,
+}
+
+/// Sorts `keys` by their first member, stably: least significant byte first,
+/// one counting pass per byte.
+fn radix_sort(keys: &mut Vec<(u64, u32)>) {
+    let mut out = vec![(0u64, 0u32); keys.len()];
+    for byte in 0..8 {
+        let shift = byte * 8;
+        let mut counts = [0usize; 257];
+        for k in keys.iter() {
+            counts[((k.0 >> shift) & 0xff) as usize + 1] += 1;
+        }
+        for i in 1..257 {
+            counts[i] += counts[i - 1];
+        }
+        for k in keys.iter() {
+            let b = ((k.0 >> shift) & 0xff) as usize;
+            out[counts[b]] = *k;
+            counts[b] += 1;
+        }
+        std::mem::swap(keys, &mut out);
+    }
 }
 
 impl std::fmt::Debug for LegsTable {
@@ -289,7 +347,75 @@ impl LegsTable {
             let i = u32::try_from(i).expect("fewer than 2³² transfers");
             index.insert_unique(fx(id), i, |&j| fx(&rows[j as usize].0));
         }
-        LegsTable { rows, index }
+        LegsTable {
+            rows,
+            index,
+            log: None,
+        }
+    }
+
+    /// Logs the legs added from now on instead of finding their rows (see
+    /// the type's docs); only for an empty table. Nothing may be read from
+    /// the table until [`LegsTable::end_log`].
+    pub fn start_log(&mut self, legs: usize) {
+        debug_assert!(self.rows.is_empty());
+        self.log = Some(LegLog {
+            entries: Vec::with_capacity(legs),
+            ids: String::new(),
+        });
+    }
+
+    /// Adds a leg of the transfer `id`.
+    pub fn add(&mut self, id: &str, kind: LegKind, leg: Leg) {
+        match &mut self.log {
+            Some(log) => {
+                let at = u32::try_from(log.ids.len()).expect("a leg log under 4 GiB of ids");
+                log.ids.push_str(id);
+                log.entries.push((fx(id), at, id.len() as u32, kind, leg));
+            }
+            None => self.entry(id).push(kind, leg),
+        }
+    }
+
+    /// Builds the rows of the logged legs.
+    pub fn end_log(&mut self) {
+        let Some(log) = self.log.take() else {
+            return;
+        };
+        let mut keys: Vec<(u64, u32)> = log
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.0, i as u32))
+            .collect();
+        radix_sort(&mut keys);
+        self.reserve(keys.len() / 2);
+        let id_of =
+            |e: &(u64, u32, u32, LegKind, Leg)| &log.ids[e.1 as usize..(e.1 + e.2) as usize];
+        // Rows of the current hash (almost always one id; more on a collision).
+        let mut group: Vec<u32> = Vec::new();
+        let mut current = None;
+        for (hash, i) in keys {
+            let e = &log.entries[i as usize];
+            let id = id_of(e);
+            if current != Some(hash) {
+                current = Some(hash);
+                group.clear();
+            }
+            let row = match group.iter().find(|&&r| &*self.rows[r as usize].0 == id) {
+                Some(&r) => r,
+                None => {
+                    let r = u32::try_from(self.rows.len()).expect("fewer than 2³² transfers");
+                    self.rows.push((id.into(), Legs::default()));
+                    let rows = &self.rows;
+                    self.index
+                        .insert_unique(hash, r, |&j| fx(&rows[j as usize].0));
+                    group.push(r);
+                    r
+                }
+            };
+            self.rows[row as usize].1.push(e.3, e.4);
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -314,6 +440,7 @@ impl LegsTable {
 
     /// The legs of `id`, added empty if new.
     pub fn entry(&mut self, id: &str) -> &mut Legs {
+        debug_assert!(self.log.is_none(), "the legs table is logging");
         let rows = &mut self.rows;
         let hash = fx(id);
         let i = match self.index.find(hash, |&i| &*rows[i as usize].0 == id) {
@@ -394,22 +521,22 @@ impl Facts {
                 currency: self.names.id(ev.currency.unwrap_or_default()),
                 seq: ev.seq,
             };
-            let legs = self.legs.entry(t);
-            match kind {
+            let kind = match kind {
                 HoldPlaced => {
                     a.live.insert(t.to_owned(), leg);
-                    legs.holds.push(leg);
+                    LegKind::Hold
                 }
                 Captured => {
                     a.live.remove(t);
-                    legs.debits.push(leg);
+                    LegKind::Debit
                 }
-                Credited => legs.credits.push(leg),
+                Credited => LegKind::Credit,
                 _ => {
                     a.live.remove(t);
-                    legs.releases.push(leg);
+                    LegKind::Release
                 }
-            }
+            };
+            self.legs.add(t, kind, leg);
         }
     }
 
@@ -623,6 +750,62 @@ mod tests {
                 assert_eq!(got, want, "round {round}, pass {pass}");
             }
         }
+    }
+
+    #[test]
+    fn a_logged_legs_table_holds_what_finding_each_row_holds() {
+        let mut rng = 11u64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let kinds = [
+            LegKind::Hold,
+            LegKind::Debit,
+            LegKind::Credit,
+            LegKind::Release,
+        ];
+        let (mut found, mut logged) = (LegsTable::default(), LegsTable::default());
+        logged.start_log(0);
+        for seq in 0..20_000u64 {
+            let id = format!("t.{}", next(3_000));
+            let leg = Leg {
+                account: Sym(next(50) as u32),
+                amount: next(1_000) as i64,
+                currency: Sym(0),
+                seq,
+            };
+            let kind = kinds[next(4) as usize];
+            found.add(&id, kind, leg);
+            logged.add(&id, kind, leg);
+        }
+        logged.end_log();
+        assert_eq!(logged.len(), found.len());
+        for (id, legs) in found.iter() {
+            // Same legs, in the order they were added.
+            assert_eq!(logged.get(id), Some(legs), "{id}");
+        }
+        assert_eq!(logged.get("t.nope"), None);
+    }
+
+    #[test]
+    fn the_radix_sort_is_a_stable_sort_by_key() {
+        let mut rng = 5u64;
+        let mut keys: Vec<(u64, u32)> = (0..10_000u32)
+            .map(|i| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                // Few distinct keys, spread over all eight bytes.
+                ((rng % 97).wrapping_mul(0x0101_0101_0101_0101), i)
+            })
+            .collect();
+        let mut want = keys.clone();
+        want.sort_by_key(|k| k.0);
+        radix_sort(&mut keys);
+        assert_eq!(keys, want);
     }
 
     #[test]

@@ -114,6 +114,8 @@ impl Proof {
     fn reserve(&mut self, table: Table, rows: usize) {
         match table {
             Table::Transfer => self.facts.transfers.reserve_pass(rows),
+            // From nothing (a full run): log the legs, rows built at the end.
+            Table::Account if self.facts.legs.is_empty() => self.facts.legs.start_log(rows),
             Table::Account => self.facts.legs.reserve(rows / 2),
             Table::Subscription => {}
         }
@@ -178,6 +180,7 @@ impl Proof {
     /// Ends a pass over a table's files (see [`crate::facts::Transfers`]).
     fn end_pass(&mut self) {
         self.facts.transfers.end_pass();
+        self.facts.legs.end_log();
     }
 
     /// Withdraws everything the streams in `ids` contributed, so they can
