@@ -55,7 +55,10 @@ pub enum BatchError {
     Version { event_id: String, v: u16 },
 }
 
-fn col<T: Array + Clone + 'static>(b: &RecordBatch, name: &str) -> Result<Option<T>, BatchError> {
+pub(crate) fn col<T: Array + Clone + 'static>(
+    b: &RecordBatch,
+    name: &str,
+) -> Result<Option<T>, BatchError> {
     match b.column_by_name(name) {
         None => Ok(None),
         Some(c) => c

@@ -415,8 +415,7 @@ async fn touched(
         let (Some(stream), Some(keys), Some(seqs)) = (
             strings(b, "stream"),
             strings(b, "stream_key"),
-            b.column_by_name("seq")
-                .and_then(|c| c.as_any().downcast_ref::<Int64Array>()),
+            crate::rows::col::<Int64Array>(b, "seq").ok().flatten(),
         ) else {
             return; // not the lake layout: the proof will say so
         };
@@ -443,15 +442,13 @@ async fn touched(
     Ok((ids, reopened))
 }
 
-/// The string column `name` of `b`, if it has one.
+/// The string column `name` of `b`, if it has one of that type (any other
+/// shape is the proof's to report).
 fn strings(
     b: &datafusion::arrow::record_batch::RecordBatch,
     name: &str,
 ) -> Option<datafusion::arrow::array::StringArray> {
-    use datafusion::arrow::array::StringArray;
-    b.column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-        .cloned()
+    crate::rows::col(b, name).ok().flatten()
 }
 
 /// Adds the `transfer_id`s of `b`'s rows to `ids`.
