@@ -645,6 +645,13 @@ mod tests {
         (id.into(), state, legs)
     }
 
+    /// Records `{prefix}.00000`, `{prefix}.00001`, … at `seq`.
+    fn numbered(prefix: &str, n: usize, seq: u64) -> Vec<Record> {
+        (0..n)
+            .map(|i| record(&format!("{prefix}.{i:05}"), seq))
+            .collect()
+    }
+
     fn rows(r: &[Record]) -> impl ExactSizeIterator<Item = (&str, &TransferState, &Legs)> {
         r.iter().map(|(id, s, l)| (&**id, s, l))
     }
@@ -683,9 +690,7 @@ mod tests {
     fn records_are_found_in_the_newest_segment_and_merged_as_they_accumulate() {
         let dir = tempfile::tempdir().unwrap();
         let ckpt = dir.path().join("ck");
-        let big: Vec<Record> = (0..3_000)
-            .map(|i| record(&format!("t.{i:05}"), 1))
-            .collect();
+        let big = numbered("t", 3_000, 1);
         let a = night(&ckpt, &Archive::default(), &big, &[]);
         assert_eq!(a.refs().len(), 1);
         assert!(a.segments[0].blocks.len() > 1, "several blocks");
@@ -706,9 +711,7 @@ mod tests {
         assert_eq!(b.pulled, 3);
         // A segment as large as the one before is merged into it; stale
         // records (older copies, ids now open) are dropped.
-        let many: Vec<Record> = (0..3_000)
-            .map(|i| record(&format!("u.{i:05}"), 3))
-            .collect();
+        let many = numbered("u", 3_000, 3);
         let c = night(&ckpt, &b, &many, &["t.00006"]);
         assert_eq!(c.refs().len(), 1, "{:?}", c.refs());
         assert_eq!(c.refs()[0].records, 3_000 + 3_000 + 1 - 1);
@@ -731,9 +734,7 @@ mod tests {
     fn a_damaged_or_missing_segment_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let ckpt = dir.path().join("ck");
-        let recs: Vec<Record> = (0..2_000)
-            .map(|i| record(&format!("t.{i:05}"), 1))
-            .collect();
+        let recs = numbered("t", 2_000, 1);
         let a = night(&ckpt, &Archive::default(), &recs, &[]);
         let r = a.refs().remove(0);
         let path = dir.path().join(&r.file);

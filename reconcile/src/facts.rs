@@ -687,6 +687,16 @@ mod tests {
         }
     }
 
+    /// A seeded xorshift: `next(n)` is in `0..n`.
+    fn xorshift(mut rng: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        }
+    }
+
     fn seqs(t: &Transfers) -> Vec<(&str, u64)> {
         t.iter().map(|(id, s)| (id, s.tail.last_seq)).collect()
     }
@@ -721,13 +731,7 @@ mod tests {
 
     #[test]
     fn merging_a_pass_in_place_is_a_sorted_union_where_the_pass_wins() {
-        let mut rng = 7u64;
-        let mut next = |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
+        let mut next = xorshift(7u64);
         for round in 0..300 {
             let mut t = Transfers::default();
             let mut want = BTreeMap::new();
@@ -754,13 +758,7 @@ mod tests {
 
     #[test]
     fn a_logged_legs_table_holds_what_finding_each_row_holds() {
-        let mut rng = 11u64;
-        let mut next = |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
+        let mut next = xorshift(11u64);
         let kinds = [
             LegKind::Hold,
             LegKind::Debit,
@@ -792,15 +790,10 @@ mod tests {
 
     #[test]
     fn the_radix_sort_is_a_stable_sort_by_key() {
-        let mut rng = 5u64;
+        let mut next = xorshift(5);
+        // Few distinct keys, spread over all eight bytes.
         let mut keys: Vec<(u64, u32)> = (0..10_000u32)
-            .map(|i| {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                // Few distinct keys, spread over all eight bytes.
-                ((rng % 97).wrapping_mul(0x0101_0101_0101_0101), i)
-            })
+            .map(|i| (next(97).wrapping_mul(0x0101_0101_0101_0101), i))
             .collect();
         let mut want = keys.clone();
         want.sort_by_key(|k| k.0);

@@ -24,6 +24,20 @@ fn opts() -> Options {
     }
 }
 
+/// A generated history delivered in order: `operations` on `accounts`
+/// accounts, no duplicates.
+fn history(seed: u64, accounts: usize, operations: usize) -> Vec<Event> {
+    generate_events(&GenConfig {
+        seed,
+        accounts,
+        operations,
+        batches: 1,
+        duplicates: 0,
+        ..common::config()
+    })
+    .0
+}
+
 /// Ingests `events` as one queue batch and writes its files into the lake;
 /// returns how many files it wrote.
 fn deliver(root: &Path, events: &[&Event], tag: &str) -> usize {
@@ -86,14 +100,7 @@ fn assert_same(night_no: usize, inc: &Report, full: &Report) {
 fn nightly_runs_reach_the_verdicts_of_a_full_run_reading_only_new_files() {
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-    let (events, _) = generate_events(&GenConfig {
-        seed: 21,
-        accounts: 10,
-        operations: 360,
-        batches: 1,
-        duplicates: 0,
-        step_ms: ledger_reconcile::gen::GEN_STEP_MS,
-    });
+    let events = history(21, 10, 360);
     let nights = 5;
     let per_night = events.len().div_ceil(nights);
     for (n, chunk) in events.chunks(per_night).enumerate() {
@@ -178,14 +185,7 @@ fn late_credit(events: &[Event], captured: &Event) -> Event {
 fn many_nights_of_new_data_and_late_events_match_full_runs_and_keep_the_archive_small() {
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-    let (events, _) = generate_events(&GenConfig {
-        seed: 33,
-        accounts: 8,
-        operations: 900,
-        batches: 1,
-        duplicates: 0,
-        step_ms: ledger_reconcile::gen::GEN_STEP_MS,
-    });
+    let events = history(33, 8, 900);
     let nights = 14;
     let per_night = events.len().div_ceil(nights);
     let mut delivered: Vec<Event> = Vec::new();
@@ -238,14 +238,7 @@ fn many_nights_of_new_data_and_late_events_match_full_runs_and_keep_the_archive_
 fn a_night_that_reopens_most_accounts_is_proved_in_full_with_the_same_verdicts() {
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-    let (events, _) = generate_events(&GenConfig {
-        seed: 17,
-        accounts: 6,
-        operations: 240,
-        batches: 1,
-        duplicates: 0,
-        step_ms: ledger_reconcile::gen::GEN_STEP_MS,
-    });
+    let events = history(17, 6, 240);
     let half = events.len() / 2;
     deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
     night(&root, &ckpt);
@@ -290,14 +283,7 @@ fn segment_files(dir: &Path) -> Vec<String> {
 fn a_new_event_naming_a_settled_transfer_pulls_it_back_from_the_archive() {
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-    let (events, _) = generate_events(&GenConfig {
-        seed: 9,
-        accounts: 6,
-        operations: 200,
-        batches: 1,
-        duplicates: 0,
-        step_ms: ledger_reconcile::gen::GEN_STEP_MS,
-    });
+    let events = history(9, 6, 200);
     deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
     let first = night(&root, &ckpt);
     assert!(first.holds);
@@ -344,14 +330,7 @@ fn a_new_event_naming_a_settled_transfer_pulls_it_back_from_the_archive() {
 fn late_redeliveries_and_rewritten_files_reopen_their_streams_and_violations_are_caught() {
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-    let (events, _) = generate_events(&GenConfig {
-        seed: 5,
-        accounts: 8,
-        operations: 300,
-        batches: 1,
-        duplicates: 0,
-        step_ms: ledger_reconcile::gen::GEN_STEP_MS,
-    });
+    let events = history(5, 8, 300);
     let half = events.len() / 2;
     let first: Vec<&Event> = events[..half].iter().collect();
     deliver(&root, &first, "a");
@@ -392,14 +371,7 @@ fn late_redeliveries_and_rewritten_files_reopen_their_streams_and_violations_are
 fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("lake");
-    let (events, _) = generate_events(&GenConfig {
-        seed: 3,
-        accounts: 4,
-        operations: 60,
-        batches: 1,
-        duplicates: 0,
-        step_ms: ledger_reconcile::gen::GEN_STEP_MS,
-    });
+    let events = history(3, 4, 60);
     deliver(&root, &events.iter().collect::<Vec<_>>(), "x");
     let ckpt = dir.path().join("ck");
     let bin = |args: &[&str]| {
