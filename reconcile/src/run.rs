@@ -464,8 +464,8 @@ enum PullBack {
     Pulled(Vec<LakeFileInfo>, Vec<LakeFileInfo>),
     /// Nothing: most account streams must be re-proved from their first
     /// event, and a full proof reads less than re-proving each of them over
-    /// every file (the verdicts are the same either way).
-    FullIsCheaper,
+    /// every file (the verdicts are the same either way). The same files.
+    FullIsCheaper(Vec<LakeFileInfo>, Vec<LakeFileInfo>),
 }
 
 /// Pulls back from `prior`'s archive every transfer the lake's new files
@@ -501,7 +501,7 @@ async fn pull_back(
                 reopened.len()
             );
         }
-        return Ok(PullBack::FullIsCheaper);
+        return Ok(PullBack::FullIsCheaper(a, t));
     }
     if !reopened.is_empty() {
         // Their legs are withdrawn and re-proved from seq 1: the transfers
@@ -582,17 +582,20 @@ pub async fn reconcile_from(
     let mut prior = resume.unwrap_or_default();
     // Transfers the new files name come back from the archive first, so the
     // proof below sees every transfer it touches (see `archive`).
-    let (mut account_files, mut transfer_files) = (None, None);
     let mut reproved_in_full = false;
-    if !prior.archive.is_empty() {
-        match pull_back(lake, &mut prior, opts, started).await? {
-            PullBack::Pulled(a, t) => (account_files, transfer_files) = (Some(a), Some(t)),
-            PullBack::FullIsCheaper => {
+    let (account_files, transfer_files) = if prior.archive.is_empty() {
+        (None, None)
+    } else {
+        let (a, t) = match pull_back(lake, &mut prior, opts, started).await? {
+            PullBack::Pulled(a, t) => (a, t),
+            PullBack::FullIsCheaper(a, t) => {
                 prior = ProofState::default();
                 reproved_in_full = true;
+                (a, t)
             }
-        }
-    }
+        };
+        (Some(a), Some(t))
+    };
     let archive = std::mem::take(&mut prior.archive);
     let prior_files = prior.files;
     // Split the prior state by table: legs come from account streams,
