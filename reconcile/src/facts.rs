@@ -405,11 +405,7 @@ impl LegsTable {
             let row = match group.iter().find(|&&r| &*self.rows[r as usize].0 == id) {
                 Some(&r) => r,
                 None => {
-                    let r = u32::try_from(self.rows.len()).expect("fewer than 2³² transfers");
-                    self.rows.push((id.into(), Legs::default()));
-                    let rows = &self.rows;
-                    self.index
-                        .insert_unique(hash, r, |&j| fx(&rows[j as usize].0));
+                    let r = self.push_row(id, hash);
                     group.push(r);
                     r
                 }
@@ -441,19 +437,24 @@ impl LegsTable {
     /// The legs of `id`, added empty if new.
     pub fn entry(&mut self, id: &str) -> &mut Legs {
         debug_assert!(self.log.is_none(), "the legs table is logging");
-        let rows = &mut self.rows;
         let hash = fx(id);
+        let rows = &self.rows;
         let i = match self.index.find(hash, |&i| &*rows[i as usize].0 == id) {
             Some(&i) => i,
-            None => {
-                let i = u32::try_from(rows.len()).expect("fewer than 2³² transfers");
-                rows.push((id.into(), Legs::default()));
-                self.index
-                    .insert_unique(hash, i, |&j| fx(&rows[j as usize].0));
-                i
-            }
+            None => self.push_row(id, hash),
         };
-        &mut rows[i as usize].1
+        &mut self.rows[i as usize].1
+    }
+
+    /// Appends an empty row for `id` (not in the table; `hash` is its
+    /// [`fx`]) and indexes it.
+    fn push_row(&mut self, id: &str, hash: u64) -> u32 {
+        let i = u32::try_from(self.rows.len()).expect("fewer than 2³² transfers");
+        self.rows.push((id.into(), Legs::default()));
+        let rows = &self.rows;
+        self.index
+            .insert_unique(hash, i, |&j| fx(&rows[j as usize].0));
+        i
     }
 
     /// The id and legs of row `i` (from [`LegsTable::find`]).
