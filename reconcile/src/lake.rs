@@ -285,6 +285,11 @@ impl Lake {
         }
     }
 
+    /// The URL DataFusion reads the lake file `key` from.
+    fn file_url(&self, key: &str) -> String {
+        format!("{}{}{key}", self.url_base, self.prefix)
+    }
+
     /// Reads only the `columns` of `files` (a column a file lacks is left
     /// out of its batches), a batch at a time, in no particular order; with
     /// `keys`, only the rows whose `stream_key` is one of them (row groups
@@ -305,7 +310,7 @@ impl Lake {
             if have.is_empty() {
                 continue;
             }
-            let path = format!("{}{}{}", self.url_base, self.prefix, f.key);
+            let path = self.file_url(&f.key);
             let file_err = unreadable(&f.key);
             let mut stream = self
                 .ctx
@@ -364,7 +369,7 @@ impl Lake {
             Default::default();
         let mut cursors = Vec::with_capacity(files.len());
         for f in files {
-            let path = format!("{}{}{}", self.url_base, self.prefix, f.key);
+            let path = self.file_url(&f.key);
             let file_err = unreadable(&f.key);
             let schema = schemas.get(f.columns.as_str());
             let known = schema.is_some();
