@@ -228,14 +228,13 @@ impl ProofState {
     /// archive) apart from the open ones and the legs that stay in the
     /// checkpoint file; each transfer's legs found once, by the table's index.
     fn split(&self) -> Split<'_> {
-        static NO_LEGS: std::sync::LazyLock<Legs> = std::sync::LazyLock::new(Legs::default);
         let mut settled_rows = Vec::new();
         let mut open_rows = Vec::new();
         let mut archived_legs = vec![false; self.legs.len()];
         for (id, st) in self.transfers.iter() {
             let row = self.legs.find(id);
             if st.facts.terminal && !self.flagged.contains(id) {
-                settled_rows.push((id, st, row.map_or(&*NO_LEGS, |i| self.legs.at(i).1)));
+                settled_rows.push((id, st, row.map_or(Legs::NONE, |i| self.legs.at(i).1)));
                 if let Some(i) = row {
                     archived_legs[i as usize] = true;
                 }

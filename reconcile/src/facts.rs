@@ -286,6 +286,14 @@ pub enum LegKind {
 }
 
 impl Legs {
+    /// No legs: what a transfer no account event names has.
+    pub const NONE: &'static Legs = &Legs {
+        holds: LegList::new_const(),
+        debits: LegList::new_const(),
+        credits: LegList::new_const(),
+        releases: LegList::new_const(),
+    };
+
     fn push(&mut self, kind: LegKind, leg: Leg) {
         match kind {
             LegKind::Hold => self.holds.push(leg),
@@ -649,13 +657,7 @@ impl Facts {
     /// stream (in id order), then those only legs name. The checks sort their
     /// findings by id.
     pub fn transfer_ids(&self) -> impl Iterator<Item = (&str, Option<&TransferFacts>, &Legs)> + '_ {
-        static NONE: Legs = Legs {
-            holds: LegList::new_const(),
-            debits: LegList::new_const(),
-            credits: LegList::new_const(),
-            releases: LegList::new_const(),
-        };
-        let legs = |i: Option<u32>| i.map_or(&NONE, |i| &self.legs.rows[i as usize].1);
+        let legs = |i: Option<u32>| i.map_or(Legs::NONE, |i| &self.legs.rows[i as usize].1);
         // `legs_of` is current after `finish_transfers`; otherwise, look up.
         let current = self.legs_of.len() == self.transfers.len();
         let with_stream = self.transfers.iter().enumerate().map(move |(k, (id, s))| {
