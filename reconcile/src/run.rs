@@ -33,7 +33,8 @@ use crate::finding::{CheckResult, Finding};
 use crate::lake::{Error, Lake, LakeFileInfo};
 use crate::names::FxMap;
 use crate::report::{Incremental, Report, REPORT_VERSION};
-use crate::stream::{Grouper, ScanStats, StreamRows, StreamView, Tail};
+use crate::stream::{views, Grouper, ScanStats, StreamRows, StreamView, Tail};
+use ledger_events::event::HashCheck;
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -70,8 +71,8 @@ struct Proof {
     streams: FxMap<StreamId, StreamState>,
     findings: Vec<StreamFinding>,
     facts: Facts,
-    /// The canonical encoding's buffer, reused for every row's hash.
-    scratch: Vec<u8>,
+    /// Every row's hash is checked here (its buffers reused).
+    hashes: HashCheck,
 }
 
 /// Whether a `stream` found in `table` is a transfer stream in its own table
@@ -92,7 +93,7 @@ impl Proof {
             streams: Default::default(),
             findings: Vec::new(),
             facts: Facts::default(),
-            scratch: Vec::new(),
+            hashes: HashCheck::default(),
         }
     }
 
@@ -121,8 +122,14 @@ impl Proof {
         }
     }
 
-    fn visit(&mut self, table: Table, rows: StreamRows) {
-        let s = rows.view(&mut self.scratch);
+    /// Proves the streams of `chunk` (of `table`), in order.
+    fn visit_chunk(&mut self, table: Table, chunk: Vec<StreamRows>) {
+        for s in &views(&chunk, &mut self.hashes) {
+            self.visit(table, s);
+        }
+    }
+
+    fn visit(&mut self, table: Table, s: &StreamView) {
         let mut out: [Vec<Finding>; 4] = Default::default();
         if is_transfer(table, s.stream) {
             let mut st = self
@@ -131,13 +138,13 @@ impl Proof {
                 .state(s.key)
                 .cloned()
                 .unwrap_or_default();
-            check_chain(&s, &mut st.tail, &mut out);
-            self.facts.add_transfer(&s, &mut st.facts);
+            check_chain(s, &mut st.tail, &mut out);
+            self.facts.add_transfer(s, &mut st.facts);
             self.facts.transfers.put(s.key, st);
         } else {
-            let id: StreamId = (table, s.stream, rows.key.clone());
+            let id: StreamId = (table, s.stream, s.key.to_owned());
             let st = self.streams.entry(id).or_default();
-            check_chain(&s, &mut st.tail, &mut out);
+            check_chain(s, &mut st.tail, &mut out);
             if Table::of(s.stream) != table {
                 out[0].push(Finding::new(
                     "wrong_table",
@@ -150,15 +157,15 @@ impl Proof {
                 ));
             } else if s.stream == Stream::Account {
                 let a = st.account.get_or_insert_with(Default::default);
-                balance::check_stream(&s, &mut a.fold, &mut out[2]);
-                overdraft::check_stream(&s, &mut out[3]);
-                self.facts.add_account(&s, a);
+                balance::check_stream(s, &mut a.fold, &mut out[2]);
+                overdraft::check_stream(s, &mut out[3]);
+                self.facts.add_account(s, a);
             }
         }
         if out.iter().all(Vec::is_empty) {
             return;
         }
-        let id: StreamId = (table, s.stream, rows.key.clone());
+        let id: StreamId = (table, s.stream, s.key.to_owned());
         for (check, found) in STREAM_CHECKS.into_iter().zip(out) {
             self.findings
                 .extend(found.into_iter().map(|finding| StreamFinding {
@@ -203,9 +210,33 @@ impl Proof {
     }
 }
 
-/// Streams per hand-off message, and messages the queue holds.
-const HANDOFF_CHUNK: usize = 256;
+/// A chunk of streams proved together ([`Chunk`]) ends at this many streams
+/// or rows; a hand-off message is one chunk. Messages the queue holds.
+const CHUNK_STREAMS: usize = 256;
+const CHUNK_ROWS: usize = 1024;
 const HANDOFF_QUEUE: usize = 4;
+
+/// Streams gathered to be proved together: their rows' hashes are checked
+/// as one batch (a transfer stream has ~3 rows; see [`views`]).
+#[derive(Default)]
+struct Chunk {
+    streams: Vec<StreamRows>,
+    rows: usize,
+}
+
+impl Chunk {
+    /// Adds `s`; returns the chunk when it is full.
+    fn push(&mut self, s: StreamRows) -> Option<Vec<StreamRows>> {
+        self.rows += s.rows.len();
+        self.streams.push(s);
+        (self.streams.len() >= CHUNK_STREAMS || self.rows >= CHUNK_ROWS).then(|| self.take())
+    }
+
+    fn take(&mut self) -> Vec<StreamRows> {
+        self.rows = 0;
+        std::mem::take(&mut self.streams)
+    }
+}
 
 /// Transfer streams handed from the transfer table's thread to the account
 /// table's once that one has proved its own, smaller table, so that neither
@@ -310,28 +341,25 @@ async fn prove_table(
     // row is at or before it: then it is reopened.
     let mut reopen: HashSet<StreamId> = HashSet::new();
     proof.reserve(table, new.iter().map(|f| f.rows.max(0) as usize).sum());
-    let mut chunk: Vec<StreamRows> = Vec::new();
+    // Transfer streams that may be handed over, and the others.
+    let (mut shared, mut own) = (Chunk::default(), Chunk::default());
     let read = scan_streams(lake, &new, None, |s| {
         let tail_seq = proof.tail_seq(table, s.stream, &s.key);
         if tail_seq > 0 && s.rows.first().is_some_and(|r| r.seq() <= tail_seq) {
             reopen.insert((table, s.stream, s.key.clone()));
         } else if let Some(h) = handoff.filter(|_| is_transfer(table, s.stream)) {
-            // Transfer streams go in chunks, each to the other thread when it
-            // is free and has room, else proved here (in order either way).
-            chunk.push(s);
-            if chunk.len() == HANDOFF_CHUNK {
-                for s in h.offer(std::mem::take(&mut chunk)) {
-                    proof.visit(table, s);
-                }
+            // Each chunk of transfer streams goes to the other thread when it
+            // is free and has room, else is proved here (in order either way).
+            if let Some(c) = shared.push(s) {
+                proof.visit_chunk(table, h.offer(c));
             }
-        } else {
-            proof.visit(table, s);
+        } else if let Some(c) = own.push(s) {
+            proof.visit_chunk(table, c);
         }
     })
     .await?;
-    for s in chunk {
-        proof.visit(table, s);
-    }
+    proof.visit_chunk(table, shared.take());
+    proof.visit_chunk(table, own.take());
     proof.end_pass();
     add_stats(&mut stats, &read);
     // Pass 2: reopened streams, re-proved from their first event over every
@@ -349,12 +377,16 @@ async fn prove_table(
         let mut keys: Vec<String> = reopen.iter().map(|id| id.2.clone()).collect();
         keys.sort();
         keys.dedup();
+        let mut own = Chunk::default();
         let read = scan_streams(lake, &files, Some(&keys), |s| {
             if reopen.contains(&(table, s.stream, s.key.clone())) {
-                proof.visit(table, s);
+                if let Some(c) = own.push(s) {
+                    proof.visit_chunk(table, c);
+                }
             }
         })
         .await?;
+        proof.visit_chunk(table, own.take());
         proof.end_pass();
         add_stats(&mut stats, &read);
     }
@@ -644,9 +676,7 @@ pub async fn reconcile_from(
                 if chunk.is_empty() {
                     break; // closed
                 }
-                for s in chunk {
-                    helped.visit(Table::Transfer, s);
-                }
+                helped.visit_chunk(Table::Transfer, chunk);
             }
             helped.end_pass();
             Ok((run, helped))

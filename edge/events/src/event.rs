@@ -635,13 +635,19 @@ impl<'a> EventRef<'a> {
     /// without building a string: an upper-case or malformed recorded hash is
     /// a mismatch, exactly as comparing with [`EventRef::compute_hash`] is.
     pub fn hash_matches(&self, scratch: &mut Vec<u8>) -> bool {
+        self.hash_is(&self.digest(scratch).into())
+    }
+
+    /// The recorded hash's 64 hex digits against `digest`: equal only if
+    /// the record is the lower-case hex of the digest.
+    fn hash_is(&self, digest: &[u8; 32]) -> bool {
         let Ok(recorded) = <&[u8; 64]>::try_from(self.hash.as_bytes()) else {
             return false;
         };
         // Fixed-size arrays: one 64-byte comparison, not 32 calls to memcmp.
         let mut expected = [0u8; 64];
-        for (pair, b) in expected.chunks_exact_mut(2).zip(self.digest(scratch)) {
-            pair.copy_from_slice(&hex_pair(b));
+        for (pair, b) in expected.chunks_exact_mut(2).zip(digest) {
+            pair.copy_from_slice(&hex_pair(*b));
         }
         expected == *recorded
     }
@@ -927,6 +933,47 @@ impl ChainCursor {
 const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 
 /// The two lower-case hex digits of one byte.
+/// Checks the recorded hashes of many events at once, as
+/// [`EventRef::hash_matches`] checks one: the reconciler's hot path (it
+/// hashes every event of the lake). The canonical encodings go into one
+/// buffer and are hashed together, so the SHA-256 of several events can run
+/// side by side. Reused across calls, it allocates only while it grows.
+#[derive(Debug, Default)]
+pub struct HashCheck {
+    text: Vec<u8>,
+    ends: Vec<usize>,
+    digests: Vec<[u8; 32]>,
+}
+
+impl HashCheck {
+    /// Appends to `ok`, for each of `events` in order, whether its recorded
+    /// hash is the SHA-256 of its canonical encoding.
+    pub fn check(&mut self, events: &[&EventRef<'_>], ok: &mut Vec<bool>) {
+        self.text.clear();
+        self.ends.clear();
+        for e in events {
+            e.canonical_into(&mut self.text);
+            self.ends.push(self.text.len());
+        }
+        let mut start = 0;
+        let texts: Vec<&[u8]> = self
+            .ends
+            .iter()
+            .map(|&end| {
+                let t = &self.text[start..end];
+                start = end;
+                t
+            })
+            .collect();
+        self.digests.clear();
+        self.digests.resize(texts.len(), [0; 32]);
+        for (t, d) in texts.iter().zip(&mut self.digests) {
+            *d = Sha256::digest(t).into();
+        }
+        ok.extend(events.iter().zip(&self.digests).map(|(e, d)| e.hash_is(d)));
+    }
+}
+
 fn hex_pair(b: u8) -> [u8; 2] {
     [HEX_DIGITS[(b >> 4) as usize], HEX_DIGITS[(b & 15) as usize]]
 }

@@ -10,6 +10,7 @@
 pub mod currency;
 pub mod event;
 pub mod ids;
+pub mod sha256_lanes;
 
 pub use currency::{Currency, UnknownCurrency};
 pub use event::{

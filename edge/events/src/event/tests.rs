@@ -410,6 +410,54 @@ fn hash_matches_sealed_events_and_nothing_else() {
 }
 
 #[test]
+fn hash_check_of_many_agrees_with_hash_matches_one_by_one() {
+    // Sealed events, each edited field, and malformed recorded hashes, in one
+    // batch (several times over, so a batch is longer than any lane count)
+    // and in batches of every size up to 40.
+    let mut events = Vec::new();
+    for ev in all_events() {
+        for (_, edit) in EDITS {
+            let mut bad = ev.clone();
+            edit(&mut bad);
+            events.push(bad);
+        }
+        for hash in [
+            ev.hash.to_uppercase(),
+            ev.hash[..63].to_owned(),
+            String::new(),
+        ] {
+            let mut e = ev.clone();
+            e.hash = hash;
+            events.push(e);
+        }
+        events.push(ev);
+    }
+    let events: Vec<Event> = events.iter().cycle().take(events.len() * 3).cloned().collect();
+    let mut scratch = Vec::new();
+    let want: Vec<bool> = events
+        .iter()
+        .map(|e| e.view().hash_matches(&mut scratch))
+        .collect();
+    assert!(want.iter().any(|&ok| ok) && want.iter().any(|&ok| !ok));
+    let views: Vec<EventRef> = events.iter().map(Event::view).collect();
+    let refs: Vec<&EventRef> = views.iter().collect();
+    let mut check = HashCheck::default();
+    let mut got = vec![true]; // appended to, not replaced
+    check.check(&refs, &mut got);
+    assert_eq!(got[1..], want[..]);
+    let mut none = Vec::new();
+    check.check(&[], &mut none);
+    assert!(none.is_empty());
+    for n in 1..=40 {
+        let mut got = Vec::new();
+        for batch in refs.chunks(n) {
+            check.check(batch, &mut got);
+        }
+        assert_eq!(got, want, "batches of {n}");
+    }
+}
+
+#[test]
 fn hash_matches_reuses_the_scratch_buffer() {
     let evs = all_events();
     let mut scratch = Vec::new();
