@@ -12,6 +12,9 @@ use sha2::{Digest, Sha256};
 const MESSAGES: usize = 200_000;
 const REPETITIONS: usize = 5;
 
+/// How long each message is.
+type Length = fn(&mut XorShift) -> usize;
+
 struct XorShift(u64);
 
 impl XorShift {
@@ -24,7 +27,7 @@ impl XorShift {
 }
 
 /// The messages back to back in one buffer, and their lengths.
-fn messages(rng: &mut XorShift, len: impl Fn(&mut XorShift) -> usize) -> (Vec<u8>, Vec<usize>) {
+fn messages(rng: &mut XorShift, len: Length) -> (Vec<u8>, Vec<usize>) {
     let lens: Vec<usize> = (0..MESSAGES).map(|_| len(rng)).collect();
     let data = (0..lens.iter().sum::<usize>())
         .map(|_| b' ' + (rng.next() % 95) as u8)
@@ -52,12 +55,11 @@ fn report(name: &str, bytes: usize, time: Duration) -> f64 {
 
 fn main() {
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
-    let mixes: [(&str, Box<dyn Fn(&mut XorShift) -> usize>); 2] = [
-        (
-            "mixed 250-600 bytes",
-            Box::new(|rng: &mut XorShift| 250 + (rng.next() % 351) as usize),
-        ),
-        ("exactly 400 bytes", Box::new(|_: &mut XorShift| 400)),
+    let mixes: [(&str, Length); 2] = [
+        ("mixed 250-600 bytes", |rng| {
+            250 + (rng.next() % 351) as usize
+        }),
+        ("exactly 400 bytes", |_| 400),
     ];
     println!(
         "{MESSAGES} messages, fastest of {REPETITIONS}; avx512f+avx512bw: {}",

@@ -432,7 +432,12 @@ fn hash_check_of_many_agrees_with_hash_matches_one_by_one() {
         }
         events.push(ev);
     }
-    let events: Vec<Event> = events.iter().cycle().take(events.len() * 3).cloned().collect();
+    let events: Vec<Event> = events
+        .iter()
+        .cycle()
+        .take(events.len() * 3)
+        .cloned()
+        .collect();
     let mut scratch = Vec::new();
     let want: Vec<bool> = events
         .iter()
