@@ -670,3 +670,33 @@ fn is_event_id_agrees_with_event_id() {
     assert!(!is_event_id("account:a:1", Stream::Transfer, "a", 1));
     assert!(!is_event_id("account:a:b:1", Stream::Account, "a", 1));
 }
+
+#[test]
+fn put_and_same_are_exact_for_every_short_length() {
+    let src: Vec<u8> = (0..200u8)
+        .map(|i| i.wrapping_mul(37).wrapping_add(11))
+        .collect();
+    for n in 0..=130 {
+        for offset in [0, 1, 7, 15] {
+            let v = &src[..n];
+            let mut dst = vec![MaybeUninit::new(0xAAu8); offset + n + 20];
+            let mut at = offset;
+            put(&mut dst, &mut at, v);
+            assert_eq!(at, offset + n);
+            // SAFETY (test): every slot was initialized above.
+            let got: Vec<u8> = dst.iter().map(|b| unsafe { b.assume_init() }).collect();
+            assert_eq!(&got[offset..offset + n], v, "n={n} offset={offset}");
+            assert!(got[..offset]
+                .iter()
+                .chain(&got[offset + n..])
+                .all(|&b| b == 0xAA));
+            assert!(same(v, v));
+            assert!(!same(v, &src[..n + 1]));
+            for i in 0..n {
+                let mut w = v.to_vec();
+                w[i] ^= 0x20;
+                assert!(!same(v, &w), "n={n} differs at {i}");
+            }
+        }
+    }
+}
