@@ -8,8 +8,9 @@
 //! Holds that outlive their transfer are `convergence`'s (leaked holds), so
 //! one defect is reported by one check.
 
-use crate::facts::Facts;
+use crate::facts::{Facts, Legs, TransferFacts};
 use crate::finding::Finding;
+use crate::names::Names;
 
 pub const NAME: &str = "cross_stream_consistency";
 pub const INVARIANT: &str = "I1";
@@ -19,68 +20,83 @@ pub const PROVES: &str =
 pub fn check(f: &Facts) -> Vec<Finding> {
     let mut out = Vec::new();
     for (id, t, legs) in f.transfer_ids() {
-        let Some(t) = t.filter(|t| t.amount.is_some()) else {
-            continue; // transfer_conservation reports legs without a transfer
-        };
-        let n = &f.names;
-        let src = t.source.map_or("", |s| n.get(s));
-        let phase = n.get(t.phase);
-        let amount = t.amount.unwrap_or(0);
-        let mut bad = |code: &'static str, detail: String| {
-            out.push(Finding::new(code, id, detail));
-        };
-        if let Some(h) = legs.holds.iter().find(|h| Some(h.account) != t.source) {
-            bad(
-                "hold_on_wrong_account",
-                format!(
-                    "hold {} is on {}, the source is {src}",
-                    h.event_id(n),
-                    n.get(h.account)
-                ),
-            );
-        }
-        let hold = legs.holds.iter().find(|h| Some(h.account) == t.source);
-        let needs_hold = matches!(phase, "reserved" | "credited" | "captured");
-        match hold {
-            None if needs_hold => bad(
-                "phase_without_hold",
-                format!("phase {phase} but no hold on the source {src}"),
+        check_transfer(&f.names, id, t, legs, &mut out);
+    }
+    finish(&mut out);
+    out
+}
+
+/// Checks one transfer (its facts when it has a stream, and its legs),
+/// appending its findings to `out`; [`finish`] orders them once all are in.
+pub fn check_transfer(
+    n: &Names,
+    id: &str,
+    t: Option<&TransferFacts>,
+    legs: &Legs,
+    out: &mut Vec<Finding>,
+) {
+    let Some(t) = t.filter(|t| t.amount.is_some()) else {
+        return; // transfer_conservation reports legs without a transfer
+    };
+    let src = t.source.map_or("", |s| n.get(s));
+    let phase = n.get(t.phase);
+    let amount = t.amount.unwrap_or(0);
+    let mut bad = |code: &'static str, detail: String| {
+        out.push(Finding::new(code, id, detail));
+    };
+    if let Some(h) = legs.holds.iter().find(|h| Some(h.account) != t.source) {
+        bad(
+            "hold_on_wrong_account",
+            format!(
+                "hold {} is on {}, the source is {src}",
+                h.event_id(n),
+                n.get(h.account)
             ),
-            Some(h) if needs_hold && h.amount != amount => bad(
-                "hold_amount_mismatch",
-                format!(
-                    "hold {} of {} for a transfer of {amount}",
-                    h.event_id(n),
-                    h.amount
-                ),
+        );
+    }
+    let hold = legs.holds.iter().find(|h| Some(h.account) == t.source);
+    let needs_hold = matches!(phase, "reserved" | "credited" | "captured");
+    match hold {
+        None if needs_hold => bad(
+            "phase_without_hold",
+            format!("phase {phase} but no hold on the source {src}"),
+        ),
+        Some(h) if needs_hold && h.amount != amount => bad(
+            "hold_amount_mismatch",
+            format!(
+                "hold {} of {} for a transfer of {amount}",
+                h.event_id(n),
+                h.amount
             ),
-            _ => {}
-        }
-        if phase == "captured" {
-            if let (Some(h), Some(d)) = (hold, legs.debits.first()) {
-                if d.amount != h.amount {
-                    bad(
-                        "capture_not_hold",
-                        format!("hold of {} captured as a debit of {}", h.amount, d.amount),
-                    );
-                }
-            }
-        }
-        if !legs.credits.is_empty() {
-            let released = legs.releases.iter().any(|r| r.amount > 0);
-            if hold.is_none() || released {
+        ),
+        _ => {}
+    }
+    if phase == "captured" {
+        if let (Some(h), Some(d)) = (hold, legs.debits.first()) {
+            if d.amount != h.amount {
                 bad(
-                    "credit_without_live_hold",
-                    format!(
-                        "credited {} but the source hold was {}",
-                        legs.credits[0].event_id(n),
-                        if released { "released" } else { "never placed" }
-                    ),
+                    "capture_not_hold",
+                    format!("hold of {} captured as a debit of {}", h.amount, d.amount),
                 );
             }
         }
     }
-    // In transfer id order (each transfer's own findings keep their order).
+    if !legs.credits.is_empty() {
+        let released = legs.releases.iter().any(|r| r.amount > 0);
+        if hold.is_none() || released {
+            bad(
+                "credit_without_live_hold",
+                format!(
+                    "credited {} but the source hold was {}",
+                    legs.credits[0].event_id(n),
+                    if released { "released" } else { "never placed" }
+                ),
+            );
+        }
+    }
+}
+
+/// Puts the findings in transfer id order (each transfer's own keep theirs).
+pub fn finish(out: &mut [Finding]) {
     out.sort_by(|a, b| a.key.cmp(&b.key));
-    out
 }

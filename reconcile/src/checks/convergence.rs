@@ -45,8 +45,13 @@ pub fn dangling(f: &Facts, now_ms: i64) -> Vec<Dangling> {
 }
 
 pub fn check(f: &Facts, now_ms: i64) -> Vec<Finding> {
-    let mut out: Vec<Finding> = dangling(f, now_ms)
-        .into_iter()
+    check_with(f, now_ms, &dangling(f, now_ms))
+}
+
+/// [`check`], given the transfers [`dangling`] finds (a run also reports them).
+pub fn check_with(f: &Facts, now_ms: i64, dangling: &[Dangling]) -> Vec<Finding> {
+    let mut out: Vec<Finding> = dangling
+        .iter()
         .map(|d| {
             let id = ledger_events::event_id(
                 ledger_events::Stream::Transfer,

@@ -6,7 +6,7 @@
 //! What holding proves: every transfer moved exactly what it said, from
 //! where it said, to where it said, or nothing at all.
 
-use crate::facts::{Facts, Leg};
+use crate::facts::{Facts, Leg, Legs, TransferFacts};
 use crate::finding::Finding;
 use crate::names::{Names, Sym};
 
@@ -49,59 +49,74 @@ fn one_leg(
 pub fn check(f: &Facts) -> Vec<Finding> {
     let mut out = Vec::new();
     for (id, t, legs) in f.transfer_ids() {
-        let moved = !legs.debits.is_empty() || !legs.credits.is_empty();
-        let Some(t) = t.filter(|t| t.amount.is_some()) else {
-            if moved || !legs.holds.is_empty() {
+        check_transfer(&f.names, id, t, legs, &mut out);
+    }
+    finish(&mut out);
+    out
+}
+
+/// Checks one transfer (its facts when it has a stream, and its legs),
+/// appending its findings to `out`; [`finish`] orders them once all are in.
+pub fn check_transfer(
+    n: &Names,
+    id: &str,
+    t: Option<&TransferFacts>,
+    legs: &Legs,
+    out: &mut Vec<Finding>,
+) {
+    let moved = !legs.debits.is_empty() || !legs.credits.is_empty();
+    let Some(t) = t.filter(|t| t.amount.is_some()) else {
+        if moved || !legs.holds.is_empty() {
+            out.push(Finding::new(
+                "leg_without_transfer",
+                id,
+                "account events name this transfer but the lake has no `created` event for it"
+                    .into(),
+            ));
+        }
+        return;
+    };
+    let amount = t.amount.unwrap_or(0);
+    let name = |s: Option<Sym>| s.map_or("", |s| n.get(s));
+    let (currency, src, dst) = (name(t.currency), name(t.source), name(t.destination));
+    let phase = n.get(t.phase);
+    match phase {
+        "captured" => {
+            let debit = one_leg(n, &legs.debits, t.source, amount, t.currency);
+            let credit = one_leg(n, &legs.credits, t.destination, amount, t.currency);
+            if debit.is_err() || credit.is_err() {
+                let show = |r: Result<(), String>| r.err().unwrap_or_else(|| "ok".into());
                 out.push(Finding::new(
-                    "leg_without_transfer",
+                    "captured_legs_mismatch",
                     id,
-                    "account events name this transfer but the lake has no `created` event for it"
-                        .into(),
+                    format!(
+                        "captured {amount} {currency} {src} → {dst}; debit: {}; credit: {}",
+                        show(debit),
+                        show(credit)
+                    ),
                 ));
             }
-            continue;
-        };
-        let amount = t.amount.unwrap_or(0);
-        let n = &f.names;
-        let name = |s: Option<Sym>| s.map_or("", |s| n.get(s));
-        let (currency, src, dst) = (name(t.currency), name(t.source), name(t.destination));
-        let phase = n.get(t.phase);
-        match phase {
-            "captured" => {
-                let debit = one_leg(n, &legs.debits, t.source, amount, t.currency);
-                let credit = one_leg(n, &legs.credits, t.destination, amount, t.currency);
-                if debit.is_err() || credit.is_err() {
-                    let show = |r: Result<(), String>| r.err().unwrap_or_else(|| "ok".into());
-                    out.push(Finding::new(
-                        "captured_legs_mismatch",
-                        id,
-                        format!(
-                            "captured {amount} {currency} {src} → {dst}; debit: {}; credit: {}",
-                            show(debit),
-                            show(credit)
-                        ),
-                    ));
-                }
-            }
-            "failed" | "released" if moved => out.push(Finding::new(
-                "money_moved_without_capture",
-                id,
-                format!(
-                    "{} transfer has {} debit(s) and {} credit(s)",
-                    phase,
-                    legs.debits.len(),
-                    legs.credits.len()
-                ),
-            )),
-            _ if !legs.debits.is_empty() => out.push(Finding::new(
-                "debit_before_capture",
-                id,
-                format!("phase {phase} but the source was already debited"),
-            )),
-            _ => {}
         }
+        "failed" | "released" if moved => out.push(Finding::new(
+            "money_moved_without_capture",
+            id,
+            format!(
+                "{} transfer has {} debit(s) and {} credit(s)",
+                phase,
+                legs.debits.len(),
+                legs.credits.len()
+            ),
+        )),
+        _ if !legs.debits.is_empty() => out.push(Finding::new(
+            "debit_before_capture",
+            id,
+            format!("phase {phase} but the source was already debited"),
+        )),
+        _ => {}
     }
-    // In transfer id order (each transfer's own findings keep their order).
+}
+
+/// Puts the findings in transfer id order (each transfer's own keep theirs).
+pub fn finish(out: &mut [Finding]) {
     out.sort_by(|a, b| a.key.cmp(&b.key));
-    out
 }
