@@ -18,12 +18,13 @@
 //! - **Schema versions.** A row whose `v` this reader does not know stops the
 //!   run ([`Error::Schema`]) instead of being miscounted.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::prelude::{col, lit, ParquetReadOptions, SessionConfig, SessionContext};
 use futures::TryStreamExt;
-use ledger_events::{FIELDS, SCHEMA_VERSIONS_KNOWN};
+use ledger_events::{Stream, FIELDS, SCHEMA_VERSIONS_KNOWN};
 use ledger_ingest::parquet_io::LAYOUT_METADATA_KEY;
 use ledger_ingest::{parse_object_key, Table, LAKE_EVENTS_PREFIX, LAKE_LAYOUT_VERSION};
 
@@ -110,6 +111,28 @@ pub struct LakeFileInfo {
     /// The file's column names, in order: files with the same columns share
     /// one inferred Arrow schema during a scan.
     pub columns: String,
+    /// Per row group, from the footer's statistics: the least and greatest
+    /// `stream_key` and the rows. Only an estimate of where rows lie (a run
+    /// splits a table's remaining keys by it); empty when a row group has
+    /// no such statistics.
+    pub key_groups: Vec<KeyGroup>,
+}
+
+/// One row group's `stream_key` range and size ([`LakeFileInfo::key_groups`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyGroup {
+    pub min: String,
+    pub max: String,
+    pub rows: i64,
+}
+
+/// Which rows of a table a sorted scan reads.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Select<'a> {
+    /// Only the rows whose `stream_key` is one of these.
+    pub keys: Option<&'a [String]>,
+    /// Only the rows at or after (`stream`, `stream_key`) in the lake's order.
+    pub from: Option<(Stream, &'a str)>,
 }
 
 impl LakeFileInfo {
@@ -211,7 +234,7 @@ impl Lake {
             if parse_object_key(&key).is_none() {
                 continue;
             }
-            let (rows, columns) = self.check_footer(&m.location, &key, m.size).await?;
+            let (rows, columns, key_groups) = self.check_footer(&m.location, &key, m.size).await?;
             files.push(LakeFileInfo {
                 key,
                 table,
@@ -219,6 +242,7 @@ impl Lake {
                 rows,
                 e_tag: m.e_tag.clone(),
                 columns,
+                key_groups,
             });
         }
         files.sort_by(|a, b| a.key.cmp(&b.key));
@@ -227,7 +251,12 @@ impl Lake {
 
     /// Reads and decodes the footer: a truncated or foreign file, or one of
     /// another layout, is named here before any row is read.
-    async fn check_footer(&self, loc: &Path, key: &str, size: u64) -> Result<(i64, String), Error> {
+    async fn check_footer(
+        &self,
+        loc: &Path,
+        key: &str,
+        size: u64,
+    ) -> Result<(i64, String, Vec<KeyGroup>), Error> {
         let file_err = |why: String| Error::File {
             key: key.to_owned(),
             why,
@@ -273,7 +302,21 @@ impl Lake {
                     .iter()
                     .map(|c| c.name())
                     .collect();
-                Ok((fm.num_rows(), columns.join(",")))
+                let key_col = columns.iter().position(|c| *c == "stream_key");
+                let key_groups = key_col.map_or_else(Vec::new, |k| {
+                    meta.row_groups()
+                        .iter()
+                        .filter_map(|rg| {
+                            let st = rg.column(k).statistics()?;
+                            Some(KeyGroup {
+                                min: String::from_utf8_lossy(st.min_bytes_opt()?).into_owned(),
+                                max: String::from_utf8_lossy(st.max_bytes_opt()?).into_owned(),
+                                rows: rg.num_rows(),
+                            })
+                        })
+                        .collect()
+                });
+                Ok((fm.num_rows(), columns.join(","), key_groups))
             }
             Some(other) => Err(file_err(format!(
                 "written in lake layout {other:?}; this reconciler knows {LAKE_LAYOUT_VERSION:?}\n\
@@ -332,14 +375,14 @@ impl Lake {
     /// Streams the rows of `files` (one table) in the lake's order
     /// (`stream`, `stream_key`, `seq`, `hash`), calling `visit` with each row
     /// in order: a k-way merge of the files, each read by DataFusion as
-    /// one ordered stream (see [`crate::merge`]). With `keys`, only the rows
-    /// whose `stream_key` is in `keys` (row groups whose statistics exclude
-    /// every key are not read).
+    /// one ordered stream (see [`crate::merge`]). Only the rows `select`
+    /// selects (row groups whose statistics exclude them all are not read).
+    /// `visit` may stop the scan ([`ControlFlow::Break`]).
     pub async fn scan_sorted_where(
         &self,
         files: &[LakeFileInfo],
-        keys: Option<&[String]>,
-        mut visit: impl FnMut(Row) -> Result<(), Error>,
+        select: Select<'_>,
+        mut visit: impl FnMut(Row) -> Result<ControlFlow<()>, Error>,
     ) -> Result<(), Error> {
         if files.is_empty() {
             return Ok(());
@@ -381,7 +424,8 @@ impl Lake {
             if !known {
                 schemas.insert(f.columns.as_str(), df.schema().as_arrow().clone());
             }
-            df = only_keys(df, keys).map_err(file_err)?;
+            df = only_keys(df, select.keys).map_err(file_err)?;
+            df = only_from(df, select.from).map_err(file_err)?;
             let stream = df
                 .select_columns(FIELDS)
                 .map_err(file_err)?
@@ -413,6 +457,31 @@ fn only_keys(
         }
         None => Ok(df),
     }
+}
+
+/// `df`'s rows at or after (`stream`, `key`) in the lake's order (all rows
+/// without a bound): that stream's rows from `key` on, and every row of a
+/// stream after it.
+fn only_from(
+    df: datafusion::dataframe::DataFrame,
+    from: Option<(Stream, &str)>,
+) -> datafusion::error::Result<datafusion::dataframe::DataFrame> {
+    let Some((stream, key)) = from else {
+        return Ok(df);
+    };
+    let later: Vec<_> = [Stream::Account, Stream::Transfer, Stream::Subscription]
+        .into_iter()
+        .filter(|s| *s > stream)
+        .map(|s| lit(s.as_str()))
+        .collect();
+    let at = col("stream")
+        .eq(lit(stream.as_str()))
+        .and(col("stream_key").gt_eq(lit(key)));
+    df.filter(if later.is_empty() {
+        at
+    } else {
+        at.or(col("stream").in_list(later, false))
+    })
 }
 
 /// The error of a lake file DataFusion cannot read.

@@ -245,6 +245,7 @@ fn main() -> ExitCode {
         now_ms: cli.now_ms.unwrap_or_else(wall_clock_ms),
         progress: !cli.quiet,
         handoff: std::env::var_os("RECONCILE_NO_HANDOFF").is_none(),
+        split_first: false,
     };
     let result = rt.block_on(async {
         let lake = Lake::connect(&cli.lake).await?;

@@ -16,6 +16,7 @@
 //! is read, and against the batch before it.
 
 use std::cmp::Ordering;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::execution::SendableRecordBatchStream;
@@ -167,10 +168,11 @@ impl Heap {
     }
 }
 
-/// Merges the cursors, handing `visit` every row in the lake's order.
+/// Merges the cursors, handing `visit` every row in the lake's order until
+/// it says stop.
 pub async fn merge(
     mut cursors: Vec<Cursor>,
-    visit: &mut impl FnMut(Row) -> Result<(), Error>,
+    visit: &mut impl FnMut(Row) -> Result<ControlFlow<()>, Error>,
 ) -> Result<(), Error> {
     let mut heap = Heap::build(&cursors);
     while let Some(&top) = heap.idx.first() {
@@ -178,7 +180,9 @@ pub async fn merge(
         let runner = heap.runner_up(&cursors);
         loop {
             let c = &mut cursors[top];
-            visit(Row::new(Arc::clone(c.head()), c.pos))?;
+            if visit(Row::new(Arc::clone(c.head()), c.pos))?.is_break() {
+                return Ok(());
+            }
             c.pos += 1;
             if !c.live() {
                 c.fill().await?;

@@ -17,6 +17,7 @@
 //!   streams ─▶ facts ─▶ transfer/global conservation, consistency, convergence
 //! ```
 
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::mpsc::TrySendError;
 use std::time::Instant;
@@ -30,9 +31,10 @@ use crate::checkpoint::{ProofState, StreamFinding, StreamId, StreamState};
 use crate::checks::*;
 use crate::facts::Facts;
 use crate::finding::{CheckResult, Finding};
-use crate::lake::{Error, Lake, LakeFileInfo};
+use crate::lake::{Error, KeyGroup, Lake, LakeFileInfo, Select};
 use crate::names::FxMap;
 use crate::report::{Incremental, Report, REPORT_VERSION};
+use crate::rows::Row;
 use crate::stream::{views, Grouper, ScanStats, StreamRows, StreamView, Tail};
 use ledger_events::event::HashCheck;
 
@@ -45,7 +47,12 @@ pub struct Options {
     /// Let the thread that finishes its table first take over transfer
     /// streams from the other ([`Handoff`]). On in the CLI; off only to
     /// compare the two (the verdicts are the same).
+    /// With it, the free thread also takes the upper half of the transfer
+    /// table's remaining keys ([`Split`]).
     pub handoff: bool,
+    /// Ask for the split before proving the account table rather than after
+    /// (tests: a small lake's transfer table is otherwise done by then).
+    pub split_first: bool,
 }
 
 /// The per-stream checks, in report order.
@@ -270,13 +277,210 @@ impl Handoff {
     }
 }
 
-/// Closes the hand-off when dropped.
-struct Closing<'a>(&'a Handoff);
+/// Closes the hand-off and the split when dropped.
+struct Closing<'a>(&'a Handoff, &'a Split);
 
 impl Drop for Closing<'_> {
     fn drop(&mut self) {
         self.0.close();
+        self.1.close();
     }
+}
+
+/// Fewer rows than this ahead of the transfer table's thread: not split.
+const SPLIT_ROWS_MIN: i64 = 100_000;
+
+/// The transfer table's remaining rows, split once between the two threads
+/// of a full run. The hand-off shares proving, but the transfer table's
+/// thread still reads, merges and groups every row of its table, which at
+/// 50M events makes it the last to finish. So the account table's thread,
+/// once its own table is proved, asks ([`Split::ask`]); the transfer table's
+/// thread answers with a key ahead of where it is ([`split_key`]: about half
+/// of its remaining rows lie at or after it, by the row groups' statistics),
+/// stops before its first row at or after (`transfer`, that key), and the
+/// asking thread reads and proves the rows from there on. Streams do not
+/// straddle the key, so each is proved whole on one thread, and the
+/// hand-off then balances what is left.
+struct Split {
+    /// Set with `Asked`: read on every row, so the answer costs no lock.
+    asked: AtomicBool,
+    state: std::sync::Mutex<SplitState>,
+    answered: std::sync::Condvar,
+}
+
+enum SplitState {
+    Open,
+    Asked,
+    /// The key, and the files holding rows at or after it.
+    At(String, Vec<LakeFileInfo>),
+    Closed,
+}
+
+impl Split {
+    fn new() -> Split {
+        Split {
+            asked: AtomicBool::new(false),
+            state: std::sync::Mutex::new(SplitState::Open),
+            answered: std::sync::Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SplitState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Asks for the upper part of the transfer table's remaining rows and
+    /// waits for the answer: the key they start at and the files that hold
+    /// them, or none (the table is done, or too little is left).
+    fn ask(&self) -> Option<(String, Vec<LakeFileInfo>)> {
+        let mut st = self.lock();
+        if !matches!(*st, SplitState::Open) {
+            return None;
+        }
+        *st = SplitState::Asked;
+        self.asked.store(true, AtomicOrdering::Release);
+        while matches!(*st, SplitState::Asked) {
+            st = self.answered.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        match std::mem::replace(&mut *st, SplitState::Closed) {
+            SplitState::At(key, files) => Some((key, files)),
+            _ => None,
+        }
+    }
+
+    /// No split from now on; an ask waiting for an answer gets none.
+    fn close(&self) {
+        let mut st = self.lock();
+        if matches!(*st, SplitState::Open | SplitState::Asked) {
+            *st = SplitState::Closed;
+            self.answered.notify_all();
+        }
+    }
+}
+
+/// The transfer table thread's side of a [`Split`], over its `files`.
+struct Watch<'a> {
+    split: &'a Split,
+    files: &'a [LakeFileInfo],
+    rows_min: i64,
+    answered: bool,
+    /// The key the other thread reads from, once answered with one.
+    at: Option<String>,
+}
+
+impl Watch<'_> {
+    /// Whether the scan stops before `row`: rows at or after (`transfer`,
+    /// the split key) are the other thread's.
+    fn stop_at(&mut self, row: &Row) -> bool {
+        if !self.answered {
+            if !self.split.asked.load(AtomicOrdering::Acquire) {
+                return false;
+            }
+            self.answer(row);
+        }
+        self.at.as_deref().is_some_and(|key| {
+            row.stream() > Stream::Transfer
+                || (row.stream() == Stream::Transfer && row.key() >= key)
+        })
+    }
+
+    /// Answers the ask: `row` is the first row not yet read.
+    fn answer(&mut self, row: &Row) {
+        self.answered = true;
+        let mut st = self.split.lock();
+        if !matches!(*st, SplitState::Asked) {
+            return;
+        }
+        let groups = self.files.iter().flat_map(|f| &f.key_groups);
+        let key = (row.stream() == Stream::Transfer)
+            .then(|| split_key(groups, row.key(), self.rows_min))
+            .flatten();
+        *st = match key {
+            Some(key) => {
+                // Files with no statistics are read too (pruned by DataFusion if they can be).
+                let files = self
+                    .files
+                    .iter()
+                    .filter(|f| {
+                        f.key_groups.is_empty() || f.key_groups.iter().any(|g| g.max >= key)
+                    })
+                    .cloned()
+                    .collect();
+                self.at = Some(key.clone());
+                SplitState::At(key, files)
+            }
+            None => SplitState::Closed,
+        };
+        self.split.answered.notify_all();
+    }
+}
+
+/// A key after `at` that splits the rows still ahead of `at` in two about
+/// equal parts, judged by row groups' key ranges (a group that straddles a
+/// key counts half on each side); none when fewer than `rows_min` rows are
+/// ahead.
+fn split_key<'a>(
+    groups: impl Iterator<Item = &'a KeyGroup> + Clone,
+    at: &str,
+    rows_min: i64,
+) -> Option<String> {
+    let ahead = |key: &str| -> i64 {
+        groups
+            .clone()
+            .map(|g| {
+                if g.min.as_str() >= key {
+                    2 * g.rows
+                } else if g.max.as_str() < key {
+                    0
+                } else {
+                    g.rows
+                }
+            })
+            .sum()
+    };
+    let total = ahead(at);
+    if total < 2 * rows_min.max(1) {
+        return None;
+    }
+    let mut keys: Vec<&str> = groups
+        .clone()
+        .flat_map(|g| [g.min.as_str(), g.max.as_str()])
+        .filter(|k| *k > at)
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.into_iter()
+        .min_by_key(|k| (2 * ahead(k) - total).abs())
+        .map(str::to_owned)
+}
+
+/// Proves the transfer table's rows from (`transfer`, `key`) on, in `files`,
+/// into `proof` (the split's upper part, on the account table's thread).
+async fn prove_upper(
+    lake: &Lake,
+    key: &str,
+    files: &[LakeFileInfo],
+    proof: &mut Proof,
+) -> Result<ScanStats, Error> {
+    let from = Select {
+        keys: None,
+        from: Some((Stream::Transfer, key)),
+    };
+    let mut own = Chunk::default();
+    let read = scan_streams(
+        lake,
+        files,
+        from,
+        |_| false,
+        |s| {
+            if let Some(c) = own.push(s) {
+                proof.visit_chunk(Table::Transfer, c);
+            }
+        },
+    )
+    .await?;
+    proof.visit_chunk(Table::Transfer, own.take());
+    Ok(read)
 }
 
 /// A run from nothing: reads every lake file.
@@ -310,6 +514,7 @@ async fn prove_table(
     listed: Option<Vec<LakeFileInfo>>,
     mut proof: Proof,
     handoff: Option<&Handoff>,
+    split: Option<&Split>,
 ) -> Result<TableRun, Error> {
     let RunCtx {
         lake,
@@ -343,7 +548,16 @@ async fn prove_table(
     proof.reserve(table, new.iter().map(|f| f.rows.max(0) as usize).sum());
     // Transfer streams that may be handed over, and the others.
     let (mut shared, mut own) = (Chunk::default(), Chunk::default());
-    let read = scan_streams(lake, &new, None, |s| {
+    // A full run's transfer table: stop where the other thread takes over.
+    let mut watch = split.filter(|_| handoff.is_some()).map(|split| Watch {
+        split,
+        files: &new,
+        rows_min: if opts.split_first { 0 } else { SPLIT_ROWS_MIN },
+        answered: false,
+        at: None,
+    });
+    let stop = |row: &Row| watch.as_mut().is_some_and(|w| w.stop_at(row));
+    let read = scan_streams(lake, &new, Select::default(), stop, |s| {
         let tail_seq = proof.tail_seq(table, s.stream, &s.key);
         if tail_seq > 0 && s.rows.first().is_some_and(|r| r.seq() <= tail_seq) {
             reopen.insert((table, s.stream, s.key.clone()));
@@ -358,6 +572,9 @@ async fn prove_table(
         }
     })
     .await?;
+    if let Some(split) = split {
+        split.close();
+    }
     proof.visit_chunk(table, shared.take());
     proof.visit_chunk(table, own.take());
     proof.end_pass();
@@ -378,13 +595,23 @@ async fn prove_table(
         keys.sort();
         keys.dedup();
         let mut own = Chunk::default();
-        let read = scan_streams(lake, &files, Some(&keys), |s| {
-            if reopen.contains(&(table, s.stream, s.key.clone())) {
-                if let Some(c) = own.push(s) {
-                    proof.visit_chunk(table, c);
+        let only = Select {
+            keys: Some(&keys),
+            from: None,
+        };
+        let read = scan_streams(
+            lake,
+            &files,
+            only,
+            |_| false,
+            |s| {
+                if reopen.contains(&(table, s.stream, s.key.clone())) {
+                    if let Some(c) = own.push(s) {
+                        proof.visit_chunk(table, c);
+                    }
                 }
-            }
-        })
+            },
+        )
         .await?;
         proof.visit_chunk(table, own.take());
         proof.end_pass();
@@ -572,15 +799,19 @@ async fn pull_back(
 async fn scan_streams(
     lake: &Lake,
     files: &[LakeFileInfo],
-    keys: Option<&[String]>,
+    select: Select<'_>,
+    mut stop: impl FnMut(&Row) -> bool,
     mut take: impl FnMut(StreamRows),
 ) -> Result<ScanStats, Error> {
     let mut g = Grouper::default();
-    lake.scan_sorted_where(files, keys, |row| {
+    lake.scan_sorted_where(files, select, |row| {
+        if stop(&row) {
+            return Ok(ControlFlow::Break(()));
+        }
         if let Some(s) = g.push(row) {
             take(s);
         }
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     })
     .await?;
     if let Some(s) = g.finish() {
@@ -664,14 +895,44 @@ pub async fn reconcile_from(
         free: AtomicBool::new(false),
         tx,
     };
+    let split = Split::new();
     let (ra, rx) = std::thread::scope(|scope| {
-        let h = &handoff;
+        let (h, sp) = (&handoff, &split);
         let a = scope.spawn(move || {
-            let run = block_on(prove_table(ctx, Table::Account, account_files, acct, None))?;
+            let mut helped = Proof::empty();
+            let mut upper = ScanStats::default();
+            let mut take_upper = |helped: &mut Proof| -> Result<(), Error> {
+                if let Some((key, files)) = sp.ask() {
+                    upper = block_on(prove_upper(lake, &key, &files, helped))?;
+                    if opts.progress {
+                        eprintln!(
+                            "reconcile: transfer: {} rows read from key {key:?} on ({} files), {} streams, on the account table's thread ({:.1} s)",
+                            upper.rows_read,
+                            files.len(),
+                            upper.streams,
+                            started.elapsed().as_secs_f64()
+                        );
+                    }
+                }
+                Ok(())
+            };
+            if opts.handoff && opts.split_first {
+                take_upper(&mut helped)?;
+            }
+            let run = block_on(prove_table(
+                ctx,
+                Table::Account,
+                account_files,
+                acct,
+                None,
+                None,
+            ))?;
+            if opts.handoff && !opts.split_first {
+                take_upper(&mut helped)?;
+            }
             // The account table is proved: help with the transfer streams
             // until the other thread closes the hand-off.
             h.free.store(true, AtomicOrdering::Relaxed);
-            let mut helped = Proof::empty();
             while let Ok(chunk) = chunks.recv() {
                 if chunk.is_empty() {
                     break; // closed
@@ -679,24 +940,25 @@ pub async fn reconcile_from(
                 helped.visit_chunk(Table::Transfer, chunk);
             }
             helped.end_pass();
-            Ok((run, helped))
+            Ok((run, helped, upper))
         });
         let x = scope.spawn(move || {
             // Closed however this thread ends (error or panic included), so
             // the other one never waits for chunks that will not come.
-            let closing = Closing(h);
+            let closing = Closing(h, sp);
             block_on(async {
                 let offer = opts.handoff.then_some(h);
-                let t = prove_table(ctx, Table::Transfer, transfer_files, xfer, offer).await?;
+                let t = prove_table(ctx, Table::Transfer, transfer_files, xfer, offer, Some(sp))
+                    .await?;
                 drop(closing);
-                let s = prove_table(ctx, Table::Subscription, None, t.proof, None).await?;
+                let s = prove_table(ctx, Table::Subscription, None, t.proof, None, None).await?;
                 Ok((t.stats, t.inc, t.files, s))
             })
         });
         (a.join(), x.join())
     });
     let panicked = |_| Error::Scan("a table's proof panicked".into());
-    let (ra, helped) = ra.map_err(panicked)??;
+    let (ra, helped, upper) = ra.map_err(panicked)??;
     let (xstats, xinc, xfiles, mut rs) = rx.map_err(panicked)??;
     if opts.progress && !helped.facts.transfers.is_empty() {
         eprintln!(
@@ -707,6 +969,7 @@ pub async fn reconcile_from(
     rs.proof.absorb(helped);
     let mut stats = ScanStats::default();
     let mut inc = Incremental::default();
+    add_stats(&mut stats, &upper);
     for (s, i) in [(&ra.stats, &ra.inc), (&xstats, &xinc), (&rs.stats, &rs.inc)] {
         add_stats(&mut stats, s);
         inc.files_read += i.files_read;
@@ -890,6 +1153,25 @@ fn add_stats(total: &mut ScanStats, s: &ScanStats) {
 mod tests {
     use super::*;
     use crate::facts::{Leg, LegKind, TransferState, Transfers};
+
+    #[test]
+    fn the_split_key_halves_the_rows_ahead() {
+        // Ten row groups of 100 rows over disjoint key ranges k00..k09, …, k90..k99.
+        let groups: Vec<KeyGroup> = (0..10)
+            .map(|i| KeyGroup {
+                min: format!("k{i}0"),
+                max: format!("k{i}9"),
+                rows: 100,
+            })
+            .collect();
+        assert_eq!(split_key(groups.iter(), "k00", 0).as_deref(), Some("k50"));
+        // From k50, 500 rows ahead: half of group 7 and groups 8 and 9.
+        assert_eq!(split_key(groups.iter(), "k50", 0).as_deref(), Some("k79"));
+        // Too few rows ahead, or nothing after `at`: no split.
+        assert_eq!(split_key(groups.iter(), "k00", 1001), None);
+        assert_eq!(split_key(groups.iter(), "k99", 0), None);
+        assert_eq!(split_key([].iter(), "k00", 0), None);
+    }
 
     #[test]
     fn the_split_walk_finds_what_each_check_finds_on_its_own() {

@@ -21,6 +21,7 @@ fn opts() -> Options {
         now_ms: NOW_MS,
         progress: false,
         handoff: true,
+        split_first: false,
     }
 }
 

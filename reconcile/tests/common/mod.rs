@@ -60,6 +60,7 @@ pub fn run_lib(dir: &Path) -> Result<Report, Error> {
                 now_ms: NOW_MS,
                 progress: false,
                 handoff: true,
+                split_first: false,
             },
         )
         .await
