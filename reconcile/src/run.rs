@@ -397,17 +397,11 @@ impl Watch<'_> {
             .flatten();
         *st = match key {
             Some(key) => {
-                // Files with no statistics are read too (pruned by DataFusion if they can be).
-                let files = self
-                    .files
-                    .iter()
-                    .filter(|f| {
-                        f.key_groups.is_empty() || f.key_groups.iter().any(|g| g.max >= key)
-                    })
-                    .cloned()
-                    .collect();
+                // Every file: a row group's key range says nothing of its
+                // streams (a row of a later stream is the other thread's
+                // whatever its key); DataFusion prunes by both columns.
                 self.at = Some(key.clone());
-                SplitState::At(key, files)
+                SplitState::At(key, self.files.to_vec())
             }
             None => SplitState::Closed,
         };
