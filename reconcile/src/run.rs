@@ -8,8 +8,9 @@
 //! start after its tail. A full run is a resumed run from nothing.
 //!
 //! The account and transfer tables are proved on two threads; in a full run
-//! the account thread, once its table is done, takes over chunks of transfer
-//! streams ([`Handoff`]).
+//! the account thread, once its table is done, reads and proves the upper
+//! part of the transfer table's remaining keys ([`Split`]) and then takes
+//! over chunks of transfer streams ([`Handoff`]).
 //!
 //! ```text
 //! lake ─list+footers─▶ files ─DataFusion per file, k-way merge─▶ rows ─dedup/group─▶ streams
