@@ -1012,7 +1012,13 @@ pub async fn reconcile_from(
             .collect()
     };
     let f = &facts;
-    let (conserved, consistent) = check_transfers(f);
+    let [conserved, consistent] = per_transfer(
+        f,
+        [
+            transfer_conservation::check_transfer,
+            consistency::check_transfer,
+        ],
+    );
     let dangling = convergence::dangling(f, opts.now_ms);
     let converged = convergence::check_with(f, opts.now_ms, &dangling);
     let checks = vec![
@@ -1109,34 +1115,6 @@ pub async fn reconcile_from(
     Ok((report, state))
 }
 
-/// Transfer conservation and cross-stream consistency in one walk over the
-/// transfers (each transfer's legs are read once, and they are millions of
-/// random reads), one half of the transfers on each of two threads.
-fn check_transfers(f: &Facts) -> (Vec<Finding>, Vec<Finding>) {
-    let walk = |skip: usize, take: usize| {
-        let (mut conserved, mut consistent) = (Vec::new(), Vec::new());
-        for (id, t, legs) in f.transfer_ids().skip(skip).take(take) {
-            transfer_conservation::check_transfer(&f.names, id, t, legs, &mut conserved);
-            consistency::check_transfer(&f.names, id, t, legs, &mut consistent);
-        }
-        (conserved, consistent)
-    };
-    let half = (f.transfers.len() + f.orphan_legs.len()) / 2;
-    let (mut conserved, mut consistent) = std::thread::scope(|scope| {
-        let first = scope.spawn(|| walk(0, half));
-        let second = walk(half, usize::MAX);
-        let mut first = first
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        first.0.extend(second.0);
-        first.1.extend(second.1);
-        first
-    });
-    transfer_conservation::finish(&mut conserved);
-    consistency::finish(&mut consistent);
-    (conserved, consistent)
-}
-
 fn add_stats(total: &mut ScanStats, s: &ScanStats) {
     total.rows_read += s.rows_read;
     total.plain_duplicates += s.plain_duplicates;
@@ -1147,7 +1125,6 @@ fn add_stats(total: &mut ScanStats, s: &ScanStats) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::{Leg, LegKind, TransferState, Transfers};
 
     #[test]
     fn the_split_key_halves_the_rows_ahead() {
@@ -1166,55 +1143,5 @@ mod tests {
         assert_eq!(split_key(groups.iter(), "k00", 1001), None);
         assert_eq!(split_key(groups.iter(), "k99", 0), None);
         assert_eq!(split_key([].iter(), "k00", 0), None);
-    }
-
-    #[test]
-    fn the_split_walk_finds_what_each_check_finds_on_its_own() {
-        // Transfers whose findings span the whole id range (every third is
-        // captured with no legs, every fifth has a hold on the wrong
-        // account), plus legs that name no transfer (after the transfers).
-        let mut f = Facts::default();
-        let captured = f.names.id("captured");
-        let reserved = f.names.id("reserved");
-        let (usd, a, b) = (f.names.id("USD"), f.names.id("a"), f.names.id("b"));
-        let rows: Vec<(Box<str>, TransferState)> = (0..1001)
-            .map(|i| {
-                let mut st = TransferState::default();
-                st.facts.amount = Some(100);
-                st.facts.currency = Some(usd);
-                st.facts.source = Some(a);
-                st.facts.destination = Some(b);
-                st.facts.phase = if i % 3 == 0 { captured } else { reserved };
-                (format!("t-{i:05}").into(), st)
-            })
-            .collect();
-        for (i, (id, _)) in rows.iter().enumerate() {
-            let account = if i % 5 == 0 { b } else { a };
-            let leg = Leg {
-                account,
-                amount: 100,
-                currency: usd,
-                seq: i as u64 + 1,
-            };
-            f.legs.add(id, LegKind::Hold, leg);
-        }
-        let orphan = Leg {
-            account: a,
-            amount: 5,
-            currency: usd,
-            seq: 9999,
-        };
-        f.legs.add("t-99999", LegKind::Debit, orphan);
-        f.transfers = Transfers::from_sorted(rows);
-        f.finish_transfers();
-        assert_eq!(f.orphan_legs, ["t-99999"]);
-        let (conserved, consistent) = check_transfers(&f);
-        assert_eq!(conserved, transfer_conservation::check(&f));
-        assert_eq!(consistent, consistency::check(&f));
-        // Findings from both halves and the orphan.
-        assert_eq!(conserved.len(), 334 + 1);
-        // A hold on the wrong account: that, and no hold on the source.
-        assert_eq!(consistent.len(), 2 * 201);
-        assert_eq!(conserved.last().map(|c| c.key.as_str()), Some("t-99999"));
     }
 }

@@ -8,7 +8,7 @@
 //! Holds that outlive their transfer are `convergence`'s (leaked holds), so
 //! one defect is reported by one check.
 
-use crate::facts::{Facts, Legs, TransferFacts};
+use crate::facts::{Legs, TransferFacts};
 use crate::finding::Finding;
 use crate::names::Names;
 
@@ -17,17 +17,9 @@ pub const INVARIANT: &str = "I1";
 pub const PROVES: &str =
     "every transfer's phase agrees with the holds, debits and credits on its accounts";
 
-pub fn check(f: &Facts) -> Vec<Finding> {
-    let mut out = Vec::new();
-    for (id, t, legs) in f.transfer_ids() {
-        check_transfer(&f.names, id, t, legs, &mut out);
-    }
-    finish(&mut out);
-    out
-}
-
 /// Checks one transfer (its facts when it has a stream, and its legs),
-/// appending its findings to `out`; [`finish`] orders them once all are in.
+/// appending its findings to `out` ([`super::per_transfer`] runs it on every
+/// transfer).
 pub fn check_transfer(
     n: &Names,
     id: &str,
@@ -94,9 +86,4 @@ pub fn check_transfer(
             );
         }
     }
-}
-
-/// Puts the findings in transfer id order (each transfer's own keep theirs).
-pub fn finish(out: &mut [Finding]) {
-    out.sort_by(|a, b| a.key.cmp(&b.key));
 }

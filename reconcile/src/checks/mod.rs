@@ -11,6 +11,9 @@
 //! | [`global_conservation`] | I1 per currency | facts |
 //! | [`consistency`] | I1: transfer phases vs account legs | facts |
 //! | [`convergence`] | I4: dangling transfers, leaked holds | facts |
+//!
+//! The checks of one transfer at a time ([`TransferCheck`]) run together in
+//! one walk over the transfers ([`per_transfer`]).
 
 pub mod balance;
 pub mod completeness;
@@ -20,3 +23,114 @@ pub mod duplicates;
 pub mod global_conservation;
 pub mod overdraft;
 pub mod transfer_conservation;
+
+use crate::facts::{Facts, Legs, TransferFacts};
+use crate::finding::Finding;
+use crate::names::Names;
+
+/// A check of one transfer: its id, its facts when it has a stream, and its
+/// legs; appends its findings.
+pub type TransferCheck = fn(&Names, &str, Option<&TransferFacts>, &Legs, &mut Vec<Finding>);
+
+/// Runs each of `checks` on every transfer of `f` in one walk (each
+/// transfer's legs are read once, and they are millions of random reads),
+/// half of the transfers on each of two threads. Each check's findings come
+/// back in transfer id order (a transfer's own keep their order).
+pub fn per_transfer<const N: usize>(f: &Facts, checks: [TransferCheck; N]) -> [Vec<Finding>; N] {
+    let walk = |skip: usize, take: usize| {
+        let mut out: [Vec<Finding>; N] = std::array::from_fn(|_| Vec::new());
+        for (id, t, legs) in f.transfer_ids().skip(skip).take(take) {
+            for (check, out) in checks.iter().zip(&mut out) {
+                check(&f.names, id, t, legs, out);
+            }
+        }
+        out
+    };
+    let half = (f.transfers.len() + f.orphan_legs.len()) / 2;
+    let mut found = std::thread::scope(|scope| {
+        let first = scope.spawn(|| walk(0, half));
+        let second = walk(half, usize::MAX);
+        let mut first = first
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        for (a, b) in first.iter_mut().zip(second) {
+            a.extend(b);
+        }
+        first
+    });
+    for out in &mut found {
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::{Leg, LegKind, TransferState, Transfers};
+
+    #[test]
+    fn the_split_walk_finds_what_each_check_finds_on_its_own() {
+        // Transfers whose findings span the whole id range (every third is
+        // captured with no legs, every fifth has a hold on the wrong
+        // account), plus legs that name no transfer (after the transfers).
+        let mut f = Facts::default();
+        let captured = f.names.id("captured");
+        let reserved = f.names.id("reserved");
+        let (usd, a, b) = (f.names.id("USD"), f.names.id("a"), f.names.id("b"));
+        let rows: Vec<(Box<str>, TransferState)> = (0..1001)
+            .map(|i| {
+                let mut st = TransferState::default();
+                st.facts.amount = Some(100);
+                st.facts.currency = Some(usd);
+                st.facts.source = Some(a);
+                st.facts.destination = Some(b);
+                st.facts.phase = if i % 3 == 0 { captured } else { reserved };
+                (format!("t-{i:05}").into(), st)
+            })
+            .collect();
+        for (i, (id, _)) in rows.iter().enumerate() {
+            let account = if i % 5 == 0 { b } else { a };
+            let leg = Leg {
+                account,
+                amount: 100,
+                currency: usd,
+                seq: i as u64 + 1,
+            };
+            f.legs.add(id, LegKind::Hold, leg);
+        }
+        let orphan = Leg {
+            account: a,
+            amount: 5,
+            currency: usd,
+            seq: 9999,
+        };
+        f.legs.add("t-99999", LegKind::Debit, orphan);
+        f.transfers = Transfers::from_sorted(rows);
+        f.finish_transfers();
+        assert_eq!(f.orphan_legs, ["t-99999"]);
+        // The reference: each check on its own, one transfer after another.
+        let alone = |check: TransferCheck| {
+            let mut out = Vec::new();
+            for (id, t, legs) in f.transfer_ids() {
+                check(&f.names, id, t, legs, &mut out);
+            }
+            out.sort_by(|a, b| a.key.cmp(&b.key));
+            out
+        };
+        let [conserved, consistent] = per_transfer(
+            &f,
+            [
+                transfer_conservation::check_transfer,
+                consistency::check_transfer,
+            ],
+        );
+        assert_eq!(conserved, alone(transfer_conservation::check_transfer));
+        assert_eq!(consistent, alone(consistency::check_transfer));
+        // Findings from both halves and the orphan.
+        assert_eq!(conserved.len(), 334 + 1);
+        // A hold on the wrong account: that, and no hold on the source.
+        assert_eq!(consistent.len(), 2 * 201);
+        assert_eq!(conserved.last().map(|c| c.key.as_str()), Some("t-99999"));
+    }
+}

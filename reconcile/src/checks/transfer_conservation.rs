@@ -6,7 +6,7 @@
 //! What holding proves: every transfer moved exactly what it said, from
 //! where it said, to where it said, or nothing at all.
 
-use crate::facts::{Facts, Leg, Legs, TransferFacts};
+use crate::facts::{Leg, Legs, TransferFacts};
 use crate::finding::Finding;
 use crate::names::{Names, Sym};
 
@@ -46,17 +46,9 @@ fn one_leg(
     }
 }
 
-pub fn check(f: &Facts) -> Vec<Finding> {
-    let mut out = Vec::new();
-    for (id, t, legs) in f.transfer_ids() {
-        check_transfer(&f.names, id, t, legs, &mut out);
-    }
-    finish(&mut out);
-    out
-}
-
 /// Checks one transfer (its facts when it has a stream, and its legs),
-/// appending its findings to `out`; [`finish`] orders them once all are in.
+/// appending its findings to `out` ([`super::per_transfer`] runs it on every
+/// transfer).
 pub fn check_transfer(
     n: &Names,
     id: &str,
@@ -114,9 +106,4 @@ pub fn check_transfer(
         )),
         _ => {}
     }
-}
-
-/// Puts the findings in transfer id order (each transfer's own keep theirs).
-pub fn finish(out: &mut [Finding]) {
-    out.sort_by(|a, b| a.key.cmp(&b.key));
 }
