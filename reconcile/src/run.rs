@@ -312,7 +312,8 @@ struct Split {
 enum SplitState {
     Open,
     Asked,
-    /// The key, and the files holding rows at or after it.
+    /// The key, and the files to read from it on (all of the table's new
+    /// files: see [`Watch::answer`]).
     At(String, Vec<LakeFileInfo>),
     Closed,
 }
@@ -449,6 +450,35 @@ fn split_key<'a>(
         .map(str::to_owned)
 }
 
+/// Proves the streams of `files` (of `table`) that `select` reads and
+/// `keep` keeps into `proof`, in chunks, and returns the scan's statistics.
+async fn prove_streams(
+    lake: &Lake,
+    files: &[LakeFileInfo],
+    select: Select<'_>,
+    table: Table,
+    proof: &mut Proof,
+    keep: impl Fn(&StreamRows) -> bool,
+) -> Result<ScanStats, Error> {
+    let mut own = Chunk::default();
+    let read = scan_streams(
+        lake,
+        files,
+        select,
+        |_| false,
+        |s| {
+            if keep(&s) {
+                if let Some(c) = own.push(s) {
+                    proof.visit_chunk(table, c);
+                }
+            }
+        },
+    )
+    .await?;
+    proof.visit_chunk(table, own.take());
+    Ok(read)
+}
+
 /// Proves the transfer table's rows from (`transfer`, `key`) on, in `files`,
 /// into `proof` (the split's upper part, on the account table's thread).
 async fn prove_upper(
@@ -461,21 +491,7 @@ async fn prove_upper(
         keys: None,
         from: Some((Stream::Transfer, key)),
     };
-    let mut own = Chunk::default();
-    let read = scan_streams(
-        lake,
-        files,
-        from,
-        |_| false,
-        |s| {
-            if let Some(c) = own.push(s) {
-                proof.visit_chunk(Table::Transfer, c);
-            }
-        },
-    )
-    .await?;
-    proof.visit_chunk(Table::Transfer, own.take());
-    Ok(read)
+    prove_streams(lake, files, from, Table::Transfer, proof, |_| true).await
 }
 
 /// A run from nothing: reads every lake file.
@@ -589,26 +605,14 @@ async fn prove_table(
         let mut keys: Vec<String> = reopen.iter().map(|id| id.2.clone()).collect();
         keys.sort();
         keys.dedup();
-        let mut own = Chunk::default();
         let only = Select {
             keys: Some(&keys),
             from: None,
         };
-        let read = scan_streams(
-            lake,
-            &files,
-            only,
-            |_| false,
-            |s| {
-                if reopen.contains(&(table, s.stream, s.key.clone())) {
-                    if let Some(c) = own.push(s) {
-                        proof.visit_chunk(table, c);
-                    }
-                }
-            },
-        )
+        let read = prove_streams(lake, &files, only, table, &mut proof, |s| {
+            reopen.contains(&(table, s.stream, s.key.clone()))
+        })
         .await?;
-        proof.visit_chunk(table, own.take());
         proof.end_pass();
         add_stats(&mut stats, &read);
     }
