@@ -58,9 +58,9 @@ pub struct StreamView<'a> {
 impl<'a> StreamView<'a> {
     /// A stream from owned events (tests, tools): the hashes are checked here.
     pub fn of_events(stream: Stream, key: &'a str, events: &'a [Event]) -> StreamView<'a> {
-        let mut scratch = Vec::new();
         let rows: Vec<EventRef<'a>> = events.iter().map(Event::view).collect();
-        let hash_ok = rows.iter().map(|r| r.hash_matches(&mut scratch)).collect();
+        let mut hash_ok = Vec::with_capacity(rows.len());
+        HashCheck::default().check(&rows.iter().collect::<Vec<_>>(), &mut hash_ok);
         StreamView {
             stream,
             key,
