@@ -22,6 +22,7 @@ pub mod facts;
 pub mod finding;
 pub mod gen;
 pub mod lake;
+pub mod mapped;
 pub mod merge;
 pub mod names;
 pub mod output;
