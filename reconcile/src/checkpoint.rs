@@ -294,7 +294,9 @@ impl ProofState {
                 f.version
             ));
         }
-        if f.layout != ledger_ingest::LAKE_LAYOUT_VERSION {
+        // The proof state does not depend on the files' encodings: a
+        // checkpoint of a lake-v1 lake carries over to its lake-v2 files.
+        if !ledger_ingest::LAKE_LAYOUTS_READABLE.contains(&f.layout.as_ref()) {
             return Err(format!("written for lake layout {:?}", f.layout));
         }
         if f.lake != lake {

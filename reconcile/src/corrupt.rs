@@ -8,7 +8,7 @@
 //! Every copy of a changed event (plain duplicates in other files) is changed
 //! the same way, so dedup never hides or doubles an injection. Files are
 //! rewritten through the ingest writer (`ledger_ingest::build_files`), so the
-//! damaged lake is still a `lake-v1` lake: only its content lies.
+//! damaged lake is still a lake of the current layout: only its content lies.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 //! or are released (credit refused by a frozen or foreign-currency
 //! destination), freezes and unfreezes — and writes every emitted event
 //! through the real ingest writer (`ledger_ingest::ingest`, queue batches of
-//! JSON messages) into a lake directory in the `lake-v1` layout. Plain
+//! JSON messages) into a lake directory in the current layout (`lake-v2`). Plain
 //! duplicates are a partial redelivery: a later batch repeating some events.
 //!
 //! Guarantee: the same [`GenConfig`] gives the same events, the same files

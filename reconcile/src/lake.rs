@@ -8,7 +8,7 @@
 //! - **Every lake file is read, or the run fails naming it.** Keys that are
 //!   not lake files (`ledger_ingest::parse_object_key` says `None`) are
 //!   ignored as docs/LAKE.md requires; a lake file whose footer is not
-//!   Parquet, or whose layout is not `lake-v1`, stops the run with its key
+//!   Parquet, or whose layout is not one of `LAKE_LAYOUTS_READABLE`, stops the run with its key
 //!   before any verdict is printed ([`Error::File`]); a damaged page or a
 //!   file whose rows are out of order found later during the scan stops it
 //!   the same way, naming the file (each file is its own stream).
@@ -26,7 +26,7 @@ use datafusion::prelude::{col, lit, ParquetReadOptions, SessionConfig, SessionCo
 use futures::TryStreamExt;
 use ledger_events::{Stream, FIELDS, SCHEMA_VERSIONS_KNOWN};
 use ledger_ingest::parquet_io::LAYOUT_METADATA_KEY;
-use ledger_ingest::{parse_object_key, Table, LAKE_EVENTS_PREFIX, LAKE_LAYOUT_VERSION};
+use ledger_ingest::{parse_object_key, Table, LAKE_EVENTS_PREFIX, LAKE_LAYOUTS_READABLE};
 
 use crate::merge::{merge, Cursor};
 use crate::rows::Row;
@@ -301,7 +301,7 @@ impl Lake {
             .and_then(|kv| kv.iter().find(|kv| kv.key == LAYOUT_METADATA_KEY))
             .and_then(|kv| kv.value.clone());
         match layout.as_deref() {
-            Some(LAKE_LAYOUT_VERSION) => {
+            Some(l) if LAKE_LAYOUTS_READABLE.contains(&l) => {
                 let columns: Vec<&str> = fm
                     .schema_descr()
                     .columns()
@@ -325,7 +325,7 @@ impl Lake {
                 Ok((fm.num_rows(), columns.join(","), key_groups))
             }
             Some(other) => Err(file_err(format!(
-                "written in lake layout {other:?}; this reconciler knows {LAKE_LAYOUT_VERSION:?}\n\
+                "written in lake layout {other:?}; this reconciler knows {LAKE_LAYOUTS_READABLE:?}\n\
                  Help: upgrade reconcile"
             ))),
             None => Err(file_err(format!(
@@ -413,7 +413,7 @@ impl Lake {
         let ctx = SessionContext::new_with_state(state);
         let started = std::time::Instant::now();
         // Inferring a schema reads the footer again: once per distinct
-        // column list (one in a lake-v1 lake), not once per file.
+        // column list (one while every file has the same columns), not once per file.
         let mut schemas: std::collections::HashMap<&str, datafusion::arrow::datatypes::Schema> =
             Default::default();
         let mut cursors = Vec::with_capacity(files.len());

@@ -86,7 +86,7 @@ impl Cursor {
                 if let Some((a, i)) = prev {
                     if a.order(i, &cols, j) == Ordering::Greater {
                         return Err(self.file_err(format!(
-                            "rows are not sorted by (stream, stream_key, seq, hash) as layout lake-v1 requires: \
+                            "rows are not sorted by (stream, stream_key, seq, hash) as the lake layout requires: \
                              {} {} seq {} comes after {} {} seq {}",
                             cols.stream(j).as_str(),
                             cols.key(j),

@@ -197,7 +197,7 @@ impl From<LastHashes> for Vec<String> {
 }
 
 /// Delivery statistics of a scan.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ScanStats {
     pub rows_read: u64,
     /// Extra copies of an event dropped by the (event_id, hash) dedup.

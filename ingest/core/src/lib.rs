@@ -51,7 +51,20 @@ pub use table::{arrow_schema, rows_from_batch, rows_to_batch};
 /// Version of the lake layout (paths, columns, writer settings). Recorded in
 /// every file's key-value metadata and mixed into every file digest, so a
 /// change of layout can never produce a different file under an existing key.
-pub const LAKE_LAYOUT_VERSION: &str = "lake-v1";
+///
+/// - `lake-v1`: every column Snappy-compressed and dictionary-encoded.
+/// - `lake-v2`: the same paths, columns and rows; `hash` and `prev_hash`
+///   (random hex, which neither compresses nor repeats) are stored plain and
+///   uncompressed, and the unique ids `event_id` and `entry_id` without a
+///   dictionary (see `parquet_io`).
+pub const LAKE_LAYOUT_VERSION: &str = "lake-v2";
+
+/// The layouts whose files readers accept. They differ only in writer
+/// settings, which Parquet records per column chunk, so a lake written partly
+/// before an upgrade reads as one; compaction rewrites old files in the
+/// current layout (their keys differ, so a partition of them is never
+/// "already compact").
+pub const LAKE_LAYOUTS_READABLE: &[&str] = &["lake-v1", "lake-v2"];
 
 /// Every object of the event lake lives under this prefix of the bucket (R2)
 /// or the lake directory (local).
@@ -78,4 +91,4 @@ pub const MESSAGE_BYTES_MAX: usize = 16 * 1024;
 /// version by default, which would change the bytes of a file (under the same
 /// key) whenever the crate is upgraded; a fixed value keeps the output a pure
 /// function of the rows and the layout version.
-pub const PARQUET_CREATED_BY: &str = "ledger-ingest lake-v1";
+pub const PARQUET_CREATED_BY: &str = "ledger-ingest lake-v2";

@@ -17,6 +17,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
 
 use crate::dedup::Row;
 use crate::table::{arrow_schema, rows_from_batch, rows_to_batch};
@@ -48,6 +49,17 @@ fn writer_properties() -> WriterProperties {
         // readers prune by stream_key, seq, occurred_at_ms, amount...
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_sorting_columns(Some(vec![sorted(3), sorted(4)]))
+        // SHA-256 hex: random, so Snappy saves ~2 % of it and a dictionary
+        // nothing, while readers pay to decompress and to decode a dictionary
+        // page of values used once. Stored plain, a reader can point into the
+        // page instead of copying it (lake-v2).
+        .set_column_compression(ColumnPath::from("hash"), Compression::UNCOMPRESSED)
+        .set_column_compression(ColumnPath::from("prev_hash"), Compression::UNCOMPRESSED)
+        .set_column_dictionary_enabled(ColumnPath::from("hash"), false)
+        .set_column_dictionary_enabled(ColumnPath::from("prev_hash"), false)
+        // Unique per row: a dictionary would only be filled and abandoned.
+        .set_column_dictionary_enabled(ColumnPath::from("event_id"), false)
+        .set_column_dictionary_enabled(ColumnPath::from("entry_id"), false)
         .set_key_value_metadata(Some(vec![KeyValue::new(
             LAYOUT_METADATA_KEY.to_owned(),
             LAKE_LAYOUT_VERSION.to_owned(),
