@@ -324,6 +324,10 @@ struct LegLog {
 /// twice as many, its log entry).
 const LOG_PREFETCH_AHEAD: usize = 8;
 
+/// How many transfers ahead [`Facts::transfer_ids_in`] prefetches the row of
+/// a transfer's legs.
+const LEGS_PREFETCH_AHEAD: usize = 8;
+
 /// Hints that the memory at `at` will be read soon (a no-op off x86_64).
 #[inline(always)]
 fn prefetch<T>(at: *const T) {
@@ -708,19 +712,46 @@ impl Facts {
     /// stream (in id order), then those only legs name. The checks sort their
     /// findings by id.
     pub fn transfer_ids(&self) -> impl Iterator<Item = (&str, Option<&TransferFacts>, &Legs)> + '_ {
+        self.transfer_ids_in(0..usize::MAX)
+    }
+
+    /// How many ids [`Facts::transfer_ids`] and [`Facts::transfer_ids_in`]
+    /// yield.
+    pub fn transfer_ids_len(&self) -> usize {
+        self.transfers.len() + self.orphan_legs.len()
+    }
+
+    /// The ids of [`Facts::transfer_ids`] at the positions `range` (clamped
+    /// to their number), without visiting those before it.
+    pub fn transfer_ids_in(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = (&str, Option<&TransferFacts>, &Legs)> + '_ {
         let legs = |i: Option<u32>| i.map_or(Legs::NONE, |i| &self.legs.rows[i as usize].1);
         // `legs_of` is current after `finish_transfers`; otherwise, look up.
         let current = self.legs_of.len() == self.transfers.len();
-        let with_stream = self.transfers.iter().enumerate().map(move |(k, (id, s))| {
-            let i = if current {
-                self.legs_of[k]
-            } else {
-                self.legs.find(id)
-            };
-            (id, Some(&s.facts), legs(i))
-        });
-        let orphans = self
-            .orphan_legs
+        let n = self.transfers.len();
+        let (start, end) = (range.start.min(n), range.end.min(n));
+        let with_stream =
+            self.transfers.rows[start..end]
+                .iter()
+                .zip(start..)
+                .map(move |((id, s), k)| {
+                    let i = if current {
+                        // The legs rows are in hash order, the transfers in id
+                        // order: a random read each, started a few ahead.
+                        if let Some(&Some(j)) = self.legs_of.get(k + LEGS_PREFETCH_AHEAD) {
+                            prefetch(&self.legs.rows[j as usize]);
+                        }
+                        self.legs_of[k]
+                    } else {
+                        self.legs.find(id)
+                    };
+                    (&**id, Some(&s.facts), legs(i))
+                });
+        let m = self.orphan_legs.len();
+        let orphans = self.orphan_legs
+            [range.start.saturating_sub(n).min(m)..range.end.saturating_sub(n).min(m)]
             .iter()
             .map(move |id| (id.as_str(), None, legs(self.legs.find(id))));
         with_stream.chain(orphans)
@@ -1248,5 +1279,47 @@ mod tests {
             .map(|(id, t, l)| (id, t.is_some(), l.holds.len() + l.credits.len()))
             .collect();
         assert_eq!(ids, [("t.a", true, 1), ("t.z", false, 1)]);
+    }
+
+    /// `transfer_ids_in` yields exactly the ids at its positions, for every
+    /// range over transfers, orphans and past the end.
+    #[test]
+    fn transfer_ids_in_a_range_are_that_slice_of_all() {
+        let mut f = Facts::default();
+        let rows = (0..5)
+            .map(|i| (format!("t.{i}").into(), TransferState::default()))
+            .collect();
+        f.transfers = Transfers::from_sorted(rows);
+        let leg = Leg {
+            account: Sym(0),
+            amount: 1,
+            currency: Sym(0),
+            seq: 1,
+        };
+        f.legs.entry("t.1").holds.push(leg);
+        for orphan in ["t.x", "t.y", "t.z"] {
+            f.legs.entry(orphan).credits.push(leg);
+        }
+        for finished in [false, true] {
+            if finished {
+                f.finish_transfers();
+            } else {
+                f.orphan_legs = vec!["t.x".into(), "t.y".into(), "t.z".into()];
+            }
+            let key = |(id, t, l): (&str, Option<&TransferFacts>, &Legs)| {
+                (id.to_owned(), t.is_some(), l.holds.len() + l.credits.len())
+            };
+            let all: Vec<_> = f.transfer_ids().map(key).collect();
+            assert_eq!(all.len(), 8);
+            assert_eq!(f.transfer_ids_len(), 8);
+            assert_eq!(all[1], ("t.1".to_owned(), true, 1));
+            assert_eq!(all[7], ("t.z".to_owned(), false, 1));
+            for a in 0..=10 {
+                for b in a..=10 {
+                    let got: Vec<_> = f.transfer_ids_in(a..b).map(key).collect();
+                    assert_eq!(got, all[a.min(8)..b.min(8)], "{a}..{b}");
+                }
+            }
+        }
     }
 }

@@ -63,7 +63,8 @@ enum Cmd {
 }
 
 /// The scan floor: decodes every column of every lake file (the columns `reconcile` reads)
-/// with DataFusion, unsorted, touching every value buffer so nothing is skipped.
+/// with DataFusion, unsorted, through the same memory-mapped reads as `reconcile`, touching
+/// every value buffer so nothing is skipped.
 fn scan(location: &str) -> Result<(), String> {
     use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
     use futures::StreamExt;
@@ -91,6 +92,11 @@ fn scan(location: &str) -> Result<(), String> {
             .parquet
             .schema_force_view_types = views;
         let ctx = SessionContext::new_with_config(config);
+        // Row groups read through maps, as reconcile reads a local lake.
+        ctx.register_object_store(
+            datafusion::execution::object_store::ObjectStoreUrl::local_filesystem().as_ref(),
+            std::sync::Arc::new(ledger_reconcile::mapped::MappedStore::new()),
+        );
         let (mut rows, mut files, mut bytes, mut value_bytes) = (0u64, 0usize, 0u64, 0u64);
         for table in [Table::Account, Table::Transfer, Table::Subscription] {
             let infos = lake.files(table).await.map_err(|e| e.to_string())?;

@@ -37,19 +37,19 @@ pub type TransferCheck = fn(&Names, &str, Option<&TransferFacts>, &Legs, &mut Ve
 /// half of the transfers on each of two threads. Each check's findings come
 /// back in transfer id order (a transfer's own keep their order).
 pub fn per_transfer<const N: usize>(f: &Facts, checks: [TransferCheck; N]) -> [Vec<Finding>; N] {
-    let walk = |skip: usize, take: usize| {
+    let walk = |from: usize, to: usize| {
         let mut out: [Vec<Finding>; N] = std::array::from_fn(|_| Vec::new());
-        for (id, t, legs) in f.transfer_ids().skip(skip).take(take) {
+        for (id, t, legs) in f.transfer_ids_in(from..to) {
             for (check, out) in checks.iter().zip(&mut out) {
                 check(&f.names, id, t, legs, out);
             }
         }
         out
     };
-    let half = (f.transfers.len() + f.orphan_legs.len()) / 2;
+    let (all, half) = (f.transfer_ids_len(), f.transfer_ids_len() / 2);
     let mut found = std::thread::scope(|scope| {
         let first = scope.spawn(|| walk(0, half));
-        let second = walk(half, usize::MAX);
+        let second = walk(half, all);
         let mut first = first
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
