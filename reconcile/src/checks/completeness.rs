@@ -12,6 +12,7 @@
 //! is reported once (`seq_gap`, naming the first missing seq); the row after
 //! it is not also reported as a broken link, because the gap explains it.
 
+use ledger_events::event::check_stream_key;
 use ledger_events::GENESIS_HASH;
 
 use crate::finding::Finding;
@@ -32,10 +33,19 @@ pub fn check_stream(s: &StreamView, tail: &mut Tail, out: &mut Vec<Finding>) {
         None if tail.last_seq == 0 => prev_hash == GENESIS_HASH,
         None => tail.last_hashes.contains(prev_hash),
     };
+    // Every event of the stream has its key: checked once here, and per
+    // event only when it fails (so each event's finding names the failure).
+    let key_ok = check_stream_key(s.stream, s.key).is_ok();
     for (seq, range) in s.by_seq() {
         let versions = &s.rows[range.clone()];
         for (i, ev) in versions.iter().enumerate() {
-            if let Err(e) = ev.validate() {
+            debug_assert!(ev.stream == s.stream && ev.stream_key == s.key);
+            let valid = if key_ok {
+                ev.validate_in_checked_stream()
+            } else {
+                ev.validate()
+            };
+            if let Err(e) = valid {
                 out.push(
                     Finding::new(
                         "invalid_event",
