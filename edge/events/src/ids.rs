@@ -67,10 +67,25 @@ const CHUNK_BYTES: usize = 16;
 /// checked twice changes nothing). Bytes of non-ASCII chars are all >= 0x80
 /// and never allowed, so the bytes pass exactly when the chars do.
 fn all_allowed(bytes: &[u8], allow_colon: bool) -> bool {
-    if bytes.len() < CHUNK_BYTES {
-        return bytes
-            .iter()
-            .fold(true, |ok, &b| ok & allowed(b, allow_colon));
+    let n = bytes.len();
+    if n < CHUNK_BYTES {
+        // Most ids are short (an account key, `t.{tenant}.{key}`): checked
+        // as two overlapping words, 8 bytes at a time across the word.
+        let word = |at: usize, len: usize| {
+            bytes[at..at + len]
+                .iter()
+                .rev()
+                .fold(0u64, |w, &b| (w << 8) | u64::from(b))
+        };
+        return match n {
+            8.. => {
+                word_allowed(word(0, 8), allow_colon) & word_allowed(word(n - 8, 8), allow_colon)
+            }
+            4.. => word_allowed(word(0, 4) | (word(n - 4, 4) << 32), allow_colon),
+            _ => bytes
+                .iter()
+                .fold(true, |ok, &b| ok & allowed(b, allow_colon)),
+        };
     }
     let last = &bytes[bytes.len() - CHUNK_BYTES..];
     bytes
@@ -81,6 +96,28 @@ fn all_allowed(bytes: &[u8], allow_colon: bool) -> bool {
 }
 
 /// [`all_allowed`] of exactly [`CHUNK_BYTES`] bytes.
+/// Every byte of `x` is allowed ([`allowed`], 8 bytes at once).
+#[inline(always)]
+fn word_allowed(x: u64, allow_colon: bool) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // The high bit of each byte of the result: that byte of `x` is in
+    // lo..=hi. Only for bytes below 0x80 (no carry crosses a byte: each sum
+    // stays below 0x100).
+    let within = |x: u64, lo: u8, hi: u8| {
+        let at_least_lo = x.wrapping_add(ONES * u64::from(0x80 - lo));
+        let above_hi = x.wrapping_add(ONES * u64::from(0x7f - hi));
+        at_least_lo & !above_hi & HIGH
+    };
+    if x & HIGH != 0 {
+        return false; // a byte that is not ASCII
+    }
+    let last_punct_digit = if allow_colon { b':' } else { b'9' };
+    let punct_digit = within(x, b'-', last_punct_digit) & !within(x, b'/', b'/');
+    let letter = within(x | (ONES * 0x20), b'a', b'z');
+    (punct_digit | letter | within(x, b'_', b'_')) == HIGH
+}
+
 #[inline(always)]
 fn chunk_allowed(chunk: &[u8], allow_colon: bool) -> bool {
     let chunk: &[u8; CHUNK_BYTES] = chunk.try_into().expect("a full chunk");
