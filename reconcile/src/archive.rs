@@ -137,10 +137,6 @@ pub struct Segment {
     bloom: Bloom,
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn names_sha(names: &[Box<str>]) -> [u8; 32] {
     let mut sha = Sha256::new();
     for n in names {
@@ -177,7 +173,7 @@ impl Segment {
         let (at, rest) = footer.split_at(8);
         let (n, rest) = rest.split_at(8);
         let (sha, magic) = rest.split_at(32);
-        if magic != MAGIC || hex(sha) != r.index_sha256 {
+        if magic != MAGIC || ledger_events::event::hex(sha) != r.index_sha256 {
             return Err(err(
                 "damaged: its footer does not match the checkpoint (altered or swapped)".into(),
             ));
@@ -507,7 +503,7 @@ impl SegmentWriter {
         }
         let file = self.out.into_inner().map_err(|e| io(e.into_error()))?;
         file.sync_all().map_err(io)?;
-        let index_sha256 = hex(&sha);
+        let index_sha256 = ledger_events::event::hex(&sha);
         let name = format!("{}.{}.seg", self.stem, &index_sha256[..16]);
         std::fs::rename(&self.tmp, self.dir.join(&name)).map_err(io)?;
         Ok(SegmentRef {

@@ -1093,7 +1093,9 @@ fn hex_pair(b: u8) -> [u8; 2] {
     [digit(b >> 4), digit(b & 15)]
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// `bytes` as lower-case hex (the form of every hash and digest the ledger
+/// writes).
+pub fn hex(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
         let [hi, lo] = hex_pair(*b);

@@ -139,11 +139,7 @@ pub fn file_digest(partition: &Partition, rows: &[Row]) -> String {
         h.update(if row.conflict { b" 1\n" } else { b" 0\n" });
     }
     let digest = h.finalize();
-    let mut s = String::with_capacity(32);
-    for b in &digest[..16] {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
+    ledger_events::event::hex(&digest[..16])
 }
 
 /// `events/{table}/date={date}/{layer}-{digest}.parquet`.

@@ -48,7 +48,7 @@ impl AlertConfig {
 pub fn fingerprint(r: &ViolationRow) -> String {
     let id = serde_json::json!([r.check, r.code, r.key, r.seq, r.event_id]).to_string();
     let digest = Sha256::digest(id.as_bytes());
-    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+    ledger_events::event::hex(&digest[..16])
 }
 
 /// The state file: the fingerprints of the violations last alerted on or
