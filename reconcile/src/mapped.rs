@@ -243,7 +243,7 @@ mod tests {
             .to_string();
         assert!(e.contains("f.bin") && e.contains("50..101"), "{e}");
         let missing = Path::from_absolute_path(dir.path().join("gone.bin")).unwrap();
-        let e = store.get_ranges(&missing, &[0..10]).await.unwrap_err();
+        let e = store.get_ranges(&missing, &[0..10, 20..30]).await.unwrap_err();
         assert!(matches!(e, object_store::Error::NotFound { .. }), "{e}");
         assert!(e.to_string().contains("gone.bin"), "{e}");
     }
