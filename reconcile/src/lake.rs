@@ -8,10 +8,11 @@
 //! - **Every lake file is read, or the run fails naming it.** Keys that are
 //!   not lake files (`ledger_ingest::parse_object_key` says `None`) are
 //!   ignored as docs/LAKE.md requires; a lake file whose footer is not
-//!   Parquet, or whose layout is not one of `LAKE_LAYOUTS_READABLE`, stops the run with its key
-//!   before any verdict is printed ([`Error::File`]); a damaged page or a
-//!   file whose rows are out of order found later during the scan stops it
-//!   the same way, naming the file (each file is its own stream).
+//!   Parquet, or whose layout is not one of `LAKE_LAYOUTS_READABLE`, stops
+//!   the run with its key before any verdict is printed ([`Error::File`]);
+//!   a damaged page or a file whose rows are out of order found later
+//!   during the scan stops it the same way, naming the file (each file is
+//!   its own stream).
 //! - **Order.** Rows arrive sorted by `stream`, `stream_key`, `seq`, `hash`
 //!   across all files and dates of the table, so every copy and every version
 //!   of an event is adjacent to the others and a stream is one contiguous run.

@@ -92,8 +92,9 @@ pub fn map_ranges(
             ),
         )));
     }
-    // Maps start on a page boundary.
-    let page = 4096u64;
+    // A map starts on a page boundary: 64 KiB is a multiple of every page
+    // size in use (4, 16 and 64 KiB).
+    let page = 64 * 1024;
     let start = lo / page * page;
     let span = usize::try_from(hi - start).map_err(|e| err(std::io::Error::other(e)))?;
     // SAFETY: the map is read-only and private, and lake files are never
@@ -243,7 +244,10 @@ mod tests {
             .to_string();
         assert!(e.contains("f.bin") && e.contains("50..101"), "{e}");
         let missing = Path::from_absolute_path(dir.path().join("gone.bin")).unwrap();
-        let e = store.get_ranges(&missing, &[0..10, 20..30]).await.unwrap_err();
+        let e = store
+            .get_ranges(&missing, &[0..10, 20..30])
+            .await
+            .unwrap_err();
         assert!(matches!(e, object_store::Error::NotFound { .. }), "{e}");
         assert!(e.to_string().contains("gone.bin"), "{e}");
     }

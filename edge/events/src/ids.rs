@@ -95,7 +95,6 @@ fn all_allowed(bytes: &[u8], allow_colon: bool) -> bool {
         })
 }
 
-/// [`all_allowed`] of exactly [`CHUNK_BYTES`] bytes.
 /// Every byte of `x` is allowed ([`allowed`], 8 bytes at once).
 #[inline(always)]
 fn word_allowed(x: u64, allow_colon: bool) -> bool {
@@ -118,6 +117,7 @@ fn word_allowed(x: u64, allow_colon: bool) -> bool {
     (punct_digit | letter | within(x, b'_', b'_')) == HIGH
 }
 
+/// [`all_allowed`] of exactly [`CHUNK_BYTES`] bytes.
 #[inline(always)]
 fn chunk_allowed(chunk: &[u8], allow_colon: bool) -> bool {
     let chunk: &[u8; CHUNK_BYTES] = chunk.try_into().expect("a full chunk");
