@@ -198,11 +198,11 @@ mod tests {
 
     /// The mapped slices are the file's bytes at those ranges, for ranges in
     /// any order, overlapping, empty, at the start and end, and across page
-    /// boundaries; the same as the local store's own reads.
+    /// and map boundaries; the same as the local store's own reads.
     #[tokio::test]
     async fn ranges_are_the_files_bytes() {
         let dir = tempfile::tempdir().unwrap();
-        let data: Vec<u8> = (0..20_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
         std::fs::write(dir.path().join("f.bin"), &data).unwrap();
         let path = Path::from_filesystem_path(dir.path().join("f.bin")).unwrap();
         let mapped = MappedStore::new();
@@ -214,6 +214,10 @@ mod tests {
             vec![3..3],
             vec![],
             vec![100..4096, 100..4096, 0..20_000],
+            // Spans that start past the first map boundary (64 KiB), on it,
+            // and across the next one, up to the file's last byte.
+            vec![70_000..70_010, 65_536..65_537, 131_000..131_100],
+            vec![199_999..200_000, 131_071..131_073],
         ];
         for ranges in sets {
             let got = mapped.get_ranges(&path, &ranges).await.unwrap();
@@ -226,7 +230,7 @@ mod tests {
             }
         }
         // The rest goes to the local store.
-        assert_eq!(mapped.head(&path).await.unwrap().size, 20_000);
+        assert_eq!(mapped.head(&path).await.unwrap().size, 200_000);
     }
 
     /// A range past the end of the file, or of a missing file, is an error
