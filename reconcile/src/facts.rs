@@ -1256,17 +1256,21 @@ mod tests {
         assert_eq!(back.len(), l.len());
     }
 
+    /// A leg of 1 on the first account, for tests where only its presence
+    /// counts.
+    const UNIT_LEG: Leg = Leg {
+        account: Sym(0),
+        amount: 1,
+        currency: Sym(0),
+        seq: 1,
+    };
+
     #[test]
     fn orphan_legs_are_found_only_when_they_exist() {
         let mut f = Facts::default();
         f.transfers.put("t.a", state(1));
         f.transfers.end_pass();
-        let leg = Leg {
-            account: Sym(0),
-            amount: 1,
-            currency: Sym(0),
-            seq: 1,
-        };
+        let leg = UNIT_LEG;
         f.legs.entry("t.a").holds.push(leg);
         f.finish_transfers();
         assert!(f.orphan_legs.is_empty());
@@ -1290,12 +1294,7 @@ mod tests {
             .map(|i| (format!("t.{i}").into(), TransferState::default()))
             .collect();
         f.transfers = Transfers::from_sorted(rows);
-        let leg = Leg {
-            account: Sym(0),
-            amount: 1,
-            currency: Sym(0),
-            seq: 1,
-        };
+        let leg = UNIT_LEG;
         f.legs.entry("t.1").holds.push(leg);
         for orphan in ["t.x", "t.y", "t.z"] {
             f.legs.entry(orphan).credits.push(leg);

@@ -186,10 +186,7 @@ impl Lake {
             .map_err(|e| Error::Lake(format!("cannot open {location}: {e}")))?;
         // DataFusion's scans of local files read row groups through maps
         // (`crate::mapped`); our own listing and footer reads stay plain.
-        ctx.register_object_store(
-            ObjectStoreUrl::local_filesystem().as_ref(),
-            Arc::new(crate::mapped::MappedStore::new()),
-        );
+        crate::mapped::read_local_files_mapped(&ctx);
         let store = object_store::local::LocalFileSystem::new_with_prefix(&abs)
             .map_err(|e| Error::Lake(format!("cannot open {location}: {e}")))?;
         Ok(Lake {

@@ -51,6 +51,15 @@ impl MappedStore {
     }
 }
 
+/// Makes `ctx` read local files (`file://`, the paths a local lake's scans
+/// use) through a [`MappedStore`].
+pub fn read_local_files_mapped(ctx: &datafusion::prelude::SessionContext) {
+    ctx.register_object_store(
+        datafusion::execution::object_store::ObjectStoreUrl::local_filesystem().as_ref(),
+        std::sync::Arc::new(MappedStore::new()),
+    );
+}
+
 impl Default for MappedStore {
     fn default() -> Self {
         MappedStore::new()

@@ -93,10 +93,7 @@ fn scan(location: &str) -> Result<(), String> {
             .schema_force_view_types = views;
         let ctx = SessionContext::new_with_config(config);
         // Row groups read through maps, as reconcile reads a local lake.
-        ctx.register_object_store(
-            datafusion::execution::object_store::ObjectStoreUrl::local_filesystem().as_ref(),
-            std::sync::Arc::new(ledger_reconcile::mapped::MappedStore::new()),
-        );
+        ledger_reconcile::mapped::read_local_files_mapped(&ctx);
         let (mut rows, mut files, mut bytes, mut value_bytes) = (0u64, 0usize, 0u64, 0u64);
         for table in [Table::Account, Table::Transfer, Table::Subscription] {
             let infos = lake.files(table).await.map_err(|e| e.to_string())?;
