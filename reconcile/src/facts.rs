@@ -330,7 +330,7 @@ const LEGS_PREFETCH_AHEAD: usize = 8;
 
 /// Hints that the memory at `at` will be read soon (a no-op off x86_64).
 #[inline(always)]
-fn prefetch<T>(at: *const T) {
+pub(crate) fn prefetch<T>(at: *const T) {
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
@@ -645,6 +645,18 @@ impl Facts {
 
     /// Folds the transfer stream `s` into its facts `f` (the ones a
     /// previous run left, or new).
+    /// Hints that the transfer stream `s` will be added soon
+    /// ([`Facts::add_transfer`]): the names its `created` event interns are
+    /// fetched into the cache meanwhile. A chunk's streams are hinted all
+    /// before the first is added.
+    pub fn prefetch_transfer(&self, s: &StreamView) {
+        for ev in s.rows.iter().filter(|ev| ev.kind == "created") {
+            for name in [ev.source, ev.destination].into_iter().flatten() {
+                self.names.prefetch(name);
+            }
+        }
+    }
+
     pub fn add_transfer(&mut self, s: &StreamView, f: &mut TransferFacts) {
         let mut last: Option<&EventRef> = None;
         for ev in s.primary() {

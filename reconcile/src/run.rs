@@ -95,6 +95,10 @@ fn check_chain(s: &StreamView, tail: &mut Tail, out: &mut [Vec<Finding>; 4]) {
     duplicates::check_stream(s, &mut out[1]);
 }
 
+/// How many streams ahead [`Proof::visit_chunk`] prefetches the names a
+/// transfer stream interns.
+const NAMES_PREFETCH_AHEAD: usize = 4;
+
 impl Proof {
     fn empty() -> Proof {
         Proof {
@@ -132,7 +136,13 @@ impl Proof {
 
     /// Proves the streams of `chunk` (of `table`), in order.
     fn visit_chunk(&mut self, table: Table, chunk: Vec<StreamRows>) {
-        for s in &views(&chunk, &mut self.hashes) {
+        let views = views(&chunk, &mut self.hashes);
+        for (i, s) in views.iter().enumerate() {
+            if let Some(ahead) = views.get(i + NAMES_PREFETCH_AHEAD) {
+                if is_transfer(table, ahead.stream) {
+                    self.facts.prefetch_transfer(ahead);
+                }
+            }
             self.visit(table, s);
         }
     }
