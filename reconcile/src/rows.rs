@@ -187,6 +187,7 @@ impl Cols {
     }
 
     /// Row `i`, borrowed.
+    #[inline]
     pub fn view(&self, i: usize) -> EventRef<'_> {
         EventRef {
             v: self.v.value(i),
@@ -230,6 +231,12 @@ impl Row {
 
     pub fn view(&self) -> EventRef<'_> {
         self.cols.view(self.i as usize)
+    }
+
+    /// [`Row::view`], written into `slot`.
+    #[inline]
+    pub fn view_into<'a>(&'a self, slot: &mut std::mem::MaybeUninit<EventRef<'a>>) {
+        slot.write(self.cols.view(self.i as usize));
     }
 
     pub fn stream(&self) -> Stream {

@@ -25,10 +25,7 @@ pub struct StreamRows {
 /// short transfer streams is hashed as one batch rather than a few rows at a
 /// time.
 pub fn views<'c>(chunk: &'c [StreamRows], check: &mut HashCheck) -> Vec<StreamView<'c>> {
-    let rows: Vec<Vec<EventRef<'c>>> = chunk
-        .iter()
-        .map(|s| s.rows.iter().map(Row::view).collect())
-        .collect();
+    let rows: Vec<Vec<EventRef<'c>>> = chunk.iter().map(|s| view_rows(&s.rows)).collect();
     let all: Vec<&EventRef<'c>> = rows.iter().flatten().collect();
     let mut ok = Vec::with_capacity(all.len());
     check.check(&all, &mut ok);
@@ -44,6 +41,20 @@ pub fn views<'c>(chunk: &'c [StreamRows], check: &mut HashCheck) -> Vec<StreamVi
             rows,
         })
         .collect()
+}
+
+/// Every row of `rows`, borrowed: each written where it stays (an
+/// `EventRef` is ~300 bytes; collected from an iterator, each was built
+/// aside and then copied in, ~4 % of the proof).
+fn view_rows<'c>(rows: &'c [Row]) -> Vec<EventRef<'c>> {
+    let mut out = Vec::with_capacity(rows.len());
+    for (slot, r) in out.spare_capacity_mut().iter_mut().zip(rows) {
+        r.view_into(slot);
+    }
+    // SAFETY: the loop initialised the first `rows.len()` slots, all of
+    // the capacity reserved above.
+    unsafe { out.set_len(rows.len()) };
+    out
 }
 
 /// One stream as the per-stream checks and the facts read it.
