@@ -643,12 +643,10 @@ impl Facts {
         }
     }
 
-    /// Folds the transfer stream `s` into its facts `f` (the ones a
-    /// previous run left, or new).
     /// Hints that the transfer stream `s` will be added soon
     /// ([`Facts::add_transfer`]): the names its `created` event interns are
-    /// fetched into the cache meanwhile. A chunk's streams are hinted all
-    /// before the first is added.
+    /// fetched into the cache meanwhile (`Proof::visit_chunk` hints a few
+    /// streams ahead).
     pub fn prefetch_transfer(&self, s: &StreamView) {
         for ev in s.rows.iter().filter(|ev| ev.kind == "created") {
             for name in [ev.source, ev.destination].into_iter().flatten() {
@@ -657,6 +655,8 @@ impl Facts {
         }
     }
 
+    /// Folds the transfer stream `s` into its facts `f` (the ones a
+    /// previous run left, or new).
     pub fn add_transfer(&mut self, s: &StreamView, f: &mut TransferFacts) {
         let mut last: Option<&EventRef> = None;
         for ev in s.primary() {

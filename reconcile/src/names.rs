@@ -114,8 +114,8 @@ fn name_hash(b: &[u8], head: &[u8; 16]) -> u64 {
 }
 
 impl Names {
-    /// Where the probe for `b` starts and whether a slot holds `b`: found
-    /// (`Ok`, its sym) or the free slot it would go to (`Err`).
+    /// The sym of `b` if a slot holds it (`Ok`), else the free slot where
+    /// its probe ended, which it would take (`Err`).
     #[inline]
     fn probe(&self, b: &[u8]) -> Result<Sym, usize> {
         let head = head(b);
@@ -150,7 +150,7 @@ impl Names {
             .filter(|&n| n < EMPTY)
             .expect("fewer than 2³² − 1 distinct names"));
         self.list.push(s.into());
-        if (self.list.len()) * 2 > self.slots.len() {
+        if self.list.len() * 2 > self.slots.len() {
             self.grow();
         } else {
             self.slots[at] = slot(b, sym);
@@ -220,7 +220,7 @@ impl Names {
 fn slot(b: &[u8], sym: Sym) -> Slot {
     Slot {
         head: head(b),
-        len: b.len() as u32,
+        len: u32::try_from(b.len()).expect("a name under 4 GiB"),
         sym: sym.0,
     }
 }

