@@ -275,7 +275,7 @@ mod tests {
     fn thousands_of_names_keep_their_syms_as_the_table_grows() {
         let mut n = Names::default();
         let name = |i: u32| {
-            if i % 3 == 0 {
+            if i.is_multiple_of(3) {
                 format!("gen.acc-{i}.with-a-tail-past-16-bytes")
             } else {
                 format!("gen.acc-{i}")
