@@ -121,6 +121,7 @@ if [ "$layouts" != "$current_layout" ]; then
     nice -n 10 "$BIN/ledger-compact" --lake "$LAKE_DIR" >"$W/upgrade.out" 2>"$W/upgrade.err" \
       || { log "ledger-compact failed: $(tail -3 "$W/upgrade.err" | tr '\n' ' ')"; exit 2; }
     echo "rewritten into $current_layout by ledger-compact on $(date -u +%FT%RZ)" >>"$LAKE_DIR/.bench-generated"
+    layouts=$current_layout
   else
     log "note: the lake's files are in layout(s) $layouts, not $current_layout (LAYOUT=$LAYOUT is measured as it is)"
   fi
@@ -128,7 +129,7 @@ fi
 files=$(find "$LAKE_DIR/events" -name '*.parquet' | wc -l)
 bytes=$(find "$LAKE_DIR/events" -name '*.parquet' -printf '%s\n' | awk '{s += $1} END {printf "%.0f", s}')
 partitions=$(find "$LAKE_DIR/events" -mindepth 2 -maxdepth 2 -type d -name 'date=*' | wc -l)
-log "lake: $files files in $partitions partitions, $bytes bytes, layout $current_layout; warming the page cache"
+log "lake: $files files in $partitions partitions, $bytes bytes, layout $layouts; warming the page cache"
 find "$LAKE_DIR/events" -name '*.parquet' -exec cat {} + >/dev/null
 
 # --- measurements ------------------------------------------------------------------------------

@@ -118,11 +118,11 @@ impl Names {
     /// its probe ended, which it would take (`Err`).
     #[inline]
     fn probe(&self, b: &[u8]) -> Result<Sym, usize> {
-        let head = head(b);
-        let mask = self.slots.len().wrapping_sub(1);
         if self.slots.is_empty() {
             return Err(0);
         }
+        let head = head(b);
+        let mask = self.slots.len() - 1;
         let mut i = name_hash(b, &head) as usize & mask;
         loop {
             let x = &self.slots[i];

@@ -46,7 +46,8 @@ pub fn per_transfer<const N: usize>(f: &Facts, checks: [TransferCheck; N]) -> [V
         }
         out
     };
-    let (all, half) = (f.transfer_ids_len(), f.transfer_ids_len() / 2);
+    let all = f.transfer_ids_len();
+    let half = all / 2;
     let mut found = std::thread::scope(|scope| {
         let first = scope.spawn(|| walk(0, half));
         let second = walk(half, all);
