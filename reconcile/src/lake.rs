@@ -386,7 +386,7 @@ impl Lake {
         &self,
         files: &[LakeFileInfo],
         select: Select<'_>,
-        mut visit: impl FnMut(Row) -> Result<ControlFlow<()>, Error>,
+        mut visit: impl FnMut(Row<'_>) -> Result<ControlFlow<()>, Error>,
     ) -> Result<(), Error> {
         if files.is_empty() {
             return Ok(());

@@ -172,7 +172,7 @@ impl Heap {
 /// it says stop.
 pub async fn merge(
     mut cursors: Vec<Cursor>,
-    visit: &mut impl FnMut(Row) -> Result<ControlFlow<()>, Error>,
+    visit: &mut impl FnMut(Row<'_>) -> Result<ControlFlow<()>, Error>,
 ) -> Result<(), Error> {
     let mut heap = Heap::build(&cursors);
     while let Some(&top) = heap.idx.first() {
@@ -180,7 +180,7 @@ pub async fn merge(
         let runner = heap.runner_up(&cursors);
         loop {
             let c = &mut cursors[top];
-            if visit(Row::new(Arc::clone(c.head()), c.pos))?.is_break() {
+            if visit(Row::at(c.head(), c.pos))?.is_break() {
                 return Ok(());
             }
             c.pos += 1;

@@ -186,6 +186,12 @@ impl Cols {
             .then_with(|| self.hash(i).cmp(other.hash(j)))
     }
 
+    /// [`Cols::view`], written into `slot`.
+    #[inline]
+    pub fn view_into<'a>(&'a self, i: usize, slot: &mut std::mem::MaybeUninit<EventRef<'a>>) {
+        slot.write(self.view(i));
+    }
+
     /// Row `i`, borrowed.
     #[inline]
     pub fn view(&self, i: usize) -> EventRef<'_> {
@@ -215,43 +221,42 @@ impl Cols {
     }
 }
 
-/// One lake row: a shared handle on its batch (kept alive while any row of it is) and its
-/// index.
-#[derive(Clone)]
-pub struct Row {
-    cols: Arc<Cols>,
-    i: u32,
+/// One lake row, borrowed: its batch and its index. The merge hands rows out
+/// this way, so a row costs no reference count; a stream keeps its rows as runs
+/// of their batches ([`crate::stream::StreamRows`]).
+#[derive(Clone, Copy)]
+pub struct Row<'a> {
+    cols: &'a Arc<Cols>,
+    i: usize,
 }
 
-impl Row {
-    pub fn new(cols: Arc<Cols>, i: usize) -> Row {
-        let i = u32::try_from(i).expect("a record batch has fewer than 2³² rows");
+impl<'a> Row<'a> {
+    pub fn at(cols: &'a Arc<Cols>, i: usize) -> Row<'a> {
         Row { cols, i }
     }
 
-    pub fn view(&self) -> EventRef<'_> {
-        self.cols.view(self.i as usize)
+    /// The batch the row is in, and its index there.
+    pub fn batch(&self) -> (&'a Arc<Cols>, usize) {
+        (self.cols, self.i)
     }
 
-    /// [`Row::view`], written into `slot`.
-    #[inline]
-    pub fn view_into<'a>(&'a self, slot: &mut std::mem::MaybeUninit<EventRef<'a>>) {
-        slot.write(self.cols.view(self.i as usize));
+    pub fn view(&self) -> EventRef<'a> {
+        self.cols.view(self.i)
     }
 
     pub fn stream(&self) -> Stream {
-        self.cols.stream(self.i as usize)
+        self.cols.stream(self.i)
     }
 
-    pub fn key(&self) -> &str {
-        self.cols.key(self.i as usize)
+    pub fn key(&self) -> &'a str {
+        self.cols.key(self.i)
     }
 
     pub fn seq(&self) -> u64 {
-        self.cols.seq(self.i as usize)
+        self.cols.seq(self.i)
     }
 
-    pub fn hash(&self) -> &str {
-        self.cols.hash(self.i as usize)
+    pub fn hash(&self) -> &'a str {
+        self.cols.hash(self.i)
     }
 }

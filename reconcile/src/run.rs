@@ -36,7 +36,7 @@ use crate::lake::{Error, KeyGroup, Lake, LakeFileInfo, Select};
 use crate::names::FxMap;
 use crate::report::{Incremental, Report, REPORT_VERSION};
 use crate::rows::Row;
-use crate::stream::{views, Grouper, ScanStats, StreamRows, StreamView, Tail};
+use crate::stream::{Grouper, ScanStats, StreamRows, StreamView, Tail, Views};
 use ledger_events::event::HashCheck;
 
 #[derive(Debug, Clone)]
@@ -136,14 +136,14 @@ impl Proof {
 
     /// Proves the streams of `chunk` (of `table`), in order.
     fn visit_chunk(&mut self, table: Table, chunk: Vec<StreamRows>) {
-        let views = views(&chunk, &mut self.hashes);
+        let views = Views::new(&chunk, &mut self.hashes);
         for (i, s) in views.iter().enumerate() {
             if let Some(ahead) = views.get(i + NAMES_PREFETCH_AHEAD) {
                 if is_transfer(table, ahead.stream) {
-                    self.facts.prefetch_transfer(ahead);
+                    self.facts.prefetch_transfer(&ahead);
                 }
             }
-            self.visit(table, s);
+            self.visit(table, &s);
         }
     }
 
@@ -245,7 +245,7 @@ struct Chunk {
 impl Chunk {
     /// Adds `s`; returns the chunk when it is full.
     fn push(&mut self, s: StreamRows) -> Option<Vec<StreamRows>> {
-        self.rows += s.rows.len();
+        self.rows += s.len();
         self.streams.push(s);
         (self.streams.len() >= CHUNK_STREAMS || self.rows >= CHUNK_ROWS).then(|| self.take())
     }
@@ -383,7 +383,7 @@ struct Watch<'a> {
 impl Watch<'_> {
     /// Whether the scan stops before `row`: rows at or after (`transfer`,
     /// the split key) are the other thread's.
-    fn stop_at(&mut self, row: &Row) -> bool {
+    fn stop_at(&mut self, row: &Row<'_>) -> bool {
         if !self.answered {
             if !self.split.asked.load(AtomicOrdering::Acquire) {
                 return false;
@@ -397,7 +397,7 @@ impl Watch<'_> {
     }
 
     /// Answers the ask: `row` is the first row not yet read.
-    fn answer(&mut self, row: &Row) {
+    fn answer(&mut self, row: &Row<'_>) {
         self.answered = true;
         let mut st = self.split.lock();
         if !matches!(*st, SplitState::Asked) {
@@ -577,11 +577,11 @@ async fn prove_table(
         answered: false,
         at: None,
     });
-    let stop = |row: &Row| watch.as_mut().is_some_and(|w| w.stop_at(row));
+    let stop = |row: &Row<'_>| watch.as_mut().is_some_and(|w| w.stop_at(row));
     let read = scan_streams(lake, &new, Select::default(), stop, |s| {
-        let tail_seq = proof.tail_seq(table, s.stream, &s.key);
-        if tail_seq > 0 && s.rows.first().is_some_and(|r| r.seq() <= tail_seq) {
-            reopen.insert((table, s.stream, s.key.clone()));
+        let tail_seq = proof.tail_seq(table, s.stream, s.key());
+        if tail_seq > 0 && !s.is_empty() && s.first_seq() <= tail_seq {
+            reopen.insert((table, s.stream, s.key().to_owned()));
         } else if let Some(h) = handoff.filter(|_| is_transfer(table, s.stream)) {
             // Each chunk of transfer streams goes to the other thread when it
             // is free and has room, else is proved here (in order either way).
@@ -620,7 +620,7 @@ async fn prove_table(
             from: None,
         };
         let read = prove_streams(lake, &files, only, table, &mut proof, |s| {
-            reopen.contains(&(table, s.stream, s.key.clone()))
+            reopen.contains(&(table, s.stream, s.key().to_owned()))
         })
         .await?;
         proof.end_pass();
@@ -809,7 +809,7 @@ async fn scan_streams(
     lake: &Lake,
     files: &[LakeFileInfo],
     select: Select<'_>,
-    mut stop: impl FnMut(&Row) -> bool,
+    mut stop: impl FnMut(&Row<'_>) -> bool,
     mut take: impl FnMut(StreamRows),
 ) -> Result<ScanStats, Error> {
     let mut g = Grouper::default();

@@ -8,72 +8,188 @@
 //! the completeness check must name it. Rows with the same seq and different
 //! hashes are the versions of a conflict and are all kept.
 
+use std::ops::Range;
+use std::sync::Arc;
+
 use ledger_events::event::HashCheck;
 use ledger_events::{Event, EventRef, Stream};
 
-use crate::rows::Row;
+use crate::rows::{Cols, Row};
 
-/// One stream's distinct rows, sorted by seq then hash.
+/// Rows `start..end` of one batch: some of a stream's rows, consecutive in
+/// their file.
+#[derive(Clone)]
+struct Run {
+    cols: Arc<Cols>,
+    start: u32,
+    end: u32,
+}
+
+/// One stream's distinct rows, sorted by seq then hash, kept as runs of
+/// their batches: the merge takes a file's rows in runs, so a transfer
+/// stream is nearly always one run (one reference count for its rows, and
+/// no allocation) and an account stream one run per file it spans.
 pub struct StreamRows {
     pub stream: Stream,
-    pub key: String,
-    pub rows: Vec<Row>,
+    runs: smallvec::SmallVec<[Run; 1]>,
+    len: usize,
 }
 
-/// The streams of `chunk` borrowed from their batches, every row's hash
+impl StreamRows {
+    fn new(stream: Stream) -> StreamRows {
+        StreamRows {
+            stream,
+            runs: smallvec::SmallVec::new(),
+            len: 0,
+        }
+    }
+
+    /// The stream key (every row has the same).
+    pub fn key(&self) -> &str {
+        let first = &self.runs[0];
+        first.cols.key(first.start as usize)
+    }
+
+    /// How many rows.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The seq of the first row (0 for no rows).
+    pub fn first_seq(&self) -> u64 {
+        self.runs
+            .first()
+            .map_or(0, |r| r.cols.seq(r.start as usize))
+    }
+
+    /// The rows, in order.
+    pub fn rows(&self) -> impl DoubleEndedIterator<Item = Row<'_>> + '_ {
+        self.runs
+            .iter()
+            .flat_map(|r| (r.start as usize..r.end as usize).map(move |i| Row::at(&r.cols, i)))
+    }
+
+    /// Appends `row`: to the last run when it is the row after it.
+    fn push(&mut self, row: Row<'_>) {
+        let (cols, i) = row.batch();
+        let i = u32::try_from(i).expect("a record batch has fewer than 2³² rows");
+        match self.runs.last_mut() {
+            Some(last) if last.end == i && Arc::ptr_eq(&last.cols, cols) => last.end += 1,
+            _ => self.runs.push(Run {
+                cols: Arc::clone(cols),
+                start: i,
+                end: i + 1,
+            }),
+        }
+        self.len += 1;
+    }
+}
+
+/// A chunk's streams borrowed from their batches, every row's hash
 /// recomputed: all of the chunk's rows at once ([`HashCheck`]), so a chunk of
 /// short transfer streams is hashed as one batch rather than a few rows at a
-/// time.
-pub fn views<'c>(chunk: &'c [StreamRows], check: &mut HashCheck) -> Vec<StreamView<'c>> {
-    let rows: Vec<Vec<EventRef<'c>>> = chunk.iter().map(|s| view_rows(&s.rows)).collect();
-    let all: Vec<&EventRef<'c>> = rows.iter().flatten().collect();
-    let mut ok = Vec::with_capacity(all.len());
-    check.check(&all, &mut ok);
-    drop(all);
-    let mut ok = ok.into_iter();
-    chunk
-        .iter()
-        .zip(rows)
-        .map(|(s, rows)| StreamView {
-            stream: s.stream,
-            key: &s.key,
-            hash_ok: ok.by_ref().take(rows.len()).collect(),
-            rows,
-        })
-        .collect()
+/// time. The rows and verdicts of every stream are in one vector each (no
+/// allocation per stream).
+pub struct Views<'c> {
+    rows: Vec<EventRef<'c>>,
+    hash_ok: Vec<bool>,
+    /// Per stream: its kind, key and rows' range.
+    streams: Vec<(Stream, &'c str, Range<usize>)>,
 }
 
-/// Every row of `rows`, borrowed: each written where it stays. An
-/// `EventRef` is ~300 bytes; collected from an iterator, each was built
-/// aside and then copied in (`memmove` was 4.6 % of the proof's CPU at 10M
-/// events, 2.8 % after).
-fn view_rows<'c>(rows: &'c [Row]) -> Vec<EventRef<'c>> {
-    let mut out = Vec::with_capacity(rows.len());
-    for (slot, r) in out.spare_capacity_mut().iter_mut().zip(rows) {
-        r.view_into(slot);
+impl<'c> Views<'c> {
+    pub fn new(chunk: &'c [StreamRows], check: &mut HashCheck) -> Views<'c> {
+        let total = chunk.iter().map(StreamRows::len).sum();
+        let mut rows = Vec::with_capacity(total);
+        let mut streams = Vec::with_capacity(chunk.len());
+        for s in chunk {
+            let start = rows.len();
+            for r in &s.runs {
+                view_rows(&r.cols, r.start as usize..r.end as usize, &mut rows);
+            }
+            streams.push((s.stream, s.key(), start..rows.len()));
+        }
+        let all: Vec<&EventRef<'c>> = rows.iter().collect();
+        let mut hash_ok = Vec::with_capacity(all.len());
+        check.check(&all, &mut hash_ok);
+        drop(all);
+        Views {
+            rows,
+            hash_ok,
+            streams,
+        }
     }
-    // SAFETY: the loop initialised the first `rows.len()` slots, all of
-    // the capacity reserved above.
-    unsafe { out.set_len(rows.len()) };
-    out
+
+    /// How many streams.
+    pub fn len(&self) -> usize {
+        self.streams.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.streams.is_empty()
+    }
+
+    /// Stream `i`, if there is one.
+    pub fn get(&self, i: usize) -> Option<StreamView<'_>> {
+        self.streams.get(i).map(|(stream, key, r)| StreamView {
+            stream: *stream,
+            key,
+            rows: &self.rows[r.clone()],
+            hash_ok: &self.hash_ok[r.clone()],
+        })
+    }
+
+    /// Every stream, in order.
+    pub fn iter(&self) -> impl Iterator<Item = StreamView<'_>> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+}
+
+/// Rows `range` of `cols`, borrowed, appended to `out`: each written where
+/// it stays. An `EventRef` is ~300 bytes; collected from an iterator, each
+/// was built aside and then copied in (`memmove` was 4.6 % of the proof's
+/// CPU at 10M events, 2.8 % after).
+fn view_rows<'c>(cols: &'c Cols, range: Range<usize>, out: &mut Vec<EventRef<'c>>) {
+    let n = range.len();
+    out.reserve(n);
+    for (slot, i) in out.spare_capacity_mut().iter_mut().zip(range) {
+        cols.view_into(i, slot);
+    }
+    // SAFETY: the loop initialised the `n` slots after the current length,
+    // all within the capacity reserved above.
+    unsafe { out.set_len(out.len() + n) };
 }
 
 /// One stream as the per-stream checks and the facts read it.
+#[derive(Clone, Copy)]
 pub struct StreamView<'a> {
     pub stream: Stream,
     pub key: &'a str,
-    pub rows: Vec<EventRef<'a>>,
+    pub rows: &'a [EventRef<'a>],
     /// `hash_ok[i]`: `rows[i].hash` is the SHA-256 of its canonical encoding.
-    pub hash_ok: Vec<bool>,
+    pub hash_ok: &'a [bool],
 }
 
-impl<'a> StreamView<'a> {
-    /// A stream from owned events (tests, tools): the hashes are checked here.
-    pub fn of_events(stream: Stream, key: &'a str, events: &'a [Event]) -> StreamView<'a> {
+/// A stream's rows and hash verdicts built from owned events (tests, tools):
+/// [`OwnedView::view`] lends them as a [`StreamView`].
+pub struct OwnedView<'a> {
+    stream: Stream,
+    key: &'a str,
+    rows: Vec<EventRef<'a>>,
+    hash_ok: Vec<bool>,
+}
+
+impl<'a> OwnedView<'a> {
+    /// The stream `key` of `events`; their hashes are checked here.
+    pub fn of_events(stream: Stream, key: &'a str, events: &'a [Event]) -> OwnedView<'a> {
         let rows: Vec<EventRef<'a>> = events.iter().map(Event::view).collect();
         let mut hash_ok = Vec::with_capacity(rows.len());
         HashCheck::default().check(&rows.iter().collect::<Vec<_>>(), &mut hash_ok);
-        StreamView {
+        OwnedView {
             stream,
             key,
             rows,
@@ -81,6 +197,17 @@ impl<'a> StreamView<'a> {
         }
     }
 
+    pub fn view(&self) -> StreamView<'_> {
+        StreamView {
+            stream: self.stream,
+            key: self.key,
+            rows: &self.rows,
+            hash_ok: &self.hash_ok,
+        }
+    }
+}
+
+impl<'a> StreamView<'a> {
     /// The rows grouped by seq: each group holds the versions of one event.
     pub fn by_seq(&self) -> impl Iterator<Item = (u64, std::ops::Range<usize>)> + '_ {
         let mut i = 0;
@@ -227,14 +354,14 @@ pub struct Grouper {
 
 impl Grouper {
     /// Adds one row; returns the previous stream when this row starts a new one.
-    pub fn push(&mut self, row: Row) -> Option<StreamRows> {
+    pub fn push(&mut self, row: Row<'_>) -> Option<StreamRows> {
         self.stats.rows_read += 1;
         let done = match &mut self.current {
-            Some(cur) if cur.stream == row.stream() && cur.key == row.key() => {
+            Some(cur) if cur.stream == row.stream() && cur.key() == row.key() => {
                 // Every copy of this seq is at the end of the group (rows
                 // arrive in seq order); a copy equal to any is a redelivery.
                 let seq = row.seq();
-                let mut same_seq = cur.rows.iter().rev().take_while(|r| r.seq() == seq);
+                let mut same_seq = cur.rows().rev().take_while(|r| r.seq() == seq);
                 if same_seq.any(|r| r.hash() == row.hash() && r.view() == row.view()) {
                     self.stats.plain_duplicates += 1;
                     return None;
@@ -243,12 +370,9 @@ impl Grouper {
             }
             _ => self.current.take(),
         };
-        let cur = self.current.get_or_insert_with(|| StreamRows {
-            stream: row.stream(),
-            key: row.key().to_owned(),
-            rows: Vec::new(),
-        });
-        cur.rows.push(row);
+        self.current
+            .get_or_insert_with(|| StreamRows::new(row.stream()))
+            .push(row);
         self.stats.distinct_rows += 1;
         if done.is_some() {
             self.stats.streams += 1;

@@ -113,6 +113,7 @@ pub fn check_stream(s: &StreamView, tail: &mut Tail, out: &mut Vec<Finding>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stream::OwnedView;
     use crate::gen::{generate_events, GenConfig};
     use ledger_events::Stream;
 
@@ -128,8 +129,8 @@ mod tests {
     }
 
     fn check(events: &[ledger_events::Event], out: &mut Vec<Finding>) {
-        let s = StreamView::of_events(Stream::Account, &events[0].stream_key, events);
-        check_stream(&s, &mut Tail::default(), out);
+        let s = OwnedView::of_events(Stream::Account, &events[0].stream_key, events);
+        check_stream(&s.view(), &mut Tail::default(), out);
     }
 
     #[test]
