@@ -66,11 +66,21 @@ impl StreamRows {
             .map_or(0, |r| r.cols.seq(r.start as usize))
     }
 
-    /// The rows, in order.
-    pub fn rows(&self) -> impl DoubleEndedIterator<Item = Row<'_>> + '_ {
-        self.runs
-            .iter()
-            .flat_map(|r| (r.start as usize..r.end as usize).map(move |i| Row::at(&r.cols, i)))
+    /// Whether a row at the end of the stream, with `row`'s seq, equals it
+    /// in every column (the copies of a seq are the stream's last rows).
+    fn has_copy_of(&self, row: Row<'_>) -> bool {
+        let seq = row.seq();
+        for r in self.runs.iter().rev() {
+            for i in (r.start as usize..r.end as usize).rev() {
+                if r.cols.seq(i) != seq {
+                    return false;
+                }
+                if r.cols.hash(i) == row.hash() && r.cols.view(i) == row.view() {
+                    return true;
+                }
+            }
+        }
+        false
     }
 
     /// Appends `row`: to the last run when it is the row after it.
@@ -360,9 +370,7 @@ impl Grouper {
             Some(cur) if cur.stream == row.stream() && cur.key() == row.key() => {
                 // Every copy of this seq is at the end of the group (rows
                 // arrive in seq order); a copy equal to any is a redelivery.
-                let seq = row.seq();
-                let mut same_seq = cur.rows().rev().take_while(|r| r.seq() == seq);
-                if same_seq.any(|r| r.hash() == row.hash() && r.view() == row.view()) {
+                if cur.has_copy_of(row) {
                     self.stats.plain_duplicates += 1;
                     return None;
                 }
