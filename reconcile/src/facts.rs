@@ -312,12 +312,82 @@ impl Legs {
     }
 }
 
-/// Legs not yet in rows: each with its transfer id's hash and place in the
-/// id arena.
+/// Legs not yet in rows, each with its transfer id's place in `ids`.
 #[derive(Default)]
 struct LegLog {
-    entries: Vec<(u64, u32, u32, LegKind, Leg)>,
-    ids: String,
+    entries: Vec<Logged>,
+    ids: IdArena,
+}
+
+/// One logged leg (40 bytes: a log holds one per leg of a full run, ~20M
+/// at 50M events).
+#[derive(Clone, Copy)]
+struct Logged {
+    leg: Leg,
+    /// [`prefix`] of the transfer id's hash: the order rows are built in.
+    prefix: u32,
+    /// Where the transfer id is in the log's [`IdArena`], and its length.
+    at: u32,
+    len: u32,
+    kind: LegKind,
+}
+
+/// Bytes of one [`IdArena`] chunk (as a power of two).
+const ARENA_CHUNK_BITS: u32 = 20;
+
+/// Strings appended into chunks that never move. A growing `String` copies
+/// everything it holds at each doubling: at 50M events the leg log's ~300 MB
+/// of ids touched about three times as much fresh memory, and fresh pages
+/// are what the proof's page faults cost (docs/BENCHMARKS.md). A place is
+/// the chunk's index (12 bits) and the offset in it (20 bits); an id longer
+/// than a chunk gets a chunk of its own.
+#[derive(Default)]
+struct IdArena {
+    chunks: Vec<String>,
+}
+
+impl IdArena {
+    /// Appends `s`; returns its place.
+    fn push(&mut self, s: &str) -> u32 {
+        // Each place's offset is under 2²⁰: a chunk takes strings only while
+        // its length is (an oversized chunk is full with its one string).
+        let fits = self
+            .chunks
+            .last()
+            .is_some_and(|c| c.len() < 1 << ARENA_CHUNK_BITS && c.capacity() - c.len() >= s.len());
+        if !fits {
+            self.chunks
+                .push(String::with_capacity(s.len().max(1 << ARENA_CHUNK_BITS)));
+        }
+        let chunk = self.chunks.len() - 1;
+        let c = &mut self.chunks[chunk];
+        let at = c.len();
+        c.push_str(s);
+        let chunk = u32::try_from(chunk)
+            .ok()
+            .filter(|&n| n < 1 << (32 - ARENA_CHUNK_BITS))
+            .expect("a leg log under 4 GiB of ids");
+        chunk << ARENA_CHUNK_BITS | at as u32
+    }
+
+    fn split(place: u32) -> (usize, usize) {
+        (
+            (place >> ARENA_CHUNK_BITS) as usize,
+            (place & ((1 << ARENA_CHUNK_BITS) - 1)) as usize,
+        )
+    }
+
+    /// The `len` bytes at `place` (from [`IdArena::push`]).
+    fn get(&self, place: u32, len: u32) -> &str {
+        let (chunk, at) = IdArena::split(place);
+        &self.chunks[chunk][at..at + len as usize]
+    }
+
+    /// The address of `place`, to prefetch.
+    fn ptr(&self, place: u32) -> *const u8 {
+        let (chunk, at) = IdArena::split(place);
+        self.chunks[chunk].as_ptr().wrapping_add(at)
+    }
 }
 
 /// How many legs ahead [`LegsTable::end_log`] prefetches a leg's id (and
@@ -414,7 +484,7 @@ impl LegsTable {
         debug_assert!(self.rows.is_empty());
         self.log = Some(LegLog {
             entries: Vec::with_capacity(legs),
-            ids: String::new(),
+            ids: IdArena::default(),
         });
     }
 
@@ -422,9 +492,14 @@ impl LegsTable {
     pub fn add(&mut self, id: &str, kind: LegKind, leg: Leg) {
         match &mut self.log {
             Some(log) => {
-                let at = u32::try_from(log.ids.len()).expect("a leg log under 4 GiB of ids");
-                log.ids.push_str(id);
-                log.entries.push((fx(id), at, id.len() as u32, kind, leg));
+                let len = u32::try_from(id.len()).expect("a transfer id under 4 GiB");
+                log.entries.push(Logged {
+                    leg,
+                    prefix: prefix(fx(id)),
+                    at: log.ids.push(id),
+                    len,
+                    kind,
+                });
             }
             None => self.entry(id).push(kind, leg),
         }
@@ -441,13 +516,12 @@ impl LegsTable {
             .entries
             .iter()
             .enumerate()
-            .map(|(i, e)| (prefix(e.0), i as u32))
+            .map(|(i, e)| (e.prefix, i as u32))
             .collect();
         radix_sort(&mut keys, |k| k.0);
         self.reserve(keys.len() / 2);
         let mut prefixes = Vec::with_capacity(keys.len() / 2);
-        let id_of =
-            |e: &(u64, u32, u32, LegKind, Leg)| &log.ids[e.1 as usize..(e.1 + e.2) as usize];
+        let id_of = |e: &Logged| log.ids.get(e.at, e.len);
         // Rows of the current prefix (almost always one id; more on a
         // collision of the top 32 bits).
         let mut group: Vec<u32> = Vec::new();
@@ -460,8 +534,7 @@ impl LegsTable {
                 prefetch(&log.entries[ahead as usize]);
             }
             if let Some(&(_, ahead)) = keys.get(j + LOG_PREFETCH_AHEAD) {
-                let at = log.entries[ahead as usize].1 as usize;
-                prefetch(log.ids.as_ptr().wrapping_add(at));
+                prefetch(log.ids.ptr(log.entries[ahead as usize].at));
             }
             let e = &log.entries[i as usize];
             let id = id_of(e);
@@ -472,13 +545,13 @@ impl LegsTable {
             let row = match group.iter().find(|&&r| &*self.rows[r as usize].0 == id) {
                 Some(&r) => r,
                 None => {
-                    let r = self.push_row(id, e.0);
+                    let r = self.push_row(id, fx(id));
                     group.push(r);
                     prefixes.push(p);
                     r
                 }
             };
-            self.rows[row as usize].1.push(e.3, e.4);
+            self.rows[row as usize].1.push(e.kind, e.leg);
         }
         if fresh {
             self.prefixes = prefixes;
@@ -892,6 +965,39 @@ mod tests {
 
     fn seqs(t: &Transfers) -> Vec<(&str, u64)> {
         t.iter().map(|(id, s)| (id, s.tail.last_seq)).collect()
+    }
+
+    #[test]
+    fn the_id_arena_gives_back_every_string_across_chunks_oversized_and_empty_ones() {
+        let mut arena = IdArena::default();
+        let chunk = 1usize << ARENA_CHUNK_BITS;
+        let mut next = xorshift(7);
+        let mut ids: Vec<String> = (0..200_000)
+            .map(|i| format!("t.gen.op{i}{}", "x".repeat(next(40) as usize)))
+            .collect();
+        // One longer than a chunk, one exactly a chunk, empty ones among them
+        // (a corrupt lake's transfer ids can be anything).
+        ids.insert(1000, "y".repeat(chunk + 5));
+        ids.insert(5000, "z".repeat(chunk));
+        ids.insert(5001, String::new());
+        ids.insert(77_777, String::new());
+        let first = arena.push(&ids[0]);
+        let first_at = arena.ptr(first);
+        let places: Vec<u32> = std::iter::once(first)
+            .chain(ids[1..].iter().map(|id| arena.push(id)))
+            .collect();
+        assert!(arena.chunks.len() > 4, "spans several chunks");
+        for (id, &place) in ids.iter().zip(&places) {
+            assert_eq!(arena.get(place, id.len() as u32), id);
+            assert_eq!(arena.ptr(place), arena.get(place, id.len() as u32).as_ptr());
+        }
+        // Chunks never move: the first string is where it was put.
+        assert_eq!(arena.ptr(first), first_at);
+    }
+
+    #[test]
+    fn a_logged_leg_is_forty_bytes() {
+        assert_eq!(std::mem::size_of::<Logged>(), 40);
     }
 
     #[test]

@@ -113,8 +113,8 @@ pub fn check_stream(s: &StreamView, tail: &mut Tail, out: &mut Vec<Finding>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stream::OwnedView;
     use crate::gen::{generate_events, GenConfig};
+    use crate::stream::OwnedView;
     use ledger_events::Stream;
 
     fn account_events() -> Vec<ledger_events::Event> {
