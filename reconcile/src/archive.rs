@@ -634,10 +634,7 @@ mod tests {
                 ..TransferFacts::new(Sym(2))
             },
         };
-        let legs = Legs {
-            holds: [leg].into_iter().collect(),
-            ..Default::default()
-        };
+        let legs = Legs::from_lists([vec![leg], vec![], vec![], vec![]]);
         (id.into(), state, legs)
     }
 

@@ -16,7 +16,7 @@
 //!
 //! Pure: encodes into and decodes from byte slices; `checkpoint` does the I/O.
 
-use crate::facts::{Leg, Legs, TransferFacts, TransferState};
+use crate::facts::{Leg, LegKind, Legs, TransferFacts, TransferState};
 use crate::names::Sym;
 use crate::stream::{LastHashes, Tail};
 
@@ -119,7 +119,8 @@ impl Writer {
     }
 
     fn legs_body(&mut self, l: &Legs) {
-        for v in [&l.holds, &l.debits, &l.credits, &l.releases] {
+        for kind in LegKind::ALL {
+            let v = l.of(kind);
             self.u32(v.len() as u32);
             for leg in v {
                 self.u32(leg.account.0);
@@ -274,15 +275,18 @@ impl<'a> Reader<'a> {
 
     fn legs_body(&mut self) -> R<Legs> {
         let mut l = Legs::default();
-        for v in [&mut l.holds, &mut l.debits, &mut l.credits, &mut l.releases] {
+        for kind in LegKind::ALL {
             let n = self.u32()?;
             for _ in 0..n {
-                v.push(Leg {
-                    account: self.sym()?,
-                    amount: self.i64()?,
-                    currency: self.sym()?,
-                    seq: self.u64()?,
-                });
+                l.push(
+                    kind,
+                    Leg {
+                        account: self.sym()?,
+                        amount: self.i64()?,
+                        currency: self.sym()?,
+                        seq: self.u64()?,
+                    },
+                );
             }
         }
         Ok(l)
@@ -334,12 +338,12 @@ mod tests {
             vec![
                 (
                     "t.a.1".into(),
-                    Legs {
-                        holds: [leg(0, 1)].into_iter().collect(),
-                        debits: Default::default(),
-                        credits: [leg(1, 9), leg(0, 2)].into_iter().collect(),
-                        releases: [leg(1, u64::MAX)].into_iter().collect(),
-                    },
+                    Legs::from_lists([
+                        vec![leg(0, 1)],
+                        vec![],
+                        vec![leg(1, 9), leg(0, 2)],
+                        vec![leg(1, u64::MAX)],
+                    ]),
                 ),
                 ("t.b".into(), Legs::default()),
             ],

@@ -36,7 +36,7 @@ pub fn check_transfer(
     let mut bad = |code: &'static str, detail: String| {
         out.push(Finding::new(code, id, detail));
     };
-    if let Some(h) = legs.holds.iter().find(|h| Some(h.account) != t.source) {
+    if let Some(h) = legs.holds().iter().find(|h| Some(h.account) != t.source) {
         bad(
             "hold_on_wrong_account",
             format!(
@@ -46,7 +46,7 @@ pub fn check_transfer(
             ),
         );
     }
-    let hold = legs.holds.iter().find(|h| Some(h.account) == t.source);
+    let hold = legs.holds().iter().find(|h| Some(h.account) == t.source);
     let needs_hold = matches!(phase, "reserved" | "credited" | "captured");
     match hold {
         None if needs_hold => bad(
@@ -64,7 +64,7 @@ pub fn check_transfer(
         _ => {}
     }
     if phase == "captured" {
-        if let (Some(h), Some(d)) = (hold, legs.debits.first()) {
+        if let (Some(h), Some(d)) = (hold, legs.debits().first()) {
             if d.amount != h.amount {
                 bad(
                     "capture_not_hold",
@@ -73,14 +73,14 @@ pub fn check_transfer(
             }
         }
     }
-    if !legs.credits.is_empty() {
-        let released = legs.releases.iter().any(|r| r.amount > 0);
+    if !legs.credits().is_empty() {
+        let released = legs.releases().iter().any(|r| r.amount > 0);
         if hold.is_none() || released {
             bad(
                 "credit_without_live_hold",
                 format!(
                     "credited {} but the source hold was {}",
-                    legs.credits[0].event_id(n),
+                    legs.credits()[0].event_id(n),
                     if released { "released" } else { "never placed" }
                 ),
             );

@@ -56,9 +56,9 @@ pub fn check_transfer(
     legs: &Legs,
     out: &mut Vec<Finding>,
 ) {
-    let moved = !legs.debits.is_empty() || !legs.credits.is_empty();
+    let moved = !legs.debits().is_empty() || !legs.credits().is_empty();
     let Some(t) = t.filter(|t| t.amount.is_some()) else {
-        if moved || !legs.holds.is_empty() {
+        if moved || !legs.holds().is_empty() {
             out.push(Finding::new(
                 "leg_without_transfer",
                 id,
@@ -74,8 +74,8 @@ pub fn check_transfer(
     let phase = n.get(t.phase);
     match phase {
         "captured" => {
-            let debit = one_leg(n, &legs.debits, t.source, amount, t.currency);
-            let credit = one_leg(n, &legs.credits, t.destination, amount, t.currency);
+            let debit = one_leg(n, legs.debits(), t.source, amount, t.currency);
+            let credit = one_leg(n, legs.credits(), t.destination, amount, t.currency);
             if debit.is_err() || credit.is_err() {
                 let show = |r: Result<(), String>| r.err().unwrap_or_else(|| "ok".into());
                 out.push(Finding::new(
@@ -95,11 +95,11 @@ pub fn check_transfer(
             format!(
                 "{} transfer has {} debit(s) and {} credit(s)",
                 phase,
-                legs.debits.len(),
-                legs.credits.len()
+                legs.debits().len(),
+                legs.credits().len()
             ),
         )),
-        _ if !legs.debits.is_empty() => out.push(Finding::new(
+        _ if !legs.debits().is_empty() => out.push(Finding::new(
             "debit_before_capture",
             id,
             format!("phase {phase} but the source was already debited"),
