@@ -351,7 +351,13 @@ impl Legs {
     /// Adds `leg` after the others of its kind.
     pub fn push(&mut self, kind: LegKind, leg: Leg) {
         let end = self.range(kind).end;
-        self.legs.insert(end, leg);
+        // Nearly always the last kind so far: an append (`insert` would
+        // call memmove even to move nothing).
+        if end == self.legs.len() {
+            self.legs.push(leg);
+        } else {
+            self.legs.insert(end, leg);
+        }
         self.counts[kind as usize] += 1;
     }
 

@@ -186,15 +186,20 @@ impl Cols {
             .then_with(|| self.hash(i).cmp(other.hash(j)))
     }
 
-    /// [`Cols::view`], written into `slot`.
+    /// [`Cols::view`], written into `slot` (built there: the ~300-byte
+    /// struct is not first built aside and copied).
     #[inline]
     pub fn view_into<'a>(&'a self, i: usize, slot: &mut std::mem::MaybeUninit<EventRef<'a>>) {
-        slot.write(self.view(i));
+        slot.write(self.build(i));
     }
 
     /// Row `i`, borrowed.
-    #[inline]
     pub fn view(&self, i: usize) -> EventRef<'_> {
+        self.build(i)
+    }
+
+    #[inline(always)]
+    fn build(&self, i: usize) -> EventRef<'_> {
         EventRef {
             v: self.v.value(i),
             event_id: self.event_id.value(i),
