@@ -706,6 +706,9 @@ impl Facts {
     /// account) and its legs into the per-transfer legs.
     pub fn add_account(&mut self, s: &StreamView, a: &mut AccountFacts) {
         let account = self.names.id(s.key);
+        // An account's legs nearly always share one currency: the last one's
+        // name is compared before the table is searched.
+        let mut last_currency: Option<(&str, Sym)> = None;
         for ev in s.primary() {
             let Some(kind) = AccountKind::parse(ev.kind) else {
                 continue;
@@ -731,10 +734,19 @@ impl Facts {
             if !matches!(kind, HoldPlaced | Captured | Credited | HoldReleased) {
                 continue;
             }
+            let currency = ev.currency.unwrap_or_default();
+            let currency = match last_currency {
+                Some((name, sym)) if name == currency => sym,
+                _ => {
+                    let sym = self.names.id(currency);
+                    last_currency = Some((currency, sym));
+                    sym
+                }
+            };
             let leg = Leg {
                 account,
                 amount,
-                currency: self.names.id(ev.currency.unwrap_or_default()),
+                currency,
                 seq: ev.seq,
             };
             let kind = match kind {
