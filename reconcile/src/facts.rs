@@ -139,6 +139,34 @@ pub struct Facts {
     /// (transfer id, leg) of every hold still live at its account's last event.
     pub live_holds: Vec<(String, Leg)>,
     pub currencies: BTreeMap<String, CurrencySums>,
+    /// The phases and currencies transfers name, looked up again and again.
+    recent: Recent,
+}
+
+/// How many names [`Recent`] remembers.
+const RECENT_NAMES: usize = 8;
+
+/// A few names looked up again and again (a transfer's phase and currency:
+/// a handful of distinct values for millions of transfers), each remembered
+/// by its symbol and compared with the table's name for it, so a remembered
+/// symbol can never be stale.
+#[derive(Debug, Default)]
+struct Recent {
+    syms: [Option<Sym>; RECENT_NAMES],
+    /// The slot the next new name takes.
+    next: usize,
+}
+
+impl Recent {
+    fn id(&mut self, names: &mut Names, name: &str) -> Sym {
+        if let Some(&s) = self.syms.iter().flatten().find(|&&s| names.get(s) == name) {
+            return s;
+        }
+        let s = names.id(name);
+        self.syms[self.next] = Some(s);
+        self.next = (self.next + 1) % RECENT_NAMES;
+        s
+    }
 }
 
 /// One transfer stream's proof state: where its chain stopped, and its facts.
@@ -814,9 +842,9 @@ impl Facts {
         for ev in s.primary() {
             if ev.kind == "created" {
                 let names = &mut self.names;
-                let mut sym = |v: Option<&str>| v.map(|v| names.id(v));
                 f.amount = ev.amount;
-                f.currency = sym(ev.currency);
+                f.currency = ev.currency.map(|c| self.recent.id(names, c));
+                let mut sym = |v: Option<&str>| v.map(|v| names.id(v));
                 f.source = sym(ev.source);
                 f.destination = sym(ev.destination);
                 f.deadline_ms = ev.deadline_ms;
@@ -824,7 +852,7 @@ impl Facts {
             last = Some(ev);
         }
         if let Some(last) = last {
-            f.phase = self.names.id(last.kind);
+            f.phase = self.recent.id(&mut self.names, last.kind);
             f.terminal = matches!(last.kind, "captured" | "failed" | "released");
             f.last_seq = last.seq;
         }
@@ -1131,6 +1159,25 @@ mod tests {
             );
         }
         assert!(!l.legs.spilled());
+    }
+
+    #[test]
+    fn recent_names_give_the_tables_symbol_through_evictions() {
+        let mut names = Names::default();
+        let mut recent = Recent::default();
+        let mut next = xorshift(3);
+        // More distinct names than it remembers, some alike in their first
+        // bytes, in a random order.
+        let pool: Vec<String> = (0..3 * RECENT_NAMES)
+            .map(|i| format!("captured{}", "d".repeat(i % 3)) + &i.to_string())
+            .collect();
+        for _ in 0..2_000 {
+            let name = &pool[next(pool.len() as u64) as usize];
+            let sym = recent.id(&mut names, name);
+            assert_eq!(names.get(sym), name);
+            assert_eq!(names.find(name), Some(sym));
+        }
+        assert_eq!(names.list().len(), pool.len());
     }
 
     #[test]
