@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::hash::Hasher;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use ledger_events::event::same;
 use ledger_events::{AccountKind, EventRef, Stream};
 use serde::{Deserialize, Serialize};
 
@@ -159,7 +160,12 @@ struct Recent {
 
 impl Recent {
     fn id(&mut self, names: &mut Names, name: &str) -> Sym {
-        if let Some(&s) = self.syms.iter().flatten().find(|&&s| names.get(s) == name) {
+        if let Some(&s) = self
+            .syms
+            .iter()
+            .flatten()
+            .find(|&&s| same(names.get(s).as_bytes(), name.as_bytes()))
+        {
             return s;
         }
         let s = names.id(name);
@@ -742,7 +748,11 @@ impl Facts {
                 continue;
             };
             if let Some(c) = ev.currency {
-                if a.currency.as_deref() != Some(c) {
+                if !a
+                    .currency
+                    .as_deref()
+                    .is_some_and(|a| same(a.as_bytes(), c.as_bytes()))
+                {
                     a.currency = Some(c.to_owned());
                 }
             }
@@ -764,7 +774,7 @@ impl Facts {
             }
             let currency = ev.currency.unwrap_or_default();
             let currency = match last_currency {
-                Some((name, sym)) if name == currency => sym,
+                Some((name, sym)) if same(name.as_bytes(), currency.as_bytes()) => sym,
                 _ => {
                     let sym = self.names.id(currency);
                     last_currency = Some((currency, sym));

@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, Int64Array, StringViewArray, UInt16Array};
 use datafusion::arrow::record_batch::RecordBatch;
+use ledger_events::event::same;
 use ledger_events::{EventRef, Stream, SCHEMA_VERSIONS_KNOWN};
 
 /// One record batch's columns, typed, with the per-row values every comparison needs
@@ -179,9 +180,18 @@ impl Cols {
 
     /// The lake's row order (`ledger_ingest::sort_rows`): stream, stream key, seq, hash.
     pub fn order(&self, i: usize, other: &Cols, j: usize) -> Ordering {
+        // Keys are compared for equality first, inline: consecutive rows
+        // are mostly of one stream.
+        let key = |a: &str, b: &str| {
+            if same(a.as_bytes(), b.as_bytes()) {
+                Ordering::Equal
+            } else {
+                a.cmp(b)
+            }
+        };
         self.stream[i]
             .cmp(&other.stream[j])
-            .then_with(|| self.key(i).cmp(other.key(j)))
+            .then_with(|| key(self.key(i), other.key(j)))
             .then_with(|| self.seq[i].cmp(&other.seq[j]))
             .then_with(|| self.hash(i).cmp(other.hash(j)))
     }

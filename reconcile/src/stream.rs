@@ -11,7 +11,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use ledger_events::event::HashCheck;
+use ledger_events::event::{same, HashCheck};
 use ledger_events::{Event, EventRef, Stream};
 
 use crate::rows::{Cols, Row};
@@ -367,7 +367,10 @@ impl Grouper {
     pub fn push(&mut self, row: Row<'_>) -> Option<StreamRows> {
         self.stats.rows_read += 1;
         let done = match &mut self.current {
-            Some(cur) if cur.stream == row.stream() && cur.key() == row.key() => {
+            Some(cur)
+                if cur.stream == row.stream()
+                    && same(cur.key().as_bytes(), row.key().as_bytes()) =>
+            {
                 // Every copy of this seq is at the end of the group (rows
                 // arrive in seq order); a copy equal to any is a redelivery.
                 if cur.has_copy_of(row) {

@@ -821,8 +821,10 @@ impl<'a> EventRef<'a> {
         // A transfer stream's transfer_id must be its stream_key (checked
         // below), and that passed check_derived_id above: when they are equal
         // there is nothing left to find.
-        let transfer_id_is_key =
-            self.stream == Stream::Transfer && self.transfer_id == Some(self.stream_key);
+        let transfer_id_is_key = self.stream == Stream::Transfer
+            && self
+                .transfer_id
+                .is_some_and(|t| same(t.as_bytes(), self.stream_key.as_bytes()));
         for (field, v) in [
             ("entry_id", self.entry_id),
             (
@@ -1060,9 +1062,10 @@ fn chunk<const N: usize>(d: &mut [MaybeUninit<u8>], s: &[u8]) {
 }
 
 /// `a == b` for short byte strings, in 8-byte words (the last one
-/// overlapping) rather than a call to `memcmp`.
+/// overlapping) rather than a call to `memcmp`: the reconciler compares keys
+/// and hashes of every row it reads.
 #[inline(always)]
-fn same(a: &[u8], b: &[u8]) -> bool {
+pub fn same(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
         return false;

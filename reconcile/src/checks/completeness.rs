@@ -12,7 +12,7 @@
 //! is reported once (`seq_gap`, naming the first missing seq); the row after
 //! it is not also reported as a broken link, because the gap explains it.
 
-use ledger_events::event::check_stream_key;
+use ledger_events::event::{check_stream_key, same};
 use ledger_events::GENESIS_HASH;
 
 use crate::finding::Finding;
@@ -29,7 +29,9 @@ pub fn check_stream(s: &StreamView, tail: &mut Tail, out: &mut Vec<Finding>) {
     // The versions of the previous seq (None: the tail's, or genesis).
     let mut prev: Option<std::ops::Range<usize>> = None;
     let linked = |prev: &Option<std::ops::Range<usize>>, prev_hash: &str| match prev {
-        Some(r) => s.rows[r.clone()].iter().any(|p| p.hash == prev_hash),
+        Some(r) => s.rows[r.clone()]
+            .iter()
+            .any(|p| same(p.hash.as_bytes(), prev_hash.as_bytes())),
         None if tail.last_seq == 0 => prev_hash == GENESIS_HASH,
         None => tail.last_hashes.contains(prev_hash),
     };
