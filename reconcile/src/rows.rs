@@ -2,8 +2,9 @@
 //!
 //! A [`Cols`] holds one batch's columns, found by name and typed once (docs/LAKE.md: files
 //! are read by name, a missing nullable column reads as null, extra columns are ignored). A
-//! [`Row`] is a shared handle on a batch and a row index; [`Row::view`] borrows the row as
-//! an [`EventRef`] straight from the Arrow buffers. No row is copied into owned strings: the
+//! [`Row`] is a batch and a row index, borrowed (a stream keeps its rows as runs of a
+//! shared batch: [`crate::stream::StreamRows`]); [`Row::view`] borrows the row as an
+//! [`EventRef`] straight from the Arrow buffers. No row is copied into owned strings: the
 //! proof reads 10⁷ rows a night, and building ~12 `String`s per row cost more than reading
 //! the Parquet. Strings are read as Utf8View ([`crate::Lake::scan_sorted_where`] asks
 //! DataFusion for view types): the Parquet reader then points each value into the
