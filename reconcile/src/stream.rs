@@ -25,10 +25,11 @@ struct Run {
     end: u32,
 }
 
-/// One stream's distinct rows, sorted by seq then hash, kept as runs of
-/// their batches: the merge takes a file's rows in runs, so a transfer
-/// stream is nearly always one run (one reference count for its rows, and
-/// no allocation) and an account stream one run per file it spans.
+/// One stream's distinct rows (at least one), sorted by seq then hash, kept
+/// as runs of their batches: the merge takes a file's rows in runs, so a
+/// transfer stream is nearly always one run (one reference count for its
+/// rows, and no allocation) and an account stream one run per file it spans.
+/// Only [`Grouper`] makes them, each with its first row.
 pub struct StreamRows {
     pub stream: Stream,
     runs: smallvec::SmallVec<[Run; 1]>,
