@@ -140,7 +140,8 @@ pub struct Facts {
     /// (transfer id, leg) of every hold still live at its account's last event.
     pub live_holds: Vec<(String, Leg)>,
     pub currencies: BTreeMap<String, CurrencySums>,
-    /// The phases and currencies transfers name, looked up again and again.
+    /// The phases and currencies legs and transfers name, looked up again
+    /// and again.
     recent: Recent,
     /// Strings of holds no longer live, for the next holds' ids.
     spare_ids: SpareIds,
@@ -178,8 +179,9 @@ impl SpareIds {
 /// How many names [`Recent`] remembers.
 const RECENT_NAMES: usize = 8;
 
-/// A few names looked up again and again (a transfer's phase and currency:
-/// a handful of distinct values for millions of transfers), each remembered
+/// A few names looked up again and again (the currency of a leg, a
+/// transfer's phase and currency: a handful of distinct values for millions
+/// of events), each remembered
 /// by its symbol and compared with the table's name for it, so a remembered
 /// symbol can never be stale.
 #[derive(Debug, Default)]
@@ -771,9 +773,6 @@ impl Facts {
     /// account) and its legs into the per-transfer legs.
     pub fn add_account(&mut self, s: &StreamView, a: &mut AccountFacts) {
         let account = self.names.id(s.key);
-        // An account's legs nearly always share one currency: the last one's
-        // name is compared before the table is searched.
-        let mut last_currency: Option<(&str, Sym)> = None;
         for ev in s.primary() {
             let Some(kind) = AccountKind::parse(ev.kind) else {
                 continue;
@@ -803,19 +802,13 @@ impl Facts {
             if !matches!(kind, HoldPlaced | Captured | Credited | HoldReleased) {
                 continue;
             }
-            let currency = ev.currency.unwrap_or_default();
-            let currency = match last_currency {
-                Some((name, sym)) if same(name.as_bytes(), currency.as_bytes()) => sym,
-                _ => {
-                    let sym = self.names.id(currency);
-                    last_currency = Some((currency, sym));
-                    sym
-                }
-            };
             let leg = Leg {
                 account,
                 amount,
-                currency,
+                // An account's legs nearly always share one currency.
+                currency: self
+                    .recent
+                    .id(&mut self.names, ev.currency.unwrap_or_default()),
                 seq: ev.seq,
             };
             let kind = match kind {

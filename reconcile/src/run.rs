@@ -580,7 +580,7 @@ async fn prove_table(
     let stop = |row: &Row<'_>| watch.as_mut().is_some_and(|w| w.stop_at(row));
     let read = scan_streams(lake, &new, Select::default(), stop, |s| {
         let tail_seq = proof.tail_seq(table, s.stream, s.key());
-        if tail_seq > 0 && !s.is_empty() && s.first_seq() <= tail_seq {
+        if tail_seq > 0 && s.first_seq() <= tail_seq {
             reopen.insert((table, s.stream, s.key().to_owned()));
         } else if let Some(h) = handoff.filter(|_| is_transfer(table, s.stream)) {
             // Each chunk of transfer streams goes to the other thread when it

@@ -60,11 +60,10 @@ impl StreamRows {
         self.len == 0
     }
 
-    /// The seq of the first row (0 for no rows).
+    /// The seq of the first row.
     pub fn first_seq(&self) -> u64 {
-        self.runs
-            .first()
-            .map_or(0, |r| r.cols.seq(r.start as usize))
+        let first = &self.runs[0];
+        first.cols.seq(first.start as usize)
     }
 
     /// Whether a row at the end of the stream, with `row`'s seq, equals it
