@@ -328,7 +328,7 @@ impl Transfers {
 
 /// Per transfer id, the legs the account streams hold: dense rows, found
 /// through an index-only hash table (4 bytes a slot, so growing it moves
-/// little).
+/// little), or, when the rows are in hash order, through their prefixes.
 ///
 /// A table filled from nothing (a full run's account pass) first only logs
 /// its legs ([`LegsTable::start_log`]): finding each leg's row as it comes
@@ -338,16 +338,60 @@ impl Transfers {
 /// transfer keeps its legs in the order they came) and builds the rows group
 /// by group, in ascending order of that prefix: which lets
 /// [`Facts::finish_transfers`] join the transfers to their legs by walking
-/// both in hash order instead of a random lookup per transfer.
+/// both in hash order instead of a random lookup per transfer. Rows so built
+/// are not indexed: a row is found from its prefix ([`PrefixDirectory`]), and
+/// the index is built only if a row is added out of order later. Indexing
+/// each row as it was built cost a cache miss or two per transfer: ~0.6 s of
+/// the account thread's 2.3 s in `end_log` at 50M events.
 #[derive(Default)]
 pub struct LegsTable {
     rows: Vec<(Box<str>, Legs)>,
+    /// Every row, unless the rows are in prefix order (then empty, and rows
+    /// are found through `directory`).
     index: hashbrown::HashTable<u32>,
     log: Option<LegLog>,
     /// When the rows are in ascending order of their ids' hash prefix (as
     /// `end_log` builds them from nothing), each row's prefix; otherwise
     /// empty.
     prefixes: Vec<u32>,
+    /// Where the rows of each range of prefixes start, while the rows are
+    /// found by prefix (the index empty).
+    directory: PrefixDirectory,
+}
+
+/// For rows in ascending order of prefix: the first row of each value of the
+/// prefixes' top `bits` bits (and one past the last row), so that a row is
+/// found in a range of a few rows (about four) rather than by a binary
+/// search of millions.
+#[derive(Debug, Default)]
+struct PrefixDirectory {
+    bits: u32,
+    starts: Vec<u32>,
+}
+
+impl PrefixDirectory {
+    /// The directory of `prefixes` (ascending).
+    fn of(prefixes: &[u32]) -> PrefixDirectory {
+        // Four to eight rows a range: 4 bytes a range, an eighth to a
+        // quarter of the prefixes' own size.
+        let bits = (usize::BITS - (prefixes.len() / 4).leading_zeros()).clamp(1, 24);
+        let shift = 32 - bits;
+        let mut starts = Vec::with_capacity((1 << bits) + 1);
+        for (i, &p) in prefixes.iter().enumerate() {
+            let top = (p >> shift) as usize;
+            while starts.len() <= top {
+                starts.push(i as u32);
+            }
+        }
+        starts.resize((1 << bits) + 1, prefixes.len() as u32);
+        PrefixDirectory { bits, starts }
+    }
+
+    /// The rows whose prefix may be `p`.
+    fn range(&self, p: u32) -> std::ops::Range<usize> {
+        let top = (p >> (32 - self.bits)) as usize;
+        self.starts[top] as usize..self.starts[top + 1] as usize
+    }
 }
 
 /// Which list of a transfer's [`Legs`] a leg goes to (in the order the
@@ -448,11 +492,50 @@ impl Legs {
     }
 }
 
-/// Legs not yet in rows, each with its transfer id's place in `ids`.
-#[derive(Default)]
+/// Legs not yet in rows, in [`LOG_BUCKETS`] buckets by the top bits of
+/// their ids' hash prefix.
+///
+/// [`LegsTable::end_log`] reads the legs in hash order, which is a random
+/// read of a log entry and of its id for each leg. In one log of millions
+/// (~800 MB at 50M events) each was a miss to memory and to the TLB; a
+/// bucket holds a 256th of the log (~3 MB at 50M), so the reads of one
+/// bucket stay in the cache.
 struct LegLog {
+    buckets: Vec<LogBucket>,
+}
+
+/// Buckets of a [`LegLog`] (a power of two; a bucket is chosen by the top
+/// bits of the prefix).
+const LOG_BUCKETS: usize = 256;
+
+/// One bucket of a [`LegLog`]: its legs, each with its transfer id's place
+/// in `ids`.
+#[derive(Default)]
+struct LogBucket {
     entries: Vec<Logged>,
     ids: IdArena,
+}
+
+impl LegLog {
+    /// Room for about `legs` legs in all.
+    fn with_capacity(legs: usize) -> LegLog {
+        // A little over an even share each: a bucket grown by doubling near
+        // its end would copy what it holds.
+        let each = legs / LOG_BUCKETS + legs / LOG_BUCKETS / 16;
+        LegLog {
+            buckets: (0..LOG_BUCKETS)
+                .map(|_| LogBucket {
+                    entries: Vec::with_capacity(each),
+                    ids: IdArena::default(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The bucket of the prefix `p`.
+    fn bucket(&mut self, p: u32) -> &mut LogBucket {
+        &mut self.buckets[(p >> (32 - LOG_BUCKETS.trailing_zeros())) as usize]
+    }
 }
 
 /// One logged leg (40 bytes: a log holds one per leg of a full run, ~20M
@@ -468,14 +551,15 @@ struct Logged {
     kind: LegKind,
 }
 
-/// Bytes of one [`IdArena`] chunk (as a power of two).
-const ARENA_CHUNK_BITS: u32 = 20;
+/// Bytes of one [`IdArena`] chunk (as a power of two): 64 KiB, as a log
+/// has one arena per bucket.
+const ARENA_CHUNK_BITS: u32 = 16;
 
 /// Strings appended into chunks that never move. A growing `String` copies
 /// everything it holds at each doubling: at 50M events the leg log's ~300 MB
 /// of ids touched about three times as much fresh memory, and fresh pages
 /// are what the proof's page faults cost (docs/BENCHMARKS.md). A place is
-/// the chunk's index (12 bits) and the offset in it (20 bits); an id longer
+/// the chunk's index (16 bits) and the offset in it (16 bits); an id longer
 /// than a chunk gets a chunk of its own.
 #[derive(Default)]
 struct IdArena {
@@ -552,6 +636,12 @@ pub(crate) fn prefetch<T>(at: *const T) {
 /// Sorts `keys` by `key`, stably: least significant byte first, one
 /// counting pass per byte (the four bytes' counts taken in one read).
 fn radix_sort<T: Copy>(keys: &mut Vec<T>, key: impl Fn(&T) -> u32) {
+    radix_sort_with(keys, &mut Vec::new(), key);
+}
+
+/// [`radix_sort`] with `scratch` as its second buffer (its contents are
+/// overwritten; its room is kept for the next sort).
+fn radix_sort_with<T: Copy>(keys: &mut Vec<T>, scratch: &mut Vec<T>, key: impl Fn(&T) -> u32) {
     let mut counts = [[0usize; 256]; 4];
     for k in keys.iter() {
         let v = key(k);
@@ -559,7 +649,9 @@ fn radix_sort<T: Copy>(keys: &mut Vec<T>, key: impl Fn(&T) -> u32) {
             c[((v >> (byte * 8)) & 0xff) as usize] += 1;
         }
     }
-    let mut out = keys.clone();
+    let out = scratch;
+    out.clear();
+    out.extend_from_slice(keys);
     for (byte, c) in counts.iter().enumerate() {
         if c.contains(&keys.len()) {
             continue; // one value of this byte: the pass would move nothing
@@ -574,7 +666,7 @@ fn radix_sort<T: Copy>(keys: &mut Vec<T>, key: impl Fn(&T) -> u32) {
             out[at[b]] = *k;
             at[b] += 1;
         }
-        std::mem::swap(keys, &mut out);
+        std::mem::swap(keys, out);
     }
 }
 
@@ -610,6 +702,7 @@ impl LegsTable {
             index,
             log: None,
             prefixes: Vec::new(),
+            directory: PrefixDirectory::default(),
         }
     }
 
@@ -618,10 +711,7 @@ impl LegsTable {
     /// the table until [`LegsTable::end_log`].
     pub fn start_log(&mut self, legs: usize) {
         debug_assert!(self.rows.is_empty());
-        self.log = Some(LegLog {
-            entries: Vec::with_capacity(legs),
-            ids: IdArena::default(),
-        });
+        self.log = Some(LegLog::with_capacity(legs));
     }
 
     /// Adds a leg of the transfer `id`.
@@ -629,10 +719,12 @@ impl LegsTable {
         match &mut self.log {
             Some(log) => {
                 let len = u32::try_from(id.len()).expect("a transfer id under 4 GiB");
-                log.entries.push(Logged {
+                let prefix = prefix(fx(id));
+                let bucket = log.bucket(prefix);
+                bucket.entries.push(Logged {
                     leg,
-                    prefix: prefix(fx(id)),
-                    at: log.ids.push(id),
+                    prefix,
+                    at: bucket.ids.push(id),
                     len,
                     kind,
                 });
@@ -648,48 +740,66 @@ impl LegsTable {
             return;
         };
         let fresh = self.rows.is_empty();
-        let mut keys: Vec<(u32, u32)> = log
-            .entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (e.prefix, i as u32))
-            .collect();
-        radix_sort(&mut keys, |k| k.0);
-        self.reserve(keys.len() / 2);
-        let mut prefixes = Vec::with_capacity(keys.len() / 2);
-        let id_of = |e: &Logged| log.ids.get(e.at, e.len);
+        let legs: usize = log.buckets.iter().map(|b| b.entries.len()).sum();
+        if fresh {
+            // Rows found by prefix from now on (the type's docs): not indexed.
+            self.rows.reserve(legs / 2);
+        } else {
+            self.reserve(legs / 2);
+        }
+        let mut prefixes = Vec::with_capacity(legs / 2);
+        let (mut keys, mut scratch) = (Vec::new(), Vec::new());
         // Rows of the current prefix (almost always one id; more on a
         // collision of the top 32 bits).
         let mut group: Vec<u32> = Vec::new();
-        let mut current = None;
-        for (j, &(p, i)) in keys.iter().enumerate() {
-            // In hash order, each leg's entry and id are random accesses
-            // into a log of millions: prefetched, the entry first (the id's
-            // place is in it): about a third less time here at 10M events.
-            if let Some(&(_, ahead)) = keys.get(j + 2 * LOG_PREFETCH_AHEAD) {
-                prefetch(&log.entries[ahead as usize]);
-            }
-            if let Some(&(_, ahead)) = keys.get(j + LOG_PREFETCH_AHEAD) {
-                prefetch(log.ids.ptr(log.entries[ahead as usize].at));
-            }
-            let e = &log.entries[i as usize];
-            let id = id_of(e);
-            if current != Some(p) {
-                current = Some(p);
-                group.clear();
-            }
-            let row = match group.iter().find(|&&r| &*self.rows[r as usize].0 == id) {
-                Some(&r) => r,
-                None => {
-                    let r = self.push_row(id, fx(id));
-                    group.push(r);
-                    prefixes.push(p);
-                    r
+        // Bucket by bucket, in ascending order of prefix; each bucket's legs
+        // are freed once in rows.
+        for bucket in log.buckets {
+            let LogBucket { entries, ids } = bucket;
+            keys.clear();
+            keys.extend(
+                entries
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| (e.prefix, i as u32)),
+            );
+            radix_sort_with(&mut keys, &mut scratch, |k| k.0);
+            let mut current = None;
+            for (j, &(p, i)) in keys.iter().enumerate() {
+                // In hash order, each leg's entry and id are random reads in
+                // the bucket: prefetched, the entry first (the id's place is
+                // in it).
+                if let Some(&(_, ahead)) = keys.get(j + 2 * LOG_PREFETCH_AHEAD) {
+                    prefetch(&entries[ahead as usize]);
                 }
-            };
-            self.rows[row as usize].1.push(e.kind, e.leg);
+                if let Some(&(_, ahead)) = keys.get(j + LOG_PREFETCH_AHEAD) {
+                    prefetch(ids.ptr(entries[ahead as usize].at));
+                }
+                let e = &entries[i as usize];
+                let id = ids.get(e.at, e.len);
+                if current != Some(p) {
+                    current = Some(p);
+                    group.clear();
+                }
+                let row = match group.iter().find(|&&r| &*self.rows[r as usize].0 == id) {
+                    Some(&r) => r,
+                    None => {
+                        let r = if fresh {
+                            self.rows.push((id.into(), Legs::default()));
+                            (self.rows.len() - 1) as u32
+                        } else {
+                            self.push_row(id, fx(id))
+                        };
+                        group.push(r);
+                        prefixes.push(p);
+                        r
+                    }
+                };
+                self.rows[row as usize].1.push(e.kind, e.leg);
+            }
         }
         if fresh {
+            self.directory = PrefixDirectory::of(&prefixes);
             self.prefixes = prefixes;
         }
     }
@@ -709,19 +819,42 @@ impl LegsTable {
     /// The row of `id`'s legs.
     pub fn find(&self, id: &str) -> Option<u32> {
         let rows = &self.rows;
+        let hash = fx(id);
+        if !self.indexed() {
+            let p = prefix(hash);
+            return self
+                .directory
+                .range(p)
+                .find(|&i| self.prefixes[i] == p && &*rows[i].0 == id)
+                .map(|i| i as u32);
+        }
         self.index
-            .find(fx(id), |&i| &*rows[i as usize].0 == id)
+            .find(hash, |&i| &*rows[i as usize].0 == id)
             .copied()
+    }
+
+    /// Whether every row is in the index (otherwise the rows are in prefix
+    /// order and found through the directory).
+    fn indexed(&self) -> bool {
+        self.index.len() == self.rows.len()
+    }
+
+    /// Indexes every row (the rows are about to leave prefix order).
+    fn index_all(&mut self) {
+        let rows = &self.rows;
+        let mut index = hashbrown::HashTable::with_capacity(rows.len());
+        for (i, (id, _)) in rows.iter().enumerate() {
+            index.insert_unique(fx(id), i as u32, |&j| fx(&rows[j as usize].0));
+        }
+        self.index = index;
     }
 
     /// The legs of `id`, added empty if new.
     pub fn entry(&mut self, id: &str) -> &mut Legs {
         debug_assert!(self.log.is_none(), "the legs table is logging");
-        let hash = fx(id);
-        let rows = &self.rows;
-        let i = match self.index.find(hash, |&i| &*rows[i as usize].0 == id) {
-            Some(&i) => i,
-            None => self.push_row(id, hash),
+        let i = match self.find(id) {
+            Some(i) => i,
+            None => self.push_row(id, fx(id)),
         };
         &mut self.rows[i as usize].1
     }
@@ -730,8 +863,12 @@ impl LegsTable {
     /// [`fx`]) and indexes it. The rows are then in no known order: `prefixes`
     /// is dropped (`end_log` sets it again once it has built all its rows).
     fn push_row(&mut self, id: &str, hash: u64) -> u32 {
+        if !self.indexed() {
+            self.index_all();
+        }
         if !self.prefixes.is_empty() {
             self.prefixes = Vec::new();
+            self.directory = PrefixDirectory::default();
         }
         let i = u32::try_from(self.rows.len()).expect("fewer than 2³² transfers");
         self.rows.push((id.into(), Legs::default()));
@@ -754,6 +891,9 @@ impl LegsTable {
 
     /// Room for `n` more transfers (address space only for the rows).
     pub fn reserve(&mut self, n: usize) {
+        if !self.indexed() {
+            self.index_all();
+        }
         self.rows.reserve(n);
         let rows = &self.rows;
         self.index.reserve(n, |&j| fx(&rows[j as usize].0));
@@ -1299,11 +1439,41 @@ mod tests {
         }
         logged.end_log();
         assert_eq!(logged.len(), found.len());
+        // Found through the prefix directory: nothing indexed.
+        assert!(!logged.indexed() && logged.index.is_empty());
         for (id, legs) in found.iter() {
             // Same legs, in the order they were added.
             assert_eq!(logged.get(id), Some(legs), "{id}");
         }
         assert_eq!(logged.get("t.nope"), None);
+        // A row added out of prefix order: every row indexed, all found.
+        logged.entry("t.new").push(LegKind::Credit, UNIT_LEG);
+        assert!(logged.indexed() && logged.prefixes.is_empty());
+        for (id, legs) in found.iter() {
+            assert_eq!(logged.get(id), Some(legs), "{id}");
+        }
+        assert_eq!(logged.get("t.new").map(|l| l.credits().len()), Some(1));
+    }
+
+    #[test]
+    fn a_prefix_directory_bounds_the_rows_of_every_prefix() {
+        let mut next = xorshift(3);
+        for n in [0usize, 1, 2, 7, 100, 5_000] {
+            let mut prefixes: Vec<u32> = (0..n).map(|_| next(1 << 32) as u32).collect();
+            // Extremes and repeats too.
+            prefixes.extend([0, 0, u32::MAX, u32::MAX].iter().take(n.min(4)));
+            prefixes.sort_unstable();
+            let d = PrefixDirectory::of(&prefixes);
+            for (i, &p) in prefixes.iter().enumerate() {
+                assert!(d.range(p).contains(&i), "n {n}: row {i} ({p:#x})");
+            }
+            // Rows of a prefix outside a range are not in it.
+            for p in [0, 1, 1 << 31, u32::MAX - 1, u32::MAX] {
+                let r = d.range(p);
+                assert!(prefixes[..r.start].iter().all(|&q| q < p));
+                assert!(prefixes[r.end..].iter().all(|&q| q > p));
+            }
+        }
     }
 
     #[test]
