@@ -276,11 +276,17 @@ impl Transfers {
     /// its old state).
     pub fn end_pass(&mut self) {
         let mut pass = std::mem::take(&mut self.pass);
-        if pass.is_empty() {
-            return;
-        }
         if !pass.is_sorted_by(|a, b| a.0 < b.0) {
             pass.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        self.merge_sorted(pass);
+    }
+
+    /// Merges `pass` (sorted) into the rows; a row of `pass` replaces the
+    /// row of its id.
+    fn merge_sorted(&mut self, mut pass: Vec<(Box<str>, TransferState)>) {
+        if pass.is_empty() {
+            return;
         }
         if self.rows.is_empty() {
             self.rows = pass;
@@ -314,9 +320,11 @@ impl Transfers {
     }
 
     /// Adds `other`'s rows (ids not in these; see [`Transfers::end_pass`]).
+    /// They are sorted already (the rows always are): not checked again, a
+    /// string comparison per row (~0.1 s at 50M events, on one thread).
     pub fn merge(&mut self, other: Transfers) {
-        self.pass = other.rows;
-        self.end_pass();
+        debug_assert!(other.pass.is_empty(), "a pass not ended");
+        self.merge_sorted(other.rows);
     }
 
     fn remap(&mut self, to: &[Sym]) {
