@@ -251,4 +251,20 @@ done
       echo "| $name | | | | ${NOTE[$key]:-} |"
     fi
   done
+  # The tracker's targets (issue 5): faster than DuckDB's checks with no higher peak memory, and
+  # no more than three scans' worth of time, judged here against each scan.
+  if [ -n "${SECS[full]:-}" ]; then
+    echo
+    if [ -n "${SECS[duckdb]:-}" ]; then
+      awk -v r="${SECS[full]}" -v d="${SECS[duckdb]}" -v rm="${RSS[full]}" -v dm="${RSS[duckdb]}" 'BEGIN {
+        printf "target: faster than DuckDB with no higher peak memory: %.1fx faster, %.2fx its memory: %s\n",
+          d / r, rm / dm, (r < d && rm <= dm) ? "met" : "NOT met" }'
+    fi
+    for k in dscan fscan; do
+      [ -n "${SECS[$k]:-}" ] || continue
+      [ $k = dscan ] && what="DuckDB" || what="DataFusion"
+      awk -v r="${SECS[full]}" -v f="${SECS[$k]}" -v w="$what" 'BEGIN {
+        printf "target: at most three scans: the full proof is %.2f %s scans: %s\n", r / f, w, (r <= 3 * f) ? "met" : "NOT met" }'
+    done
+  fi
 } | tee -a "${RESULTS:-/dev/null}"
