@@ -48,9 +48,11 @@ const MERGE_BATCH_ROWS_MIN: usize = 256;
 /// length field must not make us allocate gigabytes.
 const FOOTER_BYTES_MAX: u64 = 64 * 1024 * 1024;
 
-/// Timing lines for the merge on stderr (`RECONCILE_TRACE=1`).
-fn progress_enabled() -> bool {
-    std::env::var_os("RECONCILE_TRACE").is_some_and(|v| v == "1")
+/// Timing lines on stderr (`RECONCILE_TRACE=1`): the merge's, and a run's
+/// timeline (`run::trace`).
+pub(crate) fn trace_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("RECONCILE_TRACE").is_some_and(|v| v == "1"))
 }
 
 /// Why a run could not reach a verdict. Each maps to exit code 2.
@@ -438,7 +440,7 @@ impl Lake {
                 .map_err(file_err)?;
             cursors.push(Cursor::open(f.key.clone(), stream).await?);
         }
-        if progress_enabled() {
+        if trace_enabled() {
             eprintln!(
                 "reconcile: opened {} files for the merge in {:.1} s ({batch_rows}-row batches)",
                 files.len(),

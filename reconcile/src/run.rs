@@ -56,6 +56,18 @@ pub struct Options {
     pub split_first: bool,
 }
 
+/// A line of the run's timeline on stderr, with `RECONCILE_TRACE=1`: where
+/// a run's time goes, phase by phase and thread by thread (the progress lines
+/// say what was read, not when each part ended).
+fn trace(started: Instant, what: std::fmt::Arguments<'_>) {
+    if crate::lake::trace_enabled() {
+        eprintln!(
+            "reconcile: trace {:.2} s: {what}",
+            started.elapsed().as_secs_f64()
+        );
+    }
+}
+
 /// The per-stream checks, in report order.
 const STREAM_CHECKS: [&str; 4] = [
     completeness::NAME,
@@ -598,7 +610,12 @@ async fn prove_table(
     }
     proof.visit_chunk(table, shared.take());
     proof.visit_chunk(table, own.take());
+    trace(
+        started,
+        format_args!("{}: new files proved", table.as_str()),
+    );
     proof.end_pass();
+    trace(started, format_args!("{}: pass ended", table.as_str()));
     add_stats(&mut stats, &read);
     // Pass 2: reopened streams, re-proved from their first event over every
     // file of the table (row groups outside their keys are pruned).
@@ -913,6 +930,7 @@ pub async fn reconcile_from(
             let mut take_upper = |helped: &mut Proof| -> Result<(), Error> {
                 if let Some((key, files)) = sp.ask() {
                     upper = block_on(prove_upper(lake, &key, &files, helped))?;
+                    trace(started, format_args!("account thread: the split's upper part proved"));
                     if opts.progress {
                         eprintln!(
                             "reconcile: transfer: {} rows read from key {key:?} on ({} files), {} streams, on the account table's thread ({:.1} s)",
@@ -941,6 +959,7 @@ pub async fn reconcile_from(
             }
             // The account table is proved: help with the transfer streams
             // until the other thread closes the hand-off.
+            trace(started, format_args!("account thread: free to take transfer streams"));
             h.free.store(true, AtomicOrdering::Relaxed);
             while let Ok(chunk) = chunks.recv() {
                 if chunk.is_empty() {
@@ -949,6 +968,7 @@ pub async fn reconcile_from(
                 helped.visit_chunk(Table::Transfer, chunk);
             }
             helped.end_pass();
+            trace(started, format_args!("account thread: done"));
             Ok((run, helped, upper))
         });
         let x = scope.spawn(move || {
@@ -975,6 +995,7 @@ pub async fn reconcile_from(
             helped.facts.transfers.len()
         );
     }
+    trace(started, format_args!("both threads done"));
     rs.proof.absorb(helped);
     let mut stats = ScanStats::default();
     let mut inc = Incremental::default();
@@ -1006,8 +1027,10 @@ pub async fn reconcile_from(
         mut facts,
         ..
     } = proof;
+    trace(started, format_args!("proofs joined"));
     facts.finish_accounts(streams.values().filter_map(|st| st.account.as_deref()));
     facts.finish_transfers();
+    trace(started, format_args!("transfers joined to their legs"));
     if opts.progress {
         eprintln!(
             "reconcile: cross-stream checks on {} transfers ({:.1} s)",
@@ -1033,6 +1056,7 @@ pub async fn reconcile_from(
             consistency::check_transfer,
         ],
     );
+    trace(started, format_args!("per-transfer checks done"));
     let dangling = convergence::dangling(f, opts.now_ms);
     let converged = convergence::check_with(f, opts.now_ms, &dangling);
     let checks = vec![
