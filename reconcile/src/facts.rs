@@ -719,7 +719,8 @@ impl LegsTable {
     /// the type's docs); only for an empty table. Nothing may be read from
     /// the table until [`LegsTable::end_log`].
     pub fn start_log(&mut self, legs: usize) {
-        debug_assert!(self.rows.is_empty());
+        // `end_log` builds the rows in prefix order from nothing.
+        assert!(self.rows.is_empty(), "a legs table logs only from empty");
         self.log = Some(LegLog::with_capacity(legs));
     }
 
@@ -742,20 +743,16 @@ impl LegsTable {
         }
     }
 
-    /// Builds the rows of the logged legs, in ascending order of their ids'
-    /// hash prefix (recorded in `prefixes` when the table was empty).
+    /// Builds the rows of the logged legs (the table is empty: see
+    /// [`LegsTable::start_log`]), in ascending order of their ids' hash
+    /// prefix, recorded in `prefixes`; the rows are then found by prefix, not
+    /// indexed (the type's docs).
     pub fn end_log(&mut self) {
         let Some(log) = self.log.take() else {
             return;
         };
-        let fresh = self.rows.is_empty();
         let legs: usize = log.buckets.iter().map(|b| b.entries.len()).sum();
-        if fresh {
-            // Rows found by prefix from now on (the type's docs): not indexed.
-            self.rows.reserve(legs / 2);
-        } else {
-            self.reserve(legs / 2);
-        }
+        self.rows.reserve(legs / 2);
         let mut prefixes = Vec::with_capacity(legs / 2);
         let (mut keys, mut scratch) = (Vec::new(), Vec::new());
         // Rows of the current prefix (almost always one id; more on a
@@ -793,12 +790,8 @@ impl LegsTable {
                 let row = match group.iter().find(|&&r| &*self.rows[r as usize].0 == id) {
                     Some(&r) => r,
                     None => {
-                        let r = if fresh {
-                            self.rows.push((id.into(), Legs::default()));
-                            (self.rows.len() - 1) as u32
-                        } else {
-                            self.push_row(id, fx(id))
-                        };
+                        let r = u32::try_from(self.rows.len()).expect("fewer than 2³² transfers");
+                        self.rows.push((id.into(), Legs::default()));
                         group.push(r);
                         prefixes.push(p);
                         r
@@ -807,10 +800,8 @@ impl LegsTable {
                 self.rows[row as usize].1.push(e.kind, e.leg);
             }
         }
-        if fresh {
-            self.directory = PrefixDirectory::of(&prefixes);
-            self.prefixes = prefixes;
-        }
+        self.directory = PrefixDirectory::of(&prefixes);
+        self.prefixes = prefixes;
     }
 
     pub fn len(&self) -> usize {
@@ -870,7 +861,7 @@ impl LegsTable {
 
     /// Appends an empty row for `id` (not in the table; `hash` is its
     /// [`fx`]) and indexes it. The rows are then in no known order: `prefixes`
-    /// is dropped (`end_log` sets it again once it has built all its rows).
+    /// is dropped (only `end_log`, which builds a table from empty, sets it).
     fn push_row(&mut self, id: &str, hash: u64) -> u32 {
         if !self.indexed() {
             self.index_all();
