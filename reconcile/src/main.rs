@@ -246,6 +246,7 @@ fn main() -> ExitCode {
         progress: !cli.quiet,
         handoff: std::env::var_os("RECONCILE_NO_HANDOFF").is_none(),
         split_first: false,
+        by_date: std::env::var_os("RECONCILE_MERGE_ALL_DATES").is_none(),
     };
     let result = rt.block_on(async {
         let lake = Lake::connect(&cli.lake).await?;

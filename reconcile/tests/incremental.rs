@@ -22,6 +22,7 @@ fn opts() -> Options {
         progress: false,
         handoff: true,
         split_first: false,
+        by_date: true,
     }
 }
 

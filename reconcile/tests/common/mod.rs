@@ -61,6 +61,7 @@ pub fn run_lib(dir: &Path) -> Result<Report, Error> {
                 progress: false,
                 handoff: true,
                 split_first: false,
+                by_date: true,
             },
         )
         .await
