@@ -125,12 +125,14 @@ impl Proof {
         }
     }
 
-    /// Whether nothing is proved yet (a full run's start).
+    /// Whether nothing is proved or named yet (a full run's start): the
+    /// same as [`Proof::empty`].
     fn is_empty(&self) -> bool {
         self.streams.is_empty()
             && self.findings.is_empty()
             && self.facts.transfers.is_empty()
             && self.facts.legs.is_empty()
+            && self.facts.names.list().is_empty()
     }
 
     /// Whether the stream `key` of `table` has been proved (in part).
