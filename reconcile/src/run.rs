@@ -752,13 +752,16 @@ async fn prove_by_date(
             Select::default(),
             |_| behind.borrow().is_some(),
             |s| {
-                let tail_seq = proof.tail_seq(table, s.stream, s.key());
-                if tail_seq > 0 && s.first_seq() <= tail_seq {
-                    *behind.borrow_mut() = Some((s.key().to_owned(), tail_seq));
-                    return;
-                }
+                // A stream proved in part continues only after its tail (a
+                // part of only seq-0 rows leaves its tail at 0).
                 if !proof.has_stream(table, s.stream, s.key()) {
                     streams += 1;
+                } else {
+                    let tail_seq = proof.tail_seq(table, s.stream, s.key());
+                    if s.first_seq() <= tail_seq {
+                        *behind.borrow_mut() = Some((s.key().to_owned(), tail_seq));
+                        return;
+                    }
                 }
                 if let Some(c) = chunk.push(s) {
                     proof.visit_chunk(table, c);
