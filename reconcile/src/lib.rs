@@ -4,7 +4,7 @@
 //!
 //! Design: one pass. DataFusion reads each lake file of a table as one
 //! ordered stream and [`merge`] merges them into (`stream`, `stream_key`,
-//! `seq`, `hash`) order (a full run's account table one date at a time
+//! `seq`, `hash`) order (a full run's account table a few dates at a time
 //! while the dates keep each stream's order), the rows read in place from the Arrow batches
 //! ([`rows`]); the rows are deduplicated by (`event_id`, `hash`) and grouped
 //! into streams ([`stream`]); each stream is

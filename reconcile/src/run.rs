@@ -704,27 +704,58 @@ async fn prove_table(
     })
 }
 
-/// `files` (sorted by key) cut into their date partitions, in date order:
-/// the runs of files that share a directory.
+/// A group of consecutive dates ([`date_groups`]) takes no further date
+/// once it holds this many rows...
+const DATE_GROUP_ROWS: i64 = 200_000;
+/// ...or when the next date's files would take it past this many files.
+const DATE_GROUP_FILES: usize = 8;
+
+/// `files` (sorted by key) cut into groups of consecutive whole date
+/// partitions, in date order. A date of a compacted lake (one file of
+/// 130K rows and more a day at 10M events over 30 days) is a group or half
+/// of one; small dates (a history of a few thousand events a day, still in
+/// their ingest files) go together up to [`DATE_GROUP_FILES`] files, so
+/// that the merges' fixed costs (planning a scan, opening its files) are
+/// paid per group, not per day, while a merge still holds a few files.
 fn date_groups(files: &[LakeFileInfo]) -> Vec<&[LakeFileInfo]> {
     let dir = |f: &LakeFileInfo| f.key.rsplit_once('/').map_or("", |(d, _)| d).to_owned();
-    let mut groups = Vec::new();
+    // Whole dates first.
+    let mut dates: Vec<std::ops::Range<usize>> = Vec::new();
     let mut start = 0;
     for i in 1..=files.len() {
         if i == files.len() || dir(&files[i]) != dir(&files[start]) {
-            groups.push(&files[start..i]);
+            dates.push(start..i);
             start = i;
         }
     }
+    let mut groups = Vec::new();
+    let mut group: Option<std::ops::Range<usize>> = None;
+    for d in dates {
+        group = match group {
+            Some(g)
+                if files[g.clone()].iter().map(|f| f.rows.max(0)).sum::<i64>()
+                    < DATE_GROUP_ROWS
+                    && g.len() + d.len() <= DATE_GROUP_FILES =>
+            {
+                Some(g.start..d.end)
+            }
+            Some(g) => {
+                groups.push(&files[g]);
+                Some(d)
+            }
+            None => Some(d),
+        };
+    }
+    groups.extend(group.map(|g| &files[g]));
     groups
 }
 
-/// Pass 1 of a full proof of `table`, one date partition at a time: each
-/// date's files merged alone and each stream continuing from its tail in
-/// the dates before, as an incremental run continues from a checkpoint. The
-/// merge then holds one date's row groups instead of every date's (a third
-/// of the account table's peak memory at 10M events over 30 days, more on
-/// a longer history).
+/// Pass 1 of a full proof of `table`, one group of dates at a time
+/// ([`date_groups`]): each group's files merged alone and each stream
+/// continuing from its tail in the dates before, as an incremental run
+/// continues from a checkpoint. The merge then holds one group's row groups
+/// instead of every date's (a third of the account table's peak memory at
+/// 10M events over 30 days, more on a longer history).
 ///
 /// That is the merge of all the dates as long as a stream's rows in a date
 /// all come after its rows in the dates before. A stream with a row at or
@@ -741,6 +772,17 @@ async fn prove_by_date(
     proof: &mut Proof,
 ) -> Result<Option<ScanStats>, Error> {
     let behind: std::cell::RefCell<Option<(String, u64)>> = Default::default();
+    let date_of = |f: &LakeFileInfo| f.key.rsplit_once('/').map_or("", |(d, _)| d).to_owned();
+    if run.opts.progress {
+        let partitions: std::collections::BTreeSet<String> =
+            dates.iter().flat_map(|g| g.iter().map(date_of)).collect();
+        eprintln!(
+            "reconcile: {}: {} date partitions, proved in {} groups of consecutive dates",
+            table.as_str(),
+            partitions.len(),
+            dates.len()
+        );
+    }
     proof.reserve(table, rows);
     let mut read = ScanStats::default();
     for files in dates {
@@ -771,10 +813,15 @@ async fn prove_by_date(
         .await?;
         if let Some((key, tail_seq)) = behind.take() {
             if run.opts.progress {
+                let (first, last) = (date_of(&files[0]), date_of(&files[files.len() - 1]));
+                let span = if first == last {
+                    first
+                } else {
+                    format!("{first} .. {last}")
+                };
                 eprintln!(
-                    "reconcile: {}: stream {key:?} has a row in {} at or before seq {tail_seq}, proved from the dates before: merging every date instead",
+                    "reconcile: {}: stream {key:?} has a row in {span} at or before seq {tail_seq}, proved from the dates before: merging every date instead",
                     table.as_str(),
-                    files[0].key.rsplit_once('/').map_or("", |(d, _)| d)
                 );
             }
             return Ok(None);
@@ -1307,5 +1354,64 @@ mod tests {
         assert_eq!(split_key(groups.iter(), "k00", 1001), None);
         assert_eq!(split_key(groups.iter(), "k99", 0), None);
         assert_eq!(split_key([].iter(), "k00", 0), None);
+    }
+
+    /// Whole dates, in order, together while a group is under
+    /// DATE_GROUP_ROWS rows and would stay within DATE_GROUP_FILES files.
+    #[test]
+    fn date_groups_keep_dates_whole_and_small_dates_together() {
+        let file = |date: &str, n: usize, rows: i64| LakeFileInfo {
+            key: format!("events/account/date={date}/i-{n:032x}.parquet"),
+            table: Table::Account,
+            bytes: 0,
+            rows,
+            e_tag: None,
+            columns: String::new(),
+            key_groups: Vec::new(),
+        };
+        let keys = |groups: Vec<&[LakeFileInfo]>| -> Vec<Vec<String>> {
+            groups
+                .iter()
+                .map(|g| g.iter().map(|f| f.key[20..30].to_owned()).collect())
+                .collect()
+        };
+        assert!(date_groups(&[]).is_empty());
+        // Large dates: one group each, however few files.
+        let big: Vec<LakeFileInfo> = (1..=3)
+            .map(|d| file(&format!("2026-01-0{d}"), d, DATE_GROUP_ROWS))
+            .collect();
+        assert_eq!(
+            keys(date_groups(&big)),
+            [["2026-01-01"], ["2026-01-02"], ["2026-01-03"]]
+        );
+        // Small dates of 3 files each: two dates (6 files) a group, since a
+        // third would make 9; the last date alone.
+        let mut small = Vec::new();
+        for d in 1..=5 {
+            for n in 0..3 {
+                small.push(file(&format!("2026-02-0{d}"), n, 10));
+            }
+        }
+        let groups = date_groups(&small);
+        assert_eq!(
+            groups.iter().map(|g| g.len()).collect::<Vec<_>>(),
+            [6, 6, 3]
+        );
+        assert_eq!(keys(groups)[1][0], "2026-02-03");
+        // A date of more files than a group holds is still one group.
+        let wide: Vec<LakeFileInfo> = (0..12).map(|n| file("2026-03-01", n, 1)).collect();
+        assert_eq!(date_groups(&wide).len(), 1);
+        // A small date followed by one that would overflow the files: apart.
+        let mixed: Vec<LakeFileInfo> = [file("2026-04-01", 0, 5)]
+            .into_iter()
+            .chain((0..8).map(|n| file("2026-04-02", n, 5)))
+            .collect();
+        assert_eq!(
+            date_groups(&mixed)
+                .iter()
+                .map(|g| g.len())
+                .collect::<Vec<_>>(),
+            [1, 8]
+        );
     }
 }
