@@ -718,12 +718,11 @@ const DATE_GROUP_FILES: usize = 8;
 /// that the merges' fixed costs (planning a scan, opening its files) are
 /// paid per group, not per day, while a merge still holds a few files.
 fn date_groups(files: &[LakeFileInfo]) -> Vec<&[LakeFileInfo]> {
-    let dir = |f: &LakeFileInfo| f.key.rsplit_once('/').map_or("", |(d, _)| d).to_owned();
     // Whole dates first.
     let mut dates: Vec<std::ops::Range<usize>> = Vec::new();
     let mut start = 0;
     for i in 1..=files.len() {
-        if i == files.len() || dir(&files[i]) != dir(&files[start]) {
+        if i == files.len() || partition_of(&files[i]) != partition_of(&files[start]) {
             dates.push(start..i);
             start = i;
         }
@@ -750,6 +749,11 @@ fn date_groups(files: &[LakeFileInfo]) -> Vec<&[LakeFileInfo]> {
     groups
 }
 
+/// The directory of a lake file: its date partition (`events/{table}/date={d}`).
+fn partition_of(f: &LakeFileInfo) -> &str {
+    f.key.rsplit_once('/').map_or("", |(d, _)| d)
+}
+
 /// Pass 1 of a full proof of `table`, one group of dates at a time
 /// ([`date_groups`]): each group's files merged alone and each stream
 /// continuing from its tail in the dates before, as an incremental run
@@ -757,11 +761,12 @@ fn date_groups(files: &[LakeFileInfo]) -> Vec<&[LakeFileInfo]> {
 /// instead of every date's (a third of the account table's peak memory at
 /// 10M events over 30 days, more on a longer history).
 ///
-/// That is the merge of all the dates as long as a stream's rows in a date
-/// all come after its rows in the dates before. A stream with a row at or
-/// before its tail (an event that landed in a later date, a copy of one in
-/// another date) stops it: it returns `None`, with what it proved left in
-/// `proof` for the caller to discard, and the caller merges every date.
+/// That is the merge of all the dates as long as a stream's rows in a group
+/// all come after its rows in the groups before. A stream already proved in
+/// part whose first row in a group is at or before its tail (an event that
+/// landed in a later date, a copy of one in another date) stops it: it
+/// returns `None`, with what it proved left in `proof` for the caller to
+/// discard, and the caller merges every date.
 /// Otherwise it returns the pass's statistics, the same as the merge's
 /// (each stream counted once).
 async fn prove_by_date(
@@ -772,10 +777,11 @@ async fn prove_by_date(
     proof: &mut Proof,
 ) -> Result<Option<ScanStats>, Error> {
     let behind: std::cell::RefCell<Option<(String, u64)>> = Default::default();
-    let date_of = |f: &LakeFileInfo| f.key.rsplit_once('/').map_or("", |(d, _)| d).to_owned();
     if run.opts.progress {
-        let partitions: std::collections::BTreeSet<String> =
-            dates.iter().flat_map(|g| g.iter().map(date_of)).collect();
+        let partitions: std::collections::BTreeSet<&str> = dates
+            .iter()
+            .flat_map(|g| g.iter().map(partition_of))
+            .collect();
         eprintln!(
             "reconcile: {}: {} date partitions, proved in {} groups of consecutive dates",
             table.as_str(),
@@ -813,9 +819,12 @@ async fn prove_by_date(
         .await?;
         if let Some((key, tail_seq)) = behind.take() {
             if run.opts.progress {
-                let (first, last) = (date_of(&files[0]), date_of(&files[files.len() - 1]));
+                let (first, last) = (
+                    partition_of(&files[0]),
+                    partition_of(&files[files.len() - 1]),
+                );
                 let span = if first == last {
-                    first
+                    first.to_owned()
                 } else {
                     format!("{first} .. {last}")
                 };
