@@ -818,8 +818,12 @@ impl LegsTable {
 
     /// The row of `id`'s legs.
     pub fn find(&self, id: &str) -> Option<u32> {
+        self.find_hashed(id, fx(id))
+    }
+
+    /// [`LegsTable::find`], given `id`'s [`fx`] hash.
+    fn find_hashed(&self, id: &str, hash: u64) -> Option<u32> {
         let rows = &self.rows;
-        let hash = fx(id);
         if !self.indexed() {
             let p = prefix(hash);
             return self
@@ -852,9 +856,10 @@ impl LegsTable {
     /// The legs of `id`, added empty if new.
     pub fn entry(&mut self, id: &str) -> &mut Legs {
         debug_assert!(self.log.is_none(), "the legs table is logging");
-        let i = match self.find(id) {
+        let hash = fx(id);
+        let i = match self.find_hashed(id, hash) {
             Some(i) => i,
-            None => self.push_row(id, fx(id)),
+            None => self.push_row(id, hash),
         };
         &mut self.rows[i as usize].1
     }

@@ -135,26 +135,20 @@ impl Proof {
             && self.facts.names.list().is_empty()
     }
 
-    /// Whether the stream `key` of `table` has been proved (in part).
-    fn has_stream(&self, table: Table, stream: Stream, key: &str) -> bool {
+    /// The last seq proved of the stream `key` of `table`, if any of it has
+    /// been proved (a part of only seq-0 rows leaves it at 0).
+    fn proved_tail(&self, table: Table, stream: Stream, key: &str) -> Option<u64> {
         if is_transfer(table, stream) {
-            self.facts.transfers.state(key).is_some()
+            self.facts.transfers.state(key).map(|t| t.tail.last_seq)
         } else {
-            self.streams.contains_key(&(table, stream, key.to_owned()))
+            let id = (table, stream, key.to_owned());
+            self.streams.get(&id).map(|st| st.tail.last_seq)
         }
     }
 
     /// The last seq proved of the stream `key` of `table` (0: none).
     fn tail_seq(&self, table: Table, stream: Stream, key: &str) -> u64 {
-        if is_transfer(table, stream) {
-            self.facts
-                .transfers
-                .state(key)
-                .map_or(0, |t| t.tail.last_seq)
-        } else {
-            let id = (table, stream, key.to_owned());
-            self.streams.get(&id).map_or(0, |st| st.tail.last_seq)
-        }
+        self.proved_tail(table, stream, key).unwrap_or(0)
     }
 
     /// Room for a pass over `rows` rows of `table` (address space: see
@@ -800,16 +794,14 @@ async fn prove_by_date(
             Select::default(),
             |_| behind.borrow().is_some(),
             |s| {
-                // A stream proved in part continues only after its tail (a
-                // part of only seq-0 rows leaves its tail at 0).
-                if !proof.has_stream(table, s.stream, s.key()) {
-                    streams += 1;
-                } else {
-                    let tail_seq = proof.tail_seq(table, s.stream, s.key());
-                    if s.first_seq() <= tail_seq {
+                // A stream proved in part continues only after its tail.
+                match proof.proved_tail(table, s.stream, s.key()) {
+                    None => streams += 1,
+                    Some(tail_seq) if s.first_seq() <= tail_seq => {
                         *behind.borrow_mut() = Some((s.key().to_owned(), tail_seq));
                         return;
                     }
+                    Some(_) => {}
                 }
                 if let Some(c) = chunk.push(s) {
                     proof.visit_chunk(table, c);
