@@ -1103,6 +1103,16 @@ pub async fn reconcile_from(
             let mut upper = ScanStats::default();
             let mut take_upper = |helped: &mut Proof| -> Result<(), Error> {
                 if let Some((key, files)) = sp.ask() {
+                    // Room for the part's streams up front (address space:
+                    // see `Proof::reserve`): at most a stream a row of the
+                    // row groups that reach past the key.
+                    let rows: i64 = files
+                        .iter()
+                        .flat_map(|f| &f.key_groups)
+                        .filter(|g| g.max >= key)
+                        .map(|g| g.rows)
+                        .sum();
+                    helped.reserve(Table::Transfer, rows.max(0) as usize);
                     upper = block_on(prove_upper(lake, &key, &files, helped))?;
                     trace(started, format_args!("account thread: the split's upper part proved"));
                     if opts.progress {
