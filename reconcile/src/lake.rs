@@ -178,8 +178,13 @@ impl Lake {
         }
         let dir = std::path::Path::new(location);
         if !dir.is_dir() {
+            let what = if dir.exists() {
+                "is not a directory"
+            } else {
+                "does not exist"
+            };
             return Err(Error::Lake(format!(
-                "lake directory {location} does not exist\nHelp: pass the lake directory (the default is \
+                "lake directory {location} {what}\nHelp: pass the lake directory (the default is \
                  $LEDGER_LAKE, then .lake) or s3://BUCKET/PREFIX; `reconcile-testdata generate DIR` makes a test lake"
             )));
         }
@@ -226,6 +231,18 @@ impl Lake {
 
     /// Every lake file of `table`, sorted by key, each footer checked.
     pub async fn files(&self, table: Table) -> Result<Vec<LakeFileInfo>, Error> {
+        self.files_and_ignored(table).await.map(|(files, _)| files)
+    }
+
+    /// [`Lake::files`], and the keys under the table's prefix that end in
+    /// `.parquet` but are not named as lake files are (docs/LAKE.md), sorted:
+    /// the proof does not read them, so a misnamed file of events would
+    /// otherwise go unproved without a word. Other keys (temporary uploads,
+    /// other tools' files) are ignored silently.
+    pub async fn files_and_ignored(
+        &self,
+        table: Table,
+    ) -> Result<(Vec<LakeFileInfo>, Vec<String>), Error> {
         let prefix = format!("{}{LAKE_EVENTS_PREFIX}/{}/", self.prefix, table.as_str());
         let metas: Vec<_> = self
             .store
@@ -233,11 +250,14 @@ impl Lake {
             .try_collect()
             .await
             .map_err(|e| Error::Lake(format!("cannot list {}{prefix}: {e}", self.name)))?;
-        let mut files = Vec::new();
+        let (mut files, mut ignored) = (Vec::new(), Vec::new());
         for m in metas {
             let full = m.location.to_string();
             let key = full.strip_prefix(&self.prefix).unwrap_or(&full).to_owned();
             if parse_object_key(&key).is_none() {
+                if key.ends_with(".parquet") {
+                    ignored.push(key);
+                }
                 continue;
             }
             let (rows, columns, key_groups) = self.check_footer(&m.location, &key, m.size).await?;
@@ -252,7 +272,8 @@ impl Lake {
             });
         }
         files.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(files)
+        ignored.sort();
+        Ok((files, ignored))
     }
 
     /// Reads and decodes the footer: a truncated or foreign file, or one of

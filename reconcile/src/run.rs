@@ -578,7 +578,7 @@ async fn prove_table(
     let mut inc = Incremental::default();
     let files = match listed {
         Some(files) => files,
-        None => lake.files(table).await?,
+        None => listed_warning_ignored(lake, table).await?,
     };
     let new = new_files(&files, prior_files);
     inc.files_skipped += files.len() - new.len();
@@ -927,6 +927,24 @@ enum PullBack {
     FullIsCheaper(Vec<LakeFileInfo>, Vec<LakeFileInfo>),
 }
 
+/// The lake files of `table`; a warning on stderr names the `.parquet`
+/// objects beside them that are not lake files and so are not proved
+/// ([`Lake::files_and_ignored`]): printed even without progress, since it
+/// says what the verdict does not cover.
+async fn listed_warning_ignored(lake: &Lake, table: Table) -> Result<Vec<LakeFileInfo>, Error> {
+    let (files, ignored) = lake.files_and_ignored(table).await?;
+    if let Some(first) = ignored.first() {
+        eprintln!(
+            "reconcile: warning: {}: {} object(s) ending in .parquet are not named as lake files \
+             (events/TABLE/date=YYYY-MM-DD/{{i,c}}-<32 hex>.parquet, docs/LAKE.md) and are not read, first {first}\n\
+             Help: a file of events under another name is not proved; rename it as the writers do or move it out of events/",
+            table.as_str(),
+            ignored.len()
+        );
+    }
+    Ok(files)
+}
+
 /// Pulls back from `prior`'s archive every transfer the lake's new files
 /// name, and every transfer the whole history of a reopened account stream
 /// names, into its open state.
@@ -937,8 +955,8 @@ async fn pull_back(
     started: Instant,
 ) -> Result<PullBack, Error> {
     let (a, t) = (
-        lake.files(Table::Account).await?,
-        lake.files(Table::Transfer).await?,
+        listed_warning_ignored(lake, Table::Account).await?,
+        listed_warning_ignored(lake, Table::Transfer).await?,
     );
     let (mut ids, reopened) = touched(
         lake,

@@ -181,6 +181,12 @@ fn a_missing_lake_is_an_error_not_a_verdict() {
         "{stderr}"
     );
     assert!(stdout.is_empty());
+    // A path that is a file, not a directory, is named as such.
+    let file = tmp.path().join("lake.txt");
+    std::fs::write(&file, b"not a lake").unwrap();
+    let (code, _, stderr) = run_bin(&[file.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("is not a directory"), "{stderr}");
     // An existing directory with no lake files proves nothing either.
     std::fs::create_dir_all(tmp.path().join("empty")).unwrap();
     let (code, _, stderr) = run_bin(&[tmp.path().join("empty").to_str().unwrap()]);
@@ -226,6 +232,19 @@ fn a_corrupt_file_is_an_error_naming_the_file() {
     .unwrap();
     let (code, stdout, stderr) = run_bin(&[dir.to_str().unwrap()]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    // A Parquet file of events under a name that is not a lake file's is not
+    // read: the verdict stands on the other files, and a warning names it
+    // (even with --quiet) so that it does not go unproved without a word.
+    let misnamed = "events/account/date=2026-01-01/part-0.parquet";
+    std::fs::copy(dir.join(some_lake_file(&dir)), dir.join(misnamed)).unwrap();
+    let (code, stdout, stderr) = run_bin(&[dir.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("warning: account: 1 object(s)") && stderr.contains(misnamed),
+        "{stderr}"
+    );
+    assert!(stdout.contains("every invariant holds"), "{stdout}");
 }
 
 #[test]
