@@ -55,7 +55,8 @@ use ledger_reconcile::{
 ///   reconcile-testdata generate /tmp/lake && reconcile /tmp/lake   # try it on a generated lake
 ///
 /// Outputs (formats: docs/RECONCILE.md) are written after the verdict, each on its own;
-/// one that fails makes the exit 2 even when every invariant holds.
+/// one that fails makes the exit 2 even when every invariant holds. A file path whose
+/// directory does not exist is exit 2 before the lake is read.
 #[derive(Parser, Debug)]
 #[command(name = "reconcile", version, verbatim_doc_comment)]
 struct Cli {
@@ -145,6 +146,42 @@ fn write_json(path: &PathBuf, value: &impl serde::Serialize) -> Result<(), Strin
     })
 }
 
+/// Every file the run will write can be placed: its directory exists and
+/// the path is not a directory. Checked before the lake is read, so a typo in
+/// an output path does not cost a night's proof (whether the directory is
+/// writable is only known by writing, at the end).
+fn output_files_placeable(cli: &Cli) -> Result<(), String> {
+    let files = [
+        ("--json", &cli.json),
+        ("--dangling", &cli.dangling),
+        ("--checkpoint", &cli.checkpoint),
+        ("--violations", &cli.violations),
+        ("--metrics", &cli.metrics),
+        ("--alert-state", &cli.alert_state),
+    ];
+    for (flag, path) in files {
+        let Some(path) = path else { continue };
+        if path.is_dir() {
+            return Err(format!(
+                "{flag} {}: is a directory; it names the file to write",
+                path.display()
+            ));
+        }
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        if !dir.is_dir() {
+            return Err(format!(
+                "{flag} {}: the directory {} does not exist\nHelp: create it, or name a file in an existing directory",
+                path.display(),
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The run: resumes from the checkpoint when there is a usable one.
 async fn reconcile_with(
     cli: &Cli,
@@ -213,7 +250,10 @@ fn main() -> ExitCode {
             sweep: cli.sweep_url.clone().map(SweepConfig::from_env),
             quiet: cli.quiet,
         };
-    if let Err(e) = outputs.validate() {
+    if let Err(e) = outputs
+        .validate()
+        .and_then(|()| output_files_placeable(&cli))
+    {
         eprintln!("error: {e}");
         return ExitCode::from(EXIT_ERROR as u8);
     }

@@ -242,6 +242,63 @@ fn violation_rows_as_csv_and_parquet_equal_the_report() {
 }
 
 #[test]
+fn an_output_path_that_cannot_be_placed_is_exit_2_before_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    clean_lake(&clean);
+    let missing = tmp.path().join("no-such-dir").join("out");
+    for flag in [
+        "--json",
+        "--dangling",
+        "--checkpoint",
+        "--violations",
+        "--metrics",
+    ] {
+        // The violations file must name its format to get past the usage check.
+        let file = if flag == "--violations" {
+            missing.with_extension("csv")
+        } else {
+            missing.clone()
+        };
+        let r = run_bin(&[s(&clean), flag, s(&file)], &[]);
+        assert_eq!(r.code, 2, "{flag}: {}\n{}", r.stdout, r.stderr);
+        assert!(
+            r.stderr.contains(flag)
+                && r.stderr.contains("no-such-dir")
+                && r.stderr.contains("does not exist"),
+            "{flag}: {}",
+            r.stderr
+        );
+        assert!(r.stdout.is_empty(), "{flag}: no run: {}", r.stdout);
+        assert!(
+            !r.stderr.contains("rows to read"),
+            "{flag}: the lake was read: {}",
+            r.stderr
+        );
+    }
+    // A directory where a file is meant.
+    let r = run_bin(&[s(&clean), "--json", s(tmp.path())], &[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("is a directory"), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "no run: {}", r.stdout);
+    // A bare file name is in the working directory, which exists.
+    let r = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+        .current_dir(tmp.path())
+        .args([s(&clean), "--quiet", "--json", "report.json"])
+        .args(["--now-ms", &NOW_MS.to_string()])
+        .env_remove("LEDGER_LAKE")
+        .output()
+        .unwrap();
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(tmp.path().join("report.json").is_file());
+}
+
+#[test]
 fn metrics_parse_with_prometheus_client_and_equal_the_report() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = corrupted_lake(tmp.path(), &[Class::Overdraft, Class::Dangling]);
