@@ -400,6 +400,9 @@ fn receipt(h: &AccountHeader, seq: Option<u64>) -> Receipt {
     }
 }
 
+// The large variant is the usual outcome, moved straight into storage:
+// boxing it would add an allocation to every applied command for nothing.
+#[allow(clippy::large_enum_variant)]
 enum Applied {
     Noop,
     Changed {
