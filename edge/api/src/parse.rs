@@ -328,10 +328,67 @@ pub fn redrive(text: &str, limits: &Limits) -> Result<Vec<String>, ApiError> {
     Ok(ids)
 }
 
+/// Largest count a fault can be armed with.
+pub const FAULT_COUNT_MAX: u64 = 1_000_000;
+
+/// `POST /v1/admin/accounts/{name}/faults {"fail_sends"?, "fail_commands"?,
+/// "fail_after_write"?}` (test fault injection) → the body to forward to the
+/// account, each count an integer in 0..=[`FAULT_COUNT_MAX`]. An unknown field
+/// is an error: a misspelt fault must not arm nothing without a word.
+pub fn faults(text: &str, limits: &Limits) -> Result<String, ApiError> {
+    let mut b = Body::parse(text, limits)?;
+    let mut out = Map::new();
+    for field in ["fail_sends", "fail_commands", "fail_after_write"] {
+        if let Some(v) = b.take(field) {
+            let n = v
+                .as_u64()
+                .filter(|n| *n <= FAULT_COUNT_MAX)
+                .ok_or(ApiError::WrongType {
+                    field,
+                    expected: "an integer count from 0 to 1000000",
+                })?;
+            out.insert(field.to_owned(), n.into());
+        }
+    }
+    b.done()?;
+    Ok(Value::Object(out).to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use ledger_core::Rejection;
+
+    #[test]
+    fn faults_take_known_counts_only() {
+        let body = faults(r#"{"fail_sends": 2, "fail_after_write": 0}"#, &l()).unwrap();
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v, serde_json::json!({"fail_sends": 2, "fail_after_write": 0}));
+        assert_eq!(faults("{}", &l()).unwrap(), "{}");
+        assert_eq!(
+            faults(r#"{"fail_send": 1}"#, &l()),
+            Err(ApiError::UnknownField {
+                field: "fail_send".into()
+            })
+        );
+        for bad in ["-1", "1.5", "\"3\"", "1000001", "true"] {
+            assert!(
+                matches!(
+                    faults(&format!(r#"{{"fail_commands": {bad}}}"#), &l()),
+                    Err(ApiError::WrongType {
+                        field: "fail_commands",
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            faults("fail", &l()),
+            Err(ApiError::MalformedJson { .. })
+        ));
+        assert_eq!(faults("[]", &l()), Err(ApiError::NotAnObject));
+    }
 
     fn l() -> Limits {
         Limits::default()

@@ -411,7 +411,8 @@ async fn admin_route(
             Err(ApiError::RouteNotFound)
         }
         (Method::Post, ["accounts", name, "faults"]) => {
-            let body = req.text().await.map_err(|e| internal("admin body", e))?;
+            let text = body_text(&mut req, &limits(env)).await?;
+            let body = parse::faults(&text, &limits(env))?;
             pass(
                 call_do_text(
                     env,

@@ -159,6 +159,13 @@ describe("account API", () => {
     } finally {
       await noAdmin.dispose();
     }
+    // The fault route's body is checked like any other: a misspelt fault or a negative count
+    // is a problem, not a fault silently left unarmed.
+    const faults = (body) => led.admin("POST", "/v1/admin/accounts/acme.private/faults", body);
+    assertProblem(await faults({ fail_send: 1 }), 400, "unknown_field");
+    assertProblem(await faults({ fail_commands: -1 }), 400, "wrong_type");
+    assertProblem(await faults("{not json"), 400, "malformed_json");
+    assert.equal((await faults({ fail_commands: 0 })).status, 200);
     // Fault injection is a test-only route: with the production setting it does not exist.
     const prod = await startLedger({ persistDir: tempPersistDir(), bindings: { FAULT_INJECTION: "off" } });
     try {
