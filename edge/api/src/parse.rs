@@ -363,7 +363,10 @@ mod tests {
     fn faults_take_known_counts_only() {
         let body = faults(r#"{"fail_sends": 2, "fail_after_write": 0}"#, &l()).unwrap();
         let v: Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(v, serde_json::json!({"fail_sends": 2, "fail_after_write": 0}));
+        assert_eq!(
+            v,
+            serde_json::json!({"fail_sends": 2, "fail_after_write": 0})
+        );
         assert_eq!(faults("{}", &l()).unwrap(), "{}");
         assert_eq!(
             faults(r#"{"fail_send": 1}"#, &l()),
