@@ -334,7 +334,7 @@ pub const FAULT_COUNT_MAX: u64 = 1_000_000;
 /// `POST /v1/admin/accounts/{name}/faults {"fail_sends"?, "fail_commands"?,
 /// "fail_after_write"?}` (test fault injection) → the body to forward to the
 /// account, each count an integer in 0..=[`FAULT_COUNT_MAX`]. An unknown field
-/// is an error: a misspelt fault must not arm nothing without a word.
+/// is an error: a misspelt fault must not be left unarmed without a word.
 pub fn faults(text: &str, limits: &Limits) -> Result<String, ApiError> {
     let mut b = Body::parse(text, limits)?;
     let mut out = Map::new();
