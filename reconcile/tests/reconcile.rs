@@ -50,6 +50,17 @@ fn clean_lake(dir: &Path) {
     assert!(s.files > 3, "{s:?}");
 }
 
+/// A clean lake of the test configuration with other sizes.
+fn sized_lake(dir: &Path, operations: usize, accounts: usize, batches: usize) {
+    let sized = ledger_reconcile::gen::GenConfig {
+        operations,
+        accounts,
+        batches,
+        ..config()
+    };
+    generate_lake(&sized, dir).unwrap();
+}
+
 #[test]
 fn a_generated_lake_passes_every_check() {
     let tmp = tempfile::tempdir().unwrap();
@@ -346,16 +357,7 @@ fn handing_transfer_streams_to_the_other_thread_changes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let clean = tmp.path().join("clean");
     // ~10k transfers: dozens of chunks left when the account table is done.
-    generate_lake(
-        &ledger_reconcile::gen::GenConfig {
-            operations: 20_000,
-            accounts: 40,
-            batches: 12,
-            ..config()
-        },
-        &clean,
-    )
-    .unwrap();
+    sized_lake(&clean, 20_000, 40, 12);
     let bad = tmp.path().join("bad");
     copy_lake(&clean, &bad).unwrap();
     // Tamper last: the injector reads the lake, and a tampered file is unreadable to it.
@@ -411,16 +413,7 @@ fn one_date_at_a_time_is_the_same_proof_as_merging_every_date() {
     let tmp = tempfile::tempdir().unwrap();
     let clean = tmp.path().join("clean");
     // ~8 days of history.
-    generate_lake(
-        &ledger_reconcile::gen::GenConfig {
-            operations: 6_000,
-            accounts: 30,
-            batches: 10,
-            ..config()
-        },
-        &clean,
-    )
-    .unwrap();
+    sized_lake(&clean, 6_000, 30, 10);
     let dates = common::files_under(&clean, "events/account");
     let dirs: std::collections::BTreeSet<&str> = dates
         .iter()
