@@ -62,8 +62,9 @@ fn main() {
         ("exactly 400 bytes", |_| 400),
     ];
     println!(
-        "{MESSAGES} messages, fastest of {REPETITIONS}; avx512f+avx512bw: {}",
-        cfg!(target_arch = "x86_64") && avx512()
+        "{MESSAGES} messages, fastest of {REPETITIONS}; avx512f+avx512bw: {}, sha: {}",
+        cfg!(target_arch = "x86_64") && avx512(),
+        cfg!(target_arch = "x86_64") && shani()
     );
     for (name, len) in mixes {
         let (data, lens) = messages(&mut rng, len);
@@ -100,6 +101,17 @@ fn avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+fn shani() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("sha")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
