@@ -157,6 +157,16 @@ measure() {
   log "$key: ${best} s, peak RSS ${RSS[$key]} MB"
 }
 has() { [[ " $ONLY " == *" $1 "* ]]; }
+# The CPU's model, family/model numbers and the flags the proof's hashing path depends on.
+cpu_line() {
+  local model fam mod flags f have=()
+  model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+  fam=$(awk -F': ' '/^cpu family/ {print $2; exit}' /proc/cpuinfo)
+  mod=$(awk -F': ' '/^model\t/ {print $2; exit}' /proc/cpuinfo)
+  flags=" $(awk -F': ' '/^flags/ {print $2; exit}' /proc/cpuinfo) "
+  for f in avx512f avx512bw sha_ni avx2; do [[ "$flags" == *" $f "* ]] && have+=("$f"); done
+  echo "${model:-unknown} (family ${fam:-?}, model ${mod:-?}), ${have[*]:-none of avx512f avx512bw sha_ni avx2}"
+}
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
 if has dscan; then
@@ -240,6 +250,9 @@ done
   echo "EVENTS=$EVENTS: lake $LAKE_DIR, $events events, $files files, $partitions partitions, $bytes bytes"
   echo "$(head -1 "$LAKE_DIR/.bench-generated")"
   echo "tree $rev (reconcile/src last changed in $proof_rev), $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $load_before before, $load_after after"
+  # The CPU decides the hashing path (edge/events/src/sha256_lanes.rs): AVX-512 lanes, SHA-NI
+  # two at a time, or one at a time. Hosts of this machine kind differ, so the table says which.
+  echo "cpu: $(cpu_line)"
   echo
   echo "| run | seconds | peak RSS MB | × floor (fastest scan) | notes |"
   echo "|---|---:|---:|---:|---|"
