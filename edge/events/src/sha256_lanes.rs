@@ -725,6 +725,8 @@ pub(crate) mod shani {
             index: 0,
             tail: [0; 128],
         });
+        #[cfg(test)]
+        super::tests::SHANI_BATCHES.with(|n| n.set(n.get() + 1));
         let mut states = [initial(); WAYS];
         for (i, slot) in slots.iter_mut().enumerate() {
             slot.load(msgs[i], i);
@@ -784,6 +786,8 @@ mod tests {
     thread_local! {
         /// Batches that went through the lanes on this thread.
         pub(super) static LANE_BATCHES: Cell<usize> = const { Cell::new(0) };
+        /// Batches that went through the interleaved SHA-NI path on this thread.
+        pub(crate) static SHANI_BATCHES: Cell<usize> = const { Cell::new(0) };
     }
 
     struct XorShift(u64);
@@ -891,6 +895,24 @@ mod tests {
             return;
         }
         assert!(!fast_path_available());
+    }
+
+    #[test]
+    fn sha_ni_path_is_taken_when_the_cpu_has_it_and_not_avx512() {
+        #[cfg(target_arch = "x86_64")]
+        if !fast_path_available() && shani::available() {
+            let mut rng = XorShift(8);
+            let (data, spans) = random_batch(&mut rng, 100, 600);
+            let msgs = slices(&data, &spans);
+            let mut out = vec![[0u8; 32]; msgs.len()];
+            let before = SHANI_BATCHES.with(Cell::get);
+            sha256_many(&msgs, &mut out);
+            assert_eq!(SHANI_BATCHES.with(Cell::get), before + 1);
+            compare(&msgs, &out, "sha256_many");
+            // A single message is not worth the slots: `sha2` hashes it.
+            sha256_many(&msgs[..1], &mut out[..1]);
+            assert_eq!(SHANI_BATCHES.with(Cell::get), before + 1);
+        }
     }
 
     #[test]
