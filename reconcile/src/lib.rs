@@ -18,6 +18,7 @@ pub mod archive;
 pub mod checkpoint;
 pub mod checks;
 pub mod codec;
+pub mod copies;
 pub mod corrupt;
 pub mod facts;
 pub mod finding;

@@ -44,8 +44,13 @@ pub struct Incremental {
     /// Lake files read: new since the checkpoint.
     pub files_read: usize,
     /// Streams re-proved from their first event because a new row was at
-    /// or before their checkpointed tail.
+    /// or before their checkpointed tail and not a copy of a proved row.
     pub streams_reopened: usize,
+    /// New rows that are copies of rows the checkpoint proved (a compacted
+    /// partition, a redelivered batch): they chain to their streams'
+    /// checkpointed hashes and hash to their recorded hashes, so they were
+    /// not proved again (`crate::copies`).
+    pub rows_already_proved: u64,
     /// Settled transfers read back from the checkpoint's archive because a
     /// new event names them (all of them when an account stream is
     /// re-proved from its first event).

@@ -151,6 +151,49 @@ impl Proof {
         self.proved_tail(table, stream, key).unwrap_or(0)
     }
 
+    /// For a stream of `table` whose first new row is at or before its tail:
+    /// drops from `s` the rows that are copies of rows already proved and
+    /// returns how many ([`crate::copies`]), or `Err` when the stream must be
+    /// reopened instead, `Err(true)` if it is an account stream the
+    /// pre-proof scan had `cleared` (a full proof is then needed: see
+    /// [`TableRun::copies_failed`]). Streams in `flagged` (with a finding)
+    /// are always reopened.
+    fn drop_proved_copies(
+        &mut self,
+        table: Table,
+        s: &mut StreamRows,
+        cleared: Option<&HashSet<String>>,
+        flagged: &HashSet<StreamId>,
+    ) -> Result<usize, bool> {
+        let id: StreamId = (table, s.stream, s.key().to_owned());
+        if flagged.contains(&id) {
+            return Err(false);
+        }
+        let (tail, was_cleared) = if is_transfer(table, s.stream) {
+            // Pulled back from the archive by id whatever its rows: the
+            // proof alone decides.
+            let tail = self.facts.transfers.state(&id.2).map(|t| t.tail.clone());
+            (tail, false)
+        } else {
+            let cleared = cleared.map(|c| c.contains(&id.2));
+            if cleared == Some(false) {
+                return Err(false); // reopened before the proof, history pulled back
+            }
+            (
+                self.streams.get(&id).map(|st| st.tail.clone()),
+                cleared == Some(true),
+            )
+        };
+        let tail = tail.ok_or(false)?;
+        match crate::copies::proved_copies(s, &tail, &mut self.hashes) {
+            Some(n) => {
+                s.skip_first(n);
+                Ok(n)
+            }
+            None => Err(was_cleared),
+        }
+    }
+
     /// Room for a pass over `rows` rows of `table` (address space: see
     /// [`crate::facts::Transfers::reserve_pass`]).
     fn reserve(&mut self, table: Table, rows: usize) {
@@ -544,6 +587,11 @@ struct TableRun {
     stats: ScanStats,
     inc: Incremental,
     files: Vec<(String, String)>,
+    /// An account stream the pre-proof scan cleared (its old rows chain to
+    /// its tail) had a row that does not hash to its recorded hash: its
+    /// history's transfers were not pulled back, so only a full proof
+    /// reaches the verdicts ([`crate::copies`]).
+    copies_failed: bool,
 }
 
 /// What every table's proof in a run shares.
@@ -552,6 +600,11 @@ struct RunCtx<'a> {
     lake: &'a Lake,
     /// Lake files the checkpoint has proved: key → stamp.
     prior_files: &'a std::collections::BTreeMap<String, String>,
+    /// Account streams whose rows at or before their tails the pre-proof
+    /// scan found chained to them ([`crate::copies::ChainScan`]); `None`: no
+    /// such scan ran (nothing archived, so nothing to pull back), and the
+    /// proof decides alone.
+    cleared: Option<&'a HashSet<String>>,
     opts: &'a Options,
     started: Instant,
 }
@@ -569,6 +622,7 @@ async fn prove_table(
     let RunCtx {
         lake,
         prior_files,
+        cleared,
         opts,
         started,
     } = *run;
@@ -595,6 +649,9 @@ async fn prove_table(
     // Pass 1: the new files. A stream continues from its tail unless a new
     // row is at or before it: then it is reopened.
     let mut reopen: HashSet<StreamId> = HashSet::new();
+    // Streams with a finding: their old rows always reopen them.
+    let flagged: HashSet<StreamId> = proof.findings.iter().map(|f| f.stream.clone()).collect();
+    let (mut copies, mut copies_failed) = (0usize, false);
     let rows = new.iter().map(|f| f.rows.max(0) as usize).sum();
     // A full proof of the account table goes one date at a time while the
     // dates keep each stream's order (see `prove_by_date`).
@@ -623,11 +680,22 @@ async fn prove_table(
                 at: None,
             });
             let stop = |row: &Row<'_>| watch.as_mut().is_some_and(|w| w.stop_at(row));
-            let read = scan_streams(lake, &new, Select::default(), stop, |s| {
+            let read = scan_streams(lake, &new, Select::default(), stop, |mut s| {
                 let tail_seq = proof.tail_seq(table, s.stream, s.key());
                 if tail_seq > 0 && s.first_seq() <= tail_seq {
-                    reopen.insert((table, s.stream, s.key().to_owned()));
-                } else if let Some(h) = handoff.filter(|_| is_transfer(table, s.stream)) {
+                    match proof.drop_proved_copies(table, &mut s, cleared, &flagged) {
+                        Ok(n) => copies += n,
+                        Err(failed) => {
+                            copies_failed |= failed;
+                            reopen.insert((table, s.stream, s.key().to_owned()));
+                            return;
+                        }
+                    }
+                    if s.is_empty() {
+                        return; // nothing but copies: the stream is as proved
+                    }
+                }
+                if let Some(h) = handoff.filter(|_| is_transfer(table, s.stream)) {
                     // Each chunk of transfer streams goes to the other thread when it
                     // is free and has room, else is proved here (in order either way).
                     if let Some(c) = shared.push(s) {
@@ -653,6 +721,14 @@ async fn prove_table(
     proof.end_pass();
     trace(started, format_args!("{}: pass ended", table.as_str()));
     add_stats(&mut stats, &read);
+    inc.rows_already_proved += copies as u64;
+    if copies > 0 && opts.progress {
+        eprintln!(
+            "reconcile: {}: {copies} new rows are copies of rows the checkpoint proved (a compacted or redelivered day): \
+             they chain to their streams' checkpointed hashes, so they are not proved again",
+            table.as_str()
+        );
+    }
     // Pass 2: reopened streams, re-proved from their first event over every
     // file of the table (row groups outside their keys are pruned).
     if !reopen.is_empty() {
@@ -695,6 +771,7 @@ async fn prove_table(
         stats,
         inc,
         files,
+        copies_failed,
     })
 }
 
@@ -848,57 +925,114 @@ fn new_files(
         .collect()
 }
 
-/// What a resumed run's new files name, read from four columns before the
+/// What a resumed run's new files name, read from a few columns before the
 /// proof: the transfers to pull back from the archive (transfer streams and
-/// the transfers account events name), and the account streams that have a
-/// new row at or before their tail (they will be re-proved from their first
-/// event, so every transfer their whole history names comes back too).
+/// the transfers new account events name), the account streams that have a
+/// new row at or before their tail which does not chain to it (they will be
+/// re-proved from their first event, so every transfer their whole history
+/// names comes back too), and those whose such rows all chain to it
+/// (copies of proved rows: [`crate::copies`]).
 async fn touched(
     lake: &Lake,
     account_files: &[LakeFileInfo],
     transfer_files: &[LakeFileInfo],
     prior: &ProofState,
-) -> Result<(HashSet<String>, Vec<String>), Error> {
+) -> Result<Touched, Error> {
     use datafusion::arrow::array::{Array, Int64Array};
     let mut ids: HashSet<String> = HashSet::new();
-    let mut reopened: HashSet<String> = HashSet::new();
     lake.scan_columns(transfer_files, &["stream_key"], None, |b| {
         if let Some(keys) = strings(b, "stream_key") {
             ids.extend(keys.iter().flatten().map(str::to_owned));
         }
     })
     .await?;
-    let columns = ["stream", "stream_key", "seq", "transfer_id"];
+    let flagged: HashSet<&str> = prior
+        .findings
+        .iter()
+        .filter(|f| f.stream.0 == Table::Account && f.stream.1 == Stream::Account)
+        .map(|f| f.stream.2.as_str())
+        .collect();
+    let mut chains = crate::copies::ChainScan::default();
+    let columns = [
+        "stream",
+        "stream_key",
+        "seq",
+        "transfer_id",
+        "hash",
+        "prev_hash",
+    ];
     lake.scan_columns(account_files, &columns, None, |b| {
-        add_transfer_ids(b, &mut ids);
-        let (Some(stream), Some(keys), Some(seqs)) = (
+        let (Some(stream), Some(keys), Some(seqs), Some(hash), Some(prev)) = (
             strings(b, "stream"),
             strings(b, "stream_key"),
             crate::rows::col::<Int64Array>(b, "seq").ok().flatten(),
+            strings(b, "hash"),
+            strings(b, "prev_hash"),
         ) else {
-            return; // not the lake layout: the proof will say so
+            // Not the lake layout: the proof will say so.
+            add_transfer_ids(b, &mut ids);
+            return;
         };
+        let transfer = strings(b, "transfer_id");
         // Rows come grouped by stream: look the tail up once per stream.
         let mut tail: Option<(&str, u64)> = None;
         for i in 0..b.num_rows() {
-            if stream.is_null(i) || stream.value(i) != Stream::Account.as_str() {
+            let new_row = |ids: &mut HashSet<String>| {
+                if let Some(t) = transfer.as_ref().filter(|t| t.is_valid(i)) {
+                    ids.insert(t.value(i).to_owned());
+                }
+            };
+            if stream.is_null(i)
+                || stream.value(i) != Stream::Account.as_str()
+                || keys.is_null(i)
+                || hash.is_null(i)
+                || prev.is_null(i)
+            {
+                new_row(&mut ids);
                 continue;
             }
             let key = keys.value(i);
+            let id = || (Table::Account, Stream::Account, key.to_owned());
             if tail.is_none_or(|(k, _)| k != key) {
-                let id = (Table::Account, Stream::Account, key.to_owned());
-                tail = Some((key, prior.streams.get(&id).map_or(0, |s| s.tail.last_seq)));
+                tail = Some((key, prior.streams.get(&id()).map_or(0, |s| s.tail.last_seq)));
             }
             let last = tail.map_or(0, |t| t.1);
-            if last > 0 && u64::try_from(seqs.value(i)).is_ok_and(|s| s <= last) {
-                reopened.insert(key.to_owned());
+            let Ok(seq) = u64::try_from(seqs.value(i)) else {
+                new_row(&mut ids);
+                continue;
+            };
+            if last == 0 || seq > last {
+                new_row(&mut ids);
             }
+            let stream_tail = || {
+                let st = prior.streams.get(&id());
+                (
+                    st.map(|s| s.tail.clone()).unwrap_or_default(),
+                    !flagged.contains(key),
+                )
+            };
+            chains.row(key, stream_tail, seq, hash.value(i), prev.value(i));
         }
     })
     .await?;
+    let (cleared, reopened) = chains.finish();
     let mut reopened: Vec<String> = reopened.into_iter().collect();
     reopened.sort_unstable();
-    Ok((ids, reopened))
+    Ok(Touched {
+        ids,
+        reopened,
+        cleared,
+    })
+}
+
+/// What [`touched`] found.
+struct Touched {
+    /// Transfers to pull back.
+    ids: HashSet<String>,
+    /// Account streams to re-prove from their first event (sorted).
+    reopened: Vec<String>,
+    /// Account streams whose old rows chain to their tails.
+    cleared: HashSet<String>,
 }
 
 /// The string column `name` of `b`, if it has one of that type (any other
@@ -919,8 +1053,9 @@ fn add_transfer_ids(b: &datafusion::arrow::record_batch::RecordBatch, ids: &mut 
 
 /// What [`pull_back`] did.
 enum PullBack {
-    /// Pulled back what the run needs; the account and transfer tables' files.
-    Pulled(Vec<LakeFileInfo>, Vec<LakeFileInfo>),
+    /// Pulled back what the run needs; the account and transfer tables'
+    /// files, and the account streams whose old rows chain to their tails.
+    Pulled(Vec<LakeFileInfo>, Vec<LakeFileInfo>, HashSet<String>),
     /// Nothing: most account streams must be re-proved from their first
     /// event, and a full proof reads less than re-proving each of them over
     /// every file (the verdicts are the same either way). The same files.
@@ -958,7 +1093,11 @@ async fn pull_back(
         listed_warning_ignored(lake, Table::Account).await?,
         listed_warning_ignored(lake, Table::Transfer).await?,
     );
-    let (mut ids, reopened) = touched(
+    let Touched {
+        mut ids,
+        reopened,
+        cleared,
+    } = touched(
         lake,
         &new_files(&a, &prior.files),
         &new_files(&t, &prior.files),
@@ -1009,7 +1148,7 @@ async fn pull_back(
         *prior.legs.entry(&id) = legs;
     }
     prior.transfers.end_pass();
-    Ok(PullBack::Pulled(a, t))
+    Ok(PullBack::Pulled(a, t, cleared))
 }
 
 /// Scans `files` in stream order (only the streams of `keys` when given),
@@ -1064,11 +1203,15 @@ pub async fn reconcile_from(
     // Transfers the new files name come back from the archive first, so the
     // proof below sees every transfer it touches (see `archive`).
     let mut reproved_in_full = false;
+    let mut cleared = None;
     let (account_files, transfer_files) = if prior.archive.is_empty() {
         (None, None)
     } else {
         let (a, t) = match pull_back(lake, &mut prior, opts, started).await? {
-            PullBack::Pulled(a, t) => (a, t),
+            PullBack::Pulled(a, t, c) => {
+                cleared = Some(c);
+                (a, t)
+            }
             PullBack::FullIsCheaper(a, t) => {
                 prior = ProofState::default();
                 reproved_in_full = true;
@@ -1077,6 +1220,67 @@ pub async fn reconcile_from(
         };
         (Some(a), Some(t))
     };
+    let listed = (account_files.clone(), transfer_files.clone());
+    let resume = Resume {
+        resumed,
+        reproved_in_full,
+        account_files,
+        transfer_files,
+        cleared: cleared.as_ref(),
+    };
+    if let Some(done) = prove_resumed(lake, opts, started, prior, resume).await? {
+        return Ok(done);
+    }
+    // Rows the pre-proof scan took for copies of proved rows are not: the
+    // transfers of those streams' histories were not pulled back.
+    if opts.progress {
+        eprintln!(
+            "reconcile: account rows at or before their checkpoint chain to it but do not hash to their recorded hashes: \
+             proving the lake from its first event"
+        );
+    }
+    let full = Resume {
+        resumed,
+        reproved_in_full: true,
+        account_files: listed.0,
+        transfer_files: listed.1,
+        cleared: None,
+    };
+    prove_resumed(lake, opts, started, ProofState::default(), full)
+        .await?
+        .ok_or_else(|| Error::Scan("a full proof found copies to check".into()))
+}
+
+/// How [`prove_resumed`] starts.
+struct Resume<'a> {
+    /// The run resumed from a checkpoint (its report says what it read).
+    resumed: bool,
+    /// It proves the lake from its first event instead.
+    reproved_in_full: bool,
+    /// The tables' files, when already listed.
+    account_files: Option<Vec<LakeFileInfo>>,
+    transfer_files: Option<Vec<LakeFileInfo>>,
+    /// See [`RunCtx::cleared`].
+    cleared: Option<&'a HashSet<String>>,
+}
+
+/// The proof from `prior` (the checkpoint's state, its transfers pulled
+/// back): `None` when the account table's proof found that rows cleared as
+/// copies are not ([`TableRun::copies_failed`]).
+async fn prove_resumed(
+    lake: &Lake,
+    opts: &Options,
+    started: Instant,
+    mut prior: ProofState,
+    resume: Resume<'_>,
+) -> Result<Option<(Report, ProofState)>, Error> {
+    let Resume {
+        resumed,
+        reproved_in_full,
+        account_files,
+        transfer_files,
+        cleared,
+    } = resume;
     let archive = std::mem::take(&mut prior.archive);
     let prior_files = prior.files;
     // Split the prior state by table: legs come from account streams,
@@ -1105,6 +1309,7 @@ pub async fn reconcile_from(
     let ctx = &RunCtx {
         lake,
         prior_files: &prior_files,
+        cleared,
         opts,
         started,
     };
@@ -1191,6 +1396,9 @@ pub async fn reconcile_from(
     let panicked = |_| Error::Scan("a table's proof panicked".into());
     let (ra, helped, upper) = ra.map_err(panicked)??;
     let (xstats, xinc, xfiles, mut rs) = rx.map_err(panicked)??;
+    if ra.copies_failed {
+        return Ok(None);
+    }
     if opts.progress && !helped.facts.transfers.is_empty() {
         eprintln!(
             "reconcile: transfer: {} streams proved on the account table's thread once it was done",
@@ -1207,6 +1415,7 @@ pub async fn reconcile_from(
         inc.files_read += i.files_read;
         inc.files_skipped += i.files_skipped;
         inc.streams_reopened += i.streams_reopened;
+        inc.rows_already_proved += i.rows_already_proved;
     }
     let all_files: std::collections::BTreeMap<String, String> =
         ra.files.into_iter().chain(xfiles).chain(rs.files).collect();
@@ -1352,7 +1561,7 @@ pub async fn reconcile_from(
         archive,
         flagged,
     };
-    Ok((report, state))
+    Ok(Some((report, state)))
 }
 
 fn add_stats(total: &mut ScanStats, s: &ScanStats) {

@@ -83,6 +83,24 @@ impl StreamRows {
         false
     }
 
+    /// Drops the first `n` rows (all of them if there are fewer): what is
+    /// left starts at the row after them, in the same order.
+    pub fn skip_first(&mut self, mut n: usize) {
+        n = n.min(self.len);
+        self.len -= n;
+        let mut whole = 0;
+        for r in self.runs.iter_mut() {
+            let here = (r.end - r.start) as usize;
+            if n < here {
+                r.start += n as u32; // n < here ≤ u32::MAX
+                break;
+            }
+            n -= here;
+            whole += 1;
+        }
+        self.runs.drain(..whole);
+    }
+
     /// Appends `row`: to the last run when it is the row after it.
     fn push(&mut self, row: Row<'_>) {
         let (cols, i) = row.batch();

@@ -236,6 +236,62 @@ fn many_nights_of_new_data_and_late_events_match_full_runs_and_keep_the_archive_
     );
 }
 
+/// Compacts every partition of the lake with the real `ledger-compact`:
+/// each partition's ingest files become `c-` files (the inputs deleted).
+fn compact_all(root: &Path) {
+    runtime().block_on(async {
+        let lake = ledger_compact::Lake::open(root.to_str().unwrap()).unwrap();
+        for p in lake.partitions(None).await.unwrap() {
+            ledger_compact::compact_partition(&lake, &p, &Default::default())
+                .await
+                .unwrap();
+        }
+    });
+}
+
+#[test]
+fn compacting_proved_partitions_reopens_nothing_the_copies_are_recognised_by_their_chains() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(17, 6, 240);
+    let third = events.len() / 3;
+    // Night 1 proves the first third, landed as several ingest files.
+    for (n, part) in events[..third].chunks(third.div_ceil(4)).enumerate() {
+        deliver(&root, &part.iter().collect::<Vec<_>>(), &format!("a{n}"));
+    }
+    assert_same(0, &night(&root, &ckpt), &full(&root));
+    // More of the same days lands, then the nightly compaction rewrites
+    // every partition: the rows night 1 proved are now in new files only.
+    deliver(
+        &root,
+        &events[third..2 * third].iter().collect::<Vec<_>>(),
+        "b",
+    );
+    compact_all(&root);
+    assert!(common::files_under(&root, "events")
+        .iter()
+        .all(|k| k.contains("/c-")));
+    let inc = night(&root, &ckpt);
+    assert_same(1, &inc, &full(&root));
+    let i = inc.incremental.unwrap();
+    assert!(!i.reproved_in_full, "{i:?}");
+    assert_eq!(i.streams_reopened, 0, "{i:?}");
+    assert_eq!(
+        i.files_skipped, 0,
+        "every file is new after compaction: {i:?}"
+    );
+    // Exactly the rows night 1 proved, none of the new ones.
+    assert_eq!(i.rows_already_proved, third as u64, "{i:?}");
+    // And the night after resumes as usual.
+    let written = deliver(&root, &events[2 * third..].iter().collect::<Vec<_>>(), "c");
+    let next = night(&root, &ckpt);
+    assert_same(2, &next, &full(&root));
+    let i = next.incremental.unwrap();
+    assert_eq!(i.files_read, written, "{i:?}");
+    assert_eq!((i.streams_reopened, i.rows_already_proved), (0, 0), "{i:?}");
+    assert!(full(&root).holds);
+}
+
 #[test]
 fn a_night_that_reopens_most_accounts_is_proved_in_full_with_the_same_verdicts() {
     let dir = tempfile::tempdir().unwrap();
@@ -244,25 +300,21 @@ fn a_night_that_reopens_most_accounts_is_proved_in_full_with_the_same_verdicts()
     let half = events.len() / 2;
     deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
     night(&root, &ckpt);
-    // Every account file again under another name (a re-compacted day):
-    // every account stream has rows at or before its tail.
-    for key in common::files_under(&root, "events/account") {
-        let f = root.join(&key);
-        // `i-HASH.parquet` → `c-HASH.parquet`: the same rows, another file.
-        let name = f
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .replacen("i-", "c-", 1);
-        std::fs::copy(&f, f.with_file_name(name)).unwrap();
-    }
+    // The first two events of every account delivered again: rows at or
+    // before every account's tail that stop short of it, so nothing the
+    // checkpoint kept vouches for them and every account reopens.
+    let early: Vec<&Event> = events[..half]
+        .iter()
+        .filter(|e| e.stream == Stream::Account && e.seq <= 2)
+        .collect();
+    deliver(&root, &early, "again");
     deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
     let inc = night(&root, &ckpt);
     assert_same(1, &inc, &full(&root));
     let i = inc.incremental.unwrap();
     assert!(i.reproved_in_full, "{i:?}");
     assert_eq!(i.files_skipped, 0, "{i:?}");
-    assert!(inc.stats.plain_duplicates > 0);
+    assert!(inc.stats.plain_duplicates >= early.len() as u64);
     // The next night resumes from the new checkpoint as usual.
     let next = night(&root, &ckpt);
     assert_same(2, &next, &full(&root));
@@ -270,7 +322,51 @@ fn a_night_that_reopens_most_accounts_is_proved_in_full_with_the_same_verdicts()
     assert!(!i.reproved_in_full && i.files_read == 0, "{i:?}");
 }
 
-/// The archive segment files in `dir`.
+#[test]
+fn a_copy_of_proved_rows_altered_under_its_hashes_is_caught_by_a_full_proof() {
+    use ledger_ingest::{build_files, read_file, FileLayer};
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(23, 6, 240);
+    let half = events.len() / 2;
+    deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
+    assert!(night(&root, &ckpt).holds);
+    // A copy of every account row night 1 proved, as compaction would write
+    // it, except that one deposit's amount is 1 more under the same `hash`
+    // and `prev_hash`: every stream's copied rows still chain to its tail.
+    let mut rows = Vec::new();
+    for key in common::files_under(&root, "events/account") {
+        let bytes = std::fs::read(root.join(&key)).unwrap();
+        rows.extend(read_file(&key, bytes.into()).unwrap());
+    }
+    let deposit = rows
+        .iter_mut()
+        .find(|r| r.event.kind == "deposited")
+        .expect("a deposit in the first half");
+    *deposit.event.amount.as_mut().unwrap() += 1;
+    let altered = deposit.event.event_id.clone();
+    for f in build_files(rows, FileLayer::Compacted).unwrap() {
+        write_object(&root, &f.key, &f.bytes).unwrap();
+    }
+    deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
+    let inc = night(&root, &ckpt);
+    let fresh = full(&root);
+    assert!(!fresh.holds);
+    assert!(
+        serde_json::to_string(&fresh.checks)
+            .unwrap()
+            .contains(&altered),
+        "the full proof names {altered}"
+    );
+    assert_same(1, &inc, &fresh);
+    let i = inc.incremental.unwrap();
+    assert!(i.reproved_in_full, "the copies were not copies: {i:?}");
+    // The next night resumes from the new checkpoint as usual.
+    let next = night(&root, &ckpt);
+    assert_same(2, &next, &full(&root));
+    assert!(!next.incremental.unwrap().reproved_in_full);
+}
+
 fn segment_files(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
