@@ -38,7 +38,7 @@ use std::collections::{HashMap, HashSet};
 
 use ledger_events::event::HashCheck;
 
-use crate::stream::{LastHashes, StreamRows, Tail, Views};
+use crate::stream::{unhex, LastHashes, StreamRows, Tail, Views};
 
 /// How many of the first rows of `s` are copies of rows its checkpointed
 /// `tail` proved (see the module docs): all its rows at or before the tail,
@@ -65,44 +65,55 @@ pub fn proved_copies(s: &StreamRows, tail: &Tail, hashes: &mut HashCheck) -> Opt
     .then_some(n)
 }
 
-/// The pre-proof half of an account stream's decision: over the new files'
-/// rows, each file's in its order (`stream_key`, `seq`, `hash`), a stream's
-/// rows at or before its tail must form chains that each end at the tail's
-/// seq with the tail's hash (one chain a file, or one across two files: a
-/// chain is a chain wherever its rows are). Rows are fed one at a time, as
-/// the files hold them, one file after another.
+/// The pre-proof half of an account stream's decision, on `seq`, `hash` and
+/// `prev_hash` of the new files' rows (in any order): a stream's rows at or
+/// before its tail, copies with the same hash taken once, must be one row a
+/// seq, each `prev_hash` the hash before it, ending at the tail's seq with
+/// the tail's hash: the check [`proved_copies`] makes on the merged rows,
+/// less the recomputed hashes.
 #[derive(Default)]
 pub struct ChainScan {
-    /// The stream of the row before, and where its current chain stands.
-    at: Option<(String, Chain)>,
-    /// Streams with a row at or before their tail, and whether every chain
-    /// of theirs so far reached the tail.
-    seen: HashMap<String, bool>,
+    streams: HashMap<String, Candidate>,
 }
 
-/// A stream's rows at or before its tail, as they come.
-struct Chain {
-    /// The stream's tail seq (0: nothing proved).
+/// A row's seq, hash and `prev_hash`.
+type Link = (u64, [u8; 32], [u8; 32]);
+
+/// One stream's rows at or before its tail (72 bytes a row: a re-compacted
+/// day of the 10M-event benchmark lake holds 134K of them).
+struct Candidate {
     tail_seq: u64,
     /// The hash at its tail; `None` when the stream had a finding or its
     /// tail is not one well-formed hash (then old rows reopen it).
-    tail_hash: Option<LastHashes>,
-    /// The seq and hash of the current chain's last row.
-    last: Option<(u64, String)>,
+    tail_hash: Option<[u8; 32]>,
+    /// (seq, hash, prev_hash) of each row; `None` once a hash is not 64
+    /// lower-case hex digits (then the proof has a finding to make).
+    links: Option<Vec<Link>>,
 }
 
-impl Chain {
-    /// Whether the current chain, if any, ends at the tail with its hash.
-    fn at_tail(&self) -> bool {
-        self.last.as_ref().is_none_or(|(seq, hash)| {
-            *seq == self.tail_seq && self.tail_hash.as_ref().is_some_and(|h| h.contains(hash))
-        })
+impl Candidate {
+    /// Whether the rows are copies of the proved rows, as far as their
+    /// chain can tell.
+    fn chains_to_tail(self) -> bool {
+        let (Some(tail_hash), Some(mut links)) = (self.tail_hash, self.links) else {
+            return false;
+        };
+        links.sort_unstable();
+        links.dedup();
+        let linked = links
+            .windows(2)
+            .all(|w| w[1].0 == w[0].0 + 1 && w[1].2 == w[0].1);
+        let at_tail = links
+            .last()
+            .is_some_and(|l| l.0 == self.tail_seq && l.1 == tail_hash);
+        linked && at_tail
     }
 }
 
 impl ChainScan {
-    /// The next row: of the account stream `key`; `tail` gives the stream's
-    /// checkpointed tail (seq 0: none) and whether it had no finding.
+    /// A row of the account stream `key` at or before its checkpointed tail
+    /// (a seq above 0); `tail` gives the tail and whether the stream had no
+    /// finding, asked once a stream.
     pub fn row(
         &mut self,
         key: &str,
@@ -111,54 +122,38 @@ impl ChainScan {
         hash: &str,
         prev_hash: &str,
     ) {
-        if self.at.as_ref().is_none_or(|(k, _)| k != key) {
-            self.end_stream();
+        if !self.streams.contains_key(key) {
             let (tail, clean) = tail();
-            let one = matches!(tail.last_hashes, LastHashes::One(_));
-            let chain = Chain {
-                tail_seq: tail.last_seq,
-                tail_hash: (clean && one).then_some(tail.last_hashes),
-                last: None,
+            let tail_hash = match tail.last_hashes {
+                LastHashes::One(h) if clean => Some(h),
+                _ => None,
             };
-            self.at = Some((key.to_owned(), chain));
+            let c = Candidate {
+                tail_seq: tail.last_seq,
+                tail_hash,
+                links: Some(Vec::new()),
+            };
+            self.streams.insert(key.to_owned(), c);
         }
-        let Some((key, chain)) = &mut self.at else {
+        let Some(c) = self.streams.get_mut(key) else {
             return;
         };
-        if chain.tail_seq == 0 || seq > chain.tail_seq {
-            return; // a new row: the proof continues the stream with it
-        }
-        let whole = self.seen.entry(key.clone()).or_insert(true);
-        let linked = chain
-            .last
-            .as_ref()
-            .is_some_and(|(s, h)| seq == s + 1 && prev_hash == h);
-        // A row that does not go on from the one before starts a new chain,
-        // which it may only do once the chain before reached the tail.
-        if chain.tail_hash.is_none() || (!linked && !chain.at_tail()) {
-            *whole = false;
-        }
-        chain.last = Some((seq, hash.to_owned()));
-    }
-
-    fn end_stream(&mut self) {
-        if let Some((key, chain)) = self.at.take() {
-            if !chain.at_tail() {
-                if let Some(w) = self.seen.get_mut(&key) {
-                    *w = false;
-                }
+        c.links = match (c.links.take(), unhex(hash), unhex(prev_hash)) {
+            (Some(mut links), Some(h), Some(p)) => {
+                links.push((seq, h, p));
+                Some(links)
             }
-        }
+            _ => None,
+        };
     }
 
-    /// The streams with rows at or before their tails: those whose rows all
+    /// The streams with rows at or before their tails: those whose rows
     /// chain to their tails (to be checked again by [`proved_copies`] in the
     /// proof), and the others (to be reopened).
-    pub fn finish(mut self) -> (HashSet<String>, HashSet<String>) {
-        self.end_stream();
+    pub fn finish(self) -> (HashSet<String>, HashSet<String>) {
         let (mut cleared, mut reopened) = (HashSet::new(), HashSet::new());
-        for (key, whole) in self.seen {
-            if whole {
+        for (key, c) in self.streams {
+            if c.chains_to_tail() {
                 cleared.insert(key);
             } else {
                 reopened.insert(key);
@@ -174,34 +169,25 @@ mod tests {
 
     /// The hash of row `seq` of a chain (64 hex digits; `v` tells versions apart).
     fn h(seq: u64, v: u8) -> String {
-        format!("{:062x}{v:02x}", seq)
+        format!("{seq:062x}{v:02x}")
     }
 
-    fn tail(seq: u64) -> Tail {
-        Tail {
-            last_seq: seq,
-            last_hashes: LastHashes::of([h(seq, 0).as_str()]),
-        }
-    }
-
-    /// Feeds `rows` (key, seq, version) with the tails `tails` (key → seq,
-    /// clean) and returns (cleared, reopened), each sorted.
+    /// Feeds `rows` (key, seq, version) with the tails `tails` (key, seq,
+    /// no finding) and returns (cleared, reopened), each sorted.
     fn scan(rows: &[(&str, u64, u8)], tails: &[(&str, u64, bool)]) -> (Vec<String>, Vec<String>) {
         let mut c = ChainScan::default();
         for &(key, seq, v) in rows {
-            let t = tails.iter().find(|t| t.0 == key).copied();
+            let t = tails.iter().find(|t| t.0 == key).copied().unwrap();
+            let tail = Tail {
+                last_seq: t.1,
+                last_hashes: LastHashes::of([h(t.1, 0).as_str()]),
+            };
             let prev = if seq == 1 {
                 "0".repeat(64)
             } else {
                 h(seq - 1, 0)
             };
-            c.row(
-                key,
-                || t.map_or((Tail::default(), true), |t| (tail(t.1), t.2)),
-                seq,
-                &h(seq, v),
-                &prev,
-            );
+            c.row(key, || (tail, t.2), seq, &h(seq, v), &prev);
         }
         let (a, b) = c.finish();
         let (mut a, mut b): (Vec<_>, Vec<_>) = (a.into_iter().collect(), b.into_iter().collect());
@@ -218,49 +204,42 @@ mod tests {
             ("c", 3, true),
             ("d", 3, false),
         ];
-        // a: 1..=3 then new rows; b: stops short of its tail; c: a version of
-        // seq 3 that is not the tail's; d: had a finding; e: nothing proved.
+        // a: 1..=3; b: stops short of its tail; c: a version of seq 3 that is
+        // not the tail's; d: had a finding.
         let rows = [
             ("a", 1, 0),
             ("a", 2, 0),
             ("a", 3, 0),
-            ("a", 4, 0),
             ("b", 1, 0),
             ("b", 2, 0),
             ("c", 2, 0),
             ("c", 3, 1),
             ("d", 3, 0),
-            ("e", 1, 0),
         ];
-        assert_eq!(
-            scan(&rows, &tails),
-            (vec!["a".into()], vec!["b".into(), "c".into(), "d".into()])
-        );
+        let reopened = ["b", "c", "d"].map(String::from).to_vec();
+        assert_eq!(scan(&rows, &tails), (vec!["a".to_owned()], reopened));
     }
 
     #[test]
-    fn chains_in_several_files_each_to_the_tail_are_cleared() {
-        let tails = [("a", 3, true), ("b", 3, true), ("z", 9, true)];
-        // File 1: a 2..=3, z; file 2: a 3, then b 1..=2 (short); file 3: b 3.
-        // b's rows chain across files 2 and 3 to its tail: a chain wherever
-        // its rows are.
+    fn the_rows_of_several_files_in_any_order_are_one_chain() {
+        let tails = [("a", 3, true), ("b", 4, true)];
+        // Copies in two files, read in any order; a copy read twice counts
+        // once.
         let rows = [
+            ("a", 3, 0),
+            ("b", 4, 0),
             ("a", 2, 0),
             ("a", 3, 0),
-            ("z", 10, 0),
-            ("a", 3, 0),
-            ("b", 1, 0),
             ("b", 2, 0),
             ("b", 3, 0),
         ];
-        assert_eq!(scan(&rows, &tails), (vec!["a".into(), "b".into()], vec![]));
-        // A chain that stops short, then one that reaches the tail: reopened.
-        let rows = [("a", 1, 0), ("z", 10, 0), ("a", 2, 0), ("a", 3, 0)];
-        assert_eq!(scan(&rows, &tails), (vec![], vec!["a".into()]));
-        // A break inside a chain (seq 2 missing): reopened.
-        let rows = [("a", 1, 0), ("a", 3, 0)];
-        assert_eq!(scan(&rows, &tails).1, ["a"]);
-        // Only new rows: neither.
-        assert_eq!(scan(&[("a", 4, 0)], &tails), (vec![], vec![]));
+        let both = ["a", "b"].map(String::from).to_vec();
+        assert_eq!(scan(&rows, &tails), (both, vec![]));
+        // A break in the chain (seq 2 missing), or two versions of a seq: reopened.
+        assert_eq!(scan(&[("a", 1, 0), ("a", 3, 0)], &tails).1, ["a"]);
+        assert_eq!(
+            scan(&[("a", 2, 0), ("a", 2, 1), ("a", 3, 0)], &tails).1,
+            ["a"]
+        );
     }
 }

@@ -1003,6 +1003,7 @@ async fn touched(
             };
             if last == 0 || seq > last {
                 new_row(&mut ids);
+                continue;
             }
             let stream_tail = || {
                 let st = prior.streams.get(&id());

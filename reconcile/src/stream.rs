@@ -298,7 +298,7 @@ const NIBBLE: [u8; 256] = {
     t
 };
 
-fn unhex(h: &str) -> Option<[u8; 32]> {
+pub(crate) fn unhex(h: &str) -> Option<[u8; 32]> {
     let b: &[u8; 64] = h.as_bytes().try_into().ok()?;
     let mut out = [0u8; 32];
     let mut bad = 0u8;
