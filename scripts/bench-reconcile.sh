@@ -4,6 +4,8 @@
 #
 #   reconcile full       reconcile LAKE --now-ms NOW                  (DataFusion, release build)
 #   reconcile incr.      reconcile with its checkpoint option, if `reconcile --help` shows one
+#   reconcile recompact  the same, resuming after the last day's files were rewritten under new keys
+#                        (what compacting a proved partition leaves)
 #   duckdb checks        bench/reconcile/checks.sql: the same eight checks in DuckDB SQL
 #   duckdb scan          bench/reconcile/scan.sql: one plain scan of the same columns (floor)
 #   datafusion scan      reconcile-testdata scan LAKE: the same scan through DataFusion (floor)
@@ -22,7 +24,7 @@
 #   CARGO_TARGET_DIR release target dir (default /var/tmp/ledger-target-release)
 #   SKIP_BUILD=1     use the binaries already in $CARGO_TARGET_DIR/release
 #   REPEAT           runs per measurement, the fastest is reported (default 1)
-#   ONLY             space-separated subset of: full incr duckdb dscan fscan
+#   ONLY             space-separated subset of: full incr recompact duckdb dscan fscan
 #   INCREMENTAL_ARGS arguments of the incremental run (default: --checkpoint FILE)
 #   RESULTS          also append the table (markdown) to this file
 #   DUCKDB_MEMORY_LIMIT  DuckDB's memory_limit for checks.sql (default: DuckDB's own, 80 % of RAM)
@@ -42,7 +44,7 @@ LAKE_DIR="${LAKE_DIR:-/var/tmp/bench-lake-$EVENTS}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/ledger-target-release}"
 BIN="$CARGO_TARGET_DIR/release"
 REPEAT="${REPEAT:-1}"
-ONLY="${ONLY:-full incr duckdb dscan fscan}"
+ONLY="${ONLY:-full incr recompact duckdb dscan fscan}"
 PY="${PYTHON:-python3}"
 # Far after every generated deadline (2100-01-01): the proof is reproducible, nothing dangles.
 NOW_MS=4102444800000
@@ -216,6 +218,29 @@ if has incr; then
     log "incremental: skipped: no checkpoint support (reconcile --help shows no --checkpoint)"
   fi
 fi
+if has recompact; then
+  # The night after compaction rewrote a partition the last run proved: a checkpoint of the
+  # whole lake (a hard-linked copy; not timed), then the last day's files of both tables get new
+  # keys, as a compaction's rewrite of that day leaves them (the same rows in new files), and the
+  # timed run resumes: every row of that day is a copy of a proved row (reconcile/src/copies.rs).
+  mkdir -p "$W/rck"
+  rck="$W/rck/checkpoint"
+  rc_lake="$W/rc-lake"
+  cp -al "$LAKE_DIR" "$rc_lake"
+  nice -n 10 "$BIN/reconcile" "$rc_lake" --now-ms "$NOW_MS" --quiet --checkpoint "$rck" >/dev/null || true
+  last_day=$(find "$rc_lake/events" -mindepth 2 -maxdepth 2 -type d -name 'date=*' -printf '%f\n' | sort | tail -1)
+  moved=0
+  for f in "$rc_lake"/events/*/"$last_day"/*.parquet; do
+    mv "$f" "$(dirname "$f")/c-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n').parquet"
+    moved=$((moved + 1))
+  done
+  cp -a "$W/rck" "$W/rck.before"
+  PRE="rm -rf '$W/rck' && cp -a '$W/rck.before' '$W/rck'" measure recompact 0 "$BIN/reconcile" "$rc_lake" --now-ms "$NOW_MS" --checkpoint "$rck"
+  copies=$(grep -o '[0-9]* new rows are copies' "$W/recompact.err" | awk '{s += $1} END {print s + 0}')
+  full_instead=$(grep -q 'a full proof is cheaper\|proving the lake from its first event' "$W/recompact.err" && echo "; proved in full instead" || true)
+  NOTE[recompact]="${NOTE[recompact]:-resumed from a checkpoint of the whole lake after the $moved files of $last_day were rewritten under new keys: $copies rows recognised as copies of proved rows$full_instead}"
+  sed 's/^/  recompact: /' "$W/recompact.err" >&2
+fi
 if has duckdb; then
   # With reconcile's report of the same run, the same command also compares verdicts and
   # findings (reading a small JSON file: negligible next to the SQL).
@@ -256,9 +281,10 @@ done
   echo
   echo "| run | seconds | peak RSS MB | × floor (fastest scan) | notes |"
   echo "|---|---:|---:|---:|---|"
-  for key in full incr duckdb dscan fscan; do
+  for key in full incr recompact duckdb dscan fscan; do
     case $key in
       full) name="reconcile full proof";; incr) name="reconcile incremental";;
+      recompact) name="reconcile after a re-compacted day";;
       duckdb) name="DuckDB checks.sql";; dscan) name="DuckDB scan (floor)";; fscan) name="DataFusion scan (floor)";;
     esac
     has "$key" || continue
