@@ -174,7 +174,7 @@ impl Proof {
             // proof alone decides.
             let tail = self.facts.transfers.state(&id.2).map(|t| t.tail.clone());
             (tail, false)
-        } else {
+        } else if table == Table::Account && s.stream == Stream::Account {
             let cleared = cleared.map(|c| c.contains(&id.2));
             if cleared == Some(false) {
                 return Err(false); // reopened before the proof, history pulled back
@@ -183,6 +183,9 @@ impl Proof {
                 self.streams.get(&id).map(|st| st.tail.clone()),
                 cleared == Some(true),
             )
+        } else {
+            // No legs, nothing pulled back for it: the proof alone decides.
+            (self.streams.get(&id).map(|st| st.tail.clone()), false)
         };
         let tail = tail.ok_or(false)?;
         match crate::copies::proved_copies(s, &tail, &mut self.hashes) {
