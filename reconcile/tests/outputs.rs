@@ -384,6 +384,17 @@ print(json.dumps(out))
     assert_eq!(one("reconcile_files"), n(&report["files"]));
     assert_eq!(one("reconcile_accounts"), n(&report["accounts"]));
     assert_eq!(one("reconcile_transfers"), n(&report["transfers"]));
+    // A full run: not resumed, nothing skipped, reopened, copied or pulled.
+    for name in [
+        "reconcile_resumed",
+        "reconcile_reproved_in_full",
+        "reconcile_files_skipped",
+        "reconcile_streams_reopened",
+        "reconcile_rows_already_proved",
+        "reconcile_transfers_pulled",
+    ] {
+        assert_eq!(one(name), 0.0, "{name}");
+    }
     assert_eq!(one("reconcile_dangling_transfers"), 1.0);
     assert_eq!(
         one("reconcile_dangling_transfers"),

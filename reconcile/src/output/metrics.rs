@@ -135,6 +135,41 @@ pub fn render(report: &Report, wall_clock_ms: i64) -> String {
         "Transfers not terminal past their deadline on the last run (the sweeper's list).",
         report.dangling.len(),
     );
+    // A resumed run says what it read and re-proved; a full run is a run
+    // from nothing (resumed 0, the rest 0). Watch `reconcile_reproved_in_full`:
+    // a nightly run that keeps proving the lake in full costs a full proof
+    // every night.
+    let inc = report.incremental.unwrap_or_default();
+    t.single(
+        "reconcile_resumed",
+        "1 when the last run resumed from a checkpoint (--checkpoint), 0 for a full proof from the first event.",
+        u8::from(report.incremental.is_some()),
+    );
+    t.single(
+        "reconcile_reproved_in_full",
+        "1 when the last run resumed from a checkpoint but proved the lake from its first event instead (most accounts reopened, or copies of proved rows that were not).",
+        u8::from(inc.reproved_in_full),
+    );
+    t.single(
+        "reconcile_files_skipped",
+        "Lake files the checkpoint had already proved, not read on the last run.",
+        inc.files_skipped,
+    );
+    t.single(
+        "reconcile_streams_reopened",
+        "Streams re-proved from their first event on the last run (a new row at or before their checkpointed tail that is not a copy of a proved row).",
+        inc.streams_reopened,
+    );
+    t.single(
+        "reconcile_rows_already_proved",
+        "New rows on the last run that are copies of rows the checkpoint proved (a compacted or redelivered file), recognised by their hash chain.",
+        inc.rows_already_proved,
+    );
+    t.single(
+        "reconcile_transfers_pulled",
+        "Settled transfers read back from the checkpoint's archive on the last run.",
+        inc.transfers_pulled,
+    );
     t.single(
         "reconcile_duration_seconds",
         "Wall time of the last run's scan and checks.",
@@ -163,6 +198,64 @@ fn format_seconds(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resumed_run_says_what_it_read_and_a_full_run_is_zeros() {
+        use crate::report::{Incremental, REPORT_VERSION};
+        let mut report = Report {
+            version: REPORT_VERSION,
+            lake: "lake".into(),
+            now_ms: 0,
+            holds: true,
+            files: 2,
+            stats: Default::default(),
+            accounts: 0,
+            transfers: 0,
+            elapsed_ms: 0,
+            dangling: Vec::new(),
+            incremental: None,
+            checks: Vec::new(),
+        };
+        let value = |text: &str, name: &str| -> String {
+            let lines: Vec<&str> = text
+                .lines()
+                .filter(|l| l.split(' ').next() == Some(name))
+                .collect();
+            assert_eq!(lines.len(), 1, "{name}: {text}");
+            lines[0].split(' ').nth(1).unwrap().to_owned()
+        };
+        let full = render(&report, 0);
+        for name in [
+            "reconcile_resumed",
+            "reconcile_reproved_in_full",
+            "reconcile_files_skipped",
+            "reconcile_streams_reopened",
+            "reconcile_rows_already_proved",
+            "reconcile_transfers_pulled",
+        ] {
+            assert_eq!(value(&full, name), "0", "{name}");
+        }
+        report.incremental = Some(Incremental {
+            files_skipped: 58,
+            files_read: 2,
+            streams_reopened: 3,
+            rows_already_proved: 334_497,
+            transfers_pulled: 59_919,
+            reproved_in_full: false,
+        });
+        let resumed = render(&report, 0);
+        assert_eq!(value(&resumed, "reconcile_resumed"), "1");
+        assert_eq!(value(&resumed, "reconcile_reproved_in_full"), "0");
+        assert_eq!(value(&resumed, "reconcile_files_skipped"), "58");
+        assert_eq!(value(&resumed, "reconcile_streams_reopened"), "3");
+        assert_eq!(value(&resumed, "reconcile_rows_already_proved"), "334497");
+        assert_eq!(value(&resumed, "reconcile_transfers_pulled"), "59919");
+        report.incremental.as_mut().unwrap().reproved_in_full = true;
+        assert_eq!(
+            value(&render(&report, 0), "reconcile_reproved_in_full"),
+            "1"
+        );
+    }
 
     #[test]
     fn label_values_are_escaped() {
