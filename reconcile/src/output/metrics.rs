@@ -112,7 +112,7 @@ pub fn render(report: &Report, wall_clock_ms: i64) -> String {
     );
     t.single(
         "reconcile_files",
-        "Lake files read on the last run.",
+        "Lake files the last run proved: read, or (resumed) already proved by its checkpoint.",
         report.files,
     );
     t.single(
