@@ -43,6 +43,11 @@ pub struct Incremental {
     pub files_skipped: usize,
     /// Lake files read: new since the checkpoint.
     pub files_read: usize,
+    /// Lake files the checkpoint proved that are no longer in the lake
+    /// (compaction deletes the files it merged; one gone from a partition
+    /// with no new file gets a warning: only a full proof judges the lake
+    /// without it).
+    pub files_gone: usize,
     /// Streams re-proved from their first event because a new row was at
     /// or before their checkpointed tail and not a copy of a proved row.
     pub streams_reopened: usize,

@@ -640,6 +640,7 @@ async fn prove_table(
     let new = new_files(&files, prior_files);
     inc.files_skipped += files.len() - new.len();
     inc.files_read += new.len();
+    inc.files_gone += files_gone(table, &files, &new, prior_files);
     if opts.progress {
         let rows: i64 = new.iter().map(|f| f.rows).sum();
         eprintln!(
@@ -776,6 +777,45 @@ async fn prove_table(
         files,
         copies_failed,
     })
+}
+
+/// How many files of `table` the checkpoint proved are no longer in the
+/// lake (`files`). Compaction deletes the files it merged once their rows
+/// are in new files of the same partition (docs/LAKE.md), where the proof
+/// finds them again as copies ([`crate::copies`]); a proved file gone from a
+/// partition with no `new` file took its rows with it, and a resumed run
+/// cannot see that (it does not read proved files): that gets a warning on
+/// stderr, even with `--quiet`, naming the first, since only a full proof
+/// judges the lake without them.
+fn files_gone(
+    table: Table,
+    files: &[LakeFileInfo],
+    new: &[LakeFileInfo],
+    prior_files: &std::collections::BTreeMap<String, String>,
+) -> usize {
+    let prefix = format!("{}/{}/", ledger_ingest::LAKE_EVENTS_PREFIX, table.as_str());
+    let listed: HashSet<&str> = files.iter().map(|f| f.key.as_str()).collect();
+    let renewed: HashSet<&str> = new.iter().map(partition_of).collect();
+    let gone: Vec<&str> = prior_files
+        .keys()
+        .filter(|k| k.starts_with(&prefix) && !listed.contains(k.as_str()))
+        .map(String::as_str)
+        .collect();
+    let unreplaced: Vec<&str> = gone
+        .iter()
+        .copied()
+        .filter(|k| !renewed.contains(k.rsplit_once('/').map_or("", |(d, _)| d)))
+        .collect();
+    if let Some(first) = unreplaced.first() {
+        eprintln!(
+            "reconcile: warning: {}: {} file(s) the checkpoint proved are gone from the lake, from partitions that have no new file, first {first}: \
+             their rows are not in the lake unless they are elsewhere, and a resumed run does not re-read what it proved\n\
+             Help: compaction replaces the files it deletes with new files in the same partition; a proved file deleted otherwise is lost evidence: run with --full to judge the lake as it is",
+            table.as_str(),
+            unreplaced.len()
+        );
+    }
+    gone.len()
 }
 
 /// A group of consecutive dates ([`date_groups`]) takes no further date
@@ -1418,6 +1458,7 @@ async fn prove_resumed(
         add_stats(&mut stats, s);
         inc.files_read += i.files_read;
         inc.files_skipped += i.files_skipped;
+        inc.files_gone += i.files_gone;
         inc.streams_reopened += i.streams_reopened;
         inc.rows_already_proved += i.rows_already_proved;
     }

@@ -260,6 +260,7 @@ fn compacting_proved_partitions_reopens_nothing_the_copies_are_recognised_by_the
         deliver(&root, &part.iter().collect::<Vec<_>>(), &format!("a{n}"));
     }
     assert_same(0, &night(&root, &ckpt), &full(&root));
+    let proved = common::files_under(&root, "events").len();
     // More of the same days lands, then the nightly compaction rewrites
     // every partition: the rows night 1 proved are now in new files only.
     deliver(
@@ -279,6 +280,10 @@ fn compacting_proved_partitions_reopens_nothing_the_copies_are_recognised_by_the
     assert_eq!(
         i.files_skipped, 0,
         "every file is new after compaction: {i:?}"
+    );
+    assert_eq!(
+        i.files_gone, proved,
+        "compaction deleted every proved file: {i:?}"
     );
     // Exactly the rows night 1 proved, none of the new ones.
     assert_eq!(i.rows_already_proved, third as u64, "{i:?}");
@@ -365,6 +370,54 @@ fn a_copy_of_proved_rows_altered_under_its_hashes_is_caught_by_a_full_proof() {
     let next = night(&root, &ckpt);
     assert_same(2, &next, &full(&root));
     assert!(!next.incremental.unwrap().reproved_in_full);
+}
+
+#[test]
+fn a_proved_file_deleted_from_the_lake_is_counted_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let json = dir.path().join("report.json");
+    let events = history(29, 6, 240);
+    deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+            .arg(root.to_str().unwrap())
+            .args(["--quiet", "--now-ms", &NOW_MS.to_string()])
+            .args(["--checkpoint", ckpt.to_str().unwrap()])
+            .args(["--json", json.to_str().unwrap()])
+            .args(args)
+            .env_remove("LEDGER_LAKE")
+            .output()
+            .unwrap();
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), report, stderr)
+    };
+    assert_eq!(run(&[]).0, Some(0), "the whole history holds");
+    // One proved account file deleted, nothing in its place.
+    let gone = common::files_under(&root, "events/account").remove(0);
+    std::fs::remove_file(root.join(&gone)).unwrap();
+    let (code, report, stderr) = run(&[]);
+    assert_eq!(report["incremental"]["files_gone"], 1, "{report}");
+    assert!(
+        stderr.contains("gone from the lake") && stderr.contains(&gone),
+        "{stderr}"
+    );
+    // The resumed run does not re-read what it proved; the full proof judges
+    // the lake as it is, without those rows.
+    assert_eq!(code, Some(0));
+    assert!(!full(&root).holds);
+    let (code, report, _) = run(&["--full"]);
+    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(report.get("incremental"), None);
+    // Compaction's deletions get no warning: new files replace them.
+    let proved = common::files_under(&root, "events").len();
+    compact_all(&root);
+    let (code, report, stderr) = run(&[]);
+    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(report["incremental"]["files_gone"], proved, "{report}");
+    assert!(!stderr.contains("gone from the lake"), "{stderr}");
 }
 
 fn segment_files(dir: &Path) -> Vec<String> {

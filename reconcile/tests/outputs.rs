@@ -389,6 +389,7 @@ print(json.dumps(out))
         "reconcile_resumed",
         "reconcile_reproved_in_full",
         "reconcile_files_skipped",
+        "reconcile_files_gone",
         "reconcile_streams_reopened",
         "reconcile_rows_already_proved",
         "reconcile_transfers_pulled",

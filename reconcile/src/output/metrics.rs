@@ -156,6 +156,11 @@ pub fn render(report: &Report, wall_clock_ms: i64) -> String {
         inc.files_skipped,
     );
     t.single(
+        "reconcile_files_gone",
+        "Lake files the checkpoint proved that are gone from the lake on the last run (compaction deletes those it merged).",
+        inc.files_gone,
+    );
+    t.single(
         "reconcile_streams_reopened",
         "Streams re-proved from their first event on the last run (a new row at or before their checkpointed tail that is not a copy of a proved row).",
         inc.streams_reopened,
@@ -229,6 +234,7 @@ mod tests {
             "reconcile_resumed",
             "reconcile_reproved_in_full",
             "reconcile_files_skipped",
+            "reconcile_files_gone",
             "reconcile_streams_reopened",
             "reconcile_rows_already_proved",
             "reconcile_transfers_pulled",
@@ -238,6 +244,7 @@ mod tests {
         report.incremental = Some(Incremental {
             files_skipped: 58,
             files_read: 2,
+            files_gone: 4,
             streams_reopened: 3,
             rows_already_proved: 334_497,
             transfers_pulled: 59_919,
@@ -247,6 +254,7 @@ mod tests {
         assert_eq!(value(&resumed, "reconcile_resumed"), "1");
         assert_eq!(value(&resumed, "reconcile_reproved_in_full"), "0");
         assert_eq!(value(&resumed, "reconcile_files_skipped"), "58");
+        assert_eq!(value(&resumed, "reconcile_files_gone"), "4");
         assert_eq!(value(&resumed, "reconcile_streams_reopened"), "3");
         assert_eq!(value(&resumed, "reconcile_rows_already_proved"), "334497");
         assert_eq!(value(&resumed, "reconcile_transfers_pulled"), "59919");
