@@ -79,8 +79,9 @@ struct Cli {
     #[arg(long, value_name = "MS")]
     now_ms: Option<i64>,
     /// Resume from the checkpoint FILE when it exists (read only the lake
-    /// files it has not proved; same verdicts as a full run), then write the
-    /// new checkpoint there. Settled transfers are kept in archive segments
+    /// files it has not proved; same verdicts as a full run while proved
+    /// files stay in the lake or compaction replaces them: rows it copied are
+    /// recognised by their hash chain), then write the new checkpoint there. Settled transfers are kept in archive segments
     /// beside it (FILE.*.seg; keep them with FILE), and FILE.lock keeps a
     /// second run off it. Format and guarantees: docs/RECONCILE.md.
     #[arg(long, value_name = "FILE")]
