@@ -45,6 +45,24 @@ fn bug(msg: impl Into<String>) -> worker::Error {
     worker::Error::RustError(msg.into())
 }
 
+/// Whether this object has its tables. They are created by its first write
+/// (`/create`), not by its constructor, so that reading a transfer id nobody
+/// created (a client's `GET`, the sweeper's re-drive of an id it does not
+/// know) stores nothing: an object that never wrote is not kept.
+fn has_tables(sql: &SqlStorage) -> Result<bool> {
+    #[derive(serde::Deserialize)]
+    struct Count {
+        n: i64,
+    }
+    let c: Count = sql
+        .exec(
+            "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'transfer'",
+            None,
+        )?
+        .one()?;
+    Ok(c.n > 0)
+}
+
 fn load(sql: &SqlStorage) -> Result<Option<Transfer>> {
     #[derive(serde::Deserialize)]
     struct Row {
@@ -128,6 +146,9 @@ impl TransferDO {
     /// sweeper's re-drive) attempts the next step now even while it waits on a retry.
     async fn drive(&self, budget_ms: i64, force: bool) -> Result<Option<Transfer>> {
         let storage = self.state.storage();
+        if !has_tables(&storage.sql())? {
+            return Ok(None); // no such transfer
+        }
         let until = now_ms() + budget_ms.max(0);
         for _ in 0..DRIVE_STEPS_MAX {
             let Some(t) = load(&storage.sql())? else {
@@ -199,9 +220,7 @@ impl TransferDO {
 
 impl DurableObject for TransferDO {
     fn new(state: State, env: Env) -> Self {
-        if let Err(e) = outbox::ensure_schema(&state.storage().sql(), EXTRA_SCHEMA) {
-            worker::console_error!("TransferDO schema: {e}");
-        }
+        // No schema here: see `has_tables`.
         Self {
             state,
             env,
@@ -223,6 +242,7 @@ impl DurableObject for TransferDO {
                     Ok(s) => s,
                     Err(e) => return Response::error(format!("bad spec: {e}"), 400),
                 };
+                outbox::ensure_schema(&storage.sql(), EXTRA_SCHEMA)?;
                 let now = now_ms();
                 let deadline = now + env_i64(&self.env, "TRANSFER_DEADLINE_MS", 300_000).max(1_000);
                 let admitted = sqltx::transaction(&storage, move |sql| {
@@ -252,17 +272,21 @@ impl DurableObject for TransferDO {
             }
             (Method::Post, "/drive") => {
                 let t = self.drive(5_000, true).await?;
-                self.arm(t.as_ref(), false).await?;
+                if t.is_some() {
+                    self.arm(t.as_ref(), false).await?;
+                }
                 crate::json_text(200, json!({ "transfer": t }).to_string())
             }
             (Method::Get, "/state") => {
                 let sql = storage.sql();
+                let stored = has_tables(&sql)?;
                 crate::json_text(
                     200,
                     json!({
-                        "transfer": load(&sql)?,
-                        "outbox": outbox::stats(&sql)?,
+                        "transfer": if stored { load(&sql)? } else { None },
+                        "outbox": if stored { outbox::stats(&sql)? } else { Default::default() },
                         "alarm": storage.get_alarm().await?,
+                        "stored": stored,
                     })
                     .to_string(),
                 )
@@ -273,6 +297,9 @@ impl DurableObject for TransferDO {
 
     async fn alarm(&self) -> Result<Response> {
         let storage = self.state.storage();
+        if !has_tables(&storage.sql())? {
+            return Response::ok("no transfer"); // alarms are set only after `/create`
+        }
         let t = self.drive(5_000, false).await?;
         let queue = self.env.queue("LEDGER_EVENTS")?;
         let d = self

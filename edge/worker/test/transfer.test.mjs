@@ -165,6 +165,14 @@ describe("transfers mid-saga", () => {
     const rd = await led.admin("POST", "/v1/admin/transfers/redrive", { transfer_ids: ["t.acme.i0-1", "t.acme.none"] });
     assert.equal(rd.status, 200, rd.text);
     assert.deepEqual(rd.json.redriven.map((x) => x.phase), ["captured", null]);
+    // Reading an id nobody created stores nothing: the object has no tables (and is not kept),
+    // while a created transfer's object has.
+    assert.equal((await acme.get("/v1/transfers/none")).status, 404);
+    const unknown = await led.admin("GET", "/v1/admin/transfers/t.acme.none/state");
+    assert.equal(unknown.status, 200, unknown.text);
+    assert.deepEqual([unknown.json.stored, unknown.json.transfer, unknown.json.alarm], [false, null, null]);
+    const known = await led.admin("GET", "/v1/admin/transfers/t.acme.i0-1/state");
+    assert.deepEqual([known.json.stored, known.json.transfer.phase], [true, "captured"], known.text);
     assert.equal((await acme.post("/v1/admin/transfers/redrive", { transfer_ids: [] })).status, 403);
     const many = Array.from({ length: 101 }, (_, i) => `t.acme.k${i}`);
     const tooMany = await led.admin("POST", "/v1/admin/transfers/redrive", { transfer_ids: many });
