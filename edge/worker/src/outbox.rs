@@ -46,6 +46,22 @@ pub fn now_ms() -> i64 {
     Date::now().as_millis() as i64
 }
 
+/// Whether the object has the table `name`. A Durable Object creates its
+/// tables with its first write, not in its constructor (which runs for any
+/// request, a read of an id nobody created included): an object that never
+/// wrote is not kept, so reading unknown ids stores nothing.
+pub fn has_table(sql: &SqlStorage, name: &str) -> worker::Result<bool> {
+    let n = sql
+        .exec(
+            "SELECT COUNT(*) AS v FROM sqlite_master WHERE type = 'table' AND name = ?",
+            vec![V::from(name)],
+        )?
+        .one::<OneI64>()?
+        .v
+        .unwrap_or(0);
+    Ok(n > 0)
+}
+
 pub fn ensure_schema(sql: &SqlStorage, extra: &[&str]) -> worker::Result<()> {
     for stmt in SCHEMA.iter().chain(extra.iter()) {
         sql.exec(stmt, None)?;

@@ -45,22 +45,12 @@ fn bug(msg: impl Into<String>) -> worker::Error {
     worker::Error::RustError(msg.into())
 }
 
-/// Whether this object has its tables. They are created by its first write
-/// (`/create`), not by its constructor, so that reading a transfer id nobody
-/// created (a client's `GET`, the sweeper's re-drive of an id it does not
-/// know) stores nothing: an object that never wrote is not kept.
+/// Whether this object has its tables: created by its first write
+/// (`/create`; see `outbox::has_table`), so that reading a transfer id
+/// nobody created (a client's `GET`, the sweeper's re-drive of an id it does
+/// not know) stores nothing.
 fn has_tables(sql: &SqlStorage) -> Result<bool> {
-    #[derive(serde::Deserialize)]
-    struct Count {
-        n: i64,
-    }
-    let c: Count = sql
-        .exec(
-            "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'transfer'",
-            None,
-        )?
-        .one()?;
-    Ok(c.n > 0)
+    outbox::has_table(sql, "transfer")
 }
 
 fn load(sql: &SqlStorage) -> Result<Option<Transfer>> {

@@ -153,6 +153,11 @@ describe("account API", () => {
     assertProblem(await acme.get("/v1/admin/accounts/acme.private/state"), 403, "forbidden");
     assertProblem(await led.get("/v1/admin/accounts/acme.private/state"), 401, "unauthorized");
     assert.equal((await led.admin("GET", "/v1/admin/accounts/acme.private/state")).status, 200);
+    // Reading a name nothing was ever written under stores nothing: its object has no tables.
+    assertProblem(await acme.get("/v1/accounts/ghost"), 404, "unknown_account");
+    const ghost = await led.admin("GET", "/v1/admin/accounts/acme.ghost/state");
+    assert.deepEqual([ghost.status, ghost.json.stored, ghost.json.header], [200, false, null], ghost.text);
+    assert.equal((await led.admin("GET", "/v1/admin/accounts/acme.private/state")).json.stored, true);
     const noAdmin = await startLedger({ persistDir: tempPersistDir(), bindings: { ADMIN_KEY: undefined } });
     try {
       assertProblem(await noAdmin.admin("GET", "/v1/admin/accounts/x/state"), 503, "unavailable");
