@@ -338,16 +338,18 @@ pub struct AccountDO {
     /// all their writes, inside the transaction.
     fail_after_write: std::cell::Cell<i64>,
     drains: outbox::DrainGate,
+    /// Created by the first write (see `outbox::Tables`).
+    tables: outbox::Tables,
 }
 
 impl DurableObject for AccountDO {
     fn new(state: State, env: Env) -> Self {
-        // No schema here: it comes with the first write (see `outbox::has_table`).
         Self {
             state,
             env,
             fail_after_write: std::cell::Cell::new(0),
             drains: outbox::DrainGate::default(),
+            tables: outbox::Tables::new("account", EXTRA_SCHEMA),
         }
     }
 
@@ -358,7 +360,7 @@ impl DurableObject for AccountDO {
                 let Some(name) = req.headers().get("x-ledger-name")? else {
                     return Response::error("x-ledger-name header required", 400);
                 };
-                outbox::ensure_schema(&storage.sql(), EXTRA_SCHEMA)?;
+                self.tables.ensure(&storage.sql())?;
                 let cmd: Command = match serde_json::from_str(&req.text().await?) {
                     Ok(c) => c,
                     Err(e) => return Response::error(format!("bad command: {e}"), 400),
@@ -403,7 +405,7 @@ impl DurableObject for AccountDO {
                 resp.headers_mut().set("x-ledger-decision", label)?;
                 Ok(resp)
             }
-            (Method::Get, "/state") if !outbox::has_table(&storage.sql(), "account")? => {
+            (Method::Get, "/state") if !self.tables.exist(&storage.sql())? => {
                 // Nothing was ever written here: nothing to show, nothing stored.
                 let body = json!({
                     "header": null,
@@ -414,7 +416,7 @@ impl DurableObject for AccountDO {
                 });
                 crate::json_text(200, body.to_string())
             }
-            (Method::Get, "/entries") if !outbox::has_table(&storage.sql(), "account")? => {
+            (Method::Get, "/entries") if !self.tables.exist(&storage.sql())? => {
                 crate::json_text(200, json!({ "header": null, "entries": [] }).to_string())
             }
             (Method::Get, "/state") => {
@@ -455,7 +457,7 @@ impl DurableObject for AccountDO {
                     fail_after_write: Option<i64>,
                 }
                 let f: Faults = crate::json_or_400!(req);
-                outbox::ensure_schema(&storage.sql(), EXTRA_SCHEMA)?;
+                self.tables.ensure(&storage.sql())?;
                 if let Some(n) = f.fail_after_write {
                     self.fail_after_write.set(n);
                 }
@@ -476,7 +478,7 @@ impl DurableObject for AccountDO {
 
     async fn alarm(&self) -> Result<Response> {
         let storage = self.state.storage();
-        if !outbox::has_table(&storage.sql(), "account")? {
+        if !self.tables.exist(&storage.sql())? {
             return Response::ok("nothing stored"); // alarms are set only after a write
         }
         sqltx::transaction(&storage, |sql| {

@@ -46,23 +46,56 @@ pub fn now_ms() -> i64 {
     Date::now().as_millis() as i64
 }
 
-/// Whether the object has the table `name`. A Durable Object creates its
-/// tables with its first write, not in its constructor (which runs for any
-/// request, a read of an id nobody created included): an object that never
-/// wrote is not kept, so reading unknown ids stores nothing.
-pub fn has_table(sql: &SqlStorage, name: &str) -> worker::Result<bool> {
-    let n = sql
-        .exec(
-            "SELECT COUNT(*) AS v FROM sqlite_master WHERE type = 'table' AND name = ?",
-            vec![V::from(name)],
-        )?
-        .one::<OneI64>()?
-        .v
-        .unwrap_or(0);
-    Ok(n > 0)
+/// A Durable Object's tables, created with its first write rather than in its
+/// constructor (which runs for any request, a read of an id nobody created
+/// included): an object that never wrote is not kept, so reading unknown ids
+/// stores nothing. The `CREATE … IF NOT EXISTS` statements (which also add
+/// tables a newer version brings) run once per instance, before its first
+/// write, not before every write.
+pub struct Tables {
+    /// One of the object's own tables: it exists once the schema does.
+    probe: &'static str,
+    extra: &'static [&'static str],
+    /// The statements ran in this instance.
+    ensured: Cell<bool>,
 }
 
-pub fn ensure_schema(sql: &SqlStorage, extra: &[&str]) -> worker::Result<()> {
+impl Tables {
+    pub fn new(probe: &'static str, extra: &'static [&'static str]) -> Tables {
+        Tables {
+            probe,
+            extra,
+            ensured: Cell::new(false),
+        }
+    }
+
+    /// Whether the object has its tables.
+    pub fn exist(&self, sql: &SqlStorage) -> worker::Result<bool> {
+        if self.ensured.get() {
+            return Ok(true);
+        }
+        let n = sql
+            .exec(
+                "SELECT COUNT(*) AS v FROM sqlite_master WHERE type = 'table' AND name = ?",
+                vec![V::from(self.probe)],
+            )?
+            .one::<OneI64>()?
+            .v
+            .unwrap_or(0);
+        Ok(n > 0)
+    }
+
+    /// Creates them unless this instance did already: before a write.
+    pub fn ensure(&self, sql: &SqlStorage) -> worker::Result<()> {
+        if !self.ensured.get() {
+            ensure_schema(sql, self.extra)?;
+            self.ensured.set(true);
+        }
+        Ok(())
+    }
+}
+
+fn ensure_schema(sql: &SqlStorage, extra: &[&str]) -> worker::Result<()> {
     for stmt in SCHEMA.iter().chain(extra.iter()) {
         sql.exec(stmt, None)?;
     }

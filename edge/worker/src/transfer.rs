@@ -45,14 +45,6 @@ fn bug(msg: impl Into<String>) -> worker::Error {
     worker::Error::RustError(msg.into())
 }
 
-/// Whether this object has its tables: created by its first write
-/// (`/create`; see `outbox::has_table`), so that reading a transfer id
-/// nobody created (a client's `GET`, the sweeper's re-drive of an id it does
-/// not know) stores nothing.
-fn has_tables(sql: &SqlStorage) -> Result<bool> {
-    outbox::has_table(sql, "transfer")
-}
-
 fn load(sql: &SqlStorage) -> Result<Option<Transfer>> {
     #[derive(serde::Deserialize)]
     struct Row {
@@ -95,6 +87,10 @@ pub struct TransferDO {
     state: State,
     env: Env,
     drains: outbox::DrainGate,
+    /// Created by `/create` (see `outbox::Tables`), so that reading a
+    /// transfer id nobody created (a client's `GET`, the sweeper's re-drive
+    /// of an id it does not know) stores nothing.
+    tables: outbox::Tables,
 }
 
 impl TransferDO {
@@ -136,7 +132,7 @@ impl TransferDO {
     /// sweeper's re-drive) attempts the next step now even while it waits on a retry.
     async fn drive(&self, budget_ms: i64, force: bool) -> Result<Option<Transfer>> {
         let storage = self.state.storage();
-        if !has_tables(&storage.sql())? {
+        if !self.tables.exist(&storage.sql())? {
             return Ok(None); // no such transfer
         }
         let until = now_ms() + budget_ms.max(0);
@@ -210,11 +206,11 @@ impl TransferDO {
 
 impl DurableObject for TransferDO {
     fn new(state: State, env: Env) -> Self {
-        // No schema here: see `has_tables`.
         Self {
             state,
             env,
             drains: outbox::DrainGate::default(),
+            tables: outbox::Tables::new("transfer", EXTRA_SCHEMA),
         }
     }
 
@@ -232,7 +228,7 @@ impl DurableObject for TransferDO {
                     Ok(s) => s,
                     Err(e) => return Response::error(format!("bad spec: {e}"), 400),
                 };
-                outbox::ensure_schema(&storage.sql(), EXTRA_SCHEMA)?;
+                self.tables.ensure(&storage.sql())?;
                 let now = now_ms();
                 let deadline = now + env_i64(&self.env, "TRANSFER_DEADLINE_MS", 300_000).max(1_000);
                 let admitted = sqltx::transaction(&storage, move |sql| {
@@ -269,7 +265,7 @@ impl DurableObject for TransferDO {
             }
             (Method::Get, "/state") => {
                 let sql = storage.sql();
-                let stored = has_tables(&sql)?;
+                let stored = self.tables.exist(&sql)?;
                 crate::json_text(
                     200,
                     json!({
@@ -287,7 +283,7 @@ impl DurableObject for TransferDO {
 
     async fn alarm(&self) -> Result<Response> {
         let storage = self.state.storage();
-        if !has_tables(&storage.sql())? {
+        if !self.tables.exist(&storage.sql())? {
             return Response::ok("no transfer"); // alarms are set only after `/create`
         }
         let t = self.drive(5_000, false).await?;
