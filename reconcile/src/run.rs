@@ -138,11 +138,17 @@ impl Proof {
     /// The last seq proved of the stream `key` of `table`, if any of it has
     /// been proved (a part of only seq-0 rows leaves it at 0).
     fn proved_tail(&self, table: Table, stream: Stream, key: &str) -> Option<u64> {
+        self.tail(table, stream, key).map(|t| t.last_seq)
+    }
+
+    /// Where the proof of the stream `key` of `table` stopped, if any of it
+    /// has been proved.
+    fn tail(&self, table: Table, stream: Stream, key: &str) -> Option<&Tail> {
         if is_transfer(table, stream) {
-            self.facts.transfers.state(key).map(|t| t.tail.last_seq)
+            self.facts.transfers.state(key).map(|t| &t.tail)
         } else {
             let id = (table, stream, key.to_owned());
-            self.streams.get(&id).map(|st| st.tail.last_seq)
+            self.streams.get(&id).map(|st| &st.tail)
         }
     }
 
@@ -169,25 +175,18 @@ impl Proof {
         if flagged.contains(&id) {
             return Err(false);
         }
-        let (tail, was_cleared) = if is_transfer(table, s.stream) {
-            // Pulled back from the archive by id whatever its rows: the
-            // proof alone decides.
-            let tail = self.facts.transfers.state(&id.2).map(|t| t.tail.clone());
-            (tail, false)
-        } else if table == Table::Account && s.stream == Stream::Account {
-            let cleared = cleared.map(|c| c.contains(&id.2));
-            if cleared == Some(false) {
-                return Err(false); // reopened before the proof, history pulled back
+        // Only an account stream of the account table answers to the
+        // pre-proof scan; a transfer stream is pulled back by id whatever its
+        // rows, and any other has no legs: the proof alone decides for them.
+        let mut was_cleared = false;
+        if table == Table::Account && s.stream == Stream::Account {
+            match cleared.map(|c| c.contains(&id.2)) {
+                Some(false) => return Err(false), // reopened before the proof, history pulled back
+                Some(true) => was_cleared = true,
+                None => {}
             }
-            (
-                self.streams.get(&id).map(|st| st.tail.clone()),
-                cleared == Some(true),
-            )
-        } else {
-            // No legs, nothing pulled back for it: the proof alone decides.
-            (self.streams.get(&id).map(|st| st.tail.clone()), false)
-        };
-        let tail = tail.ok_or(false)?;
+        }
+        let tail = self.tail(table, s.stream, &id.2).cloned().ok_or(false)?;
         match crate::copies::proved_copies(s, &tail, &mut self.hashes) {
             Some(n) => {
                 s.skip_first(n);
@@ -1017,8 +1016,8 @@ async fn touched(
             return;
         };
         let transfer = strings(b, "transfer_id");
-        // Rows come grouped by stream: look the tail up once per stream.
-        let mut tail: Option<(&str, u64)> = None;
+        // Rows come grouped by stream: look the stream up once per stream.
+        let mut at: Option<(&str, Option<&StreamState>)> = None;
         for i in 0..b.num_rows() {
             let new_row = |ids: &mut HashSet<String>| {
                 if let Some(t) = transfer.as_ref().filter(|t| t.is_valid(i)) {
@@ -1035,11 +1034,12 @@ async fn touched(
                 continue;
             }
             let key = keys.value(i);
-            let id = || (Table::Account, Stream::Account, key.to_owned());
-            if tail.is_none_or(|(k, _)| k != key) {
-                tail = Some((key, prior.streams.get(&id()).map_or(0, |s| s.tail.last_seq)));
+            if at.is_none_or(|(k, _)| k != key) {
+                let id = (Table::Account, Stream::Account, key.to_owned());
+                at = Some((key, prior.streams.get(&id)));
             }
-            let last = tail.map_or(0, |t| t.1);
+            let st = at.and_then(|(_, st)| st);
+            let last = st.map_or(0, |s| s.tail.last_seq);
             let Ok(seq) = u64::try_from(seqs.value(i)) else {
                 new_row(&mut ids);
                 continue;
@@ -1049,7 +1049,6 @@ async fn touched(
                 continue;
             }
             let stream_tail = || {
-                let st = prior.streams.get(&id());
                 (
                     st.map(|s| s.tail.clone()).unwrap_or_default(),
                     !flagged.contains(key),
