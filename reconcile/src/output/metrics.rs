@@ -52,6 +52,42 @@ impl Text {
     }
 }
 
+/// What a resumed run read and re-proved (the report's `incremental`), as
+/// gauges (name, help), in the order [`render`] gives their values; a full
+/// run is a run from nothing: all 0. Watch `reconcile_reproved_in_full`: a
+/// nightly run that keeps proving the lake in full costs a full proof every
+/// night.
+pub const INCREMENTAL: [(&str, &str); 7] = [
+    (
+        "reconcile_resumed",
+        "1 when the last run resumed from a checkpoint (--checkpoint), 0 for a full proof from the first event.",
+    ),
+    (
+        "reconcile_reproved_in_full",
+        "1 when the last run resumed from a checkpoint but proved the lake from its first event instead (most accounts reopened, or copies of proved rows that were not).",
+    ),
+    (
+        "reconcile_files_skipped",
+        "Lake files the checkpoint had already proved, not read on the last run.",
+    ),
+    (
+        "reconcile_files_gone",
+        "Lake files the checkpoint proved that are gone from the lake on the last run (compaction deletes those it merged).",
+    ),
+    (
+        "reconcile_streams_reopened",
+        "Streams re-proved from their first event on the last run (a new row at or before their checkpointed tail that is not a copy of a proved row).",
+    ),
+    (
+        "reconcile_rows_already_proved",
+        "New rows on the last run that are copies of rows the checkpoint proved (a compacted or redelivered file), recognised by their hash chain.",
+    ),
+    (
+        "reconcile_transfers_pulled",
+        "Settled transfers read back from the checkpoint's archive on the last run.",
+    ),
+];
+
 /// The metrics of one run. `wall_clock_ms` is when the run finished (the
 /// `reconcile_last_run_timestamp_seconds` a staleness alert watches); the
 /// report's `now_ms` (the instant deadlines were judged at) may be pinned
@@ -135,46 +171,19 @@ pub fn render(report: &Report, wall_clock_ms: i64) -> String {
         "Transfers not terminal past their deadline on the last run (the sweeper's list).",
         report.dangling.len(),
     );
-    // A resumed run says what it read and re-proved; a full run is a run
-    // from nothing (resumed 0, the rest 0). Watch `reconcile_reproved_in_full`:
-    // a nightly run that keeps proving the lake in full costs a full proof
-    // every night.
     let inc = report.incremental.unwrap_or_default();
-    t.single(
-        "reconcile_resumed",
-        "1 when the last run resumed from a checkpoint (--checkpoint), 0 for a full proof from the first event.",
-        u8::from(report.incremental.is_some()),
-    );
-    t.single(
-        "reconcile_reproved_in_full",
-        "1 when the last run resumed from a checkpoint but proved the lake from its first event instead (most accounts reopened, or copies of proved rows that were not).",
-        u8::from(inc.reproved_in_full),
-    );
-    t.single(
-        "reconcile_files_skipped",
-        "Lake files the checkpoint had already proved, not read on the last run.",
-        inc.files_skipped,
-    );
-    t.single(
-        "reconcile_files_gone",
-        "Lake files the checkpoint proved that are gone from the lake on the last run (compaction deletes those it merged).",
-        inc.files_gone,
-    );
-    t.single(
-        "reconcile_streams_reopened",
-        "Streams re-proved from their first event on the last run (a new row at or before their checkpointed tail that is not a copy of a proved row).",
-        inc.streams_reopened,
-    );
-    t.single(
-        "reconcile_rows_already_proved",
-        "New rows on the last run that are copies of rows the checkpoint proved (a compacted or redelivered file), recognised by their hash chain.",
+    let values = [
+        u64::from(report.incremental.is_some()),
+        u64::from(inc.reproved_in_full),
+        inc.files_skipped as u64,
+        inc.files_gone as u64,
+        inc.streams_reopened as u64,
         inc.rows_already_proved,
-    );
-    t.single(
-        "reconcile_transfers_pulled",
-        "Settled transfers read back from the checkpoint's archive on the last run.",
         inc.transfers_pulled,
-    );
+    ];
+    for ((name, help), value) in INCREMENTAL.iter().zip(values) {
+        t.single(name, help, value);
+    }
     t.single(
         "reconcile_duration_seconds",
         "Wall time of the last run's scan and checks.",
@@ -230,15 +239,7 @@ mod tests {
             lines[0].split(' ').nth(1).unwrap().to_owned()
         };
         let full = render(&report, 0);
-        for name in [
-            "reconcile_resumed",
-            "reconcile_reproved_in_full",
-            "reconcile_files_skipped",
-            "reconcile_files_gone",
-            "reconcile_streams_reopened",
-            "reconcile_rows_already_proved",
-            "reconcile_transfers_pulled",
-        ] {
+        for (name, _) in INCREMENTAL {
             assert_eq!(value(&full, name), "0", "{name}");
         }
         report.incremental = Some(Incremental {
