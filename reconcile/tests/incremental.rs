@@ -80,6 +80,22 @@ fn full(root: &Path) -> Report {
     })
 }
 
+/// The CLI on the lake `root`: `reconcile ROOT --quiet --now-ms NOW ARGS…`;
+/// its exit code (-1: none) and stderr.
+fn cli(root: &Path, args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+        .arg(root.to_str().unwrap())
+        .args(["--quiet", "--now-ms", &NOW_MS.to_string()])
+        .args(args)
+        .env_remove("LEDGER_LAKE")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// The verdicts: per check, holds and every finding in order; the dangling list.
 fn verdicts(r: &Report) -> String {
     let checks = serde_json::to_string_pretty(&r.checks).unwrap();
@@ -379,22 +395,15 @@ fn a_proved_file_deleted_from_the_lake_is_counted_and_named() {
     let json = dir.path().join("report.json");
     let events = history(29, 6, 240);
     deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
-    let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_reconcile"))
-            .arg(root.to_str().unwrap())
-            .args(["--quiet", "--now-ms", &NOW_MS.to_string()])
-            .args(["--checkpoint", ckpt.to_str().unwrap()])
-            .args(["--json", json.to_str().unwrap()])
-            .args(args)
-            .env_remove("LEDGER_LAKE")
-            .output()
-            .unwrap();
+    let (ck, js) = (ckpt.to_str().unwrap(), json.to_str().unwrap());
+    let run = |extra: &[&str]| {
+        let args = [&["--checkpoint", ck, "--json", js][..], extra].concat();
+        let (code, stderr) = cli(&root, &args);
         let report: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        (out.status.code(), report, stderr)
+        (code, report, stderr)
     };
-    assert_eq!(run(&[]).0, Some(0), "the whole history holds");
+    assert_eq!(run(&[]).0, 0, "the whole history holds");
     // One proved account file deleted, nothing in its place.
     let gone = common::files_under(&root, "events/account").remove(0);
     std::fs::remove_file(root.join(&gone)).unwrap();
@@ -406,16 +415,16 @@ fn a_proved_file_deleted_from_the_lake_is_counted_and_named() {
     );
     // The resumed run does not re-read what it proved; the full proof judges
     // the lake as it is, without those rows.
-    assert_eq!(code, Some(0));
+    assert_eq!(code, 0);
     assert!(!full(&root).holds);
     let (code, report, _) = run(&["--full"]);
-    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(code, 1, "{report}");
     assert_eq!(report.get("incremental"), None);
     // Compaction's deletions get no warning: new files replace them.
     let proved = common::files_under(&root, "events").len();
     compact_all(&root);
     let (code, report, stderr) = run(&[]);
-    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(code, 1, "{report}");
     assert_eq!(report["incremental"]["files_gone"], proved, "{report}");
     assert!(!stderr.contains("gone from the lake"), "{stderr}");
 }
@@ -525,19 +534,7 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
     let events = history(3, 4, 60);
     deliver(&root, &events.iter().collect::<Vec<_>>(), "x");
     let ckpt = dir.path().join("ck");
-    let bin = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_reconcile"))
-            .arg(root.to_str().unwrap())
-            .args(["--quiet", "--now-ms", &NOW_MS.to_string()])
-            .args(args)
-            .env_remove("LEDGER_LAKE")
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let bin = |args: &[&str]| cli(&root, args);
     let ck = ckpt.to_str().unwrap();
     assert_eq!(bin(&["--checkpoint", ck]).0, 0);
     assert!(ckpt.exists());
