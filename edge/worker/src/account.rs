@@ -6,6 +6,8 @@
 //! `transactionSync` → only then answer (I3) and make sure an alarm drains the outbox. Load,
 //! decide and write all run inside the synchronous transaction callback, so no other request
 //! can interleave between reading the view and committing. No business rule lives here.
+//! An object with no tables yet (nothing ever written) decides on the empty view first and
+//! creates them only for a commit: a refused command to a name nobody opened stores nothing.
 //!
 //! Internal protocol (only the gateway and TransferDOs call it):
 //! - `POST /cmd` body = `ledger_core::account::Command` JSON, header `x-ledger-name` = the
@@ -306,10 +308,9 @@ fn execute(
     };
     let decision = account::decide(name, view, cmd, now);
     let outcome = decision.outcome();
-    let (label, emitted) = match decision {
-        Decision::Replay(_) => ("replay", false),
-        Decision::Refuse(_) => ("refuse", false),
-        Decision::Noop(_) => ("noop", false),
+    let label = label(&decision);
+    let emitted = match decision {
+        Decision::Replay(_) | Decision::Refuse(_) | Decision::Noop(_) => false,
         Decision::Commit(t) => {
             save_header(sql, &t.header)?;
             if let Some(h) = &t.hold {
@@ -324,10 +325,28 @@ fn execute(
             if let Some(ev) = &t.event {
                 outbox::append_event(sql, ev, now)?;
             }
-            ("commit", t.event.is_some())
+            t.event.is_some()
         }
     };
     Ok((outcome, label, emitted))
+}
+
+/// The `x-ledger-decision` header's value.
+fn label(d: &Decision) -> &'static str {
+    match d {
+        Decision::Replay(_) => "replay",
+        Decision::Refuse(_) => "refuse",
+        Decision::Noop(_) => "noop",
+        Decision::Commit(_) => "commit",
+    }
+}
+
+/// The answer to `/cmd`: the outcome as JSON, the decision in its header.
+fn answer(outcome: &Outcome, label: &'static str) -> Result<Response> {
+    let body = serde_json::to_string(outcome).map_err(|e| bug(e.to_string()))?;
+    let mut resp = crate::json_text(200, body)?;
+    resp.headers_mut().set("x-ledger-decision", label)?;
+    Ok(resp)
 }
 
 #[durable_object]
@@ -360,11 +379,26 @@ impl DurableObject for AccountDO {
                 let Some(name) = req.headers().get("x-ledger-name")? else {
                     return Response::error("x-ledger-name header required", 400);
                 };
-                self.tables.ensure(&storage.sql())?;
                 let cmd: Command = match serde_json::from_str(&req.text().await?) {
                     Ok(c) => c,
                     Err(e) => return Response::error(format!("bad command: {e}"), 400),
                 };
+                if !self.tables.exist(&storage.sql())? {
+                    // Nothing was ever written here: the core decides on the empty view
+                    // first, and a command it does not commit (a deposit to an account
+                    // nobody opened) is answered without creating anything, so a client
+                    // cannot mint stored objects by naming accounts at random.
+                    let empty = View {
+                        header: None,
+                        op: None,
+                        hold: None,
+                    };
+                    let decision = account::decide(&name, empty, &cmd, now_ms());
+                    if !matches!(decision, Decision::Commit(_)) {
+                        return answer(&decision.outcome(), label(&decision));
+                    }
+                }
+                self.tables.ensure(&storage.sql())?;
                 // Test fault: make this account unreachable for the next N saga steps.
                 let saga_step = matches!(
                     cmd,
@@ -400,10 +434,7 @@ impl DurableObject for AccountDO {
                     // Committed: a safety-net alarm, then drain right after the answer.
                     outbox::after_commit(&self.state, &self.env, &self.drains).await?;
                 }
-                let body = serde_json::to_string(&outcome).map_err(|e| bug(e.to_string()))?;
-                let mut resp = crate::json_text(200, body)?;
-                resp.headers_mut().set("x-ledger-decision", label)?;
-                Ok(resp)
+                answer(&outcome, label)
             }
             (Method::Get, "/state") if !self.tables.exist(&storage.sql())? => {
                 // Nothing was ever written here: nothing to show, nothing stored.

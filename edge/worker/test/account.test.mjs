@@ -155,6 +155,9 @@ describe("account API", () => {
     assert.equal((await led.admin("GET", "/v1/admin/accounts/acme.private/state")).status, 200);
     // Reading a name nothing was ever written under stores nothing: its object has no tables.
     assertProblem(await acme.get("/v1/accounts/ghost"), 404, "unknown_account");
+    // Nor does a command to it: the core refuses it before anything is created.
+    assertProblem(await acme.post("/v1/accounts/ghost/deposits", { amount: 5, currency: "USD" }, "g1"), 404, "unknown_account");
+    assertProblem(await acme.post("/v1/accounts/ghost/freeze"), 404, "unknown_account");
     const ghost = await led.admin("GET", "/v1/admin/accounts/acme.ghost/state");
     assert.deepEqual([ghost.status, ghost.json.stored, ghost.json.header], [200, false, null], ghost.text);
     assert.equal((await led.admin("GET", "/v1/admin/accounts/acme.private/state")).json.stored, true);

@@ -106,6 +106,8 @@ describe("transfers", () => {
     assert.deepEqual([nosrc.json.phase, nosrc.json.reason], ["failed", "unknown_account"]);
     const nodst = await acme.post("/v1/transfers", tr("bx", "ghost", 5), "b3");
     assert.deepEqual([nodst.json.phase, nodst.json.reason], ["released", "unknown_account"]);
+    // The saga's commands to the account nobody opened were refused without storing an object.
+    assert.equal((await led.admin("GET", "/v1/admin/accounts/acme.ghost/state")).json.stored, false);
     const cur = await acme.post("/v1/transfers", tr("bx", "beur", 5), "b4");
     assert.deepEqual([cur.json.phase, cur.json.reason], ["released", "currency_mismatch"]);
     const cur2 = await acme.post("/v1/transfers", tr("bx", "by", 5, "EUR"), "b5");
