@@ -9,6 +9,9 @@
 #   duckdb checks        bench/reconcile/checks.sql: the same eight checks in DuckDB SQL
 #   duckdb scan          bench/reconcile/scan.sql: one plain scan of the same columns (floor)
 #   datafusion scan      reconcile-testdata scan LAKE: the same scan through DataFusion (floor)
+#   verify floor         reconcile-testdata scan LAKE --verify: that scan, every row also encoded,
+#                        hashed and validated as the proof does it (no merge, no checks): what
+#                        verifying each event costs before any check across events
 #
 # and, with the DuckDB scan, DuckDB's process start alone (Python, `import duckdb`, one query),
 # printed beside the targets: a fixed part of its scan at every size.
@@ -24,7 +27,7 @@
 #   CARGO_TARGET_DIR release target dir (default /var/tmp/ledger-target-release)
 #   SKIP_BUILD=1     use the binaries already in $CARGO_TARGET_DIR/release
 #   REPEAT           runs per measurement, the fastest is reported (default 1)
-#   ONLY             space-separated subset of: full incr recompact duckdb dscan fscan
+#   ONLY             space-separated subset of: full incr recompact duckdb dscan fscan vscan
 #   INCREMENTAL_ARGS arguments of the incremental run (default: --checkpoint FILE)
 #   RESULTS          also append the table (markdown) to this file
 #   DUCKDB_MEMORY_LIMIT  DuckDB's memory_limit for checks.sql (default: DuckDB's own, 80 % of RAM)
@@ -44,7 +47,7 @@ LAKE_DIR="${LAKE_DIR:-/var/tmp/bench-lake-$EVENTS}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/ledger-target-release}"
 BIN="$CARGO_TARGET_DIR/release"
 REPEAT="${REPEAT:-1}"
-ONLY="${ONLY:-full incr recompact duckdb dscan fscan}"
+ONLY="${ONLY:-full incr recompact duckdb dscan fscan vscan}"
 PY="${PYTHON:-python3}"
 # Far after every generated deadline (2100-01-01): the proof is reproducible, nothing dangles.
 NOW_MS=4102444800000
@@ -182,6 +185,10 @@ if has fscan; then
   measure fscan 0 "$BIN/reconcile-testdata" scan "$LAKE_DIR"
   NOTE[fscan]="${NOTE[fscan]:-$(grep -o '[0-9]* rows,' "$W/fscan.out" | head -1)}"
 fi
+if has vscan; then
+  measure vscan 0 "$BIN/reconcile-testdata" scan "$LAKE_DIR" --verify
+  NOTE[vscan]="${NOTE[vscan]:-$(grep -o '[0-9]* rows encoded, hashed and validated ([0-9]* failed)' "$W/vscan.out" | head -1)}"
+fi
 if has full; then
   measure full 0 "$BIN/reconcile" "$LAKE_DIR" --now-ms "$NOW_MS" --json "$W/report.json"
   NOTE[full]="${NOTE[full]:-$(head -1 "$W/full.out" | sed 's/^reconcile [^:]*: //')}"
@@ -281,11 +288,12 @@ done
   echo
   echo "| run | seconds | peak RSS MB | × floor (fastest scan) | notes |"
   echo "|---|---:|---:|---:|---|"
-  for key in full incr recompact duckdb dscan fscan; do
+  for key in full incr recompact duckdb dscan fscan vscan; do
     case $key in
       full) name="reconcile full proof";; incr) name="reconcile incremental";;
       recompact) name="reconcile after a re-compacted day";;
       duckdb) name="DuckDB checks.sql";; dscan) name="DuckDB scan (floor)";; fscan) name="DataFusion scan (floor)";;
+      vscan) name="verifying every event (DataFusion scan, hash, validation)";;
     esac
     has "$key" || continue
     if [ -n "${SECS[$key]:-}" ]; then
@@ -313,6 +321,10 @@ done
     if [ -n "${SECS[dscan]:-}" ] && [ -n "${SECS[dstart]:-}" ]; then
       awk -v r="${SECS[full]}" -v f="${SECS[dscan]}" -v s="${SECS[dstart]}" 'BEGIN {
         printf "note: %.2f s of the DuckDB scan is its process start (Python, import duckdb, one query); the full proof is %.2f scans of the rest (the ratio larger lakes tend to)\n", s, r / (f - s) }'
+    fi
+    if [ -n "${SECS[dscan]:-}" ] && [ -n "${SECS[vscan]:-}" ]; then
+      awk -v r="${SECS[full]}" -v f="${SECS[dscan]}" -v v="${SECS[vscan]}" 'BEGIN {
+        printf "note: verifying every event alone is %.2f DuckDB scans; everything else the proof does (merge, streams, checks, facts) took %.2f\n", v / f, (r - v) / f }'
     fi
   fi
 } | tee -a "${RESULTS:-/dev/null}"

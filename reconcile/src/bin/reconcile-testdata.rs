@@ -59,13 +59,21 @@ enum Cmd {
     /// DataFusion (same session settings as reconcile, no sort, no checks) and print rows/s:
     /// the floor a full proof is measured against (docs/BENCHMARKS.md). Strings are read as
     /// Utf8View, as the proof reads them; RECONCILE_SCAN_UTF8=1 reads plain Utf8.
-    Scan { lake: String },
+    Scan {
+        lake: String,
+        /// Also verify every row as the proof does: its canonical encoding hashed and
+        /// compared with its recorded hash, and its schema validated; both cores, no merge,
+        /// no grouping, no checks. The floor of any proof that verifies every event with
+        /// the current per-event code (docs/BENCHMARKS.md).
+        #[arg(long)]
+        verify: bool,
+    },
 }
 
 /// The scan floor: decodes every column of every lake file (the columns `reconcile` reads)
 /// with DataFusion, unsorted, through the same memory-mapped reads as `reconcile`, touching
 /// every value buffer so nothing is skipped.
-fn scan(location: &str) -> Result<(), String> {
+fn scan(location: &str, verify: bool) -> Result<(), String> {
     use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
     use futures::StreamExt;
     use ledger_ingest::Table;
@@ -95,6 +103,7 @@ fn scan(location: &str) -> Result<(), String> {
         // Row groups read through maps, as reconcile reads a local lake.
         ledger_reconcile::mapped::read_local_files_mapped(&ctx);
         let (mut rows, mut files, mut bytes, mut value_bytes) = (0u64, 0usize, 0u64, 0u64);
+        let mut verify_failures = 0u64;
         for table in [Table::Account, Table::Transfer, Table::Subscription] {
             let infos = lake.files(table).await.map_err(|e| e.to_string())?;
             if infos.is_empty() {
@@ -111,6 +120,20 @@ fn scan(location: &str) -> Result<(), String> {
                 .await
                 .and_then(|df| df.select_columns(ledger_events::FIELDS))
                 .map_err(|e| e.to_string())?;
+            if verify {
+                // One task per partition, on the runtime's two threads.
+                let parts = df
+                    .execute_stream_partitioned()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let tasks: Vec<_> = parts.into_iter().map(|p| tokio::spawn(verify_rows(p))).collect();
+                for t in tasks {
+                    let (r, bad) = t.await.map_err(|e| e.to_string())??;
+                    rows += r;
+                    verify_failures += bad;
+                }
+                continue;
+            }
             let mut stream = df.execute_stream().await.map_err(|e| e.to_string())?;
             while let Some(batch) = stream.next().await {
                 let batch = batch.map_err(|e| e.to_string())?;
@@ -122,6 +145,13 @@ fn scan(location: &str) -> Result<(), String> {
             }
         }
         let secs = started.elapsed().as_secs_f64();
+        if verify {
+            println!(
+                "verify {location}: {files} files, {bytes} bytes, {rows} rows encoded, hashed and validated ({verify_failures} failed), {secs:.2} s, {:.0} rows/s",
+                rows as f64 / secs.max(1e-9)
+            );
+            return Ok(());
+        }
         println!(
             "scan {location}: {files} files, {bytes} bytes, {rows} rows, {} columns ({}), {value_bytes} value bytes decoded, {secs:.2} s, {:.0} rows/s",
             ledger_events::FIELDS.len(),
@@ -130,6 +160,38 @@ fn scan(location: &str) -> Result<(), String> {
         );
         Ok(())
     })
+}
+
+/// Rows of one partition's batches verified as the proof verifies each event (hash and
+/// schema), in chunks of the proof's size; (rows, rows that failed either).
+async fn verify_rows(
+    mut part: datafusion::physical_plan::SendableRecordBatchStream,
+) -> Result<(u64, u64), String> {
+    use futures::StreamExt;
+    use ledger_events::event::HashCheck;
+    use ledger_reconcile::rows::Cols;
+
+    const CHUNK_ROWS: usize = 1024;
+    let (mut rows, mut bad) = (0u64, 0u64);
+    let mut check = HashCheck::default();
+    let mut ok = Vec::with_capacity(CHUNK_ROWS);
+    while let Some(batch) = part.next().await {
+        let batch = batch.map_err(|e| e.to_string())?;
+        let cols = Cols::from_batch(&batch).map_err(|e| format!("{e:?}"))?;
+        let mut views = Vec::with_capacity(CHUNK_ROWS);
+        for start in (0..cols.len()).step_by(CHUNK_ROWS) {
+            views.clear();
+            views.extend((start..cols.len().min(start + CHUNK_ROWS)).map(|i| cols.view(i)));
+            ok.clear();
+            check.check(&views.iter().collect::<Vec<_>>(), &mut ok);
+            for (v, hash_ok) in views.iter().zip(&ok) {
+                // The proof checks a stream's key once, not per event.
+                bad += u64::from(!hash_ok || v.validate_in_checked_stream().is_err());
+            }
+            rows += views.len() as u64;
+        }
+    }
+    Ok((rows, bad))
 }
 
 fn main() -> ExitCode {
@@ -173,7 +235,7 @@ fn main() -> ExitCode {
                     );
                 }
             }),
-        Cmd::Scan { lake } => scan(&lake),
+        Cmd::Scan { lake, verify } => scan(&lake, verify),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
