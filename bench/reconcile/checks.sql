@@ -157,7 +157,8 @@ WITH cand AS (
     SELECT tbl, stream, stream_key, seq, event_id, prev_hash FROM w
     WHERE NOT (seq > coalesce(pseq, 0) + 1)
       AND NOT (seq = 1 AND prev_hash = '0000000000000000000000000000000000000000000000000000000000000000')
-      AND NOT (pseq = seq - 1 AND phash = prev_hash)
+      -- coalesce: at seq 1 there is no lagged row, and NOT (NULL) would drop the row unjudged
+      AND NOT coalesce(pseq = seq - 1 AND phash = prev_hash, false)
 ),
 prev AS (
     SELECT c.tbl, c.stream, c.stream_key, c.seq, c.event_id, c.prev_hash,
@@ -187,7 +188,8 @@ CREATE OR REPLACE TEMP TABLE pa AS
 SELECT stream_key, seq, kind, event_id, currency, amount, balance_after, held_after,
        overdraft_limit, transfer_id,
        lag(seq) OVER a AS p_seq, lag(balance_after) OVER a AS p_bal,
-       lag(held_after) OVER a AS p_held, lag(kind) OVER a AS p_kind
+       lag(held_after) OVER a AS p_held, lag(kind) OVER a AS p_kind,
+       lag(currency) OVER a AS p_currency, lag(overdraft_limit) OVER a AS p_limit
 FROM w
 WHERE tbl = 'account' AND stream = 'account' AND pseq IS DISTINCT FROM seq
 WINDOW a AS (PARTITION BY stream_key ORDER BY seq);
@@ -222,6 +224,17 @@ SELECT 'balance_integrity', 'balance_mismatch', stream_key, seq, event_id,
               kind, eb, eh, balance_after, held_after)
 FROM judged WHERE eb IS NOT NULL AND (eb <> balance_after OR eh <> held_after);
 
+-- ... and every row repeats the previous row's currency and overdraft limit (no event changes
+-- them), reported where they changed.
+INSERT INTO findings
+SELECT 'balance_integrity', 'terms_changed', stream_key, seq, event_id,
+       format('{}: currency {} overdraft_limit {}, the previous event''s are {} and {}', kind,
+              coalesce(currency, 'none'), coalesce(overdraft_limit::VARCHAR, 'none'),
+              coalesce(p_currency, 'none'), coalesce(p_limit::VARCHAR, 'none'))
+FROM pa
+WHERE p_seq IS NOT NULL
+  AND (currency IS DISTINCT FROM p_currency OR overdraft_limit IS DISTINCT FROM p_limit);
+
 -- 4. no_overdraft: balance − held ≥ −overdraft_limit after every event (HUGEINT: no overflow).
 INSERT INTO findings
 SELECT 'no_overdraft', 'overdraft', stream_key, seq, event_id,
@@ -238,6 +251,42 @@ SELECT stream_key AS id, arg_max(kind, seq) AS phase, max(seq) AS last_seq,
 FROM w
 WHERE tbl = 'transfer' AND stream = 'transfer' AND pseq IS DISTINCT FROM seq
 GROUP BY stream_key;
+
+-- Primary transfer rows with their predecessor and the terms of the last `created` row before
+-- them: the saga's order (completeness) and the terms every event repeats (conservation).
+CREATE OR REPLACE TEMP TABLE tp AS
+SELECT stream_key, seq, kind, event_id, amount, currency, source, destination,
+       lag(seq) OVER t AS p_seq, lag(kind) OVER t AS p_kind,
+       last_value(CASE WHEN kind = 'created'
+                       THEN {'amount': amount, 'currency': currency, 'source': source,
+                             'destination': destination} END IGNORE NULLS)
+           OVER (PARTITION BY stream_key ORDER BY seq
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ct
+FROM w
+WHERE tbl = 'transfer' AND stream = 'transfer' AND pseq IS DISTINCT FROM seq
+WINDOW t AS (PARTITION BY stream_key ORDER BY seq);
+
+INSERT INTO findings
+SELECT 'completeness', 'phase_order', stream_key, seq, event_id,
+       format('{} after {}: not a step of the saga', kind, coalesce(p_kind, 'nothing'))
+FROM tp
+WHERE kind IN ('created', 'reserved', 'credited', 'captured', 'failed', 'releasing', 'released')
+  AND CASE WHEN seq = 1 THEN kind <> 'created'
+           ELSE p_seq = seq - 1
+                AND p_kind IN ('created', 'reserved', 'credited', 'captured', 'failed', 'releasing', 'released')
+                AND p_kind || '>' || kind NOT IN ('created>reserved', 'created>failed', 'created>releasing',
+                                                  'reserved>credited', 'reserved>releasing',
+                                                  'credited>captured', 'releasing>released') END;
+
+INSERT INTO findings
+SELECT 'transfer_conservation', 'terms_changed', stream_key, seq, event_id,
+       format('{}: {} {} from {} to {}, but the transfer was created with {} {} from {} to {}', kind,
+              amount, currency, source, destination, ct.amount, ct.currency, ct.source, ct.destination)
+FROM tp
+WHERE kind <> 'created' AND ct IS NOT NULL
+  AND NOT (ct.amount IS NULL AND ct.currency IS NULL AND ct.source IS NULL AND ct.destination IS NULL)
+  AND (amount IS DISTINCT FROM ct.amount OR currency IS DISTINCT FROM ct.currency
+       OR source IS DISTINCT FROM ct.source OR destination IS DISTINCT FROM ct.destination);
 
 -- The legs: account events that name a transfer.
 CREATE OR REPLACE TEMP TABLE lg AS

@@ -6,7 +6,12 @@
 #
 #   bash bench/reconcile/equivalence.sh [BIN_DIR]    # BIN_DIR holds reconcile and reconcile-testdata
 #
-# Env: OPERATIONS (default 3000), ACCOUNTS (default 30), PYTHON (default python3).
+# Then ROUNDS random rounds (`reconcile-testdata mutate`: EDITS random edits of random events
+# per round, seeded by the round number plus SEED), compared the same way: a differential
+# test where each engine is the other's oracle.
+#
+# Env: OPERATIONS (default 3000), ACCOUNTS (default 30), ROUNDS (default 0), EDITS (default 3),
+# SEED (default 0), PYTHON (default python3).
 # Exit 0 when every lake agrees, 1 otherwise.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -38,6 +43,14 @@ check clean "$W/clean"
 for c in $CLASSES; do
   "$BIN/reconcile-testdata" corrupt "$W/clean" "$W/$c" --class "$c" --now-ms "$NOW_MS" >/dev/null
   check "$c" "$W/$c"
+done
+for r in $(seq 1 "${ROUNDS:-0}"); do
+  seed=$(( ${SEED:-0} + r ))
+  "$BIN/reconcile-testdata" mutate "$W/clean" "$W/random-$seed" --seed "$seed" --count "${EDITS:-3}" >"$W/random-$seed.edits"
+  before=$fail
+  check "random-$seed" "$W/random-$seed"
+  [ "$fail" = "$before" ] || sed 's/^/  edit: /' "$W/random-$seed.edits"
+  rm -rf "$W/random-$seed"
 done
 [ "$fail" = 0 ] && echo "equivalence: SQL and reconcile agree on the clean lake and every class" || echo "equivalence: FAILED"
 exit "$fail"

@@ -488,3 +488,205 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
     l.save()?;
     Ok(injected)
 }
+
+/// Random damage, for differential tests against an independent formulation of the checks
+/// (bench/reconcile/equivalence.sh's random rounds compare `reconcile` with checks.sql): `count`
+/// edits, each to a random event of a random account or transfer stream, of a random kind
+/// below. Unlike [`inject`] there is no expected list: the oracle is the other engine. Several
+/// edits may land on one stream and combine. The lake stays readable (every file rewritten
+/// through the ingest writer); only its content lies. Returns one line per edit.
+pub fn mutate(root: &Path, seed: u64, count: usize) -> Result<Vec<String>, String> {
+    let mut l = LocalLake::load(root)?;
+    // The seed hashed first: seeds s and s + 1 must not give one sequence shifted by a draw.
+    let mut state = ledger_core::retry::splitmix64(seed ^ 0x6d75_7461_7465);
+    let mut rng = move |n: usize| -> usize {
+        state = state.wrapping_add(1);
+        (ledger_core::retry::splitmix64(state) % n.max(1) as u64) as usize
+    };
+    let transfer_ids: Vec<String> = l.streams(Stream::Transfer).into_keys().collect();
+    let mut done = Vec::with_capacity(count);
+    for _ in 0..count {
+        let stream = if rng(2) == 0 {
+            Stream::Account
+        } else {
+            Stream::Transfer
+        };
+        let mut streams = l.streams(stream);
+        if streams.is_empty() {
+            continue;
+        }
+        let key = streams.keys().nth(rng(streams.len())).cloned().unwrap();
+        let mut evs = streams.remove(&key).unwrap();
+        let i = rng(evs.len());
+        let id = evs[i].event_id.clone();
+        let delta = [1, -1, 1_000, -7][rng(4)];
+        let bump = |v: &mut Option<i64>| *v = v.map(|x| x.saturating_add(delta));
+        let what = match rng(21) {
+            0 => {
+                bump(&mut evs[i].amount);
+                reseal_from(&mut evs, i);
+                format!("{id}: amount {delta:+}, resealed")
+            }
+            1 => {
+                bump(&mut evs[i].amount);
+                format!("{id}: amount {delta:+}, hash not recomputed")
+            }
+            2 => {
+                bump(&mut evs[i].balance_after);
+                reseal_from(&mut evs, i);
+                format!("{id}: balance_after {delta:+}, resealed")
+            }
+            3 => {
+                bump(&mut evs[i].held_after);
+                reseal_from(&mut evs, i);
+                format!("{id}: held_after {delta:+}, resealed")
+            }
+            4 => {
+                evs.remove(i);
+                reseal_from(&mut evs, i);
+                format!("{id}: dropped, the rest resealed")
+            }
+            5 => {
+                evs.remove(i);
+                format!("{id}: dropped")
+            }
+            6 => {
+                let kinds: &[&str] = match stream {
+                    Stream::Account => &[
+                        "deposited",
+                        "withdrawn",
+                        "hold_placed",
+                        "hold_released",
+                        "captured",
+                        "credited",
+                    ],
+                    _ => &["reserved", "credited", "captured", "failed", "released"],
+                };
+                evs[i].kind = kinds[rng(kinds.len())].to_owned();
+                reseal_from(&mut evs, i);
+                format!("{id}: kind {}, resealed", evs[i].kind)
+            }
+            7 => {
+                let c = ["EUR", "USD", "JPY"][rng(3)];
+                evs[i].currency = evs[i].currency.as_ref().map(|_| c.to_owned());
+                reseal_from(&mut evs, i);
+                format!("{id}: currency {c}, resealed")
+            }
+            8 => {
+                let other = transfer_ids[rng(transfer_ids.len())].clone();
+                if evs[i].transfer_id.is_some() && stream == Stream::Account {
+                    evs[i].transfer_id = Some(other.clone());
+                    reseal_from(&mut evs, i);
+                    format!("{id}: transfer_id {other}, resealed")
+                } else {
+                    bump(&mut evs[i].amount);
+                    reseal_from(&mut evs, i);
+                    format!("{id}: amount {delta:+}, resealed")
+                }
+            }
+            9 => {
+                let mut other = evs[i].clone();
+                other.amount = other.amount.map(|a| a.saturating_add(delta));
+                other.occurred_at_ms += 1;
+                let other = other.seal();
+                l.extra.push(Row {
+                    event: other,
+                    conflict: false,
+                });
+                format!("{id}: a second version added")
+            }
+            10 => {
+                evs.truncate(i.max(1));
+                format!("{id}: the stream cut before it")
+            }
+            11 => {
+                if evs[i].deadline_ms.is_some() {
+                    evs[i].deadline_ms = Some(0);
+                    reseal_from(&mut evs, i);
+                    format!("{id}: deadline_ms 0, resealed")
+                } else {
+                    evs[i].occurred_at_ms += 1;
+                    reseal_from(&mut evs, i);
+                    format!("{id}: occurred_at_ms + 1, resealed")
+                }
+            }
+            12 => {
+                bump(&mut evs[i].overdraft_limit);
+                reseal_from(&mut evs, i);
+                format!("{id}: overdraft_limit {delta:+}, resealed")
+            }
+            13 => {
+                let a = [0, -5][rng(2)];
+                evs[i].amount = evs[i].amount.map(|_| a);
+                reseal_from(&mut evs, i);
+                format!("{id}: amount {a}, resealed")
+            }
+            14 => {
+                evs[i].kind = "refunded".to_owned();
+                reseal_from(&mut evs, i);
+                format!("{id}: kind refunded (unknown), resealed")
+            }
+            15 => {
+                evs[i].currency = None;
+                reseal_from(&mut evs, i);
+                format!("{id}: currency removed, resealed")
+            }
+            16 => {
+                evs[i].prev_hash = "not a hash".to_owned();
+                evs[i] = evs[i].clone().seal();
+                format!("{id}: prev_hash not hex, its own hash recomputed")
+            }
+            17 => {
+                let e = &mut evs[i];
+                if e.source.is_some() {
+                    std::mem::swap(&mut e.source, &mut e.destination);
+                    reseal_from(&mut evs, i);
+                    format!("{id}: source and destination swapped, resealed")
+                } else {
+                    e.counterparty = Some("nobody".to_owned());
+                    reseal_from(&mut evs, i);
+                    format!("{id}: counterparty nobody, resealed")
+                }
+            }
+            18 => {
+                // A different event under the next event's seq (a conflict of kinds).
+                let mut other = evs[i].clone();
+                other.seq += 1;
+                other.event_id =
+                    ledger_events::event_id(other.stream, &other.stream_key, other.seq);
+                other.prev_hash = evs[i].hash.clone();
+                let other = other.seal();
+                let oid = other.event_id.clone();
+                l.extra.push(Row {
+                    event: other,
+                    conflict: false,
+                });
+                format!("{oid}: a copy of {id} under its seq")
+            }
+            19 => {
+                evs[i].event_id = format!("{}x", evs[i].event_id);
+                reseal_from(&mut evs, i);
+                format!("{id}: event_id mismatch, resealed")
+            }
+            _ => {
+                // Amounts near the top of i64: sums and folds must not wrap.
+                let big = i64::MAX / 2;
+                if evs[i].amount.is_some() {
+                    evs[i].amount = Some(big);
+                    for e in &mut evs[i..] {
+                        e.balance_after = e.balance_after.map(|b| b.saturating_add(big));
+                    }
+                }
+                reseal_from(&mut evs, i);
+                format!("{id}: amount {big}, later balances raised by it, resealed")
+            }
+        };
+        if evs.is_empty() {
+            continue;
+        }
+        l.replace_stream(&evs);
+        done.push(what);
+    }
+    l.save()?;
+    Ok(done)
+}

@@ -118,12 +118,22 @@ pub struct AccountFacts {
     /// (seq, balance_after, held_after) of the last well-formed row, which
     /// the balance refold continues from.
     pub fold: Option<(u64, i64, i64)>,
+    /// The currency and overdraft limit of the last row (no account event
+    /// changes them: `opened` sets them), which the next row must repeat.
+    pub terms: Option<AccountTerms>,
     pub currency: Option<String>,
     pub last_balance: Option<i64>,
     pub deposits: i128,
     pub withdrawals: i128,
     /// Holds live after the last event, by transfer id.
     pub live: BTreeMap<String, Leg>,
+}
+
+/// An account row's currency and overdraft limit, as recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountTerms {
+    pub currency: Option<String>,
+    pub overdraft_limit: Option<i64>,
 }
 
 #[derive(Debug, Default)]

@@ -73,11 +73,13 @@ fn trace(started: Instant, what: std::fmt::Arguments<'_>) {
 }
 
 /// The per-stream checks, in report order.
-const STREAM_CHECKS: [&str; 4] = [
+const STREAM_CHECKS: [&str; 5] = [
     completeness::NAME,
     duplicates::NAME,
     balance::NAME,
     overdraft::NAME,
+    // Its per-row part: a transfer event that changes the transfer's terms.
+    transfer_conservation::NAME,
 ];
 
 /// The checks that judge each transfer from its state and legs: their
@@ -106,7 +108,7 @@ fn is_transfer(table: Table, stream: Stream) -> bool {
 }
 
 /// The checks every stream gets, continuing from its tail.
-fn check_chain(s: &StreamView, tail: &mut Tail, out: &mut [Vec<Finding>; 4]) {
+fn check_chain(s: &StreamView, tail: &mut Tail, out: &mut [Vec<Finding>; 5]) {
     completeness::check_stream(s, tail, &mut out[0]);
     duplicates::check_stream(s, &mut out[1]);
 }
@@ -222,7 +224,7 @@ impl Proof {
     }
 
     fn visit(&mut self, table: Table, s: &StreamView) {
-        let mut out: [Vec<Finding>; 4] = Default::default();
+        let mut out: [Vec<Finding>; 5] = Default::default();
         if is_transfer(table, s.stream) {
             let mut st = self
                 .facts
@@ -231,6 +233,12 @@ impl Proof {
                 .cloned()
                 .unwrap_or_default();
             check_chain(s, &mut st.tail, &mut out);
+            let names = &self.facts.names;
+            let last =
+                (st.facts.last_seq > 0).then(|| (st.facts.last_seq, names.get(st.facts.phase)));
+            completeness::check_phases(s, last, &mut out[0]);
+            let created = transfer_conservation::created_terms(&st.facts, names);
+            transfer_conservation::check_terms(s, created, &mut out[4]);
             self.facts.add_transfer(s, &mut st.facts);
             self.facts.transfers.put(s.key, st);
         } else {
@@ -249,7 +257,7 @@ impl Proof {
                 ));
             } else if s.stream == Stream::Account {
                 let a = st.account.get_or_insert_with(Default::default);
-                balance::check_stream(s, &mut a.fold, &mut out[2]);
+                balance::check_stream(s, &mut a.fold, &mut a.terms, &mut out[2]);
                 overdraft::check_stream(s, &mut out[3]);
                 self.facts.add_account(s, a);
             }
@@ -1543,7 +1551,11 @@ async fn prove_resumed(
             transfer_conservation::NAME,
             transfer_conservation::INVARIANT,
             transfer_conservation::PROVES,
-            conserved,
+            // Per transfer, then the rows that changed a transfer's terms.
+            conserved
+                .into_iter()
+                .chain(per_check(transfer_conservation::NAME))
+                .collect(),
         ),
         CheckResult::new(
             global_conservation::NAME,

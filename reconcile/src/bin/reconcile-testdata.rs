@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use ledger_reconcile::corrupt::{copy_lake, inject, Class};
+use ledger_reconcile::corrupt::{copy_lake, inject, mutate, Class};
 use ledger_reconcile::gen::{generate_lake, GenConfig};
 
 /// Test data for reconcile: lakes written by the real ledger core and the
@@ -54,6 +54,17 @@ enum Cmd {
         /// The instant reconcile will judge deadlines at (for --class dangling).
         #[arg(long, default_value_t = i64::MAX)]
         now_ms: i64,
+    },
+    /// Copy the lake CLEAN to DAMAGED (new) and make COUNT random edits to the copy (seeded):
+    /// for differential tests against checks.sql (bench/reconcile/equivalence.sh), which is
+    /// the oracle; prints the edits.
+    Mutate {
+        clean: PathBuf,
+        damaged: PathBuf,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long, default_value_t = 3)]
+        count: usize,
     },
     /// Read every column reconcile reads from every lake file of every table through
     /// DataFusion (same session settings as reconcile, no sort, no checks) and print rows/s:
@@ -233,6 +244,18 @@ fn main() -> ExitCode {
                         e.key,
                         e.event_id.unwrap_or_default()
                     );
+                }
+            }),
+        Cmd::Mutate {
+            clean,
+            damaged,
+            seed,
+            count,
+        } => copy_lake(&clean, &damaged)
+            .and_then(|()| mutate(&damaged, seed, count))
+            .map(|edits| {
+                for e in edits {
+                    println!("{}: {e}", damaged.display());
                 }
             }),
         Cmd::Scan { lake, verify } => scan(&lake, verify),

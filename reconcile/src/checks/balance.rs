@@ -8,19 +8,27 @@
 //! (a deposit-less change) is named at the exact row where it happened. The
 //! first row after a seq gap is not judged (completeness reports the gap).
 //!
+//! No account event changes the account's currency or overdraft limit
+//! (`opened` sets them), so every row must repeat the previous row's: a row
+//! that does not is `terms_changed`, once, where it changed (a limit raised
+//! under a withdrawal would otherwise hide an overdraft from `no_overdraft`,
+//! which judges each row by the limit it records).
+//!
 //! What holding proves, with completeness: every balance the lake shows is
-//! the sum of the account's postings, and every `held` is the sum of its
-//! placed minus captured and released holds.
+//! the sum of the account's postings, every `held` is the sum of its
+//! placed minus captured and released holds, and every event carries the
+//! currency and limit the account was opened with.
 
 use ledger_events::AccountKind;
 
+use crate::facts::AccountTerms;
 use crate::finding::Finding;
 use crate::stream::StreamView;
 
 pub const NAME: &str = "balance_integrity";
 pub const INVARIANT: &str = "I1";
 pub const PROVES: &str =
-    "refolding each account's events reproduces every recorded balance_after and held_after";
+    "refolding each account's events reproduces every recorded balance_after and held_after, and every event keeps the currency and overdraft limit the account was opened with";
 
 /// The state change of one account event: (balance delta, held delta).
 pub fn effect(kind: AccountKind, amount: i64) -> (i64, i64) {
@@ -35,11 +43,49 @@ pub fn effect(kind: AccountKind, amount: i64) -> (i64, i64) {
 }
 
 /// Checks `s`, continuing the refold from `fold` (the previous run's last
-/// row: seq, balance, held), and leaves the new last row there.
-pub fn check_stream(s: &StreamView, fold: &mut Option<(u64, i64, i64)>, out: &mut Vec<Finding>) {
+/// row: seq, balance, held) and the terms from `terms` (the previous run's
+/// last row's), and leaves the new last row's in both.
+pub fn check_stream(
+    s: &StreamView,
+    fold: &mut Option<(u64, i64, i64)>,
+    terms: &mut Option<AccountTerms>,
+    out: &mut Vec<Finding>,
+) {
     // (seq, balance, held) of the previous event.
     let mut prev: Option<(u64, i64, i64)> = *fold;
     for ev in s.primary() {
+        match terms {
+            Some(t)
+                if t.currency.as_deref() == ev.currency
+                    && t.overdraft_limit == ev.overdraft_limit => {}
+            Some(t) => {
+                out.push(
+                    Finding::new(
+                        "terms_changed",
+                        s.key,
+                        format!(
+                            "{}: currency {} overdraft_limit {}, the previous event's are {} and {}",
+                            ev.kind,
+                            shown(ev.currency),
+                            shown(ev.overdraft_limit),
+                            shown(t.currency.as_deref()),
+                            shown(t.overdraft_limit)
+                        ),
+                    )
+                    .at(ev.seq, ev.event_id),
+                );
+                *t = AccountTerms {
+                    currency: ev.currency.map(str::to_owned),
+                    overdraft_limit: ev.overdraft_limit,
+                };
+            }
+            None => {
+                *terms = Some(AccountTerms {
+                    currency: ev.currency.map(str::to_owned),
+                    overdraft_limit: ev.overdraft_limit,
+                })
+            }
+        }
         let (Some(bal), Some(held), Some(kind)) =
             (ev.balance_after, ev.held_after, AccountKind::parse(ev.kind))
         else {
@@ -79,4 +125,9 @@ pub fn check_stream(s: &StreamView, fold: &mut Option<(u64, i64, i64)>, out: &mu
         prev = Some((ev.seq, bal, held));
     }
     *fold = prev;
+}
+
+/// A recorded value, or `none` when absent.
+fn shown<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "none".to_owned(), |v| v.to_string())
 }

@@ -8,19 +8,72 @@
 //! stream's *last* events (a hash chain cannot see a truncated tail; the
 //! edge's sweeper and the next night's run can).
 //!
+//! A transfer stream is also a saga's history ([`check_phases`]): `created`
+//! first; after it `reserved`, `failed` or `releasing`; after `reserved`,
+//! `credited` or `releasing`; after `credited`, `captured`; after
+//! `releasing`, `released`; nothing after `captured`, `failed` or
+//! `released` (edge/core/src/transfer.rs). A row that does not follow its
+//! predecessor is `phase_order`: an event is missing, repeated or out of
+//! place even where the chain was sealed over it.
+//!
 //! Reporting rule: one finding per defect, at the row that shows it. A gap
 //! is reported once (`seq_gap`, naming the first missing seq); the row after
 //! it is not also reported as a broken link, because the gap explains it.
 
 use ledger_events::event::{check_stream_key, same};
-use ledger_events::GENESIS_HASH;
+use ledger_events::{TransferKind, GENESIS_HASH};
 
 use crate::finding::Finding;
 use crate::stream::{LastHashes, StreamView, Tail};
 
 pub const NAME: &str = "completeness";
 pub const INVARIANT: &str = "lake";
-pub const PROVES: &str = "every stream's seqs are contiguous from 1, every row hashes to its recorded hash and links to its predecessor";
+pub const PROVES: &str = "every stream's seqs are contiguous from 1, every row hashes to its recorded hash and links to its predecessor, and every transfer's phases follow the saga";
+
+/// Whether the saga enters `next` right after `prev`.
+fn follows(prev: TransferKind, next: TransferKind) -> bool {
+    use TransferKind::*;
+    matches!(
+        (prev, next),
+        (Created, Reserved | Failed | Releasing)
+            | (Reserved, Credited | Releasing)
+            | (Credited, Captured)
+            | (Releasing, Released)
+    )
+}
+
+/// Checks that each row of the transfer stream `s` follows the one before
+/// it in the saga; `prev` is the stream's last row before `s` (seq, kind),
+/// if any. The first event must be `created`. A row after a gap, or whose
+/// kind or predecessor's kind is not a transfer kind (an `invalid_event`),
+/// is not judged.
+pub fn check_phases(s: &StreamView, prev: Option<(u64, &str)>, out: &mut Vec<Finding>) {
+    let mut prev = prev.map(|(seq, kind)| (seq, TransferKind::parse(kind)));
+    for ev in s.primary() {
+        let kind = TransferKind::parse(ev.kind);
+        let wrong = match (kind, prev) {
+            (Some(k), _) if ev.seq == 1 => k != TransferKind::Created,
+            (Some(k), Some((pseq, Some(pk)))) if pseq + 1 == ev.seq => !follows(pk, k),
+            _ => false,
+        };
+        if wrong {
+            let after = match prev {
+                _ if ev.seq == 1 => "as the first event".to_owned(),
+                Some((_, Some(pk))) => format!("after {}", pk.as_str()),
+                _ => String::new(),
+            };
+            out.push(
+                Finding::new(
+                    "phase_order",
+                    s.key,
+                    format!("{} {after}: not a step of the saga", ev.kind),
+                )
+                .at(ev.seq, ev.event_id),
+            );
+        }
+        prev = Some((ev.seq, kind));
+    }
+}
 
 /// Checks `s`, whose rows continue the stream after `tail` (the default
 /// tail: from seq 1), and moves `tail` to the stream's new end.

@@ -3,16 +3,86 @@
 //! currency, where a is the transfer's amount; a failed or released
 //! transfer moved no money; no leg names a transfer the lake does not have.
 //!
+//!
+//! "The transfer's amount" is one amount: the saga writes the terms (amount,
+//! currency, source, destination) on every event of the transfer's stream,
+//! so each event after `created` must repeat them ([`check_terms`],
+//! `terms_changed`, per row).
+//!
 //! What holding proves: every transfer moved exactly what it said, from
 //! where it said, to where it said, or nothing at all.
 
 use crate::facts::{Leg, Legs, TransferFacts};
 use crate::finding::Finding;
 use crate::names::{Names, Sym};
+use crate::stream::StreamView;
 
 pub const NAME: &str = "transfer_conservation";
 pub const INVARIANT: &str = "I1";
-pub const PROVES: &str = "each captured transfer is one debit −a on its source and one credit +a on its destination; failed and released transfers moved nothing";
+pub const PROVES: &str = "each captured transfer is one debit −a on its source and one credit +a on its destination; failed and released transfers moved nothing; every event of a transfer repeats its created terms";
+
+/// A transfer's terms as a row records them: amount, currency, source,
+/// destination.
+type Terms<'a> = (
+    Option<i64>,
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+);
+
+/// The terms of the `created` row `f` last took in (`None` when it has
+/// none, or when that row records none of them: nothing to judge by).
+pub fn created_terms<'a>(f: &TransferFacts, names: &'a Names) -> Option<Terms<'a>> {
+    let name = |s: Option<Sym>| s.map(|s| names.get(s));
+    let t = (
+        f.amount,
+        name(f.currency),
+        name(f.source),
+        name(f.destination),
+    );
+    (t != (None, None, None, None)).then_some(t)
+}
+
+/// Checks that each row of the transfer stream `s` after a `created` row
+/// repeats that row's terms; `created` is the terms the stream's rows before
+/// `s` left ([`created_terms`]). A later `created` row replaces them (it is
+/// itself a `phase_order` finding of completeness).
+pub fn check_terms<'a>(s: &StreamView<'a>, mut created: Option<Terms<'a>>, out: &mut Vec<Finding>) {
+    for ev in s.primary() {
+        let row = (ev.amount, ev.currency, ev.source, ev.destination);
+        if ev.kind == "created" {
+            created = (row != (None, None, None, None)).then_some(row);
+            continue;
+        }
+        let Some(c) = created else { continue };
+        if row != c {
+            out.push(
+                Finding::new(
+                    "terms_changed",
+                    s.key,
+                    format!(
+                        "{}: {}, but the transfer was created with {}",
+                        ev.kind,
+                        shown(row),
+                        shown(c)
+                    ),
+                )
+                .at(ev.seq, ev.event_id),
+            );
+        }
+    }
+}
+
+fn shown((amount, currency, source, destination): Terms<'_>) -> String {
+    let v = |v: Option<&str>| v.unwrap_or("none").to_owned();
+    format!(
+        "{} {} from {} to {}",
+        amount.map_or_else(|| "none".to_owned(), |a| a.to_string()),
+        v(currency),
+        v(source),
+        v(destination)
+    )
+}
 
 /// Whether `legs` is exactly one leg of `amount` `currency` on `account`
 /// (syms of `names`; `None`: the transfer does not name one).
