@@ -37,6 +37,12 @@ pub enum Class {
     Leaked,
     /// A balance that changed by 1000 without any entry.
     Nonconservation,
+    /// An overdrawing withdrawal whose row raises the account's overdraft limit to hide it.
+    HiddenOverdraft,
+    /// A captured transfer whose `captured` event records another amount than `created`.
+    TermsChanged,
+    /// A captured transfer's `credited` event removed, the stream renumbered and resealed.
+    PhaseSkipped,
 }
 
 impl Class {
@@ -49,6 +55,9 @@ impl Class {
         Class::Dangling,
         Class::Leaked,
         Class::Nonconservation,
+        Class::HiddenOverdraft,
+        Class::TermsChanged,
+        Class::PhaseSkipped,
     ];
 }
 
@@ -392,6 +401,77 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                     limit + 1
                 ),
                 expected: vec![expect("no_overdraft", "overdraft", &acc, Some(&e.event_id))],
+            }
+        }
+        Class::HiddenOverdraft => {
+            let (acc, mut evs) = l
+                .streams(Stream::Account)
+                .into_iter()
+                .next()
+                .ok_or("the lake has no account")?;
+            let last = evs.last().expect("streams are not empty").clone();
+            let (bal, held, limit) = (
+                last.balance_after.unwrap_or(0),
+                last.held_after.unwrap_or(0),
+                last.overdraft_limit.unwrap_or(0),
+            );
+            // Below the limit by 1 (at least 1: the account may be overdrawn already), and the
+            // row's limit exactly what hides it.
+            let amount = (bal - held + limit + 1).max(1);
+            let hiding = held - (bal - amount);
+            let e = append(&mut evs, "withdrawn", |e| {
+                e.amount = Some(amount);
+                e.balance_after = Some(bal - amount);
+                e.overdraft_limit = Some(hiding);
+                e.entry_id = Some(format!("wd:{acc}:injected-hidden-overdraft"));
+            });
+            l.replace_stream(&evs);
+            Injected {
+                class,
+                description: format!(
+                    "{}: withdrawal of {amount} overdraws the limit {limit}, the row records a limit of {hiding}",
+                    e.event_id
+                ),
+                expected: vec![expect(
+                    "balance_integrity",
+                    "terms_changed",
+                    &acc,
+                    Some(&e.event_id),
+                )],
+            }
+        }
+        Class::TermsChanged => {
+            let (t, mut evs) = first_captured(&l)?;
+            evs[3].amount = evs[3].amount.map(|a| a + 1);
+            reseal_from(&mut evs, 3);
+            let e = evs[3].clone();
+            l.replace_stream(&evs);
+            Injected {
+                class,
+                description: format!("{}: amount 1 more than created", e.event_id),
+                expected: vec![expect(
+                    "transfer_conservation",
+                    "terms_changed",
+                    &t,
+                    Some(&e.event_id),
+                )],
+            }
+        }
+        Class::PhaseSkipped => {
+            let (t, mut evs) = first_captured(&l)?;
+            let dropped = evs.remove(2);
+            evs[2].seq = 3;
+            evs[2].event_id = ledger_events::event_id(Stream::Transfer, &t, 3);
+            reseal_from(&mut evs, 2);
+            let e = evs[2].clone();
+            l.replace_stream(&evs);
+            Injected {
+                class,
+                description: format!(
+                    "{} ({}) removed, {} renumbered: captured right after reserved",
+                    dropped.event_id, dropped.kind, e.event_id
+                ),
+                expected: vec![expect("completeness", "phase_order", &t, Some(&e.event_id))],
             }
         }
         Class::Dangling => {

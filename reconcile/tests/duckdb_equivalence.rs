@@ -2,7 +2,11 @@
 //! competitor) agrees with `reconcile` on a generated clean lake and on one corrupted copy per
 //! class: same verdict and count per check, same findings (check, code, key, seq).
 //!
-//! Runs bench/reconcile/equivalence.sh on this build's binaries (a few seconds). Setup:
+//! Then random rounds (`reconcile-testdata mutate`: a few random edits of random events per
+//! round, the two engines each other's oracle): 20 by default, `RECONCILE_EQUIV_ROUNDS=N` for
+//! a deeper run (`RECONCILE_EQUIV_SEED` moves the seeds).
+//!
+//! Runs bench/reconcile/equivalence.sh on this build's binaries (seconds). Setup:
 //! `scripts/install-lake-readers.sh` (idempotent, pinned duckdb), run by the script.
 
 use std::path::PathBuf;
@@ -18,6 +22,14 @@ fn duckdb_checks_sql_agrees_with_reconcile_on_every_class() {
         .arg(repo.join("bench/reconcile/equivalence.sh"))
         .arg(bin.parent().expect("binaries live in a directory"))
         .env("TMPDIR", std::env::temp_dir())
+        .env(
+            "ROUNDS",
+            std::env::var("RECONCILE_EQUIV_ROUNDS").unwrap_or_else(|_| "20".into()),
+        )
+        .env(
+            "SEED",
+            std::env::var("RECONCILE_EQUIV_SEED").unwrap_or_else(|_| "0".into()),
+        )
         .output()
         .expect("run bench/reconcile/equivalence.sh");
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -515,9 +515,17 @@ fn late_redeliveries_and_rewritten_files_reopen_their_streams_and_violations_are
     // Violations injected into already-proved history (the corruption tool
     // rewrites the files it touches): each is caught, exactly as a full run
     // reports it.
-    for (n, class) in [Class::Overdraft, Class::Conflict, Class::Gap, Class::Leaked]
-        .into_iter()
-        .enumerate()
+    for (n, class) in [
+        Class::Overdraft,
+        Class::Conflict,
+        Class::Gap,
+        Class::Leaked,
+        Class::HiddenOverdraft,
+        Class::TermsChanged,
+        Class::PhaseSkipped,
+    ]
+    .into_iter()
+    .enumerate()
     {
         inject(&root, class, NOW_MS).unwrap();
         let inc = night(&root, &ckpt);
@@ -619,4 +627,100 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("written for the lake"), "{err}");
+}
+
+/// The per-row checks whose state crosses nights (a transfer's last phase and created terms in
+/// the facts, an account's last currency and limit in its state) judge the first rows after a
+/// checkpoint as a full run does: night 1 proves two transfers up to `reserved` and an account
+/// up to its next-to-last event of the first half; in night 2 one transfer's `captured` records
+/// another amount, the other goes from `reserved` to `captured`, and the account's next event
+/// raises its overdraft limit.
+#[test]
+fn rows_after_the_checkpoint_are_judged_against_the_state_it_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(9, 6, 240);
+    let (mut first, rest) = events.split_at(events.len() / 2);
+    let captured: Vec<String> = first
+        .iter()
+        .filter(|e| e.stream == Stream::Transfer && e.kind == "captured" && e.seq == 4)
+        .map(|e| e.stream_key.clone())
+        .take(2)
+        .collect();
+    let account = first
+        .iter()
+        .find(|e| e.stream == Stream::Account && e.seq == 3)
+        .map(|e| e.stream_key.clone())
+        .unwrap();
+    let last_of_account = first
+        .iter()
+        .filter(|e| e.stream_key == account)
+        .map(|e| e.seq)
+        .max()
+        .unwrap();
+    // Night 2: what night 1 defers (in stream order), then the rest of the history.
+    let deferred = |e: &Event| {
+        (e.stream == Stream::Transfer && captured.contains(&e.stream_key) && e.seq >= 3)
+            || (e.stream_key == account && e.seq == last_of_account)
+    };
+    let mut second: Vec<Event> = first.iter().filter(|e| deferred(e)).cloned().collect();
+    second.extend(rest.iter().cloned());
+    let kept: Vec<Event> = first.iter().filter(|e| !deferred(e)).cloned().collect();
+    first = &kept;
+    deliver(&root, &first.iter().collect::<Vec<_>>(), "a");
+    assert_same(0, &night(&root, &ckpt), &full(&root));
+
+    // Edits the night-2 event of `key` at `seq` and reseals the stream's night-2 rows after it.
+    let mut edit = |key: &str, seq: u64, change: &dyn Fn(&mut Event)| -> String {
+        let i = second
+            .iter()
+            .position(|e| e.stream_key == key && e.seq == seq)
+            .unwrap();
+        change(&mut second[i]);
+        second[i] = second[i].clone().seal();
+        let mut prev = second[i].hash.clone();
+        for e in second[i + 1..].iter_mut().filter(|e| e.stream_key == key) {
+            e.prev_hash = prev;
+            *e = e.clone().seal();
+            prev = e.hash.clone();
+        }
+        second[i].event_id.clone()
+    };
+    let amount = edit(&captured[0], 4, &|e| e.amount = e.amount.map(|a| a + 1));
+    let skipped = edit(&captured[1], 3, &|e| e.kind = "captured".into());
+    let limit = edit(&account, last_of_account, &|e| {
+        e.overdraft_limit = e.overdraft_limit.map(|l| l + 50)
+    });
+    deliver(&root, &second.iter().collect::<Vec<_>>(), "b");
+    let inc = night(&root, &ckpt);
+    assert_eq!(
+        inc.incremental.unwrap().streams_reopened,
+        0,
+        "rows appended only"
+    );
+    let fresh = full(&root);
+    assert_same(1, &inc, &fresh);
+    let found = |check: &str, code: &str, id: &str| {
+        inc.checks.iter().any(|c| {
+            c.name == check
+                && c.findings
+                    .iter()
+                    .any(|f| f.code == code && f.event_id.as_deref() == Some(id))
+        })
+    };
+    assert!(
+        found("transfer_conservation", "terms_changed", &amount),
+        "{}",
+        inc.summary()
+    );
+    assert!(
+        found("completeness", "phase_order", &skipped),
+        "{}",
+        inc.summary()
+    );
+    assert!(
+        found("balance_integrity", "terms_changed", &limit),
+        "{}",
+        inc.summary()
+    );
 }
