@@ -3,7 +3,6 @@
 //! currency, where a is the transfer's amount; a failed or released
 //! transfer moved no money; no leg names a transfer the lake does not have.
 //!
-//!
 //! "The transfer's amount" is one amount: the saga writes the terms (amount,
 //! currency, source, destination) on every event of the transfer's stream,
 //! so each event after `created` must repeat them ([`check_terms`],
