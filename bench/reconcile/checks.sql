@@ -194,6 +194,33 @@ FROM w
 WHERE tbl = 'account' AND stream = 'account' AND pseq IS DISTINCT FROM seq
 WINDOW a AS (PARTITION BY stream_key ORDER BY seq);
 
+-- completeness, continued: each account row is a step of the account's life: `opened` first
+-- and only first; `frozen` only when active, `unfrozen` only when frozen; no deposit,
+-- withdrawal, hold or credit while frozen. The status is known from `opened` on while no seq
+-- is missing; after a gap (a new segment) from the next status row on.
+INSERT INTO findings
+WITH s AS (
+    SELECT *,
+           sum(CASE WHEN p_seq IS NULL OR seq = p_seq + 1 THEN 0 ELSE 1 END)
+               OVER (PARTITION BY stream_key ORDER BY seq) AS seg,
+           CASE kind WHEN 'opened' THEN 'active' WHEN 'unfrozen' THEN 'active'
+                     WHEN 'frozen' THEN 'frozen' END AS st
+    FROM pa
+),
+l AS (
+    SELECT *, last_value(st IGNORE NULLS) OVER (PARTITION BY stream_key, seg ORDER BY seq
+                                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS status
+    FROM s
+)
+SELECT 'completeness', 'phase_order', stream_key, seq, event_id,
+       format('{} while {}: not a step of the account''s life', kind, coalesce(status, 'unknown'))
+FROM l
+WHERE kind IN ('opened','deposited','withdrawn','hold_placed','credited','captured',
+               'hold_released','frozen','unfrozen')
+  AND ((seq = 1 AND kind <> 'opened') OR (kind = 'opened' AND seq <> 1)
+       OR (kind = 'frozen' AND status = 'frozen') OR (kind = 'unfrozen' AND status = 'active')
+       OR (kind IN ('deposited', 'withdrawn', 'hold_placed', 'credited') AND status = 'frozen'));
+
 -- 3. balance_integrity: each row = the previous row's recorded state + its own effect.
 INSERT INTO findings
 WITH judged AS (

@@ -43,6 +43,8 @@ pub enum Class {
     TermsChanged,
     /// A captured transfer's `credited` event removed, the stream renumbered and resealed.
     PhaseSkipped,
+    /// A deposit recorded on a frozen account (a freeze blocks new money).
+    FrozenDeposit,
 }
 
 impl Class {
@@ -58,6 +60,7 @@ impl Class {
         Class::HiddenOverdraft,
         Class::TermsChanged,
         Class::PhaseSkipped,
+        Class::FrozenDeposit,
     ];
 }
 
@@ -472,6 +475,41 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                     dropped.event_id, dropped.kind, e.event_id
                 ),
                 expected: vec![expect("completeness", "phase_order", &t, Some(&e.event_id))],
+            }
+        }
+        Class::FrozenDeposit => {
+            let (acc, mut evs) = l
+                .streams(Stream::Account)
+                .into_iter()
+                .next()
+                .ok_or("the lake has no account")?;
+            let frozen = evs
+                .iter()
+                .rev()
+                .find_map(|e| match e.kind.as_str() {
+                    "frozen" => Some(true),
+                    "unfrozen" | "opened" => Some(false),
+                    _ => None,
+                })
+                .unwrap_or(false);
+            if !frozen {
+                append(&mut evs, "frozen", |_| {});
+            }
+            let e = append(&mut evs, "deposited", |e| {
+                e.amount = Some(1);
+                e.balance_after = e.balance_after.map(|b| b + 1);
+                e.entry_id = Some(format!("dep:{acc}:injected-frozen-deposit"));
+            });
+            l.replace_stream(&evs);
+            Injected {
+                class,
+                description: format!("{}: a deposit of 1 while the account is frozen", e.event_id),
+                expected: vec![expect(
+                    "completeness",
+                    "phase_order",
+                    &acc,
+                    Some(&e.event_id),
+                )],
             }
         }
         Class::Dangling => {

@@ -121,12 +121,24 @@ pub struct AccountFacts {
     /// The currency and overdraft limit of the last row (no account event
     /// changes them: `opened` sets them), which the next row must repeat.
     pub terms: Option<AccountTerms>,
+    /// Where the account's life stands after its last row, which the next
+    /// row must be a step of (see `checks::completeness::check_account_life`).
+    pub life: Option<AccountLife>,
     pub currency: Option<String>,
     pub last_balance: Option<i64>,
     pub deposits: i128,
     pub withdrawals: i128,
     /// Holds live after the last event, by transfer id.
     pub live: BTreeMap<String, Leg>,
+}
+
+/// An account's last row's seq, and its status after it when known
+/// (`Some(true)`: frozen; `None`: not known, the stream has a gap since its
+/// last `opened`, `frozen` or `unfrozen`, or no `opened`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountLife {
+    pub last_seq: u64,
+    pub frozen: Option<bool>,
 }
 
 /// An account row's currency and overdraft limit, as recorded.

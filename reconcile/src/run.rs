@@ -257,6 +257,7 @@ impl Proof {
                 ));
             } else if s.stream == Stream::Account {
                 let a = st.account.get_or_insert_with(Default::default);
+                completeness::check_account_life(s, &mut a.life, &mut out[0]);
                 balance::check_stream(s, &mut a.fold, &mut a.terms, &mut out[2]);
                 overdraft::check_stream(s, &mut out[3]);
                 self.facts.add_account(s, a);

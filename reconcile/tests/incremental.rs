@@ -523,6 +523,7 @@ fn late_redeliveries_and_rewritten_files_reopen_their_streams_and_violations_are
         Class::HiddenOverdraft,
         Class::TermsChanged,
         Class::PhaseSkipped,
+        Class::FrozenDeposit,
     ]
     .into_iter()
     .enumerate()

@@ -16,13 +16,20 @@
 //! predecessor is `phase_order`: an event is missing, repeated or out of
 //! place even where the chain was sealed over it.
 //!
+//! An account stream is an account's life ([`check_account_life`], the same
+//! code): `opened` first and only first; `frozen` only when active,
+//! `unfrozen` only when frozen; no `deposited`, `withdrawn`, `hold_placed`
+//! or `credited` while frozen (a freeze blocks new money and reserves, never
+//! captures or releases: I0; edge/core/src/account.rs).
+//!
 //! Reporting rule: one finding per defect, at the row that shows it. A gap
 //! is reported once (`seq_gap`, naming the first missing seq); the row after
 //! it is not also reported as a broken link, because the gap explains it.
 
 use ledger_events::event::{check_stream_key, same};
-use ledger_events::{TransferKind, GENESIS_HASH};
+use ledger_events::{AccountKind, TransferKind, GENESIS_HASH};
 
+use crate::facts::AccountLife;
 use crate::finding::Finding;
 use crate::stream::{LastHashes, StreamView, Tail};
 
@@ -72,6 +79,60 @@ pub fn check_phases(s: &StreamView, prev: Option<(u64, &str)>, out: &mut Vec<Fin
             );
         }
         prev = Some((ev.seq, kind));
+    }
+}
+
+/// Checks that each row of the account stream `s` is a step of the
+/// account's life, continuing from `life` (the stream's rows before `s`;
+/// `None`: none) and leaving it after the last row. The status is known from
+/// `opened` on, while no seq is missing; after a gap it is known again from
+/// the next `frozen` or `unfrozen` (that row itself not judged). Rows whose
+/// kind is not an account kind (an `invalid_event`) change nothing.
+pub fn check_account_life(s: &StreamView, life: &mut Option<AccountLife>, out: &mut Vec<Finding>) {
+    use AccountKind::*;
+    for ev in s.primary() {
+        let contiguous = ev.seq == life.map_or(0, |l| l.last_seq) + 1;
+        let frozen = if contiguous {
+            life.and_then(|l| l.frozen)
+        } else {
+            None
+        };
+        let Some(kind) = AccountKind::parse(ev.kind) else {
+            *life = Some(AccountLife {
+                last_seq: ev.seq,
+                frozen,
+            });
+            continue;
+        };
+        let wrong = match kind {
+            _ if ev.seq == 1 && kind != Opened => Some("as the first event".to_owned()),
+            Opened if ev.seq != 1 => Some("after the account was opened".to_owned()),
+            Frozen if frozen == Some(true) => Some("while frozen".to_owned()),
+            Unfrozen if frozen == Some(false) => Some("while active".to_owned()),
+            Deposited | Withdrawn | HoldPlaced | Credited if frozen == Some(true) => {
+                Some("while frozen".to_owned())
+            }
+            _ => None,
+        };
+        if let Some(why) = wrong {
+            out.push(
+                Finding::new(
+                    "phase_order",
+                    s.key,
+                    format!("{} {why}: not a step of the account's life", ev.kind),
+                )
+                .at(ev.seq, ev.event_id),
+            );
+        }
+        let frozen = match kind {
+            Opened | Unfrozen => Some(false),
+            Frozen => Some(true),
+            _ => frozen,
+        };
+        *life = Some(AccountLife {
+            last_seq: ev.seq,
+            frozen,
+        });
     }
 }
 
