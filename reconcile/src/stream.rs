@@ -255,7 +255,15 @@ impl<'a> StreamView<'a> {
     /// One row per seq (the first version, by hash order): what the folds
     /// read. The other versions of a conflict are reported by `duplicates`.
     pub fn primary(&self) -> impl Iterator<Item = &EventRef<'a>> + '_ {
-        self.by_seq().map(|(_, r)| &self.rows[r.start])
+        // The rows are in seq order: the first of each seq is the one whose
+        // seq differs from the row before it (a filter, not `by_seq`'s
+        // ranges: five folds read every stream this way).
+        let mut last = None;
+        self.rows.iter().filter(move |r| {
+            let first = last != Some(r.seq);
+            last = Some(r.seq);
+            first
+        })
     }
 }
 

@@ -19,6 +19,7 @@
 //! placed minus captured and released holds, and every event carries the
 //! currency and limit the account was opened with.
 
+use ledger_events::event::same;
 use ledger_events::AccountKind;
 
 use crate::facts::AccountTerms;
@@ -56,8 +57,11 @@ pub fn check_stream(
     for ev in s.primary() {
         match terms {
             Some(t)
-                if t.currency.as_deref() == ev.currency
-                    && t.overdraft_limit == ev.overdraft_limit => {}
+                if t.overdraft_limit == ev.overdraft_limit
+                    && match (t.currency.as_deref(), ev.currency) {
+                        (Some(a), Some(b)) => same(a.as_bytes(), b.as_bytes()),
+                        (a, b) => a.is_none() && b.is_none(),
+                    } => {}
             Some(t) => {
                 out.push(
                     Finding::new(
