@@ -3,7 +3,9 @@
 //!
 //!   reconcile-testdata generate DIR [--seed N --accounts N --operations N --batches N --duplicates N --step-ms MS]
 //!   reconcile-testdata corrupt CLEAN DAMAGED --class gap|tamper|conflict|...
+//!   reconcile-testdata mutate CLEAN DAMAGED --seed N --count N   # random damage, no expectations
 //!   reconcile-testdata scan LAKE      # the floor: every lake column through DataFusion, no sort
+//!   reconcile-testdata scan LAKE --verify   # and every row hashed and validated, no checks
 
 use std::path::PathBuf;
 use std::process::ExitCode;
