@@ -237,8 +237,7 @@ impl Proof {
             let last =
                 (st.facts.last_seq > 0).then(|| (st.facts.last_seq, names.get(st.facts.phase)));
             completeness::check_phases(s, last, &mut out[0]);
-            let created = transfer_conservation::created_terms(&st.facts, names);
-            transfer_conservation::check_terms(s, created, &mut out[4]);
+            transfer_conservation::check_terms(s, &st.facts, names, &mut out[4]);
             self.facts.add_transfer(s, &mut st.facts);
             self.facts.transfers.put(s.key, st);
         } else {

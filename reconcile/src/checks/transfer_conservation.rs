@@ -33,7 +33,7 @@ type Terms<'a> = (
 
 /// The terms of the `created` row `f` last took in (`None` when it has
 /// none, or when that row records none of them: nothing to judge by).
-pub fn created_terms<'a>(f: &TransferFacts, names: &'a Names) -> Option<Terms<'a>> {
+fn created_terms<'a>(f: &TransferFacts, names: &'a Names) -> Option<Terms<'a>> {
     let name = |s: Option<Sym>| s.map(|s| names.get(s));
     let t = (
         f.amount,
@@ -45,12 +45,23 @@ pub fn created_terms<'a>(f: &TransferFacts, names: &'a Names) -> Option<Terms<'a
 }
 
 /// Checks that each row of the transfer stream `s` after a `created` row
-/// repeats that row's terms; `created` is the terms the stream's rows before
-/// `s` left ([`created_terms`]). A later `created` row replaces them (it is
-/// itself a `phase_order` finding of completeness).
-pub fn check_terms<'a>(s: &StreamView<'a>, mut created: Option<Terms<'a>>, out: &mut Vec<Finding>) {
-    for ev in s.primary() {
+/// repeats that row's terms; `f` is what the stream's rows before `s` left
+/// (read only when `s` does not start with its own `created` row: the
+/// names are not looked up for nearly every stream). A later `created` row
+/// replaces the terms (it is itself a `phase_order` finding of
+/// completeness).
+pub fn check_terms<'a>(
+    s: &StreamView<'a>,
+    f: &TransferFacts,
+    names: &'a Names,
+    out: &mut Vec<Finding>,
+) {
+    let mut created = None;
+    for (i, ev) in s.primary().enumerate() {
         let row = (ev.amount, ev.currency, ev.source, ev.destination);
+        if i == 0 && ev.kind != "created" {
+            created = created_terms(f, names);
+        }
         if ev.kind == "created" {
             created = (row != (None, None, None, None)).then_some(row);
             continue;
