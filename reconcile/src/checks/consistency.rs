@@ -1,7 +1,7 @@
 //! Cross-stream consistency: a transfer's phases agree with its legs on the
 //! accounts. reserved, credited or captured ⇒ a hold of the transfer's
-//! amount on its source; captured ⇒ that hold converted into the debit (same
-//! amount); released ⇒ no debit; every credit ⇒ a hold on the source that
+//! amount on its source; captured ⇒ that hold converted into the source's
+//! debit (same amount); released ⇒ no debit; every credit ⇒ a hold on the source that
 //! was not released (mid-saga, I1: every credit is matched by a live hold);
 //! holds only on the transfer's source.
 //!
@@ -64,7 +64,12 @@ pub fn check_transfer(
         _ => {}
     }
     if phase == "captured" {
-        if let (Some(h), Some(d)) = (hold, legs.debits().first()) {
+        // The capture of the source's hold is the source's debit (the first
+        // by seq, the order one account's legs are added in): not the first
+        // debit added, which depends on the order accounts were read (a
+        // debit on another account is transfer_conservation's).
+        let debit = legs.debits().iter().find(|d| Some(d.account) == t.source);
+        if let (Some(h), Some(d)) = (hold, debit) {
             if d.amount != h.amount {
                 bad(
                     "capture_not_hold",
@@ -85,5 +90,41 @@ pub fn check_transfer(
                 ),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::Leg;
+
+    /// The capture is judged on the source's debit, whatever order the
+    /// accounts' legs were added in: a debit on another account (added
+    /// first, as reading that account's date first would) is not the
+    /// capture of the hold (transfer_conservation reports it).
+    #[test]
+    fn the_capture_is_the_sources_debit_not_the_first_debit_added() {
+        let mut n = Names::default();
+        let (src, other, usd) = (n.id("src"), n.id("other"), n.id("USD"));
+        let mut t = TransferFacts::new(n.id("captured"));
+        (t.amount, t.currency, t.source) = (Some(100), Some(usd), Some(src));
+        let leg = |account, amount, seq| Leg {
+            account,
+            amount,
+            currency: usd,
+            seq,
+        };
+        let judge = |debits: Vec<Leg>| {
+            let legs = Legs::from_lists([vec![leg(src, 100, 1)], debits, vec![], vec![]]);
+            let mut out = Vec::new();
+            check_transfer(&n, "t", Some(&t), &legs, &mut out);
+            out.iter().map(|f| f.code).collect::<Vec<_>>()
+        };
+        assert!(judge(vec![leg(other, 7, 9), leg(src, 100, 2)]).is_empty());
+        assert_eq!(
+            judge(vec![leg(other, 100, 9), leg(src, 99, 2)]),
+            ["capture_not_hold"]
+        );
+        assert!(judge(vec![leg(src, 100, 2)]).is_empty());
     }
 }
