@@ -272,6 +272,24 @@ fn append(stream: &mut Vec<Event>, kind: &str, fill: impl FnOnce(&mut Event)) ->
     e
 }
 
+/// The lake's first account stream (by key), in seq order.
+fn first_account(l: &LocalLake) -> Result<(String, Vec<Event>), String> {
+    l.streams(Stream::Account)
+        .into_iter()
+        .next()
+        .ok_or_else(|| "the lake has no account".to_owned())
+}
+
+/// (balance, held, overdraft limit) after a stream's last event.
+fn last_state(evs: &[Event]) -> (i64, i64, i64) {
+    let last = evs.last().expect("streams are not empty");
+    (
+        last.balance_after.unwrap_or(0),
+        last.held_after.unwrap_or(0),
+        last.overdraft_limit.unwrap_or(0),
+    )
+}
+
 fn first_captured(l: &LocalLake) -> Result<(String, Vec<Event>), String> {
     l.streams(Stream::Transfer)
         .into_iter()
@@ -378,17 +396,8 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             }
         }
         Class::Overdraft => {
-            let (acc, mut evs) = l
-                .streams(Stream::Account)
-                .into_iter()
-                .next()
-                .ok_or("the lake has no account")?;
-            let last = evs.last().expect("streams are not empty").clone();
-            let (bal, held, limit) = (
-                last.balance_after.unwrap_or(0),
-                last.held_after.unwrap_or(0),
-                last.overdraft_limit.unwrap_or(0),
-            );
+            let (acc, mut evs) = first_account(&l)?;
+            let (bal, held, limit) = last_state(&evs);
             let amount = bal - held + limit + 1;
             let e = append(&mut evs, "withdrawn", |e| {
                 e.amount = Some(amount);
@@ -407,17 +416,8 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             }
         }
         Class::HiddenOverdraft => {
-            let (acc, mut evs) = l
-                .streams(Stream::Account)
-                .into_iter()
-                .next()
-                .ok_or("the lake has no account")?;
-            let last = evs.last().expect("streams are not empty").clone();
-            let (bal, held, limit) = (
-                last.balance_after.unwrap_or(0),
-                last.held_after.unwrap_or(0),
-                last.overdraft_limit.unwrap_or(0),
-            );
+            let (acc, mut evs) = first_account(&l)?;
+            let (bal, held, limit) = last_state(&evs);
             // Below the limit by 1 (at least 1: the account may be overdrawn already), and the
             // row's limit exactly what hides it.
             let amount = (bal - held + limit + 1).max(1);
@@ -478,11 +478,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             }
         }
         Class::FrozenDeposit => {
-            let (acc, mut evs) = l
-                .streams(Stream::Account)
-                .into_iter()
-                .next()
-                .ok_or("the lake has no account")?;
+            let (acc, mut evs) = first_account(&l)?;
             let frozen = evs
                 .iter()
                 .rev()

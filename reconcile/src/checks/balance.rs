@@ -19,9 +19,9 @@
 //! placed minus captured and released holds, and every event carries the
 //! currency and limit the account was opened with.
 
-use ledger_events::event::same;
 use ledger_events::AccountKind;
 
+use super::same_text;
 use crate::facts::AccountTerms;
 use crate::finding::Finding;
 use crate::stream::StreamView;
@@ -58,10 +58,7 @@ pub fn check_stream(
         match terms {
             Some(t)
                 if t.overdraft_limit == ev.overdraft_limit
-                    && match (t.currency.as_deref(), ev.currency) {
-                        (Some(a), Some(b)) => same(a.as_bytes(), b.as_bytes()),
-                        (a, b) => a.is_none() && b.is_none(),
-                    } => {}
+                    && same_text(t.currency.as_deref(), ev.currency) => {}
             Some(t) => {
                 out.push(
                     Finding::new(

@@ -27,7 +27,7 @@
 //! it is not also reported as a broken link, because the gap explains it.
 
 use ledger_events::event::{check_stream_key, same};
-use ledger_events::{AccountKind, TransferKind, GENESIS_HASH};
+use ledger_events::{AccountKind, EventRef, TransferKind, GENESIS_HASH};
 
 use crate::facts::AccountLife;
 use crate::finding::Finding;
@@ -47,6 +47,11 @@ fn follows(prev: TransferKind, next: TransferKind) -> bool {
             | (Credited, Captured)
             | (Releasing, Released)
     )
+}
+
+/// The `phase_order` finding at row `ev` of `s`: its kind, then `why`.
+fn phase_order(s: &StreamView, ev: &EventRef, why: String) -> Finding {
+    Finding::new("phase_order", s.key, format!("{} {why}", ev.kind)).at(ev.seq, ev.event_id)
 }
 
 /// Checks that each row of the transfer stream `s` follows the one before
@@ -69,14 +74,11 @@ pub fn check_phases(s: &StreamView, prev: Option<(u64, &str)>, out: &mut Vec<Fin
                 Some((_, Some(pk))) => format!("after {}", pk.as_str()),
                 _ => String::new(),
             };
-            out.push(
-                Finding::new(
-                    "phase_order",
-                    s.key,
-                    format!("{} {after}: not a step of the saga", ev.kind),
-                )
-                .at(ev.seq, ev.event_id),
-            );
+            out.push(phase_order(
+                s,
+                ev,
+                format!("{after}: not a step of the saga"),
+            ));
         }
         prev = Some((ev.seq, kind));
     }
@@ -115,14 +117,11 @@ pub fn check_account_life(s: &StreamView, life: &mut Option<AccountLife>, out: &
             _ => None,
         };
         if let Some(why) = wrong {
-            out.push(
-                Finding::new(
-                    "phase_order",
-                    s.key,
-                    format!("{} {why}: not a step of the account's life", ev.kind),
-                )
-                .at(ev.seq, ev.event_id),
-            );
+            out.push(phase_order(
+                s,
+                ev,
+                format!("{why}: not a step of the account's life"),
+            ));
         }
         let frozen = match kind {
             Opened | Unfrozen => Some(false),

@@ -24,9 +24,21 @@ pub mod global_conservation;
 pub mod overdraft;
 pub mod transfer_conservation;
 
+use ledger_events::event::same;
+
 use crate::facts::{Facts, Legs, TransferFacts};
 use crate::finding::Finding;
 use crate::names::Names;
+
+/// `a == b` for a recorded text that may be absent, compared inline
+/// ([`same`]): the per-row terms checks compare a few per row, and a call to
+/// `memcmp` per string cost more than the rest of the comparison.
+pub(crate) fn same_text(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => same(a.as_bytes(), b.as_bytes()),
+        (a, b) => a.is_none() && b.is_none(),
+    }
+}
 
 /// A check of one transfer: its id, its facts when it has a stream, and its
 /// legs; appends its findings.

@@ -11,8 +11,7 @@
 //! What holding proves: every transfer moved exactly what it said, from
 //! where it said, to where it said, or nothing at all.
 
-use ledger_events::event::same;
-
+use super::same_text;
 use crate::facts::{Leg, Legs, TransferFacts};
 use crate::finding::Finding;
 use crate::names::{Names, Sym};
@@ -85,14 +84,9 @@ pub fn check_terms<'a>(
     }
 }
 
-/// `a == b`, the strings compared inline ([`same`]: every transfer row is
-/// compared, and a call to `memcmp` per string cost more than the rest).
+/// `a == b`, the strings compared inline ([`same_text`]).
 fn same_terms(a: Terms<'_>, b: Terms<'_>) -> bool {
-    let text = |x: Option<&str>, y: Option<&str>| match (x, y) {
-        (Some(x), Some(y)) => same(x.as_bytes(), y.as_bytes()),
-        (x, y) => x.is_none() && y.is_none(),
-    };
-    a.0 == b.0 && text(a.1, b.1) && text(a.2, b.2) && text(a.3, b.3)
+    a.0 == b.0 && same_text(a.1, b.1) && same_text(a.2, b.2) && same_text(a.3, b.3)
 }
 
 fn shown((amount, currency, source, destination): Terms<'_>) -> String {
