@@ -313,7 +313,7 @@ impl Proof {
 /// A chunk of streams proved together ([`Chunk`]) ends at this many streams
 /// or rows; a hand-off message is one chunk. Messages the queue holds.
 const CHUNK_STREAMS: usize = 256;
-const CHUNK_ROWS: usize = 1024;
+pub const CHUNK_ROWS: usize = 1024;
 const HANDOFF_QUEUE: usize = 4;
 
 /// Streams gathered to be proved together: their rows' hashes are checked

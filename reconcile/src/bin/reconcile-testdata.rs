@@ -183,8 +183,8 @@ async fn verify_rows(
     use futures::StreamExt;
     use ledger_events::event::HashCheck;
     use ledger_reconcile::rows::Cols;
+    use ledger_reconcile::run::CHUNK_ROWS;
 
-    const CHUNK_ROWS: usize = 1024;
     let (mut rows, mut bad) = (0u64, 0u64);
     let mut check = HashCheck::default();
     let mut ok = Vec::with_capacity(CHUNK_ROWS);
