@@ -48,7 +48,7 @@ canon AS (
 ),
 checked AS (
     SELECT tbl, stream, stream_key, seq, kind, event_id, currency, amount, balance_after, held_after,
-           overdraft_limit, transfer_id, source, destination, deadline_ms, prev_hash, hash,
+           overdraft_limit, transfer_id, counterparty, source, destination, deadline_ms, prev_hash, hash,
            sha256(text) = hash AS hash_ok,
            -- 64-bit digest of the whole row: with seq and hash it tells identical copies (the
            -- docs/LAKE.md dedup) without carrying the columns no check reads.
@@ -186,7 +186,7 @@ GROUP BY tbl, stream, stream_key, seq;
 -- Primary account rows: the first version of each seq (what reconcile's folds read).
 CREATE OR REPLACE TEMP TABLE pa AS
 SELECT stream_key, seq, kind, event_id, currency, amount, balance_after, held_after,
-       overdraft_limit, transfer_id,
+       overdraft_limit, transfer_id, counterparty,
        lag(seq) OVER a AS p_seq, lag(balance_after) OVER a AS p_bal,
        lag(held_after) OVER a AS p_held, lag(kind) OVER a AS p_kind,
        lag(currency) OVER a AS p_currency, lag(overdraft_limit) OVER a AS p_limit
@@ -318,7 +318,7 @@ WHERE kind <> 'created' AND ct IS NOT NULL
 -- The legs: account events that name a transfer.
 CREATE OR REPLACE TEMP TABLE lg AS
 SELECT transfer_id AS t, stream_key AS account, kind, coalesce(amount, 0) AS amount,
-       coalesce(currency, '') AS currency, seq, event_id
+       coalesce(currency, '') AS currency, coalesce(counterparty, '') AS counterparty, seq, event_id
 FROM pa
 WHERE transfer_id IS NOT NULL AND kind IN ('hold_placed', 'captured', 'credited', 'hold_released');
 
@@ -412,7 +412,22 @@ FROM x WHERE phase = 'captured' AND n_src_holds > 0 AND debit1 IS NOT NULL AND d
 UNION ALL
 SELECT 'cross_stream_consistency', 'credit_without_live_hold', id, NULL, NULL,
        'credited but the source hold was ' || CASE WHEN released THEN 'released' ELSE 'never placed' END
-FROM x WHERE n_credits > 0 AND (n_src_holds = 0 OR released);
+FROM x WHERE n_credits > 0 AND (n_src_holds = 0 OR released)
+UNION ALL
+-- every leg names the transfer's other party (the destination; the source on a credit); a
+-- release of nothing (amount 0) may name none
+SELECT 'cross_stream_consistency', 'counterparty_mismatch', l.t, l.seq, l.event_id,
+       format('{} names {}; the transfer''s {} is {}', l.event_id,
+              CASE WHEN l.counterparty = '' THEN 'no counterparty' ELSE 'counterparty ' || l.counterparty END,
+              CASE WHEN l.kind = 'credited' THEN 'source' ELSE 'destination' END,
+              CASE WHEN l.party = '' THEN 'none' ELSE l.party END)
+FROM (
+    SELECT l.*, coalesce(CASE WHEN l.kind = 'credited' THEN tf.c.source ELSE tf.c.destination END, '') AS party
+    FROM lg l JOIN tf ON tf.id = l.t
+    WHERE tf.c.amount IS NOT NULL
+) l
+WHERE l.counterparty <> l.party
+  AND NOT (l.kind = 'hold_released' AND l.amount = 0 AND l.counterparty = '');
 
 -- 8. terminal_convergence: dangling transfers at NOW_MS, and holds live at their account's
 -- last event whose transfer is terminal or unknown.

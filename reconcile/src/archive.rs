@@ -51,8 +51,9 @@ use crate::names::{FxHasher, Names};
 pub type Record = (Box<str>, TransferState, Legs);
 
 const MAGIC: &[u8; 8] = b"LDGRSEG1";
-/// Version of the segment layout (and of the Bloom filter's hash).
-const SEGMENT_VERSION: u32 = 1;
+/// Version of the segment layout (and of the Bloom filter's hash). 2: a
+/// leg records its counterparty.
+const SEGMENT_VERSION: u32 = 2;
 const BLOCK_BYTES: usize = 16 << 10;
 const BLOOM_BITS_PER_ID: u64 = 16;
 /// Probes per id: with 16 bits an id, ~0.05 % false positives.
@@ -622,6 +623,7 @@ mod tests {
             account: Sym(0),
             amount: 5,
             currency: Sym(1),
+            counterparty: Sym(0),
             seq,
         };
         let state = TransferState {

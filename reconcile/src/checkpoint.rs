@@ -51,8 +51,9 @@ use crate::names::{FxMap, Names};
 use crate::stream::Tail;
 
 /// Version of the checkpoint format: a reconciler refuses any other. 4: an
-/// account's state keeps its last row's currency and overdraft limit.
-pub const CHECKPOINT_VERSION: u32 = 4;
+/// account's state keeps its last row's currency and overdraft limit. 5:
+/// every leg keeps the counterparty its event names.
+pub const CHECKPOINT_VERSION: u32 = 5;
 
 /// Which stream, as the proof keys it: the table it was found in (a stream
 /// in the wrong table is proved apart from its namesake), its kind and key.

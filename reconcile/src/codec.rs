@@ -7,7 +7,8 @@
 //! transfers := count:u64 { id:str  last_seq:u64  hashes  amount:opt_i64  currency:opt_u32
 //!              source:opt_u32  destination:opt_u32  deadline_ms:opt_i64  phase:u32
 //!              terminal:u8  facts_last_seq:u64 }*
-//! legs      := count:u64 { id:str  (n:u32 { account:u32 amount:i64 currency:u32 seq:u64 }*){4} }*
+//! legs      := count:u64 { id:str  (n:u32 { account:u32 amount:i64 currency:u32 counterparty:u32
+//!              seq:u64 }*){4} }*
 //!              (holds, debits, credits, releases)
 //! record    := transfer legs-without-id        (the settled archive's blocks, `archive`)
 //! hashes    := 0 | 1 [u8;32] | 2 n:u32 str*
@@ -126,6 +127,7 @@ impl Writer {
                 self.u32(leg.account.0);
                 self.i64(leg.amount);
                 self.u32(leg.currency.0);
+                self.u32(leg.counterparty.0);
                 self.u64(leg.seq);
             }
         }
@@ -284,6 +286,7 @@ impl<'a> Reader<'a> {
                         account: self.sym()?,
                         amount: self.i64()?,
                         currency: self.sym()?,
+                        counterparty: self.sym()?,
                         seq: self.u64()?,
                     },
                 );
@@ -302,6 +305,7 @@ mod tests {
             account: Sym(a),
             amount: -7,
             currency: Sym(2),
+            counterparty: Sym(a + 1),
             seq: s,
         };
         let t = |id: &str, hashes, amount| {

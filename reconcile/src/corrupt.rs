@@ -45,6 +45,9 @@ pub enum Class {
     PhaseSkipped,
     /// A deposit recorded on a frozen account (a freeze blocks new money).
     FrozenDeposit,
+    /// A captured transfer's credit naming its own account, not the source, as
+    /// the counterparty (resealed).
+    WrongCounterparty,
 }
 
 impl Class {
@@ -61,6 +64,7 @@ impl Class {
         Class::TermsChanged,
         Class::PhaseSkipped,
         Class::FrozenDeposit,
+        Class::WrongCounterparty,
     ];
 }
 
@@ -504,6 +508,37 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                     "completeness",
                     "phase_order",
                     &acc,
+                    Some(&e.event_id),
+                )],
+            }
+        }
+        Class::WrongCounterparty => {
+            let (t, t_evs) = first_captured(&l)?;
+            let (src, dst) = (t_evs[0].source.clone(), t_evs[0].destination.clone());
+            let dst = dst.ok_or("the captured transfer has no destination")?;
+            let mut evs = l
+                .streams(Stream::Account)
+                .remove(&dst)
+                .ok_or("the captured transfer's destination has no stream")?;
+            let i = evs
+                .iter()
+                .position(|e| e.kind == "credited" && e.transfer_id.as_deref() == Some(&t))
+                .ok_or("the captured transfer has no credit on its destination")?;
+            evs[i].counterparty = Some(dst.clone());
+            reseal_from(&mut evs, i);
+            let e = evs[i].clone();
+            l.replace_stream(&evs);
+            Injected {
+                class,
+                description: format!(
+                    "{}: the credit names {dst} (its own account) as the counterparty, not the source {}, resealed",
+                    e.event_id,
+                    src.unwrap_or_default()
+                ),
+                expected: vec![expect(
+                    "cross_stream_consistency",
+                    "counterparty_mismatch",
+                    &t,
                     Some(&e.event_id),
                 )],
             }

@@ -24,6 +24,9 @@ pub struct Leg {
     pub account: Sym,
     pub amount: i64,
     pub currency: Sym,
+    /// The other party the event names (`counterparty`; the empty name when
+    /// it names none), which `consistency` compares with the transfer's.
+    pub counterparty: Sym,
     pub seq: u64,
 }
 
@@ -39,9 +42,10 @@ impl Leg {
 /// amount 0 for a tombstone). Each kind's legs in the order they were added.
 ///
 /// Kept as one list ordered by kind, with each kind's count: a transfer has
-/// two or three legs, which fit inline (96 bytes; four lists of one inline
-/// leg each took 128, and a table holds one per transfer: millions). One
-/// allocation per transfer instead cost ~1 GB at 50M events.
+/// two or three legs, which fit inline (120 bytes with 32-byte legs; four
+/// lists of one inline leg each took more, and a table holds one per
+/// transfer: millions). One allocation per transfer instead cost ~1 GB at
+/// 50M events.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Legs {
     legs: smallvec::SmallVec<[Leg; 3]>,
@@ -569,7 +573,7 @@ impl LegLog {
     }
 }
 
-/// One logged leg (40 bytes: a log holds one per leg of a full run, ~20M
+/// One logged leg (48 bytes: a log holds one per leg of a full run, ~20M
 /// at 50M events).
 #[derive(Clone, Copy)]
 struct Logged {
@@ -976,6 +980,7 @@ impl Facts {
                 currency: self
                     .recent
                     .id(&mut self.names, ev.currency.unwrap_or_default()),
+                counterparty: self.names.id(ev.counterparty.unwrap_or_default()),
                 seq: ev.seq,
             };
             let kind = match kind {
@@ -1320,6 +1325,7 @@ mod tests {
             account: Sym(seq as u32 % 3),
             amount: seq as i64,
             currency: Sym(9),
+            counterparty: Sym(seq as u32 % 5),
             seq,
         };
         // Kinds arrive out of order (a release before a hold of another
@@ -1356,8 +1362,8 @@ mod tests {
     }
 
     #[test]
-    fn a_transfers_legs_are_96_bytes_with_three_inline() {
-        assert_eq!(std::mem::size_of::<Legs>(), 96);
+    fn a_transfers_legs_are_120_bytes_with_three_inline() {
+        assert_eq!(std::mem::size_of::<Legs>(), 120);
         let mut l = Legs::default();
         for kind in [LegKind::Hold, LegKind::Debit, LegKind::Credit] {
             l.push(
@@ -1366,6 +1372,7 @@ mod tests {
                     account: Sym(0),
                     amount: 1,
                     currency: Sym(0),
+                    counterparty: Sym(0),
                     seq: 1,
                 },
             );
@@ -1393,8 +1400,8 @@ mod tests {
     }
 
     #[test]
-    fn a_logged_leg_is_forty_bytes() {
-        assert_eq!(std::mem::size_of::<Logged>(), 40);
+    fn a_logged_leg_is_forty_eight_bytes() {
+        assert_eq!(std::mem::size_of::<Logged>(), 48);
     }
 
     #[test]
@@ -1469,6 +1476,7 @@ mod tests {
                 account: Sym(next(50) as u32),
                 amount: next(1_000) as i64,
                 currency: Sym(0),
+                counterparty: Sym(next(50) as u32),
                 seq,
             };
             let kind = kinds[next(4) as usize];
@@ -1573,6 +1581,7 @@ mod tests {
             account: Sym(next(50) as u32),
             amount: next(1_000) as i64,
             currency: Sym(0),
+            counterparty: Sym(next(50) as u32),
             seq,
         }
     }
@@ -1776,6 +1785,7 @@ mod tests {
             account: Sym(a),
             amount: 5,
             currency: Sym(0),
+            counterparty: Sym(a + 1),
             seq,
         };
         // Enough ids to grow the index several times.
@@ -1807,6 +1817,7 @@ mod tests {
         account: Sym(0),
         amount: 1,
         currency: Sym(0),
+        counterparty: Sym(0),
         seq: 1,
     };
 

@@ -524,6 +524,7 @@ fn late_redeliveries_and_rewritten_files_reopen_their_streams_and_violations_are
         Class::TermsChanged,
         Class::PhaseSkipped,
         Class::FrozenDeposit,
+        Class::WrongCounterparty,
     ]
     .into_iter()
     .enumerate()

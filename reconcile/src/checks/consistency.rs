@@ -3,12 +3,13 @@
 //! amount on its source; captured ⇒ that hold converted into the source's
 //! debit (same amount); released ⇒ no debit; every credit ⇒ a hold on the source that
 //! was not released (mid-saga, I1: every credit is matched by a live hold);
-//! holds only on the transfer's source.
+//! holds only on the transfer's source; every leg names the transfer's
+//! other party as its counterparty.
 //!
 //! Holds that outlive their transfer are `convergence`'s (leaked holds), so
 //! one defect is reported by one check.
 
-use crate::facts::{Legs, TransferFacts};
+use crate::facts::{LegKind, Legs, TransferFacts};
 use crate::finding::Finding;
 use crate::names::Names;
 
@@ -91,6 +92,54 @@ pub fn check_transfer(
             );
         }
     }
+    check_counterparties(n, id, t, legs, out);
+}
+
+/// Every leg names the transfer's other party, as the account core writes
+/// it: the destination on the holds, the capture and the releases (on the
+/// source), the source on the credit (on the destination); a release of
+/// nothing (a tombstone, amount 0) may name none. One finding per leg that
+/// does not, with its row: an account's statement would show the money
+/// coming from, or going to, someone else.
+fn check_counterparties(
+    n: &Names,
+    id: &str,
+    t: &TransferFacts,
+    legs: &Legs,
+    out: &mut Vec<Finding>,
+) {
+    // The name a leg without a counterparty has (absent when none has).
+    let none = n.find("");
+    for kind in LegKind::ALL {
+        let (party, role) = match kind {
+            LegKind::Credit => (t.source, "source"),
+            _ => (t.destination, "destination"),
+        };
+        for leg in legs.of(kind) {
+            let names_none = Some(leg.counterparty) == none;
+            let tombstone = kind == LegKind::Release && leg.amount == 0;
+            if party.map_or(names_none, |p| leg.counterparty == p) || (tombstone && names_none) {
+                continue;
+            }
+            let event = leg.event_id(n);
+            let named = if names_none {
+                "no counterparty".to_owned()
+            } else {
+                format!("counterparty {}", n.get(leg.counterparty))
+            };
+            out.push(
+                Finding::new(
+                    "counterparty_mismatch",
+                    id,
+                    format!(
+                        "{event} names {named}; the transfer's {role} is {}",
+                        party.map_or("none", |p| n.get(p))
+                    ),
+                )
+                .at(leg.seq, &event),
+            );
+        }
+    }
 }
 
 #[cfg(test)]
@@ -107,11 +156,13 @@ mod tests {
         let mut n = Names::default();
         let (src, other, usd) = (n.id("src"), n.id("other"), n.id("USD"));
         let mut t = TransferFacts::new(n.id("captured"));
-        (t.amount, t.currency, t.source) = (Some(100), Some(usd), Some(src));
+        (t.amount, t.currency, t.source, t.destination) =
+            (Some(100), Some(usd), Some(src), Some(other));
         let leg = |account, amount, seq| Leg {
             account,
             amount,
             currency: usd,
+            counterparty: other,
             seq,
         };
         let judge = |debits: Vec<Leg>| {
@@ -126,5 +177,82 @@ mod tests {
             ["capture_not_hold"]
         );
         assert!(judge(vec![leg(src, 100, 2)]).is_empty());
+    }
+
+    #[test]
+    fn each_leg_names_the_other_party_and_a_tombstone_may_name_none() {
+        let mut n = Names::default();
+        let (src, dst, third, none, usd) = (
+            n.id("src"),
+            n.id("dst"),
+            n.id("third"),
+            n.id(""),
+            n.id("USD"),
+        );
+        let mut t = TransferFacts::new(n.id("released"));
+        (t.amount, t.currency, t.source, t.destination) =
+            (Some(100), Some(usd), Some(src), Some(dst));
+        let leg = |account, amount, counterparty, seq| Leg {
+            account,
+            amount,
+            currency: usd,
+            counterparty,
+            seq,
+        };
+        // (holds, debits, credits, releases) → the seqs of the legs found.
+        let judge = |lists: [Vec<Leg>; 4]| {
+            let mut out = Vec::new();
+            check_transfer(&n, "t", Some(&t), &Legs::from_lists(lists), &mut out);
+            out.retain(|f| f.code == "counterparty_mismatch");
+            out.iter().map(|f| f.seq.unwrap()).collect::<Vec<_>>()
+        };
+        let hold = leg(src, 100, dst, 1);
+        let release = leg(src, 100, dst, 2);
+        // What the core writes: the destination on the source's legs.
+        assert!(judge([vec![hold], vec![], vec![], vec![release]]).is_empty());
+        // A credit names the source; the destination or none is a mismatch.
+        assert!(judge([vec![hold], vec![], vec![leg(dst, 100, src, 3)], vec![]]).is_empty());
+        assert_eq!(
+            judge([vec![hold], vec![], vec![leg(dst, 100, dst, 3)], vec![]]),
+            [3]
+        );
+        assert_eq!(
+            judge([vec![hold], vec![], vec![leg(dst, 100, none, 3)], vec![]]),
+            [3]
+        );
+        // A hold, a capture or a release of money naming another or none.
+        assert_eq!(
+            judge([
+                vec![leg(src, 100, third, 1)],
+                vec![leg(src, 100, none, 2)],
+                vec![],
+                vec![]
+            ]),
+            [1, 2]
+        );
+        assert_eq!(
+            judge([vec![hold], vec![], vec![], vec![leg(src, 100, none, 2)]]),
+            [2]
+        );
+        // A release of nothing (a tombstone) may name none, not another.
+        assert!(judge([vec![], vec![], vec![], vec![leg(src, 0, none, 1)]]).is_empty());
+        assert_eq!(
+            judge([vec![], vec![], vec![], vec![leg(src, 0, third, 1)]]),
+            [1]
+        );
+        // The finding names the row.
+        let mut out = Vec::new();
+        let lists = [vec![], vec![], vec![leg(dst, 100, third, 7)], vec![]];
+        check_transfer(&n, "t", Some(&t), &Legs::from_lists(lists), &mut out);
+        let f = out
+            .iter()
+            .find(|f| f.code == "counterparty_mismatch")
+            .unwrap();
+        assert_eq!(f.event_id.as_deref(), Some("account:dst:7"));
+        assert!(
+            f.detail.contains("counterparty third") && f.detail.contains("source is src"),
+            "{}",
+            f.detail
+        );
     }
 }

@@ -108,6 +108,7 @@ mod tests {
                 account,
                 amount: 100,
                 currency: usd,
+                counterparty: b,
                 seq: i as u64 + 1,
             };
             f.legs.add(id, LegKind::Hold, leg);
@@ -116,6 +117,7 @@ mod tests {
             account: a,
             amount: 5,
             currency: usd,
+            counterparty: b,
             seq: 9999,
         };
         f.legs.add("t-99999", LegKind::Debit, orphan);
