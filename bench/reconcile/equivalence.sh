@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Equivalence of bench/reconcile/checks.sql (DuckDB) and `reconcile`: on a generated clean lake
-# and on one corrupted copy per class (`reconcile-testdata corrupt --class X`), both must give
+# on one with sagas in progress (`generate --in-flight`), and on one corrupted copy per class
+# (`reconcile-testdata corrupt --class X`), both must give
 # the same verdict and count per check and the same findings (check, code, key, seq).
 # Small lakes: runs in seconds once the binaries are built.
 #
@@ -40,6 +41,10 @@ check() { # name lake
   fi
 }
 check clean "$W/clean"
+# A lake read while sagas run: the transfers of the last 200 operations stopped mid-saga
+# (money in flight, captures committed but not recorded; dangling at NOW_MS).
+"$BIN/reconcile-testdata" generate "$W/in-flight" --operations "${OPERATIONS:-3000}" --accounts "${ACCOUNTS:-30}" --duplicates 25 --in-flight 200 >/dev/null
+check in-flight "$W/in-flight"
 for c in $CLASSES; do
   "$BIN/reconcile-testdata" corrupt "$W/clean" "$W/$c" --class "$c" --now-ms "$NOW_MS" >/dev/null
   check "$c" "$W/$c"

@@ -1119,6 +1119,26 @@ impl Facts {
         self.transfers.len() + self.orphan_legs.len()
     }
 
+    /// The transfers whose stream is not terminal, with their legs, in id
+    /// order (few: the sagas in progress at the lake's end).
+    pub fn in_progress(&self) -> impl Iterator<Item = (&str, &TransferFacts, &Legs)> + '_ {
+        let current = self.legs_of.len() == self.transfers.len();
+        self.transfers
+            .rows
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, s))| !s.facts.is_terminal())
+            .map(move |(k, (id, s))| {
+                let i = if current {
+                    self.legs_of[k]
+                } else {
+                    self.legs.find(id)
+                };
+                let legs = i.map_or(Legs::NONE, |i| &self.legs.rows[i as usize].1);
+                (&**id, &s.facts, legs)
+            })
+    }
+
     /// The ids of [`Facts::transfer_ids`] at the positions `range` (clamped
     /// to their number), without visiting those before it.
     pub fn transfer_ids_in(

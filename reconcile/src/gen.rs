@@ -46,7 +46,43 @@ pub struct GenConfig {
     /// Time between two operations (default [`GEN_STEP_MS`]): sets how many
     /// events a UTC day, i.e. a date partition, holds.
     pub step_ms: i64,
+    /// The transfers among the last `in_flight` operations stop mid-saga, as
+    /// a lake read while sagas are in progress shows them ([`Stop`]): a live
+    /// ledger's state, not a violation (until their deadlines pass).
+    pub in_flight: usize,
 }
+
+/// Where a transfer left in progress stops: after `recorded` saga steps the
+/// transfer recorded, and, if `committed`, the next step committed on its
+/// account but its reply not yet recorded by the transfer (the account
+/// commits before the transfer does, so every step passes through that).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stop {
+    recorded: usize,
+    committed: bool,
+}
+
+/// The stops cycled through: reserved; reserved with the credit committed
+/// (money in flight); credited (money in flight); credited with the
+/// capture committed on the source.
+const STOPS: [Stop; 4] = [
+    Stop {
+        recorded: 1,
+        committed: false,
+    },
+    Stop {
+        recorded: 1,
+        committed: true,
+    },
+    Stop {
+        recorded: 2,
+        committed: false,
+    },
+    Stop {
+        recorded: 2,
+        committed: true,
+    },
+];
 
 impl Default for GenConfig {
     fn default() -> Self {
@@ -57,6 +93,7 @@ impl Default for GenConfig {
             batches: 4,
             duplicates: 10,
             step_ms: GEN_STEP_MS,
+            in_flight: 0,
         }
     }
 }
@@ -70,6 +107,8 @@ pub struct GenSummary {
     pub transfers_captured: usize,
     pub transfers_failed: usize,
     pub transfers_released: usize,
+    /// Transfers left in progress ([`GenConfig::in_flight`]).
+    pub transfers_in_flight: usize,
 }
 
 /// A small deterministic generator (splitmix64 over a counter).
@@ -126,8 +165,16 @@ impl World<'_> {
             .expect("generated transfers name generated accounts")
     }
 
-    /// Runs one transfer's saga to a terminal phase, every step answered.
-    fn transfer(&mut self, key: &str, src: usize, dst: usize, amount: i64, currency: Currency) {
+    /// Runs one transfer's saga to a terminal phase, every step answered, or
+    /// to `stop`.
+    fn transfer(
+        &mut self,
+        key: &str,
+        (src, dst): (usize, usize),
+        amount: i64,
+        currency: Currency,
+        stop: Option<Stop>,
+    ) {
         let spec = TransferSpec {
             id: format!("t.{GEN_TENANT}.{key}"),
             source: self.accounts[src].0.clone(),
@@ -143,9 +190,18 @@ impl World<'_> {
             }
             Admission::Existing(_) | Admission::Refuse(_) => return,
         };
+        let mut recorded = 0;
         while let Some(step) = t.next_step() {
             let (account, cmd) = t.request(step);
             let idx = self.index_of(account);
+            if let Some(stop) = stop.filter(|s| s.recorded == recorded) {
+                if stop.committed {
+                    self.run(idx, &cmd);
+                }
+                self.summary.transfers_in_flight += 1;
+                return;
+            }
+            recorded += 1;
             let outcome = self.run(idx, &cmd);
             match t.on_reply(step, &Reply::Outcome(outcome), self.now) {
                 Advance::Moved(ev) => self.emit(ev),
@@ -234,7 +290,8 @@ pub fn generate_with(cfg: &GenConfig, sink: &mut dyn FnMut(Event)) -> GenSummary
                 }
                 // Sometimes more than the source holds: the reserve fails.
                 let amount = 100 + rng.below(30_000) as i64;
-                w.transfer(&format!("op{op}"), a, b, amount, currency);
+                let stop = (op + cfg.in_flight >= cfg.operations).then(|| STOPS[op % STOPS.len()]);
+                w.transfer(&format!("op{op}"), (a, b), amount, currency, stop);
             }
             94..=97 => {
                 w.run(a, &Command::Freeze);

@@ -22,7 +22,7 @@ use ledger_reconcile::{
 ///   balance_integrity   I1   refolding each account reproduces every balance_after / held_after
 ///   no_overdraft        I2   balance − held ≥ −overdraft_limit after every event
 ///   transfer_conservation I1 captured = one debit −a on the source + one credit +a on the destination
-///   global_conservation I1   per currency: Σ balances = deposits − withdrawals
+///   global_conservation I1   per currency: Σ balances = deposits − withdrawals + credits in flight
 ///   cross_stream_consistency I1 transfer phases agree with holds, debits and credits
 ///   terminal_convergence I4  no transfer non-terminal past its deadline, no leaked hold
 ///

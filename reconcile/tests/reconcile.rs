@@ -8,9 +8,9 @@ use std::process::Command;
 
 mod common;
 
-use common::{config, run_lib, NOW_MS};
+use common::{config, run_lib, run_lib_at, NOW_MS};
 use ledger_reconcile::corrupt::{copy_lake, inject, Class, Expected};
-use ledger_reconcile::gen::{generate_events, generate_lake};
+use ledger_reconcile::gen::{generate_events, generate_lake, GEN_START_MS, GEN_STEP_MS};
 use ledger_reconcile::Report;
 
 fn run_bin(args: &[&str]) -> (i32, String, String) {
@@ -109,6 +109,43 @@ fn a_generated_lake_passes_every_check() {
     assert_eq!(d["version"], 1);
     assert!(d["generated_at_ms"].as_i64().unwrap() > 0);
     assert_eq!(d["transfers"], serde_json::json!([]));
+}
+
+/// A lake read while sagas are in progress: transfers stopped after their
+/// reserve, with their credit committed but not recorded, credited (money
+/// in flight: the destination credited, the source's hold not yet
+/// captured), or with the capture committed on the source but not
+/// recorded. Before their deadlines that is a live ledger, not a violation:
+/// every check holds. After them, each is dangling and nothing else is
+/// reported.
+#[test]
+fn sagas_in_progress_hold_until_their_deadlines_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("in-flight");
+    let cfg = ledger_reconcile::gen::GenConfig {
+        in_flight: 40,
+        ..config()
+    };
+    let s = generate_lake(&cfg, &dir).unwrap();
+    assert!(s.transfers_in_flight >= 8, "{s:?}");
+    // The first operation that may leave a transfer in progress: every
+    // deadline of those is later.
+    let first = GEN_START_MS + (cfg.accounts + cfg.operations - cfg.in_flight) as i64 * GEN_STEP_MS;
+    let live = run_lib_at(&dir, first).unwrap();
+    assert!(live.holds, "{}", live.summary());
+    assert!(live.dangling.is_empty());
+
+    let late = run_lib(&dir).unwrap();
+    let found = findings(&late);
+    assert_eq!(found.len(), s.transfers_in_flight, "{}", late.summary());
+    assert!(
+        found
+            .iter()
+            .all(|f| (f.check, f.code) == ("terminal_convergence", "dangling")),
+        "{}",
+        late.summary()
+    );
+    assert_eq!(late.dangling.len(), s.transfers_in_flight);
 }
 
 #[test]

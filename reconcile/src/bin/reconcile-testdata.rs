@@ -45,6 +45,11 @@ enum Cmd {
         /// date partition (the default gives a few thousand a day).
         #[arg(long, default_value_t = ledger_reconcile::gen::GEN_STEP_MS)]
         step_ms: i64,
+        /// Leave the transfers among the last N operations in progress (stopped
+        /// mid-saga at cycling steps: reserved, credit committed, credited, capture
+        /// committed), as a lake read while sagas run shows them.
+        #[arg(long, default_value_t = 0)]
+        in_flight: usize,
     },
     /// Copy the lake CLEAN to DAMAGED (new) and inject one violation class into the copy;
     /// prints what reconcile must report.
@@ -217,6 +222,7 @@ fn main() -> ExitCode {
             batches,
             duplicates,
             step_ms,
+            in_flight,
         } => generate_lake(
             &GenConfig {
                 seed,
@@ -225,6 +231,7 @@ fn main() -> ExitCode {
                 batches,
                 duplicates,
                 step_ms,
+                in_flight,
             },
             &dir,
         )

@@ -63,7 +63,9 @@ pub fn check_transfer(
         ),
         _ => {}
     }
-    if phase == "captured" {
+    // Captured, or being captured (the source's debit committed, the
+    // transfer's `captured` not yet: see transfer_conservation).
+    if matches!(phase, "credited" | "captured") {
         // The capture of the source's hold is the source's debit (the first
         // by seq, the order one account's legs are added in): not the first
         // debit added, which depends on the order accounts were read (a

@@ -2,6 +2,9 @@
 //! source and exactly one credit +a on its destination, in the transfer's
 //! currency, where a is the transfer's amount; a failed or released
 //! transfer moved no money; no leg names a transfer the lake does not have.
+//! Before capture no debit, except in phase `credited`, where the source's
+//! debit may already be committed (the capture the transfer asked for, its
+//! reply not yet recorded): then it must be exactly that capture.
 //!
 //! "The transfer's amount" is one amount: the saga writes the terms (amount,
 //! currency, source, destination) on every event of the transfer's stream,
@@ -185,6 +188,19 @@ pub fn check_transfer(
                 legs.credits().len()
             ),
         )),
+        // The capture in progress: the source commits its debit before the
+        // transfer records the reply (a state every capture passes through).
+        "credited" if !legs.debits().is_empty() => {
+            if let Err(debit) = one_leg(n, legs.debits(), t.source, amount, t.currency) {
+                out.push(Finding::new(
+                    "debit_before_capture",
+                    id,
+                    format!(
+                        "phase credited, capturing {amount} {currency} from {src}, but the source's debits are not that capture: {debit}"
+                    ),
+                ));
+            }
+        }
         _ if !legs.debits().is_empty() => out.push(Finding::new(
             "debit_before_capture",
             id,

@@ -22,6 +22,7 @@ pub fn config() -> GenConfig {
         batches: 3,
         duplicates: 8,
         step_ms: GEN_STEP_MS,
+        in_flight: 0,
     }
 }
 
@@ -52,12 +53,18 @@ pub fn runtime() -> tokio::runtime::Runtime {
 
 /// A full run of the library on the lake directory `dir`, at [`NOW_MS`].
 pub fn run_lib(dir: &Path) -> Result<Report, Error> {
+    run_lib_at(dir, NOW_MS)
+}
+
+/// A full run of the library on the lake directory `dir`, deadlines judged
+/// at `now_ms`.
+pub fn run_lib_at(dir: &Path, now_ms: i64) -> Result<Report, Error> {
     runtime().block_on(async {
         let lake = Lake::open(dir.to_str().unwrap())?;
         reconcile(
             &lake,
             &Options {
-                now_ms: NOW_MS,
+                now_ms,
                 progress: false,
                 handoff: true,
                 split_first: false,
