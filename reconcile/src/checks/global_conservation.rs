@@ -1,5 +1,5 @@
 //! I1 globally: per currency, Σ final balances = Σ deposits − Σ withdrawals
-//! + money in flight (i128 sums over the last recorded `balance_after` of
+//! plus money in flight (i128 sums over the last recorded `balance_after` of
 //! every account).
 //!
 //! Money in flight: a saga credits the destination before it captures the
