@@ -8,8 +8,9 @@
 #   bash bench/reconcile/equivalence.sh [BIN_DIR]    # BIN_DIR holds reconcile and reconcile-testdata
 #
 # Then ROUNDS random rounds (`reconcile-testdata mutate`: EDITS random edits of random events
-# per round, seeded by the round number plus SEED), compared the same way: a differential
-# test where each engine is the other's oracle.
+# per round, seeded by the round number plus SEED, of the clean lake for odd seeds and of the
+# one with sagas in progress for even ones), compared the same way: a differential test where
+# each engine is the other's oracle.
 #
 # Env: OPERATIONS (default 3000), ACCOUNTS (default 30), ROUNDS (default 0), EDITS (default 3),
 # SEED (default 0), PYTHON (default python3).
@@ -51,7 +52,9 @@ for c in $CLASSES; do
 done
 for r in $(seq 1 "${ROUNDS:-0}"); do
   seed=$(( ${SEED:-0} + r ))
-  "$BIN/reconcile-testdata" mutate "$W/clean" "$W/random-$seed" --seed "$seed" --count "${EDITS:-3}" >"$W/random-$seed.edits"
+  # Odd seeds edit the clean lake, even ones the lake with sagas in progress.
+  base=clean; [ $(( seed % 2 )) = 0 ] && base=in-flight
+  "$BIN/reconcile-testdata" mutate "$W/$base" "$W/random-$seed" --seed "$seed" --count "${EDITS:-3}" >"$W/random-$seed.edits"
   before=$fail
   check "random-$seed" "$W/random-$seed"
   [ "$fail" = "$before" ] || sed 's/^/  edit: /' "$W/random-$seed.edits"
