@@ -386,14 +386,16 @@ cur AS (
            sum(deposits) AS deposits, sum(withdrawals) AS withdrawals
     FROM acc GROUP BY currency
 ),
--- money in flight: the credits of transfers in progress whose source's hold is live (placed,
--- neither captured nor released): mid-saga, every credit is matched by a live hold
+-- money in flight: the credit of a transfer in progress whose source's hold is live (placed,
+-- neither captured nor released), when it is the transfer's one credit of its amount on its
+-- destination in its currency: mid-saga, every credit is matched by a live hold
 inflight AS (
     SELECT l.currency, sum(l.amount)::HUGEINT AS amount
     FROM lg l JOIN tf ON tf.id = l.t JOIN lt ON lt.id = l.t
     WHERE l.kind = 'credited' AND tf.c.amount IS NOT NULL
       AND tf.phase NOT IN ('captured', 'failed', 'released')
       AND lt.n_src_holds > 0 AND lt.n_src_debits = 0 AND NOT lt.src_released
+      AND lt.n_credits = 1 AND lt.credit_ok
     GROUP BY l.currency
 ),
 g AS (

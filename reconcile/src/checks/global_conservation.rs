@@ -5,10 +5,11 @@
 //! Money in flight: a saga credits the destination before it captures the
 //! source's hold, so between the two the credit is in the balances and the
 //! debit is not yet. I1 says how that is still conserved: mid-saga, every
-//! credit is matched by a live hold. So the credits of transfers in
+//! credit is matched by a live hold. So the credit of a transfer in
 //! progress whose source's hold is still live (placed, neither captured nor
-//! released) are counted as in flight; any other credit or debit must
-//! balance. A run at any instant of the ledger's life (a nightly cut)
+//! released) is counted as in flight when it is the transfer's credit (one,
+//! of its amount, on its destination, in its currency); any other credit or
+//! debit must balance. A run at any instant of the ledger's life (a nightly cut)
 //! therefore holds, and a credit of a finished transfer that no debit
 //! matches does not.
 //!
@@ -17,32 +18,39 @@
 
 use std::collections::BTreeMap;
 
-use crate::facts::{Facts, Legs, TransferFacts};
+use crate::facts::{Facts, Leg, Legs, TransferFacts};
 use crate::finding::Finding;
 
 pub const NAME: &str = "global_conservation";
 pub const INVARIANT: &str = "I1";
 pub const PROVES: &str = "per currency, the sum of final balances equals deposits minus withdrawals plus the credits in flight (mid-saga credits whose source hold is live)";
 
-/// The credits of the transfer in progress `t` that its source's live hold
-/// still covers (empty when the hold was captured or released, or never
-/// placed).
-fn in_flight<'a>(t: &TransferFacts, legs: &'a Legs) -> &'a [crate::facts::Leg] {
-    let on_source = |l: &crate::facts::Leg| Some(l.account) == t.source;
+/// The credit of the transfer in progress `t` that its source's live hold
+/// still covers: its one credit, of its amount, on its destination, in its
+/// currency, while the hold is placed and neither captured nor released.
+/// Any other credit is not matched by the hold, so it must balance (an
+/// extra or larger credit mid-saga is money created).
+fn in_flight<'a>(t: &TransferFacts, legs: &'a Legs) -> Option<&'a Leg> {
+    let on_source = |l: &Leg| Some(l.account) == t.source;
     let live = legs.holds().iter().any(on_source)
         && !legs.debits().iter().any(on_source)
         && !legs.releases().iter().any(|r| on_source(r) && r.amount > 0);
-    if live && t.amount.is_some() {
-        legs.credits()
-    } else {
-        &[]
+    match legs.credits() {
+        [c] if live
+            && Some(c.account) == t.destination
+            && Some(c.amount) == t.amount
+            && Some(c.currency) == t.currency =>
+        {
+            Some(c)
+        }
+        _ => None,
     }
 }
 
 pub fn check(f: &Facts) -> Vec<Finding> {
     let mut flight: BTreeMap<&str, i128> = BTreeMap::new();
     for (_, t, legs) in f.in_progress() {
-        for c in in_flight(t, legs) {
+        if let Some(c) = in_flight(t, legs) {
             *flight.entry(f.names.get(c.currency)).or_default() += i128::from(c.amount);
         }
     }
@@ -70,4 +78,92 @@ pub fn check(f: &Facts) -> Vec<Finding> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::{CurrencySums, LegKind, TransferState, Transfers};
+
+    /// One USD transfer of 100 from `src` to `dst` in `phase`, with `legs`
+    /// ((kind, account, amount)), the balances credited by its credits and
+    /// debited by its debits on top of deposits of 1000: what the check says.
+    fn judge(phase: &str, legs: &[(LegKind, &str, i64)]) -> Vec<&'static str> {
+        let mut f = Facts::default();
+        let (usd, src, dst) = (f.names.id("USD"), f.names.id("src"), f.names.id("dst"));
+        let mut st = TransferState::default();
+        st.facts.amount = Some(100);
+        st.facts.currency = Some(usd);
+        st.facts.source = Some(src);
+        st.facts.destination = Some(dst);
+        st.facts.phase = f.names.id(phase);
+        st.facts.terminal = matches!(phase, "captured" | "failed" | "released");
+        let mut moved = 0i128;
+        for (seq, &(kind, account, amount)) in legs.iter().enumerate() {
+            let account = f.names.id(account);
+            let leg = Leg {
+                account,
+                amount,
+                currency: usd,
+                counterparty: usd,
+                seq: seq as u64 + 1,
+            };
+            f.legs.add("t", kind, leg);
+            match kind {
+                LegKind::Credit => moved += i128::from(amount),
+                LegKind::Debit => moved -= i128::from(amount),
+                _ => {}
+            }
+        }
+        f.transfers = Transfers::from_sorted(vec![("t".into(), st)]);
+        f.finish_transfers();
+        f.currencies.insert(
+            "USD".into(),
+            CurrencySums {
+                balances: 1000 + moved,
+                deposits: 1000,
+                withdrawals: 0,
+                accounts: 2,
+            },
+        );
+        check(&f).iter().map(|x| x.code).collect()
+    }
+
+    #[test]
+    fn a_credit_its_live_hold_covers_is_in_flight_and_nothing_else_is() {
+        use LegKind::{Credit, Debit, Hold, Release};
+        let hold = (Hold, "src", 100);
+        let credit = (Credit, "dst", 100);
+        // Mid-saga: credited, the hold not yet captured (reserved: the
+        // credit committed before the transfer recorded it).
+        assert!(judge("credited", &[hold, credit]).is_empty());
+        assert!(judge("reserved", &[hold, credit]).is_empty());
+        // Captured, or being captured: the debit balances the credit.
+        assert!(judge("credited", &[hold, credit, (Debit, "src", 100)]).is_empty());
+        assert!(judge("captured", &[hold, credit, (Debit, "src", 100)]).is_empty());
+        // Not covered by a live hold: no hold, the hold released, the
+        // transfer finished without a debit.
+        assert_eq!(judge("credited", &[credit]), ["not_conserved"]);
+        assert_eq!(
+            judge("credited", &[hold, credit, (Release, "src", 100)]),
+            ["not_conserved"]
+        );
+        assert_eq!(judge("captured", &[hold, credit]), ["not_conserved"]);
+        assert_eq!(judge("released", &[hold, credit]), ["not_conserved"]);
+        // Not the transfer's credit: larger, a second one, on another account.
+        assert_eq!(
+            judge("credited", &[hold, (Credit, "dst", 150)]),
+            ["not_conserved"]
+        );
+        assert_eq!(
+            judge("credited", &[hold, credit, credit]),
+            ["not_conserved"]
+        );
+        assert_eq!(
+            judge("credited", &[hold, (Credit, "src", 100)]),
+            ["not_conserved"]
+        );
+        // A release of nothing (a tombstone) leaves the hold live.
+        assert!(judge("credited", &[hold, credit, (Release, "src", 0)]).is_empty());
+    }
 }
