@@ -736,9 +736,15 @@ fn rows_after_the_checkpoint_are_judged_against_the_state_it_kept() {
 /// run after each event, judged at the instant of the last; and a run
 /// resumed from the previous one's checkpoint, which must say the same
 /// (mid-saga state carried across runs: open holds, transfers in progress).
+/// 60 operations on 5 accounts (one in euros); `RECONCILE_PREFIX_OPERATIONS`
+/// for a longer history.
 #[test]
 fn every_prefix_of_the_commit_log_holds_mid_saga_states_included() {
-    let events = history(5, 4, 60);
+    let operations = std::env::var("RECONCILE_PREFIX_OPERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let events = history(5, 5, operations);
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
     let name = root.to_str().unwrap();
