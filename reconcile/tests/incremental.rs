@@ -737,14 +737,17 @@ fn rows_after_the_checkpoint_are_judged_against_the_state_it_kept() {
 /// resumed from the previous one's checkpoint, which must say the same
 /// (mid-saga state carried across runs: open holds, transfers in progress).
 /// 60 operations on 5 accounts (one in euros); `RECONCILE_PREFIX_OPERATIONS`
-/// for a longer history.
+/// for a longer history, `RECONCILE_PREFIX_SEED` for another.
 #[test]
 fn every_prefix_of_the_commit_log_holds_mid_saga_states_included() {
-    let operations = std::env::var("RECONCILE_PREFIX_OPERATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(60);
-    let events = history(5, 5, operations);
+    let env = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let operations = env("RECONCILE_PREFIX_OPERATIONS", 60) as usize;
+    let events = history(env("RECONCILE_PREFIX_SEED", 5), 5, operations);
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
     let name = root.to_str().unwrap();
