@@ -1119,24 +1119,36 @@ impl Facts {
         self.transfers.len() + self.orphan_legs.len()
     }
 
+    /// Whether `legs_of` is current (it is after `finish_transfers`).
+    fn legs_of_current(&self) -> bool {
+        self.legs_of.len() == self.transfers.len()
+    }
+
+    /// The legs in row `i` of the legs table (none: no legs).
+    fn legs_row(&self, i: Option<u32>) -> &Legs {
+        i.map_or(Legs::NONE, |i| &self.legs.rows[i as usize].1)
+    }
+
+    /// The legs of the transfer stream at position `k`, `id`: through
+    /// `legs_of` when it is `current`, else looked up.
+    fn legs_at(&self, current: bool, k: usize, id: &str) -> &Legs {
+        self.legs_row(if current {
+            self.legs_of[k]
+        } else {
+            self.legs.find(id)
+        })
+    }
+
     /// The transfers whose stream is not terminal, with their legs, in id
     /// order (few: the sagas in progress at the lake's end).
     pub fn in_progress(&self) -> impl Iterator<Item = (&str, &TransferFacts, &Legs)> + '_ {
-        let current = self.legs_of.len() == self.transfers.len();
+        let current = self.legs_of_current();
         self.transfers
             .rows
             .iter()
             .enumerate()
             .filter(|(_, (_, s))| !s.facts.is_terminal())
-            .map(move |(k, (id, s))| {
-                let i = if current {
-                    self.legs_of[k]
-                } else {
-                    self.legs.find(id)
-                };
-                let legs = i.map_or(Legs::NONE, |i| &self.legs.rows[i as usize].1);
-                (&**id, &s.facts, legs)
-            })
+            .map(move |(k, (id, s))| (&**id, &s.facts, self.legs_at(current, k, id)))
     }
 
     /// The ids of [`Facts::transfer_ids`] at the positions `range` (clamped
@@ -1145,9 +1157,7 @@ impl Facts {
         &self,
         range: std::ops::Range<usize>,
     ) -> impl Iterator<Item = (&str, Option<&TransferFacts>, &Legs)> + '_ {
-        let legs = |i: Option<u32>| i.map_or(Legs::NONE, |i| &self.legs.rows[i as usize].1);
-        // `legs_of` is current after `finish_transfers`; otherwise, look up.
-        let current = self.legs_of.len() == self.transfers.len();
+        let current = self.legs_of_current();
         let n = self.transfers.len();
         let (start, end) = (range.start.min(n), range.end.min(n));
         let with_stream =
@@ -1155,23 +1165,20 @@ impl Facts {
                 .iter()
                 .zip(start..)
                 .map(move |((id, s), k)| {
-                    let i = if current {
+                    if current {
                         // The legs rows are in hash order, the transfers in id
                         // order: a random read each, started a few ahead.
                         if let Some(&Some(j)) = self.legs_of.get(k + LEGS_PREFETCH_AHEAD) {
                             prefetch(&self.legs.rows[j as usize]);
                         }
-                        self.legs_of[k]
-                    } else {
-                        self.legs.find(id)
-                    };
-                    (&**id, Some(&s.facts), legs(i))
+                    }
+                    (&**id, Some(&s.facts), self.legs_at(current, k, id))
                 });
         let m = self.orphan_legs.len();
         let orphans = self.orphan_legs
             [range.start.saturating_sub(n).min(m)..range.end.saturating_sub(n).min(m)]
             .iter()
-            .map(move |id| (id.as_str(), None, legs(self.legs.find(id))));
+            .map(move |id| (id.as_str(), None, self.legs_row(self.legs.find(id))));
         with_stream.chain(orphans)
     }
 }

@@ -21,7 +21,7 @@
 
 use ledger_events::AccountKind;
 
-use super::same_text;
+use super::{same_text, shown};
 use crate::facts::AccountTerms;
 use crate::finding::Finding;
 use crate::stream::StreamView;
@@ -55,11 +55,11 @@ pub fn check_stream(
     // (seq, balance, held) of the previous event.
     let mut prev: Option<(u64, i64, i64)> = *fold;
     for ev in s.primary() {
-        match terms {
-            Some(t)
-                if t.overdraft_limit == ev.overdraft_limit
-                    && same_text(t.currency.as_deref(), ev.currency) => {}
-            Some(t) => {
+        let kept = terms.as_ref().is_some_and(|t| {
+            t.overdraft_limit == ev.overdraft_limit && same_text(t.currency.as_deref(), ev.currency)
+        });
+        if !kept {
+            if let Some(t) = terms {
                 out.push(
                     Finding::new(
                         "terms_changed",
@@ -75,17 +75,11 @@ pub fn check_stream(
                     )
                     .at(ev.seq, ev.event_id),
                 );
-                *t = AccountTerms {
-                    currency: ev.currency.map(str::to_owned),
-                    overdraft_limit: ev.overdraft_limit,
-                };
             }
-            None => {
-                *terms = Some(AccountTerms {
-                    currency: ev.currency.map(str::to_owned),
-                    overdraft_limit: ev.overdraft_limit,
-                })
-            }
+            *terms = Some(AccountTerms {
+                currency: ev.currency.map(str::to_owned),
+                overdraft_limit: ev.overdraft_limit,
+            });
         }
         let (Some(bal), Some(held), Some(kind)) =
             (ev.balance_after, ev.held_after, AccountKind::parse(ev.kind))
@@ -126,9 +120,4 @@ pub fn check_stream(
         prev = Some((ev.seq, bal, held));
     }
     *fold = prev;
-}
-
-/// A recorded value, or `none` when absent.
-fn shown<T: std::fmt::Display>(v: Option<T>) -> String {
-    v.map_or_else(|| "none".to_owned(), |v| v.to_string())
 }

@@ -18,8 +18,10 @@
 
 use std::collections::BTreeMap;
 
+use super::transfer_conservation::one_leg;
 use crate::facts::{Facts, Leg, Legs, TransferFacts};
 use crate::finding::Finding;
+use crate::names::Names;
 
 pub const NAME: &str = "global_conservation";
 pub const INVARIANT: &str = "I1";
@@ -30,27 +32,21 @@ pub const PROVES: &str = "per currency, the sum of final balances equals deposit
 /// currency, while the hold is placed and neither captured nor released.
 /// Any other credit is not matched by the hold, so it must balance (an
 /// extra or larger credit mid-saga is money created).
-fn in_flight<'a>(t: &TransferFacts, legs: &'a Legs) -> Option<&'a Leg> {
+fn in_flight<'a>(n: &Names, t: &TransferFacts, legs: &'a Legs) -> Option<&'a Leg> {
     let on_source = |l: &Leg| Some(l.account) == t.source;
     let live = legs.holds().iter().any(on_source)
         && !legs.debits().iter().any(on_source)
         && !legs.releases().iter().any(|r| on_source(r) && r.amount > 0);
-    match legs.credits() {
-        [c] if live
-            && Some(c.account) == t.destination
-            && Some(c.amount) == t.amount
-            && Some(c.currency) == t.currency =>
-        {
-            Some(c)
-        }
-        _ => None,
-    }
+    let amount = t.amount?;
+    let credits = legs.credits();
+    let own = one_leg(n, credits, t.destination, amount, t.currency).is_ok();
+    (live && own).then(|| &credits[0])
 }
 
 pub fn check(f: &Facts) -> Vec<Finding> {
     let mut flight: BTreeMap<&str, i128> = BTreeMap::new();
     for (_, t, legs) in f.in_progress() {
-        if let Some(c) = in_flight(t, legs) {
+        if let Some(c) = in_flight(&f.names, t, legs) {
             *flight.entry(f.names.get(c.currency)).or_default() += i128::from(c.amount);
         }
     }

@@ -40,6 +40,11 @@ pub(crate) fn same_text(a: Option<&str>, b: Option<&str>) -> bool {
     }
 }
 
+/// A recorded value as a finding shows it: `none` when absent.
+pub(crate) fn shown<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "none".to_owned(), |v| v.to_string())
+}
+
 /// A check of one transfer: its id, its facts when it has a stream, and its
 /// legs; appends its findings.
 pub type TransferCheck = fn(&Names, &str, Option<&TransferFacts>, &Legs, &mut Vec<Finding>);

@@ -14,7 +14,7 @@
 //! What holding proves: every transfer moved exactly what it said, from
 //! where it said, to where it said, or nothing at all.
 
-use super::same_text;
+use super::{same_text, shown};
 use crate::facts::{Leg, Legs, TransferFacts};
 use crate::finding::Finding;
 use crate::names::{Names, Sym};
@@ -77,8 +77,8 @@ pub fn check_terms<'a>(
                     format!(
                         "{}: {}, but the transfer was created with {}",
                         ev.kind,
-                        shown(row),
-                        shown(c)
+                        shown_terms(row),
+                        shown_terms(c)
                     ),
                 )
                 .at(ev.seq, ev.event_id),
@@ -92,20 +92,19 @@ fn same_terms(a: Terms<'_>, b: Terms<'_>) -> bool {
     a.0 == b.0 && same_text(a.1, b.1) && same_text(a.2, b.2) && same_text(a.3, b.3)
 }
 
-fn shown((amount, currency, source, destination): Terms<'_>) -> String {
-    let v = |v: Option<&str>| v.unwrap_or("none").to_owned();
+fn shown_terms((amount, currency, source, destination): Terms<'_>) -> String {
     format!(
         "{} {} from {} to {}",
-        amount.map_or_else(|| "none".to_owned(), |a| a.to_string()),
-        v(currency),
-        v(source),
-        v(destination)
+        shown(amount),
+        shown(currency),
+        shown(source),
+        shown(destination)
     )
 }
 
 /// Whether `legs` is exactly one leg of `amount` `currency` on `account`
 /// (syms of `names`; `None`: the transfer does not name one).
-fn one_leg(
+pub(super) fn one_leg(
     names: &Names,
     legs: &[Leg],
     account: Option<Sym>,
