@@ -437,6 +437,9 @@ SELECT 'cross_stream_consistency', 'credit_without_live_hold', id, NULL, NULL,
        'credited but the source hold was ' || CASE WHEN released THEN 'released' ELSE 'never placed' END
 FROM x WHERE n_credits > 0 AND (n_src_holds = 0 OR released)
 UNION ALL
+SELECT 'cross_stream_consistency', 'phase_without_credit', id, NULL, NULL, 'phase credited but no credit on the destination'
+FROM x WHERE phase = 'credited' AND n_credits = 0
+UNION ALL
 -- every leg names the transfer's other party (the destination; the source on a credit); a
 -- release of nothing (amount 0) may name none
 SELECT 'cross_stream_consistency', 'counterparty_mismatch', l.t, l.seq, l.event_id,

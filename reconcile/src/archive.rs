@@ -52,8 +52,9 @@ pub type Record = (Box<str>, TransferState, Legs);
 
 const MAGIC: &[u8; 8] = b"LDGRSEG1";
 /// Version of the segment layout (and of the Bloom filter's hash). 2: a
-/// leg records its counterparty.
-const SEGMENT_VERSION: u32 = 2;
+/// leg records its counterparty. 3: a leg and a transfer record when they
+/// were committed.
+const SEGMENT_VERSION: u32 = 3;
 const BLOCK_BYTES: usize = 16 << 10;
 const BLOOM_BITS_PER_ID: u64 = 16;
 /// Probes per id: with 16 bits an id, ~0.05 % false positives.
@@ -620,6 +621,7 @@ mod tests {
 
     fn record(id: &str, seq: u64) -> Record {
         let leg = Leg {
+            at_s: 0,
             account: Sym(0),
             amount: 5,
             currency: Sym(1),

@@ -52,8 +52,10 @@ use crate::stream::Tail;
 
 /// Version of the checkpoint format: a reconciler refuses any other. 4: an
 /// account's state keeps its last row's currency and overdraft limit. 5:
-/// every leg keeps the counterparty its event names.
-pub const CHECKPOINT_VERSION: u32 = 5;
+/// every leg keeps the counterparty its event names. 6: legs and transfers
+/// keep when they were committed, and findings when their youngest row was
+/// (the settle window, `crate::settle`).
+pub const CHECKPOINT_VERSION: u32 = 6;
 
 /// Which stream, as the proof keys it: the table it was found in (a stream
 /// in the wrong table is proved apart from its namesake), its kind and key.
@@ -139,6 +141,8 @@ struct FindingRec<'a> {
     seq: Option<u64>,
     event_id: Option<Cow<'a, str>>,
     detail: Cow<'a, str>,
+    youngest_ms: Option<i64>,
+    missing_balance: Option<i64>,
 }
 
 /// Check names and finding codes are `&'static str` in memory; the few
@@ -337,6 +341,8 @@ impl ProofState {
                     seq: r.seq,
                     event_id: r.event_id.map(Cow::into_owned),
                     detail: r.detail.into_owned(),
+                    youngest_ms: r.youngest_ms,
+                    missing_balance: r.missing_balance,
                 },
             });
         }
@@ -408,6 +414,8 @@ impl ProofState {
                     seq: f.finding.seq,
                     event_id: f.finding.event_id.as_deref().map(Cow::Borrowed),
                     detail: Cow::Borrowed(&f.finding.detail),
+                    youngest_ms: f.finding.youngest_ms,
+                    missing_balance: f.finding.missing_balance,
                 })
                 .collect(),
             archive: segments.clone(),

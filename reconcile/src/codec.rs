@@ -6,9 +6,9 @@
 //! ```text
 //! transfers := count:u64 { id:str  last_seq:u64  hashes  amount:opt_i64  currency:opt_u32
 //!              source:opt_u32  destination:opt_u32  deadline_ms:opt_i64  phase:u32
-//!              terminal:u8  facts_last_seq:u64 }*
+//!              terminal:u8  facts_last_seq:u64  last_at_s:u32 }*
 //! legs      := count:u64 { id:str  (n:u32 { account:u32 amount:i64 currency:u32 counterparty:u32
-//!              seq:u64 }*){4} }*
+//!              seq:u64  at_s:u32 }*){4} }*
 //!              (holds, debits, credits, releases)
 //! record    := transfer legs-without-id        (the settled archive's blocks, `archive`)
 //! hashes    := 0 | 1 [u8;32] | 2 n:u32 str*
@@ -102,6 +102,7 @@ impl Writer {
         self.u32(f.phase.0);
         self.u8(u8::from(f.terminal));
         self.u64(f.last_seq);
+        self.u32(f.last_at_s);
     }
 
     pub fn legs(&mut self, id: &str, l: &Legs) {
@@ -129,6 +130,7 @@ impl Writer {
                 self.u32(leg.currency.0);
                 self.u32(leg.counterparty.0);
                 self.u64(leg.seq);
+                self.u32(leg.at_s);
             }
         }
     }
@@ -251,6 +253,7 @@ impl<'a> Reader<'a> {
             phase: self.sym()?,
             terminal: self.u8()? != 0,
             last_seq: self.u64()?,
+            last_at_s: self.u32()?,
         };
         Ok((
             id,
@@ -282,12 +285,14 @@ impl<'a> Reader<'a> {
             for _ in 0..n {
                 l.push(
                     kind,
+                    // Fields are read in the order written here.
                     Leg {
                         account: self.sym()?,
                         amount: self.i64()?,
                         currency: self.sym()?,
                         counterparty: self.sym()?,
                         seq: self.u64()?,
+                        at_s: self.u32()?,
                     },
                 );
             }
@@ -302,6 +307,7 @@ mod tests {
 
     fn sample() -> (Rows<TransferState>, Rows<Legs>) {
         let leg = |a, s| Leg {
+            at_s: u32::MAX - a,
             account: Sym(a),
             amount: -7,
             currency: Sym(2),
@@ -325,6 +331,7 @@ mod tests {
                         phase: Sym(3),
                         terminal: true,
                         last_seq: u64::MAX,
+                        last_at_s: 1_767_225_600,
                     },
                 },
             )

@@ -17,6 +17,19 @@ pub struct Finding {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event_id: Option<String>,
     pub detail: String,
+    /// Set on a finding that rests on a row being *absent* (a missing seq,
+    /// a saga step not in the lake), which rows still in delivery could
+    /// explain: when the youngest row it rests on was committed (ms since
+    /// the epoch). A run leaves it pending while that is within its settle
+    /// window (`crate::settle`). A finding on a row that is wrong has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub youngest_ms: Option<i64>,
+    /// A `seq_gap` in an account stream: how much the missing events moved
+    /// the balance (the row after the gap's balance before its own effect,
+    /// less the row before's), which global conservation cannot see while
+    /// the gap is pending.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing_balance: Option<i64>,
 }
 
 impl Finding {
@@ -27,7 +40,16 @@ impl Finding {
             seq: None,
             event_id: None,
             detail,
+            youngest_ms: None,
+            missing_balance: None,
         }
+    }
+
+    /// Marks a finding delivery lag could explain, resting on rows the
+    /// youngest of which was committed at `youngest_ms`.
+    pub fn absence(mut self, youngest_ms: i64) -> Finding {
+        self.youngest_ms = Some(youngest_ms);
+        self
     }
 
     pub fn at(mut self, seq: u64, event_id: &str) -> Finding {
@@ -50,6 +72,9 @@ pub struct CheckResult {
     pub violations: usize,
     /// Every offending row, in a deterministic order.
     pub findings: Vec<Finding>,
+    /// Findings delivery lag could still explain (rows younger than the
+    /// run's settle window): not violations yet ([`CheckResult::settle`]).
+    pub pending: Vec<Finding>,
 }
 
 impl CheckResult {
@@ -66,6 +91,20 @@ impl CheckResult {
             holds: findings.is_empty(),
             violations: findings.len(),
             findings,
+            pending: Vec::new(),
         }
+    }
+
+    /// Moves the findings whose youngest row was committed after
+    /// `cutoff_ms` (the run's now less its settle window) to `pending`:
+    /// a row they miss may still be in delivery. The rest decide the verdict.
+    pub fn settle(&mut self, cutoff_ms: i64) {
+        let (pending, decided) = std::mem::take(&mut self.findings)
+            .into_iter()
+            .partition(|f| f.youngest_ms.is_some_and(|t| t > cutoff_ms));
+        self.findings = decided;
+        self.pending = pending;
+        self.holds = self.findings.is_empty();
+        self.violations = self.findings.len();
     }
 }

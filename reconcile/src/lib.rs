@@ -31,6 +31,7 @@ pub mod output;
 pub mod report;
 pub mod rows;
 pub mod run;
+pub mod settle;
 pub mod store;
 pub mod stream;
 

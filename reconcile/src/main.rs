@@ -26,7 +26,8 @@ use ledger_reconcile::{
 ///   cross_stream_consistency I1 transfer phases agree with holds, debits and credits
 ///   terminal_convergence I4  no transfer non-terminal past its deadline, no leaked hold
 ///
-/// Exit status: 0 every invariant holds, 1 at least one is violated (the summary names
+/// Exit status: 0 every invariant holds (findings rows still in delivery may explain are
+/// listed as pending: see --settle-ms), 1 at least one is violated (the summary names
 /// the rows), 2 no verdict (missing lake, corrupt file — named —, unknown schema or layout,
 /// S3 bucket missing, credentials refused, endpoint unreachable or variables unset,
 /// unusable checkpoint) or an output failed (a file not written, an alert not delivered,
@@ -78,6 +79,15 @@ struct Cli {
     /// makes a run over an old lake reproducible.
     #[arg(long, value_name = "MS")]
     now_ms: Option<i64>,
+    /// The settle window (ms): a finding that rests on a row being absent (a
+    /// seq gap, a saga step another row already shows, a transfer not
+    /// terminal past its deadline) is reported as pending, not violated,
+    /// while the youngest row it rests on is younger than this: the absent
+    /// row may still be in an outbox or the queue. Set it above the
+    /// pipeline's worst delivery delay; 0 judges the lake as delivered.
+    #[arg(long, value_name = "MS", default_value_t = 600_000,
+          value_parser = clap::value_parser!(i64).range(0..=31_536_000_000))]
+    settle_ms: i64,
     /// Resume from the checkpoint FILE when it exists (read only the lake
     /// files it has not proved; same verdicts as a full run while proved
     /// files stay in the lake or compaction replaces them: rows it copied are
@@ -288,6 +298,7 @@ fn main() -> ExitCode {
         handoff: std::env::var_os("RECONCILE_NO_HANDOFF").is_none(),
         split_first: false,
         by_date: std::env::var_os("RECONCILE_MERGE_ALL_DATES").is_none(),
+        settle_ms: cli.settle_ms,
     };
     let result = rt.block_on(async {
         let lake = Lake::connect(&cli.lake).await?;

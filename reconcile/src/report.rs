@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::checks::convergence::Dangling;
-use crate::finding::CheckResult;
+use crate::finding::{CheckResult, Finding};
 use crate::stream::ScanStats;
 
 /// Version of the JSON report format. Adding members keeps it; changing the
@@ -15,14 +15,35 @@ pub const SUMMARY_ROWS_MAX: usize = 5;
 /// Version of the sweeper's dangling-list format (docs/SWEEPER.md).
 pub const DANGLING_LIST_VERSION: u32 = 1;
 
+/// `ms` since the epoch as UTC, `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn utc(ms: i64) -> String {
+    let s = ms.div_euclid(1000).rem_euclid(86_400);
+    format!(
+        "{}T{:02}:{:02}:{:02}Z",
+        ledger_ingest::key::date_of_ms(ms),
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    )
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub version: u32,
     pub lake: String,
     /// The instant deadlines were judged against.
     pub now_ms: i64,
-    /// Every check holds.
+    /// The settle window (ms): findings that rest on an absent row younger
+    /// than this are pending, not violations (`crate::settle`).
+    pub settle_ms: i64,
+    /// Every check holds: no violation (pending findings aside).
     pub holds: bool,
+    /// Findings pending across the checks (each check lists its own).
+    pub pending: usize,
+    /// When every pending finding will be decided: a run after this instant
+    /// judges them on rows older than the window (absent: none pending).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_by_ms: Option<i64>,
     pub files: usize,
     pub stats: ScanStats,
     pub accounts: u64,
@@ -88,38 +109,69 @@ impl Report {
             self.transfers,
             self.elapsed_ms as f64 / 1000.0
         );
+        // The first offending rows of `findings` (`label` before each).
+        let rows = |s: &mut String, label: &str, findings: &[Finding]| {
+            for f in findings.iter().take(SUMMARY_ROWS_MAX) {
+                let at = f
+                    .event_id
+                    .as_deref()
+                    .map(|e| format!(" {e}"))
+                    .unwrap_or_default();
+                *s += &format!(
+                    "            {label}{} {}{at}: {}\n",
+                    f.code, f.key, f.detail
+                );
+            }
+            if findings.len() > SUMMARY_ROWS_MAX {
+                *s += &format!(
+                    "            … and {} more (all in the --json report)\n",
+                    findings.len() - SUMMARY_ROWS_MAX
+                );
+            }
+        };
         for c in &self.checks {
-            if c.holds {
+            let pending = c.pending.len();
+            if !c.holds {
+                s += &format!(
+                    "  VIOLATED  {:<26} {:<4} {} offending row(s){}\n",
+                    c.name,
+                    c.invariant,
+                    c.violations,
+                    if pending > 0 {
+                        format!(", {pending} pending")
+                    } else {
+                        String::new()
+                    }
+                );
+                rows(&mut s, "", &c.findings);
+            } else if pending > 0 {
+                s += &format!(
+                    "  pending   {:<26} {:<4} {pending} finding(s) on rows younger than the settle window\n",
+                    c.name, c.invariant
+                );
+            } else {
                 s += &format!(
                     "  held      {:<26} {:<4} {}\n",
                     c.name, c.invariant, c.proves
                 );
-            } else {
-                s += &format!(
-                    "  VIOLATED  {:<26} {:<4} {} offending row(s)\n",
-                    c.name, c.invariant, c.violations
-                );
-                for f in c.findings.iter().take(SUMMARY_ROWS_MAX) {
-                    let at = f
-                        .event_id
-                        .as_deref()
-                        .map(|e| format!(" {e}"))
-                        .unwrap_or_default();
-                    s += &format!("            {} {}{at}: {}\n", f.code, f.key, f.detail);
-                }
-                if c.violations > SUMMARY_ROWS_MAX {
-                    s += &format!(
-                        "            … and {} more (all in the --json report)\n",
-                        c.violations - SUMMARY_ROWS_MAX
-                    );
-                }
             }
+            rows(&mut s, "pending: ", &c.pending);
         }
         s += if self.holds {
-            "verdict: every invariant holds\n"
+            "verdict: every invariant holds"
         } else {
-            "verdict: VIOLATED\n"
+            "verdict: VIOLATED"
         };
+        if let Some(by) = self.decided_by_ms {
+            s += &format!(
+                "; {} finding(s) pending: they rest on rows absent from the lake, and rows younger \
+                 than the settle window ({} s) may still be in delivery; a run after {} decides them",
+                self.pending,
+                self.settle_ms / 1000,
+                utc(by)
+            );
+        }
+        s += "\n";
         s
     }
 

@@ -58,6 +58,11 @@ pub struct Options {
     /// ([`prove_by_date`]). On in the CLI; off only to compare the two (the
     /// verdicts are the same).
     pub by_date: bool,
+    /// The settle window (ms): a finding that rests on a row being absent
+    /// and whose youngest row is younger than this is pending, not violated
+    /// (the row may still be in delivery: [`crate::settle`]). 0: every
+    /// finding is judged on the lake as delivered.
+    pub settle_ms: i64,
 }
 
 /// A line of the run's timeline on stderr, with `RECONCILE_TRACE=1`: where
@@ -257,7 +262,16 @@ impl Proof {
             } else if s.stream == Stream::Account {
                 let a = st.account.get_or_insert_with(Default::default);
                 completeness::check_account_life(s, &mut a.life, &mut out[0]);
-                balance::check_stream(s, &mut a.fold, &mut a.terms, &mut out[2]);
+                let mut gaps = Vec::new();
+                balance::check_stream(s, &mut a.fold, &mut a.terms, &mut out[2], &mut gaps);
+                for (first_missing, moved) in gaps {
+                    let gap = out[0]
+                        .iter_mut()
+                        .find(|f| f.code == "seq_gap" && f.seq == Some(first_missing));
+                    if let Some(gap) = gap {
+                        gap.missing_balance = moved;
+                    }
+                }
                 overdraft::check_stream(s, &mut out[3]);
                 self.facts.add_account(s, a);
             }
@@ -1522,7 +1536,12 @@ async fn prove_resumed(
     trace(started, format_args!("per-transfer checks done"));
     let dangling = convergence::dangling(f, opts.now_ms);
     let converged = convergence::check_with(f, opts.now_ms, &dangling);
-    let checks = vec![
+    let cutoff_ms = opts.now_ms.saturating_sub(opts.settle_ms);
+    let young = (opts.settle_ms > 0).then(|| {
+        let per_transfer = [&conserved[..], &consistent[..], &converged[..]];
+        crate::settle::young(&findings, &streams, &per_transfer, cutoff_ms)
+    });
+    let mut checks = vec![
         CheckResult::new(
             completeness::NAME,
             completeness::INVARIANT,
@@ -1561,7 +1580,7 @@ async fn prove_resumed(
             global_conservation::NAME,
             global_conservation::INVARIANT,
             global_conservation::PROVES,
-            global_conservation::check(f),
+            global_conservation::check(f, young.as_ref()),
         ),
         CheckResult::new(
             consistency::NAME,
@@ -1576,6 +1595,11 @@ async fn prove_resumed(
             converged,
         ),
     ];
+    if opts.settle_ms > 0 {
+        for c in &mut checks {
+            c.settle(cutoff_ms);
+        }
+    }
     if opts.progress {
         eprintln!(
             "reconcile: checks done ({:.1} s)",
@@ -1586,7 +1610,15 @@ async fn prove_resumed(
         version: REPORT_VERSION,
         lake: lake.name.clone(),
         now_ms: opts.now_ms,
+        settle_ms: opts.settle_ms,
         holds: checks.iter().all(|c| c.holds),
+        pending: checks.iter().map(|c| c.pending.len()).sum(),
+        decided_by_ms: checks
+            .iter()
+            .flat_map(|c| &c.pending)
+            .filter_map(|f| f.youngest_ms)
+            .max()
+            .map(|t| t.saturating_add(opts.settle_ms)),
         files: all_files.len(),
         stats,
         accounts: f.currencies.values().map(|c| c.accounts).sum(),
@@ -1600,12 +1632,13 @@ async fn prove_resumed(
         }),
         checks,
     };
-    // A transfer with a cross-stream finding stays open (is not archived).
+    // A transfer with a cross-stream finding, pending or not, stays open
+    // (is not archived): the next run judges it again.
     let flagged = report
         .checks
         .iter()
         .filter(|c| CROSS_STREAM_CHECKS.contains(&c.name))
-        .flat_map(|c| c.findings.iter().map(|f| f.key.clone()))
+        .flat_map(|c| c.findings.iter().chain(&c.pending).map(|f| f.key.clone()))
         .collect();
     let state = ProofState {
         streams,

@@ -429,6 +429,7 @@ fn run_with(dir: &Path, handoff: bool, split_first: bool, by_date: bool) -> serd
                     handoff,
                     split_first,
                     by_date,
+                    settle_ms: 0,
                 },
             )
             .await

@@ -45,16 +45,25 @@ pub fn effect(kind: AccountKind, amount: i64) -> (i64, i64) {
 
 /// Checks `s`, continuing the refold from `fold` (the previous run's last
 /// row: seq, balance, held) and the terms from `terms` (the previous run's
-/// last row's), and leaves the new last row's in both.
+/// last row's), and leaves the new last row's in both. For each seq gap
+/// (which completeness reports), appends to `gaps` its first missing seq
+/// and how much the missing events moved the balance, when the rows around
+/// it tell (see [`crate::finding::Finding::missing_balance`]).
 pub fn check_stream(
     s: &StreamView,
     fold: &mut Option<(u64, i64, i64)>,
     terms: &mut Option<AccountTerms>,
     out: &mut Vec<Finding>,
+    gaps: &mut Vec<(u64, Option<i64>)>,
 ) {
     // (seq, balance, held) of the previous event.
     let mut prev: Option<(u64, i64, i64)> = *fold;
+    // The previous event's seq, whatever it recorded.
+    let mut prev_seq = fold.map_or(0, |f| f.0);
     for ev in s.primary() {
+        let after_gap = ev.seq > prev_seq + 1;
+        let first_missing = prev_seq + 1;
+        prev_seq = ev.seq;
         let kept = terms.as_ref().is_some_and(|t| {
             t.overdraft_limit == ev.overdraft_limit && same_text(t.currency.as_deref(), ev.currency)
         });
@@ -87,6 +96,18 @@ pub fn check_stream(
             prev = None;
             continue;
         };
+        if after_gap && kind != AccountKind::Opened {
+            // The balance before this row's own effect, less the last one
+            // recorded before the gap (0 before seq 1).
+            let before = match prev {
+                Some((pseq, pbal, _)) if pseq + 1 == first_missing => Some(pbal),
+                None if first_missing == 1 => Some(0),
+                _ => None,
+            };
+            let (db, _) = effect(kind, ev.amount.unwrap_or(0));
+            let moved = before.and_then(|b| bal.checked_sub(db).and_then(|x| x.checked_sub(b)));
+            gaps.push((first_missing, moved));
+        }
         let expected = if kind == AccountKind::Opened {
             Some((0i128, 0i128))
         } else {

@@ -9,6 +9,7 @@
 //! Holds that outlive their transfer are `convergence`'s (leaked holds), so
 //! one defect is reported by one check.
 
+use super::youngest_ms;
 use crate::facts::{LegKind, Legs, TransferFacts};
 use crate::finding::Finding;
 use crate::names::Names;
@@ -33,8 +34,16 @@ pub fn check_transfer(
     let src = t.source.map_or("", |s| n.get(s));
     let phase = n.get(t.phase);
     let amount = t.amount.unwrap_or(0);
-    let mut bad = |code: &'static str, detail: String| {
-        out.push(Finding::new(code, id, detail));
+    // A finding on a row that is wrong, or (`absent`) on a step that is not
+    // in the lake: committed before one of the transfer's rows, it may still
+    // be in delivery while that row is young.
+    let mut bad = |code: &'static str, detail: String, absent: bool| {
+        let f = Finding::new(code, id, detail);
+        out.push(if absent {
+            f.absence(youngest_ms(Some(t), legs))
+        } else {
+            f
+        });
     };
     if let Some(h) = legs.holds().iter().find(|h| Some(h.account) != t.source) {
         bad(
@@ -44,6 +53,7 @@ pub fn check_transfer(
                 h.event_id(n),
                 n.get(h.account)
             ),
+            false,
         );
     }
     let hold = legs.holds().iter().find(|h| Some(h.account) == t.source);
@@ -52,6 +62,7 @@ pub fn check_transfer(
         None if needs_hold => bad(
             "phase_without_hold",
             format!("phase {phase} but no hold on the source {src}"),
+            true,
         ),
         Some(h) if needs_hold && h.amount != amount => bad(
             "hold_amount_mismatch",
@@ -60,6 +71,7 @@ pub fn check_transfer(
                 h.event_id(n),
                 h.amount
             ),
+            false,
         ),
         _ => {}
     }
@@ -76,6 +88,7 @@ pub fn check_transfer(
                 bad(
                     "capture_not_hold",
                     format!("hold of {} captured as a debit of {}", h.amount, d.amount),
+                    false,
                 );
             }
         }
@@ -90,8 +103,19 @@ pub fn check_transfer(
                     legs.credits()[0].event_id(n),
                     if released { "released" } else { "never placed" }
                 ),
+                // A hold is placed before any credit; a release is final.
+                !released,
             );
         }
+    } else if phase == "credited" {
+        // The transfer records `credited` after the destination's credit
+        // commits (in `captured`, transfer_conservation names the legs).
+        let dst = t.destination.map_or("", |d| n.get(d));
+        bad(
+            "phase_without_credit",
+            format!("phase credited but no credit on the destination {dst}"),
+            true,
+        );
     }
     check_counterparties(n, id, t, legs, out);
 }
@@ -160,6 +184,7 @@ mod tests {
         (t.amount, t.currency, t.source, t.destination) =
             (Some(100), Some(usd), Some(src), Some(other));
         let leg = |account, amount, seq| Leg {
+            at_s: 0,
             account,
             amount,
             currency: usd,
@@ -194,6 +219,7 @@ mod tests {
         (t.amount, t.currency, t.source, t.destination) =
             (Some(100), Some(usd), Some(src), Some(dst));
         let leg = |account, amount, counterparty, seq| Leg {
+            at_s: 0,
             account,
             amount,
             currency: usd,

@@ -6,7 +6,7 @@
 //! Dangling transfers are also what the sweeper re-drives (docs/SWEEPER.md):
 //! [`dangling`] lists them most overdue first.
 
-use crate::facts::Facts;
+use crate::facts::{ms_of, Facts};
 use crate::finding::Finding;
 
 pub const NAME: &str = "terminal_convergence";
@@ -69,6 +69,9 @@ pub fn check_with(f: &Facts, now_ms: i64, dangling: &[Dangling]) -> Vec<Finding>
                 ),
             )
             .at(d.last_seq, &id)
+            // Its terminal row may be committed and still in delivery: the
+            // claim is decided once the deadline is older than the window.
+            .absence(d.deadline_ms)
         })
         .collect();
     let n = &f.names;
@@ -80,22 +83,23 @@ pub fn check_with(f: &Facts, now_ms: i64, dangling: &[Dangling]) -> Vec<Finding>
     leaked.sort_by(|a, b| (&a.0, n.get(a.1.account)).cmp(&(&b.0, n.get(b.1.account))));
     for (t, leg) in leaked {
         let account = n.get(leg.account);
-        let phase = f
-            .transfers
-            .get(t)
-            .map(|t| n.get(t.phase))
-            .unwrap_or("unknown");
-        out.push(
-            Finding::new(
-                "leaked_hold",
-                t,
-                format!(
-                    "hold of {} on {account} still live; the transfer is {phase}",
-                    leg.amount
-                ),
-            )
-            .at(leg.seq, &leg.event_id(n)),
-        );
+        let transfer = f.transfers.get(t);
+        let phase = transfer.map(|t| n.get(t.phase)).unwrap_or("unknown");
+        // The capture or release was committed before the transfer's
+        // terminal row, an unknown transfer's `created` before the hold:
+        // they may be in delivery. A failed transfer never had a hold.
+        let young = transfer.map_or(leg.at_s, |t| t.last_at_s.max(leg.at_s));
+        let absent = phase != "failed";
+        let f = Finding::new(
+            "leaked_hold",
+            t,
+            format!(
+                "hold of {} on {account} still live; the transfer is {phase}",
+                leg.amount
+            ),
+        )
+        .at(leg.seq, &leg.event_id(n));
+        out.push(if absent { f.absence(ms_of(young)) } else { f });
     }
     out
 }

@@ -26,7 +26,7 @@ pub mod transfer_conservation;
 
 use ledger_events::event::same;
 
-use crate::facts::{Facts, Legs, TransferFacts};
+use crate::facts::{ms_of, Facts, Legs, TransferFacts};
 use crate::finding::Finding;
 use crate::names::Names;
 
@@ -43,6 +43,22 @@ pub(crate) fn same_text(a: Option<&str>, b: Option<&str>) -> bool {
 /// A recorded value as a finding shows it: `none` when absent.
 pub(crate) fn shown<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or_else(|| "none".to_owned(), |v| v.to_string())
+}
+
+/// When the youngest row of a transfer was committed (ms): its stream's
+/// last row, its legs. A finding on a saga step that is absent rests on
+/// these rows: the step, committed before one of them, may still be in
+/// delivery while that one is young ([`Finding::absence`]).
+pub(crate) fn youngest_ms(t: Option<&TransferFacts>, legs: &Legs) -> i64 {
+    let rows = t.map(|t| t.last_at_s);
+    ms_of(
+        legs.all()
+            .iter()
+            .map(|l| l.at_s)
+            .chain(rows)
+            .max()
+            .unwrap_or(0),
+    )
 }
 
 /// A check of one transfer: its id, its facts when it has a stream, and its
@@ -110,6 +126,7 @@ mod tests {
         for (i, (id, _)) in rows.iter().enumerate() {
             let account = if i % 5 == 0 { b } else { a };
             let leg = Leg {
+                at_s: 0,
                 account,
                 amount: 100,
                 currency: usd,
@@ -119,6 +136,7 @@ mod tests {
             f.legs.add(id, LegKind::Hold, leg);
         }
         let orphan = Leg {
+            at_s: 0,
             account: a,
             amount: 5,
             currency: usd,

@@ -14,7 +14,7 @@
 //! What holding proves: every transfer moved exactly what it said, from
 //! where it said, to where it said, or nothing at all.
 
-use super::{same_text, shown};
+use super::{same_text, shown, youngest_ms};
 use crate::facts::{Leg, Legs, TransferFacts};
 use crate::finding::Finding;
 use crate::names::{Names, Sym};
@@ -147,12 +147,16 @@ pub fn check_transfer(
     let moved = !legs.debits().is_empty() || !legs.credits().is_empty();
     let Some(t) = t.filter(|t| t.amount.is_some()) else {
         if moved || !legs.holds().is_empty() {
-            out.push(Finding::new(
-                "leg_without_transfer",
-                id,
-                "account events name this transfer but the lake has no `created` event for it"
-                    .into(),
-            ));
+            // Its `created` was committed before its first leg.
+            out.push(
+                Finding::new(
+                    "leg_without_transfer",
+                    id,
+                    "account events name this transfer but the lake has no `created` event for it"
+                        .into(),
+                )
+                .absence(youngest_ms(t, legs)),
+            );
         }
         return;
     };
@@ -165,8 +169,12 @@ pub fn check_transfer(
             let debit = one_leg(n, legs.debits(), t.source, amount, t.currency);
             let credit = one_leg(n, legs.credits(), t.destination, amount, t.currency);
             if debit.is_err() || credit.is_err() {
+                // Only absent legs (each side right or empty): both were
+                // committed before `captured`, and may still be in delivery.
+                let absent = (debit.is_ok() || legs.debits().is_empty())
+                    && (credit.is_ok() || legs.credits().is_empty());
                 let show = |r: Result<(), String>| r.err().unwrap_or_else(|| "ok".into());
-                out.push(Finding::new(
+                let f = Finding::new(
                     "captured_legs_mismatch",
                     id,
                     format!(
@@ -174,7 +182,12 @@ pub fn check_transfer(
                         show(debit),
                         show(credit)
                     ),
-                ));
+                );
+                out.push(if absent {
+                    f.absence(youngest_ms(Some(t), legs))
+                } else {
+                    f
+                });
             }
         }
         "failed" | "released" if moved => out.push(Finding::new(
@@ -200,11 +213,21 @@ pub fn check_transfer(
                 ));
             }
         }
-        _ if !legs.debits().is_empty() => out.push(Finding::new(
-            "debit_before_capture",
-            id,
-            format!("phase {phase} but the source was already debited"),
-        )),
+        _ if !legs.debits().is_empty() => {
+            let f = Finding::new(
+                "debit_before_capture",
+                id,
+                format!("phase {phase} but the source was already debited"),
+            );
+            // Before `credited`, the transfer's next rows (committed before
+            // the capture) may still be in delivery; after `releasing` no
+            // row makes a debit right.
+            out.push(if matches!(phase, "created" | "reserved") {
+                f.absence(youngest_ms(Some(t), legs))
+            } else {
+                f
+            });
+        }
         _ => {}
     }
 }

@@ -126,6 +126,18 @@ pub fn render(report: &Report, wall_clock_ms: i64) -> String {
             c.violations,
         );
     }
+    t.family(
+        "reconcile_check_pending",
+        "Findings of the check left pending on the last run: they rest on an absent row and \
+         their youngest row is within the settle window (delivery lag, or a violation a later run decides).",
+    );
+    for c in &report.checks {
+        t.sample(
+            "reconcile_check_pending",
+            &[("check", c.name), ("invariant", c.invariant)],
+            c.pending.len(),
+        );
+    }
     t.single(
         "reconcile_verdict_holds",
         "1 when every check held on the last run (exit 0), 0 when one was violated (exit 1).",
@@ -220,7 +232,10 @@ mod tests {
             version: REPORT_VERSION,
             lake: "lake".into(),
             now_ms: 0,
+            settle_ms: 0,
             holds: true,
+            pending: 0,
+            decided_by_ms: None,
             files: 2,
             stats: Default::default(),
             accounts: 0,

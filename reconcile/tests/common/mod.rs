@@ -69,6 +69,7 @@ pub fn run_lib_at(dir: &Path, now_ms: i64) -> Result<Report, Error> {
                 handoff: true,
                 split_first: false,
                 by_date: true,
+                settle_ms: 0,
             },
         )
         .await

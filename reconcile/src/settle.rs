@@ -1,0 +1,90 @@
+//! The settle window: delivery lag told apart from a violation.
+//!
+//! The lake is the ledger as delivered. An event committed but still in an
+//! outbox, the queue or a retried batch is absent for a while, and its
+//! absence looks like a violation when a later event arrived first: a seq
+//! gap, a saga step the transfer or its other account already shows (a
+//! credit whose hold is not in the lake yet, a `captured` transfer whose
+//! debit is not). Every prefix of the commit log holds (mid-saga states are
+//! not findings), so such a finding always rests on a row committed *after*
+//! the absent one: the next row of the stream, a row of the same saga.
+//!
+//! So a finding that rests on an absent row records when the youngest row
+//! it rests on was committed ([`Finding::youngest_ms`], set by the checks
+//! that can see an absence); a run with a settle window `S` leaves it
+//! *pending* while that row is younger than `S` ([`CheckResult::settle`]):
+//! if every event is delivered within `S` of its commit, a pending finding
+//! is delivery lag or a violation that a run `S` later decides, and a
+//! finding on older rows is a violation. A finding on a row that is wrong
+//! (a bad amount, a broken hash, an overdraft) is never pending: no late
+//! row makes it right. Dangling transfers are judged `S` after their
+//! deadline (their terminal row may be in delivery). Global conservation is
+//! pending only when its whole residual is what the pending findings leave
+//! unbalanced ([`crate::checks::global_conservation::Young`]): the
+//! transfers with a pending finding, and the pending gaps of account
+//! streams (what the missing events moved the balance by).
+//!
+//! Pure: the checks' findings and the proof's per-stream state in, the
+//! young parts out.
+
+use std::collections::BTreeMap;
+
+use ledger_events::Stream;
+use ledger_ingest::Table;
+
+use crate::checkpoint::{StreamFinding, StreamId, StreamState};
+use crate::checks::completeness;
+use crate::checks::global_conservation::Young;
+use crate::finding::Finding;
+use crate::names::FxMap;
+
+#[cfg(doc)]
+use crate::finding::CheckResult;
+
+/// What global conservation needs to tell delivery lag from a violation at
+/// `cutoff_ms` (the run's now less its window): the transfers a
+/// cross-stream check has a pending finding on (`per_transfer`: their
+/// findings), and per currency what the seq gaps of account streams whose
+/// next row is younger than the cutoff moved the balance by, each with when
+/// the youngest row was committed. A gap whose movement the rows around it
+/// do not tell (an invalid row before it) adds nothing, so a residual it
+/// explains stays a violation.
+pub fn young(
+    findings: &[StreamFinding],
+    streams: &FxMap<StreamId, StreamState>,
+    per_transfer: &[&[Finding]],
+    cutoff_ms: i64,
+) -> Young {
+    let mut transfers: BTreeMap<String, i64> = BTreeMap::new();
+    for f in per_transfer.iter().flat_map(|f| f.iter()) {
+        if let Some(at) = f.youngest_ms.filter(|&at| at > cutoff_ms) {
+            let e = transfers.entry(f.key.clone()).or_insert(at);
+            *e = (*e).max(at);
+        }
+    }
+    let mut gaps: BTreeMap<String, (i128, i64)> = BTreeMap::new();
+    for sf in findings {
+        let f = &sf.finding;
+        let (Some(at), Some(moved)) = (f.youngest_ms, f.missing_balance) else {
+            continue;
+        };
+        if sf.check != completeness::NAME
+            || f.code != "seq_gap"
+            || at <= cutoff_ms
+            || sf.stream.0 != Table::Account
+            || sf.stream.1 != Stream::Account
+        {
+            continue;
+        }
+        let currency = streams
+            .get(&sf.stream)
+            .and_then(|st| st.account.as_deref())
+            .and_then(|a| a.currency.clone());
+        if let Some(currency) = currency {
+            let e = gaps.entry(currency).or_insert((0, at));
+            e.0 += i128::from(moved);
+            e.1 = e.1.max(at);
+        }
+    }
+    Young { transfers, gaps }
+}
