@@ -907,3 +907,79 @@ fn delivery_lag_within_the_settle_window_is_pending_never_violated() {
     assert_same(usize::MAX, &resumed, &full);
     assert!(full.holds && full.pending == 0, "{}", full.summary());
 }
+
+/// A deposit lost for good: while the row after it is within the settle
+/// window the gap and the residual it leaves are pending (a resumed run
+/// carries them in its checkpoint); a run after the window, with no new
+/// file, finds both violated, as a full run does.
+#[test]
+fn a_gap_no_late_row_fills_is_violated_once_the_window_passes() {
+    let events = history(21, 5, 60);
+    let lost = events
+        .iter()
+        .position(|e| {
+            e.kind == "deposited"
+                && events
+                    .iter()
+                    .any(|l| l.stream_key == e.stream_key && l.seq == e.seq + 1)
+        })
+        .expect("a deposit with a later event");
+    let next = events
+        .iter()
+        .find(|l| l.stream_key == events[lost].stream_key && l.seq == events[lost].seq + 1)
+        .unwrap();
+    let kept: Vec<&Event> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| (i != lost).then_some(e))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    deliver(&root, &kept, "all");
+    let last = events.last().unwrap().occurred_at_ms;
+    let settle_ms = last - next.occurred_at_ms + 60_000;
+    let name = root.to_str().unwrap();
+    let night = |now_ms: i64| -> (Report, Report) {
+        let opts = Options {
+            now_ms,
+            settle_ms,
+            ..opts()
+        };
+        runtime().block_on(async {
+            let lake = Lake::open(name).unwrap();
+            let prior = ckpt
+                .exists()
+                .then(|| ProofState::load(&ckpt, name).unwrap());
+            let (resumed, state) = reconcile_from(&lake, &opts, prior).await.unwrap();
+            state.save(&ckpt, name, now_ms).unwrap();
+            (resumed, reconcile(&lake, &opts).await.unwrap())
+        })
+    };
+    let codes = |fs: &[ledger_reconcile::Finding]| fs.iter().map(|f| f.code).collect::<Vec<_>>();
+    let (resumed, full) = night(last);
+    assert_same(0, &resumed, &full);
+    assert!(resumed.holds, "{}", resumed.summary());
+    assert_eq!(codes(&resumed.check("completeness").pending), ["seq_gap"]);
+    let gap = &resumed.check("completeness").pending[0];
+    assert_eq!(
+        gap.event_id.as_deref(),
+        Some(events[lost].event_id.as_str())
+    );
+    assert_eq!(gap.youngest_ms, Some(next.occurred_at_ms));
+    assert_eq!(gap.missing_balance, events[lost].amount);
+    assert_eq!(
+        codes(&resumed.check("global_conservation").pending),
+        ["not_conserved"]
+    );
+    // The window passes; no file arrives.
+    let (resumed, full) = night(next.occurred_at_ms + settle_ms + 1);
+    assert_eq!(resumed.incremental.map(|i| i.files_read), Some(0));
+    assert_same(1, &resumed, &full);
+    assert!(!resumed.holds);
+    assert_eq!(resumed.pending, 0);
+    assert_eq!(codes(&resumed.check("completeness").findings), ["seq_gap"]);
+    assert_eq!(
+        codes(&resumed.check("global_conservation").findings),
+        ["not_conserved"]
+    );
+}

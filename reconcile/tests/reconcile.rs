@@ -102,7 +102,7 @@ fn a_generated_lake_passes_every_check() {
         "progress on stderr: {stderr}"
     );
     let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!(j["version"], 1);
+    assert_eq!(j["version"], 2);
     assert_eq!(j["holds"], true);
     assert_eq!(j["checks"].as_array().unwrap().len(), 8);
     let d: serde_json::Value = serde_json::from_slice(&std::fs::read(&dangling).unwrap()).unwrap();
@@ -550,4 +550,100 @@ fn the_verification_floor_reads_every_row_and_finds_a_tampered_one() {
         )),
         "{out}"
     );
+}
+
+/// A settle window that every row of the lake is within: each injected
+/// class's findings are the same, split into violated (a row that is wrong:
+/// no late row makes it right) and pending (a row that is absent, which may
+/// still be in delivery). The dangling class's deadline is young too.
+#[test]
+fn within_the_settle_window_only_absent_rows_are_pending() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    clean_lake(&clean);
+    let everything_young = NOW_MS - GEN_START_MS;
+    let split = |r: &Report| -> (Vec<String>, Vec<String>) {
+        let show = |c: &ledger_reconcile::CheckResult, f: &ledger_reconcile::Finding| {
+            format!("{} {}", c.name, f.code)
+        };
+        let mut violated: Vec<String> = r
+            .checks
+            .iter()
+            .flat_map(|c| c.findings.iter().map(move |f| show(c, f)))
+            .collect();
+        let mut pending: Vec<String> = r
+            .checks
+            .iter()
+            .flat_map(|c| c.pending.iter().map(move |f| show(c, f)))
+            .collect();
+        violated.sort();
+        pending.sort();
+        (violated, pending)
+    };
+    for &class in Class::ALL {
+        let dir = tmp.path().join(format!("{class:?}"));
+        copy_lake(&clean, &dir).unwrap();
+        let injected = inject(&dir, class, NOW_MS).unwrap();
+        let settled = common::run_lib_settled(&dir, NOW_MS, everything_young).unwrap();
+        let (violated, pending) = split(&settled);
+        // The same findings as with no window, split.
+        let mut all: Vec<String> = violated.iter().chain(&pending).cloned().collect();
+        all.sort();
+        let mut expected: Vec<String> = injected
+            .expected
+            .iter()
+            .map(|e| format!("{} {}", e.check, e.code))
+            .collect();
+        expected.sort();
+        assert_eq!(all, expected, "{class:?}");
+        // A dropped event (a seq gap) and a missed deadline rest on an
+        // absent row; every other class on a row that is wrong.
+        let absent = match class {
+            Class::Gap => vec!["completeness seq_gap"],
+            Class::Dangling => vec!["terminal_convergence dangling"],
+            _ => vec![],
+        };
+        assert_eq!(pending, absent, "{class:?}: {}", settled.summary());
+        assert_eq!(settled.holds, violated.is_empty());
+        assert_eq!(settled.pending, pending.len());
+    }
+    // The CLI: pending is exit 0, shown, and in the JSON with when a run
+    // decides it; the same lake judged after the window is exit 1.
+    let gap = tmp.path().join("Gap");
+    let json = tmp.path().join("gap.json");
+    let young = everything_young.to_string();
+    let (code, stdout, stderr) = run_bin(&[
+        gap.to_str().unwrap(),
+        "--quiet",
+        "--settle-ms",
+        &young,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("  pending   completeness"), "{stdout}");
+    assert!(stdout.contains("pending: seq_gap"), "{stdout}");
+    assert!(
+        stdout.contains("verdict: every invariant holds; 1 finding(s) pending"),
+        "{stdout}"
+    );
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(
+        (j["holds"].clone(), j["pending"].clone()),
+        (true.into(), 1.into())
+    );
+    let youngest = j["checks"][0]["pending"][0]["youngest_ms"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(
+        j["decided_by_ms"].as_i64(),
+        Some(youngest + everything_young)
+    );
+    let (code, stdout, _) = run_bin(&[gap.to_str().unwrap(), "--quiet"]);
+    assert_eq!(
+        code, 1,
+        "the default window (10 min) is long past: {stdout}"
+    );
+    let (code, _, stderr) = run_bin(&[gap.to_str().unwrap(), "--settle-ms", "-1"]);
+    assert_eq!(code, 2, "{stderr}");
 }

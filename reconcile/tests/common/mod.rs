@@ -59,6 +59,11 @@ pub fn run_lib(dir: &Path) -> Result<Report, Error> {
 /// A full run of the library on the lake directory `dir`, deadlines judged
 /// at `now_ms`.
 pub fn run_lib_at(dir: &Path, now_ms: i64) -> Result<Report, Error> {
+    run_lib_settled(dir, now_ms, 0)
+}
+
+/// [`run_lib_at`] with a settle window of `settle_ms`.
+pub fn run_lib_settled(dir: &Path, now_ms: i64, settle_ms: i64) -> Result<Report, Error> {
     runtime().block_on(async {
         let lake = Lake::open(dir.to_str().unwrap())?;
         reconcile(
@@ -69,7 +74,7 @@ pub fn run_lib_at(dir: &Path, now_ms: i64) -> Result<Report, Error> {
                 handoff: true,
                 split_first: false,
                 by_date: true,
-                settle_ms: 0,
+                settle_ms,
             },
         )
         .await
