@@ -13,6 +13,10 @@
 //! therefore holds, and a credit of a finished transfer that no debit
 //! matches does not.
 //!
+//! Delivery lag (`crate::settle`): given what the pending findings leave
+//! unbalanced ([`Young`]), a residual that is exactly that is pending (its
+//! `youngest_ms` the youngest row they rest on); any other is violated.
+//!
 //! What holding proves: no money was created or destroyed inside the
 //! ledger; only deposits and withdrawals moved money across its boundary.
 
@@ -129,7 +133,14 @@ pub fn check(f: &Facts, young: Option<&Young>) -> Vec<Finding> {
             out.push(match parts.get(currency) {
                 // All of it on young rows: the step that balances it may
                 // still be in delivery.
-                Some(&(part, at)) if part == difference => finding.absence(at),
+                Some(&(part, at)) if part == difference => Finding {
+                    detail: format!(
+                        "{}; all of it owed to rows other findings wait for (pending)",
+                        finding.detail
+                    ),
+                    ..finding
+                }
+                .absence(at),
                 Some(&(part, _)) if part != 0 => Finding {
                     detail: format!(
                         "{}; {part} of it on rows younger than the settle window",
@@ -153,6 +164,18 @@ mod tests {
     /// ((kind, account, amount)), the balances credited by its credits and
     /// debited by its debits on top of deposits of 1000: what the check says.
     fn judge(phase: &str, legs: &[(LegKind, &str, i64)]) -> Vec<&'static str> {
+        judge_young(phase, legs, None)
+            .iter()
+            .map(|x| x.code)
+            .collect()
+    }
+
+    /// [`judge`], given what pending findings leave unbalanced.
+    fn judge_young(
+        phase: &str,
+        legs: &[(LegKind, &str, i64)],
+        young: Option<&Young>,
+    ) -> Vec<Finding> {
         let mut f = Facts::default();
         let (usd, src, dst) = (f.names.id("USD"), f.names.id("src"), f.names.id("dst"));
         let mut st = TransferState::default();
@@ -191,7 +214,43 @@ mod tests {
                 accounts: 2,
             },
         );
-        check(&f, None).iter().map(|x| x.code).collect()
+        check(&f, young)
+    }
+
+    #[test]
+    fn a_residual_pending_findings_owe_is_pending_and_no_other() {
+        use LegKind::{Credit, Hold};
+        // Captured, the source's debit not in the lake: +100.
+        let legs = [(Hold, "src", 100), (Credit, "dst", 100)];
+        let young = |transfers: &[(&str, i64)], gaps: &[(&str, i128, i64)]| Young {
+            transfers: transfers
+                .iter()
+                .map(|&(t, at)| (t.to_owned(), at))
+                .collect(),
+            gaps: gaps
+                .iter()
+                .map(|&(c, moved, at)| (c.to_owned(), (moved, at)))
+                .collect(),
+        };
+        let found = judge_young("captured", &legs, Some(&young(&[("t", 7_000)], &[])));
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].youngest_ms, Some(7_000), "{found:?}");
+        // With a gap's +50 besides, the residual is 100, what is owed 150.
+        let found = judge_young(
+            "captured",
+            &legs,
+            Some(&young(&[("t", 7_000)], &[("USD", 50, 9_000)])),
+        );
+        assert_eq!(found[0].youngest_ms, None);
+        assert!(found[0]
+            .detail
+            .ends_with("150 of it on rows younger than the settle window"));
+        // The transfer has no pending finding: violated.
+        let found = judge_young("captured", &legs, Some(&young(&[], &[])));
+        assert_eq!(found[0].youngest_ms, None);
+        // A gap of another currency owes nothing here.
+        let found = judge_young("captured", &legs, Some(&young(&[], &[("EUR", 100, 9_000)])));
+        assert_eq!(found[0].youngest_ms, None);
     }
 
     #[test]
