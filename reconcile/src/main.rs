@@ -48,6 +48,7 @@ use ledger_reconcile::{
 ///   reconcile --publish-dangling                # the same list into the lake, for the sweeper cron
 ///   reconcile --checkpoint .lake-checkpoint       # nightly: prove only what is new since the last run
 ///   reconcile --checkpoint .lake-checkpoint --full   # weekly: re-prove everything, refresh the checkpoint
+///   reconcile --checkpoint .lake-checkpoint --settle-wait   # decide pending findings in the same job
 ///   reconcile --violations bad.csv              # every offending row for auditors (or bad.parquet)
 ///   reconcile --metrics /var/lib/node_exporter/textfile/reconcile.prom   # Prometheus, atomic
 ///   reconcile --alert-webhook https://hooks.example/x --alert-state /var/lib/reconcile/alert.json
@@ -88,6 +89,13 @@ struct Cli {
     #[arg(long, value_name = "MS", default_value_t = 600_000,
           value_parser = clap::value_parser!(i64).range(0..=31_536_000_000))]
     settle_ms: i64,
+    /// When findings are pending, wait until the window has passed over
+    /// their rows (at most --settle-ms) and run once more (resumed from the
+    /// checkpoint when there is one, else in full), so one invocation
+    /// decides every finding on the rows the first run read; the outputs
+    /// are the second run's.
+    #[arg(long)]
+    settle_wait: bool,
     /// Resume from the checkpoint FILE when it exists (read only the lake
     /// files it has not proved; same verdicts as a full run while proved
     /// files stay in the lake or compaction replaces them: rows it copied are
@@ -226,6 +234,45 @@ async fn reconcile_with(
     reconcile_from(lake, opts, resume).await
 }
 
+/// `--settle-wait`: the first run left findings pending until `by`; waits
+/// until then (at most the window: a row dated ahead of the clock does not
+/// hold the job) and runs again, its `now` that much later, resumed from
+/// the first run's checkpoint when there is one.
+async fn settle_wait(
+    cli: &Cli,
+    lake: &Lake,
+    opts: &Options,
+    (first, state): (ledger_reconcile::Report, ProofState),
+    by: i64,
+) -> Result<(ledger_reconcile::Report, ProofState), Error> {
+    let wait_ms = (by - opts.now_ms + 1).clamp(0, opts.settle_ms + 1);
+    if opts.progress {
+        eprintln!(
+            "reconcile: {} finding(s) pending until {}; waiting {:.1} s to decide them (--settle-wait)",
+            first.pending,
+            ledger_reconcile::report::utc(by),
+            wait_ms as f64 / 1000.0
+        );
+    }
+    let waited = std::time::Instant::now();
+    tokio::time::sleep(std::time::Duration::from_millis(wait_ms as u64)).await;
+    let later = Options {
+        now_ms: opts.now_ms + waited.elapsed().as_millis() as i64,
+        ..opts.clone()
+    };
+    let resume = match &cli.checkpoint {
+        Some(path) => {
+            state
+                .save(path, &cli.lake, opts.now_ms)
+                .map_err(|e| Error::Lake(e.to_string()))?;
+            Some(ProofState::load(path, &cli.lake).map_err(|e| Error::Lake(e.to_string()))?)
+        }
+        None => None,
+    };
+    std::mem::forget(state);
+    reconcile_from(lake, &later, resume).await
+}
+
 /// Where the edge's sweeper reads the dangling list (docs/SWEEPER.md).
 const DANGLING_LIST_KEY: &str = "reconcile/dangling/latest.json";
 
@@ -303,6 +350,10 @@ fn main() -> ExitCode {
     let result = rt.block_on(async {
         let lake = Lake::connect(&cli.lake).await?;
         let ran = reconcile_with(&cli, &lake, &opts).await?;
+        let ran = match ran.0.decided_by_ms {
+            Some(by) if cli.settle_wait => settle_wait(&cli, &lake, &opts, ran, by).await?,
+            _ => ran,
+        };
         Ok((lake, ran))
     });
     let (lake, (report, state)) = match result {
@@ -349,7 +400,7 @@ fn main() -> ExitCode {
     }
     if let Some(path) = &cli.checkpoint {
         let started = std::time::Instant::now();
-        match state.save(path, &cli.lake, opts.now_ms) {
+        match state.save(path, &cli.lake, report.now_ms) {
             Ok(()) if !cli.quiet => eprintln!(
                 "reconcile: checkpoint {} written in {:.1} s",
                 path.display(),

@@ -644,6 +644,27 @@ fn within_the_settle_window_only_absent_rows_are_pending() {
         code, 1,
         "the default window (10 min) is long past: {stdout}"
     );
+    // --settle-wait: judged 0.5 s after the row, a window of 1.5 s: the
+    // job waits ~1 s and decides (in full, then resumed from a checkpoint).
+    let checkpoint = tmp.path().join("gap.ckpt");
+    for extra in [vec![], vec!["--checkpoint", checkpoint.to_str().unwrap()]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+            .arg(gap.to_str().unwrap())
+            .args(["--settle-wait", "--settle-ms", "1500"])
+            .args(["--now-ms", &(youngest + 500).to_string()])
+            .args(&extra)
+            .env_remove("LEDGER_LAKE")
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {stdout}\n{stderr}");
+        assert!(stderr.contains("1 finding(s) pending until"), "{stderr}");
+        assert!(stdout.contains("VIOLATED  completeness"), "{stdout}");
+        assert!(!stdout.contains("pending"), "decided: {stdout}");
+    }
     let (code, _, stderr) = run_bin(&[gap.to_str().unwrap(), "--settle-ms", "-1"]);
     assert_eq!(code, 2, "{stderr}");
 }
