@@ -804,8 +804,8 @@ fn every_prefix_of_the_commit_log_holds_mid_saga_states_included() {
 /// Delivery lag is pending, never violated. A history whose events each
 /// reach the lake up to `lag` after their commit (so a stream's or a saga's
 /// later events often arrive first: seq gaps, credits before their holds,
-/// `captured` before its debit), read after every few deliveries at the
-/// instant of the last one. With a settle window of at least the lag, no
+/// `captured` before its debit), one in eight a second time later still,
+/// read after every few deliveries at the instant of the last one. With a settle window of at least the lag, no
 /// run has a violation and a run resumed from the previous checkpoint says
 /// the same as a full run, pending findings included; with no window, some
 /// runs are violated (the lag is real). Once everything is delivered and
@@ -825,15 +825,22 @@ fn delivery_lag_within_the_settle_window_is_pending_never_violated() {
     let settle_ms = lag + 1_000;
     // Each event's delivery instant: its commit plus up to `lag`.
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut delivered: Vec<(i64, &Event)> = events
-        .iter()
-        .map(|e| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (e.occurred_at_ms + (state % (lag as u64 + 1)) as i64, e)
-        })
-        .collect();
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    // At least once: one event in eight is delivered a second time, up to
+    // the lag after its first delivery (a redelivered batch).
+    let mut delivered: Vec<(i64, &Event)> = Vec::new();
+    for e in &events {
+        let first = e.occurred_at_ms + (next() % (lag as u64 + 1)) as i64;
+        delivered.push((first, e));
+        if next() % 8 == 0 {
+            delivered.push((first + (next() % (lag as u64 + 1)) as i64, e));
+        }
+    }
     delivered.sort_by_key(|&(at, _)| at);
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
