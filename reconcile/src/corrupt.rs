@@ -48,6 +48,10 @@ pub enum Class {
     /// A captured transfer's credit naming its own account, not the source, as
     /// the counterparty (resealed).
     WrongCounterparty,
+    /// A captured transfer left at `credited` (its `captured` event gone) and
+    /// its credit removed from the destination (the account's later events
+    /// renumbered, their balances moved back, resealed): credited, no credit.
+    CreditLost,
 }
 
 impl Class {
@@ -65,6 +69,7 @@ impl Class {
         Class::PhaseSkipped,
         Class::FrozenDeposit,
         Class::WrongCounterparty,
+        Class::CreditLost,
     ];
 }
 
@@ -510,6 +515,59 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                     &acc,
                     Some(&e.event_id),
                 )],
+            }
+        }
+        Class::CreditLost => {
+            // A captured transfer whose destination stays within its limit
+            // without the credit at every later event (no overdraft follows).
+            let accounts = l.streams(Stream::Account);
+            let (t, t_evs, mut evs, i) = l
+                .streams(Stream::Transfer)
+                .into_iter()
+                .filter(|(_, evs)| evs.len() == 4 && evs[3].kind == "captured")
+                .find_map(|(t, t_evs)| {
+                    let evs = accounts.get(t_evs[0].destination.as_deref()?)?.clone();
+                    let i = evs.iter().position(|e| {
+                        e.kind == "credited" && e.transfer_id.as_deref() == Some(&t)
+                    })?;
+                    let a = evs[i].amount?;
+                    let within = evs[i..].iter().all(|e| {
+                        let (b, h, lim) = (e.balance_after, e.held_after, e.overdraft_limit);
+                        b.zip(h)
+                            .zip(lim)
+                            .is_some_and(|((b, h), lim)| b - a - h >= -lim)
+                    });
+                    within.then_some((t, t_evs, evs, i))
+                })
+                .ok_or("the lake has no captured transfer whose credit can be lost")?;
+            let credit = evs.remove(i);
+            let amount = credit.amount.unwrap_or(0);
+            for e in &mut evs[i..] {
+                e.seq -= 1;
+                e.event_id = ledger_events::event_id(Stream::Account, &e.stream_key, e.seq);
+                e.balance_after = e.balance_after.map(|b| b - amount);
+            }
+            reseal_from(&mut evs, i);
+            l.replace_stream(&evs);
+            l.replace_stream(&t_evs[..3]);
+            let currency = t_evs[0].currency.clone().unwrap_or_default();
+            Injected {
+                class,
+                description: format!(
+                    "{t}: its `captured` event and its credit {} removed (the destination's later events renumbered, their balances {amount} lower, resealed): phase credited, the source debited, no credit",
+                    credit.event_id
+                ),
+                expected: vec![
+                    expect("cross_stream_consistency", "phase_without_credit", &t, None),
+                    expect("global_conservation", "not_conserved", &currency, None),
+                    // Left in progress: past its deadline at `now`.
+                    expect(
+                        "terminal_convergence",
+                        "dangling",
+                        &t,
+                        Some(&t_evs[2].event_id),
+                    ),
+                ],
             }
         }
         Class::WrongCounterparty => {

@@ -76,8 +76,8 @@ struct Cli {
     /// most overdue transfers that fit the sweeper's 1 MiB limit.
     #[arg(long)]
     publish_dangling: bool,
-    /// Judge deadlines at this instant (ms since the epoch) instead of now;
-    /// makes a run over an old lake reproducible.
+    /// Judge deadlines and the settle window at this instant (ms since the
+    /// epoch) instead of now; makes a run over an old lake reproducible.
     #[arg(long, value_name = "MS")]
     now_ms: Option<i64>,
     /// The settle window (ms): a finding that rests on a row being absent (a

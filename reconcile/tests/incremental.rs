@@ -526,6 +526,7 @@ fn late_redeliveries_and_rewritten_files_reopen_their_streams_and_violations_are
         Class::PhaseSkipped,
         Class::FrozenDeposit,
         Class::WrongCounterparty,
+        Class::CreditLost,
     ]
     .into_iter()
     .enumerate()
