@@ -436,6 +436,8 @@ print(json.dumps(out))
         let holds = c["holds"].as_bool().unwrap();
         assert_eq!(pick("reconcile_check_holds"), if holds { 1.0 } else { 0.0 });
         assert_eq!(pick("reconcile_check_violations"), n(&c["violations"]));
+        let pending = c["pending"].as_array().unwrap().len();
+        assert_eq!(pick("reconcile_check_pending"), pending as f64);
         violated += usize::from(!holds);
     }
     assert!(violated >= 2, "overdraft and dangling: {report}");

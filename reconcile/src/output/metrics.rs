@@ -279,6 +279,26 @@ mod tests {
             value(&render(&report, 0), "reconcile_reproved_in_full"),
             "1"
         );
+        // A check whose findings rest on young absent rows: pending, held.
+        use crate::finding::{CheckResult, Finding};
+        let gap = |at| Finding::new("seq_gap", "acme", String::new()).absence(at);
+        let mut c = CheckResult::new("completeness", "lake", "", vec![gap(5_000), gap(9_000)]);
+        c.settle(6_000);
+        report.checks = vec![c];
+        let text = render(&report, 0);
+        let line = |name: &str| format!("{name}{{check=\"completeness\",invariant=\"lake\"}}");
+        assert!(
+            text.contains(&format!("{} 1\n", line("reconcile_check_pending"))),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("{} 1\n", line("reconcile_check_violations"))),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("{} 0\n", line("reconcile_check_holds"))),
+            "{text}"
+        );
     }
 
     #[test]
