@@ -34,7 +34,7 @@ use ledger_ingest::Table;
 
 use crate::checkpoint::{StreamFinding, StreamId, StreamState};
 use crate::checks::completeness;
-use crate::checks::global_conservation::Young;
+use crate::checks::global_conservation::{owe, Owed, Young};
 use crate::finding::Finding;
 use crate::names::FxMap;
 
@@ -62,7 +62,7 @@ pub fn young(
             *e = (*e).max(at);
         }
     }
-    let mut gaps: BTreeMap<String, (i128, i64)> = BTreeMap::new();
+    let mut gaps = Owed::new();
     for sf in findings {
         let f = &sf.finding;
         let (Some(at), Some(moved)) = (f.youngest_ms, f.missing_balance) else {
@@ -81,9 +81,7 @@ pub fn young(
             .and_then(|st| st.account.as_deref())
             .and_then(|a| a.currency.clone());
         if let Some(currency) = currency {
-            let e = gaps.entry(currency).or_insert((0, at));
-            e.0 += i128::from(moved);
-            e.1 = e.1.max(at);
+            owe(&mut gaps, &currency, i128::from(moved), at);
         }
     }
     Young { transfers, gaps }

@@ -64,21 +64,47 @@ fn deliver(root: &Path, events: &[&Event], tag: &str) -> usize {
 
 /// One incremental night: load the checkpoint file (if any), run, save it.
 fn night(root: &Path, ckpt: &Path) -> Report {
+    night_with(root, ckpt, &opts())
+}
+
+/// [`night`] with `opts` (the checkpoint saved at its `now_ms`).
+fn night_with(root: &Path, ckpt: &Path, opts: &Options) -> Report {
     let name = root.to_str().unwrap();
     runtime().block_on(async {
         let lake = Lake::open(name).unwrap();
         let resume = ckpt.exists().then(|| ProofState::load(ckpt, name).unwrap());
-        let (report, state) = reconcile_from(&lake, &opts(), resume).await.unwrap();
-        state.save(ckpt, name, NOW_MS).unwrap();
+        let (report, state) = reconcile_from(&lake, opts, resume).await.unwrap();
+        state.save(ckpt, name, opts.now_ms).unwrap();
         report
     })
 }
 
 fn full(root: &Path) -> Report {
+    full_with(root, &opts())
+}
+
+fn full_with(root: &Path, opts: &Options) -> Report {
     runtime().block_on(async {
         let lake = Lake::open(root.to_str().unwrap()).unwrap();
-        reconcile(&lake, &opts()).await.unwrap()
+        reconcile(&lake, opts).await.unwrap()
     })
+}
+
+/// The variable `name` as a number, or `default`: a longer or another
+/// history for the property tests.
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The next value of a xorshift64 generator (`state` never 0).
+fn xorshift(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
 }
 
 /// The CLI on the lake `root`: `reconcile ROOT --quiet --now-ms NOW ARGS…`;
@@ -217,9 +243,7 @@ fn many_nights_of_new_data_and_late_events_match_full_runs_and_keep_the_archive_
         // earlier night (settled by now, so it comes back from the archive;
         // the account's own later events then conflict with it, reopening
         // the account, which pulls back the whole archive).
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
+        xorshift(&mut rng);
         let captured: Vec<&Event> = delivered
             .iter()
             .filter(|e| e.stream == Stream::Transfer && e.kind == "captured")
@@ -742,17 +766,10 @@ fn rows_after_the_checkpoint_are_judged_against_the_state_it_kept() {
 /// for a longer history, `RECONCILE_PREFIX_SEED` for another.
 #[test]
 fn every_prefix_of_the_commit_log_holds_mid_saga_states_included() {
-    let env = |name: &str, default: u64| {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
-    let operations = env("RECONCILE_PREFIX_OPERATIONS", 60) as usize;
-    let events = history(env("RECONCILE_PREFIX_SEED", 5), 5, operations);
+    let operations = env_u64("RECONCILE_PREFIX_OPERATIONS", 60) as usize;
+    let events = history(env_u64("RECONCILE_PREFIX_SEED", 5), 5, operations);
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-    let name = root.to_str().unwrap();
     let mut mid_saga: std::collections::BTreeMap<&str, usize> = Default::default();
     for (k, e) in events.iter().enumerate() {
         deliver(&root, &[e], &format!("e{k}"));
@@ -760,16 +777,7 @@ fn every_prefix_of_the_commit_log_holds_mid_saga_states_included() {
             now_ms: e.occurred_at_ms,
             ..opts()
         };
-        let (report, resumed) = runtime().block_on(async {
-            let lake = Lake::open(name).unwrap();
-            let full = reconcile(&lake, &opts).await.unwrap();
-            let resume = ckpt
-                .exists()
-                .then(|| ProofState::load(&ckpt, name).unwrap());
-            let (resumed, state) = reconcile_from(&lake, &opts, resume).await.unwrap();
-            state.save(&ckpt, name, opts.now_ms).unwrap();
-            (full, resumed)
-        });
+        let (report, resumed) = (full_with(&root, &opts), night_with(&root, &ckpt, &opts));
         assert_same(k, &resumed, &report);
         let broken: Vec<String> = report
             .checks
@@ -814,24 +822,13 @@ fn every_prefix_of_the_commit_log_holds_mid_saga_states_included() {
 /// `RECONCILE_LAG_OPERATIONS` (default 60) and `RECONCILE_LAG_SEED`.
 #[test]
 fn delivery_lag_within_the_settle_window_is_pending_never_violated() {
-    let env = |name: &str, default: u64| {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
-    let seed = env("RECONCILE_LAG_SEED", 6);
-    let events = history(seed, 5, env("RECONCILE_LAG_OPERATIONS", 60) as usize);
+    let seed = env_u64("RECONCILE_LAG_SEED", 6);
+    let events = history(seed, 5, env_u64("RECONCILE_LAG_OPERATIONS", 60) as usize);
     let lag = 3 * common::config().step_ms;
     let settle_ms = lag + 1_000;
     // Each event's delivery instant: its commit plus up to `lag`.
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = || xorshift(&mut state);
     // At least once: one event in eight is delivered a second time, up to
     // the lag after its first delivery (a redelivered batch).
     let mut delivered: Vec<(i64, &Event)> = Vec::new();
@@ -845,25 +842,17 @@ fn delivery_lag_within_the_settle_window_is_pending_never_violated() {
     delivered.sort_by_key(|&(at, _)| at);
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-    let name = root.to_str().unwrap();
     let run = |now_ms: i64, settle_ms: i64, resume: bool| -> Report {
         let opts = Options {
             now_ms,
             settle_ms,
             ..opts()
         };
-        runtime().block_on(async {
-            let lake = Lake::open(name).unwrap();
-            if !resume {
-                return reconcile(&lake, &opts).await.unwrap();
-            }
-            let prior = ckpt
-                .exists()
-                .then(|| ProofState::load(&ckpt, name).unwrap());
-            let (report, state) = reconcile_from(&lake, &opts, prior).await.unwrap();
-            state.save(&ckpt, name, opts.now_ms).unwrap();
-            report
-        })
+        if resume {
+            night_with(&root, &ckpt, &opts)
+        } else {
+            full_with(&root, &opts)
+        }
     };
     let (mut pending_codes, mut violated_without_window) = (Vec::new(), 0);
     for (k, batch) in delivered.chunks(3).enumerate() {
@@ -946,22 +935,13 @@ fn a_gap_no_late_row_fills_is_violated_once_the_window_passes() {
     deliver(&root, &kept, "all");
     let last = events.last().unwrap().occurred_at_ms;
     let settle_ms = last - next.occurred_at_ms + 60_000;
-    let name = root.to_str().unwrap();
     let night = |now_ms: i64| -> (Report, Report) {
         let opts = Options {
             now_ms,
             settle_ms,
             ..opts()
         };
-        runtime().block_on(async {
-            let lake = Lake::open(name).unwrap();
-            let prior = ckpt
-                .exists()
-                .then(|| ProofState::load(&ckpt, name).unwrap());
-            let (resumed, state) = reconcile_from(&lake, &opts, prior).await.unwrap();
-            state.save(&ckpt, name, now_ms).unwrap();
-            (resumed, reconcile(&lake, &opts).await.unwrap())
-        })
+        (night_with(&root, &ckpt, &opts), full_with(&root, &opts))
     };
     let codes = |fs: &[ledger_reconcile::Finding]| fs.iter().map(|f| f.code).collect::<Vec<_>>();
     let (resumed, full) = night(last);

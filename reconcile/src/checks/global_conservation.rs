@@ -54,7 +54,19 @@ fn in_flight<'a>(n: &Names, t: &TransferFacts, legs: &'a Legs) -> Option<&'a Leg
 #[derive(Debug, Default)]
 pub struct Young {
     pub transfers: BTreeMap<String, i64>,
-    pub gaps: BTreeMap<String, (i128, i64)>,
+    pub gaps: Owed,
+}
+
+/// Per currency: an amount owed to pending findings, and when the youngest
+/// row they rest on was committed.
+pub type Owed = BTreeMap<String, (i128, i64)>;
+
+/// Adds `amount` owed in `currency` to rows the youngest of which was
+/// committed at `at`.
+pub fn owe(owed: &mut Owed, currency: &str, amount: i128, at: i64) {
+    let e = owed.entry(currency.to_owned()).or_insert((0, at));
+    e.0 += amount;
+    e.1 = e.1.max(at);
 }
 
 /// Per currency, what the pending findings leave unbalanced and when the
@@ -64,7 +76,7 @@ pub struct Young {
 /// unbalanced, and every such state has a finding on the absent step), and
 /// each pending gap what its missing events moved. A residual equal to this
 /// may be delivery lag; any other is not.
-fn young_part(f: &Facts, young: &Young) -> BTreeMap<String, (i128, i64)> {
+fn young_part(f: &Facts, young: &Young) -> Owed {
     let mut part = young.gaps.clone();
     if young.transfers.is_empty() {
         return part;
@@ -73,13 +85,7 @@ fn young_part(f: &Facts, young: &Young) -> BTreeMap<String, (i128, i64)> {
         let Some(&at) = young.transfers.get(id) else {
             continue;
         };
-        let mut add = |currency, amount: i128| {
-            let e = part
-                .entry(f.names.get(currency).to_owned())
-                .or_insert((0, at));
-            e.0 += amount;
-            e.1 = e.1.max(at);
-        };
+        let mut add = |currency, amount| owe(&mut part, f.names.get(currency), amount, at);
         for c in legs.credits() {
             add(c.currency, i128::from(c.amount));
         }
@@ -104,7 +110,7 @@ pub fn check(f: &Facts, young: Option<&Young>) -> Vec<Finding> {
         }
     }
     let mut out: Vec<Finding> = Vec::new();
-    let mut young_parts: Option<BTreeMap<String, (i128, i64)>> = None;
+    let mut young_parts: Option<Owed> = None;
     let mut currencies: Vec<&str> = f.currencies.keys().map(String::as_str).collect();
     currencies.extend(flight.keys().filter(|c| !f.currencies.contains_key(**c)));
     currencies.sort_unstable();
