@@ -193,16 +193,33 @@ pub async fn probe_s3(store: &dyn ObjectStore, location: &Location) -> Result<()
     }
 }
 
-/// What an S3 error means for the user: missing bucket, refused
-/// credentials, unreachable endpoint, or the store's own words.
-pub fn describe_s3_error(bucket: &str, e: &object_store::Error) -> String {
+/// An error's own words and every cause under it, joined by ` | `, and the
+/// innermost cause alone (what went wrong at the bottom: a refused
+/// connection, a certificate).
+fn causes(e: &dyn std::error::Error) -> (String, String) {
     let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
+    let mut last = text.clone();
+    let mut source = e.source();
     while let Some(s) = source {
+        last = s.to_string();
         text.push_str(" | ");
-        text.push_str(&s.to_string());
+        text.push_str(&last);
         source = s.source();
     }
+    (text, last)
+}
+
+/// What an S3 error means for the user: missing bucket, refused
+/// credentials, a failed TLS handshake, unreachable endpoint, or the store's
+/// own words. The error's innermost cause is named, since the store's own
+/// message ("error sending request") does not say what failed.
+pub fn describe_s3_error(bucket: &str, e: &object_store::Error) -> String {
+    let (text, cause) = causes(e);
+    let said = if text == cause || e.to_string().contains(&cause) {
+        e.to_string()
+    } else {
+        format!("{e} (cause: {cause})")
+    };
     let endpoint = std::env::var("AWS_ENDPOINT_URL")
         .or_else(|_| std::env::var("AWS_ENDPOINT"))
         .unwrap_or_else(|_| "the AWS S3 default endpoint".to_owned());
@@ -228,6 +245,21 @@ pub fn describe_s3_error(bucket: &str, e: &object_store::Error) -> String {
              on the bucket)"
         )
     } else if has(&[
+        // rustls' words: a certificate it does not trust, or bytes that are
+        // not TLS at all (an https URL for a plain-http port).
+        "invalid peer certificate",
+        "received corrupt message",
+        "InvalidContentType",
+        "peer is incompatible",
+        "handshake",
+    ]) {
+        format!(
+            "s3://{bucket}: the TLS connection to {endpoint} failed: {cause}\n\
+             Help: the endpoint must speak https with a certificate this machine trusts (the system's \
+             roots, or SSL_CERT_FILE / SSL_CERT_DIR for a private CA); a plain-http endpoint is \
+             http:// with AWS_ALLOW_HTTP=true"
+        )
+    } else if has(&[
         "error sending request",
         "Connection refused",
         "connection refused",
@@ -240,12 +272,12 @@ pub fn describe_s3_error(bucket: &str, e: &object_store::Error) -> String {
     ]) {
         format!(
             "s3://{bucket}: the endpoint {endpoint} is unreachable (gave up after {S3_MAX_RETRIES} retries \
-             within {}s): {e}\n\
+             within {}s): {said}\n\
              Help: check AWS_ENDPOINT_URL and the network; a plain-http endpoint needs AWS_ALLOW_HTTP=true",
             S3_RETRY_TIMEOUT.as_secs()
         )
     } else {
-        format!("s3://{bucket}: {e}\n{S3_ENV_HELP}")
+        format!("s3://{bucket}: {said}\n{S3_ENV_HELP}")
     }
 }
 
@@ -289,6 +321,71 @@ mod tests {
         }
         let e = Location::parse("gs://lake/x").unwrap_err();
         assert!(e.contains("gs:// lakes are not supported"), "{e}");
+    }
+
+    /// An error with a cause, as the HTTP stack nests them.
+    #[derive(Debug)]
+    struct Nested(&'static str, Option<Box<Nested>>);
+
+    impl std::fmt::Display for Nested {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Nested {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|n| n as _)
+        }
+    }
+
+    fn s3_error(chain: &[&'static str]) -> object_store::Error {
+        let nested = chain
+            .iter()
+            .rev()
+            .fold(None, |under, what| Some(Box::new(Nested(what, under))))
+            .unwrap();
+        object_store::Error::Generic {
+            store: "S3",
+            source: nested,
+        }
+    }
+
+    #[test]
+    fn an_s3_error_is_named_by_its_innermost_cause() {
+        let tls = describe_s3_error(
+            "lake",
+            &s3_error(&[
+                "error sending request",
+                "client error (Connect)",
+                "invalid peer certificate: UnknownIssuer",
+            ]),
+        );
+        assert!(
+            tls.contains("the TLS connection to")
+                && tls.contains("failed: invalid peer certificate: UnknownIssuer")
+                && tls.contains("SSL_CERT_FILE"),
+            "{tls}"
+        );
+        let refused = describe_s3_error(
+            "lake",
+            &s3_error(&[
+                "error sending request",
+                "tcp connect error",
+                "Connection refused (os error 111)",
+            ]),
+        );
+        assert!(
+            refused.contains("is unreachable")
+                && refused.contains("(cause: Connection refused (os error 111))"),
+            "{refused}"
+        );
+        let other = describe_s3_error("lake", &s3_error(&["something else"]));
+        assert!(
+            other.starts_with("s3://lake: Generic S3 error: something else\n"),
+            "{other}"
+        );
+        assert!(!other.contains("cause:"), "{other}");
     }
 
     #[test]

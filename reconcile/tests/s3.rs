@@ -355,6 +355,21 @@ fn s3_failures_are_exit_2_saying_which() {
     );
     assert!(r.elapsed < Duration::from_secs(40), "{:?}", r.elapsed);
 
+    // An https URL for the plain-http server: the TLS handshake fails, and
+    // the error says so and names rustls' cause, not "error sending request".
+    let mut env = server.env();
+    let https = env[0].1.replacen("http://", "https://", 1);
+    env[0].1 = https.clone();
+    let r = reconcile(&format!("s3://{BUCKET}/lake"), &env);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("the TLS connection to {https} failed"))
+            && r.stderr.contains("SSL_CERT_FILE"),
+        "{}",
+        r.stderr
+    );
+
     // A plain-http endpoint without AWS_ALLOW_HTTP is refused, not hung on.
     let no_http: Vec<_> = server
         .env()

@@ -328,11 +328,20 @@ pub enum CompactError {
 }
 
 impl CompactError {
+    /// The store's error with its innermost cause, which its own words
+    /// ("error sending request") do not name: a refused connection, an
+    /// untrusted certificate.
     fn store(op: &'static str, key: &str, e: object_store::Error) -> CompactError {
+        let said = e.to_string();
+        let why = match std::iter::successors(std::error::Error::source(&e), |s| s.source()).last()
+        {
+            Some(cause) if !said.contains(&cause.to_string()) => format!("{said} (cause: {cause})"),
+            _ => said,
+        };
         CompactError::Store {
             op,
             key: key.to_owned(),
-            why: e.to_string(),
+            why,
         }
     }
 }

@@ -127,4 +127,13 @@ fn s3_configuration_errors_are_exit_2() {
         started.elapsed()
     );
     assert!(stderr.contains("list events failed"), "{stderr}");
+    // The innermost cause is named, not only "error sending request".
+    assert!(stderr.contains("(cause: "), "{stderr}");
+
+    // An https URL for the plain-http server: rustls' reason is named.
+    let mut env = server.env();
+    env[0].1 = env[0].1.replacen("http://", "https://", 1);
+    let (code, stderr) = cli(&["--lake", &format!("s3://{BUCKET}/x")], &env);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("received corrupt message"), "{stderr}");
 }
