@@ -5,42 +5,19 @@
 //! DataFusion's object_store (0.13), so the listing and footer reads of
 //! [`crate::Lake`] and DataFusion's scan go through the same client.
 //!
-//! S3 is configured from the environment only ([`AmazonS3Builder::from_env`]):
-//!
-//! | variable | meaning |
-//! |---|---|
-//! | `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` | required (R2: an API token's S3 credentials) |
-//! | `AWS_ENDPOINT_URL` (or `AWS_ENDPOINT`) | R2: `https://<account>.r2.cloudflarestorage.com`; unset = AWS S3 |
-//! | `AWS_REGION` | default `auto` (what R2 expects); AWS S3 needs the bucket's region |
-//! | `AWS_ALLOW_HTTP` | `true` to allow a plain-http endpoint (local test servers) |
-//! | `AWS_SESSION_TOKEN` | temporary credentials |
-//!
-//! No request waits forever: a connection attempt gives up after
-//! [`S3_CONNECT_TIMEOUT`], a request after [`S3_REQUEST_TIMEOUT`], and failed
-//! requests are retried [`S3_MAX_RETRIES`] times within [`S3_RETRY_TIMEOUT`].
+//! S3 is configured from the environment only, by [`ledger_s3::store`] (the
+//! variables are listed there and in docs/RECONCILE.md), as compaction's is:
+//! a request gives up after [`S3_REQUEST_TIMEOUT`], a connection attempt and
+//! the retries are bounded by `ledger_s3`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path;
-use object_store::{ClientConfigKey, ObjectStore, RetryConfig};
+use object_store::ObjectStore;
 
-/// Connect timeout of every S3 request.
-pub const S3_CONNECT_TIMEOUT: &str = "5s";
 /// Timeout of one S3 request, body included (lake reads are ranged: a
 /// footer, or a column chunk of at most a few MB).
 pub const S3_REQUEST_TIMEOUT: &str = "60s";
-/// Retries of a failed S3 request (connection errors, 5xx, throttling).
-pub const S3_MAX_RETRIES: usize = 3;
-/// No retry starts later than this after the first attempt.
-pub const S3_RETRY_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// How to configure S3 access, appended to every S3 configuration error.
-pub const S3_ENV_HELP: &str =
-    "Help: an s3:// lake is reached with AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, \
-AWS_ENDPOINT_URL (R2: https://<account>.r2.cloudflarestorage.com), AWS_REGION (default auto) \
-and AWS_ALLOW_HTTP=true for a plain-http endpoint; see docs/RECONCILE.md";
 
 /// A parsed lake location.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,72 +88,10 @@ impl Location {
     }
 }
 
-/// The environment variables a run needs that are not set, in the order
-/// the help names them (empty: nothing missing).
-pub fn missing_s3_env(get: impl Fn(&str) -> Option<String>) -> Vec<&'static str> {
-    let set = |k: &str| get(k).is_some_and(|v| !v.trim().is_empty());
-    // Credentials that come from elsewhere (a web identity, a container
-    // endpoint) or none at all (a public bucket) need no keys.
-    if set("AWS_WEB_IDENTITY_TOKEN_FILE")
-        || set("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
-        || set("AWS_CONTAINER_CREDENTIALS_FULL_URI")
-        || get("AWS_SKIP_SIGNATURE").is_some_and(|v| v.eq_ignore_ascii_case("true"))
-    {
-        return Vec::new();
-    }
-    ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
-        .into_iter()
-        .filter(|k| !set(k))
-        .collect()
-}
-
 /// The S3 store of `bucket`, configured from the environment (module docs).
 /// Only configuration is checked here; [`probe_s3`] talks to the endpoint.
 pub fn s3_store(bucket: &str) -> Result<Arc<dyn ObjectStore>, String> {
-    let missing = missing_s3_env(|k| std::env::var(k).ok());
-    if !missing.is_empty() {
-        return Err(format!(
-            "s3://{bucket}: {} not set: no credentials for the bucket\n{S3_ENV_HELP}",
-            missing.join(" and ")
-        ));
-    }
-    let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
-    let endpoint = builder.get_config_value(&AmazonS3ConfigKey::Endpoint);
-    let allow_http = builder
-        .get_config_value(&AmazonS3ConfigKey::Client(ClientConfigKey::AllowHttp))
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    if let Some(url) = endpoint.filter(|u| u.starts_with("http://") && !allow_http) {
-        return Err(format!(
-            "s3://{bucket}: the endpoint {url} is plain http, which is refused unless AWS_ALLOW_HTTP=true \
-             (meant for local test servers; R2 is https)\n{S3_ENV_HELP}"
-        ));
-    }
-    if builder
-        .get_config_value(&AmazonS3ConfigKey::Region)
-        .is_none()
-        && builder
-            .get_config_value(&AmazonS3ConfigKey::DefaultRegion)
-            .is_none()
-    {
-        builder = builder.with_region("auto");
-    }
-    let store = builder
-        .with_config(
-            AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
-            S3_CONNECT_TIMEOUT,
-        )
-        .with_config(
-            AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
-            S3_REQUEST_TIMEOUT,
-        )
-        .with_retry(RetryConfig {
-            max_retries: S3_MAX_RETRIES,
-            retry_timeout: S3_RETRY_TIMEOUT,
-            ..RetryConfig::default()
-        })
-        .build()
-        .map_err(|e| format!("s3://{bucket}: cannot configure S3: {e}\n{S3_ENV_HELP}"))?;
-    Ok(Arc::new(store))
+    Ok(Arc::new(ledger_s3::store(bucket, S3_REQUEST_TIMEOUT)?))
 }
 
 /// One listing request under `PREFIX/events/`: proves that the endpoint
@@ -193,33 +108,13 @@ pub async fn probe_s3(store: &dyn ObjectStore, location: &Location) -> Result<()
     }
 }
 
-/// An error's own words and every cause under it, joined by ` | `, and the
-/// innermost cause alone (what went wrong at the bottom: a refused
-/// connection, a certificate).
-fn causes(e: &dyn std::error::Error) -> (String, String) {
-    let mut text = e.to_string();
-    let mut last = text.clone();
-    let mut source = e.source();
-    while let Some(s) = source {
-        last = s.to_string();
-        text.push_str(" | ");
-        text.push_str(&last);
-        source = s.source();
-    }
-    (text, last)
-}
-
 /// What an S3 error means for the user: missing bucket, refused
 /// credentials, a failed TLS handshake, unreachable endpoint, or the store's
 /// own words. The error's innermost cause is named, since the store's own
 /// message ("error sending request") does not say what failed.
 pub fn describe_s3_error(bucket: &str, e: &object_store::Error) -> String {
-    let (text, cause) = causes(e);
-    let said = if text == cause || e.to_string().contains(&cause) {
-        e.to_string()
-    } else {
-        format!("{e} (cause: {cause})")
-    };
+    let (text, cause) = ledger_s3::causes(e);
+    let said = ledger_s3::with_cause(e);
     let endpoint = std::env::var("AWS_ENDPOINT_URL")
         .or_else(|_| std::env::var("AWS_ENDPOINT"))
         .unwrap_or_else(|_| "the AWS S3 default endpoint".to_owned());
@@ -271,13 +166,14 @@ pub fn describe_s3_error(bucket: &str, e: &object_store::Error) -> String {
         "Connection reset",
     ]) {
         format!(
-            "s3://{bucket}: the endpoint {endpoint} is unreachable (gave up after {S3_MAX_RETRIES} retries \
+            "s3://{bucket}: the endpoint {endpoint} is unreachable (gave up after {} retries \
              within {}s): {said}\n\
              Help: check AWS_ENDPOINT_URL and the network; a plain-http endpoint needs AWS_ALLOW_HTTP=true",
-            S3_RETRY_TIMEOUT.as_secs()
+            ledger_s3::MAX_RETRIES,
+            ledger_s3::RETRY_TIMEOUT.as_secs()
         )
     } else {
-        format!("s3://{bucket}: {said}\n{S3_ENV_HELP}")
+        format!("s3://{bucket}: {said}\n{}", ledger_s3::ENV_HELP)
     }
 }
 
@@ -386,34 +282,5 @@ mod tests {
             "{other}"
         );
         assert!(!other.contains("cause:"), "{other}");
-    }
-
-    #[test]
-    fn missing_credentials_are_named() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| v.to_string())
-            }
-        };
-        assert_eq!(
-            missing_s3_env(env(&[])),
-            vec!["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
-        );
-        assert_eq!(
-            missing_s3_env(env(&[
-                ("AWS_ACCESS_KEY_ID", "k"),
-                ("AWS_SECRET_ACCESS_KEY", " ")
-            ])),
-            vec!["AWS_SECRET_ACCESS_KEY"]
-        );
-        assert!(missing_s3_env(env(&[
-            ("AWS_ACCESS_KEY_ID", "k"),
-            ("AWS_SECRET_ACCESS_KEY", "s")
-        ]))
-        .is_empty());
-        assert!(missing_s3_env(env(&[("AWS_SKIP_SIGNATURE", "true")])).is_empty());
     }
 }

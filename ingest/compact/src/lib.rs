@@ -47,60 +47,9 @@ pub const COMPACT_INPUT_ROWS_MAX: usize = 4 * PARQUET_FILE_ROWS_MAX;
 /// Files one compaction reads.
 pub const COMPACT_INPUT_FILES_MAX: usize = 100_000;
 
-/// Connect timeout of every S3 request.
-pub const S3_CONNECT_TIMEOUT: &str = "5s";
-/// Timeout of one S3 request, body included (one lake file: tens of MB at most).
+/// Timeout of one S3 request, body included (one lake file: tens of MB at
+/// most). Connect timeout and retries are [`ledger_s3`]'s, as reconcile's.
 pub const S3_REQUEST_TIMEOUT: &str = "120s";
-/// Retries of a failed S3 request (connection errors, 5xx, throttling).
-pub const S3_MAX_RETRIES: usize = 3;
-/// No retry starts later than this after the first attempt.
-pub const S3_RETRY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
-
-/// The S3 store of `bucket` from the `AWS_*` environment (see [`Lake::open`]).
-/// Credentials must be set: without them object_store would ask an instance
-/// metadata endpoint, which outside AWS only times out.
-fn s3_from_env(bucket: &str) -> Result<object_store::aws::AmazonS3, String> {
-    use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
-    use object_store::{ClientConfigKey, RetryConfig};
-    let set = |k: &str| std::env::var(k).is_ok_and(|v| !v.trim().is_empty());
-    let other_credentials = set("AWS_WEB_IDENTITY_TOKEN_FILE")
-        || set("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
-        || set("AWS_CONTAINER_CREDENTIALS_FULL_URI")
-        || std::env::var("AWS_SKIP_SIGNATURE").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
-    let missing: Vec<&str> = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
-        .into_iter()
-        .filter(|k| !other_credentials && !set(k))
-        .collect();
-    if !missing.is_empty() {
-        return Err(format!("{} not set", missing.join(" and ")));
-    }
-    let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
-    if builder
-        .get_config_value(&AmazonS3ConfigKey::Region)
-        .is_none()
-        && builder
-            .get_config_value(&AmazonS3ConfigKey::DefaultRegion)
-            .is_none()
-    {
-        builder = builder.with_region("auto");
-    }
-    builder
-        .with_config(
-            AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
-            S3_CONNECT_TIMEOUT,
-        )
-        .with_config(
-            AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
-            S3_REQUEST_TIMEOUT,
-        )
-        .with_retry(RetryConfig {
-            max_retries: S3_MAX_RETRIES,
-            retry_timeout: S3_RETRY_TIMEOUT,
-            ..RetryConfig::default()
-        })
-        .build()
-        .map_err(|e| e.to_string())
-}
 
 /// The lake: an object store and a human-readable name for messages.
 #[derive(Debug, Clone)]
@@ -115,9 +64,9 @@ impl Lake {
     /// `AWS_ENDPOINT_URL` or `AWS_ENDPOINT` — for R2
     /// `https://<account>.r2.cloudflarestorage.com` —, `AWS_REGION` (default
     /// `auto`, what R2 expects), `AWS_ALLOW_HTTP`), or a local directory,
-    /// which must exist. S3 requests time out ([`S3_CONNECT_TIMEOUT`],
-    /// [`S3_REQUEST_TIMEOUT`]) and retries are bounded ([`S3_MAX_RETRIES`]
-    /// within [`S3_RETRY_TIMEOUT`]): an unreachable endpoint is an error, not
+    /// which must exist. S3 requests time out ([`ledger_s3::CONNECT_TIMEOUT`],
+    /// [`S3_REQUEST_TIMEOUT`]) and retries are bounded ([`ledger_s3::MAX_RETRIES`]
+    /// within [`ledger_s3::RETRY_TIMEOUT`]): an unreachable endpoint is an error, not
     /// a hang.
     pub fn open(location: &str) -> Result<Lake, CompactError> {
         let store: Arc<dyn ObjectStore> = if let Some(rest) = location.strip_prefix("s3://") {
@@ -127,13 +76,7 @@ impl Lake {
                     "{location:?} names no bucket\nHelp: use s3://BUCKET or s3://BUCKET/PREFIX"
                 )));
             }
-            let s3 = s3_from_env(bucket).map_err(|e| {
-                CompactError::Usage(format!(
-                    "cannot configure S3 for {location}: {e}\nHelp: set AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, \
-                     AWS_ENDPOINT_URL (R2: https://<account>.r2.cloudflarestorage.com), AWS_REGION (default auto) \
-                     and AWS_ALLOW_HTTP=true for a plain-http endpoint"
-                ))
-            })?;
+            let s3 = ledger_s3::store(bucket, S3_REQUEST_TIMEOUT).map_err(CompactError::Usage)?;
             let prefix = prefix.trim_matches('/');
             if prefix.is_empty() {
                 Arc::new(s3)
@@ -332,12 +275,7 @@ impl CompactError {
     /// ("error sending request") do not name: a refused connection, an
     /// untrusted certificate.
     fn store(op: &'static str, key: &str, e: object_store::Error) -> CompactError {
-        let said = e.to_string();
-        let why = match std::iter::successors(std::error::Error::source(&e), |s| s.source()).last()
-        {
-            Some(cause) if !said.contains(&cause.to_string()) => format!("{said} (cause: {cause})"),
-            _ => said,
-        };
+        let why = ledger_s3::with_cause(&e);
         CompactError::Store {
             op,
             key: key.to_owned(),

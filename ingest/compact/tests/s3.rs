@@ -136,4 +136,18 @@ fn s3_configuration_errors_are_exit_2() {
     let (code, stderr) = cli(&["--lake", &format!("s3://{BUCKET}/x")], &env);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("received corrupt message"), "{stderr}");
+
+    // A plain-http endpoint without AWS_ALLOW_HTTP: refused before any
+    // request, as reconcile refuses it (one S3 configuration, ledger-s3).
+    let no_http: Vec<_> = server
+        .env()
+        .into_iter()
+        .filter(|(k, _)| k != "AWS_ALLOW_HTTP")
+        .collect();
+    let (code, stderr) = cli(&["--lake", &format!("s3://{BUCKET}/x")], &no_http);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("is plain http, which is refused"),
+        "{stderr}"
+    );
 }
