@@ -33,7 +33,7 @@ pub const RETRY_TIMEOUT: Duration = Duration::from_secs(20);
 pub const ENV_HELP: &str =
     "Help: an s3:// lake is reached with AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, \
 AWS_ENDPOINT_URL (R2: https://<account>.r2.cloudflarestorage.com), AWS_REGION (default auto) \
-and AWS_ALLOW_HTTP=true for a plain-http endpoint";
+and AWS_ALLOW_HTTP=true for a plain-http endpoint; see docs/RECONCILE.md, \"The lake on S3 / R2\"";
 
 /// The environment variables a run needs that are not set, in the order
 /// the help names them (empty: nothing missing). Without them object_store
