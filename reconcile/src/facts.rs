@@ -531,6 +531,28 @@ impl Legs {
         self.counts[kind as usize] += 1;
     }
 
+    /// These legs with each kind's in the order of their accounts' names,
+    /// then seq: the order the checks judge them in. The order they were
+    /// added in depends on the order accounts were proved (a resumed run
+    /// re-proves some accounts after others), and no finding, nor the order
+    /// of a transfer's findings, may. Borrowed when already so (a transfer
+    /// has at most one leg of a kind unless it is damaged).
+    pub fn canonical(&self, names: &Names) -> std::borrow::Cow<'_, Legs> {
+        let key = |l: &Leg| (names.get(l.account), l.seq);
+        let ordered = LegKind::ALL
+            .into_iter()
+            .all(|kind| self.of(kind).windows(2).all(|w| key(&w[0]) <= key(&w[1])));
+        if ordered {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut sorted = self.clone();
+        for kind in LegKind::ALL {
+            let range = sorted.range(kind);
+            sorted.legs[range].sort_by(|a, b| key(a).cmp(&key(b)));
+        }
+        std::borrow::Cow::Owned(sorted)
+    }
+
     /// Keeps only the legs `keep` accepts.
     fn retain(&mut self, keep: impl Fn(&Leg) -> bool) {
         let mut at = 0;
@@ -1370,6 +1392,50 @@ mod tests {
         }
         // Chunks never move: the first string is where it was put.
         assert_eq!(arena.ptr(first), first_at);
+    }
+
+    #[test]
+    fn legs_added_in_any_order_of_accounts_are_judged_in_one_order() {
+        let mut n = Names::default();
+        // Interned "z" first: the order is by name, not by symbol.
+        let (z, a, usd) = (n.id("z"), n.id("a"), n.id("USD"));
+        let leg = |account, seq| Leg {
+            at_s: 0,
+            account,
+            amount: 1,
+            currency: usd,
+            counterparty: usd,
+            seq,
+        };
+        let one = Legs::from_lists([
+            vec![leg(z, 1), leg(a, 9)],
+            vec![leg(a, 3), leg(a, 2), leg(z, 1)],
+            vec![leg(z, 4)],
+            vec![],
+        ]);
+        let other = Legs::from_lists([
+            vec![leg(a, 9), leg(z, 1)],
+            vec![leg(z, 1), leg(a, 2), leg(a, 3)],
+            vec![leg(z, 4)],
+            vec![],
+        ]);
+        assert_ne!(one, other);
+        let (c1, c2) = (one.canonical(&n), other.canonical(&n));
+        assert_eq!(c1, c2);
+        let seqs = |l: &[Leg]| {
+            l.iter()
+                .map(|l| (n.get(l.account), l.seq))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(seqs(c1.holds()), [("a", 9), ("z", 1)]);
+        assert_eq!(seqs(c1.debits()), [("a", 2), ("a", 3), ("z", 1)]);
+        assert_eq!(seqs(c1.credits()), [("z", 4)]);
+        // Already in that order: borrowed, not copied.
+        let ordered = c1.into_owned();
+        assert!(matches!(
+            ordered.canonical(&n),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 
     #[test]

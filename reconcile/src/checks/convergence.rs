@@ -80,7 +80,9 @@ pub fn check_with(f: &Facts, now_ms: i64, dangling: &[Dangling]) -> Vec<Finding>
         .iter()
         .filter(|(t, _)| f.transfers.get(t).is_none_or(|t| t.is_terminal()))
         .collect();
-    leaked.sort_by(|a, b| (&a.0, n.get(a.1.account)).cmp(&(&b.0, n.get(b.1.account))));
+    leaked.sort_by(|a, b| {
+        (&a.0, n.get(a.1.account), a.1.seq).cmp(&(&b.0, n.get(b.1.account), b.1.seq))
+    });
     for (t, leg) in leaked {
         let account = n.get(leg.account);
         let transfer = f.transfers.get(t);

@@ -73,8 +73,9 @@ pub fn per_transfer<const N: usize>(f: &Facts, checks: [TransferCheck; N]) -> [V
     let walk = |from: usize, to: usize| {
         let mut out: [Vec<Finding>; N] = std::array::from_fn(|_| Vec::new());
         for (id, t, legs) in f.transfer_ids_in(from..to) {
+            let legs = legs.canonical(&f.names);
             for (check, out) in checks.iter().zip(&mut out) {
-                check(&f.names, id, t, legs, out);
+                check(&f.names, id, t, &legs, out);
             }
         }
         out
