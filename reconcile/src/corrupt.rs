@@ -780,8 +780,11 @@ pub fn mutate(root: &Path, seed: u64, count: usize) -> Result<Vec<String>, Strin
                 format!("{id}: currency {c}, resealed")
             }
             8 => {
-                let other = transfer_ids[rng(transfer_ids.len())].clone();
-                if evs[i].transfer_id.is_some() && stream == Stream::Account {
+                // A lake may hold no transfer stream yet (its first night).
+                let other = transfer_ids.get(rng(transfer_ids.len())).cloned();
+                if let Some(other) =
+                    other.filter(|_| evs[i].transfer_id.is_some() && stream == Stream::Account)
+                {
                     evs[i].transfer_id = Some(other.clone());
                     reseal_from(&mut evs, i);
                     format!("{id}: transfer_id {other}, resealed")
