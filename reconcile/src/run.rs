@@ -1515,9 +1515,13 @@ async fn prove_resumed(
             started.elapsed().as_secs_f64()
         );
     }
-    // Findings in stream order (stable: a stream's own order is kept, and a
-    // resumed stream's old findings precede its new ones).
-    findings.sort_by(|a, b| a.stream.cmp(&b.stream));
+    // Findings in stream order, then seq (stable: one row's findings keep
+    // the order its checks found them in). Each chunk of a stream's rows
+    // (a batch, a date, a night) gives its rows' findings, then what the
+    // chunk's walk of the stream's life found, so the order in which they
+    // were found depends on how the rows were chunked, and a full run's and a
+    // resumed run's must not differ.
+    findings.sort_by(|a, b| (&a.stream, a.finding.seq).cmp(&(&b.stream, b.finding.seq)));
     let per_check = |name: &str| -> Vec<Finding> {
         findings
             .iter()

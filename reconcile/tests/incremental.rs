@@ -1004,7 +1004,8 @@ fn lake_ids(root: &Path) -> std::collections::HashSet<String> {
 /// Random rounds of the nightly flow on damaged histories: each round a
 /// generated history (random size, one or several date partitions, sagas in
 /// progress in some) is cut into nights at random points; a few events of a
-/// night arrive only the next night (late), some nights also redeliver
+/// night arrive only the next night (late), a night lands as one to three
+/// queue batches (files whose streams overlap), some nights also redeliver
 /// earlier events (plain duplicates); random damage (`corrupt::mutate`:
 /// changed amounts, balances, kinds, currencies, legs, dropped and resealed
 /// events…) is applied either to the history as delivered, each damaged file
@@ -1015,12 +1016,12 @@ fn lake_ids(root: &Path) -> std::collections::HashSet<String> {
 /// full proof's scheduling), except where damage took a proved row out of the
 /// lake altogether: that is the documented case (docs/RECONCILE.md, "Proved
 /// files that are gone") where the run counts the files gone and `--full`
-/// judges the lake as it is. `RECONCILE_INCR_ROUNDS` (default 6) and
+/// judges the lake as it is. `RECONCILE_INCR_ROUNDS` (default 20) and
 /// `RECONCILE_INCR_SEED` for more or other rounds; a failure names the
 /// round's seed and its damage.
 #[test]
 fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
-    let rounds = env_u64("RECONCILE_INCR_ROUNDS", 6);
+    let rounds = env_u64("RECONCILE_INCR_ROUNDS", 20);
     let first = env_u64("RECONCILE_INCR_SEED", 0);
     let (mut reopened, mut late_nights, mut violated_nights) = (0, 0, 0);
     let (mut rewritten, mut gone_differed, mut pending_nights) = (0, 0, 0);
@@ -1076,8 +1077,10 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
             for e in &batch {
                 night_of.entry(e.event_id.clone()).or_insert(n);
             }
-            if !batch.is_empty() {
-                deliver(&staging, &batch, &format!("s{seed}n{n}"));
+            // One to three queue batches a night, each its own files.
+            let parts = 1 + rng(3) as usize;
+            for (k, part) in batch.chunks(batch.len().div_ceil(parts).max(1)).enumerate() {
+                deliver(&staging, part, &format!("s{seed}n{n}b{k}"));
             }
         }
         // Damage to the history before it is delivered (what the edge or the
@@ -1147,7 +1150,8 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
             // the night's last event, with a settle window in some rounds.
             let night_opts = Options {
                 now_ms: if live {
-                    landed_until[n] + rng(7_200_000) as i64
+                    // Mostly within the window of the night's last rows.
+                    landed_until[n] + rng(settle_ms.max(600_000) as u64 * 3 / 2) as i64
                 } else {
                     NOW_MS
                 },
@@ -1218,7 +1222,7 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
          changed a verdict)"
     );
     // The rounds went through the paths they are for.
-    if rounds >= 6 {
+    if rounds >= 20 {
         assert!(reopened > 0, "no stream was reopened in {rounds} rounds");
         assert!(late_nights > 0 && violated_nights > 0 && rewritten > 0 && pending_nights > 0);
     }
