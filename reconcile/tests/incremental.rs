@@ -1168,7 +1168,7 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
                 ..night_opts
             };
             let fresh = full_with(&root, &variant);
-            let i = inc.incremental.clone().unwrap_or_default();
+            let i = inc.incremental.unwrap_or_default();
             if std::mem::take(&mut vanished) {
                 // A proved row gone from the lake (not moved to another
                 // file): the resumed run keeps what it proved, as
