@@ -1017,12 +1017,14 @@ fn lake_ids(root: &Path) -> std::collections::HashSet<String> {
 /// lake altogether: that is the documented case (docs/RECONCILE.md, "Proved
 /// files that are gone") where the run counts the files gone and `--full`
 /// judges the lake as it is. `RECONCILE_INCR_ROUNDS` (default 20) and
-/// `RECONCILE_INCR_SEED` for more or other rounds; a failure names the
-/// round's seed and its damage.
+/// `RECONCILE_INCR_SEED` for more or other rounds, `RECONCILE_INCR_OPERATIONS`
+/// (default 300) for longer histories; a failure names the round's seed and
+/// its damage.
 #[test]
 fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
     let rounds = env_u64("RECONCILE_INCR_ROUNDS", 20);
     let first = env_u64("RECONCILE_INCR_SEED", 0);
+    let most_operations = env_u64("RECONCILE_INCR_OPERATIONS", 300);
     let (mut reopened, mut late_nights, mut violated_nights) = (0, 0, 0);
     let (mut rewritten, mut gone_differed, mut pending_nights) = (0, 0, 0);
     for seed in first..first + rounds {
@@ -1034,7 +1036,7 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
             dir.path().join("lake"),
             dir.path().join("checkpoint"),
         );
-        let operations = 80 + rng(220) as usize;
+        let operations = 80 + rng(most_operations.saturating_sub(80).max(1)) as usize;
         let events = generate_events(&GenConfig {
             seed: 1_000 + seed,
             accounts: 3 + rng(6) as usize,
