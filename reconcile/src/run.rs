@@ -802,12 +802,14 @@ async fn prove_table(
 
 /// How many files of `table` the checkpoint proved are no longer in the
 /// lake (`files`). Compaction deletes the files it merged once their rows
-/// are in new files of the same partition (docs/LAKE.md), where the proof
-/// finds them again as copies ([`crate::copies`]); a proved file gone from a
-/// partition with no `new` file took its rows with it, and a resumed run
-/// cannot see that (it does not read proved files): that gets a warning on
-/// stderr, even with `--quiet`, naming the first, since only a full proof
-/// judges the lake without them.
+/// are in new compacted (`c-`) files of the same partition (docs/LAKE.md),
+/// where the proof finds them again as copies ([`crate::copies`]), and
+/// nothing else in the pipeline deletes a file. A proved file gone from a
+/// partition with no `new` compacted file (none at all, or only ingest
+/// files: a file rewritten under another key) may have taken rows with it,
+/// and a resumed run cannot see that (it does not read proved files): that
+/// gets a warning on stderr, even with `--quiet`, naming the first, since
+/// only a full proof judges the lake without them.
 fn files_gone(
     table: Table,
     files: &[LakeFileInfo],
@@ -816,7 +818,14 @@ fn files_gone(
 ) -> usize {
     let prefix = format!("{}/{}/", ledger_ingest::LAKE_EVENTS_PREFIX, table.as_str());
     let listed: HashSet<&str> = files.iter().map(|f| f.key.as_str()).collect();
-    let renewed: HashSet<&str> = new.iter().map(partition_of).collect();
+    let renewed: HashSet<&str> = new
+        .iter()
+        .filter(|f| {
+            ledger_ingest::parse_object_key(&f.key)
+                .is_some_and(|k| k.layer == ledger_ingest::FileLayer::Compacted)
+        })
+        .map(partition_of)
+        .collect();
     let gone: Vec<&str> = prior_files
         .keys()
         .filter(|k| k.starts_with(&prefix) && !listed.contains(k.as_str()))
@@ -829,9 +838,9 @@ fn files_gone(
         .collect();
     if let Some(first) = unreplaced.first() {
         eprintln!(
-            "reconcile: warning: {}: {} file(s) the checkpoint proved are gone from the lake, from partitions that have no new file, first {first}: \
+            "reconcile: warning: {}: {} file(s) the checkpoint proved are gone from the lake, from partitions that have no new compacted file, first {first}: \
              their rows are not in the lake unless they are elsewhere, and a resumed run does not re-read what it proved\n\
-             Help: compaction replaces the files it deletes with new files in the same partition; a proved file deleted otherwise is lost evidence: run with --full to judge the lake as it is",
+             Help: compaction replaces the files it deletes with new compacted (c-) files in the same partition; a proved file deleted or rewritten otherwise is lost evidence: run with --full to judge the lake as it is",
             table.as_str(),
             unreplaced.len()
         );

@@ -454,6 +454,43 @@ fn a_proved_file_deleted_from_the_lake_is_counted_and_named() {
     assert!(!stderr.contains("gone from the lake"), "{stderr}");
 }
 
+#[test]
+fn a_proved_file_rewritten_under_another_key_is_named_though_its_partition_has_new_files() {
+    use ledger_ingest::{build_files, read_file, FileLayer};
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(31, 6, 240);
+    let half = events.len() / 2;
+    deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
+    let ck = ckpt.to_str().unwrap();
+    assert_eq!(cli(&root, &["--checkpoint", ck]).0, 0);
+    // One proved account file rewritten without one of its rows, under a
+    // new ingest key (what a tool editing the lake in place leaves), and
+    // the rest of the history delivered: its partition has new files, none
+    // of them compacted.
+    let key = common::files_under(&root, "events/account").remove(0);
+    let mut rows = read_file(&key, std::fs::read(root.join(&key)).unwrap().into()).unwrap();
+    let dropped = rows.remove(rows.len() / 2).event.event_id;
+    std::fs::remove_file(root.join(&key)).unwrap();
+    for f in build_files(rows, FileLayer::Ingest).unwrap() {
+        write_object(&root, &f.key, &f.bytes).unwrap();
+    }
+    deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
+    let (_, stderr) = cli(&root, &["--checkpoint", ck]);
+    assert!(
+        stderr.contains("no new compacted file") && stderr.contains(&key),
+        "{stderr}"
+    );
+    // The full proof judges the lake without the row: the gap it left.
+    let fresh = full(&root);
+    assert!(!fresh.holds);
+    let completeness = serde_json::to_string(&fresh.checks[0]).unwrap();
+    assert!(
+        completeness.contains("seq_gap") && completeness.contains(&dropped),
+        "{dropped}: {completeness}"
+    );
+}
+
 fn segment_files(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
