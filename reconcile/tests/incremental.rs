@@ -1009,33 +1009,42 @@ fn a_gap_no_late_row_fills_is_violated_once_the_window_passes() {
     );
 }
 
-/// The `event_id` of every row of the Parquet file at `path` (read without
-/// validating the rows: damaged files hold invalid events).
-fn event_ids(path: &Path) -> Vec<String> {
+/// The text column `name` of every row of the Parquet file at `path` (read
+/// without validating the rows: damaged files hold invalid events).
+fn texts(path: &Path, name: &str) -> Vec<Option<String>> {
     use arrow_array::cast::AsArray;
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     use parquet::arrow::ProjectionMask;
     let builder =
         ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap();
-    let mask = ProjectionMask::columns(builder.parquet_schema(), ["event_id"]);
-    let mut ids = Vec::new();
+    let mask = ProjectionMask::columns(builder.parquet_schema(), [name]);
+    let mut out = Vec::new();
     for batch in builder.with_projection(mask).build().unwrap() {
         let batch = batch.unwrap();
         let col = batch.column(0);
         match col.as_string_opt::<i32>() {
-            Some(s) => ids.extend(s.iter().flatten().map(str::to_owned)),
-            None => ids.extend(col.as_string_view().iter().flatten().map(str::to_owned)),
+            Some(s) => out.extend(s.iter().map(|v| v.map(str::to_owned))),
+            None => out.extend(col.as_string_view().iter().map(|v| v.map(str::to_owned))),
         }
     }
-    ids
+    out
 }
 
-/// Every event id in the lake at `root`.
-fn lake_ids(root: &Path) -> std::collections::HashSet<String> {
-    common::files_under(root, "events")
-        .iter()
-        .flat_map(|key| event_ids(&root.join(key)))
-        .collect()
+/// The `event_id` of every row of the Parquet file at `path`.
+fn event_ids(path: &Path) -> Vec<String> {
+    texts(path, "event_id").into_iter().flatten().collect()
+}
+
+/// Every row in the lake at `root` as the cross-stream checks key it: its
+/// event id and the transfer it names.
+fn lake_rows(root: &Path) -> std::collections::HashSet<(String, Option<String>)> {
+    let mut rows = std::collections::HashSet::new();
+    for key in common::files_under(root, "events") {
+        let path = root.join(key);
+        let ids = texts(&path, "event_id").into_iter().flatten();
+        rows.extend(ids.zip(texts(&path, "transfer_id")));
+    }
+    rows
 }
 
 /// Random rounds of the nightly flow on damaged histories: each round a
@@ -1051,9 +1060,9 @@ fn lake_ids(root: &Path) -> std::collections::HashSet<String> {
 /// night the run resumed from the last night's checkpoint must reach exactly
 /// the verdicts of a full proof of the same lake (in a random variant of the
 /// full proof's scheduling), except where damage took a proved row out of the
-/// lake altogether: that is the documented case (docs/RECONCILE.md, "Proved
-/// files that are gone") where the run counts the files gone and `--full`
-/// judges the lake as it is. `RECONCILE_INCR_ROUNDS` (default 20) and
+/// lake, or changed the transfer it names: that is the documented case
+/// (docs/RECONCILE.md, "Proved files that are gone") where the run counts the
+/// files gone and `--full` judges the lake as it is. `RECONCILE_INCR_ROUNDS` (default 20) and
 /// `RECONCILE_INCR_SEED` for more or other rounds, `RECONCILE_INCR_OPERATIONS`
 /// (default 300) for longer histories; a failure names the round's seed and
 /// its damage.
@@ -1159,7 +1168,9 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
              damage {edits:?}",
             events.len()
         );
-        // Proved rows the last in-place damage took out of the lake.
+        // Whether the last in-place damage took a proved row out of the lake,
+        // or changed the transfer it names (the old version's leg stays with
+        // a settled transfer no row names any more: nothing pulls it back).
         let mut vanished = false;
         for (n, keys) in landing.iter().enumerate() {
             for key in keys {
@@ -1210,9 +1221,9 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
             let i = inc.incremental.unwrap_or_default();
             if std::mem::take(&mut vanished) {
                 // A proved row gone from the lake (not moved to another
-                // file): the resumed run keeps what it proved, as
-                // documented, and counts the files gone (unless it proved
-                // the lake in full); `--full` (a run without the
+                // file, or moved changed): the resumed run keeps what it
+                // proved, as documented, and counts the files gone (unless
+                // it proved the lake in full); `--full` (a run without the
                 // checkpoint's state) judges the lake as it is.
                 assert!(
                     i.files_gone > 0 || i.reproved_in_full,
@@ -1239,15 +1250,15 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
             violated_nights += usize::from(!fresh.holds);
             pending_nights += usize::from(fresh.pending > 0);
             if in_place && n + 1 < nights && rng(2) == 0 {
-                let before = lake_ids(&root);
+                let before = lake_rows(&root);
                 // Refused once earlier damage left a row no valid event.
                 if let Ok(more) = ledger_reconcile::corrupt::mutate(
                     &root,
                     seed * 31 + n as u64,
                     1 + rng(3) as usize,
                 ) {
-                    let after = lake_ids(&root);
-                    vanished = before.iter().any(|id| !after.contains(id));
+                    let after = lake_rows(&root);
+                    vanished = before.iter().any(|row| !after.contains(row));
                     rewritten += 1;
                     context.push_str(&format!("; after night {n}: {more:?}"));
                 }
