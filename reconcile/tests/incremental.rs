@@ -280,14 +280,24 @@ fn many_nights_of_new_data_and_late_events_match_full_runs_and_keep_the_archive_
 /// Compacts every partition of the lake with the real `ledger-compact`:
 /// each partition's ingest files become `c-` files (the inputs deleted).
 fn compact_all(root: &Path) {
+    for outcome in compact_each(root) {
+        outcome.unwrap();
+    }
+}
+
+/// Compacts each partition of the lake with the real `ledger-compact`, as
+/// its CLI does (a partition it refuses is left as it was, and the next one
+/// compacted): each partition's outcome.
+fn compact_each(root: &Path) -> Vec<Result<(), ledger_compact::CompactError>> {
     runtime().block_on(async {
         let lake = ledger_compact::Lake::open(root.to_str().unwrap()).unwrap();
+        let mut outcomes = Vec::new();
         for p in lake.partitions(None).await.unwrap() {
-            ledger_compact::compact_partition(&lake, &p, &Default::default())
-                .await
-                .unwrap();
+            let done = ledger_compact::compact_partition(&lake, &p, &Default::default()).await;
+            outcomes.push(done.map(|_| ()));
         }
-    });
+        outcomes
+    })
 }
 
 #[test]
@@ -1062,10 +1072,10 @@ fn lake_rows(root: &Path) -> std::collections::HashSet<(String, Option<String>)>
 /// full proof's scheduling), except where damage took a proved row out of the
 /// lake, or changed the transfer it names: that is the documented case
 /// (docs/RECONCILE.md, "Proved files that are gone") where the run counts the
-/// files gone and `--full` judges the lake as it is. `RECONCILE_INCR_ROUNDS` (default 20) and
-/// `RECONCILE_INCR_SEED` for more or other rounds, `RECONCILE_INCR_OPERATIONS`
-/// (default 300) for longer histories; a failure names the round's seed and
-/// its damage.
+/// files gone and `--full` judges the lake as it is. `RECONCILE_INCR_ROUNDS`
+/// (default 20) and `RECONCILE_INCR_SEED` for more or other rounds,
+/// `RECONCILE_INCR_OPERATIONS` (default 300) for longer histories; a failure
+/// names the round's seed and its damage.
 #[test]
 fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
     let rounds = env_u64("RECONCILE_INCR_ROUNDS", 20);
@@ -1180,18 +1190,13 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
             }
             if n > 0 && rng(4) == 0 {
                 // Compaction refuses a partition with a damaged file and
-                // leaves it as it was (the CLI goes on with the next one).
-                runtime().block_on(async {
-                    let lake = ledger_compact::Lake::open(root.to_str().unwrap()).unwrap();
-                    for p in lake.partitions(None).await.unwrap() {
-                        match ledger_compact::compact_partition(&lake, &p, &Default::default())
-                            .await
-                        {
-                            Ok(_) | Err(ledger_compact::CompactError::Damaged(_)) => {}
-                            Err(e) => panic!("{context}: compaction: {e}"),
-                        }
+                // leaves it as it was.
+                for outcome in compact_each(&root) {
+                    match outcome {
+                        Ok(()) | Err(ledger_compact::CompactError::Damaged(_)) => {}
+                        Err(e) => panic!("{context}: compaction: {e}"),
                     }
-                });
+                }
             }
             if !root.exists() {
                 continue; // nothing landed yet
@@ -1251,7 +1256,7 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
             pending_nights += usize::from(fresh.pending > 0);
             if in_place && n + 1 < nights && rng(2) == 0 {
                 let before = lake_rows(&root);
-                // Refused once earlier damage left a row no valid event.
+                // `mutate` refuses a lake once earlier damage left an invalid row.
                 if let Ok(more) = ledger_reconcile::corrupt::mutate(
                     &root,
                     seed * 31 + n as u64,
