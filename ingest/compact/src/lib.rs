@@ -8,10 +8,15 @@
 //!
 //! ```text
 //! list ─▶ read all (any damaged file: stop, change nothing) ─▶ merge (dedup, sort)
-//!      ─▶ put every output, confirm each with HEAD ─▶ only then delete the inputs
-//!                                                    that are not outputs
+//!      ─▶ put every output, confirm each with HEAD
+//!      ─▶ put the manifest (every version read, every output as listed)
+//!      ─▶ only then delete the inputs that are not outputs
 //! ```
 //!
+//! - The manifest (`ledger_ingest::manifest`) lets a reader that proved a file
+//!   now gone tell "compaction replaced it" from "it was lost": each input is
+//!   read only in the version listed (a conditional GET on its ETag), and a
+//!   manifest is never overwritten with other content nor deleted.
 //! - Every output is durable (put returned and HEAD sees its full size) before
 //!   the first input is deleted, so no event is ever only in a deleted file.
 //! - Between the puts and the last delete, inputs and outputs coexist; they
@@ -33,11 +38,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::TryStreamExt;
 use ledger_ingest::{
-    build_files, dedup, parse_object_key, read_file, Conflict, FileLayer, LakeError, Partition,
-    Row, Table, LAKE_EVENTS_PREFIX, PARQUET_FILE_ROWS_MAX,
+    build_files, dedup, parse_object_key, read_file, Conflict, FileLayer, FileVersion, LakeError,
+    Manifest, Partition, Row, Table, LAKE_EVENTS_PREFIX, PARQUET_FILE_ROWS_MAX,
 };
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{GetOptions, ObjectStore, ObjectStoreExt, PutPayload};
 
 /// Input rows one compaction holds in memory (about 1 KB each decoded): a
 /// partition above it is refused with a clear error instead of exhausting
@@ -109,8 +114,9 @@ impl Lake {
         }
     }
 
-    /// Every lake file key under `prefix`, sorted. Other keys are ignored.
-    async fn lake_keys(&self, prefix: &str) -> Result<Vec<String>, CompactError> {
+    /// Every lake file under `prefix` as the listing shows it (key, size,
+    /// ETag), sorted by key. Other keys are ignored.
+    async fn lake_files(&self, prefix: &str) -> Result<Vec<FileVersion>, CompactError> {
         let path = Path::from(prefix);
         let metas: Vec<_> = self
             .store
@@ -118,13 +124,17 @@ impl Lake {
             .try_collect()
             .await
             .map_err(|e| CompactError::store("list", prefix, e))?;
-        let mut keys: Vec<String> = metas
+        let mut files: Vec<FileVersion> = metas
             .into_iter()
-            .map(|m| m.location.to_string())
-            .filter(|k| parse_object_key(k).is_some())
+            .map(|m| FileVersion {
+                key: m.location.to_string(),
+                size: m.size,
+                e_tag: m.e_tag,
+            })
+            .filter(|f| parse_object_key(&f.key).is_some())
             .collect();
-        keys.sort();
-        Ok(keys)
+        files.sort();
+        Ok(files)
     }
 
     /// The partitions that hold at least one lake file, optionally of one table.
@@ -134,42 +144,51 @@ impl Lake {
             None => LAKE_EVENTS_PREFIX.to_owned(),
         };
         let set: BTreeSet<Partition> = self
-            .lake_keys(&prefix)
+            .lake_files(&prefix)
             .await?
             .iter()
-            .filter_map(|k| parse_object_key(k).map(|p| p.partition))
+            .filter_map(|f| parse_object_key(&f.key).map(|p| p.partition))
             .collect();
         Ok(set.into_iter().collect())
     }
 
-    async fn get(&self, key: &str) -> Result<Bytes, CompactError> {
+    /// The bytes of `file`, only in the version listed (a conditional GET
+    /// on its ETag): the manifest names the versions compaction read.
+    pub async fn read_version(&self, file: &FileVersion) -> Result<Bytes, CompactError> {
+        let key = file.key.as_str();
         let path = Path::from(key);
-        let got = self
-            .store
-            .get(&path)
-            .await
-            .map_err(|e| CompactError::store("get", key, e))?;
+        let options = GetOptions::new().with_if_match(file.e_tag.clone());
+        let got = self.store.get_opts(&path, options).await.map_err(|e| match e {
+            object_store::Error::Precondition { .. } => CompactError::Store {
+                op: "get",
+                key: key.to_owned(),
+                why: "the file changed between the listing and the read".into(),
+            },
+            e => CompactError::store("get", key, e),
+        })?;
         got.bytes()
             .await
             .map_err(|e| CompactError::store("get", key, e))
     }
 
-    /// Every row of every lake file of one partition, with the key it came from.
+    /// Every row of every lake file of one partition, with the key it came
+    /// from, and the versions read (as listed; a file rewritten between the
+    /// listing and its read is an error, see [`Lake::read_version`]).
     pub async fn read_partition(
         &self,
         partition: &Partition,
-    ) -> Result<(Vec<String>, Vec<(String, Row)>), CompactError> {
-        let keys = self.lake_keys(&partition.prefix()).await?;
-        if keys.len() > COMPACT_INPUT_FILES_MAX {
+    ) -> Result<(Vec<FileVersion>, Vec<(String, Row)>), CompactError> {
+        let files = self.lake_files(&partition.prefix()).await?;
+        if files.len() > COMPACT_INPUT_FILES_MAX {
             return Err(CompactError::TooLarge(format!(
                 "{} has {} files, more than COMPACT_INPUT_FILES_MAX = {COMPACT_INPUT_FILES_MAX}",
                 partition.prefix(),
-                keys.len()
+                files.len()
             )));
         }
         let mut rows = Vec::new();
-        for key in &keys {
-            let bytes = self.get(key).await?;
+        for file in &files {
+            let (key, bytes) = (&file.key, self.read_version(file).await?);
             let got = read_file(key, bytes).map_err(CompactError::Damaged)?;
             if rows.len() + got.len() > COMPACT_INPUT_ROWS_MAX {
                 return Err(CompactError::TooLarge(format!(
@@ -179,7 +198,7 @@ impl Lake {
             }
             rows.extend(got.into_iter().map(|r| (key.clone(), r)));
         }
-        Ok((keys, rows))
+        Ok((files, rows))
     }
 }
 
@@ -212,6 +231,9 @@ pub struct PartitionReport {
     pub output_rows: usize,
     pub duplicates_removed: usize,
     pub conflicts: Vec<Conflict>,
+    /// The key of the manifest written (docs/LAKE.md, "Compaction
+    /// manifests"); `None` when nothing was rewritten.
+    pub manifest: Option<String>,
     pub deleted: usize,
     /// The partition already was exactly its compacted form.
     pub already_compact: bool,
@@ -317,6 +339,7 @@ pub async fn compact_partition(
     let files = build_files(merged.rows, FileLayer::Compacted)
         .map_err(|e| CompactError::TooLarge(e.to_string()))?;
     let outputs: Vec<String> = files.iter().map(|f| f.key.clone()).collect();
+    let input_keys: Vec<String> = inputs.iter().map(|f| f.key.clone()).collect();
     let mut report = PartitionReport {
         partition: partition.clone(),
         input_files: inputs.len(),
@@ -325,8 +348,9 @@ pub async fn compact_partition(
         output_rows: files.iter().map(|f| f.rows).sum(),
         duplicates_removed,
         conflicts: merged.conflicts,
+        manifest: None,
         deleted: 0,
-        already_compact: inputs == outputs,
+        already_compact: input_keys == outputs,
         stopped_early: false,
     };
     if report.already_compact || options.dry_run {
@@ -335,30 +359,40 @@ pub async fn compact_partition(
 
     // 1. Every output durable before anything is deleted.
     for f in &files {
-        if inputs.contains(&f.key) {
+        if input_keys.contains(&f.key) {
             continue; // the same key holds the same bytes already
         }
-        let path = Path::from(f.key.as_str());
-        lake.store
-            .put(&path, PutPayload::from(f.bytes.clone()))
-            .await
-            .map_err(|e| CompactError::store("put", &f.key, e))?;
-        let found = lake.store.head(&path).await.ok().map(|m| m.size);
-        if found != Some(f.bytes.len() as u64) {
-            return Err(CompactError::NotDurable {
-                key: f.key.clone(),
-                expected: f.bytes.len(),
-                found,
-            });
-        }
+        put_durably(lake, &f.key, f.bytes.clone()).await?;
     }
+
+    // 2. The manifest: every version read and every output as the store
+    // lists it now (the versions a reader's checkpoint will hold).
+    let listed = lake.lake_files(&partition.prefix()).await?;
+    let written: Vec<FileVersion> = listed
+        .into_iter()
+        .filter(|f| outputs.contains(&f.key))
+        .collect();
+    if let Some(missing) = files
+        .iter()
+        .find(|f| !written.iter().any(|w| w.key == f.key))
+    {
+        return Err(CompactError::NotDurable {
+            key: missing.key.clone(),
+            expected: missing.bytes.len(),
+            found: None,
+        });
+    }
+    let manifest = Manifest::new(partition, inputs, written);
+    let key = manifest.key();
+    put_durably(lake, &key, manifest.to_json()).await?;
+    report.manifest = Some(key);
     if options.stop_at == StopAt::AfterWrite {
         report.stopped_early = true;
         return Ok(report);
     }
 
-    // 2. Then the inputs that are not outputs.
-    for key in inputs.iter().filter(|k| !outputs.contains(k)) {
+    // 3. Then the inputs that are not outputs.
+    for key in input_keys.iter().filter(|k| !outputs.contains(k)) {
         match lake.store.delete(&Path::from(key.as_str())).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => report.deleted += 1,
             Err(e) => return Err(CompactError::store("delete", key, e)),
@@ -369,6 +403,25 @@ pub async fn compact_partition(
         }
     }
     Ok(report)
+}
+
+/// Puts `bytes` at `key` and confirms with HEAD that the store holds all of it.
+async fn put_durably(lake: &Lake, key: &str, bytes: Vec<u8>) -> Result<(), CompactError> {
+    let path = Path::from(key);
+    let expected = bytes.len();
+    lake.store
+        .put(&path, PutPayload::from(bytes))
+        .await
+        .map_err(|e| CompactError::store("put", key, e))?;
+    let found = lake.store.head(&path).await.ok().map(|m| m.size);
+    if found != Some(expected as u64) {
+        return Err(CompactError::NotDurable {
+            key: key.to_owned(),
+            expected,
+            found,
+        });
+    }
+    Ok(())
 }
 
 /// Every lake row of a table, deduplicated by the readers' rule: what any

@@ -11,11 +11,11 @@ use std::process::Command;
 use std::sync::Arc;
 
 use common::{
-    assert_compacted, assert_mid_way, compact_all, golden_lines, ingest_files, small_file_batches,
-    view,
+    assert_accounted, assert_compacted, assert_mid_way, compact_all, golden_lines, ingest_files,
+    manifests, small_file_batches, unaccounted, versions, view,
 };
 use ledger_compact::{compact_partition, CompactError, Lake, Options, StopAt};
-use ledger_ingest::parse_object_key;
+use ledger_ingest::{parse_object_key, Unaccounted};
 
 fn ingest_into(lake: &Path, bodies: &[String]) {
     for (key, bytes) in ingest_files(bodies) {
@@ -100,11 +100,17 @@ async fn a_crash_between_write_and_delete_reads_the_same_and_a_rerun_converges()
         let dir = small_file_lake(&format!("crash-{stop:?}"));
         let lake = lake_of(&dir);
         let before = view(&lake).await;
+        let listed = versions(&lake).await;
         let reports = compact_all(&lake, stop).await;
         assert!(reports.last().unwrap().stopped_early);
+        let first_manifest = reports.last().unwrap().manifest.clone().unwrap();
         assert_mid_way(&lake, "events/", &before, &format!("{stop:?}")).await;
         compact_all(&lake, StopAt::Never).await;
         compact_all(&lake, StopAt::Never).await;
+        // The crashed run's manifest is kept beside the re-run's, which
+        // names only what was left: together they account for every input.
+        assert!(dir.join(&first_manifest).is_file(), "{first_manifest}");
+        assert_accounted(&lake, &listed).await;
         assert_eq!(
             files(&dir),
             clean_files,
@@ -121,6 +127,89 @@ async fn a_crash_between_write_and_delete_reads_the_same_and_a_rerun_converges()
         std::fs::remove_dir_all(&dir).unwrap();
     }
     std::fs::remove_dir_all(&clean).unwrap();
+}
+
+#[tokio::test]
+async fn every_file_compaction_deletes_is_named_in_a_manifest_with_the_version_it_read() {
+    let dir = small_file_lake("manifest");
+    let lake = lake_of(&dir);
+    let listed = versions(&lake).await;
+    let reports = compact_all(&lake, StopAt::Never).await;
+    let written = manifests(&lake).await;
+    assert_eq!(written.len(), reports.len(), "one manifest a partition");
+    for r in &reports {
+        let m = written
+            .iter()
+            .find(|m| m.partition().as_ref() == Some(&r.partition))
+            .unwrap();
+        assert_eq!(r.manifest.as_deref(), Some(m.key().as_str()));
+        let inputs: Vec<_> = listed
+            .iter()
+            .filter(|f| f.key.starts_with(&r.partition.prefix()))
+            .cloned()
+            .collect();
+        assert_eq!(m.inputs, inputs, "every input, in the version listed");
+        let outputs: Vec<&str> = m.outputs.iter().map(|f| f.key.as_str()).collect();
+        assert_eq!(outputs, r.outputs);
+    }
+    assert_accounted(&lake, &listed).await;
+
+    // A second compaction of a partition (a late batch arrived): the chain
+    // of manifests still accounts for the first day's ingest files.
+    let mut late = ledger_events::decode(golden_lines()[3].as_bytes()).unwrap();
+    late.amount = late.amount.map(|a| a + 7);
+    ingest_into(&dir, &[late.seal().to_json()]);
+    let mid = versions(&lake).await;
+    let again = compact_all(&lake, StopAt::Never).await;
+    assert!(again.iter().any(|r| r.manifest.is_some() && r.deleted > 0));
+    let now = versions(&lake).await;
+    assert!(
+        mid.iter()
+            .any(|f| f.key.contains("/c-") && !now.contains(f)),
+        "a compacted file was compacted again"
+    );
+    assert_accounted(&lake, &listed).await;
+    assert_accounted(&lake, &mid).await;
+
+    // An output rewritten since (same bytes, another version): what it
+    // replaced is no longer accounted for. So is a file deleted by hand.
+    let output = versions(&lake).await[0].key.clone();
+    let bytes = std::fs::read(dir.join(&output)).unwrap();
+    std::fs::remove_file(dir.join(&output)).unwrap();
+    std::fs::write(dir.join(&output), &bytes).unwrap();
+    assert!(
+        matches!(
+            unaccounted(&lake, &listed).await,
+            Some(Unaccounted::OutputsChanged { .. })
+        ),
+        "{:?}",
+        unaccounted(&lake, &listed).await
+    );
+    let now = versions(&lake).await;
+    std::fs::remove_file(dir.join(&now[1].key)).unwrap();
+    assert_eq!(
+        unaccounted(&lake, &now).await,
+        Some(Unaccounted::NotCompacted {
+            key: now[1].key.clone()
+        })
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn a_file_is_read_only_in_the_version_listed() {
+    let dir = small_file_lake("race");
+    let lake = lake_of(&dir);
+    let listed = versions(&lake).await.remove(0);
+    assert!(lake.read_version(&listed).await.is_ok());
+    // Rewritten after the listing (same bytes, another version): the read
+    // is refused, so a manifest never names a version compaction did not read.
+    let bytes = std::fs::read(dir.join(&listed.key)).unwrap();
+    std::fs::remove_file(dir.join(&listed.key)).unwrap();
+    std::fs::write(dir.join(&listed.key), &bytes).unwrap();
+    let err = lake.read_version(&listed).await.unwrap_err().to_string();
+    assert!(err.contains("changed between the listing and the read"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test]

@@ -11,7 +11,10 @@ mod common;
 use std::process::Command;
 use std::sync::Arc;
 
-use common::{assert_compacted, assert_mid_way, ingest_into_store, keys, small_file_batches, view};
+use common::{
+    assert_accounted, assert_compacted, assert_mid_way, ingest_into_store, keys, small_file_batches,
+    versions, view,
+};
 use ledger_compact::Lake;
 use object_store::aws::AmazonS3Builder;
 use object_store::prefix::PrefixStore;
@@ -71,6 +74,7 @@ async fn compaction_on_s3_keeps_every_event_once_and_readers_mid_way_see_the_sam
         .collect();
     assert!(!others.is_empty());
     let before = view(&lake).await;
+    let listed = versions(&lake).await;
     let url = format!("s3://{BUCKET}/{PREFIX}");
     let select = ["--lake", &url, "--table", "account", "--date", "2026-01-01"];
 
@@ -92,6 +96,9 @@ async fn compaction_on_s3_keeps_every_event_once_and_readers_mid_way_see_the_sam
         assert!(!after.contains(i), "{i} deleted");
     }
     assert_compacted(&lake, partition, &before).await;
+    // The manifests (the crashed run's and the re-run's) name every input
+    // deleted in the version S3 listed, and the outputs as S3 lists them.
+    assert_accounted(&lake, &listed).await;
     let untouched: Vec<&String> = after.iter().filter(|k| !k.starts_with(partition)).collect();
     assert_eq!(untouched, others, "the other partitions are untouched");
 

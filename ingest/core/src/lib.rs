@@ -33,6 +33,7 @@
 pub mod batch;
 pub mod dedup;
 pub mod key;
+pub mod manifest;
 pub mod parquet_io;
 pub mod synth;
 pub mod table;
@@ -44,6 +45,9 @@ pub use batch::{
 pub use dedup::{dedup, sort_rows, Conflict, Deduped, Duplicate, Row};
 pub use key::{
     date_of_ms, file_digest, object_key, parse_object_key, FileLayer, KeyParts, Partition, Table,
+};
+pub use manifest::{
+    first_unaccounted, manifest_prefix, stamp, FileVersion, Manifest, Unaccounted, MANIFEST_PREFIX,
 };
 pub use parquet_io::{read_file, write_file, LakeError, LakeErrorKind};
 pub use table::{arrow_schema, rows_from_batch, rows_to_batch};

@@ -10,7 +10,10 @@ use std::path::PathBuf;
 use futures::TryStreamExt;
 use ledger_compact::{compact_partition, read_table_deduplicated, Lake, Options, StopAt};
 use ledger_events::decode;
-use ledger_ingest::{ingest, parse_object_key, synth, FileLayer, Message, Row, Table};
+use ledger_ingest::{
+    first_unaccounted, ingest, parse_object_key, synth, FileLayer, FileVersion, Manifest, Message,
+    Row, Table, Unaccounted, MANIFEST_PREFIX,
+};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStoreExt, PutPayload};
 
@@ -191,4 +194,81 @@ pub async fn assert_mid_way(lake: &Lake, prefix: &str, before: &[Vec<Row>], what
         before,
         "{what}: a reader mid-compaction sees the same rows"
     );
+}
+
+/// Every lake file under events/ as the store lists it (key, size, ETag).
+pub async fn versions(lake: &Lake) -> Vec<FileVersion> {
+    let mut v: Vec<FileVersion> = lake
+        .store
+        .list(Some(&ObjectPath::from("events")))
+        .map_ok(|m| FileVersion {
+            key: m.location.to_string(),
+            size: m.size,
+            e_tag: m.e_tag,
+        })
+        .try_collect()
+        .await
+        .unwrap();
+    v.sort();
+    v
+}
+
+/// Every compaction manifest in the lake, each checked by `Manifest::parse`.
+pub async fn manifests(lake: &Lake) -> Vec<Manifest> {
+    let metas: Vec<_> = lake
+        .store
+        .list(Some(&ObjectPath::from(MANIFEST_PREFIX)))
+        .try_collect()
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for m in metas {
+        let key = m.location.to_string();
+        let bytes = lake
+            .store
+            .get(&m.location)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        out.push(Manifest::parse(&key, &bytes).unwrap());
+    }
+    out
+}
+
+/// Which of the files listed `before` (any that are gone or changed now)
+/// the lake's manifests do not account for (`ledger_ingest::manifest`).
+pub async fn unaccounted(lake: &Lake, before: &[FileVersion]) -> Option<Unaccounted> {
+    let now: Vec<(String, String)> = versions(lake)
+        .await
+        .into_iter()
+        .map(|f| (f.key.clone(), f.stamp()))
+        .collect();
+    let listed = now.iter().map(|(k, s)| (k.as_str(), s.as_str())).collect();
+    let before: Vec<(String, String)> = before.iter().map(|f| (f.key.clone(), f.stamp())).collect();
+    let gone = before
+        .iter()
+        .filter(|(k, s)| !now.contains(&(k.clone(), s.clone())))
+        .map(|(k, s)| (k.as_str(), s.as_str()));
+    first_unaccounted(gone, &listed, &manifests(lake).await)
+}
+
+/// Compaction deleted some of the files listed `before`, and its manifests
+/// account for every one of them; without the manifests, none would be.
+pub async fn assert_accounted(lake: &Lake, before: &[FileVersion]) {
+    let now = versions(lake).await;
+    let gone: Vec<&FileVersion> = before.iter().filter(|f| !now.contains(f)).collect();
+    assert!(!gone.is_empty(), "compaction deleted files");
+    assert_eq!(unaccounted(lake, before).await, None);
+    let listed = now.iter().map(|f| (f.key.as_str(), "")).collect();
+    let gone_stamps: Vec<(String, String)> = gone.iter().map(|f| (f.key.clone(), f.stamp())).collect();
+    assert!(matches!(
+        first_unaccounted(
+            gone_stamps.iter().map(|(k, s)| (k.as_str(), s.as_str())),
+            &listed,
+            &[]
+        ),
+        Some(Unaccounted::NotCompacted { .. })
+    ));
 }

@@ -1,0 +1,449 @@
+//! Compaction manifests: which lake files one compaction replaced, and by
+//! which (docs/LAKE.md, "Compaction manifests").
+//!
+//! Compaction is the only writer that deletes lake files. Before it deletes
+//! its inputs it writes one manifest naming every input it read and every
+//! output it wrote, each with the version the store showed it (size and
+//! ETag: a file rewritten in place has another). A reader that proved a file
+//! and later finds it gone can then tell the two ways a file leaves the lake
+//! apart:
+//!
+//! - **replaced**: some manifest read exactly the version it proved, and every
+//!   output of that manifest is in the lake as written, or was itself
+//!   replaced the same way ([`first_unaccounted`] follows the chain); its
+//!   rows are in those outputs;
+//! - **lost**: anything else (deleted, rewritten under another key, rewritten
+//!   in place before compaction read it, an output altered since): its rows
+//!   may have left the lake, and only a proof of the lake as it is judges it.
+//!
+//! Manifests are never overwritten with other content (the key is a digest of
+//! the content) and never deleted by compaction, so a chain of compactions
+//! stays readable. A manifest is small beside the data it describes (one
+//! line per file, not per row).
+//!
+//! Pure: no I/O. The compactor writes [`Manifest::to_json`] at
+//! [`Manifest::key`]; readers list [`manifest_prefix`] and parse with
+//! [`Manifest::parse`].
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::key::{parse_object_key, Partition, Table};
+
+/// Every manifest lives under this prefix of the lake root, beside
+/// [`crate::LAKE_EVENTS_PREFIX`] (never inside it: readers of `events/`
+/// list only lake files).
+pub const MANIFEST_PREFIX: &str = "manifests";
+
+/// The manifest format's version; [`Manifest::parse`] refuses others.
+pub const MANIFEST_VERSION: u32 = 1;
+
+/// A lake file as the store showed it: its key, size and ETag.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct FileVersion {
+    pub key: String,
+    pub size: u64,
+    /// The store's version tag (S3/R2: the ETag; a local directory: derived
+    /// from inode, size and mtime); `None` when the store gives none.
+    pub e_tag: Option<String>,
+}
+
+impl FileVersion {
+    /// The version as one string: `{size}:{e_tag}`, what a reconciler
+    /// checkpoint records for each file it proved ([`stamp`]).
+    pub fn stamp(&self) -> String {
+        stamp(self.size, self.e_tag.as_deref())
+    }
+}
+
+/// A file version's stamp: `{size}:{e_tag}` (empty when the store gives no
+/// ETag). Equal stamps of one key are the same bytes, as far as the store
+/// can tell.
+pub fn stamp(size: u64, e_tag: Option<&str>) -> String {
+    format!("{size}:{}", e_tag.unwrap_or(""))
+}
+
+/// One compaction of one partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// [`MANIFEST_VERSION`].
+    pub version: u32,
+    pub table: String,
+    /// `YYYY-MM-DD`.
+    pub date: String,
+    /// Every lake file the compaction read, sorted by key.
+    pub inputs: Vec<FileVersion>,
+    /// Every file it left holding their rows (new, or an input it kept
+    /// because its key and bytes were already the output's), sorted by key.
+    pub outputs: Vec<FileVersion>,
+}
+
+/// The "directory" of a partition's manifests, with a trailing `/`.
+pub fn manifest_prefix(partition: &Partition) -> String {
+    format!(
+        "{MANIFEST_PREFIX}/{}/date={}/",
+        partition.table.as_str(),
+        partition.date
+    )
+}
+
+impl Manifest {
+    /// A manifest of `partition`, inputs and outputs sorted by key.
+    pub fn new(
+        partition: &Partition,
+        mut inputs: Vec<FileVersion>,
+        mut outputs: Vec<FileVersion>,
+    ) -> Manifest {
+        inputs.sort();
+        outputs.sort();
+        Manifest {
+            version: MANIFEST_VERSION,
+            table: partition.table.as_str().to_owned(),
+            date: partition.date.clone(),
+            inputs,
+            outputs,
+        }
+    }
+
+    /// The bytes written: JSON, one object.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a manifest always serializes")
+    }
+
+    /// `manifests/{table}/date={date}/m-{digest}.json`, the digest the first
+    /// 128 bits of SHA-256 over [`Manifest::to_json`]: a re-run that
+    /// replaces the same versions writes the same object again; any other
+    /// content gets a key of its own, so no manifest is ever overwritten with
+    /// less than it said.
+    pub fn key(&self) -> String {
+        let digest = Sha256::digest(self.to_json());
+        format!(
+            "{MANIFEST_PREFIX}/{}/date={}/m-{}.json",
+            self.table,
+            self.date,
+            ledger_events::event::hex(&digest[..16])
+        )
+    }
+
+    /// The partition it describes.
+    pub fn partition(&self) -> Option<Partition> {
+        Some(Partition {
+            table: Table::parse(&self.table)?,
+            date: self.date.clone(),
+        })
+    }
+
+    /// Parses and checks a manifest read from `key`: its version, and that
+    /// it names only lake files of the partition its key names.
+    pub fn parse(key: &str, bytes: &[u8]) -> Result<Manifest, String> {
+        let m: Manifest = serde_json::from_slice(bytes)
+            .map_err(|e| format!("{key}: not a compaction manifest: {e}"))?;
+        if m.version != MANIFEST_VERSION {
+            return Err(format!(
+                "{key}: manifest version {} (this build reads {MANIFEST_VERSION})",
+                m.version
+            ));
+        }
+        let partition = m
+            .partition()
+            .ok_or_else(|| format!("{key}: unknown table {:?}", m.table))?;
+        if !key.starts_with(&manifest_prefix(&partition)) {
+            return Err(format!(
+                "{key}: describes {} {}, not the partition its key names",
+                m.table, m.date
+            ));
+        }
+        let foreign = m
+            .inputs
+            .iter()
+            .chain(&m.outputs)
+            .find(|f| parse_object_key(&f.key).map(|k| k.partition) != Some(partition.clone()));
+        if let Some(f) = foreign {
+            return Err(format!(
+                "{key}: names {}, which is not a lake file of its partition",
+                f.key
+            ));
+        }
+        Ok(m)
+    }
+}
+
+/// Why a proved file that is gone is not accounted for ([`first_unaccounted`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unaccounted {
+    /// No manifest read this file at all: deleted or renamed outside compaction.
+    NotCompacted { key: String },
+    /// Manifests read this key, but never the version proved: it was rewritten
+    /// before compaction read it.
+    OtherVersion { key: String, read: String },
+    /// A manifest replaced it, but an output of every such manifest is gone
+    /// or changed since, and no later manifest replaced that output as written.
+    OutputsChanged { key: String, output: String },
+}
+
+impl std::fmt::Display for Unaccounted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unaccounted::NotCompacted { key } => write!(
+                f,
+                "{key} is gone and no compaction manifest says it replaced it"
+            ),
+            Unaccounted::OtherVersion { key, read } => write!(
+                f,
+                "{key} is gone; compaction replaced another version of it ({read}), not the one proved"
+            ),
+            Unaccounted::OutputsChanged { key, output } => write!(
+                f,
+                "{key} was replaced by compaction, but its output {output} is gone or changed since"
+            ),
+        }
+    }
+}
+
+/// The first of `gone` (key and stamp of a file version that was proved and
+/// is no longer in the lake as it was) that `manifests` do not account for,
+/// in the order given; `None` when compaction replaced every one of them
+/// and their rows are in files of `listed` (key → stamp of every lake file
+/// now) as compaction wrote them.
+///
+/// A version is accounted for when it is listed with that stamp, or when
+/// some manifest read exactly that version and every one of that manifest's
+/// outputs is accounted for in turn (a chain of compactions: the output of
+/// one was the input of the next).
+pub fn first_unaccounted<'a>(
+    gone: impl IntoIterator<Item = (&'a str, &'a str)>,
+    listed: &HashMap<&str, &str>,
+    manifests: &[Manifest],
+) -> Option<Unaccounted> {
+    let mut readers: HashMap<(&str, String), Vec<&Manifest>> = HashMap::new();
+    let mut read_versions: HashMap<&str, String> = HashMap::new();
+    for m in manifests {
+        for f in &m.inputs {
+            readers.entry((&f.key, f.stamp())).or_default().push(m);
+            read_versions.entry(&f.key).or_insert_with(|| f.stamp());
+        }
+    }
+    let mut walk = Walk {
+        listed,
+        readers: &readers,
+        known: HashMap::new(),
+        open: HashSet::new(),
+    };
+    for (key, stamp) in gone {
+        if walk.accounted(key, stamp).is_some() {
+            continue;
+        }
+        if !readers.contains_key(&(key, stamp.to_owned())) {
+            return Some(match read_versions.get(key) {
+                Some(read) => Unaccounted::OtherVersion {
+                    key: key.to_owned(),
+                    read: read.clone(),
+                },
+                None => Unaccounted::NotCompacted {
+                    key: key.to_owned(),
+                },
+            });
+        }
+        let output = walk
+            .first_lost_output(key, stamp)
+            .unwrap_or_else(|| key.to_owned());
+        return Some(Unaccounted::OutputsChanged {
+            key: key.to_owned(),
+            output,
+        });
+    }
+    None
+}
+
+/// The chain walk of [`first_unaccounted`], memoized.
+struct Walk<'m, 'l> {
+    listed: &'l HashMap<&'l str, &'l str>,
+    readers: &'m HashMap<(&'m str, String), Vec<&'m Manifest>>,
+    /// Versions decided: `true` accounted for.
+    known: HashMap<(String, String), bool>,
+    /// Versions on the current path (a cycle accounts for nothing).
+    open: HashSet<(String, String)>,
+}
+
+impl Walk<'_, '_> {
+    /// `Some(())` when the version `key`@`stamp` is accounted for.
+    fn accounted(&mut self, key: &str, stamp: &str) -> Option<()> {
+        if self.listed.get(key) == Some(&stamp) {
+            return Some(());
+        }
+        let id = (key.to_owned(), stamp.to_owned());
+        if let Some(&done) = self.known.get(&id) {
+            return done.then_some(());
+        }
+        if !self.open.insert(id.clone()) {
+            return None;
+        }
+        let readers = self.readers.get(&(key, stamp.to_owned()));
+        let ok = readers.is_some_and(|ms| {
+            ms.iter().any(|m| {
+                m.outputs
+                    .iter()
+                    .all(|o| self.accounted(&o.key, &o.stamp()).is_some())
+            })
+        });
+        self.open.remove(&id);
+        self.known.insert(id, ok);
+        ok.then_some(())
+    }
+
+    /// The first output, of the first manifest that read `key`@`stamp`, that
+    /// is not accounted for (what a message names).
+    fn first_lost_output(&mut self, key: &str, stamp: &str) -> Option<String> {
+        let ms = self.readers.get(&(key, stamp.to_owned()))?;
+        let m = ms.first()?;
+        m.outputs
+            .iter()
+            .find(|o| self.accounted(&o.key, &o.stamp()).is_none())
+            .map(|o| o.key.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: &str = "events/account/date=2026-01-01/";
+
+    /// A version of file `n` of the partition: `c-…` when `n` ≥ 100, else `i-…`.
+    fn v(n: u32, size: u64, tag: &str) -> FileVersion {
+        let layer = if n >= 100 { "c" } else { "i" };
+        FileVersion {
+            key: format!("{P}{layer}-{n:032x}.parquet"),
+            size,
+            e_tag: Some(tag.to_owned()),
+        }
+    }
+
+    fn day() -> Partition {
+        Partition {
+            table: Table::Account,
+            date: "2026-01-01".into(),
+        }
+    }
+
+    fn listed(files: &[&FileVersion]) -> Vec<(String, String)> {
+        files.iter().map(|f| (f.key.clone(), f.stamp())).collect()
+    }
+
+    fn lost(gone: &[&FileVersion], now: &[&FileVersion], ms: &[Manifest]) -> Option<Unaccounted> {
+        let now = listed(now);
+        let now: HashMap<&str, &str> = now.iter().map(|(k, s)| (k.as_str(), s.as_str())).collect();
+        let gone = listed(gone);
+        first_unaccounted(
+            gone.iter().map(|(k, s)| (k.as_str(), s.as_str())),
+            &now,
+            ms,
+        )
+    }
+
+    #[test]
+    fn a_manifest_round_trips_and_its_key_is_its_content() {
+        let (a, c) = (v(1, 10, "a"), v(100, 30, "c"));
+        let m = Manifest::new(&day(), vec![a.clone()], vec![c.clone()]);
+        let key = m.key();
+        assert!(key.starts_with("manifests/account/date=2026-01-01/m-"), "{key}");
+        assert_eq!(Manifest::parse(&key, &m.to_json()).unwrap(), m);
+        let other = Manifest::new(&day(), vec![a, v(1, 10, "b")], vec![c]);
+        assert_ne!(other.key(), key, "other content, another key");
+    }
+
+    #[test]
+    fn a_manifest_is_refused_when_it_is_not_one_or_names_another_partition() {
+        let m = Manifest::new(&day(), vec![v(1, 1, "a")], vec![v(100, 1, "c")]);
+        let elsewhere = "manifests/account/date=2026-01-02/m-0.json";
+        let e = Manifest::parse(elsewhere, &m.to_json()).unwrap_err();
+        assert!(e.contains("not the partition its key names"), "{e}");
+        let e = Manifest::parse(&m.key(), b"{\"version\":1").unwrap_err();
+        assert!(e.contains("not a compaction manifest"), "{e}");
+        let mut later = m.clone();
+        later.version = 2;
+        let e = Manifest::parse(&m.key(), &later.to_json()).unwrap_err();
+        assert!(e.contains("manifest version 2"), "{e}");
+        let mut foreign = m.clone();
+        foreign.outputs[0].key = "events/transfer/date=2026-01-01/c-0.parquet".into();
+        let e = Manifest::parse(&m.key(), &foreign.to_json()).unwrap_err();
+        assert!(e.contains("not a lake file of its partition"), "{e}");
+    }
+
+    #[test]
+    fn a_file_compaction_replaced_is_accounted_for_through_a_chain_of_compactions() {
+        let (a, b, c1, d, c2) = (
+            v(1, 10, "a"),
+            v(2, 11, "b"),
+            v(100, 21, "c1"),
+            v(3, 12, "d"),
+            v(101, 33, "c2"),
+        );
+        let first = Manifest::new(&day(), vec![a.clone(), b.clone()], vec![c1.clone()]);
+        let second = Manifest::new(&day(), vec![c1.clone(), d], vec![c2.clone()]);
+        // After the first compaction.
+        assert_eq!(lost(&[&a, &b], &[&c1], std::slice::from_ref(&first)), None);
+        // After both: a and c1 are gone, c2 holds everything.
+        let both = [first.clone(), second.clone()];
+        assert_eq!(lost(&[&a, &c1], &[&c2], &both), None);
+        // The second manifest missing: c1 is gone and nothing replaced it.
+        assert_eq!(
+            lost(&[&a], &[&c2], std::slice::from_ref(&first)),
+            Some(Unaccounted::OutputsChanged {
+                key: a.key.clone(),
+                output: c1.key.clone()
+            })
+        );
+        // c2 altered since it was written.
+        let altered = v(101, 33, "c2-altered");
+        assert_eq!(
+            lost(&[&a], &[&altered], &both),
+            Some(Unaccounted::OutputsChanged {
+                key: a.key.clone(),
+                output: c1.key.clone()
+            })
+        );
+    }
+
+    #[test]
+    fn a_file_deleted_or_rewritten_before_compaction_read_it_is_not_accounted_for() {
+        let (a, c) = (v(1, 10, "a"), v(100, 21, "c"));
+        let m = Manifest::new(&day(), vec![a.clone()], vec![c.clone()]);
+        let deleted = v(2, 10, "x");
+        assert_eq!(
+            lost(&[&deleted], &[&c], std::slice::from_ref(&m)),
+            Some(Unaccounted::NotCompacted {
+                key: deleted.key.clone()
+            })
+        );
+        // The version proved had tag "a0"; compaction read the rewrite "a".
+        let proved = v(1, 10, "a0");
+        let got = lost(&[&proved], &[&c], std::slice::from_ref(&m)).unwrap();
+        assert_eq!(
+            got,
+            Unaccounted::OtherVersion {
+                key: a.key.clone(),
+                read: a.stamp()
+            }
+        );
+        assert!(got.to_string().contains("another version"), "{got}");
+    }
+
+    #[test]
+    fn an_output_kept_under_its_own_key_and_a_cycle_are_handled() {
+        let (c, i) = (v(100, 21, "c"), v(1, 10, "i"));
+        // Re-compaction: c was already the output; a redelivered i merged in.
+        let m = Manifest::new(&day(), vec![c.clone(), i.clone()], vec![c.clone()]);
+        assert_eq!(lost(&[&i], &[&c], std::slice::from_ref(&m)), None);
+        // Two manifests each naming the other's input as its output, neither
+        // listed: a cycle accounts for nothing (and ends).
+        let (x, y) = (v(7, 1, "x"), v(8, 1, "y"));
+        let ms = [
+            Manifest::new(&day(), vec![x.clone()], vec![y.clone()]),
+            Manifest::new(&day(), vec![y.clone()], vec![x.clone()]),
+        ];
+        assert!(lost(&[&x], &[&c], &ms).is_some());
+    }
+}
