@@ -158,14 +158,18 @@ impl Lake {
         let key = file.key.as_str();
         let path = Path::from(key);
         let options = GetOptions::new().with_if_match(file.e_tag.clone());
-        let got = self.store.get_opts(&path, options).await.map_err(|e| match e {
-            object_store::Error::Precondition { .. } => CompactError::Store {
-                op: "get",
-                key: key.to_owned(),
-                why: "the file changed between the listing and the read".into(),
-            },
-            e => CompactError::store("get", key, e),
-        })?;
+        let got = self
+            .store
+            .get_opts(&path, options)
+            .await
+            .map_err(|e| match e {
+                object_store::Error::Precondition { .. } => CompactError::Store {
+                    op: "get",
+                    key: key.to_owned(),
+                    why: "the file changed between the listing and the read".into(),
+                },
+                e => CompactError::store("get", key, e),
+            })?;
         got.bytes()
             .await
             .map_err(|e| CompactError::store("get", key, e))

@@ -208,7 +208,10 @@ async fn a_file_is_read_only_in_the_version_listed() {
     std::fs::remove_file(dir.join(&listed.key)).unwrap();
     std::fs::write(dir.join(&listed.key), &bytes).unwrap();
     let err = lake.read_version(&listed).await.unwrap_err().to_string();
-    assert!(err.contains("changed between the listing and the read"), "{err}");
+    assert!(
+        err.contains("changed between the listing and the read"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

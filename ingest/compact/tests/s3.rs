@@ -12,8 +12,8 @@ use std::process::Command;
 use std::sync::Arc;
 
 use common::{
-    assert_accounted, assert_compacted, assert_mid_way, ingest_into_store, keys, small_file_batches,
-    versions, view,
+    assert_accounted, assert_compacted, assert_mid_way, ingest_into_store, keys,
+    small_file_batches, versions, view,
 };
 use ledger_compact::Lake;
 use object_store::aws::AmazonS3Builder;

@@ -47,7 +47,7 @@ pub use key::{
     date_of_ms, file_digest, object_key, parse_object_key, FileLayer, KeyParts, Partition, Table,
 };
 pub use manifest::{
-    first_unaccounted, manifest_prefix, stamp, FileVersion, Manifest, Unaccounted, MANIFEST_PREFIX,
+    manifest_prefix, stamp, unaccounted, FileVersion, Manifest, Unaccounted, MANIFEST_PREFIX,
 };
 pub use parquet_io::{read_file, write_file, LakeError, LakeErrorKind};
 pub use table::{arrow_schema, rows_from_batch, rows_to_batch};

@@ -10,7 +10,7 @@
 //!
 //! - **replaced**: some manifest read exactly the version it proved, and every
 //!   output of that manifest is in the lake as written, or was itself
-//!   replaced the same way ([`first_unaccounted`] follows the chain); its
+//!   replaced the same way ([`unaccounted`] follows the chain); its
 //!   rows are in those outputs;
 //! - **lost**: anything else (deleted, rewritten under another key, rewritten
 //!   in place before compaction read it, an output altered since): its rows
@@ -170,7 +170,7 @@ impl Manifest {
     }
 }
 
-/// Why a proved file that is gone is not accounted for ([`first_unaccounted`]).
+/// Why a proved file that is gone is not accounted for ([`unaccounted`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unaccounted {
     /// No manifest read this file at all: deleted or renamed outside compaction.
@@ -202,21 +202,21 @@ impl std::fmt::Display for Unaccounted {
     }
 }
 
-/// The first of `gone` (key and stamp of a file version that was proved and
-/// is no longer in the lake as it was) that `manifests` do not account for,
-/// in the order given; `None` when compaction replaced every one of them
-/// and their rows are in files of `listed` (key → stamp of every lake file
-/// now) as compaction wrote them.
+/// Each of `gone` (key and stamp of a file version that was proved and is
+/// no longer in the lake as it was) that `manifests` do not account for, in
+/// the order given; empty when compaction replaced every one of them and
+/// their rows are in files of `listed` (key → stamp of every lake file now)
+/// as compaction wrote them.
 ///
 /// A version is accounted for when it is listed with that stamp, or when
 /// some manifest read exactly that version and every one of that manifest's
 /// outputs is accounted for in turn (a chain of compactions: the output of
 /// one was the input of the next).
-pub fn first_unaccounted<'a>(
+pub fn unaccounted<'a>(
     gone: impl IntoIterator<Item = (&'a str, &'a str)>,
     listed: &HashMap<&str, &str>,
     manifests: &[Manifest],
-) -> Option<Unaccounted> {
+) -> Vec<Unaccounted> {
     let mut readers: HashMap<(&str, String), Vec<&Manifest>> = HashMap::new();
     let mut read_versions: HashMap<&str, String> = HashMap::new();
     for m in manifests {
@@ -231,12 +231,13 @@ pub fn first_unaccounted<'a>(
         known: HashMap::new(),
         open: HashSet::new(),
     };
+    let mut lost = Vec::new();
     for (key, stamp) in gone {
         if walk.accounted(key, stamp).is_some() {
             continue;
         }
-        if !readers.contains_key(&(key, stamp.to_owned())) {
-            return Some(match read_versions.get(key) {
+        lost.push(if !readers.contains_key(&(key, stamp.to_owned())) {
+            match read_versions.get(key) {
                 Some(read) => Unaccounted::OtherVersion {
                     key: key.to_owned(),
                     read: read.clone(),
@@ -244,20 +245,21 @@ pub fn first_unaccounted<'a>(
                 None => Unaccounted::NotCompacted {
                     key: key.to_owned(),
                 },
-            });
-        }
-        let output = walk
-            .first_lost_output(key, stamp)
-            .unwrap_or_else(|| key.to_owned());
-        return Some(Unaccounted::OutputsChanged {
-            key: key.to_owned(),
-            output,
+            }
+        } else {
+            let output = walk
+                .first_lost_output(key, stamp)
+                .unwrap_or_else(|| key.to_owned());
+            Unaccounted::OutputsChanged {
+                key: key.to_owned(),
+                output,
+            }
         });
     }
-    None
+    lost
 }
 
-/// The chain walk of [`first_unaccounted`], memoized.
+/// The chain walk of [`unaccounted`], memoized.
 struct Walk<'m, 'l> {
     listed: &'l HashMap<&'l str, &'l str>,
     readers: &'m HashMap<(&'m str, String), Vec<&'m Manifest>>,
@@ -336,11 +338,9 @@ mod tests {
         let now = listed(now);
         let now: HashMap<&str, &str> = now.iter().map(|(k, s)| (k.as_str(), s.as_str())).collect();
         let gone = listed(gone);
-        first_unaccounted(
-            gone.iter().map(|(k, s)| (k.as_str(), s.as_str())),
-            &now,
-            ms,
-        )
+        unaccounted(gone.iter().map(|(k, s)| (k.as_str(), s.as_str())), &now, ms)
+            .into_iter()
+            .next()
     }
 
     #[test]
@@ -348,7 +348,10 @@ mod tests {
         let (a, c) = (v(1, 10, "a"), v(100, 30, "c"));
         let m = Manifest::new(&day(), vec![a.clone()], vec![c.clone()]);
         let key = m.key();
-        assert!(key.starts_with("manifests/account/date=2026-01-01/m-"), "{key}");
+        assert!(
+            key.starts_with("manifests/account/date=2026-01-01/m-"),
+            "{key}"
+        );
         assert_eq!(Manifest::parse(&key, &m.to_json()).unwrap(), m);
         let other = Manifest::new(&day(), vec![a, v(1, 10, "b")], vec![c]);
         assert_ne!(other.key(), key, "other content, another key");

@@ -11,8 +11,8 @@ use futures::TryStreamExt;
 use ledger_compact::{compact_partition, read_table_deduplicated, Lake, Options, StopAt};
 use ledger_events::decode;
 use ledger_ingest::{
-    first_unaccounted, ingest, parse_object_key, synth, FileLayer, FileVersion, Manifest, Message,
-    Row, Table, Unaccounted, MANIFEST_PREFIX,
+    ingest, parse_object_key, synth, FileLayer, FileVersion, Manifest, Message, Row, Table,
+    Unaccounted, MANIFEST_PREFIX,
 };
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStoreExt, PutPayload};
@@ -251,7 +251,9 @@ pub async fn unaccounted(lake: &Lake, before: &[FileVersion]) -> Option<Unaccoun
         .iter()
         .filter(|(k, s)| !now.contains(&(k.clone(), s.clone())))
         .map(|(k, s)| (k.as_str(), s.as_str()));
-    first_unaccounted(gone, &listed, &manifests(lake).await)
+    ledger_ingest::unaccounted(gone, &listed, &manifests(lake).await)
+        .into_iter()
+        .next()
 }
 
 /// Compaction deleted some of the files listed `before`, and its manifests
@@ -262,13 +264,15 @@ pub async fn assert_accounted(lake: &Lake, before: &[FileVersion]) {
     assert!(!gone.is_empty(), "compaction deleted files");
     assert_eq!(unaccounted(lake, before).await, None);
     let listed = now.iter().map(|f| (f.key.as_str(), "")).collect();
-    let gone_stamps: Vec<(String, String)> = gone.iter().map(|f| (f.key.clone(), f.stamp())).collect();
+    let gone_stamps: Vec<(String, String)> =
+        gone.iter().map(|f| (f.key.clone(), f.stamp())).collect();
     assert!(matches!(
-        first_unaccounted(
+        ledger_ingest::unaccounted(
             gone_stamps.iter().map(|(k, s)| (k.as_str(), s.as_str())),
             &listed,
             &[]
-        ),
+        )
+        .first(),
         Some(Unaccounted::NotCompacted { .. })
     ));
 }
