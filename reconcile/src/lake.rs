@@ -27,7 +27,10 @@ use datafusion::prelude::{col, lit, ParquetReadOptions, SessionConfig, SessionCo
 use futures::TryStreamExt;
 use ledger_events::{Stream, FIELDS, SCHEMA_VERSIONS_KNOWN};
 use ledger_ingest::parquet_io::LAYOUT_METADATA_KEY;
-use ledger_ingest::{parse_object_key, Table, LAKE_EVENTS_PREFIX, LAKE_LAYOUTS_READABLE};
+use ledger_ingest::{
+    manifest_prefix, parse_object_key, Manifest, Partition, Table, LAKE_EVENTS_PREFIX,
+    LAKE_LAYOUTS_READABLE,
+};
 
 use crate::merge::{merge, Cursor};
 use crate::rows::Row;
@@ -139,9 +142,10 @@ pub struct Select<'a> {
 }
 
 impl LakeFileInfo {
-    /// What a checkpoint remembers to know the file is unchanged.
+    /// What a checkpoint remembers to know the file is unchanged, in the
+    /// form compaction manifests name versions (`ledger_ingest::stamp`).
     pub fn stamp(&self) -> String {
-        format!("{}:{}", self.bytes, self.e_tag.as_deref().unwrap_or(""))
+        ledger_ingest::stamp(self.bytes, self.e_tag.as_deref())
     }
 }
 
@@ -274,6 +278,38 @@ impl Lake {
         files.sort_by(|a, b| a.key.cmp(&b.key));
         ignored.sort();
         Ok((files, ignored))
+    }
+
+    /// The compaction manifests of `partitions` (docs/LAKE.md, "Compaction
+    /// manifests"), and for each object there that is not a manifest this
+    /// build reads, its key and why. A store error is an error: a run must
+    /// not decide what was lost from a listing it could not finish.
+    pub async fn manifests(
+        &self,
+        partitions: &std::collections::BTreeSet<Partition>,
+    ) -> Result<(Vec<Manifest>, Vec<String>), Error> {
+        let (mut manifests, mut unreadable) = (Vec::new(), Vec::new());
+        for p in partitions {
+            let prefix = format!("{}{}", self.prefix, manifest_prefix(p));
+            let metas: Vec<_> = self
+                .store
+                .list(Some(&Path::from(prefix.as_str())))
+                .try_collect()
+                .await
+                .map_err(|e| Error::Lake(format!("cannot list {}{prefix}: {e}", self.name)))?;
+            for m in metas {
+                let full = m.location.to_string();
+                let key = full.strip_prefix(&self.prefix).unwrap_or(&full).to_owned();
+                let bytes = async { self.store.get(&m.location).await?.bytes().await }
+                    .await
+                    .map_err(|e| Error::Lake(format!("cannot read {}{key}: {e}", self.name)))?;
+                match Manifest::parse(&key, &bytes) {
+                    Ok(manifest) => manifests.push(manifest),
+                    Err(why) => unreadable.push(why),
+                }
+            }
+        }
+        Ok((manifests, unreadable))
     }
 
     /// Reads and decodes the footer: a truncated or foreign file, or one of

@@ -20,6 +20,7 @@ pub mod checks;
 pub mod codec;
 pub mod copies;
 pub mod corrupt;
+pub mod custody;
 pub mod facts;
 pub mod finding;
 pub mod gen;

@@ -65,11 +65,14 @@ pub struct Incremental {
     pub files_skipped: usize,
     /// Lake files read: new since the checkpoint.
     pub files_read: usize,
-    /// Lake files the checkpoint proved that are no longer in the lake
-    /// (compaction deletes the files it merged; one gone from a partition
-    /// with no new file gets a warning: only a full proof judges the lake
-    /// without it).
+    /// File versions the checkpoint proved that are no longer in the lake
+    /// (compaction deletes the files it merged; a file rewritten in place
+    /// is another version).
     pub files_gone: usize,
+    /// Of those, the ones no compaction manifest accounts for
+    /// (`crate::custody`): deleted, renamed or rewritten other than by
+    /// compaction. Any makes the run prove the lake from its first event.
+    pub files_lost: usize,
     /// Streams re-proved from their first event because a new row was at
     /// or before their checkpointed tail and not a copy of a proved row.
     pub streams_reopened: usize,
@@ -82,9 +85,11 @@ pub struct Incremental {
     /// new event names them (all of them when an account stream is
     /// re-proved from its first event).
     pub transfers_pulled: u64,
-    /// Most account streams had new rows at or before their tails (a
-    /// re-compacted or redelivered day), so the run proved the lake from
-    /// its first event instead (a new checkpoint is written).
+    /// The run proved the lake from its first event instead (a new
+    /// checkpoint is written): a proved file was lost (`files_lost`), or
+    /// most account streams had new rows at or before their tails (a
+    /// redelivered old day), or rows that chain to their tails do not hash
+    /// to their recorded hashes.
     pub reproved_in_full: bool,
 }
 

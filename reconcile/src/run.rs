@@ -30,6 +30,7 @@ use std::collections::HashSet;
 
 use crate::checkpoint::{ProofState, StreamFinding, StreamId, StreamState};
 use crate::checks::*;
+use crate::custody::Custody;
 use crate::facts::Facts;
 use crate::finding::{CheckResult, Finding};
 use crate::lake::{Error, KeyGroup, Lake, LakeFileInfo, Select};
@@ -661,7 +662,6 @@ async fn prove_table(
     let new = new_files(&files, prior_files);
     inc.files_skipped += files.len() - new.len();
     inc.files_read += new.len();
-    inc.files_gone += files_gone(table, &files, &new, prior_files);
     if opts.progress {
         let rows: i64 = new.iter().map(|f| f.rows).sum();
         eprintln!(
@@ -798,54 +798,6 @@ async fn prove_table(
         files,
         copies_failed,
     })
-}
-
-/// How many files of `table` the checkpoint proved are no longer in the
-/// lake (`files`). Compaction deletes the files it merged once their rows
-/// are in new compacted (`c-`) files of the same partition (docs/LAKE.md),
-/// where the proof finds them again as copies ([`crate::copies`]), and
-/// nothing else in the pipeline deletes a file. A proved file gone from a
-/// partition with no `new` compacted file (none at all, or only ingest
-/// files: a file rewritten under another key) may have taken rows with it,
-/// and a resumed run cannot see that (it does not read proved files): that
-/// gets a warning on stderr, even with `--quiet`, naming the first, since
-/// only a full proof judges the lake without them.
-fn files_gone(
-    table: Table,
-    files: &[LakeFileInfo],
-    new: &[LakeFileInfo],
-    prior_files: &std::collections::BTreeMap<String, String>,
-) -> usize {
-    let prefix = format!("{}/{}/", ledger_ingest::LAKE_EVENTS_PREFIX, table.as_str());
-    let listed: HashSet<&str> = files.iter().map(|f| f.key.as_str()).collect();
-    let renewed: HashSet<&str> = new
-        .iter()
-        .filter(|f| {
-            ledger_ingest::parse_object_key(&f.key)
-                .is_some_and(|k| k.layer == ledger_ingest::FileLayer::Compacted)
-        })
-        .map(partition_of)
-        .collect();
-    let gone: Vec<&str> = prior_files
-        .keys()
-        .filter(|k| k.starts_with(&prefix) && !listed.contains(k.as_str()))
-        .map(String::as_str)
-        .collect();
-    let unreplaced: Vec<&str> = gone
-        .iter()
-        .copied()
-        .filter(|k| !renewed.contains(k.rsplit_once('/').map_or("", |(d, _)| d)))
-        .collect();
-    if let Some(first) = unreplaced.first() {
-        eprintln!(
-            "reconcile: warning: {}: {} file(s) the checkpoint proved are gone from the lake, from partitions that have no new compacted file, first {first}: \
-             their rows are not in the lake unless they are elsewhere, and a resumed run does not re-read what it proved\n\
-             Help: compaction replaces the files it deletes with new compacted (c-) files in the same partition; a proved file deleted or rewritten otherwise is lost evidence: run with --full to judge the lake as it is",
-            table.as_str(),
-            unreplaced.len()
-        );
-    }
-    gone.len()
 }
 
 /// A group of consecutive dates ([`date_groups`]) takes no further date
@@ -1136,6 +1088,31 @@ enum PullBack {
     FullIsCheaper(Vec<LakeFileInfo>, Vec<LakeFileInfo>),
 }
 
+/// Warnings on stderr, even without progress (they say what a resumed run
+/// could not vouch for): manifests this build cannot read, and proved file
+/// versions that left the lake other than by compaction (the run then
+/// proves the lake from its first event).
+fn warn_custody(custody: &Custody) {
+    if let Some(first) = custody.unreadable.first() {
+        eprintln!(
+            "reconcile: warning: {} object(s) under manifests/ are not compaction manifests this build reads, first: {first}\n\
+             Help: they are ignored; files only they would account for count as lost",
+            custody.unreadable.len()
+        );
+    }
+    if let Some(first) = custody.lost.first() {
+        eprintln!(
+            "reconcile: warning: {} of the {} file version(s) the checkpoint proved and the lake no longer holds \
+             left it other than by compaction, first: {first}: their rows may have left with them, and a resumed run \
+             does not re-read what it proved, so this run proves the lake from its first event\n\
+             Help: compaction records what it replaces (manifests/, docs/LAKE.md); a lake file deleted, renamed or \
+             rewritten otherwise is lost evidence: find out what removed it",
+            custody.lost.len(),
+            custody.gone
+        );
+    }
+}
+
 /// The lake files of `table`; a warning on stderr names the `.parquet`
 /// objects beside them that are not lake files and so are not proved
 /// ([`Lake::files_and_ignored`]): printed even without progress, since it
@@ -1160,13 +1137,11 @@ async fn listed_warning_ignored(lake: &Lake, table: Table) -> Result<Vec<LakeFil
 async fn pull_back(
     lake: &Lake,
     prior: &mut ProofState,
+    a: Vec<LakeFileInfo>,
+    t: Vec<LakeFileInfo>,
     opts: &Options,
     started: Instant,
 ) -> Result<PullBack, Error> {
-    let (a, t) = (
-        listed_warning_ignored(lake, Table::Account).await?,
-        listed_warning_ignored(lake, Table::Transfer).await?,
-    );
     let Touched {
         mut ids,
         reopened,
@@ -1274,14 +1249,40 @@ pub async fn reconcile_from(
     let started = Instant::now();
     let resumed = resume.is_some();
     let mut prior = resume.unwrap_or_default();
+    let mut reproved_in_full = false;
+    // A resumed run lists the lake first and accounts for every version it
+    // proved that is gone (`custody`): one that compaction did not replace
+    // may have taken rows with it, which only a proof of the lake as it is
+    // judges.
+    let (listed, custody) = if resumed {
+        let listed = [
+            listed_warning_ignored(lake, Table::Account).await?,
+            listed_warning_ignored(lake, Table::Transfer).await?,
+            listed_warning_ignored(lake, Table::Subscription).await?,
+        ];
+        let custody =
+            crate::custody::check(lake, &prior.files, &[&listed[0], &listed[1], &listed[2]])
+                .await?;
+        warn_custody(&custody);
+        if !custody.lost.is_empty() {
+            prior = ProofState::default();
+            reproved_in_full = true;
+        }
+        (Some(listed), custody)
+    } else {
+        (None, Custody::default())
+    };
+    let [mut account_files, mut transfer_files, subscription_files] =
+        listed.map_or([None, None, None], |l| l.map(Some));
     // Transfers the new files name come back from the archive first, so the
     // proof below sees every transfer it touches (see `archive`).
-    let mut reproved_in_full = false;
     let mut cleared = None;
-    let (account_files, transfer_files) = if prior.archive.is_empty() {
-        (None, None)
-    } else {
-        let (a, t) = match pull_back(lake, &mut prior, opts, started).await? {
+    if let (false, Some(a), Some(t)) = (
+        prior.archive.is_empty(),
+        account_files.take(),
+        transfer_files.take(),
+    ) {
+        let (a, t) = match pull_back(lake, &mut prior, a, t, opts, started).await? {
             PullBack::Pulled(a, t, c) => {
                 cleared = Some(c);
                 (a, t)
@@ -1292,14 +1293,20 @@ pub async fn reconcile_from(
                 (a, t)
             }
         };
-        (Some(a), Some(t))
-    };
-    let listed = (account_files.clone(), transfer_files.clone());
+        (account_files, transfer_files) = (Some(a), Some(t));
+    }
+    let listed = (
+        account_files.clone(),
+        transfer_files.clone(),
+        subscription_files.clone(),
+    );
     let resume = Resume {
         resumed,
         reproved_in_full,
         account_files,
         transfer_files,
+        subscription_files,
+        custody: &custody,
         cleared: cleared.as_ref(),
     };
     if let Some(done) = prove_resumed(lake, opts, started, prior, resume).await? {
@@ -1318,6 +1325,8 @@ pub async fn reconcile_from(
         reproved_in_full: true,
         account_files: listed.0,
         transfer_files: listed.1,
+        subscription_files: listed.2,
+        custody: &custody,
         cleared: None,
     };
     prove_resumed(lake, opts, started, ProofState::default(), full)
@@ -1334,6 +1343,9 @@ struct Resume<'a> {
     /// The tables' files, when already listed.
     account_files: Option<Vec<LakeFileInfo>>,
     transfer_files: Option<Vec<LakeFileInfo>>,
+    subscription_files: Option<Vec<LakeFileInfo>>,
+    /// What became of the files the checkpoint proved.
+    custody: &'a Custody,
     /// See [`RunCtx::cleared`].
     cleared: Option<&'a HashSet<String>>,
 }
@@ -1353,6 +1365,8 @@ async fn prove_resumed(
         reproved_in_full,
         account_files,
         transfer_files,
+        subscription_files,
+        custody,
         cleared,
     } = resume;
     let archive = std::mem::take(&mut prior.archive);
@@ -1461,7 +1475,15 @@ async fn prove_resumed(
                 let t = prove_table(ctx, Table::Transfer, transfer_files, xfer, offer, Some(sp))
                     .await?;
                 drop(closing);
-                let s = prove_table(ctx, Table::Subscription, None, t.proof, None, None).await?;
+                let s = prove_table(
+                    ctx,
+                    Table::Subscription,
+                    subscription_files,
+                    t.proof,
+                    None,
+                    None,
+                )
+                .await?;
                 Ok((t.stats, t.inc, t.files, s))
             })
         });
@@ -1488,7 +1510,6 @@ async fn prove_resumed(
         add_stats(&mut stats, s);
         inc.files_read += i.files_read;
         inc.files_skipped += i.files_skipped;
-        inc.files_gone += i.files_gone;
         inc.streams_reopened += i.streams_reopened;
         inc.rows_already_proved += i.rows_already_proved;
     }
@@ -1641,6 +1662,8 @@ async fn prove_resumed(
         incremental: resumed.then_some(Incremental {
             transfers_pulled: archive.pulled,
             reproved_in_full,
+            files_gone: custody.gone,
+            files_lost: custody.lost.len(),
             ..inc
         }),
         checks,

@@ -424,7 +424,7 @@ fn a_copy_of_proved_rows_altered_under_its_hashes_is_caught_by_a_full_proof() {
 }
 
 #[test]
-fn a_proved_file_deleted_from_the_lake_is_counted_and_named() {
+fn a_proved_file_deleted_from_the_lake_is_lost_and_the_night_proves_the_lake_in_full() {
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
     let json = dir.path().join("report.json");
@@ -439,66 +439,96 @@ fn a_proved_file_deleted_from_the_lake_is_counted_and_named() {
         (code, report, stderr)
     };
     assert_eq!(run(&[]).0, 0, "the whole history holds");
-    // One proved account file deleted, nothing in its place.
+    // One proved account file deleted, nothing in its place: the resumed
+    // run cannot vouch for what it proved there, so it judges the lake as
+    // it is, as `--full` does, and names the file.
     let gone = common::files_under(&root, "events/account").remove(0);
     std::fs::remove_file(root.join(&gone)).unwrap();
     let (code, report, stderr) = run(&[]);
-    assert_eq!(report["incremental"]["files_gone"], 1, "{report}");
+    assert_eq!(code, 1, "{report}");
+    let i = &report["incremental"];
+    assert_eq!(
+        (&i["files_gone"], &i["files_lost"]),
+        (&1.into(), &1.into()),
+        "{report}"
+    );
+    assert_eq!(i["reproved_in_full"], true, "{report}");
     assert!(
-        stderr.contains("gone from the lake") && stderr.contains(&gone),
+        stderr.contains("other than by compaction")
+            && stderr.contains(&gone)
+            && stderr.contains("no compaction manifest"),
         "{stderr}"
     );
-    // The resumed run does not re-read what it proved; the full proof judges
-    // the lake as it is, without those rows.
-    assert_eq!(code, 0);
-    assert!(!full(&root).holds);
-    let (code, report, _) = run(&["--full"]);
+    let (_, full_report, _) = run(&["--full"]);
+    assert_eq!(report["checks"], full_report["checks"]);
+    assert_eq!(full_report.get("incremental"), None);
+    // The next night resumes from that proof as usual.
+    let (code, report, stderr) = run(&[]);
     assert_eq!(code, 1, "{report}");
-    assert_eq!(report.get("incremental"), None);
-    // Compaction's deletions get no warning: new files replace them.
+    assert_eq!(report["incremental"]["reproved_in_full"], false, "{report}");
+    assert_eq!(report["incremental"]["files_lost"], 0, "{report}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    // Compaction's deletions are accounted for by its manifests: no
+    // warning, no proof in full.
     let proved = common::files_under(&root, "events").len();
     compact_all(&root);
     let (code, report, stderr) = run(&[]);
     assert_eq!(code, 1, "{report}");
-    assert_eq!(report["incremental"]["files_gone"], proved, "{report}");
-    assert!(!stderr.contains("gone from the lake"), "{stderr}");
+    let i = &report["incremental"];
+    assert_eq!(i["files_gone"], proved, "{report}");
+    assert_eq!(
+        (&i["files_lost"], &i["reproved_in_full"]),
+        (&0.into(), &false.into()),
+        "{report}"
+    );
+    assert!(!stderr.contains("warning"), "{stderr}");
 }
 
 #[test]
-fn a_proved_file_rewritten_under_another_key_is_named_though_its_partition_has_new_files() {
+fn a_proved_file_rewritten_and_then_compacted_is_lost_and_the_night_proves_the_lake_in_full() {
     use ledger_ingest::{build_files, read_file, FileLayer};
-    let dir = tempfile::tempdir().unwrap();
-    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-    let events = history(31, 6, 240);
-    let half = events.len() / 2;
-    deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
-    let ck = ckpt.to_str().unwrap();
-    assert_eq!(cli(&root, &["--checkpoint", ck]).0, 0);
-    // One proved account file rewritten without one of its rows, under a
-    // new ingest key (what a tool editing the lake in place leaves), and
-    // the rest of the history delivered: its partition has new files, none
-    // of them compacted.
-    let key = common::files_under(&root, "events/account").remove(0);
-    let mut rows = read_file(&key, std::fs::read(root.join(&key)).unwrap().into()).unwrap();
-    let dropped = rows.remove(rows.len() / 2).event.event_id;
-    std::fs::remove_file(root.join(&key)).unwrap();
-    for f in build_files(rows, FileLayer::Ingest).unwrap() {
-        write_object(&root, &f.key, &f.bytes).unwrap();
+    for in_place in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+        let events = history(31, 6, 240);
+        let half = events.len() / 2;
+        deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
+        assert!(night(&root, &ckpt).holds);
+        // One proved account file rewritten without one of its rows, under
+        // its own key or a new ingest key (what a tool editing the lake
+        // leaves); then the rest of the history lands and the nightly
+        // compaction merges every partition, the rewrite with the rest: the
+        // partition holds only compacted files, as after any compaction.
+        let key = common::files_under(&root, "events/account").remove(0);
+        let mut rows = read_file(&key, std::fs::read(root.join(&key)).unwrap().into()).unwrap();
+        let dropped = rows.remove(rows.len() / 2).event.event_id;
+        std::fs::remove_file(root.join(&key)).unwrap();
+        for f in build_files(rows, FileLayer::Ingest).unwrap() {
+            let to = if in_place { key.clone() } else { f.key };
+            write_object(&root, &to, &f.bytes).unwrap();
+        }
+        deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
+        compact_all(&root);
+        assert!(common::files_under(&root, "events")
+            .iter()
+            .all(|k| k.contains("/c-")));
+        let inc = night(&root, &ckpt);
+        // The full proof judges the lake without the row (the gap it left),
+        // and so does the resumed night.
+        let fresh = full(&root);
+        assert!(!fresh.holds);
+        let completeness = serde_json::to_string(&fresh.checks[0]).unwrap();
+        assert!(
+            completeness.contains("seq_gap") && completeness.contains(&dropped),
+            "{dropped}: {completeness}"
+        );
+        assert_same(1, &inc, &fresh);
+        let i = inc.incremental.unwrap();
+        assert!(
+            i.reproved_in_full && i.files_lost == 1,
+            "in place {in_place}: {i:?}"
+        );
     }
-    deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
-    let (_, stderr) = cli(&root, &["--checkpoint", ck]);
-    assert!(
-        stderr.contains("no new compacted file") && stderr.contains(&key),
-        "{stderr}"
-    );
-    // The full proof judges the lake without the row: the gap it left.
-    let fresh = full(&root);
-    assert!(!fresh.holds);
-    let completeness = serde_json::to_string(&fresh.checks[0]).unwrap();
-    assert!(
-        completeness.contains("seq_gap") && completeness.contains(&dropped),
-        "{dropped}: {completeness}"
-    );
 }
 
 fn segment_files(dir: &Path) -> Vec<String> {
@@ -1045,16 +1075,15 @@ fn event_ids(path: &Path) -> Vec<String> {
     texts(path, "event_id").into_iter().flatten().collect()
 }
 
-/// Every row in the lake at `root` as the cross-stream checks key it: its
-/// event id and the transfer it names.
-fn lake_rows(root: &Path) -> std::collections::HashSet<(String, Option<String>)> {
-    let mut rows = std::collections::HashSet::new();
-    for key in common::files_under(root, "events") {
-        let path = root.join(key);
-        let ids = texts(&path, "event_id").into_iter().flatten();
-        rows.extend(ids.zip(texts(&path, "transfer_id")));
-    }
-    rows
+/// Every lake file at `root` with its bytes.
+fn lake_files(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    common::files_under(root, "events")
+        .into_iter()
+        .map(|key| {
+            let bytes = std::fs::read(root.join(&key)).unwrap();
+            (key, bytes)
+        })
+        .collect()
 }
 
 /// Random rounds of the nightly flow on damaged histories: each round a
@@ -1069,10 +1098,10 @@ fn lake_rows(root: &Path) -> std::collections::HashSet<(String, Option<String>)>
 /// nights (proved files rewritten); some nights compact the lake first. Every
 /// night the run resumed from the last night's checkpoint must reach exactly
 /// the verdicts of a full proof of the same lake (in a random variant of the
-/// full proof's scheduling), except where damage took a proved row out of the
-/// lake, or changed the transfer it names: that is the documented case
-/// (docs/RECONCILE.md, "Proved files that are gone") where the run counts the
-/// files gone and `--full` judges the lake as it is. `RECONCILE_INCR_ROUNDS`
+/// full proof's scheduling), damage to proved files included: a proved file
+/// rewritten is a version lost (no compaction manifest accounts for it), so
+/// the night proves the lake in full (docs/RECONCILE.md, "Proved files that
+/// are gone"). `RECONCILE_INCR_ROUNDS`
 /// (default 20) and `RECONCILE_INCR_SEED` for more or other rounds,
 /// `RECONCILE_INCR_OPERATIONS` (default 300) for longer histories; a failure
 /// names the round's seed and its damage.
@@ -1082,7 +1111,7 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
     let first = env_u64("RECONCILE_INCR_SEED", 0);
     let most_operations = env_u64("RECONCILE_INCR_OPERATIONS", 300);
     let (mut reopened, mut late_nights, mut violated_nights) = (0, 0, 0);
-    let (mut rewritten, mut gone_differed, mut pending_nights) = (0, 0, 0);
+    let (mut rewritten, mut lost_nights, mut pending_nights) = (0, 0, 0);
     for seed in first..first + rounds {
         let mut state = ledger_core::retry::splitmix64(seed ^ 0x6e69_6768_7473) | 1;
         let mut rng = |n: u64| xorshift(&mut state) % n.max(1);
@@ -1178,10 +1207,8 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
              damage {edits:?}",
             events.len()
         );
-        // Whether the last in-place damage took a proved row out of the lake,
-        // or changed the transfer it names (the old version's leg stays with
-        // a settled transfer no row names any more: nothing pulls it back).
-        let mut vanished = false;
+        // Whether the lake was damaged in place since the last night.
+        let mut damaged = false;
         for (n, keys) in landing.iter().enumerate() {
             for key in keys {
                 let to = root.join(key);
@@ -1224,46 +1251,38 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
             };
             let fresh = full_with(&root, &variant);
             let i = inc.incremental.unwrap_or_default();
-            if std::mem::take(&mut vanished) {
-                // A proved row gone from the lake (not moved to another
-                // file, or moved changed): the resumed run keeps what it
-                // proved, as documented, and counts the files gone (unless
-                // it proved the lake in full); `--full` (a run without the
-                // checkpoint's state) judges the lake as it is.
+            assert_eq!(
+                verdicts(&inc),
+                verdicts(&fresh),
+                "{context}: night {n}: the resumed run differs from the full proof \
+                 (handoff {}, split_first {}, by_date {}; {i:?})",
+                variant.handoff,
+                variant.split_first,
+                variant.by_date
+            );
+            if std::mem::take(&mut damaged) {
+                // Proved files rewritten: their versions are lost, so the
+                // night was a proof in full.
                 assert!(
-                    i.files_gone > 0 || i.reproved_in_full,
+                    i.files_lost > 0 && i.reproved_in_full,
                     "{context}: night {n}: {i:?}"
                 );
-                if verdicts(&inc) != verdicts(&fresh) {
-                    gone_differed += 1;
-                    std::fs::remove_file(&ckpt).unwrap();
-                    let again = night_with(&root, &ckpt, &night_opts);
-                    assert_eq!(verdicts(&again), verdicts(&fresh));
-                }
-            } else {
-                assert_eq!(
-                    verdicts(&inc),
-                    verdicts(&fresh),
-                    "{context}: night {n}: the resumed run differs from the full proof \
-                     (handoff {}, split_first {}, by_date {})",
-                    variant.handoff,
-                    variant.split_first,
-                    variant.by_date
-                );
+                lost_nights += 1;
             }
             reopened += i.streams_reopened;
             violated_nights += usize::from(!fresh.holds);
             pending_nights += usize::from(fresh.pending > 0);
             if in_place && n + 1 < nights && rng(2) == 0 {
-                let before = lake_rows(&root);
+                let before = lake_files(&root);
                 // `mutate` refuses a lake once earlier damage left an invalid row.
                 if let Ok(more) = ledger_reconcile::corrupt::mutate(
                     &root,
                     seed * 31 + n as u64,
                     1 + rng(3) as usize,
                 ) {
-                    let after = lake_rows(&root);
-                    vanished = before.iter().any(|row| !after.contains(row));
+                    // A file the night proved is gone or holds other bytes.
+                    let after = lake_files(&root);
+                    damaged = before.iter().any(|(k, b)| after.get(k) != Some(b));
                     rewritten += 1;
                     context.push_str(&format!("; after night {n}: {more:?}"));
                 }
@@ -1273,12 +1292,13 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
     eprintln!(
         "{rounds} rounds: {reopened} streams reopened, {late_nights} nights with late events, \
          {violated_nights} nights violated, {pending_nights} with findings pending, \
-         {rewritten} lakes damaged in place ({gone_differed} times a proved row gone \
-         changed a verdict)"
+         {rewritten} lakes damaged in place ({lost_nights} nights proved in full for a \
+         lost file)"
     );
     // The rounds went through the paths they are for.
     if rounds >= 20 {
         assert!(reopened > 0, "no stream was reopened in {rounds} rounds");
         assert!(late_nights > 0 && violated_nights > 0 && rewritten > 0 && pending_nights > 0);
+        assert!(lost_nights > 0, "no night lost a proved file in {rounds} rounds");
     }
 }

@@ -57,14 +57,14 @@ impl Text {
 /// run is a run from nothing: all 0. Watch `reconcile_reproved_in_full`: a
 /// nightly run that keeps proving the lake in full costs a full proof every
 /// night.
-pub const INCREMENTAL: [(&str, &str); 7] = [
+pub const INCREMENTAL: [(&str, &str); 8] = [
     (
         "reconcile_resumed",
         "1 when the last run resumed from a checkpoint (--checkpoint), 0 for a full proof from the first event.",
     ),
     (
         "reconcile_reproved_in_full",
-        "1 when the last run resumed from a checkpoint but proved the lake from its first event instead (most accounts reopened, or copies of proved rows that were not).",
+        "1 when the last run resumed from a checkpoint but proved the lake from its first event instead (a proved file lost, most accounts reopened, or copies of proved rows that were not).",
     ),
     (
         "reconcile_files_skipped",
@@ -72,7 +72,11 @@ pub const INCREMENTAL: [(&str, &str); 7] = [
     ),
     (
         "reconcile_files_gone",
-        "Lake files the checkpoint proved that are gone from the lake on the last run (compaction deletes those it merged).",
+        "Lake file versions the checkpoint proved that are gone from the lake on the last run (compaction deletes those it merged).",
+    ),
+    (
+        "reconcile_files_lost",
+        "Of the gone file versions, those no compaction manifest accounts for (deleted, renamed or rewritten other than by compaction: lost evidence); any makes the run prove the lake from its first event.",
     ),
     (
         "reconcile_streams_reopened",
@@ -189,6 +193,7 @@ pub fn render(report: &Report, wall_clock_ms: i64) -> String {
         u64::from(inc.reproved_in_full),
         inc.files_skipped as u64,
         inc.files_gone as u64,
+        inc.files_lost as u64,
         inc.streams_reopened as u64,
         inc.rows_already_proved,
         inc.transfers_pulled,
@@ -261,6 +266,7 @@ mod tests {
             files_skipped: 58,
             files_read: 2,
             files_gone: 4,
+            files_lost: 1,
             streams_reopened: 3,
             rows_already_proved: 334_497,
             transfers_pulled: 59_919,
@@ -271,6 +277,7 @@ mod tests {
         assert_eq!(value(&resumed, "reconcile_reproved_in_full"), "0");
         assert_eq!(value(&resumed, "reconcile_files_skipped"), "58");
         assert_eq!(value(&resumed, "reconcile_files_gone"), "4");
+        assert_eq!(value(&resumed, "reconcile_files_lost"), "1");
         assert_eq!(value(&resumed, "reconcile_streams_reopened"), "3");
         assert_eq!(value(&resumed, "reconcile_rows_already_proved"), "334497");
         assert_eq!(value(&resumed, "reconcile_transfers_pulled"), "59919");
