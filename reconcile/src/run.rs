@@ -1102,9 +1102,9 @@ fn warn_custody(custody: &Custody) {
     }
     if let Some(first) = custody.lost.first() {
         eprintln!(
-            "reconcile: warning: {} of the {} file version(s) the checkpoint proved and the lake no longer holds \
-             left it other than by compaction, first: {first}: their rows may have left with them, and a resumed run \
-             does not re-read what it proved, so this run proves the lake from its first event\n\
+            "reconcile: warning: {} lake file version(s) the checkpoint proved left the lake other than by compaction \
+             ({} gone in all), first: {first}; their rows may have gone with them and a resumed run does not re-read \
+             what it proved, so this run proves the lake from its first event\n\
              Help: compaction records what it replaces (manifests/, docs/LAKE.md); a lake file deleted, renamed or \
              rewritten otherwise is lost evidence: find out what removed it",
             custody.lost.len(),

@@ -1299,6 +1299,9 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
     if rounds >= 20 {
         assert!(reopened > 0, "no stream was reopened in {rounds} rounds");
         assert!(late_nights > 0 && violated_nights > 0 && rewritten > 0 && pending_nights > 0);
-        assert!(lost_nights > 0, "no night lost a proved file in {rounds} rounds");
+        assert!(
+            lost_nights > 0,
+            "no night lost a proved file in {rounds} rounds"
+        );
     }
 }

@@ -6,6 +6,7 @@
 //!   reconcile-testdata mutate CLEAN DAMAGED --seed N --count N   # random damage, no expectations
 //!   reconcile-testdata scan LAKE      # the floor: every lake column through DataFusion, no sort
 //!   reconcile-testdata scan LAKE --verify   # and every row hashed and validated, no checks
+//!   reconcile-testdata rekey LAKE --date D  # a date's files moved under new c- keys, with a manifest
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -86,6 +87,94 @@ enum Cmd {
         #[arg(long)]
         verify: bool,
     },
+    /// Move every lake file of DATE (every table) under a new compacted key, bytes
+    /// unchanged, and record each partition's compaction manifest as ledger-compact does
+    /// (docs/LAKE.md): what compacting a partition a checkpoint proved leaves, the same
+    /// rows in new files (the benchmark's `recompact` night).
+    Rekey {
+        lake: PathBuf,
+        /// The date partition, YYYY-MM-DD.
+        #[arg(long)]
+        date: String,
+    },
+}
+
+/// See [`Cmd::Rekey`].
+fn rekey(lake: &std::path::Path, date: &str) -> Result<(), String> {
+    use futures::TryStreamExt;
+    use ledger_ingest::{object_key, parse_object_key, FileLayer, FileVersion, Manifest, Table};
+    use object_store::{local::LocalFileSystem, path::Path, ObjectStore, ObjectStoreExt};
+    use sha2::{Digest, Sha256};
+
+    let store =
+        LocalFileSystem::new_with_prefix(lake).map_err(|e| format!("{}: {e}", lake.display()))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let list = |prefix: String| {
+        let store = &store;
+        async move {
+            let metas: Vec<_> = store
+                .list(Some(&Path::from(prefix.as_str())))
+                .try_collect()
+                .await
+                .map_err(|e| format!("list {prefix}: {e}"))?;
+            let mut files: Vec<FileVersion> = metas
+                .into_iter()
+                .map(|m| FileVersion {
+                    key: m.location.to_string(),
+                    size: m.size,
+                    e_tag: m.e_tag,
+                })
+                .filter(|f| parse_object_key(&f.key).is_some())
+                .collect();
+            files.sort();
+            Ok::<_, String>(files)
+        }
+    };
+    rt.block_on(async {
+        let mut moved = 0;
+        for table in Table::ALL {
+            let partition = ledger_ingest::Partition {
+                table: *table,
+                date: date.to_owned(),
+            };
+            let inputs = list(partition.prefix()).await?;
+            let mut outputs = Vec::new();
+            for f in &inputs {
+                let digest = Sha256::digest(format!("rekeyed {}", f.key));
+                let key = object_key(
+                    &partition,
+                    FileLayer::Compacted,
+                    &ledger_events::event::hex(&digest[..16]),
+                );
+                store
+                    .rename(&Path::from(f.key.as_str()), &Path::from(key.as_str()))
+                    .await
+                    .map_err(|e| format!("move {}: {e}", f.key))?;
+                outputs.push(key);
+            }
+            if inputs.is_empty() {
+                continue;
+            }
+            let written = list(partition.prefix())
+                .await?
+                .into_iter()
+                .filter(|f| outputs.contains(&f.key))
+                .collect();
+            let manifest = Manifest::new(&partition, inputs, written);
+            store
+                .put(&Path::from(manifest.key()), manifest.to_json().into())
+                .await
+                .map_err(|e| format!("put {}: {e}", manifest.key()))?;
+            moved += outputs.len();
+        }
+        println!(
+            "{}: {moved} files of {date} moved under new keys, with their manifests",
+            lake.display()
+        );
+        Ok(())
+    })
 }
 
 /// The scan floor: decodes every column of every lake file (the columns `reconcile` reads)
@@ -268,6 +357,7 @@ fn main() -> ExitCode {
                 }
             }),
         Cmd::Scan { lake, verify } => scan(&lake, verify),
+        Cmd::Rekey { lake, date } => rekey(&lake, &date),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
