@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{config, files_under, runtime, NOW_MS};
+use futures::StreamExt;
 use ledger_reconcile::corrupt::{copy_lake, inject, Class};
 use ledger_reconcile::gen::generate_lake;
 use object_store::aws::AmazonS3Builder;
@@ -88,10 +89,16 @@ fn reconcile_bin() -> std::path::PathBuf {
 
 /// Runs the `reconcile` binary on `lake` with exactly `env` for AWS_*.
 fn reconcile(lake: &str, env: &[(String, String)]) -> Run {
+    reconcile_with(lake, env, &[])
+}
+
+/// [`reconcile`] with more arguments.
+fn reconcile_with(lake: &str, env: &[(String, String)], extra: &[&str]) -> Run {
     let json = tempfile::NamedTempFile::new().unwrap();
     let mut cmd = Command::new(reconcile_bin());
     cmd.args([lake, "--quiet", "--now-ms", &NOW_MS.to_string(), "--json"])
         .arg(json.path())
+        .args(extra)
         .env_remove("LEDGER_LAKE");
     with_env(&mut cmd, env);
     let started = Instant::now();
@@ -223,6 +230,78 @@ fn an_s3_lake_gets_the_same_verdict_and_findings_as_the_same_lake_on_disk() {
     server2.create_bucket(BUCKET);
     upload(&bucket_store(&server2), &root, "");
     assert_same_as_local(&root, &format!("s3://{BUCKET}"), &server2, 0);
+}
+
+#[test]
+fn a_night_on_s3_accounts_for_what_compaction_replaced_and_not_for_a_deleted_object() {
+    use ledger_compact::{compact_partition, Lake, Options};
+    use object_store::prefix::PrefixStore;
+    let server = S3Server::start();
+    server.create_bucket(BUCKET);
+    let store = bucket_store(&server);
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    generate_lake(&config(), &clean).unwrap();
+    upload(&store, &clean, "prod");
+    let lake = format!("s3://{BUCKET}/prod");
+    let ckpt = tmp.path().join("checkpoint");
+    let night = || {
+        let r = reconcile_with(
+            &lake,
+            &server.env(),
+            &["--checkpoint", ckpt.to_str().unwrap()],
+        );
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+        r
+    };
+    night();
+    // The nightly compaction on the bucket: the ETags its manifests record
+    // are the ones reconcile's listing sees.
+    let compactor = Lake::from_store(
+        Arc::new(PrefixStore::new(bucket_store(&server), "prod")),
+        &lake,
+    );
+    runtime().block_on(async {
+        for p in compactor.partitions(None).await.unwrap() {
+            compact_partition(&compactor, &p, &Options::default())
+                .await
+                .unwrap();
+        }
+    });
+    let r = night();
+    let i = &r.report.as_ref().unwrap()["incremental"];
+    assert!(i["files_gone"].as_u64().unwrap() > 0, "{i}");
+    assert_eq!(
+        (&i["files_lost"], &i["reproved_in_full"]),
+        (&0.into(), &false.into()),
+        "{i}"
+    );
+    assert!(i["rows_already_proved"].as_u64().unwrap() > 0, "{i}");
+    assert!(!r.stderr.contains("warning"), "{}", r.stderr);
+    // An object deleted by hand: lost, and the night proves the lake in full.
+    let victim = runtime().block_on(async {
+        let path = ObjectPath::from("prod/events/transfer");
+        let first = store.list(Some(&path)).next().await.unwrap().unwrap();
+        store.delete(&first.location).await.unwrap();
+        first.location.to_string()
+    });
+    let r = reconcile_with(
+        &lake,
+        &server.env(),
+        &["--checkpoint", ckpt.to_str().unwrap()],
+    );
+    let i = &r.report.as_ref().unwrap()["incremental"];
+    assert_eq!(
+        (&i["files_lost"], &i["reproved_in_full"]),
+        (&1.into(), &true.into()),
+        "{i}"
+    );
+    let key = victim.strip_prefix("prod/").unwrap();
+    assert!(
+        r.stderr.contains(key) && r.stderr.contains("other than by compaction"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
