@@ -1095,7 +1095,8 @@ fn lake_files(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
 /// changed amounts, balances, kinds, currencies, legs, dropped and resealed
 /// events…) is applied either to the history as delivered, each damaged file
 /// landing on the night of its newest event, or to the live lake between
-/// nights (proved files rewritten); some nights compact the lake first. Every
+/// nights (proved files rewritten), and some nights a proved file is deleted
+/// outright; some nights compact the lake first. Every
 /// night the run resumed from the last night's checkpoint must reach exactly
 /// the verdicts of a full proof of the same lake (in a random variant of the
 /// full proof's scheduling), damage to proved files included: a proved file
@@ -1111,7 +1112,7 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
     let first = env_u64("RECONCILE_INCR_SEED", 0);
     let most_operations = env_u64("RECONCILE_INCR_OPERATIONS", 300);
     let (mut reopened, mut late_nights, mut violated_nights) = (0, 0, 0);
-    let (mut rewritten, mut lost_nights, mut pending_nights) = (0, 0, 0);
+    let (mut rewritten, mut deleted, mut lost_nights, mut pending_nights) = (0, 0, 0, 0);
     for seed in first..first + rounds {
         let mut state = ledger_core::retry::splitmix64(seed ^ 0x6e69_6768_7473) | 1;
         let mut rng = |n: u64| xorshift(&mut state) % n.max(1);
@@ -1287,13 +1288,24 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
                     context.push_str(&format!("; after night {n}: {more:?}"));
                 }
             }
+            if n + 1 < nights && rng(12) == 0 {
+                // A proved file deleted outright (lost evidence).
+                let keys = common::files_under(&root, "events");
+                if keys.len() > 1 {
+                    let victim = &keys[rng(keys.len() as u64) as usize];
+                    std::fs::remove_file(root.join(victim)).unwrap();
+                    damaged = true;
+                    deleted += 1;
+                    context.push_str(&format!("; after night {n}: {victim} deleted"));
+                }
+            }
         }
     }
     eprintln!(
         "{rounds} rounds: {reopened} streams reopened, {late_nights} nights with late events, \
          {violated_nights} nights violated, {pending_nights} with findings pending, \
-         {rewritten} lakes damaged in place ({lost_nights} nights proved in full for a \
-         lost file)"
+         {rewritten} lakes damaged in place, {deleted} proved files deleted ({lost_nights} \
+         nights proved in full for a lost file)"
     );
     // The rounds went through the paths they are for.
     if rounds >= 20 {
