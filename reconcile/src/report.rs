@@ -115,6 +115,13 @@ impl Report {
             self.transfers,
             self.elapsed_ms as f64 / 1000.0
         );
+        if let Some(i) = self.incremental.filter(|i| i.files_lost > 0) {
+            s += &format!(
+                "  LOST      {} lake file version(s) the checkpoint proved left the lake other than by \
+                 compaction (stderr names the first): this run proved the lake from its first event\n",
+                i.files_lost
+            );
+        }
         // The first offending rows of `findings` (`label` before each).
         let rows = |s: &mut String, label: &str, findings: &[Finding]| {
             for f in findings.iter().take(SUMMARY_ROWS_MAX) {

@@ -110,6 +110,12 @@ fn xorshift(state: &mut u64) -> u64 {
 /// The CLI on the lake `root`: `reconcile ROOT --quiet --now-ms NOW ARGS…`;
 /// its exit code (-1: none) and stderr.
 fn cli(root: &Path, args: &[&str]) -> (i32, String) {
+    let (code, _, stderr) = cli_out(root, args);
+    (code, stderr)
+}
+
+/// [`cli`], with the summary on stdout too.
+fn cli_out(root: &Path, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_reconcile"))
         .arg(root.to_str().unwrap())
         .args(["--quiet", "--now-ms", &NOW_MS.to_string()])
@@ -119,6 +125,7 @@ fn cli(root: &Path, args: &[&str]) -> (i32, String) {
         .unwrap();
     (
         out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
@@ -433,10 +440,10 @@ fn a_proved_file_deleted_from_the_lake_is_lost_and_the_night_proves_the_lake_in_
     let (ck, js) = (ckpt.to_str().unwrap(), json.to_str().unwrap());
     let run = |extra: &[&str]| {
         let args = [&["--checkpoint", ck, "--json", js][..], extra].concat();
-        let (code, stderr) = cli(&root, &args);
+        let (code, stdout, stderr) = cli_out(&root, &args);
         let report: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-        (code, report, stderr)
+        (code, report, stdout + &stderr)
     };
     assert_eq!(run(&[]).0, 0, "the whole history holds");
     // One proved account file deleted, nothing in its place: the resumed
@@ -454,9 +461,9 @@ fn a_proved_file_deleted_from_the_lake_is_lost_and_the_night_proves_the_lake_in_
     );
     assert_eq!(i["reproved_in_full"], true, "{report}");
     assert!(
-        stderr.contains("other than by compaction")
-            && stderr.contains(&gone)
-            && stderr.contains("no compaction manifest"),
+        stderr.contains("reconcile: warning: 1 lake file version(s) the checkpoint proved left the lake other than by compaction")
+            && stderr.contains(&format!("first: {gone} is gone and no compaction manifest says it replaced it"))
+            && stderr.contains("  LOST      1 lake file version(s)"),
         "{stderr}"
     );
     let (_, full_report, _) = run(&["--full"]);
@@ -467,7 +474,10 @@ fn a_proved_file_deleted_from_the_lake_is_lost_and_the_night_proves_the_lake_in_
     assert_eq!(code, 1, "{report}");
     assert_eq!(report["incremental"]["reproved_in_full"], false, "{report}");
     assert_eq!(report["incremental"]["files_lost"], 0, "{report}");
-    assert!(!stderr.contains("warning"), "{stderr}");
+    assert!(
+        !stderr.contains("warning") && !stderr.contains("LOST"),
+        "{stderr}"
+    );
     // Compaction's deletions are accounted for by its manifests: no
     // warning, no proof in full.
     let proved = common::files_under(&root, "events").len();
@@ -481,7 +491,10 @@ fn a_proved_file_deleted_from_the_lake_is_lost_and_the_night_proves_the_lake_in_
         (&0.into(), &false.into()),
         "{report}"
     );
-    assert!(!stderr.contains("warning"), "{stderr}");
+    assert!(
+        !stderr.contains("warning") && !stderr.contains("LOST"),
+        "{stderr}"
+    );
 }
 
 #[test]
