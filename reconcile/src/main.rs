@@ -97,11 +97,13 @@ struct Cli {
     #[arg(long)]
     settle_wait: bool,
     /// Resume from the checkpoint FILE when it exists (read only the lake
-    /// files it has not proved; same verdicts as a full run while proved
-    /// files stay in the lake or compaction replaces them: rows it copied are
-    /// recognised by their hash chain), then write the new checkpoint there. Settled transfers are kept in archive segments
-    /// beside it (FILE.*.seg; keep them with FILE), and FILE.lock keeps a
-    /// second run off it. Format and guarantees: docs/RECONCILE.md.
+    /// files it has not proved; same verdicts as a full run: rows compaction
+    /// copied are recognised by their hash chain, and a proved file that left
+    /// the lake otherwise, which compaction's manifests do not account for,
+    /// makes the run prove the lake in full), then write the new checkpoint
+    /// there. Settled transfers are kept in archive segments beside it
+    /// (FILE.*.seg; keep them with FILE), and FILE.lock keeps a second run
+    /// off it. Format and guarantees: docs/RECONCILE.md.
     #[arg(long, value_name = "FILE")]
     checkpoint: Option<PathBuf>,
     /// Ignore the checkpoint's state and re-prove the lake from the first
