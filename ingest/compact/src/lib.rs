@@ -267,6 +267,9 @@ impl std::fmt::Display for PartitionReport {
             self.conflicts.len(),
             self.deleted
         )?;
+        if let Some(key) = &self.manifest {
+            write!(f, ", recorded in {key}")?;
+        }
         if self.stopped_early {
             write!(f, " (stopped early)")?;
         }

@@ -307,7 +307,9 @@ async fn the_cli_keeps_its_exit_code_contract_and_survives_a_real_crash() {
     );
     let stderr = String::from_utf8_lossy(&ok.stderr);
     assert!(
-        stderr.contains("rows/s") && stderr.contains("duplicates removed"),
+        stderr.contains("rows/s")
+            && stderr.contains("duplicates removed")
+            && stderr.contains("recorded in manifests/"),
         "{stderr}"
     );
     assert!(files(&dir).iter().all(|f| f.contains("/c-")));
