@@ -85,8 +85,15 @@ describe("ingest consumer worker: redelivery", () => {
 
     const c = compact(lake);
     assert.equal(c.code, 0, c.stderr);
-    const files = [...readTree(lake).keys()];
-    assert.ok(files.length > 0 && files.every((k) => /\/c-[0-9a-f]{32}\.parquet$/.test(k)), files.join());
+    const all = [...readTree(lake).keys()];
+    const files = all.filter((k) => k.startsWith("events/"));
+    assert.ok(files.length > 0 && files.every((k) => /\/c-[0-9a-f]{32}\.parquet$/.test(k)), all.join());
+    // Beside the lake files, one manifest per compacted partition (docs/LAKE.md).
+    const manifests = all.filter((k) => !k.startsWith("events/"));
+    assert.ok(
+      manifests.length === files.length && manifests.every((k) => /^manifests\/(account|transfer)\/date=[0-9-]+\/m-[0-9a-f]{32}\.json$/.test(k)),
+      all.join(),
+    );
     const duck = duckRead(lake);
     const afterIds = count(duck);
     assert.deepEqual([...afterIds].sort(), [...ids].sort(), "every event exactly once");
