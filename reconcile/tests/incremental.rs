@@ -287,20 +287,28 @@ fn many_nights_of_new_data_and_late_events_match_full_runs_and_keep_the_archive_
 /// Compacts every partition of the lake with the real `ledger-compact`:
 /// each partition's ingest files become `c-` files (the inputs deleted).
 fn compact_all(root: &Path) {
-    for outcome in compact_each(root) {
+    for outcome in compact_each(root, ledger_compact::StopAt::Never) {
         outcome.unwrap();
     }
 }
 
 /// Compacts each partition of the lake with the real `ledger-compact`, as
 /// its CLI does (a partition it refuses is left as it was, and the next one
-/// compacted): each partition's outcome.
-fn compact_each(root: &Path) -> Vec<Result<(), ledger_compact::CompactError>> {
+/// compacted), each stopping where `stop_at` says (what a crash there
+/// leaves): each partition's outcome.
+fn compact_each(
+    root: &Path,
+    stop_at: ledger_compact::StopAt,
+) -> Vec<Result<(), ledger_compact::CompactError>> {
     runtime().block_on(async {
         let lake = ledger_compact::Lake::open(root.to_str().unwrap()).unwrap();
         let mut outcomes = Vec::new();
+        let options = ledger_compact::Options {
+            dry_run: false,
+            stop_at,
+        };
         for p in lake.partitions(None).await.unwrap() {
-            let done = ledger_compact::compact_partition(&lake, &p, &Default::default()).await;
+            let done = ledger_compact::compact_partition(&lake, &p, &options).await;
             outcomes.push(done.map(|_| ()));
         }
         outcomes
@@ -1109,7 +1117,8 @@ fn lake_files(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
 /// events…) is applied either to the history as delivered, each damaged file
 /// landing on the night of its newest event, or to the live lake between
 /// nights (proved files rewritten), and some nights a proved file is deleted
-/// outright; some nights compact the lake first. Every
+/// outright; some nights compact the lake first (now and then stopping
+/// half-way, as a crash would). Every
 /// night the run resumed from the last night's checkpoint must reach exactly
 /// the verdicts of a full proof of the same lake (in a random variant of the
 /// full proof's scheduling), damage to proved files included: a proved file
@@ -1232,7 +1241,14 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
             if n > 0 && rng(4) == 0 {
                 // Compaction refuses a partition with a damaged file and
                 // leaves it as it was.
-                for outcome in compact_each(&root) {
+                // Now and then a compaction that crashed half-way (outputs
+                // and manifest written, no input or one input deleted).
+                let stop_at = match rng(6) {
+                    0 => ledger_compact::StopAt::AfterWrite,
+                    1 => ledger_compact::StopAt::AfterFirstDelete,
+                    _ => ledger_compact::StopAt::Never,
+                };
+                for outcome in compact_each(&root, stop_at) {
                     match outcome {
                         Ok(()) | Err(ledger_compact::CompactError::Damaged(_)) => {}
                         Err(e) => panic!("{context}: compaction: {e}"),
