@@ -248,12 +248,7 @@ impl Lake {
         table: Table,
     ) -> Result<(Vec<LakeFileInfo>, Vec<String>), Error> {
         let prefix = format!("{}{LAKE_EVENTS_PREFIX}/{}/", self.prefix, table.as_str());
-        let metas: Vec<_> = self
-            .store
-            .list(Some(&Path::from(prefix.as_str())))
-            .try_collect()
-            .await
-            .map_err(|e| Error::Lake(format!("cannot list {}{prefix}: {e}", self.name)))?;
+        let metas = self.list(&prefix).await?;
         let (mut files, mut ignored) = (Vec::new(), Vec::new());
         for m in metas {
             let full = m.location.to_string();
@@ -280,6 +275,16 @@ impl Lake {
         Ok((files, ignored))
     }
 
+    /// Every object under `prefix` (the full key prefix, the lake's own
+    /// prefix included).
+    async fn list(&self, prefix: &str) -> Result<Vec<object_store::ObjectMeta>, Error> {
+        self.store
+            .list(Some(&Path::from(prefix)))
+            .try_collect()
+            .await
+            .map_err(|e| Error::Lake(format!("cannot list {}{prefix}: {e}", self.name)))
+    }
+
     /// The compaction manifests of `partitions` (docs/LAKE.md, "Compaction
     /// manifests"), and for each object there that is not a manifest this
     /// build reads, its key and why. A store error is an error: a run must
@@ -291,13 +296,7 @@ impl Lake {
         let (mut manifests, mut unreadable) = (Vec::new(), Vec::new());
         for p in partitions {
             let prefix = format!("{}{}", self.prefix, manifest_prefix(p));
-            let metas: Vec<_> = self
-                .store
-                .list(Some(&Path::from(prefix.as_str())))
-                .try_collect()
-                .await
-                .map_err(|e| Error::Lake(format!("cannot list {}{prefix}: {e}", self.name)))?;
-            for m in metas {
+            for m in self.list(&prefix).await? {
                 let full = m.location.to_string();
                 let key = full.strip_prefix(&self.prefix).unwrap_or(&full).to_owned();
                 let bytes = async { self.store.get(&m.location).await?.bytes().await }

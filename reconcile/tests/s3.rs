@@ -156,16 +156,23 @@ fn assert_same_as_local(dir: &Path, s3_lake: &str, server: &S3Server, expected_c
     );
 }
 
-#[test]
-fn an_s3_lake_gets_the_same_verdict_and_findings_as_the_same_lake_on_disk() {
+/// A server with the bucket, a client of it, and the generated clean lake
+/// in `tmp/clean` uploaded under `prefix/`.
+fn clean_lake_on_s3(prefix: &str) -> (S3Server, Arc<dyn ObjectStore>, tempfile::TempDir) {
     let server = S3Server::start();
     server.create_bucket(BUCKET);
     let store = bucket_store(&server);
     let tmp = tempfile::tempdir().unwrap();
     let clean = tmp.path().join("clean");
     generate_lake(&config(), &clean).unwrap();
+    upload(&store, &clean, prefix);
+    (server, store, tmp)
+}
 
-    upload(&store, &clean, "nightly/clean");
+#[test]
+fn an_s3_lake_gets_the_same_verdict_and_findings_as_the_same_lake_on_disk() {
+    let (server, store, tmp) = clean_lake_on_s3("nightly/clean");
+    let clean = tmp.path().join("clean");
     assert_same_as_local(&clean, &format!("s3://{BUCKET}/nightly/clean"), &server, 0);
     let r = reconcile(&format!("s3://{BUCKET}/nightly/clean"), &server.env());
     let files = r.report.as_ref().unwrap()["files"].as_u64().unwrap();
@@ -236,13 +243,7 @@ fn an_s3_lake_gets_the_same_verdict_and_findings_as_the_same_lake_on_disk() {
 fn a_night_on_s3_accounts_for_what_compaction_replaced_and_not_for_a_deleted_object() {
     use ledger_compact::{compact_partition, Lake, Options};
     use object_store::prefix::PrefixStore;
-    let server = S3Server::start();
-    server.create_bucket(BUCKET);
-    let store = bucket_store(&server);
-    let tmp = tempfile::tempdir().unwrap();
-    let clean = tmp.path().join("clean");
-    generate_lake(&config(), &clean).unwrap();
-    upload(&store, &clean, "prod");
+    let (server, store, tmp) = clean_lake_on_s3("prod");
     let lake = format!("s3://{BUCKET}/prod");
     let ckpt = tmp.path().join("checkpoint");
     let night = || {
