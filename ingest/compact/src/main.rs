@@ -18,7 +18,9 @@ use ledger_ingest::Table;
     about = "Merge each lake partition's small Parquet files into large sorted files without duplicates",
     long_about = "Merge each lake partition (events/{table}/date={day}/) into c- files sorted by stream_key \
 and seq, duplicates removed, conflicting versions kept. Crash-safe: outputs are durable before any input \
-is deleted, and re-running after a crash converges. See docs/LAKE.md.\n\n\
+is deleted, and re-running after a crash converges. Before deleting, each compaction records the file \
+versions it replaced and its outputs in manifests/{table}/date={day}/m-<digest>.json, which lets a resumed \
+reconcile tell a file compaction replaced from one that was lost. See docs/LAKE.md.\n\n\
 Exit codes: 0 done, 1 a partition has a damaged file (left untouched), 2 error.",
     after_help = "Examples:\n  ledger-compact --lake .lake\n  ledger-compact --lake .lake --table account --date 2026-01-01 --dry-run\n  \
 AWS_ENDPOINT=https://ACCOUNT.r2.cloudflarestorage.com AWS_REGION=auto ledger-compact --lake s3://ledger-lake"
