@@ -197,6 +197,37 @@ async fn every_file_compaction_deletes_is_named_in_a_manifest_with_the_version_i
 }
 
 #[tokio::test]
+async fn a_manifest_that_cannot_be_written_deletes_nothing() {
+    let dir = small_file_lake("no-manifest");
+    let lake = lake_of(&dir);
+    // A file where the manifests' directory would go: every put under it fails.
+    std::fs::write(dir.join("manifests"), b"in the way").unwrap();
+    let before = view(&lake).await;
+    let victim = files(&dir)[0].clone();
+    let partition = parse_object_key(&victim).unwrap().partition;
+    let inputs: Vec<String> = files(&dir)
+        .into_iter()
+        .filter(|f| f.starts_with(&partition.prefix()))
+        .collect();
+    let err = compact_partition(&lake, &partition, &Options::default())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("manifests/"), "{err}");
+    let now = files(&dir);
+    for f in &inputs {
+        assert!(now.contains(f), "{f}: not deleted without its manifest");
+    }
+    assert_eq!(view(&lake).await, before);
+    // Once the manifest can be written, the re-run finishes.
+    std::fs::remove_file(dir.join("manifests")).unwrap();
+    let report = compact_partition(&lake, &partition, &Options::default())
+        .await
+        .unwrap();
+    assert!(report.manifest.is_some() && report.deleted > 0, "{report}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
 async fn a_file_is_read_only_in_the_version_listed() {
     let dir = small_file_lake("race");
     let lake = lake_of(&dir);
