@@ -345,6 +345,23 @@ impl Archive {
         self.pulled += out.len() as u64;
         Ok(out)
     }
+
+    /// Calls `visit` with every archived transfer's id and state, in id
+    /// order (the newest record of each), except the ids `open` says are in
+    /// the open state (their archived records are stale). Reads one block
+    /// of each segment at a time.
+    pub fn each(
+        &self,
+        open: &dyn Fn(&str) -> bool,
+        mut visit: impl FnMut(&str, &TransferState),
+    ) -> Result<(), String> {
+        let segments: Vec<&Segment> = self.segments.iter().collect();
+        let mut merged = Merged::new(&segments, open);
+        while let Some((id, state, _)) = merged.next_record()? {
+            visit(&id, &state);
+        }
+        Ok(())
+    }
 }
 
 /// The records of `segments` (oldest first) in id order, the newest of each

@@ -7,9 +7,10 @@
 //! (currency, last balance, deposits, withdrawals, live holds); per open
 //! transfer its [`TransferFacts`] and [`Legs`] (settled transfers are in the
 //! archive's segments beside the file, see `archive`); every per-stream
-//! finding so far; and the lake files already read (key → size and the
-//! store's version tag: keys are content-derived, and a file rewritten in
-//! place gets a new tag, so it is read again).
+//! finding so far; the tails earlier runs proved that the lake no longer
+//! holds (`owed`, see [`crate::retained`]); and the lake files already read
+//! (key → size and the store's version tag: keys are content-derived, and a
+//! file rewritten in place gets a new tag, so it is read again).
 //!
 //! How a run resumes (see `run`): the transfers the new files name are pulled
 //! back from the archive; files not in the checkpoint are merged in stream
@@ -48,14 +49,20 @@ use crate::codec::{self, Rows};
 use crate::facts::{AccountFacts, Legs, LegsTable, TransferState, Transfers};
 use crate::finding::Finding;
 use crate::names::{FxMap, Names};
+use crate::retained::Owed;
 use crate::stream::Tail;
 
 /// Version of the checkpoint format: a reconciler refuses any other. 4: an
 /// account's state keeps its last row's currency and overdraft limit. 5:
 /// every leg keeps the counterparty its event names. 6: legs and transfers
 /// keep when they were committed, and findings when their youngest row was
-/// (the settle window, `crate::settle`).
-pub const CHECKPOINT_VERSION: u32 = 6;
+/// (the settle window, `crate::settle`). 7: the tails owed
+/// (`crate::retained`).
+pub const CHECKPOINT_VERSION: u32 = 7;
+
+/// Versions this reconciler reads: a version-6 checkpoint is a version-7
+/// one that owes nothing.
+const CHECKPOINT_VERSIONS_READ: [u32; 2] = [6, CHECKPOINT_VERSION];
 
 /// Which stream, as the proof keys it: the table it was found in (a stream
 /// in the wrong table is proved apart from its namesake), its kind and key.
@@ -93,6 +100,9 @@ pub struct ProofState {
     pub archive: Archive,
     /// Transfers a cross-stream check has a finding on: never settled.
     pub flagged: HashSet<String>,
+    /// Tails earlier runs proved that the lake did not hold at this run
+    /// (sorted by stream): judged again by every run until it does.
+    pub owed: Vec<Owed>,
 }
 
 // ---- the file format -------------------------------------------------------
@@ -119,6 +129,17 @@ struct Header<'a> {
     /// it holds.
     archive: Vec<SegmentRef>,
     archived: u64,
+    /// Tails owed (absent before version 7).
+    #[serde(default)]
+    owed: Vec<OwedRec<'a>>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct OwedRec<'a> {
+    table: Cow<'a, str>,
+    stream: Stream,
+    key: Cow<'a, str>,
+    tail: Cow<'a, Tail>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -294,9 +315,9 @@ impl ProofState {
         let (header, body) = split_content(content)?;
         let f: Header =
             serde_json::from_slice(header).map_err(|e| format!("damaged header: {e}"))?;
-        if f.version != CHECKPOINT_VERSION {
+        if !CHECKPOINT_VERSIONS_READ.contains(&f.version) {
             return Err(format!(
-                "format version {} (this reconciler reads {CHECKPOINT_VERSION})",
+                "format version {} (this reconciler reads {CHECKPOINT_VERSIONS_READ:?})",
                 f.version
             ));
         }
@@ -329,6 +350,11 @@ impl ProofState {
                     account: s.account.map(|a| Box::new(a.into_owned())),
                 },
             );
+        }
+        for r in f.owed {
+            let table = table_of(&r.table)?;
+            p.owed
+                .push(((table, r.stream, r.key.into_owned()), r.tail.into_owned()));
         }
         for r in f.findings {
             let table = table_of(&r.table)?;
@@ -420,6 +446,16 @@ impl ProofState {
                 .collect(),
             archive: segments.clone(),
             archived,
+            owed: self
+                .owed
+                .iter()
+                .map(|((table, stream, key), tail)| OwedRec {
+                    table: Cow::Borrowed(table.as_str()),
+                    stream: *stream,
+                    key: Cow::Borrowed(key),
+                    tail: Cow::Borrowed(tail),
+                })
+                .collect(),
         };
         let header = serde_json::to_vec(&f).map_err(|e| err(e.to_string()))?;
         let tmp = path.with_extension("tmp");
@@ -494,9 +530,9 @@ fn frame(bytes: &[u8]) -> Result<(&[u8], &[u8]), String> {
         return Err("not a checkpoint (no LDGRCKPT header)".into());
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
-    if version != CHECKPOINT_VERSION {
+    if !CHECKPOINT_VERSIONS_READ.contains(&version) {
         return Err(format!(
-            "format version {version} (this reconciler reads {CHECKPOINT_VERSION})"
+            "format version {version} (this reconciler reads {CHECKPOINT_VERSIONS_READ:?})"
         ));
     }
     Ok(bytes.split_at(bytes.len() - 32))

@@ -29,7 +29,9 @@ pub mod mapped;
 pub mod merge;
 pub mod names;
 pub mod output;
+pub mod owing;
 pub mod report;
+pub mod retained;
 pub mod rows;
 pub mod run;
 pub mod settle;
@@ -40,7 +42,7 @@ pub use checkpoint::{CheckpointError, CheckpointLock, ProofState};
 pub use finding::{CheckResult, Finding};
 pub use lake::{Error, Lake};
 pub use report::Report;
-pub use run::{reconcile, reconcile_from, Options};
+pub use run::{reconcile, reconcile_from, reconcile_full_owing, Options};
 
 /// Exit code: every invariant holds.
 pub const EXIT_HELD: i32 = 0;

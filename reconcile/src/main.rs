@@ -106,8 +106,11 @@ struct Cli {
     /// off it. Format and guarantees: docs/RECONCILE.md.
     #[arg(long, value_name = "FILE")]
     checkpoint: Option<PathBuf>,
-    /// Ignore the checkpoint's state and re-prove the lake from the first
-    /// event (the checkpoint is still written afterwards).
+    /// Re-prove the lake from the first event instead of resuming, and
+    /// still judge that it holds every stream's tail the checkpoint proved
+    /// (completeness: proved_rows_missing, proved_row_changed); the
+    /// checkpoint is written afterwards. A checkpoint that cannot be read is
+    /// named and rebuilt.
     #[arg(long, requires = "checkpoint")]
     full: bool,
     /// Write every finding of every violated check, one row each, to FILE:
@@ -213,6 +216,31 @@ async fn reconcile_with(
     let resume = match &cli.checkpoint {
         Some(path) if !cli.full && path.exists() => {
             Some(ProofState::load(path, &cli.lake).map_err(|e| Error::Lake(e.to_string()))?)
+        }
+        Some(path) if path.exists() => {
+            // `--full`: the proof is from the first event, and the lake
+            // still owes what the checkpoint proved. A checkpoint that
+            // cannot be read (what `--full` is also for) owes nothing.
+            match ProofState::load(path, &cli.lake) {
+                Ok(prior) => {
+                    if opts.progress {
+                        eprintln!(
+                            "reconcile: full proof from the first event; the tails checkpoint {} proved are judged too \
+                             (checkpoint read in {:.1} s)",
+                            path.display(),
+                            started.elapsed().as_secs_f64()
+                        );
+                    }
+                    return ledger_reconcile::reconcile_full_owing(lake, opts, prior).await;
+                }
+                Err(e) => {
+                    eprintln!(
+                        "reconcile: warning: {e}\nThis full proof does not judge whether the lake still holds what that \
+                         checkpoint proved; it writes a new one"
+                    );
+                    None
+                }
+            }
         }
         _ => None,
     };

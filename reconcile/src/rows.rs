@@ -17,7 +17,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, Int64Array, StringViewArray, UInt16Array};
+use datafusion::arrow::array::{Array, Int64Array, StringArray, StringViewArray, UInt16Array};
 use datafusion::arrow::record_batch::RecordBatch;
 use ledger_events::event::same;
 use ledger_events::{EventRef, Stream, SCHEMA_VERSIONS_KNOWN};
@@ -75,6 +75,13 @@ pub(crate) fn col<T: Array + Clone + 'static>(
                 ))
             }),
     }
+}
+
+/// The string column `name` of `b` (as [`crate::lake::Lake::scan_columns`]
+/// reads it), if it has one of that type (any other shape is the proof's
+/// to report).
+pub(crate) fn strings(b: &RecordBatch, name: &str) -> Option<StringArray> {
+    col(b, name).ok().flatten()
 }
 
 fn req<T: Array + Clone + 'static>(b: &RecordBatch, name: &str) -> Result<T, BatchError> {

@@ -35,8 +35,9 @@ use crate::facts::Facts;
 use crate::finding::{CheckResult, Finding};
 use crate::lake::{Error, KeyGroup, Lake, LakeFileInfo, Select};
 use crate::names::FxMap;
+use crate::owing::{Owing, Proved};
 use crate::report::{Incremental, Report, REPORT_VERSION};
-use crate::rows::Row;
+use crate::rows::{strings, Row};
 use crate::stream::{Grouper, ScanStats, StreamRows, StreamView, Tail, Views};
 use ledger_events::event::HashCheck;
 
@@ -1061,15 +1062,6 @@ struct Touched {
     cleared: HashSet<String>,
 }
 
-/// The string column `name` of `b`, if it has one of that type (any other
-/// shape is the proof's to report).
-fn strings(
-    b: &datafusion::arrow::record_batch::RecordBatch,
-    name: &str,
-) -> Option<datafusion::arrow::array::StringArray> {
-    crate::rows::col(b, name).ok().flatten()
-}
-
 /// Adds the `transfer_id`s of `b`'s rows to `ids`.
 fn add_transfer_ids(b: &datafusion::arrow::record_batch::RecordBatch, ids: &mut HashSet<String>) {
     if let Some(t) = strings(b, "transfer_id") {
@@ -1246,10 +1238,37 @@ pub async fn reconcile_from(
     opts: &Options,
     resume: Option<ProofState>,
 ) -> Result<(Report, ProofState), Error> {
+    start(lake, opts, resume, None).await
+}
+
+/// A proof from the first event, as [`reconcile`] (`--full` with a
+/// checkpoint), that also judges whether the lake still holds every tail
+/// `prior` (the checkpoint's proof) proved and every tail it owed
+/// ([`crate::retained`]): re-proving the lake does not forget what it held.
+pub async fn reconcile_full_owing(
+    lake: &Lake,
+    opts: &Options,
+    prior: ProofState,
+) -> Result<(Report, ProofState), Error> {
+    start(lake, opts, None, Some(prior)).await
+}
+
+/// [`reconcile_from`], with the proof `set_aside` (its tails owed) when it
+/// is [`reconcile_full_owing`].
+async fn start(
+    lake: &Lake,
+    opts: &Options,
+    resume: Option<ProofState>,
+    mut set_aside: Option<ProofState>,
+) -> Result<(Report, ProofState), Error> {
     let started = Instant::now();
     let resumed = resume.is_some();
     let mut prior = resume.unwrap_or_default();
     let mut reproved_in_full = false;
+    // What earlier runs proved that the lake must still hold
+    // ([`crate::retained`]): the tails found not held before, and every
+    // tail of a proof set aside (lost files, or `--full`).
+    let owed = std::mem::take(&mut set_aside.as_mut().unwrap_or(&mut prior).owed);
     // A resumed run lists the lake first and accounts for every version it
     // proved that is gone (`custody`): one that compaction did not replace
     // may have taken rows with it, which only a proof of the lake as it is
@@ -1265,7 +1284,7 @@ pub async fn reconcile_from(
                 .await?;
         warn_custody(&custody);
         if !custody.lost.is_empty() {
-            prior = ProofState::default();
+            set_aside = Some(std::mem::take(&mut prior));
             reproved_in_full = true;
         }
         (Some(listed), custody)
@@ -1300,6 +1319,10 @@ pub async fn reconcile_from(
         transfer_files.clone(),
         subscription_files.clone(),
     );
+    let owing = Owing {
+        owed: &owed,
+        set_aside: set_aside.as_ref(),
+    };
     let resume = Resume {
         resumed,
         reproved_in_full,
@@ -1308,6 +1331,7 @@ pub async fn reconcile_from(
         subscription_files,
         custody: &custody,
         cleared: cleared.as_ref(),
+        owing,
     };
     if let Some(done) = prove_resumed(lake, opts, started, prior, resume).await? {
         return Ok(done);
@@ -1328,6 +1352,7 @@ pub async fn reconcile_from(
         subscription_files: listed.2,
         custody: &custody,
         cleared: None,
+        owing,
     };
     prove_resumed(lake, opts, started, ProofState::default(), full)
         .await?
@@ -1348,6 +1373,8 @@ struct Resume<'a> {
     custody: &'a Custody,
     /// See [`RunCtx::cleared`].
     cleared: Option<&'a HashSet<String>>,
+    /// The proved tails the lake must still hold.
+    owing: Owing<'a>,
 }
 
 /// The proof from `prior` (the checkpoint's state, its transfers pulled
@@ -1368,6 +1395,7 @@ async fn prove_resumed(
         subscription_files,
         custody,
         cleared,
+        owing,
     } = resume;
     let archive = std::mem::take(&mut prior.archive);
     let prior_files = prior.files;
@@ -1539,6 +1567,21 @@ async fn prove_resumed(
     facts.finish_transfers();
     trace(started, format_args!("transfers joined to their legs"));
     if opts.progress {
+        if let Some(p) = owing.set_aside {
+            eprintln!(
+                "reconcile: judging the tails of {} streams the set-aside checkpoint proved ({:.1} s)",
+                p.streams.len() as u64 + p.transfers.len() as u64 + p.archive.live,
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    let proved = Proved {
+        streams: &streams,
+        transfers: &facts.transfers,
+    };
+    let (owed_findings, owed) = crate::owing::judge(lake, &owing, &proved).await?;
+    trace(started, format_args!("proved tails judged"));
+    if opts.progress {
         eprintln!(
             "reconcile: cross-stream checks on {} transfers ({:.1} s)",
             facts.transfers.len(),
@@ -1580,7 +1623,16 @@ async fn prove_resumed(
             completeness::NAME,
             completeness::INVARIANT,
             completeness::PROVES,
-            per_check(completeness::NAME),
+            // With the proved tails the lake no longer holds, in order.
+            {
+                let mut all: Vec<&StreamFinding> = findings
+                    .iter()
+                    .filter(|f| f.check == completeness::NAME)
+                    .chain(&owed_findings)
+                    .collect();
+                all.sort_by(|a, b| (&a.stream, a.finding.seq).cmp(&(&b.stream, b.finding.seq)));
+                all.into_iter().map(|f| f.finding.clone()).collect()
+            },
         ),
         CheckResult::new(
             duplicates::NAME,
@@ -1669,12 +1721,18 @@ async fn prove_resumed(
         checks,
     };
     // A transfer with a cross-stream finding, pending or not, stays open
-    // (is not archived): the next run judges it again.
+    // (is not archived): the next run judges it again; so does one whose
+    // proved tail is owed (its tail is looked up among the open ones).
     let flagged = report
         .checks
         .iter()
         .filter(|c| CROSS_STREAM_CHECKS.contains(&c.name))
         .flat_map(|c| c.findings.iter().chain(&c.pending).map(|f| f.key.clone()))
+        .chain(
+            owed.iter()
+                .filter(|(id, _)| is_transfer(id.0, id.1))
+                .map(|(id, _)| id.2.clone()),
+        )
         .collect();
     let state = ProofState {
         streams,
@@ -1685,6 +1743,7 @@ async fn prove_resumed(
         files: all_files,
         archive,
         flagged,
+        owed,
     };
     Ok(Some((report, state)))
 }

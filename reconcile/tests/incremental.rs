@@ -475,6 +475,13 @@ fn a_proved_file_deleted_from_the_lake_is_lost_and_the_night_proves_the_lake_in_
         "{stderr}"
     );
     let (_, full_report, _) = run(&["--full"]);
+    // `--full` judges the checkpoint's tails too: the same findings,
+    // those of the streams whose proved rows were in the file included.
+    assert!(report["checks"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["code"] == "proved_rows_missing"));
     assert_eq!(report["checks"], full_report["checks"]);
     assert_eq!(full_report.get("incremental"), None);
     // The next night resumes from that proof as usual.
@@ -549,6 +556,153 @@ fn a_proved_file_rewritten_and_then_compacted_is_lost_and_the_night_proves_the_l
             i.reproved_in_full && i.files_lost == 1,
             "in place {in_place}: {i:?}"
         );
+    }
+}
+
+/// The findings of `r`'s completeness check about proved tails the lake no
+/// longer holds: (code, stream key, seq), in report order.
+fn owed(r: &Report) -> Vec<(&'static str, String, u64)> {
+    r.checks[0]
+        .findings
+        .iter()
+        .filter(|f| f.code.starts_with("proved_row"))
+        .map(|f| (f.code, f.key.clone(), f.seq.unwrap()))
+        .collect()
+}
+
+/// `r` without its findings about proved tails (what a proof of the lake
+/// alone, which knows of no earlier run, reports).
+fn without_owed(r: &Report) -> Report {
+    let mut r = r.clone();
+    for c in &mut r.checks {
+        c.findings.retain(|f| !f.code.starts_with("proved_row"));
+        c.violations = c.findings.len();
+        c.holds = c.findings.is_empty();
+    }
+    r.holds = r.checks.iter().all(|c| c.holds);
+    r
+}
+
+#[test]
+fn a_lake_that_lost_rows_a_night_proved_is_violated_until_they_are_back() {
+    for restored in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+        let events = history(37, 5, 240);
+        let half = events.len() / 2;
+        deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
+        assert!(night(&root, &ckpt).holds);
+        let first = common::files_under(&root, "events");
+        deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
+        assert!(night(&root, &ckpt).holds);
+        // Every file of the second night vanishes, every table's: what is
+        // left is the first night's history, which holds on its own.
+        let second: Vec<(String, Vec<u8>)> = common::files_under(&root, "events")
+            .into_iter()
+            .filter(|k| !first.contains(k))
+            .map(|k| (k.clone(), std::fs::read(root.join(&k)).unwrap()))
+            .collect();
+        for (key, _) in &second {
+            std::fs::remove_file(root.join(key)).unwrap();
+        }
+        assert!(
+            full(&root).holds,
+            "the first night's history holds on its own"
+        );
+        // The night knows better: every stream the second night extended
+        // lost the rows proved there, named from its first missing seq.
+        let mut expected: Vec<(&str, String, u64)> = Vec::new();
+        for e in &events[half..] {
+            if !expected.iter().any(|(_, k, _)| *k == e.stream_key) {
+                expected.push(("proved_rows_missing", e.stream_key.clone(), e.seq));
+            }
+        }
+        let by_stream = |v: &mut Vec<(&str, String, u64)>| {
+            v.sort_by(|a, b| (&a.1, a.2).cmp(&(&b.1, b.2)));
+        };
+        by_stream(&mut expected);
+        let r = night(&root, &ckpt);
+        let i = r.incremental.clone().unwrap();
+        assert!(i.reproved_in_full && i.files_lost == second.len(), "{i:?}");
+        let mut found = owed(&r);
+        by_stream(&mut found);
+        assert_eq!(found, expected);
+        assert!(!r.holds && r.checks[1..].iter().all(|c| c.holds));
+        assert_eq!(verdicts(&without_owed(&r)), verdicts(&full(&root)));
+        let f = &r.checks[0].findings[0];
+        assert!(
+            f.detail.contains("were proved by an earlier run")
+                && f.detail.contains("now ends at seq"),
+            "{}",
+            f.detail
+        );
+        // A night with nothing new: the lake still owes them.
+        let r = night(&root, &ckpt);
+        assert!(!r.incremental.as_ref().unwrap().reproved_in_full);
+        let mut again = owed(&r);
+        by_stream(&mut again);
+        assert_eq!(again, expected);
+        if restored {
+            // The files come back from a backup: every tail is held again.
+            for (key, bytes) in &second {
+                write_object(&root, key, bytes).unwrap();
+            }
+            let r = night(&root, &ckpt);
+            assert!(r.holds, "{}", verdicts(&r));
+            assert!(night(&root, &ckpt).holds);
+            continue;
+        }
+        // Another history takes their place: one account's rows from the
+        // second night re-timed by a millisecond and sealed again, every
+        // link re-chained, the rest as they were. The lake's chains are
+        // whole, and it holds on its own; but that account's tail is not
+        // what was proved.
+        let account = expected
+            .iter()
+            .find(|(_, k, _)| {
+                events
+                    .iter()
+                    .any(|e| e.stream == Stream::Account && e.stream_key == *k)
+            })
+            .unwrap()
+            .1
+            .clone();
+        let mut prev: Option<String> = None;
+        let rewritten: Vec<Event> = events[half..]
+            .iter()
+            .map(|e| {
+                if e.stream_key != account {
+                    return e.clone();
+                }
+                let mut e = e.clone();
+                if prev.is_none() {
+                    e.occurred_at_ms += 1;
+                } else {
+                    e.prev_hash = prev.clone().unwrap();
+                }
+                let e = e.seal();
+                prev = Some(e.hash.clone());
+                e
+            })
+            .collect();
+        deliver(&root, &rewritten.iter().collect::<Vec<_>>(), "c");
+        assert!(full(&root).holds, "the rewritten history holds on its own");
+        let last = events
+            .iter()
+            .filter(|e| e.stream_key == account)
+            .map(|e| e.seq)
+            .max()
+            .unwrap();
+        for _ in 0..2 {
+            let r = night(&root, &ckpt);
+            assert_eq!(
+                owed(&r),
+                vec![("proved_row_changed", account.clone(), last)]
+            );
+            assert!(r.checks[0].findings[0]
+                .detail
+                .contains("history was rewritten"));
+        }
     }
 }
 
@@ -634,6 +788,8 @@ fn late_redeliveries_and_rewritten_files_reopen_their_streams_and_violations_are
     assert!(i.transfers_pulled > 0, "{i:?}");
     assert!(!i.reproved_in_full, "{i:?}");
     assert!(inc.stats.plain_duplicates > 0);
+    let mut owing = Owing::default();
+    owing.night(&root, false);
 
     // Violations injected into already-proved history (the corruption tool
     // rewrites the files it touches): each is caught, exactly as a full run
@@ -657,7 +813,20 @@ fn late_redeliveries_and_rewritten_files_reopen_their_streams_and_violations_are
         let inc = night(&root, &ckpt);
         let fresh = full(&root);
         assert!(!fresh.holds, "{class:?} was injected");
-        assert_same(2 + n, &inc, &fresh);
+        // The same findings as a proof of the lake alone, and those of the
+        // proved rows the rewritten files no longer hold (the `gap` drops
+        // the conflict's second version, proved the night before).
+        assert_same(2 + n, &without_owed(&inc), &fresh);
+        let set_aside = inc.incremental.as_ref().unwrap().files_lost > 0;
+        let mut found = owed(&inc);
+        found.sort();
+        assert_eq!(found, owing.night(&root, set_aside), "{class:?}");
+        if class == Class::Gap {
+            assert!(
+                found.iter().any(|f| f.0 == "proved_row_changed"),
+                "{found:?}"
+            );
+        }
     }
 }
 
@@ -1111,6 +1280,117 @@ fn replaced(root: &Path) -> std::collections::HashSet<String> {
     keys
 }
 
+/// A stream as the proof keys it: table (from the file's key), stream, key.
+type StreamId = (String, String, String);
+
+/// Every row of every lake file at `root`: its stream, seq and hash.
+fn lake_rows(root: &Path) -> Vec<(StreamId, u64, String)> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    use arrow_array::Array;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let mut rows = Vec::new();
+    if !root.join("events").exists() {
+        return rows;
+    }
+    for key in common::files_under(root, "events") {
+        let table = key.split('/').nth(1).unwrap().to_owned();
+        let file = std::fs::File::open(root.join(&key)).unwrap();
+        for batch in ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap()
+        {
+            let batch = batch.unwrap();
+            let text = |name: &str| -> Vec<Option<String>> {
+                let col = batch.column_by_name(name).unwrap();
+                match col.as_string_opt::<i32>() {
+                    Some(s) => s.iter().map(|v| v.map(str::to_owned)).collect(),
+                    None => col
+                        .as_string_view()
+                        .iter()
+                        .map(|v| v.map(str::to_owned))
+                        .collect(),
+                }
+            };
+            let (stream, keys, hashes) = (text("stream"), text("stream_key"), text("hash"));
+            let seqs = batch
+                .column_by_name("seq")
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .clone();
+            for i in 0..batch.num_rows() {
+                if let (Some(s), Some(k), Some(h), true) =
+                    (&stream[i], &keys[i], &hashes[i], seqs.is_valid(i))
+                {
+                    let id = (table.clone(), s.clone(), k.clone());
+                    rows.push((id, seqs.value(i) as u64, h.clone()));
+                }
+            }
+        }
+    }
+    rows
+}
+
+/// What the lake owes, kept as the proof keeps it but from the lake's
+/// files alone: each stream's last seq and its hashes there after a night,
+/// and the tails a night found the lake no longer holds.
+#[derive(Default)]
+struct Owing {
+    tails: std::collections::BTreeMap<StreamId, (u64, std::collections::BTreeSet<String>)>,
+    owed: std::collections::BTreeMap<StreamId, (u64, std::collections::BTreeSet<String>)>,
+}
+
+impl Owing {
+    /// The findings (code, stream key, seq) a night on the lake at `root`
+    /// reports about proved tails, sorted, given whether it set its
+    /// checkpoint's proof aside (lost files): then every tail the last night
+    /// proved is owed, else only those owed before. Then moves to the night.
+    fn night(&mut self, root: &Path, set_aside: bool) -> Vec<(&'static str, String, u64)> {
+        let rows = lake_rows(root);
+        let mut judged = if set_aside {
+            std::mem::take(&mut self.tails)
+        } else {
+            Default::default()
+        };
+        judged.extend(std::mem::take(&mut self.owed));
+        let mut found = Vec::new();
+        for (id, (seq, proved)) in judged {
+            let ends = rows
+                .iter()
+                .filter(|r| r.0 == id)
+                .map(|r| r.1)
+                .max()
+                .unwrap_or(0);
+            let at: std::collections::BTreeSet<String> = rows
+                .iter()
+                .filter(|r| r.0 == id && r.1 == seq)
+                .map(|r| r.2.clone())
+                .collect();
+            if seq == 0 || proved.is_subset(&at) {
+                continue;
+            }
+            found.push(match (at.is_empty(), ends < seq) {
+                (true, true) => ("proved_rows_missing", id.2.clone(), ends + 1),
+                (true, false) => ("proved_rows_missing", id.2.clone(), seq),
+                (false, _) => ("proved_row_changed", id.2.clone(), seq),
+            });
+            self.owed.insert(id, (seq, proved));
+        }
+        for (id, seq, hash) in rows {
+            let tail = self.tails.entry(id).or_default();
+            if seq > tail.0 {
+                *tail = (seq, Default::default());
+            }
+            if seq == tail.0 {
+                tail.1.insert(hash);
+            }
+        }
+        found.sort();
+        found
+    }
+}
+
 /// Every lake file at `root` with its bytes.
 fn lake_files(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     common::files_under(root, "events")
@@ -1150,6 +1430,7 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
     let most_operations = env_u64("RECONCILE_INCR_OPERATIONS", 300);
     let (mut reopened, mut late_nights, mut violated_nights) = (0, 0, 0);
     let (mut rewritten, mut deleted, mut lost_nights, mut pending_nights) = (0, 0, 0, 0);
+    let mut owed_nights = 0;
     for seed in first..first + rounds {
         let mut state = ledger_core::retry::splitmix64(seed ^ 0x6e69_6768_7473) | 1;
         let mut rng = |n: u64| xorshift(&mut state) % n.max(1);
@@ -1247,6 +1528,7 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
         );
         // Whether the lake was damaged in place since the last night.
         let mut damaged = false;
+        let mut owing = Owing::default();
         for (n, keys) in landing.iter().enumerate() {
             for key in keys {
                 let to = root.join(key);
@@ -1295,9 +1577,19 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
                 ..night_opts
             };
             let fresh = full_with(&root, &variant);
-            let i = inc.incremental.unwrap_or_default();
+            let i = inc.incremental.clone().unwrap_or_default();
+            // What the night found of the proved tails the lake no longer
+            // holds is what the lake's files say.
+            let mut found = owed(&inc);
+            found.sort();
             assert_eq!(
-                verdicts(&inc),
+                found,
+                owing.night(&root, i.files_lost > 0),
+                "{context}: night {n}: the proved tails judged ({i:?})"
+            );
+            owed_nights += usize::from(!found.is_empty());
+            assert_eq!(
+                verdicts(&without_owed(&inc)),
                 verdicts(&fresh),
                 "{context}: night {n}: the resumed run differs from the full proof \
                  (handoff {}, split_first {}, by_date {}; {i:?})",
@@ -1354,15 +1646,15 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
         "{rounds} rounds: {reopened} streams reopened, {late_nights} nights with late events, \
          {violated_nights} nights violated, {pending_nights} with findings pending, \
          {rewritten} lakes damaged in place, {deleted} proved files deleted ({lost_nights} \
-         nights proved in full for a lost file)"
+         nights proved in full for a lost file), {owed_nights} nights with proved rows missing"
     );
     // The rounds went through the paths they are for.
     if rounds >= 20 {
         assert!(reopened > 0, "no stream was reopened in {rounds} rounds");
         assert!(late_nights > 0 && violated_nights > 0 && rewritten > 0 && pending_nights > 0);
         assert!(
-            lost_nights > 0,
-            "no night lost a proved file in {rounds} rounds"
+            lost_nights > 0 && owed_nights > 0,
+            "no night lost a proved file, or none lost proved rows, in {rounds} rounds"
         );
     }
 }

@@ -1,0 +1,201 @@
+//! Which proved tails a run judges, and the reads of the lake that decide
+//! them ([`crate::retained`] decides each one).
+//!
+//! A run judges the tails its checkpoint owes (found not held by an earlier
+//! run) and, when it set its checkpoint's proof aside because proved files
+//! were lost, every tail that proof kept: its streams', its open
+//! transfers', and its archived transfers' (walked in id order, one block
+//! of each segment at a time). A tail is owed once, the highest: an owed
+//! tail stands over the set-aside proof's tail of the same stream. Most
+//! are decided by this run's tail of the stream; a stream that now ends
+//! after its owed seq is decided by the hashes of its rows at that seq,
+//! read from the lake in one scan of four columns per table (only the
+//! streams concerned, by their keys).
+
+use std::collections::{BTreeMap, HashMap};
+
+use datafusion::arrow::array::{Array, Int64Array};
+use ledger_ingest::Table;
+
+use crate::checkpoint::{ProofState, StreamFinding, StreamId, StreamState};
+use crate::checks::completeness;
+use crate::facts::Transfers;
+use crate::lake::{Error, Lake};
+use crate::names::FxMap;
+use crate::retained::{self, Held, Owed};
+use crate::rows::strings;
+use crate::stream::Tail;
+
+/// At most this many keys go into a scan's filter; with more, every row is
+/// read and the keys are matched here.
+const FILTER_KEYS_MAX: usize = 1_000;
+
+/// What the lake owes this run's proof: the tails to judge.
+#[derive(Clone, Copy)]
+pub struct Owing<'a> {
+    /// Tails earlier runs found not held (the checkpoint's `owed`).
+    pub owed: &'a [Owed],
+    /// The checkpoint's proof, set aside because proved files were lost.
+    pub set_aside: Option<&'a ProofState>,
+}
+
+/// The proof's streams, to look a stream's tail up in.
+pub struct Proved<'a> {
+    pub streams: &'a FxMap<StreamId, StreamState>,
+    pub transfers: &'a Transfers,
+}
+
+impl Proved<'_> {
+    fn tail(&self, id: &StreamId) -> Option<&Tail> {
+        if id.0 == Table::Transfer && id.1 == ledger_events::Stream::Transfer {
+            self.transfers.state(&id.2).map(|s| &s.tail)
+        } else {
+            self.streams.get(id).map(|s| &s.tail)
+        }
+    }
+}
+
+/// Judges every tail `owing` names against the proof `now` (reading the
+/// lake where the proof cannot decide): the completeness findings of the
+/// tails not held, in stream order, and those tails (still owed).
+pub async fn judge(
+    lake: &Lake,
+    owing: &Owing<'_>,
+    now: &Proved<'_>,
+) -> Result<(Vec<StreamFinding>, Vec<Owed>), Error> {
+    let mut tails: BTreeMap<StreamId, Tail> = BTreeMap::new();
+    if let Some(p) = owing.set_aside {
+        for (id, st) in &p.streams {
+            tails.insert(id.clone(), st.tail.clone());
+        }
+        for (id, st) in p.transfers.iter() {
+            tails.insert(transfer(id), st.tail.clone());
+        }
+    }
+    for (id, tail) in owing.owed {
+        tails.insert(id.clone(), tail.clone());
+    }
+    let mut decided: Vec<(StreamId, Tail, Held)> = Vec::new();
+    let mut look: Vec<(StreamId, Tail)> = Vec::new();
+    let mut decide = |id: StreamId, tail: Tail, at: Option<&[String]>| {
+        if tail.last_seq == 0 {
+            return; // nothing of it was proved
+        }
+        match retained::judge(&tail, now.tail(&id), at) {
+            Held::Yes => {}
+            Held::Look => look.push((id, tail)),
+            held => decided.push((id, tail, held)),
+        }
+    };
+    if let Some(p) = owing.set_aside {
+        let open = |id: &str| p.is_open(id) || tails.contains_key(&transfer(id));
+        p.archive
+            .each(&open, |id, st| {
+                decide(transfer(id), st.tail.clone(), None);
+            })
+            .map_err(|e| Error::Lake(format!("checkpoint archive: {e}")))?;
+    }
+    for (id, tail) in tails {
+        decide(id, tail, None);
+    }
+    let found = hashes_at(lake, &look).await?;
+    for (id, tail) in &look {
+        let at = found
+            .get(&(id.0, id.1.as_str(), id.2.as_str()))
+            .map_or(&[][..], Vec::as_slice);
+        let held = retained::judge(tail, now.tail(id), Some(at));
+        if held != Held::Yes {
+            decided.push((id.clone(), tail.clone(), held));
+        }
+    }
+    decided.sort_by(|a, b| a.0.cmp(&b.0));
+    let findings = decided
+        .iter()
+        .filter_map(|(id, tail, held)| {
+            retained::finding(id, tail, held).map(|finding| StreamFinding {
+                check: completeness::NAME,
+                stream: id.clone(),
+                finding,
+            })
+        })
+        .collect();
+    Ok((
+        findings,
+        decided
+            .into_iter()
+            .map(|(id, tail, _)| (id, tail))
+            .collect(),
+    ))
+}
+
+fn transfer(id: &str) -> StreamId {
+    (
+        Table::Transfer,
+        ledger_events::Stream::Transfer,
+        id.to_owned(),
+    )
+}
+
+/// The hashes of the lake's rows at each `want`ed stream's owed seq, by
+/// (table, stream, key): one scan of `stream`, `stream_key`, `seq` and
+/// `hash` per table with a stream to look at.
+async fn hashes_at<'w>(
+    lake: &Lake,
+    want: &'w [(StreamId, Tail)],
+) -> Result<HashMap<(Table, &'static str, &'w str), Vec<String>>, Error> {
+    let mut found: HashMap<(Table, &'static str, &'w str), Vec<String>> = HashMap::new();
+    for &table in Table::ALL.iter() {
+        // By key: each stream of that key wanted, and its owed seq.
+        let mut seqs: HashMap<&'w str, Vec<(&'static str, u64)>> = HashMap::new();
+        for (id, tail) in want.iter().filter(|(id, _)| id.0 == table) {
+            seqs.entry(id.2.as_str())
+                .or_default()
+                .push((id.1.as_str(), tail.last_seq));
+        }
+        if seqs.is_empty() {
+            continue;
+        }
+        let mut keys: Vec<String> = seqs.keys().map(|k| (*k).to_owned()).collect();
+        keys.sort_unstable();
+        let files = lake.files(table).await?;
+        let filter = (keys.len() <= FILTER_KEYS_MAX).then_some(&keys[..]);
+        let columns = ["stream", "stream_key", "seq", "hash"];
+        lake.scan_columns(&files, &columns, filter, |b| {
+            let (Some(stream), Some(key), Some(seq), Some(hash)) = (
+                strings(b, "stream"),
+                strings(b, "stream_key"),
+                crate::rows::col::<Int64Array>(b, "seq").ok().flatten(),
+                strings(b, "hash"),
+            ) else {
+                return; // not the lake layout: the proof has said so
+            };
+            for i in 0..b.num_rows() {
+                if [
+                    stream.is_null(i),
+                    key.is_null(i),
+                    seq.is_null(i),
+                    hash.is_null(i),
+                ]
+                .contains(&true)
+                {
+                    continue;
+                }
+                let Some((&k, wanted)) = seqs.get_key_value(key.value(i)) else {
+                    continue;
+                };
+                let Some(&(s, owed)) = wanted.iter().find(|(s, _)| *s == stream.value(i)) else {
+                    continue;
+                };
+                if u64::try_from(seq.value(i)) == Ok(owed) {
+                    let at = found.entry((table, s, k)).or_default();
+                    let h = hash.value(i);
+                    if !at.iter().any(|x| x == h) {
+                        at.push(h.to_owned());
+                    }
+                }
+            }
+        })
+        .await?;
+    }
+    Ok(found)
+}

@@ -1,0 +1,239 @@
+//! Proved rows stay in the lake: what an earlier run proved of a stream is
+//! still there, as it was proved.
+//!
+//! A hash chain shows that no row *before* a stream's last one was removed,
+//! altered or reordered, but not that the last ones are still there: a lake
+//! that lost a stream's newest rows holds a shorter history that is
+//! consistent in itself, and a proof of the lake alone holds on it. What an
+//! earlier run proved is the remedy: its checkpoint keeps each stream's
+//! *tail* (the last seq proved and the hashes of its versions there), and
+//! the lake owes every tail for good.
+//!
+//! A tail is **held** when the lake has, at the stream's owed seq, rows with
+//! every hash the tail names (further versions there are conflicts, which
+//! the duplicates check judges). Every row before it is then held too: the
+//! same proof checks the chain up to it, so a row removed or changed before
+//! it is a `seq_gap` or a `chain_break` there. A tail not held is a
+//! completeness finding:
+//!
+//! - `proved_rows_missing`: the stream now ends before the owed seq (at the
+//!   first seq missing), or has rows after it but none at it (at the owed
+//!   seq);
+//! - `proved_row_changed`: the rows at the owed seq do not have the hashes
+//!   it was proved with (the history was rewritten from there back).
+//!
+//! Which tails a run judges (`crate::run`): a resumed run that proves the
+//! lake from its first event because proved files were lost
+//! (`crate::custody`) judges every tail its checkpoint kept; every run
+//! judges the tails earlier runs found not held (kept in the checkpoint as
+//! *owed* until the lake holds them again, say once the lost file is
+//! restored). This module decides one tail; reading the lake is the run's.
+
+use ledger_events::event_id;
+
+use crate::checkpoint::StreamId;
+use crate::finding::Finding;
+use crate::stream::Tail;
+
+/// A stream's tail an earlier run proved: what the lake owes.
+pub type Owed = (StreamId, Tail);
+
+/// Whether the lake holds an owed tail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Held {
+    /// Rows with every hash of the tail are at its seq.
+    Yes,
+    /// No row at the owed seq: the stream now ends at `ends` (0: no row of
+    /// it at all), or (`None`) has rows after the owed seq but not at it.
+    Missing { ends: Option<u64> },
+    /// Rows at the owed seq, without every hash it was proved with: the
+    /// hashes found there.
+    Changed { found: Vec<String> },
+    /// The stream now ends after the owed seq: the hashes of its rows at
+    /// the owed seq must be read to decide.
+    Look,
+}
+
+/// Decides whether the lake holds `owed`, from the stream's tail in this
+/// run's proof (`now`; `None`: the lake has no row of it) and, when read,
+/// the hashes of the lake's rows at the owed seq (`at`).
+pub fn judge(owed: &Tail, now: Option<&Tail>, at: Option<&[String]>) -> Held {
+    let seq = owed.last_seq;
+    let ends = now.map_or(0, |t| t.last_seq);
+    let found: Vec<String> = match at {
+        Some(at) => at.to_vec(),
+        None if ends < seq => return Held::Missing { ends: Some(ends) },
+        None if ends == seq => now
+            .map(|t| t.last_hashes.clone().into())
+            .unwrap_or_default(),
+        None => return Held::Look,
+    };
+    if found.is_empty() {
+        return Held::Missing {
+            ends: (ends < seq).then_some(ends),
+        };
+    }
+    let proved: Vec<String> = owed.last_hashes.clone().into();
+    if proved.iter().all(|h| found.contains(h)) {
+        Held::Yes
+    } else {
+        Held::Changed { found }
+    }
+}
+
+/// The completeness finding for a tail of `stream` the lake does not hold
+/// (`None` when it holds it, or has not been looked at).
+pub fn finding(stream: &StreamId, owed: &Tail, held: &Held) -> Option<Finding> {
+    let (_, kind, key) = stream;
+    let seq = owed.last_seq;
+    let proved = Vec::<String>::from(owed.last_hashes.clone()).join(", ");
+    let (code, at, detail) = match held {
+        Held::Yes | Held::Look => return None,
+        Held::Missing { ends: Some(0) } => (
+            "proved_rows_missing",
+            1,
+            format!(
+                "seqs 1..={seq} were proved by an earlier run (seq {seq} with hash {proved}) \
+                 and no row of the stream is in the lake"
+            ),
+        ),
+        Held::Missing { ends: Some(ends) } => (
+            "proved_rows_missing",
+            ends + 1,
+            format!(
+                "seqs {}..={seq} were proved by an earlier run (seq {seq} with hash {proved}) \
+                 and are not in the lake: the stream now ends at seq {ends}",
+                ends + 1
+            ),
+        ),
+        Held::Missing { ends: None } => (
+            "proved_rows_missing",
+            seq,
+            format!(
+                "seq {seq} was proved by an earlier run (hash {proved}) and is not in the lake, \
+                 though rows after it are"
+            ),
+        ),
+        Held::Changed { found } => {
+            let kept = Vec::<String>::from(owed.last_hashes.clone())
+                .iter()
+                .any(|h| found.contains(h));
+            (
+                "proved_row_changed",
+                seq,
+                format!(
+                    "seq {seq} was proved by an earlier run with hash {proved}; the lake's rows at \
+                     seq {seq} have hash {}: {}",
+                    found.join(", "),
+                    if kept {
+                        "a version proved there is gone"
+                    } else {
+                        "the stream's history was rewritten"
+                    }
+                ),
+            )
+        }
+    };
+    Some(Finding::new(code, key, detail).at(at, &event_id(*kind, key, at)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::LastHashes;
+    use ledger_events::Stream;
+    use ledger_ingest::Table;
+
+    fn hash(c: char) -> String {
+        std::iter::repeat_n(c, 64).collect()
+    }
+
+    fn tail(seq: u64, hashes: &[char]) -> Tail {
+        Tail {
+            last_seq: seq,
+            last_hashes: LastHashes::of(
+                hashes
+                    .iter()
+                    .map(|&c| hash(c))
+                    .collect::<Vec<_>>()
+                    .iter()
+                    .map(String::as_str),
+            ),
+        }
+    }
+
+    fn account() -> StreamId {
+        (Table::Account, Stream::Account, "acct_a".to_owned())
+    }
+
+    #[test]
+    fn a_stream_ending_at_its_owed_seq_holds_it_only_with_every_proved_hash() {
+        let owed = tail(7, &['a']);
+        assert_eq!(judge(&owed, Some(&tail(7, &['a'])), None), Held::Yes);
+        // A second version there is a conflict (the duplicates check's).
+        assert_eq!(judge(&owed, Some(&tail(7, &['b', 'a'])), None), Held::Yes);
+        let changed = judge(&owed, Some(&tail(7, &['b'])), None);
+        assert_eq!(
+            changed,
+            Held::Changed {
+                found: vec![hash('b')]
+            }
+        );
+        let f = finding(&account(), &owed, &changed).unwrap();
+        assert_eq!((f.code, f.seq), ("proved_row_changed", Some(7)));
+        assert_eq!(f.event_id.as_deref(), Some("account:acct_a:7"));
+        assert!(
+            f.detail.contains(&hash('a')) && f.detail.contains(&hash('b')),
+            "{}",
+            f.detail
+        );
+        // Both versions of a conflict were proved: both are owed.
+        let both = tail(7, &['a', 'b']);
+        let one_gone = judge(&both, Some(&tail(7, &['a'])), None);
+        assert!(matches!(one_gone, Held::Changed { .. }));
+        let f = finding(&account(), &both, &one_gone).unwrap();
+        assert!(
+            f.detail.ends_with("a version proved there is gone"),
+            "{}",
+            f.detail
+        );
+        assert_eq!(judge(&both, Some(&tail(7, &['b', 'a'])), None), Held::Yes);
+    }
+
+    #[test]
+    fn a_stream_ending_before_its_owed_seq_is_missing_from_the_first_absent_seq() {
+        let owed = tail(7, &['a']);
+        let short = judge(&owed, Some(&tail(4, &['c'])), None);
+        assert_eq!(short, Held::Missing { ends: Some(4) });
+        let f = finding(&account(), &owed, &short).unwrap();
+        assert_eq!((f.code, f.seq), ("proved_rows_missing", Some(5)));
+        assert!(
+            f.detail.contains("seqs 5..=7") && f.detail.contains("ends at seq 4"),
+            "{}",
+            f.detail
+        );
+        let none = judge(&owed, None, None);
+        assert_eq!(none, Held::Missing { ends: Some(0) });
+        let f = finding(&account(), &owed, &none).unwrap();
+        assert_eq!((f.code, f.seq), ("proved_rows_missing", Some(1)));
+        assert!(f.detail.contains("no row of the stream"), "{}", f.detail);
+    }
+
+    #[test]
+    fn a_stream_past_its_owed_seq_is_decided_by_the_rows_at_that_seq() {
+        let owed = tail(7, &['a']);
+        let now = tail(12, &['z']);
+        assert_eq!(judge(&owed, Some(&now), None), Held::Look);
+        assert_eq!(finding(&account(), &owed, &Held::Look), None);
+        assert_eq!(judge(&owed, Some(&now), Some(&[hash('a')])), Held::Yes);
+        let gap = judge(&owed, Some(&now), Some(&[]));
+        assert_eq!(gap, Held::Missing { ends: None });
+        let f = finding(&account(), &owed, &gap).unwrap();
+        assert_eq!((f.code, f.seq), ("proved_rows_missing", Some(7)));
+        assert!(f.detail.contains("rows after it are"), "{}", f.detail);
+        assert!(matches!(
+            judge(&owed, Some(&now), Some(&[hash('b')])),
+            Held::Changed { .. }
+        ));
+    }
+}
