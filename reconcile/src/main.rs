@@ -234,9 +234,12 @@ async fn reconcile_with(
                     return ledger_reconcile::reconcile_full_owing(lake, opts, prior).await;
                 }
                 Err(e) => {
+                    // Its help says to run with --full: this is that run.
+                    let e = e.to_string();
+                    let why = e.split("\nHelp:").next().unwrap_or(&e);
                     eprintln!(
-                        "reconcile: warning: {e}\nThis full proof does not judge whether the lake still holds what that \
-                         checkpoint proved; it writes a new one"
+                        "reconcile: warning: {why}\nThis full proof does not judge whether the lake still holds what \
+                         that checkpoint proved; it writes a new one"
                     );
                     None
                 }

@@ -851,8 +851,17 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
         "{err}"
     );
 
-    // --full ignores the damaged file and writes a good one.
-    assert_eq!(bin(&["--checkpoint", ck, "--full"]).0, 0);
+    // --full names the damaged file and writes a good one.
+    let (code, err) = bin(&["--checkpoint", ck, "--full"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("reconcile: warning: checkpoint")
+            && err.contains("not a checkpoint")
+            && err.contains(
+                "does not judge whether the lake still holds what that checkpoint proved"
+            ),
+        "{err}"
+    );
     assert_eq!(bin(&["--checkpoint", ck]).0, 0);
 
     // One altered byte anywhere, or a cut tail, and the checkpoint is refused

@@ -5,8 +5,9 @@
 //!
 //! What holding proves: no event of any stream present in the lake was
 //! removed, altered or reordered after it was hashed, except possibly the
-//! stream's *last* events (a hash chain cannot see a truncated tail; the
-//! edge's sweeper and the next night's run can).
+//! stream's *last* events (a hash chain cannot see a truncated tail; a run
+//! with a checkpoint can: the tails earlier runs proved are owed, see
+//! `crate::retained`, whose findings this check reports too).
 //!
 //! A transfer stream is also a saga's history ([`check_phases`]): `created`
 //! first; after it `reserved`, `failed` or `releasing`; after `reserved`,
