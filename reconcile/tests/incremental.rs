@@ -583,17 +583,40 @@ fn without_owed(r: &Report) -> Report {
     r
 }
 
+/// The first index at or after `near` before which every saga that started
+/// has ended (a night cut there leaves nothing in flight).
+fn quiet_cut(events: &[Event], near: usize) -> usize {
+    let mut open = std::collections::HashSet::new();
+    for (i, e) in events.iter().enumerate() {
+        if i >= near && open.is_empty() {
+            return i;
+        }
+        if e.stream == Stream::Transfer {
+            match e.kind.as_str() {
+                "captured" | "failed" | "released" => open.remove(&e.stream_key),
+                _ => open.insert(e.stream_key.clone()),
+            };
+        }
+    }
+    events.len()
+}
+
 #[test]
 fn a_lake_that_lost_rows_a_night_proved_is_violated_until_they_are_back() {
     for restored in [true, false] {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-        let events = history(37, 5, 240);
-        let half = events.len() / 2;
+        let events = history(37, 5, 360);
+        // Three nights' worth, each cut where no saga is in flight; the
+        // third is delivered only later.
+        let (half, later) = (
+            quiet_cut(&events, events.len() / 3),
+            quiet_cut(&events, events.len() * 2 / 3),
+        );
         deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
         assert!(night(&root, &ckpt).holds);
         let first = common::files_under(&root, "events");
-        deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
+        deliver(&root, &events[half..later].iter().collect::<Vec<_>>(), "b");
         assert!(night(&root, &ckpt).holds);
         // Every file of the second night vanishes, every table's: what is
         // left is the first night's history, which holds on its own.
@@ -612,7 +635,7 @@ fn a_lake_that_lost_rows_a_night_proved_is_violated_until_they_are_back() {
         // The night knows better: every stream the second night extended
         // lost the rows proved there, named from its first missing seq.
         let mut expected: Vec<(&str, String, u64)> = Vec::new();
-        for e in &events[half..] {
+        for e in &events[half..later] {
             if !expected.iter().any(|(_, k, _)| *k == e.stream_key) {
                 expected.push(("proved_rows_missing", e.stream_key.clone(), e.seq));
             }
@@ -643,6 +666,33 @@ fn a_lake_that_lost_rows_a_night_proved_is_violated_until_they_are_back() {
         by_stream(&mut again);
         assert_eq!(again, expected);
         if restored {
+            // The third night's rows land without the second's: the streams
+            // they extend have rows after their proved seqs but not those
+            // (read from the lake to decide), the rest still end before.
+            deliver(&root, &events[later..].iter().collect::<Vec<_>>(), "c");
+            let mut expected: Vec<(&str, String, u64)> = expected
+                .into_iter()
+                .map(|(code, key, seq)| {
+                    let ours = |e: &&Event| e.stream_key == key;
+                    match events[later..].iter().any(|e| ours(&e)) {
+                        true => {
+                            let proved = events[half..later].iter().filter(ours).map(|e| e.seq);
+                            (code, key.clone(), proved.max().unwrap())
+                        }
+                        false => (code, key, seq),
+                    }
+                })
+                .collect();
+            by_stream(&mut expected);
+            let r = night(&root, &ckpt);
+            let mut found = owed(&r);
+            by_stream(&mut found);
+            assert_eq!(found, expected);
+            assert!(r.checks[0]
+                .findings
+                .iter()
+                .any(|f| f.detail.contains("though rows after it are")));
+            assert_eq!(verdicts(&without_owed(&r)), verdicts(&full(&root)));
             // The files come back from a backup: every tail is held again.
             for (key, bytes) in &second {
                 write_object(&root, key, bytes).unwrap();
@@ -668,7 +718,7 @@ fn a_lake_that_lost_rows_a_night_proved_is_violated_until_they_are_back() {
             .1
             .clone();
         let mut prev: Option<String> = None;
-        let rewritten: Vec<Event> = events[half..]
+        let rewritten: Vec<Event> = events[half..later]
             .iter()
             .map(|e| {
                 if e.stream_key != account {
@@ -687,7 +737,7 @@ fn a_lake_that_lost_rows_a_night_proved_is_violated_until_they_are_back() {
             .collect();
         deliver(&root, &rewritten.iter().collect::<Vec<_>>(), "c");
         assert!(full(&root).holds, "the rewritten history holds on its own");
-        let last = events
+        let last = events[..later]
             .iter()
             .filter(|e| e.stream_key == account)
             .map(|e| e.seq)
