@@ -645,7 +645,7 @@ fn a_lake_that_lost_rows_a_night_proved_is_violated_until_they_are_back() {
         };
         by_stream(&mut expected);
         let r = night(&root, &ckpt);
-        let i = r.incremental.clone().unwrap();
+        let i = r.incremental.unwrap();
         assert!(i.reproved_in_full && i.files_lost == second.len(), "{i:?}");
         let mut found = owed(&r);
         by_stream(&mut found);
@@ -1636,7 +1636,7 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
                 ..night_opts
             };
             let fresh = full_with(&root, &variant);
-            let i = inc.incremental.clone().unwrap_or_default();
+            let i = inc.incremental.unwrap_or_default();
             // What the night found of the proved tails the lake no longer
             // holds is what the lake's files say.
             let mut found = owed(&inc);
