@@ -6,6 +6,8 @@
 #   reconcile incr.      reconcile with its checkpoint option, if `reconcile --help` shows one
 #   reconcile recompact  the same, resuming after the last day's files were rewritten under new keys
 #                        (what compacting a proved partition leaves)
+#   reconcile lost       the same, resuming after the last day's files were deleted (no manifest):
+#                        the lake proved in full, and every tail the checkpoint proved judged
 #   duckdb checks        bench/reconcile/checks.sql: the same eight checks in DuckDB SQL
 #   duckdb scan          bench/reconcile/scan.sql: one plain scan of the same columns (floor)
 #   datafusion scan      reconcile-testdata scan LAKE: the same scan through DataFusion (floor)
@@ -27,7 +29,7 @@
 #   CARGO_TARGET_DIR release target dir (default /var/tmp/ledger-target-release)
 #   SKIP_BUILD=1     use the binaries already in $CARGO_TARGET_DIR/release
 #   REPEAT           runs per measurement, the fastest is reported (default 1)
-#   ONLY             space-separated subset of: full incr recompact duckdb dscan fscan vscan
+#   ONLY             space-separated subset of: full incr recompact lost duckdb dscan fscan vscan
 #   INCREMENTAL_ARGS arguments of the incremental run (default: --checkpoint FILE)
 #   RESULTS          also append the table (markdown) to this file
 #   DUCKDB_MEMORY_LIMIT  DuckDB's memory_limit for checks.sql (default: DuckDB's own, 80 % of RAM)
@@ -47,7 +49,7 @@ LAKE_DIR="${LAKE_DIR:-/var/tmp/bench-lake-$EVENTS}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/ledger-target-release}"
 BIN="$CARGO_TARGET_DIR/release"
 REPEAT="${REPEAT:-1}"
-ONLY="${ONLY:-full incr recompact duckdb dscan fscan vscan}"
+ONLY="${ONLY:-full incr recompact lost duckdb dscan fscan vscan}"
 PY="${PYTHON:-python3}"
 # Far after every generated deadline (2100-01-01): the proof is reproducible, nothing dangles.
 NOW_MS=4102444800000
@@ -247,6 +249,26 @@ if has recompact; then
   NOTE[recompact]="${NOTE[recompact]:-resumed from a checkpoint of the whole lake after the $moved files of $last_day were rewritten under new keys: $copies rows recognised as copies of proved rows$full_instead}"
   sed 's/^/  recompact: /' "$W/recompact.err" >&2
 fi
+if has lost; then
+  # The night after the last day's files vanished (deleted by hand: no manifest accounts for
+  # them): a checkpoint of the whole lake (a hard-linked copy; not timed), the day's files of
+  # every table removed from the copy, and the timed run finds them lost, proves the lake from
+  # its first event and judges every stream's tail the checkpoint proved: the streams the day
+  # extended now end before their proved seqs (proved_rows_missing, exit 1).
+  mkdir -p "$W/lck"
+  lck="$W/lck/checkpoint"
+  lo_lake="$W/lost-lake"
+  cp -al "$LAKE_DIR" "$lo_lake"
+  nice -n 10 "$BIN/reconcile" "$lo_lake" --now-ms "$NOW_MS" --quiet --checkpoint "$lck" >/dev/null || true
+  last_day=$(find "$lo_lake/events" -mindepth 2 -maxdepth 2 -type d -name 'date=*' -printf '%f\n' | sort | tail -1)
+  removed=$(find "$lo_lake"/events/*/"$last_day" -name '*.parquet' | wc -l)
+  rm -rf "$lo_lake"/events/*/"$last_day"
+  cp -a "$W/lck" "$W/lck.before"
+  PRE="rm -rf '$W/lck' && cp -a '$W/lck.before' '$W/lck'" measure lost 1 "$BIN/reconcile" "$lo_lake" --now-ms "$NOW_MS" --checkpoint "$lck" --json "$W/lost.json"
+  owed=$("$PY" -c 'import json, sys; r = json.load(open(sys.argv[1])); print(sum(f["code"] == "proved_rows_missing" for c in r["checks"] for f in c["findings"]))' "$W/lost.json")
+  NOTE[lost]="${NOTE[lost]:-resumed from a checkpoint of the whole lake after the $removed files of $last_day were deleted: proved in full, $owed streams' proved rows missing}"
+  sed 's/^/  lost: /' "$W/lost.err" >&2
+fi
 if has duckdb; then
   # With reconcile's report of the same run, the same command also compares verdicts and
   # findings (reading a small JSON file: negligible next to the SQL).
@@ -287,10 +309,11 @@ done
   echo
   echo "| run | seconds | peak RSS MB | × floor (fastest scan) | notes |"
   echo "|---|---:|---:|---:|---|"
-  for key in full incr recompact duckdb dscan fscan vscan; do
+  for key in full incr recompact lost duckdb dscan fscan vscan; do
     case $key in
       full) name="reconcile full proof";; incr) name="reconcile incremental";;
       recompact) name="reconcile after a re-compacted day";;
+      lost) name="reconcile after a day's files were lost";;
       duckdb) name="DuckDB checks.sql";; dscan) name="DuckDB scan (floor)";; fscan) name="DataFusion scan (floor)";;
       vscan) name="verifying every event (DataFusion scan, hash, validation)";;
     esac

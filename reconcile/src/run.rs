@@ -1581,6 +1581,13 @@ async fn prove_resumed(
     };
     let (owed_findings, owed) = crate::owing::judge(lake, &owing, &proved).await?;
     trace(started, format_args!("proved tails judged"));
+    if opts.progress && !owed.is_empty() {
+        eprintln!(
+            "reconcile: {} stream tail(s) an earlier run proved are not in the lake as proved ({:.1} s)",
+            owed.len(),
+            started.elapsed().as_secs_f64()
+        );
+    }
     if opts.progress {
         eprintln!(
             "reconcile: cross-stream checks on {} transfers ({:.1} s)",
