@@ -266,7 +266,7 @@ if has lost; then
   cp -a "$W/lck" "$W/lck.before"
   PRE="rm -rf '$W/lck' && cp -a '$W/lck.before' '$W/lck'" measure lost 1 "$BIN/reconcile" "$lo_lake" --now-ms "$NOW_MS" --checkpoint "$lck" --json "$W/lost.json"
   owed=$("$PY" -c 'import json, sys; r = json.load(open(sys.argv[1])); print(sum(f["code"] == "proved_rows_missing" for c in r["checks"] for f in c["findings"]))' "$W/lost.json")
-  NOTE[lost]="${NOTE[lost]:-resumed from a checkpoint of the whole lake after the $removed files of $last_day were deleted: proved in full, $owed streams' proved rows missing}"
+  NOTE[lost]="${NOTE[lost]:-resumed from a checkpoint of the whole lake after the $removed files of $last_day were deleted: proved in full, proved rows missing in $owed streams}"
   sed 's/^/  lost: /' "$W/lost.err" >&2
 fi
 if has duckdb; then
