@@ -164,6 +164,14 @@ measure() {
   log "$key: ${best} s, peak RSS ${RSS[$key]} MB"
 }
 has() { [[ " $ONLY " == *" $1 "* ]]; }
+# A hard-linked copy of the lake at $W/NAME-lake and a checkpoint of all of it in
+# $W/NAME/checkpoint (not timed); LAST_DAY: the copy's last date partition.
+checkpointed_copy() {
+  mkdir -p "$W/$1"
+  cp -al "$LAKE_DIR" "$W/$1-lake"
+  nice -n 10 "$BIN/reconcile" "$W/$1-lake" --now-ms "$NOW_MS" --quiet --checkpoint "$W/$1/checkpoint" >/dev/null || true
+  LAST_DAY=$(find "$W/$1-lake/events" -mindepth 2 -maxdepth 2 -type d -name 'date=*' -printf '%f\n' | sort | tail -1)
+}
 # The CPU's model, family/model numbers and the flags the proof's hashing path depends on.
 cpu_line() {
   local model fam mod flags f have=()
@@ -232,12 +240,8 @@ if has recompact; then
   # whole lake (a hard-linked copy; not timed), then the last day's files of both tables get new
   # keys, as a compaction's rewrite of that day leaves them (the same rows in new files), and the
   # timed run resumes: every row of that day is a copy of a proved row (reconcile/src/copies.rs).
-  mkdir -p "$W/rck"
-  rck="$W/rck/checkpoint"
-  rc_lake="$W/rc-lake"
-  cp -al "$LAKE_DIR" "$rc_lake"
-  nice -n 10 "$BIN/reconcile" "$rc_lake" --now-ms "$NOW_MS" --quiet --checkpoint "$rck" >/dev/null || true
-  last_day=$(find "$rc_lake/events" -mindepth 2 -maxdepth 2 -type d -name 'date=*' -printf '%f\n' | sort | tail -1)
+  checkpointed_copy rck
+  rck="$W/rck/checkpoint" rc_lake="$W/rck-lake" last_day=$LAST_DAY
   moved=$(find "$rc_lake"/events/*/"$last_day" -name '*.parquet' | wc -l)
   # New keys, the same bytes, and the manifests compaction writes (without them the run
   # would find the proved files lost and prove the lake in full).
@@ -255,12 +259,8 @@ if has lost; then
   # every table removed from the copy, and the timed run finds them lost, proves the lake from
   # its first event and judges every stream's tail the checkpoint proved: the streams the day
   # extended now end before their proved seqs (proved_rows_missing, exit 1).
-  mkdir -p "$W/lck"
-  lck="$W/lck/checkpoint"
-  lo_lake="$W/lost-lake"
-  cp -al "$LAKE_DIR" "$lo_lake"
-  nice -n 10 "$BIN/reconcile" "$lo_lake" --now-ms "$NOW_MS" --quiet --checkpoint "$lck" >/dev/null || true
-  last_day=$(find "$lo_lake/events" -mindepth 2 -maxdepth 2 -type d -name 'date=*' -printf '%f\n' | sort | tail -1)
+  checkpointed_copy lck
+  lck="$W/lck/checkpoint" lo_lake="$W/lck-lake" last_day=$LAST_DAY
   removed=$(find "$lo_lake"/events/*/"$last_day" -name '*.parquet' | wc -l)
   rm -rf "$lo_lake"/events/*/"$last_day"
   cp -a "$W/lck" "$W/lck.before"

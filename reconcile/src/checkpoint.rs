@@ -129,17 +129,10 @@ struct Header<'a> {
     /// it holds.
     archive: Vec<SegmentRef>,
     archived: u64,
-    /// Tails owed (absent before version 7).
+    /// Tails owed, as streams without an account's state (absent before
+    /// version 7).
     #[serde(default)]
-    owed: Vec<OwedRec<'a>>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct OwedRec<'a> {
-    table: Cow<'a, str>,
-    stream: Stream,
-    key: Cow<'a, str>,
-    tail: Cow<'a, Tail>,
+    owed: Vec<StreamRec<'a>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -449,11 +442,12 @@ impl ProofState {
             owed: self
                 .owed
                 .iter()
-                .map(|((table, stream, key), tail)| OwedRec {
+                .map(|((table, stream, key), tail)| StreamRec {
                     table: Cow::Borrowed(table.as_str()),
                     stream: *stream,
                     key: Cow::Borrowed(key),
                     tail: Cow::Borrowed(tail),
+                    account: None,
                 })
                 .collect(),
         };
