@@ -583,6 +583,41 @@ fn without_owed(r: &Report) -> Report {
     r
 }
 
+#[test]
+fn a_version_6_checkpoint_resumes_as_one_that_owes_nothing() {
+    use sha2::{Digest, Sha256};
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(41, 4, 120);
+    let half = quiet_cut(&events, events.len() / 2);
+    deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
+    assert!(night(&root, &ckpt).holds);
+    // The file as version 6 wrote it: the same but for the version and the
+    // header's `owed` member, sealed with its SHA-256 again.
+    let bytes = std::fs::read(&ckpt).unwrap();
+    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&bytes[20..20 + len]).unwrap();
+    assert!(header.starts_with("{\"version\":7,") && header.ends_with(",\"owed\":[]}"));
+    let old = header
+        .replacen("{\"version\":7,", "{\"version\":6,", 1)
+        .replace(",\"owed\":[]}", "}");
+    let mut v6 = bytes[..8].to_vec();
+    v6.extend(6u32.to_le_bytes());
+    v6.extend((old.len() as u64).to_le_bytes());
+    v6.extend(old.as_bytes());
+    v6.extend(&bytes[20 + len..bytes.len() - 32]);
+    let digest = Sha256::digest(&v6);
+    v6.extend(digest);
+    std::fs::write(&ckpt, v6).unwrap();
+    deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
+    let r = night(&root, &ckpt);
+    let i = r.incremental.unwrap();
+    assert!(
+        r.holds && !i.reproved_in_full && i.files_skipped > 0,
+        "{i:?}"
+    );
+}
+
 /// The first index at or after `near` before which every saga that started
 /// has ended (a night cut there leaves nothing in flight).
 fn quiet_cut(events: &[Event], near: usize) -> usize {
