@@ -36,7 +36,7 @@ use crate::stream::{LastHashes, StreamView, Tail};
 
 pub const NAME: &str = "completeness";
 pub const INVARIANT: &str = "lake";
-pub const PROVES: &str = "every stream's seqs are contiguous from 1, every row hashes to its recorded hash and links to its predecessor, and every transfer and account stream is a path of its life (the saga, opened/frozen/unfrozen)";
+pub const PROVES: &str = "every stream's seqs are contiguous from 1, every row hashes to its recorded hash and links to its predecessor, and every transfer and account stream is a path of its life (the saga, opened/frozen/unfrozen); with a checkpoint, every stream still holds the rows earlier runs proved";
 
 /// Whether the saga enters `next` right after `prev`.
 fn follows(prev: TransferKind, next: TransferKind) -> bool {
