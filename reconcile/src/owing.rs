@@ -2,10 +2,13 @@
 //! them ([`crate::retained`] decides each one).
 //!
 //! A run judges the tails its checkpoint owes (found not held by an earlier
-//! run) and, when it set its checkpoint's proof aside because proved files
-//! were lost, every tail that proof kept: its streams', its open
-//! transfers', and its archived transfers' (walked in id order, one block
-//! of each segment at a time). A tail is owed once, the highest: an owed
+//! run); the checkpoint's tails of the streams it re-proved from their
+//! first event (a stream reopened by a late or altered row: its proof
+//! could end short of what was proved, if rows left the lake); and, when
+//! it set its checkpoint's proof aside because proved files were lost, or
+//! is `--full` with a checkpoint, every tail that proof kept: its streams',
+//! its open transfers', and its archived transfers' (walked in id order,
+//! one block of each segment at a time). A tail is owed once, the highest: an owed
 //! tail stands over the set-aside proof's tail of the same stream. Most
 //! are decided by this run's tail of the stream; a stream that now ends
 //! after its owed seq is decided by the hashes of its rows at that seq,
@@ -61,12 +64,15 @@ impl Proved<'_> {
     }
 }
 
-/// Judges every tail `owing` names against the proof `now` (reading the
-/// lake where the proof cannot decide): the completeness findings of the
-/// tails not held, in stream order, and those tails (still owed).
+/// Judges every tail `owing` names, and the checkpoint's tails of the
+/// streams this run `reopened` (re-proved from their first event: their
+/// rows were read again), against the proof `now`, reading the lake where
+/// the proof cannot decide: the completeness findings of the tails not
+/// held, in stream order, and those tails (still owed).
 pub async fn judge(
     lake: &Lake,
     owing: &Owing<'_>,
+    reopened: Vec<Owed>,
     now: &Proved<'_>,
 ) -> Result<(Vec<StreamFinding>, Vec<Owed>), Error> {
     let mut tails: BTreeMap<StreamId, Tail> = BTreeMap::new();
@@ -78,6 +84,7 @@ pub async fn judge(
             tails.insert(transfer(id), st.tail.clone());
         }
     }
+    tails.extend(reopened);
     for (id, tail) in owing.owed {
         tails.insert(id.clone(), tail.clone());
     }

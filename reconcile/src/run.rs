@@ -618,6 +618,9 @@ struct TableRun {
     /// history's transfers were not pulled back, so only a full proof
     /// reaches the verdicts ([`crate::copies`]).
     copies_failed: bool,
+    /// The checkpoint's tails of the streams re-proved from their first
+    /// event: the lake must still hold them ([`crate::retained`]).
+    reopened: Vec<crate::retained::Owed>,
 }
 
 /// What every table's proof in a run shares.
@@ -757,6 +760,7 @@ async fn prove_table(
     }
     // Pass 2: reopened streams, re-proved from their first event over every
     // file of the table (row groups outside their keys are pruned).
+    let mut reopened = Vec::new();
     if !reopen.is_empty() {
         inc.streams_reopened += reopen.len();
         if opts.progress {
@@ -766,6 +770,13 @@ async fn prove_table(
                 reopen.len()
             );
         }
+        reopened = reopen
+            .iter()
+            .filter_map(|id| {
+                let tail = proof.tail(id.0, id.1, &id.2)?;
+                (tail.last_seq > 0).then(|| (id.clone(), tail.clone()))
+            })
+            .collect();
         proof.withdraw(&reopen);
         let mut keys: Vec<String> = reopen.iter().map(|id| id.2.clone()).collect();
         keys.sort();
@@ -798,6 +809,7 @@ async fn prove_table(
         inc,
         files,
         copies_failed,
+        reopened,
     })
 }
 
@@ -1512,14 +1524,14 @@ async fn prove_resumed(
                     None,
                 )
                 .await?;
-                Ok((t.stats, t.inc, t.files, s))
+                Ok((t.stats, t.inc, t.files, t.reopened, s))
             })
         });
         (a.join(), x.join())
     });
     let panicked = |_| Error::Scan("a table's proof panicked".into());
     let (ra, helped, upper) = ra.map_err(panicked)??;
-    let (xstats, xinc, xfiles, mut rs) = rx.map_err(panicked)??;
+    let (xstats, xinc, xfiles, xreopened, mut rs) = rx.map_err(panicked)??;
     if ra.copies_failed {
         return Ok(None);
     }
@@ -1579,7 +1591,8 @@ async fn prove_resumed(
         streams: &streams,
         transfers: &facts.transfers,
     };
-    let (owed_findings, owed) = crate::owing::judge(lake, &owing, &proved).await?;
+    let reopened: Vec<_> = [ra.reopened, xreopened, rs.reopened].concat();
+    let (owed_findings, owed) = crate::owing::judge(lake, &owing, reopened, &proved).await?;
     trace(started, format_args!("proved tails judged"));
     if opts.progress && !owed.is_empty() {
         eprintln!(

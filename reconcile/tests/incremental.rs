@@ -583,6 +583,66 @@ fn without_owed(r: &Report) -> Report {
     r
 }
 
+/// The version of the lake file `key` under `root`, as the store lists it
+/// (what compaction records in a manifest).
+fn version_of(root: &Path, key: &str) -> ledger_ingest::FileVersion {
+    use object_store::{local::LocalFileSystem, path::Path as Key, ObjectStoreExt};
+    let store = LocalFileSystem::new_with_prefix(root).unwrap();
+    let meta = runtime().block_on(store.head(&Key::from(key))).unwrap();
+    ledger_ingest::FileVersion {
+        key: key.to_owned(),
+        size: meta.size,
+        e_tag: meta.e_tag,
+    }
+}
+
+#[test]
+fn a_compaction_that_drops_proved_rows_is_caught_by_the_streams_it_reopens() {
+    use ledger_ingest::{build_files, parse_object_key, read_file, FileLayer, Manifest};
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(43, 4, 200);
+    deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
+    assert!(night(&root, &ckpt).holds);
+    // A compactor that lies: it merges an account file into a compacted
+    // one without the last row of one account, and its manifest says the
+    // output holds the input's rows. The night accounts for the input (the
+    // manifest read exactly that version and its output is as written).
+    let input = common::files_under(&root, "events/account").remove(0);
+    let mut rows = read_file(&input, std::fs::read(root.join(&input)).unwrap().into()).unwrap();
+    let victim = rows.last().unwrap().event.stream_key.clone();
+    let at = rows
+        .iter()
+        .rposition(|r| r.event.stream_key == victim)
+        .unwrap();
+    let dropped = rows.remove(at).event;
+    let before = version_of(&root, &input);
+    let out = build_files(rows, FileLayer::Compacted).unwrap().remove(0);
+    write_object(&root, &out.key, &out.bytes).unwrap();
+    std::fs::remove_file(root.join(&input)).unwrap();
+    let partition = parse_object_key(&input).unwrap().partition;
+    let manifest = Manifest::new(&partition, vec![before], vec![version_of(&root, &out.key)]);
+    write_object(&root, &manifest.key(), &manifest.to_json()).unwrap();
+    // Its rows are copies short of the stream's tail: the stream is
+    // re-proved from its first event, and its proof ends before the seq
+    // the checkpoint proved.
+    let r = night(&root, &ckpt);
+    let i = r.incremental.unwrap();
+    assert!(
+        i.files_lost == 0 && !i.reproved_in_full && i.streams_reopened > 0,
+        "{i:?}"
+    );
+    assert_eq!(
+        owed(&r),
+        vec![("proved_rows_missing", victim.clone(), dropped.seq)],
+        "{}",
+        verdicts(&r)
+    );
+    // A proof of the lake alone cannot tell: the stream is shorter, and
+    // whole.
+    assert!(full(&root).checks[0].holds);
+}
+
 #[test]
 fn a_version_6_checkpoint_resumes_as_one_that_owes_nothing() {
     use sha2::{Digest, Sha256};
@@ -874,7 +934,7 @@ fn late_redeliveries_and_rewritten_files_reopen_their_streams_and_violations_are
     assert!(!i.reproved_in_full, "{i:?}");
     assert!(inc.stats.plain_duplicates > 0);
     let mut owing = Owing::default();
-    owing.night(&root, false);
+    owing.night(&root);
 
     // Violations injected into already-proved history (the corruption tool
     // rewrites the files it touches): each is caught, exactly as a full run
@@ -902,10 +962,9 @@ fn late_redeliveries_and_rewritten_files_reopen_their_streams_and_violations_are
         // proved rows the rewritten files no longer hold (the `gap` drops
         // the conflict's second version, proved the night before).
         assert_same(2 + n, &without_owed(&inc), &fresh);
-        let set_aside = inc.incremental.as_ref().unwrap().files_lost > 0;
         let mut found = owed(&inc);
         found.sort();
-        assert_eq!(found, owing.night(&root, set_aside), "{class:?}");
+        assert_eq!(found, owing.night(&root), "{class:?}");
         if class == Class::Gap {
             assert!(
                 found.iter().any(|f| f.0 == "proved_row_changed"),
@@ -1437,16 +1496,14 @@ struct Owing {
 
 impl Owing {
     /// The findings (code, stream key, seq) a night on the lake at `root`
-    /// reports about proved tails, sorted, given whether it set its
-    /// checkpoint's proof aside (lost files): then every tail the last night
-    /// proved is owed, else only those owed before. Then moves to the night.
-    fn night(&mut self, root: &Path, set_aside: bool) -> Vec<(&'static str, String, u64)> {
+    /// reports about proved tails, sorted: every tail the last night proved
+    /// that the lake no longer holds, and every one owed before that it
+    /// still does not. (A run judges only the tails it could have lost: all
+    /// of them after lost files, those of the streams it re-proved, those
+    /// owed; a tail not held is always among them.) Then moves to the night.
+    fn night(&mut self, root: &Path) -> Vec<(&'static str, String, u64)> {
         let rows = lake_rows(root);
-        let mut judged = if set_aside {
-            std::mem::take(&mut self.tails)
-        } else {
-            Default::default()
-        };
+        let mut judged = std::mem::take(&mut self.tails);
         judged.extend(std::mem::take(&mut self.owed));
         let mut found = Vec::new();
         for (id, (seq, proved)) in judged {
@@ -1678,7 +1735,7 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
             found.sort();
             assert_eq!(
                 found,
-                owing.night(&root, i.files_lost > 0),
+                owing.night(&root),
                 "{context}: night {n}: the proved tails judged ({i:?})"
             );
             owed_nights += usize::from(!found.is_empty());
