@@ -14,7 +14,11 @@
 //! full proof's by construction; the run names what was lost.
 //!
 //! What this cannot see is a compactor that lies (a manifest that names an
-//! output without some of its inputs' rows); `--full` re-reads everything.
+//! output without some of its inputs' rows): the streams whose rows it cut
+//! are re-proved when any of their rows are in the output (they are copies
+//! short of their tails), and their proved tails judged
+//! (`crate::retained`); a stream cut from the output whole is seen by
+//! `--full` with the checkpoint.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
