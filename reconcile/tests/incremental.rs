@@ -1719,6 +1719,8 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
                 ..opts()
             };
             let inc = night_with(&root, &ckpt, &night_opts);
+            // The files this night proved.
+            let proved_files = common::files_under(&root, "events");
             // The full proof in any of its variants (the CLI's: hand-off on,
             // split asked late, one date at a time) is the same proof.
             let variant = Options {
@@ -1783,10 +1785,12 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
                 if keys.len() > 1 {
                     let victim = &keys[rng(keys.len() as u64) as usize];
                     std::fs::remove_file(root.join(victim)).unwrap();
-                    // Unless a compaction that stopped half-way had already
-                    // replaced it: then its rows are in that compaction's
-                    // outputs, and the deletion is the one it would have made.
-                    damaged |= !replaced(&root).contains(victim);
+                    // Unless the damage above had just added it (the night
+                    // never proved it), or a compaction that stopped half-way
+                    // had already replaced it: then its rows are in that
+                    // compaction's outputs, and the deletion is the one it
+                    // would have made.
+                    damaged |= proved_files.contains(victim) && !replaced(&root).contains(victim);
                     deleted += 1;
                     context.push_str(&format!("; after night {n}: {victim} deleted"));
                 }
