@@ -8,8 +8,8 @@
 //! it set its checkpoint's proof aside because proved files were lost, or
 //! is `--full` with a checkpoint, every tail that proof kept: its streams',
 //! its open transfers', and its archived transfers' (walked in id order,
-//! one block of each segment at a time). A tail is owed once, the highest: an owed
-//! tail stands over the set-aside proof's tail of the same stream. Most
+//! one block of each segment at a time). Each stream is judged once: a
+//! tail owed stands over the checkpoint's tail of the same stream. Most
 //! are decided by this run's tail of the stream; a stream that now ends
 //! after its owed seq is decided by the hashes of its rows at that seq,
 //! read from the lake in one scan of four columns per table (only the

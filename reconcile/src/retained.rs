@@ -22,12 +22,14 @@
 //! - `proved_row_changed`: the rows at the owed seq do not have the hashes
 //!   it was proved with (the history was rewritten from there back).
 //!
-//! Which tails a run judges (`crate::run`): a resumed run that proves the
-//! lake from its first event because proved files were lost
-//! (`crate::custody`) judges every tail its checkpoint kept; every run
-//! judges the tails earlier runs found not held (kept in the checkpoint as
-//! *owed* until the lake holds them again, say once the lost file is
-//! restored). This module decides one tail; reading the lake is the run's.
+//! Which tails a run judges (`crate::owing`): a resumed run that proves
+//! the lake from its first event because proved files were lost, and
+//! `--full` with a checkpoint, judge every tail the checkpoint kept; a
+//! resumed run judges the tails of the streams it re-proved from their
+//! first event; every run judges the tails earlier runs found not held
+//! (kept in the checkpoint as *owed* until the lake holds them again, say
+//! once the lost file is restored). This module decides one tail; reading
+//! the lake is the run's.
 
 use ledger_events::event_id;
 
