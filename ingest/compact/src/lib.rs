@@ -115,8 +115,9 @@ impl Lake {
     }
 
     /// Every lake file under `prefix` as the listing shows it (key, size,
-    /// ETag), sorted by key. Other keys are ignored.
-    async fn lake_files(&self, prefix: &str) -> Result<Vec<FileVersion>, CompactError> {
+    /// ETag), sorted by key: the versions a manifest names. Other keys are
+    /// ignored.
+    pub async fn lake_files(&self, prefix: &str) -> Result<Vec<FileVersion>, CompactError> {
         let path = Path::from(prefix);
         let metas: Vec<_> = self
             .store

@@ -101,37 +101,18 @@ enum Cmd {
 
 /// See [`Cmd::Rekey`].
 fn rekey(lake: &std::path::Path, date: &str) -> Result<(), String> {
-    use futures::TryStreamExt;
-    use ledger_ingest::{object_key, parse_object_key, FileLayer, FileVersion, Manifest, Table};
-    use object_store::{local::LocalFileSystem, path::Path, ObjectStore, ObjectStoreExt};
+    use ledger_ingest::{object_key, FileLayer, Manifest, Table};
+    use object_store::{path::Path, ObjectStoreExt};
     use sha2::{Digest, Sha256};
 
-    let store =
-        LocalFileSystem::new_with_prefix(lake).map_err(|e| format!("{}: {e}", lake.display()))?;
+    let name = lake.to_str().ok_or("the lake path is not UTF-8")?;
+    let lake = &ledger_compact::Lake::open(name).map_err(|e| e.to_string())?;
+    let store = &lake.store;
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|e| e.to_string())?;
-    let list = |prefix: String| {
-        let store = &store;
-        async move {
-            let metas: Vec<_> = store
-                .list(Some(&Path::from(prefix.as_str())))
-                .try_collect()
-                .await
-                .map_err(|e| format!("list {prefix}: {e}"))?;
-            let mut files: Vec<FileVersion> = metas
-                .into_iter()
-                .map(|m| FileVersion {
-                    key: m.location.to_string(),
-                    size: m.size,
-                    e_tag: m.e_tag,
-                })
-                .filter(|f| parse_object_key(&f.key).is_some())
-                .collect();
-            files.sort();
-            Ok::<_, String>(files)
-        }
-    };
+    let list =
+        |prefix: String| async move { lake.lake_files(&prefix).await.map_err(|e| e.to_string()) };
     rt.block_on(async {
         let mut moved = 0;
         for table in Table::ALL {
@@ -169,10 +150,7 @@ fn rekey(lake: &std::path::Path, date: &str) -> Result<(), String> {
                 .map_err(|e| format!("put {}: {e}", manifest.key()))?;
             moved += outputs.len();
         }
-        println!(
-            "{}: {moved} files of {date} moved under new keys, with their manifests",
-            lake.display()
-        );
+        println!("{name}: {moved} files of {date} moved under new keys, with their manifests");
         Ok(())
     })
 }
