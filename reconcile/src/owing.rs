@@ -23,7 +23,7 @@ use ledger_ingest::Table;
 use crate::checkpoint::{ProofState, StreamFinding, StreamId, StreamState};
 use crate::checks::completeness;
 use crate::facts::Transfers;
-use crate::lake::{Error, Lake};
+use crate::lake::{Error, Lake, LakeFileInfo};
 use crate::names::FxMap;
 use crate::retained::{self, Held, Owed};
 use crate::rows::strings;
@@ -66,11 +66,13 @@ impl Proved<'_> {
 
 /// Judges every tail `owing` names, and the checkpoint's tails of the
 /// streams this run `reopened` (re-proved from their first event: their
-/// rows were read again), against the proof `now`, reading the lake where
-/// the proof cannot decide: the completeness findings of the tails not
-/// held, in stream order, and those tails (still owed).
+/// rows were read again), against the proof `now`, reading the lake's
+/// `files` (every table's, as the run listed them) where the proof cannot
+/// decide: the completeness findings of the tails not held, in stream
+/// order, and those tails (still owed).
 pub async fn judge(
     lake: &Lake,
+    files: &[LakeFileInfo],
     owing: &Owing<'_>,
     reopened: Vec<Owed>,
     now: &Proved<'_>,
@@ -120,7 +122,7 @@ pub async fn judge(
     for (id, tail) in tails {
         decide(id, tail, None);
     }
-    let found = hashes_at(lake, &look).await?;
+    let found = hashes_at(lake, files, &look).await?;
     for (id, tail) in &look {
         let at = found
             .get(&(id.0, id.1.as_str(), id.2.as_str()))
@@ -158,11 +160,12 @@ fn transfer(id: &str) -> StreamId {
     )
 }
 
-/// The hashes of the lake's rows at each `want`ed stream's owed seq, by
+/// The hashes of the rows of `files` at each `want`ed stream's owed seq, by
 /// (table, stream, key): one scan of `stream`, `stream_key`, `seq` and
 /// `hash` per table with a stream to look at.
 async fn hashes_at<'w>(
     lake: &Lake,
+    files: &[LakeFileInfo],
     want: &'w [(StreamId, Tail)],
 ) -> Result<HashMap<(Table, &'static str, &'w str), Vec<String>>, Error> {
     let mut found: HashMap<(Table, &'static str, &'w str), Vec<String>> = HashMap::new();
@@ -179,7 +182,7 @@ async fn hashes_at<'w>(
         }
         let mut keys: Vec<String> = seqs.keys().map(|k| (*k).to_owned()).collect();
         keys.sort_unstable();
-        let files = lake.files(table).await?;
+        let files: Vec<LakeFileInfo> = files.iter().filter(|f| f.table == table).cloned().collect();
         let filter = (keys.len() <= FILTER_KEYS_MAX).then_some(&keys[..]);
         let columns = ["stream", "stream_key", "seq", "hash"];
         lake.scan_columns(&files, &columns, filter, |b| {

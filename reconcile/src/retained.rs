@@ -88,7 +88,8 @@ pub fn judge(owed: &Tail, now: Option<&Tail>, at: Option<&[String]>) -> Held {
 pub fn finding(stream: &StreamId, owed: &Tail, held: &Held) -> Option<Finding> {
     let (_, kind, key) = stream;
     let seq = owed.last_seq;
-    let proved = Vec::<String>::from(owed.last_hashes.clone()).join(", ");
+    let hashes: Vec<String> = owed.last_hashes.clone().into();
+    let proved = hashes.join(", ");
     let (code, at, detail) = match held {
         Held::Yes | Held::Look => return None,
         Held::Missing { ends: Some(0) } => (
@@ -117,9 +118,7 @@ pub fn finding(stream: &StreamId, owed: &Tail, held: &Held) -> Option<Finding> {
             ),
         ),
         Held::Changed { found } => {
-            let kept = Vec::<String>::from(owed.last_hashes.clone())
-                .iter()
-                .any(|h| found.contains(h));
+            let kept = hashes.iter().any(|h| found.contains(h));
             (
                 "proved_row_changed",
                 seq,

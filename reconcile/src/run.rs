@@ -612,7 +612,8 @@ struct TableRun {
     proof: Proof,
     stats: ScanStats,
     inc: Incremental,
-    files: Vec<(String, String)>,
+    /// The table's files, as listed.
+    files: Vec<LakeFileInfo>,
     /// An account stream the pre-proof scan cleared (its old rows chain to
     /// its tail) had a row that does not hash to its recorded hash: its
     /// history's transfers were not pulled back, so only a full proof
@@ -802,7 +803,6 @@ async fn prove_table(
             started.elapsed().as_secs_f64()
         );
     }
-    let files = files.iter().map(|f| (f.key.clone(), f.stamp())).collect();
     Ok(TableRun {
         proof,
         stats,
@@ -1553,8 +1553,9 @@ async fn prove_resumed(
         inc.streams_reopened += i.streams_reopened;
         inc.rows_already_proved += i.rows_already_proved;
     }
+    let listed: Vec<LakeFileInfo> = ra.files.into_iter().chain(xfiles).chain(rs.files).collect();
     let all_files: std::collections::BTreeMap<String, String> =
-        ra.files.into_iter().chain(xfiles).chain(rs.files).collect();
+        listed.iter().map(|f| (f.key.clone(), f.stamp())).collect();
     if all_files.is_empty() {
         return Err(Error::Lake(format!(
             "{} holds no lake files under events/\nHelp: check the path (the lake root, not events/); \
@@ -1592,7 +1593,8 @@ async fn prove_resumed(
         transfers: &facts.transfers,
     };
     let reopened: Vec<_> = [ra.reopened, xreopened, rs.reopened].concat();
-    let (owed_findings, owed) = crate::owing::judge(lake, &owing, reopened, &proved).await?;
+    let (owed_findings, owed) =
+        crate::owing::judge(lake, &listed, &owing, reopened, &proved).await?;
     trace(started, format_args!("proved tails judged"));
     if opts.progress && !owed.is_empty() {
         eprintln!(
