@@ -82,8 +82,8 @@ pub struct Names {
 /// A name as its table slot holds it.
 #[derive(Debug, Clone, Copy)]
 struct Slot {
-    /// The first 16 bytes, zero-padded.
-    head: [u8; 16],
+    /// The first 16 bytes, zero-padded ([`head`]).
+    head: Head,
     len: u32,
     /// [`EMPTY`]: a free slot.
     sym: u32,
@@ -91,21 +91,53 @@ struct Slot {
 
 const EMPTY: u32 = u32::MAX;
 
-/// A name's first 16 bytes, zero-padded.
+/// A name's first 16 bytes, zero-padded, as two little-endian words.
+type Head = [u64; 2];
+
+/// A name's [`Head`], read with loads of the name's own bytes (overlapping
+/// where it is shorter than a word), never through a copy to the stack: a
+/// `memcpy` of a short name into a zeroed array, read back as words at once,
+/// stalls on store forwarding (a load that spans several smaller stores),
+/// and that stall was 2/3 of every lookup's time (~4 % of a proof).
 #[inline]
-fn head(b: &[u8]) -> [u8; 16] {
-    let mut h = [0u8; 16];
-    let n = b.len().min(16);
-    h[..n].copy_from_slice(&b[..n]);
-    h
+fn head(b: &[u8]) -> Head {
+    let n = b.len();
+    let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+    if n >= 16 {
+        return [word(0), word(8)];
+    }
+    if n >= 8 {
+        // The last 8 bytes, shifted down past the ones `word(0)` holds.
+        let hi = if n == 8 {
+            0
+        } else {
+            word(n - 8) >> ((16 - n) * 8)
+        };
+        return [word(0), hi];
+    }
+    let lo = if n >= 4 {
+        let half = |at: usize| {
+            u64::from(u32::from_le_bytes(
+                b[at..at + 4].try_into().expect("4 bytes"),
+            ))
+        };
+        // Two 4-byte reads that overlap where n < 8; the bytes they share agree.
+        half(0) | half(n - 4) << ((n - 4) * 8)
+    } else if n > 0 {
+        // n is 1, 2 or 3: the first, middle and last bytes cover them.
+        u64::from(b[0]) | u64::from(b[n / 2]) << (n / 2 * 8) | u64::from(b[n - 1]) << ((n - 1) * 8)
+    } else {
+        0
+    };
+    [lo, 0]
 }
 
 /// [`FxHasher`] over the head and the length (and any bytes past the head).
 #[inline]
-fn name_hash(b: &[u8], head: &[u8; 16]) -> u64 {
+fn name_hash(b: &[u8], head: &Head) -> u64 {
     let mut h = FxHasher::default();
-    h.write_u64(u64::from_le_bytes(head[..8].try_into().expect("8 bytes")));
-    h.write_u64(u64::from_le_bytes(head[8..].try_into().expect("8 bytes")));
+    h.write_u64(head[0]);
+    h.write_u64(head[1]);
     h.write_usize(b.len());
     if b.len() > 16 {
         h.write(&b[16..]);
@@ -163,7 +195,7 @@ impl Names {
         let n = (self.slots.len() * 2).max(64);
         self.slots = vec![
             Slot {
-                head: [0; 16],
+                head: [0; 2],
                 len: 0,
                 sym: EMPTY,
             };
@@ -228,6 +260,21 @@ fn slot(b: &[u8], sym: Sym) -> Slot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_head_is_the_first_16_bytes_zero_padded_at_every_length() {
+        let text = b"acc.gen.00000001.with-a-tail";
+        for n in 0..=text.len() {
+            let b = &text[..n];
+            let mut padded = [0u8; 16];
+            padded[..n.min(16)].copy_from_slice(&b[..n.min(16)]);
+            let want = [
+                u64::from_le_bytes(padded[..8].try_into().unwrap()),
+                u64::from_le_bytes(padded[8..].try_into().unwrap()),
+            ];
+            assert_eq!(head(b), want, "length {n}");
+        }
+    }
 
     #[test]
     fn names_keep_their_own_syms_in_any_order() {
