@@ -14,7 +14,7 @@ use ledger_events::event::same;
 use ledger_events::{AccountKind, EventRef, Stream};
 use serde::{Deserialize, Serialize};
 
-use crate::names::{FxHasher, Names, Sym};
+use crate::names::{FxHasher, FxMap, Names, Sym};
 use crate::stream::{StreamView, Tail};
 
 /// One account event that belongs to a transfer. Its event id is
@@ -152,7 +152,49 @@ pub struct AccountFacts {
     pub deposits: i128,
     pub withdrawals: i128,
     /// Holds live after the last event, by transfer id.
-    pub live: BTreeMap<String, Leg>,
+    pub live: LiveHolds,
+}
+
+/// An account's live holds, by transfer id. A hold is placed and then
+/// captured or released for nearly every transfer, so this map takes an
+/// insert and a remove for nearly every transfer (~9M each at 50M events).
+/// A hash map: as a `BTreeMap`, each was a walk of string comparisons and
+/// a move of the removed leg (~3 % of a 50M proof's samples in the two;
+/// 50M, 3 interleaved pairs: 37.9 → 36.7 s of CPU). Written (in a
+/// checkpoint) as a map in id order, as the `BTreeMap` was.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiveHolds(FxMap<String, Leg>);
+
+impl LiveHolds {
+    /// Places the hold of transfer `t` (replacing any it had).
+    fn insert(&mut self, t: String, leg: Leg) {
+        self.0.insert(t, leg);
+    }
+
+    /// Removes the hold of transfer `t`; returns its key, to reuse.
+    fn remove(&mut self, t: &str) -> Option<String> {
+        self.0.remove_entry(t).map(|(t, _)| t)
+    }
+
+    /// Every live hold, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Leg)> {
+        self.0.iter()
+    }
+}
+
+impl Serialize for LiveHolds {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut sorted: Vec<(&String, &Leg)> = self.0.iter().collect();
+        sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        s.collect_map(sorted)
+    }
+}
+
+impl<'de> Deserialize<'de> for LiveHolds {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let map = BTreeMap::<String, Leg>::deserialize(d)?;
+        Ok(LiveHolds(map.into_iter().collect()))
+    }
 }
 
 /// An account's last row's seq, and its status after it when known
@@ -212,8 +254,8 @@ impl SpareIds {
     }
 
     /// Keeps the key of a removed entry, if any, for a later `take`.
-    fn give<V>(&mut self, removed: Option<(String, V)>) {
-        if let Some((id, _)) = removed {
+    fn give(&mut self, removed: Option<String>) {
+        if let Some(id) = removed {
             if self.0.len() < SPARE_IDS {
                 self.0.push(id);
             }
@@ -1040,12 +1082,12 @@ impl Facts {
                     LegKind::Hold
                 }
                 Captured => {
-                    self.spare_ids.give(a.live.remove_entry(t));
+                    self.spare_ids.give(a.live.remove(t));
                     LegKind::Debit
                 }
                 Credited => LegKind::Credit,
                 _ => {
-                    self.spare_ids.give(a.live.remove_entry(t));
+                    self.spare_ids.give(a.live.remove(t));
                     LegKind::Release
                 }
             };
@@ -1066,7 +1108,7 @@ impl Facts {
         self.live_holds.clear();
         self.currencies.clear();
         for a in accounts {
-            for (t, leg) in &a.live {
+            for (t, leg) in a.live.iter() {
                 self.live_holds.push((t.clone(), *leg));
             }
             let sums = self
@@ -1345,6 +1387,37 @@ fn join_walk(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn live_holds_are_written_in_id_order_and_read_back_whole() {
+        let leg = |seq| Leg {
+            account: Sym(0),
+            amount: 5,
+            currency: Sym(1),
+            counterparty: Sym(2),
+            seq,
+            at_s: 7,
+        };
+        let mut live = LiveHolds::default();
+        for (i, t) in ["t-3", "t-1", "t-2", "t-0"].iter().enumerate() {
+            live.insert((*t).into(), leg(i as u64));
+        }
+        assert_eq!(live.remove("t-2"), Some("t-2".into()));
+        assert_eq!(live.remove("t-2"), None);
+        live.insert("t-3".into(), leg(9)); // a second hold replaces the first
+        let json = serde_json::to_string(&live).unwrap();
+        let ids: Vec<&str> = json
+            .match_indices("\"t-")
+            .map(|(i, _)| &json[i + 1..i + 4])
+            .collect();
+        assert_eq!(ids, ["t-0", "t-1", "t-3"], "{json}");
+        let back: LiveHolds = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, live);
+        assert_eq!(
+            back.iter().find(|(t, _)| *t == "t-3").map(|(_, l)| l.seq),
+            Some(9)
+        );
+    }
 
     fn state(seq: u64) -> TransferState {
         TransferState {
