@@ -512,6 +512,71 @@ fn a_proved_file_deleted_from_the_lake_is_lost_and_the_night_proves_the_lake_in_
     );
 }
 
+/// `reconcile-testdata rekey` (the benchmark's `recompact` night) leaves what compacting a
+/// proved partition leaves: the same rows under new keys, and a manifest for each table's
+/// partition, so the next night accounts for every moved file and loses none.
+#[test]
+fn rekey_moves_a_dates_files_as_compaction_would_and_the_next_night_accounts_for_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let json = dir.path().join("report.json");
+    deliver(&root, &history(31, 6, 240).iter().collect::<Vec<_>>(), "a");
+    let (ck, js) = (ckpt.to_str().unwrap(), json.to_str().unwrap());
+    let run = || {
+        let (code, _, stderr) = cli_out(&root, &["--checkpoint", ck, "--json", js]);
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        (code, report, stderr)
+    };
+    assert_eq!(run().0, 0, "the history holds");
+    let before = common::files_under(&root, "events");
+    let date = |key: &str| key.split("date=").nth(1).unwrap()[..10].to_owned();
+    let day = date(&before[0]);
+    let of_day: Vec<&String> = before.iter().filter(|k| date(k) == day).collect();
+    let rekey = |day: &str| {
+        Command::new(env!("CARGO_BIN_EXE_reconcile-testdata"))
+            .args(["rekey", root.to_str().unwrap(), "--date", day])
+            .output()
+            .unwrap()
+    };
+    let out = rekey(&day);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = common::files_under(&root, "events");
+    assert_eq!(after.len(), before.len());
+    let moved: Vec<&String> = after.iter().filter(|k| !before.contains(k)).collect();
+    assert_eq!(moved.len(), of_day.len(), "{after:?}");
+    assert!(
+        moved.iter().all(|k| date(k) == day && k.contains("/c-")),
+        "{moved:?}"
+    );
+    let manifests = common::files_under(&root, "manifests");
+    let tables: std::collections::BTreeSet<&str> = of_day
+        .iter()
+        .map(|k| k.split('/').nth(1).unwrap())
+        .collect();
+    assert_eq!(manifests.len(), tables.len(), "{manifests:?}");
+    let (code, report, stderr) = run();
+    assert_eq!(code, 0, "{report}");
+    let i = &report["incremental"];
+    assert_eq!(
+        (&i["files_gone"], &i["files_lost"], &i["reproved_in_full"]),
+        (&of_day.len().into(), &0.into(), &false.into()),
+        "{report}"
+    );
+    assert!(!stderr.contains("warning"), "{stderr}");
+    // A date with no files is named, not a silent success.
+    let out = rekey("1999-01-01");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("holds no lake file of 1999-01-01"),
+        "{out:?}"
+    );
+}
+
 #[test]
 fn a_proved_file_rewritten_and_then_compacted_is_lost_and_the_night_proves_the_lake_in_full() {
     use ledger_ingest::{build_files, read_file, FileLayer};

@@ -150,6 +150,12 @@ fn rekey(lake: &std::path::Path, date: &str) -> Result<(), String> {
                 .map_err(|e| format!("put {}: {e}", manifest.key()))?;
             moved += outputs.len();
         }
+        if moved == 0 {
+            return Err(format!(
+                "{name} holds no lake file of {date}\nHelp: DATE is a partition's date, \
+                 YYYY-MM-DD (the date=... directories under events/)"
+            ));
+        }
         println!("{name}: {moved} files of {date} moved under new keys, with their manifests");
         Ok(())
     })
