@@ -997,10 +997,24 @@ pub struct HashCheck {
     digests: Vec<[u8; 32]>,
 }
 
+/// How many events [`HashCheck::check`] encodes and then hashes at a time:
+/// their encodings (~400 bytes each, ~100 KB) stay in the core's L2 cache
+/// between being written and being hashed. Encoding a whole chunk of rows
+/// first (thousands of events, megabytes) sent them out to L3 or memory
+/// and back.
+const HASH_BLOCK_EVENTS: usize = 256;
+
 impl HashCheck {
     /// Appends to `ok`, for each of `events` in order, whether its recorded
     /// hash is the SHA-256 of its canonical encoding.
     pub fn check(&mut self, events: &[&EventRef<'_>], ok: &mut Vec<bool>) {
+        ok.reserve(events.len());
+        for block in events.chunks(HASH_BLOCK_EVENTS) {
+            self.check_block(block, ok);
+        }
+    }
+
+    fn check_block(&mut self, events: &[&EventRef<'_>], ok: &mut Vec<bool>) {
         self.text.clear();
         self.ends.clear();
         for e in events {
