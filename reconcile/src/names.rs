@@ -98,7 +98,7 @@ type Head = [u64; 2];
 /// where it is shorter than a word), never through a copy to the stack: a
 /// `memcpy` of a short name into a zeroed array, read back as words at once,
 /// stalls on store forwarding (a load that spans several smaller stores),
-/// and that stall was 2/3 of every lookup's time (~4 % of a proof).
+/// and that stall was 2/3 of every lookup's time (~3 % of a proof's CPU).
 #[inline]
 fn head(b: &[u8]) -> Head {
     let n = b.len();
