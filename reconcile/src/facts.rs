@@ -414,12 +414,30 @@ impl Transfers {
         self.merge_sorted(other.rows);
     }
 
+    /// Every row's syms through `to`. Millions of rows on two threads: a
+    /// walk of every row (~1.3 GB at 50M events) between the end of the
+    /// tables' passes and the checks, when the other core is idle (50M:
+    /// 0.27 → 0.14 s).
     fn remap(&mut self, to: &[Sym]) {
-        for (_, s) in &mut self.rows {
-            s.facts.remap(to);
+        let remap = |rows: &mut [(Box<str>, TransferState)]| {
+            for (_, s) in rows {
+                s.facts.remap(to);
+            }
+        };
+        if self.rows.len() < REMAP_TWO_THREADS_ROWS {
+            return remap(&mut self.rows);
         }
+        let half = self.rows.len() / 2;
+        let (low, high) = self.rows.split_at_mut(half);
+        std::thread::scope(|scope| {
+            scope.spawn(|| remap(low));
+            remap(high);
+        });
     }
 }
+
+/// From this many rows [`Transfers::remap`] splits its walk over two threads.
+const REMAP_TWO_THREADS_ROWS: usize = 65_536;
 
 /// Per transfer id, the legs the account streams hold: dense rows, found
 /// through an index-only hash table (4 bytes a slot, so growing it moves
