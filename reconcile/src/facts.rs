@@ -1457,6 +1457,27 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_remap_reaches_every_row_on_one_thread_or_two() {
+        for n in [3, REMAP_TWO_THREADS_ROWS + 3] {
+            let mut t = Transfers::default();
+            for i in 0..n {
+                let mut st = state(1);
+                st.facts.phase = Sym(i as u32 % 3);
+                st.facts.source = Some(Sym(2));
+                t.put(&format!("t-{i:08}"), st);
+            }
+            t.end_pass();
+            t.remap(&[Sym(10), Sym(11), Sym(12)]);
+            assert_eq!(t.len(), n);
+            for (i, (_, s)) in t.iter().enumerate() {
+                assert_eq!(s.facts.phase, Sym(10 + i as u32 % 3), "row {i} of {n}");
+                assert_eq!(s.facts.source, Some(Sym(12)), "row {i} of {n}");
+                assert_eq!(s.facts.currency, None);
+            }
+        }
+    }
+
     fn seqs(t: &Transfers) -> Vec<(&str, u64)> {
         t.iter().map(|(id, s)| (id, s.tail.last_seq)).collect()
     }
