@@ -310,6 +310,12 @@ pub struct TransferState {
 pub struct Transfers {
     rows: Vec<(Box<str>, TransferState)>,
     pass: Vec<(Box<str>, TransferState)>,
+    /// Whether a stream was put in the pass at or before the one put
+    /// before it (then the pass is sorted at its end). Decided as each
+    /// stream is put, when the last id is still in the cache: checked at
+    /// the end, over millions of ids, it cost ~0.15 s at 50M events at the
+    /// end of the transfer thread's pass.
+    pass_out_of_order: bool,
 }
 
 impl Transfers {
@@ -321,6 +327,7 @@ impl Transfers {
         Transfers {
             rows,
             pass: Vec::new(),
+            pass_out_of_order: false,
         }
     }
 
@@ -356,6 +363,9 @@ impl Transfers {
 
     /// The new state of the stream `id`, proved in this pass.
     pub fn put(&mut self, id: &str, state: TransferState) {
+        if self.pass.last().is_some_and(|(last, _)| **last >= *id) {
+            self.pass_out_of_order = true;
+        }
         self.pass.push((id.into(), state));
     }
 
@@ -363,9 +373,10 @@ impl Transfers {
     /// its old state).
     pub fn end_pass(&mut self) {
         let mut pass = std::mem::take(&mut self.pass);
-        if !pass.is_sorted_by(|a, b| a.0 < b.0) {
+        if std::mem::take(&mut self.pass_out_of_order) {
             pass.sort_by(|a, b| a.0.cmp(&b.0));
         }
+        debug_assert!(pass.is_sorted_by(|a, b| a.0 <= b.0));
         self.merge_sorted(pass);
     }
 
