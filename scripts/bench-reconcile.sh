@@ -294,7 +294,13 @@ PAIRS_LINE=""
 if [ "${PAIRS:-0}" -gt 0 ] && has full && has dscan; then
   ratios=()
   for ((i = 1; i <= PAIRS; i++)); do
-    /usr/bin/time -f '%e' -o "$W/pair.full" nice -n 10 "$BIN/reconcile" "$LAKE_DIR" --now-ms "$NOW_MS" --quiet >/dev/null 2>&1 || true
+    # The same exit the timed full proof must have (0): a proof that stopped early is no pair.
+    rc=0
+    /usr/bin/time -f '%e' -o "$W/pair.full" nice -n 10 "$BIN/reconcile" "$LAKE_DIR" --now-ms "$NOW_MS" --quiet >/dev/null 2>"$W/pair.err" || rc=$?
+    if [ "$rc" != 0 ]; then
+      log "pair $i: the full proof exited $rc: $(tail -3 "$W/pair.err" | tr '\n' ' ')"
+      exit 1
+    fi
     /usr/bin/time -f '%e' -o "$W/pair.dscan" nice -n 10 "$PY" "$ROOT/bench/reconcile/duckdb_checks.py" "$LAKE_DIR" --scan >/dev/null 2>&1
     f=$(tail -1 "$W/pair.full") d=$(tail -1 "$W/pair.dscan")
     ratios+=("$(awk -v f="$f" -v d="$d" 'BEGIN {printf "%.2f", f / d}')")

@@ -192,8 +192,7 @@ impl Serialize for LiveHolds {
 
 impl<'de> Deserialize<'de> for LiveHolds {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let map = BTreeMap::<String, Leg>::deserialize(d)?;
-        Ok(LiveHolds(map.into_iter().collect()))
+        FxMap::deserialize(d).map(LiveHolds)
     }
 }
 
