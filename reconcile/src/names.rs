@@ -218,7 +218,7 @@ impl Names {
         if !self.slots.is_empty() {
             let b = s.as_bytes();
             let i = name_hash(b, &head(b)) as usize & (self.slots.len() - 1);
-            crate::facts::prefetch(&self.slots[i]);
+            crate::facts::prefetch_whole(&self.slots[i]);
         }
     }
 

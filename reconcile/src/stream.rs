@@ -290,32 +290,46 @@ pub enum LastHashes {
     Other(Vec<String>),
 }
 
-/// Hex digit values (0xff: not a lower-case hex digit).
-const NIBBLE: [u8; 256] = {
-    let mut t = [0xffu8; 256];
-    let mut c = 0;
-    while c < 10 {
-        t[b'0' as usize + c] = c as u8;
-        c += 1;
-    }
-    let mut c = 0;
-    while c < 6 {
-        t[b'a' as usize + c] = 10 + c as u8;
-        c += 1;
-    }
-    t
-};
+/// Eight lower-case hex digits (`w`'s bytes, the first digit in the low
+/// byte) as the four bytes they spell, and whether every byte is one of
+/// `0-9a-f` (if not, the bytes mean nothing). Eight bytes at a time in one register (SWAR): every byte of a
+/// stream's last hash is decoded once per stream, millions a run, and a
+/// digit at a time through a table (each byte stored, the 32 then read back
+/// as words, which stalled on store forwarding) was ~0.8 % of a proof.
+#[inline]
+fn unhex8(w: u64) -> (u32, bool) {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // The high bit of each byte: set where the byte is at least `c` (every
+    // byte has its high bit forced on first, so no subtraction borrows from
+    // the next byte; bytes of 0x80 and up are refused below).
+    let at_least = |c: u8| ((w | HIGH).wrapping_sub(u64::from(c) * ONES)) & HIGH;
+    let digit = at_least(b'0') & !at_least(b'9' + 1);
+    let letter = at_least(b'a') & !at_least(b'f' + 1);
+    let valid = w & HIGH == 0 && digit | letter == HIGH;
+    // '0'..'9' are 0x30..0x39 and 'a'..'f' 0x61..0x66: the low nibble, plus
+    // 9 for a letter.
+    let nibbles = (w & (0x0f * ONES)) + (letter >> 7) * 9;
+    // Each pair of digits (high nibble first) into the low byte of its
+    // 16-bit lane, then the four lanes' bytes packed together.
+    const LANE_LOW: u64 = 0x00ff_00ff_00ff_00ff;
+    let pairs = ((nibbles & LANE_LOW) << 4) | ((nibbles >> 8) & LANE_LOW);
+    let packed = (pairs | (pairs >> 8)) & 0x0000_ffff_0000_ffff;
+    (((packed | (packed >> 16)) & 0xffff_ffff) as u32, valid)
+}
 
+/// A SHA-256 written as 64 lower-case hex digits, as its 32 bytes (`None`
+/// for any other string).
 pub(crate) fn unhex(h: &str) -> Option<[u8; 32]> {
     let b: &[u8; 64] = h.as_bytes().try_into().ok()?;
     let mut out = [0u8; 32];
-    let mut bad = 0u8;
-    for (o, pair) in out.iter_mut().zip(b.chunks_exact(2)) {
-        let (hi, lo) = (NIBBLE[usize::from(pair[0])], NIBBLE[usize::from(pair[1])]);
-        bad |= (hi | lo) & 0xf0;
-        *o = hi << 4 | (lo & 15);
+    let mut valid = true;
+    for (o, eight) in out.chunks_exact_mut(4).zip(b.chunks_exact(8)) {
+        let (bytes, ok) = unhex8(u64::from_le_bytes(eight.try_into().expect("8 bytes")));
+        o.copy_from_slice(&bytes.to_le_bytes());
+        valid &= ok;
     }
-    (bad == 0).then_some(out)
+    valid.then_some(out)
 }
 
 impl LastHashes {
@@ -430,6 +444,65 @@ impl Grouper {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `unhex` one digit at a time, as the reference.
+    fn unhex_by_digit(h: &str) -> Option<[u8; 32]> {
+        let b = h.as_bytes();
+        if b.len() != 64 {
+            return None;
+        }
+        let digit = |c: u8| match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        };
+        let mut out = [0u8; 32];
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = digit(b[2 * i])? << 4 | digit(b[2 * i + 1])?;
+        }
+        Some(out)
+    }
+
+    #[test]
+    fn unhex_decodes_every_digit_and_refuses_every_other_byte_at_every_place() {
+        let good = "0123456789abcdeffedcba98765432100f1e2d3c4b5a69788796a5b4c3d2e1f0";
+        let want = unhex_by_digit(good).unwrap();
+        assert_eq!(unhex(good), Some(want));
+        assert_eq!(want[..3], [0x01, 0x23, 0x45]);
+        // Every byte value at every place of the hash (so in every lane of
+        // every word): the same answer as the reference.
+        let mut h = good.as_bytes().to_vec();
+        for place in 0..64 {
+            let kept = h[place];
+            for byte in 0..=255u8 {
+                h[place] = byte;
+                let got = std::str::from_utf8(&h).ok().map(unhex);
+                let reference = std::str::from_utf8(&h).ok().map(unhex_by_digit);
+                assert_eq!(got, reference, "byte {byte:#04x} at {place}");
+            }
+            h[place] = kept;
+        }
+        // Raw words (bytes of 0x80 and up too, which no `str` holds alone).
+        for lane in 0..8 {
+            for byte in 0..=255u8 {
+                let mut w = *b"89abcdef";
+                w[lane] = byte;
+                let reference =
+                    unhex_by_digit(&format!("{}{}", String::from_utf8_lossy(&w), &good[8..]))
+                        .filter(|_| w.is_ascii())
+                        .map(|b| u32::from_le_bytes(b[..4].try_into().unwrap()));
+                let (bytes, ok) = unhex8(u64::from_le_bytes(w));
+                assert_eq!(ok.then_some(bytes), reference, "{byte:#04x} in lane {lane}");
+            }
+        }
+        // A multi-byte character, and the wrong lengths.
+        let wide = format!("{}é{}", &good[..30], &good[32..]);
+        assert_eq!(wide.len(), 64);
+        assert_eq!(unhex(&wide), None);
+        assert_eq!(unhex(&good[..63]), None);
+        assert_eq!(unhex(&format!("{good}0")), None);
+        assert_eq!(unhex(""), None);
+    }
 
     #[test]
     fn last_hashes_keep_one_hex_hash_inline_and_anything_else_as_written() {
