@@ -302,19 +302,21 @@ fi
 PAIRS_LINE=""
 if [ "${PAIRS:-0}" -gt 0 ] && has full && has dscan; then
   ratios=()
+  pair_full=(nice -n 10 "$BIN/reconcile" "$LAKE_DIR" --now-ms "$NOW_MS" --quiet)
+  pair_scan=(nice -n 10 "$PY" "$ROOT/bench/reconcile/duckdb_checks.py" "$LAKE_DIR" --scan)
   for ((i = 1; i <= WARMUP; i++)); do
-    nice -n 10 "$BIN/reconcile" "$LAKE_DIR" --now-ms "$NOW_MS" --quiet >/dev/null 2>&1 || true
-    nice -n 10 "$PY" "$ROOT/bench/reconcile/duckdb_checks.py" "$LAKE_DIR" --scan >/dev/null 2>&1 || true
+    "${pair_full[@]}" >/dev/null 2>&1 || true
+    "${pair_scan[@]}" >/dev/null 2>&1 || true
   done
   for ((i = 1; i <= PAIRS; i++)); do
     # The same exit the timed full proof must have (0): a proof that stopped early is no pair.
     rc=0
-    /usr/bin/time -f '%e' -o "$W/pair.full" nice -n 10 "$BIN/reconcile" "$LAKE_DIR" --now-ms "$NOW_MS" --quiet >/dev/null 2>"$W/pair.err" || rc=$?
+    /usr/bin/time -f '%e' -o "$W/pair.full" "${pair_full[@]}" >/dev/null 2>"$W/pair.err" || rc=$?
     if [ "$rc" != 0 ]; then
       log "pair $i: the full proof exited $rc: $(tail -3 "$W/pair.err" | tr '\n' ' ')"
       exit 1
     fi
-    /usr/bin/time -f '%e' -o "$W/pair.dscan" nice -n 10 "$PY" "$ROOT/bench/reconcile/duckdb_checks.py" "$LAKE_DIR" --scan >/dev/null 2>&1
+    /usr/bin/time -f '%e' -o "$W/pair.dscan" "${pair_scan[@]}" >/dev/null 2>&1
     f=$(tail -1 "$W/pair.full") d=$(tail -1 "$W/pair.dscan")
     ratios+=("$(awk -v f="$f" -v d="$d" 'BEGIN {printf "%.2f", f / d}')")
     log "pair $i of $PAIRS: full proof $f s, DuckDB scan $d s: ${ratios[-1]} scans"

@@ -830,8 +830,8 @@ pub(crate) fn prefetch<T>(at: *const T) {
 /// [`prefetch`] of every cache line `value` spans: a row of a few dozen
 /// bytes or more, at any offset, straddles two or three lines, and
 /// prefetching its first byte alone left the rest a miss at the read (at 50M
-/// events, two thirds of the per-transfer checks' time was one load of a
-/// legs row's second line).
+/// events, two thirds of `transfer_conservation::check_transfer`'s samples
+/// were one load of a legs row's second line).
 #[inline(always)]
 pub(crate) fn prefetch_whole<T>(value: &T) {
     let at = (value as *const T).cast::<u8>();
@@ -1922,13 +1922,8 @@ mod tests {
         assert_eq!(legs.rows_with_legs(), nonempty.count());
         let want = looked_up(f);
         let rows = &f.transfers.rows;
-        let t = &f.transfers;
-        assert_eq!(
-            t.prefixes,
-            prefixes_of(rows),
-            "prefixes in step with the rows"
-        );
-        assert_eq!(join_in_hash_order(rows, &t.prefixes, legs), want);
+        assert_in_step(&f.transfers);
+        assert_eq!(join_in_hash_order(rows, &f.transfers.prefixes, legs), want);
         assert_eq!(find_each(rows, legs), want);
     }
 
