@@ -13,6 +13,7 @@ use ledger_events::event::same;
 use ledger_events::{AccountKind, EventRef, Stream};
 use serde::{Deserialize, Serialize};
 
+use crate::chunked::Chunked;
 use crate::names::{FxHasher, FxMap, Names, Sym};
 use crate::stream::{StreamView, Tail};
 
@@ -503,7 +504,9 @@ const REMAP_TWO_THREADS_ROWS: usize = 65_536;
 /// the account thread's 2.3 s in `end_log` at 50M events.
 #[derive(Default)]
 pub struct LegsTable {
-    rows: Vec<(Box<str>, Legs)>,
+    /// In chunks ([`Chunked`]): `end_log` builds them as it frees the log,
+    /// and a chunk takes the log's freed pages instead of fresh ones.
+    rows: Chunked<(Box<str>, Legs)>,
     /// Every row, unless the rows are in prefix order (then empty, and rows
     /// are found through `directory`).
     index: hashbrown::HashTable<u32>,
@@ -912,7 +915,7 @@ impl LegsTable {
             index.insert_unique(fx(id), i, |&j| fx(&rows[j as usize].0));
         }
         LegsTable {
-            rows,
+            rows: rows.into_iter().collect(),
             index,
             log: None,
             prefixes: Vec::new(),
@@ -958,7 +961,6 @@ impl LegsTable {
             return;
         };
         let legs: usize = log.buckets.iter().map(|b| b.entries.len()).sum();
-        self.rows.reserve(legs / 2);
         let mut prefixes = Vec::with_capacity(legs / 2);
         let (mut keys, mut scratch) = (Vec::new(), Vec::new());
         // Rows of the current prefix (almost always one id; more on a
@@ -1116,12 +1118,12 @@ impl LegsTable {
         self.rows.iter().map(|(id, l)| (&**id, l))
     }
 
-    /// Room for `n` more transfers (address space only for the rows).
+    /// Room in the index for `n` more transfers (the rows take a chunk at
+    /// a time as they grow).
     pub fn reserve(&mut self, n: usize) {
         if !self.indexed() {
             self.index_all();
         }
-        self.rows.reserve(n);
         let rows = &self.rows;
         self.index.reserve(n, |&j| fx(&rows[j as usize].0));
     }
@@ -1130,7 +1132,7 @@ impl LegsTable {
     /// an empty entry, which every check reads as no legs).
     pub fn retain_legs(&mut self, keep: impl Fn(&Leg) -> bool) {
         self.every_row_has_legs = false;
-        for (_, l) in &mut self.rows {
+        for (_, l) in self.rows.iter_mut() {
             l.retain(&keep);
         }
     }

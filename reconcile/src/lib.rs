@@ -17,6 +17,7 @@
 pub mod archive;
 pub mod checkpoint;
 pub mod checks;
+pub mod chunked;
 pub mod codec;
 pub mod copies;
 pub mod corrupt;
