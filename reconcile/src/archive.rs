@@ -650,9 +650,10 @@ mod tests {
                 last_seq: seq,
                 ..Default::default()
             },
-            facts: TransferFacts {
-                terminal: true,
-                ..TransferFacts::new(Sym(2))
+            facts: {
+                let mut f = TransferFacts::new(Sym(2));
+                f.set_terminal(true);
+                f
             },
         };
         let legs = Legs::from_lists([vec![leg], vec![], vec![], vec![]]);

@@ -253,7 +253,7 @@ impl ProofState {
         let mut archived_legs = vec![false; self.legs.len()];
         for (id, st) in self.transfers.iter() {
             let row = self.legs.find(id);
-            if st.facts.terminal && !self.flagged.contains(id) {
+            if st.facts.is_terminal() && !self.flagged.contains(id) {
                 settled_rows.push((id, st, row.map_or(Legs::NONE, |i| self.legs.at(i).1)));
                 if let Some(i) = row {
                     archived_legs[i as usize] = true;

@@ -94,13 +94,13 @@ impl Writer {
             }
         }
         let f = &s.facts;
-        self.opt_i64(f.amount);
-        self.opt_sym(f.currency);
-        self.opt_sym(f.source);
-        self.opt_sym(f.destination);
-        self.opt_i64(f.deadline_ms);
+        self.opt_i64(f.amount());
+        self.opt_sym(f.currency());
+        self.opt_sym(f.source());
+        self.opt_sym(f.destination());
+        self.opt_i64(f.deadline_ms());
         self.u32(f.phase.0);
-        self.u8(u8::from(f.terminal));
+        self.u8(u8::from(f.is_terminal()));
         self.u64(f.last_seq);
         self.u32(f.last_at_s);
     }
@@ -244,17 +244,17 @@ impl<'a> Reader<'a> {
             }
             t => return Err(format!("bad hash tag {t} at byte {}", self.pos - 1)),
         };
-        let facts = TransferFacts {
-            amount: self.opt(Self::i64)?,
-            currency: self.opt(Self::sym)?,
-            source: self.opt(Self::sym)?,
-            destination: self.opt(Self::sym)?,
-            deadline_ms: self.opt(Self::i64)?,
-            phase: self.sym()?,
-            terminal: self.u8()? != 0,
-            last_seq: self.u64()?,
-            last_at_s: self.u32()?,
-        };
+        // Read in the order written.
+        let mut facts = TransferFacts::default();
+        facts.set_amount(self.opt(Self::i64)?);
+        facts.set_currency(self.opt(Self::sym)?);
+        facts.set_source(self.opt(Self::sym)?);
+        facts.set_destination(self.opt(Self::sym)?);
+        facts.set_deadline_ms(self.opt(Self::i64)?);
+        facts.phase = self.sym()?;
+        facts.set_terminal(self.u8()? != 0);
+        facts.last_seq = self.u64()?;
+        facts.last_at_s = self.u32()?;
         Ok((
             id,
             TransferState {
@@ -322,16 +322,17 @@ mod tests {
                         last_seq: 4,
                         last_hashes: hashes,
                     },
-                    facts: TransferFacts {
-                        amount,
-                        currency: Some(Sym(2)),
-                        source: Some(Sym(0)),
-                        destination: None,
-                        deadline_ms: Some(i64::MIN),
-                        phase: Sym(3),
-                        terminal: true,
-                        last_seq: u64::MAX,
-                        last_at_s: 1_767_225_600,
+                    facts: {
+                        let mut f = TransferFacts::new(Sym(3));
+                        f.set_amount(amount);
+                        f.set_currency(Some(Sym(2)));
+                        f.set_source(Some(Sym(0)));
+                        f.set_destination(None);
+                        f.set_deadline_ms(Some(i64::MIN));
+                        f.set_terminal(true);
+                        f.last_seq = u64::MAX;
+                        f.last_at_s = 1_767_225_600;
+                        f
                     },
                 },
             )

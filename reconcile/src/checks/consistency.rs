@@ -28,12 +28,12 @@ pub fn check_transfer(
     legs: &Legs,
     out: &mut Vec<Finding>,
 ) {
-    let Some(t) = t.filter(|t| t.amount.is_some()) else {
+    let Some(t) = t.filter(|t| t.amount().is_some()) else {
         return; // transfer_conservation reports legs without a transfer
     };
-    let src = t.source.map_or("", |s| n.get(s));
+    let src = t.source().map_or("", |s| n.get(s));
     let phase = n.get(t.phase);
-    let amount = t.amount.unwrap_or(0);
+    let amount = t.amount().unwrap_or(0);
     // A finding on a row that is wrong, or (`absent`) on a step that is not
     // in the lake: committed before one of the transfer's rows, it may still
     // be in delivery while that row is young.
@@ -45,7 +45,7 @@ pub fn check_transfer(
             f
         });
     };
-    if let Some(h) = legs.holds().iter().find(|h| Some(h.account) != t.source) {
+    if let Some(h) = legs.holds().iter().find(|h| Some(h.account) != t.source()) {
         bad(
             "hold_on_wrong_account",
             format!(
@@ -56,7 +56,7 @@ pub fn check_transfer(
             false,
         );
     }
-    let hold = legs.holds().iter().find(|h| Some(h.account) == t.source);
+    let hold = legs.holds().iter().find(|h| Some(h.account) == t.source());
     let needs_hold = matches!(phase, "reserved" | "credited" | "captured");
     match hold {
         None if needs_hold => bad(
@@ -82,7 +82,7 @@ pub fn check_transfer(
         // by seq, the order one account's legs are added in): not the first
         // debit added, which depends on the order accounts were read (a
         // debit on another account is transfer_conservation's).
-        let debit = legs.debits().iter().find(|d| Some(d.account) == t.source);
+        let debit = legs.debits().iter().find(|d| Some(d.account) == t.source());
         if let (Some(h), Some(d)) = (hold, debit) {
             if d.amount != h.amount {
                 bad(
@@ -110,7 +110,7 @@ pub fn check_transfer(
     } else if phase == "credited" {
         // The transfer records `credited` after the destination's credit
         // commits (in `captured`, transfer_conservation names the legs).
-        let dst = t.destination.map_or("", |d| n.get(d));
+        let dst = t.destination().map_or("", |d| n.get(d));
         bad(
             "phase_without_credit",
             format!("phase credited but no credit on the destination {dst}"),
@@ -135,8 +135,8 @@ fn check_counterparties(
 ) {
     for kind in LegKind::ALL {
         let (party, role) = match kind {
-            LegKind::Credit => (t.source, "source"),
-            _ => (t.destination, "destination"),
+            LegKind::Credit => (t.source(), "source"),
+            _ => (t.destination(), "destination"),
         };
         for leg in legs.of(kind) {
             // A leg without a counterparty has the empty name (its length
@@ -181,8 +181,10 @@ mod tests {
         let mut n = Names::default();
         let (src, other, usd) = (n.id("src"), n.id("other"), n.id("USD"));
         let mut t = TransferFacts::new(n.id("captured"));
-        (t.amount, t.currency, t.source, t.destination) =
-            (Some(100), Some(usd), Some(src), Some(other));
+        t.set_amount(Some(100));
+        t.set_currency(Some(usd));
+        t.set_source(Some(src));
+        t.set_destination(Some(other));
         let leg = |account, amount, seq| Leg {
             at_s: 0,
             account,
@@ -216,8 +218,10 @@ mod tests {
             n.id("USD"),
         );
         let mut t = TransferFacts::new(n.id("released"));
-        (t.amount, t.currency, t.source, t.destination) =
-            (Some(100), Some(usd), Some(src), Some(dst));
+        t.set_amount(Some(100));
+        t.set_currency(Some(usd));
+        t.set_source(Some(src));
+        t.set_destination(Some(dst));
         let leg = |account, amount, counterparty, seq| Leg {
             at_s: 0,
             account,

@@ -31,7 +31,7 @@ pub fn dangling(f: &Facts, now_ms: i64) -> Vec<Dangling> {
         .map(|(id, s)| (id, &s.facts))
         .filter(|(_, t)| !t.is_terminal())
         .filter_map(|(id, t)| {
-            let deadline_ms = t.deadline_ms?;
+            let deadline_ms = t.deadline_ms()?;
             (deadline_ms < now_ms).then(|| Dangling {
                 transfer_id: id.to_owned(),
                 phase: f.names.get(t.phase).to_owned(),

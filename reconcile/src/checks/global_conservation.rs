@@ -37,13 +37,13 @@ pub const PROVES: &str = "per currency, the sum of final balances equals deposit
 /// Any other credit is not matched by the hold, so it must balance (an
 /// extra or larger credit mid-saga is money created).
 fn in_flight<'a>(n: &Names, t: &TransferFacts, legs: &'a Legs) -> Option<&'a Leg> {
-    let on_source = |l: &Leg| Some(l.account) == t.source;
+    let on_source = |l: &Leg| Some(l.account) == t.source();
     let live = legs.holds().iter().any(on_source)
         && !legs.debits().iter().any(on_source)
         && !legs.releases().iter().any(|r| on_source(r) && r.amount > 0);
-    let amount = t.amount?;
+    let amount = t.amount()?;
     let credits = legs.credits();
-    let own = one_leg(n, credits, t.destination, amount, t.currency).is_ok();
+    let own = one_leg(n, credits, t.destination(), amount, t.currency()).is_ok();
     (live && own).then(|| &credits[0])
 }
 
@@ -185,12 +185,13 @@ mod tests {
         let mut f = Facts::default();
         let (usd, src, dst) = (f.names.id("USD"), f.names.id("src"), f.names.id("dst"));
         let mut st = TransferState::default();
-        st.facts.amount = Some(100);
-        st.facts.currency = Some(usd);
-        st.facts.source = Some(src);
-        st.facts.destination = Some(dst);
+        st.facts.set_amount(Some(100));
+        st.facts.set_currency(Some(usd));
+        st.facts.set_source(Some(src));
+        st.facts.set_destination(Some(dst));
         st.facts.phase = f.names.id(phase);
-        st.facts.terminal = matches!(phase, "captured" | "failed" | "released");
+        st.facts
+            .set_terminal(matches!(phase, "captured" | "failed" | "released"));
         let mut moved = 0i128;
         for (seq, &(kind, account, amount)) in legs.iter().enumerate() {
             let account = f.names.id(account);

@@ -116,10 +116,10 @@ mod tests {
         let rows: Vec<(Box<str>, TransferState)> = (0..1001)
             .map(|i| {
                 let mut st = TransferState::default();
-                st.facts.amount = Some(100);
-                st.facts.currency = Some(usd);
-                st.facts.source = Some(a);
-                st.facts.destination = Some(b);
+                st.facts.set_amount(Some(100));
+                st.facts.set_currency(Some(usd));
+                st.facts.set_source(Some(a));
+                st.facts.set_destination(Some(b));
                 st.facts.phase = if i % 3 == 0 { captured } else { reserved };
                 (format!("t-{i:05}").into(), st)
             })

@@ -38,10 +38,10 @@ type Terms<'a> = (
 fn created_terms<'a>(f: &TransferFacts, names: &'a Names) -> Option<Terms<'a>> {
     let name = |s: Option<Sym>| s.map(|s| names.get(s));
     let t = (
-        f.amount,
-        name(f.currency),
-        name(f.source),
-        name(f.destination),
+        f.amount(),
+        name(f.currency()),
+        name(f.source()),
+        name(f.destination()),
     );
     (t != (None, None, None, None)).then_some(t)
 }
@@ -145,7 +145,7 @@ pub fn check_transfer(
     out: &mut Vec<Finding>,
 ) {
     let moved = !legs.debits().is_empty() || !legs.credits().is_empty();
-    let Some(t) = t.filter(|t| t.amount.is_some()) else {
+    let Some(t) = t.filter(|t| t.amount().is_some()) else {
         if moved || !legs.holds().is_empty() {
             // Its `created` was committed before its first leg.
             out.push(
@@ -160,14 +160,14 @@ pub fn check_transfer(
         }
         return;
     };
-    let amount = t.amount.unwrap_or(0);
+    let amount = t.amount().unwrap_or(0);
     let name = |s: Option<Sym>| s.map_or("", |s| n.get(s));
-    let (currency, src, dst) = (name(t.currency), name(t.source), name(t.destination));
+    let (currency, src, dst) = (name(t.currency()), name(t.source()), name(t.destination()));
     let phase = n.get(t.phase);
     match phase {
         "captured" => {
-            let debit = one_leg(n, legs.debits(), t.source, amount, t.currency);
-            let credit = one_leg(n, legs.credits(), t.destination, amount, t.currency);
+            let debit = one_leg(n, legs.debits(), t.source(), amount, t.currency());
+            let credit = one_leg(n, legs.credits(), t.destination(), amount, t.currency());
             if debit.is_err() || credit.is_err() {
                 // Only absent legs (each side right or empty): both were
                 // committed before `captured`, and may still be in delivery.
@@ -203,7 +203,7 @@ pub fn check_transfer(
         // The capture in progress: the source commits its debit before the
         // transfer records the reply (a state every capture passes through).
         "credited" if !legs.debits().is_empty() => {
-            if let Err(debit) = one_leg(n, legs.debits(), t.source, amount, t.currency) {
+            if let Err(debit) = one_leg(n, legs.debits(), t.source(), amount, t.currency()) {
                 out.push(Finding::new(
                     "debit_before_capture",
                     id,
