@@ -1635,6 +1635,7 @@ async fn prove_resumed(
     trace(started, format_args!("per-transfer checks done"));
     let dangling = convergence::dangling(f, opts.now_ms);
     let converged = convergence::check_with(f, opts.now_ms, &dangling);
+    trace(started, format_args!("convergence checked"));
     let cutoff_ms = opts.now_ms.saturating_sub(opts.settle_ms);
     let young = (opts.settle_ms > 0).then(|| {
         let per_transfer = [&conserved[..], &consistent[..], &converged[..]];
@@ -1703,6 +1704,7 @@ async fn prove_resumed(
             converged,
         ),
     ];
+    trace(started, format_args!("global conservation checked"));
     if opts.settle_ms > 0 {
         for c in &mut checks {
             c.settle(cutoff_ms);

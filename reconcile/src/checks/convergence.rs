@@ -27,9 +27,9 @@ pub struct Dangling {
 pub fn dangling(f: &Facts, now_ms: i64) -> Vec<Dangling> {
     let mut out: Vec<Dangling> = f
         .transfers
-        .iter()
-        .map(|(id, s)| (id, &s.facts))
-        .filter(|(_, t)| !t.is_terminal())
+        .open()
+        .into_iter()
+        .map(|(_, id, s)| (id, &s.facts))
         .filter_map(|(id, t)| {
             let deadline_ms = t.deadline_ms()?;
             (deadline_ms < now_ms).then(|| Dangling {
