@@ -45,10 +45,11 @@ use sha2::{Digest, Sha256};
 
 use crate::codec;
 use crate::facts::{Legs, TransferState};
+use crate::id::Id;
 use crate::names::{FxHasher, Names};
 
 /// One settled transfer: its stream's state and its legs.
-pub type Record = (Box<str>, TransferState, Legs);
+pub type Record = (Id, TransferState, Legs);
 
 const MAGIC: &[u8; 8] = b"LDGRSEG1";
 /// Version of the segment layout (and of the Bloom filter's hash). 2: a

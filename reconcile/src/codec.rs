@@ -18,11 +18,12 @@
 //! Pure: encodes into and decodes from byte slices; `checkpoint` does the I/O.
 
 use crate::facts::{Leg, LegKind, Legs, TransferFacts, TransferState};
+use crate::id::Id;
 use crate::names::Sym;
 use crate::stream::{LastHashes, Tail};
 
 /// Records keyed by id, as the sections hold them.
-pub type Rows<T> = Vec<(Box<str>, T)>;
+pub type Rows<T> = Vec<(Id, T)>;
 
 /// Appends encoded values to a buffer.
 #[derive(Default)]
@@ -228,7 +229,7 @@ impl<'a> Reader<'a> {
             .ok_or_else(|| format!("record count {n} does not fit in the file"))
     }
 
-    pub fn transfer(&mut self) -> R<(Box<str>, TransferState)> {
+    pub fn transfer(&mut self) -> R<(Id, TransferState)> {
         let id = self.str()?.into();
         let last_seq = self.u64()?;
         let last_hashes = match self.u8()? {
@@ -267,13 +268,13 @@ impl<'a> Reader<'a> {
         ))
     }
 
-    pub fn legs(&mut self) -> R<(Box<str>, Legs)> {
+    pub fn legs(&mut self) -> R<(Id, Legs)> {
         let id = self.str()?.into();
         Ok((id, self.legs_body()?))
     }
 
     /// See [`Writer::record`].
-    pub fn record(&mut self) -> R<(Box<str>, TransferState, Legs)> {
+    pub fn record(&mut self) -> R<(Id, TransferState, Legs)> {
         let (id, s) = self.transfer()?;
         Ok((id, s, self.legs_body()?))
     }
@@ -316,7 +317,7 @@ mod tests {
         };
         let t = |id: &str, hashes, amount| {
             (
-                Box::<str>::from(id),
+                Id::from(id),
                 TransferState {
                     tail: Tail {
                         last_seq: 4,

@@ -14,6 +14,7 @@ use ledger_events::{AccountKind, EventRef, Stream};
 use serde::{Deserialize, Serialize};
 
 use crate::chunked::Chunked;
+use crate::id::Id;
 use crate::names::{FxHasher, FxMap, Names, Sym};
 use crate::stream::{StreamView, Tail};
 
@@ -402,13 +403,13 @@ pub struct TransferState {
 /// table of millions of entries to grow and rehash.
 #[derive(Debug, Default)]
 pub struct Transfers {
-    rows: Vec<(Box<str>, TransferState)>,
+    rows: Vec<(Id, TransferState)>,
     /// Each row's id's hash [`prefix`], in step with `rows`: the keys the
     /// join to the legs sorts ([`join_in_hash_order`]), taken as each stream
     /// is put (its id in the cache) instead of from every row's id at the
     /// join (at 50M events a read of ~1.3 GB of rows for 36 MB of keys).
     prefixes: Vec<u32>,
-    pass: Vec<(Box<str>, TransferState)>,
+    pass: Vec<(Id, TransferState)>,
     /// The pass's rows' prefixes, in step with `pass`.
     pass_prefixes: Vec<u32>,
     /// Whether a stream was put in the pass at or before the one put
@@ -422,11 +423,11 @@ pub struct Transfers {
     /// [`Transfers::open`] re-reads each. Few (the sagas in progress), so
     /// finding them does not walk millions of rows (twice, ~0.14 s at 50M
     /// events, for none).
-    maybe_open: Vec<Box<str>>,
+    maybe_open: Vec<Id>,
 }
 
 impl Transfers {
-    pub fn from_sorted(mut rows: Vec<(Box<str>, TransferState)>) -> Transfers {
+    pub fn from_sorted(mut rows: Vec<(Id, TransferState)>) -> Transfers {
         if !rows.is_sorted_by(|a, b| a.0 < b.0) {
             rows.sort_by(|a, b| a.0.cmp(&b.0));
             rows.dedup_by(|a, b| a.0 == b.0);
@@ -521,7 +522,7 @@ impl Transfers {
 
     /// Merges `pass` (sorted; `prefixes` in step with it) into the rows; a
     /// row of `pass` replaces the row of its id.
-    fn merge_sorted(&mut self, mut pass: Vec<(Box<str>, TransferState)>, mut prefixes: Vec<u32>) {
+    fn merge_sorted(&mut self, mut pass: Vec<(Id, TransferState)>, mut prefixes: Vec<u32>) {
         debug_assert_eq!(pass.len(), prefixes.len());
         if pass.is_empty() {
             return;
@@ -588,7 +589,7 @@ impl Transfers {
     /// tables' passes and the checks, when the other core is idle (50M:
     /// 0.27 → 0.14 s).
     fn remap(&mut self, to: &[Sym]) {
-        let remap = |rows: &mut [(Box<str>, TransferState)]| {
+        let remap = |rows: &mut [(Id, TransferState)]| {
             for (_, s) in rows {
                 s.facts.remap(to);
             }
@@ -606,7 +607,7 @@ impl Transfers {
 }
 
 /// Each row's id's hash [`prefix`].
-fn prefixes_of(rows: &[(Box<str>, TransferState)]) -> Vec<u32> {
+fn prefixes_of(rows: &[(Id, TransferState)]) -> Vec<u32> {
     rows.iter().map(|(id, _)| prefix(fx(id))).collect()
 }
 
@@ -634,7 +635,7 @@ const REMAP_TWO_THREADS_ROWS: usize = 65_536;
 pub struct LegsTable {
     /// In chunks ([`Chunked`]): `end_log` builds them as it frees the log,
     /// and a chunk takes the log's freed pages instead of fresh ones.
-    rows: Chunked<(Box<str>, Legs)>,
+    rows: Chunked<(Id, Legs)>,
     /// Every row, unless the rows are in prefix order (then empty, and rows
     /// are found through `directory`).
     index: hashbrown::HashTable<u32>,
@@ -1036,7 +1037,7 @@ fn prefix(hash: u64) -> u32 {
 impl LegsTable {
     /// The table of `rows`, whose ids are distinct (a checkpoint's, written
     /// from a table): each is indexed without first being looked up.
-    pub fn from_rows(rows: Vec<(Box<str>, Legs)>) -> LegsTable {
+    pub fn from_rows(rows: Vec<(Id, Legs)>) -> LegsTable {
         let mut index = hashbrown::HashTable::with_capacity(rows.len());
         for (i, (id, _)) in rows.iter().enumerate() {
             let i = u32::try_from(i).expect("fewer than 2³² transfers");
@@ -1508,8 +1509,8 @@ impl Facts {
 
 /// For each of `transfers` (in order), the row of its legs if it has any:
 /// a random lookup each, on two threads (one half each).
-fn find_each(transfers: &[(Box<str>, TransferState)], legs: &LegsTable) -> Vec<Option<u32>> {
-    let find = |rows: &[(Box<str>, TransferState)]| -> Vec<Option<u32>> {
+fn find_each(transfers: &[(Id, TransferState)], legs: &LegsTable) -> Vec<Option<u32>> {
+    let find = |rows: &[(Id, TransferState)]| -> Vec<Option<u32>> {
         rows.iter()
             .map(|(id, _)| {
                 legs.find(id)
@@ -1537,7 +1538,7 @@ fn find_each(transfers: &[(Box<str>, TransferState)], legs: &LegsTable) -> Vec<O
 /// (prefetched). Two threads, each one half of the transfers from end to
 /// end (sorting, walking all the rows): nothing runs on one thread alone.
 fn join_in_hash_order(
-    transfers: &[(Box<str>, TransferState)],
+    transfers: &[(Id, TransferState)],
     prefixes: &[u32],
     legs: &LegsTable,
 ) -> Vec<Option<u32>> {
@@ -1581,7 +1582,7 @@ const PREFETCH_AHEAD: usize = 16;
 fn join_walk(
     keys: &[(u32, u32)],
     first: usize,
-    transfers: &[(Box<str>, TransferState)],
+    transfers: &[(Id, TransferState)],
     legs: &LegsTable,
     out: &mut [Option<u32>],
 ) {
@@ -2019,11 +2020,8 @@ mod tests {
             other.end_pass();
             t.merge(other);
             assert_in_step(&t);
-            let loaded = Transfers::from_sorted(
-                t.iter()
-                    .map(|(id, s)| (Box::<str>::from(id), s.clone()))
-                    .collect(),
-            );
+            let loaded =
+                Transfers::from_sorted(t.iter().map(|(id, s)| (Id::from(id), s.clone())).collect());
             assert_in_step(&loaded);
         }
     }
@@ -2275,7 +2273,7 @@ mod tests {
                 ids.swap(i, next(i as u64 + 1) as usize);
             }
             let mut f = Facts::default();
-            let mut rows: Vec<(Box<str>, Legs)> = Vec::new();
+            let mut rows: Vec<(Id, Legs)> = Vec::new();
             for (i, id) in ids.iter().enumerate() {
                 if next(3) != 0 {
                     f.transfers.put(id, state(1));
@@ -2387,7 +2385,7 @@ mod tests {
         assert_eq!(l.get("t.7").unwrap().debits().len(), 1);
         let back = LegsTable::from_rows(
             l.iter()
-                .map(|(id, legs)| (Box::<str>::from(id), legs.clone()))
+                .map(|(id, legs)| (Id::from(id), legs.clone()))
                 .collect(),
         );
         assert_eq!(back.get("t.7"), l.get("t.7"));

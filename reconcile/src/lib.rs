@@ -25,6 +25,7 @@ pub mod custody;
 pub mod facts;
 pub mod finding;
 pub mod gen;
+pub mod id;
 pub mod lake;
 pub mod mapped;
 pub mod merge;

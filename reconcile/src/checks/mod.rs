@@ -113,7 +113,7 @@ mod tests {
         let captured = f.names.id("captured");
         let reserved = f.names.id("reserved");
         let (usd, a, b) = (f.names.id("USD"), f.names.id("a"), f.names.id("b"));
-        let rows: Vec<(Box<str>, TransferState)> = (0..1001)
+        let rows: Vec<(crate::id::Id, TransferState)> = (0..1001)
             .map(|i| {
                 let mut st = TransferState::default();
                 st.facts.set_amount(Some(100));
