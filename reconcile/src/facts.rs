@@ -1570,8 +1570,9 @@ fn join_in_hash_order(
     out
 }
 
-/// How many keys ahead [`join_walk`] prefetches a transfer's id (and
-/// twice as many, the transfer's row, which says where the id is).
+/// How many keys ahead [`join_walk`] prefetches a transfer's row (its id
+/// inline, [`Id`]), and half as many ahead, the bytes of an id too long to
+/// be inline (the row says where they are).
 const PREFETCH_AHEAD: usize = 16;
 
 /// Joins `keys` (prefix, transfer), sorted by prefix, to the legs rows (in
@@ -1594,7 +1595,10 @@ fn join_walk(
             prefetch_whole(&transfers[ahead.1 as usize].0);
         }
         if let Some(ahead) = keys.get(j + PREFETCH_AHEAD) {
-            prefetch(transfers[ahead.1 as usize].0.as_ptr());
+            let id = &transfers[ahead.1 as usize].0;
+            if id.on_heap() {
+                prefetch(id.as_ptr());
+            }
         }
         let id = &*transfers[k as usize].0;
         while r < prefixes.len() && prefixes[r] < p {

@@ -73,7 +73,11 @@ impl From<Box<str>> for Id {
 
 impl From<String> for Id {
     fn from(s: String) -> Id {
-        Id::from(s.into_boxed_str())
+        if s.len() <= INLINE {
+            Id::from(s.as_str())
+        } else {
+            Id(Repr::Heap(s.into_boxed_str()))
+        }
     }
 }
 
