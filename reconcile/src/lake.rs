@@ -33,7 +33,7 @@ use ledger_ingest::{
 };
 
 use crate::merge::{merge, Cursor};
-use crate::rows::Row;
+use crate::rows::{Row, ROW_MAY_LACK};
 use crate::store::Location;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use object_store::path::Path;
@@ -117,11 +117,26 @@ pub struct LakeFileInfo {
     /// The file's column names, in order: files with the same columns share
     /// one inferred Arrow schema during a scan.
     pub columns: String,
+    /// The columns every row group's statistics say hold only nulls (an
+    /// account file's transfer terms, a transfer file's balances). The
+    /// proof's scan leaves those of them a row may lack out of its
+    /// projection ([`crate::rows::ROW_MAY_LACK`]): DataFusion would read them
+    /// as a null literal, expanded into a zeroed array for every batch.
+    pub null_columns: Vec<String>,
     /// Per row group, from the footer's statistics: the least and greatest
     /// `stream_key` and the rows. Only an estimate of where rows lie (a run
     /// splits a table's remaining keys by it); empty when a row group has
     /// no such statistics.
     pub key_groups: Vec<KeyGroup>,
+}
+
+/// What [`Lake::check_footer`] reads from a file's footer for its
+/// [`LakeFileInfo`].
+struct Footer {
+    rows: i64,
+    columns: String,
+    null_columns: Vec<String>,
+    key_groups: Vec<KeyGroup>,
 }
 
 /// One row group's `stream_key` range and size ([`LakeFileInfo::key_groups`]).
@@ -259,15 +274,16 @@ impl Lake {
                 }
                 continue;
             }
-            let (rows, columns, key_groups) = self.check_footer(&m.location, &key, m.size).await?;
+            let footer = self.check_footer(&m.location, &key, m.size).await?;
             files.push(LakeFileInfo {
                 key,
                 table,
                 bytes: m.size,
-                rows,
+                rows: footer.rows,
                 e_tag: m.e_tag.clone(),
-                columns,
-                key_groups,
+                columns: footer.columns,
+                null_columns: footer.null_columns,
+                key_groups: footer.key_groups,
             });
         }
         files.sort_by(|a, b| a.key.cmp(&b.key));
@@ -313,12 +329,7 @@ impl Lake {
 
     /// Reads and decodes the footer: a truncated or foreign file, or one of
     /// another layout, is named here before any row is read.
-    async fn check_footer(
-        &self,
-        loc: &Path,
-        key: &str,
-        size: u64,
-    ) -> Result<(i64, String, Vec<KeyGroup>), Error> {
+    async fn check_footer(&self, loc: &Path, key: &str, size: u64) -> Result<Footer, Error> {
         let file_err = |why: String| Error::File {
             key: key.to_owned(),
             why,
@@ -378,7 +389,24 @@ impl Lake {
                         })
                         .collect()
                 });
-                Ok((fm.num_rows(), columns.join(","), key_groups))
+                let groups = meta.row_groups();
+                let only_nulls = |c: usize| {
+                    !groups.is_empty()
+                        && groups.iter().all(|rg| {
+                            let nulls = rg.column(c).statistics().and_then(|s| s.null_count_opt());
+                            nulls == u64::try_from(rg.num_rows()).ok()
+                        })
+                };
+                let null_columns = (0..columns.len())
+                    .filter(|&c| only_nulls(c))
+                    .map(|c| columns[c].to_owned())
+                    .collect();
+                Ok(Footer {
+                    rows: fm.num_rows(),
+                    columns: columns.join(","),
+                    null_columns,
+                    key_groups,
+                })
             }
             Some(other) => Err(file_err(format!(
                 "written in lake layout {other:?}; this reconciler knows {LAKE_LAYOUTS_READABLE:?}\n\
@@ -488,8 +516,13 @@ impl Lake {
             }
             df = only_keys(df, select.keys).map_err(file_err)?;
             df = only_from(df, select.from).map_err(file_err)?;
+            let read: Vec<&str> = FIELDS
+                .iter()
+                .copied()
+                .filter(|c| !(ROW_MAY_LACK.contains(c) && f.null_columns.iter().any(|n| n == c)))
+                .collect();
             let stream = df
-                .select_columns(FIELDS)
+                .select_columns(&read)
                 .map_err(file_err)?
                 .execute_stream()
                 .await

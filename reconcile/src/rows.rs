@@ -48,6 +48,26 @@ pub struct Cols {
     hash: StringViewArray,
 }
 
+/// The columns a row may lack (null), the optional fields of an event: a
+/// batch without one of them reads as if it were all null (docs/LAKE.md). The
+/// proof's scan leaves out of its projection those a file's statistics say
+/// are all null ([`crate::lake::LakeFileInfo::null_columns`]); every other
+/// column is required in every file and row.
+pub(crate) const ROW_MAY_LACK: [&str; 12] = [
+    "currency",
+    "amount",
+    "balance_after",
+    "held_after",
+    "overdraft_limit",
+    "entry_id",
+    "transfer_id",
+    "counterparty",
+    "source",
+    "destination",
+    "deadline_ms",
+    "reason",
+];
+
 /// Why a batch cannot be read as lake rows.
 #[derive(Debug)]
 pub enum BatchError {
@@ -281,5 +301,72 @@ impl<'a> Row<'a> {
 
     pub fn hash(&self) -> &'a str {
         self.cols.hash(self.i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::ArrayRef;
+    use ledger_events::FIELDS;
+
+    /// One row with every column of `names` set, in the types the proof
+    /// reads them as.
+    fn batch(names: &[&str]) -> RecordBatch {
+        let columns: Vec<(&str, ArrayRef)> = names
+            .iter()
+            .map(|&name| {
+                let array: ArrayRef = match name {
+                    "v" => Arc::new(UInt16Array::from(vec![1])),
+                    "seq" | "occurred_at_ms" | "amount" | "balance_after" | "held_after"
+                    | "overdraft_limit" | "deadline_ms" => Arc::new(Int64Array::from(vec![7])),
+                    "stream" => Arc::new(StringViewArray::from(vec!["account"])),
+                    _ => Arc::new(StringViewArray::from(vec![format!("{name}-value")])),
+                };
+                (name, array)
+            })
+            .collect();
+        RecordBatch::try_from_iter(columns).unwrap()
+    }
+
+    /// The columns the scan may leave out of a file's projection
+    /// (`ROW_MAY_LACK`) are exactly those a batch may lack: leaving out any
+    /// other is an error, not a row read with a field missing.
+    #[test]
+    fn only_the_fields_a_row_may_lack_may_be_left_out_of_a_batch() {
+        let all = Cols::from_batch(&batch(FIELDS)).unwrap();
+        assert_eq!(all.view(0).amount, Some(7));
+        assert_eq!(all.view(0).source, Some("source-value"));
+        for &left_out in FIELDS {
+            let names: Vec<&str> = FIELDS.iter().copied().filter(|&n| n != left_out).collect();
+            match Cols::from_batch(&batch(&names)) {
+                Ok(cols) => {
+                    assert!(
+                        ROW_MAY_LACK.contains(&left_out),
+                        "{left_out} was not required"
+                    );
+                    // Read as null; every other field as before.
+                    let (row, full) = (cols.view(0), all.view(0));
+                    // The fields the canonical encoding has empty.
+                    let absent = |e: &EventRef| {
+                        let mut text = Vec::new();
+                        e.canonical_into(&mut text);
+                        String::from_utf8(text)
+                            .unwrap()
+                            .lines()
+                            .filter_map(|l| l.strip_suffix('='))
+                            .map(str::to_owned)
+                            .collect::<Vec<_>>()
+                    };
+                    assert_eq!(absent(&row), vec![left_out]);
+                    assert!(absent(&full).is_empty());
+                }
+                Err(BatchError::Layout(why)) => {
+                    assert!(!ROW_MAY_LACK.contains(&left_out), "{left_out}: {why}");
+                    assert!(why.contains(left_out), "{why}");
+                }
+                Err(e) => panic!("{left_out}: {e:?}"),
+            }
+        }
     }
 }

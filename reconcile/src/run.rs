@@ -1813,6 +1813,7 @@ mod tests {
             rows,
             e_tag: None,
             columns: String::new(),
+            null_columns: Vec::new(),
             key_groups: Vec::new(),
         };
         let keys = |groups: Vec<&[LakeFileInfo]>| -> Vec<Vec<String>> {

@@ -9,6 +9,7 @@ use std::process::Command;
 mod common;
 
 use common::{config, run_lib, run_lib_at, NOW_MS};
+use ledger_ingest::Table;
 use ledger_reconcile::corrupt::{copy_lake, inject, Class, Expected};
 use ledger_reconcile::gen::{generate_events, generate_lake, GEN_START_MS, GEN_STEP_MS};
 use ledger_reconcile::Report;
@@ -109,6 +110,53 @@ fn a_generated_lake_passes_every_check() {
     assert_eq!(d["version"], 1);
     assert!(d["generated_at_ms"].as_i64().unwrap() > 0);
     assert_eq!(d["transfers"], serde_json::json!([]));
+}
+
+/// Each file's all-null columns (which the proof's scan may leave out) are
+/// read from its footer: exactly the columns whose every row is null.
+#[test]
+fn a_files_null_columns_are_exactly_those_without_a_value() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    clean_lake(&dir);
+    common::runtime().block_on(async {
+        let lake = ledger_reconcile::Lake::open(dir.to_str().unwrap()).unwrap();
+        let mut seen = BTreeMap::new();
+        for table in [Table::Account, Table::Transfer] {
+            for f in lake.files(table).await.unwrap() {
+                let mut rows = 0;
+                let mut nulls: BTreeMap<String, usize> = BTreeMap::new();
+                lake.scan_columns(std::slice::from_ref(&f), ledger_events::FIELDS, None, |b| {
+                    rows += b.num_rows();
+                    for (field, c) in b.schema().fields().iter().zip(b.columns()) {
+                        *nulls.entry(field.name().clone()).or_default() += c.null_count();
+                    }
+                })
+                .await
+                .unwrap();
+                let all_null: Vec<String> = nulls
+                    .into_iter()
+                    .filter(|(_, n)| *n == rows)
+                    .map(|(c, _)| c)
+                    .collect();
+                let mut listed = f.null_columns.clone();
+                listed.sort();
+                assert_eq!(listed, all_null, "{}", f.key);
+                for c in &listed {
+                    *seen.entry((table, c.clone())).or_insert(0) += 1;
+                }
+            }
+        }
+        // The generated lake has such columns in both tables.
+        assert!(
+            seen.contains_key(&(Table::Account, "deadline_ms".to_owned())),
+            "{seen:?}"
+        );
+        assert!(
+            seen.contains_key(&(Table::Transfer, "balance_after".to_owned())),
+            "{seen:?}"
+        );
+    });
 }
 
 /// A lake read while sagas are in progress: transfers stopped after their
