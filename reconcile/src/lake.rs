@@ -33,7 +33,7 @@ use ledger_ingest::{
 };
 
 use crate::merge::{merge, Cursor};
-use crate::rows::{Row, ROW_MAY_LACK};
+use crate::rows::{Constants, Row, ROW_MAY_LACK};
 use crate::store::Location;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use object_store::path::Path;
@@ -123,6 +123,10 @@ pub struct LakeFileInfo {
     /// projection ([`crate::rows::ROW_MAY_LACK`]): DataFusion would read them
     /// as a null literal, expanded into a zeroed array for every batch.
     pub null_columns: Vec<String>,
+    /// The `stream` and `v` every row has, where the footer's statistics
+    /// say so: the proof's scan takes them from here instead of reading
+    /// them ([`Constants`]).
+    pub constants: Constants,
     /// Per row group, from the footer's statistics: the least and greatest
     /// `stream_key` and the rows. Only an estimate of where rows lie (a run
     /// splits a table's remaining keys by it); empty when a row group has
@@ -136,6 +140,7 @@ struct Footer {
     rows: i64,
     columns: String,
     null_columns: Vec<String>,
+    constants: Constants,
     key_groups: Vec<KeyGroup>,
 }
 
@@ -283,6 +288,7 @@ impl Lake {
                 e_tag: m.e_tag.clone(),
                 columns: footer.columns,
                 null_columns: footer.null_columns,
+                constants: footer.constants,
                 key_groups: footer.key_groups,
             });
         }
@@ -401,10 +407,43 @@ impl Lake {
                     .filter(|&c| only_nulls(c))
                     .map(|c| columns[c].to_owned())
                     .collect();
+                // A column's one value: the same exact least and greatest
+                // value and no null in every row group.
+                let one_value = |name: &str| -> Option<&[u8]> {
+                    let c = columns.iter().position(|c| *c == name)?;
+                    let mut value = None;
+                    for rg in groups {
+                        let st = rg.column(c).statistics()?;
+                        let (min, max) = (st.min_bytes_opt()?, st.max_bytes_opt()?);
+                        let exact = st.min_is_exact() && st.max_is_exact();
+                        if !exact || min != max || st.null_count_opt() != Some(0) {
+                            return None;
+                        }
+                        if value.is_some_and(|v| v != min) {
+                            return None;
+                        }
+                        value = Some(min);
+                    }
+                    value
+                };
+                let constants = Constants {
+                    stream: one_value("stream")
+                        .and_then(|s| std::str::from_utf8(s).ok())
+                        .and_then(|s| {
+                            [Stream::Account, Stream::Transfer, Stream::Subscription]
+                                .into_iter()
+                                .find(|k| k.as_str() == s)
+                        }),
+                    // `v` is a UInt16 stored as INT32: four little-endian bytes.
+                    v: one_value("v")
+                        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                        .and_then(|b| u16::try_from(i32::from_le_bytes(b)).ok()),
+                };
                 Ok(Footer {
                     rows: fm.num_rows(),
                     columns: columns.join(","),
                     null_columns,
+                    constants,
                     key_groups,
                 })
             }
@@ -520,6 +559,7 @@ impl Lake {
                 .iter()
                 .copied()
                 .filter(|c| !(ROW_MAY_LACK.contains(c) && f.null_columns.iter().any(|n| n == c)))
+                .filter(|c| !f.constants.columns().any(|k| k == *c))
                 .collect();
             let stream = df
                 .select_columns(&read)
@@ -527,7 +567,7 @@ impl Lake {
                 .execute_stream()
                 .await
                 .map_err(file_err)?;
-            cursors.push(Cursor::open(f.key.clone(), stream).await?);
+            cursors.push(Cursor::open(f.key.clone(), stream, f.constants).await?);
         }
         if trace_enabled() {
             eprintln!(

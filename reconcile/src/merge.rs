@@ -23,24 +23,31 @@ use datafusion::execution::SendableRecordBatchStream;
 use futures::StreamExt;
 
 use crate::lake::Error;
-use crate::rows::{BatchError, Cols, Row};
+use crate::rows::{BatchError, Cols, Constants, Row};
 
 /// One file's rows, one record batch at a time, with the next row at `pos`.
 pub struct Cursor {
     key: String,
     stream: SendableRecordBatchStream,
+    /// The values the file's batches leave out (every row has them).
+    constants: Constants,
     /// The batch being read (none before the first).
     cols: Option<Arc<Cols>>,
     pos: usize,
 }
 
 impl Cursor {
-    /// Opens a cursor on `stream` (the rows of the lake file `key`) and reads
-    /// its first batch.
-    pub async fn open(key: String, stream: SendableRecordBatchStream) -> Result<Cursor, Error> {
+    /// Opens a cursor on `stream` (the rows of the lake file `key`, without
+    /// the columns of `constants`) and reads its first batch.
+    pub async fn open(
+        key: String,
+        stream: SendableRecordBatchStream,
+        constants: Constants,
+    ) -> Result<Cursor, Error> {
         let mut c = Cursor {
             key,
             stream,
+            constants,
             cols: None,
             pos: 0,
         };
@@ -73,7 +80,7 @@ impl Cursor {
             };
             let batch =
                 batch.map_err(|e| self.file_err(format!("not readable as Parquet: {e}")))?;
-            let cols = Cols::from_batch(&batch).map_err(|e| match e {
+            let cols = Cols::from_batch_with(&batch, self.constants).map_err(|e| match e {
                 BatchError::Layout(why) => self.file_err(format!("not in the lake layout: {why}")),
                 BatchError::Version { event_id, v } => Error::Schema { event_id, v },
             })?;

@@ -25,7 +25,9 @@ use ledger_events::{EventRef, Stream, SCHEMA_VERSIONS_KNOWN};
 /// One record batch's columns, typed, with the per-row values every comparison needs
 /// (stream and seq) decoded once.
 pub struct Cols {
-    v: UInt16Array,
+    /// None: every row's is `v_const` ([`Constants::v`]).
+    v: Option<UInt16Array>,
+    v_const: u16,
     event_id: StringViewArray,
     stream: Vec<Stream>,
     stream_key: StringViewArray,
@@ -67,6 +69,29 @@ pub(crate) const ROW_MAY_LACK: [&str; 12] = [
     "deadline_ms",
     "reason",
 ];
+
+/// Values every row of a file has, known from its footer's statistics (the
+/// least and greatest value the same and exact, no nulls, in every row
+/// group): the proof's scan leaves these columns out of the file's
+/// projection and [`Cols::from_batch_with`] takes them from here. DataFusion
+/// would read such a column as a literal expanded into an array for every
+/// batch, which the rows would then parse again one by one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Constants {
+    /// Every row's `stream`.
+    pub stream: Option<Stream>,
+    /// Every row's `v`.
+    pub v: Option<u16>,
+}
+
+impl Constants {
+    /// The columns the rows take from here rather than from their batch.
+    pub fn columns(&self) -> impl Iterator<Item = &'static str> {
+        [self.stream.map(|_| "stream"), self.v.map(|_| "v")]
+            .into_iter()
+            .flatten()
+    }
+}
 
 /// Why a batch cannot be read as lake rows.
 #[derive(Debug)]
@@ -127,38 +152,59 @@ fn opt_i64(c: &Option<Int64Array>, i: usize) -> Option<i64> {
 }
 
 impl Cols {
+    /// A batch with every column.
     pub fn from_batch(b: &RecordBatch) -> Result<Cols, BatchError> {
-        let v = req::<UInt16Array>(b, "v")?;
+        Cols::from_batch_with(b, Constants::default())
+    }
+
+    /// A batch whose columns named in `constants` are left out (and ignored
+    /// if present): every row has those values.
+    pub fn from_batch_with(b: &RecordBatch, constants: Constants) -> Result<Cols, BatchError> {
+        let n = b.num_rows();
         let event_id = req::<StringViewArray>(b, "event_id")?;
-        let stream_col = req::<StringViewArray>(b, "stream")?;
         let seq_col = req::<Int64Array>(b, "seq")?;
-        let mut stream = Vec::with_capacity(b.num_rows());
-        let mut seq = Vec::with_capacity(b.num_rows());
-        for i in 0..b.num_rows() {
-            stream.push(match stream_col.value(i) {
-                "account" => Stream::Account,
-                "transfer" => Stream::Transfer,
-                "subscription" => Stream::Subscription,
-                other => {
-                    return Err(BatchError::Layout(format!(
-                        "row {i}: unknown stream {other:?}"
-                    )))
-                }
-            });
-            let s = seq_col.value(i);
-            seq.push(
-                u64::try_from(s)
-                    .map_err(|_| BatchError::Layout(format!("row {i}: negative seq {s}")))?,
-            );
-            if !SCHEMA_VERSIONS_KNOWN.contains(&v.value(i)) {
-                return Err(BatchError::Version {
-                    event_id: event_id.value(i).to_owned(),
-                    v: v.value(i),
-                });
+        let v = match constants.v {
+            Some(_) => None,
+            None => Some(req::<UInt16Array>(b, "v")?),
+        };
+        let v_const = constants.v.unwrap_or_default();
+        let stream = match constants.stream {
+            Some(s) => vec![s; n],
+            None => {
+                let col = req::<StringViewArray>(b, "stream")?;
+                (0..n)
+                    .map(|i| match col.value(i) {
+                        "account" => Ok(Stream::Account),
+                        "transfer" => Ok(Stream::Transfer),
+                        "subscription" => Ok(Stream::Subscription),
+                        other => Err(BatchError::Layout(format!(
+                            "row {i}: unknown stream {other:?}"
+                        ))),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?
             }
+        };
+        let seq = (0..n)
+            .map(|i| {
+                let s = seq_col.value(i);
+                u64::try_from(s)
+                    .map_err(|_| BatchError::Layout(format!("row {i}: negative seq {s}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let version = |i: usize| v.as_ref().map_or(v_const, |v| v.value(i));
+        let unknown = match &v {
+            Some(v) => (0..n).find(|&i| !SCHEMA_VERSIONS_KNOWN.contains(&v.value(i))),
+            None => (n > 0 && !SCHEMA_VERSIONS_KNOWN.contains(&v_const)).then_some(0),
+        };
+        if let Some(i) = unknown {
+            return Err(BatchError::Version {
+                event_id: event_id.value(i).to_owned(),
+                v: version(i),
+            });
         }
         Ok(Cols {
             v,
+            v_const,
             event_id,
             stream,
             stream_key: req(b, "stream_key")?,
@@ -239,7 +285,7 @@ impl Cols {
     #[inline(always)]
     fn build(&self, i: usize) -> EventRef<'_> {
         EventRef {
-            v: self.v.value(i),
+            v: self.v.as_ref().map_or(self.v_const, |v| v.value(i)),
             event_id: self.event_id.value(i),
             stream: self.stream[i],
             stream_key: self.stream_key.value(i),
@@ -327,6 +373,44 @@ mod tests {
             })
             .collect();
         RecordBatch::try_from_iter(columns).unwrap()
+    }
+
+    /// A batch without `stream` and `v`, with them given as constants,
+    /// reads as the batch with them; an unknown constant version is the same
+    /// error as an unknown version in the column.
+    #[test]
+    fn constants_stand_for_the_columns_they_replace() {
+        let all = Cols::from_batch(&batch(FIELDS)).unwrap();
+        let without: Vec<&str> = FIELDS
+            .iter()
+            .copied()
+            .filter(|&n| n != "stream" && n != "v")
+            .collect();
+        let k = Constants {
+            stream: Some(Stream::Account),
+            v: Some(1),
+        };
+        assert_eq!(k.columns().collect::<Vec<_>>(), ["stream", "v"]);
+        let with = Cols::from_batch_with(&batch(&without), k).unwrap();
+        let text = |c: &Cols| {
+            let mut t = Vec::new();
+            c.view(0).canonical_into(&mut t);
+            t
+        };
+        assert_eq!(text(&with), text(&all));
+        assert_eq!(with.stream(0), Stream::Account);
+        // Without the constants, the columns are required.
+        assert!(matches!(
+            Cols::from_batch(&batch(&without)),
+            Err(BatchError::Layout(why)) if why.contains("`v`")
+        ));
+        let unknown = Constants { v: Some(999), ..k };
+        match Cols::from_batch_with(&batch(&without), unknown) {
+            Err(BatchError::Version { event_id, v }) => {
+                assert_eq!((event_id.as_str(), v), ("event_id-value", 999));
+            }
+            other => panic!("{:?}", other.err()),
+        }
     }
 
     /// The columns the scan may leave out of a file's projection

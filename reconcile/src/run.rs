@@ -1814,6 +1814,7 @@ mod tests {
             e_tag: None,
             columns: String::new(),
             null_columns: Vec::new(),
+            constants: Default::default(),
             key_groups: Vec::new(),
         };
         let keys = |groups: Vec<&[LakeFileInfo]>| -> Vec<Vec<String>> {

@@ -112,18 +112,27 @@ fn a_generated_lake_passes_every_check() {
     assert_eq!(d["transfers"], serde_json::json!([]));
 }
 
-/// Each file's all-null columns (which the proof's scan may leave out) are
-/// read from its footer: exactly the columns whose every row is null.
+/// Each file's all-null columns and its constant `stream` and `v` (which the
+/// proof's scan leaves out) are read from its footer: exactly the columns
+/// whose every row is null, and the values every row has.
 #[test]
-fn a_files_null_columns_are_exactly_those_without_a_value() {
+fn a_files_null_columns_and_constants_are_read_from_its_footer() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("lake");
     clean_lake(&dir);
     common::runtime().block_on(async {
         let lake = ledger_reconcile::Lake::open(dir.to_str().unwrap()).unwrap();
         let mut seen = BTreeMap::new();
-        for table in [Table::Account, Table::Transfer] {
+        for (table, stream) in [
+            (Table::Account, ledger_events::Stream::Account),
+            (Table::Transfer, ledger_events::Stream::Transfer),
+        ] {
             for f in lake.files(table).await.unwrap() {
+                let constants = ledger_reconcile::rows::Constants {
+                    stream: Some(stream),
+                    v: Some(1),
+                };
+                assert_eq!(f.constants, constants, "{}", f.key);
                 let mut rows = 0;
                 let mut nulls: BTreeMap<String, usize> = BTreeMap::new();
                 lake.scan_columns(std::slice::from_ref(&f), ledger_events::FIELDS, None, |b| {
