@@ -20,7 +20,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, Int64Array, StringArray, StringViewArray, UInt16Array};
 use datafusion::arrow::record_batch::RecordBatch;
 use ledger_events::event::same;
-use ledger_events::{EventRef, Stream, SCHEMA_VERSIONS_KNOWN};
+use ledger_events::{EventRef, Stream, FIELDS, SCHEMA_VERSIONS_KNOWN};
 
 /// One record batch's columns, typed, with the per-row values every comparison needs
 /// (stream and seq) decoded once.
@@ -50,25 +50,13 @@ pub struct Cols {
     hash: StringViewArray,
 }
 
-/// The columns a row may lack (null), the optional fields of an event: a
-/// batch without one of them reads as if it were all null (docs/LAKE.md). The
+/// The columns a row may lack (null), the optional fields of an event
+/// (`currency` to `reason` in [`FIELDS`]' order): a batch without one of them
+/// reads as if it were all null (docs/LAKE.md). The
 /// proof's scan leaves out of its projection those a file's statistics say
 /// are all null ([`crate::lake::LakeFileInfo::null_columns`]); every other
 /// column is required in every file and row.
-pub(crate) const ROW_MAY_LACK: [&str; 12] = [
-    "currency",
-    "amount",
-    "balance_after",
-    "held_after",
-    "overdraft_limit",
-    "entry_id",
-    "transfer_id",
-    "counterparty",
-    "source",
-    "destination",
-    "deadline_ms",
-    "reason",
-];
+pub(crate) const ROW_MAY_LACK: &[&str] = FIELDS.split_at(7).1.split_at(12).0;
 
 /// Values every row of a file has, known from its footer's statistics (the
 /// least and greatest value the same and exact, no nulls, in every row
@@ -354,7 +342,6 @@ impl<'a> Row<'a> {
 mod tests {
     use super::*;
     use datafusion::arrow::array::ArrayRef;
-    use ledger_events::FIELDS;
 
     /// One row with every column of `names` set, in the types the proof
     /// reads them as.
@@ -418,6 +405,10 @@ mod tests {
     /// other is an error, not a row read with a field missing.
     #[test]
     fn only_the_fields_a_row_may_lack_may_be_left_out_of_a_batch() {
+        assert_eq!(
+            (ROW_MAY_LACK.len(), ROW_MAY_LACK[0], ROW_MAY_LACK[11]),
+            (12, "currency", "reason")
+        );
         let all = Cols::from_batch(&batch(FIELDS)).unwrap();
         assert_eq!(all.view(0).amount, Some(7));
         assert_eq!(all.view(0).source, Some("source-value"));
