@@ -429,11 +429,7 @@ impl Lake {
                 let constants = Constants {
                     stream: one_value("stream")
                         .and_then(|s| std::str::from_utf8(s).ok())
-                        .and_then(|s| {
-                            [Stream::Account, Stream::Transfer, Stream::Subscription]
-                                .into_iter()
-                                .find(|k| k.as_str() == s)
-                        }),
+                        .and_then(Stream::parse),
                     // `v` is a UInt16 stored as INT32: four little-endian bytes.
                     v: one_value("v")
                         .and_then(|b| <[u8; 4]>::try_from(b).ok())
@@ -604,7 +600,7 @@ fn only_from(
     let Some((stream, key)) = from else {
         return Ok(df);
     };
-    let later: Vec<_> = [Stream::Account, Stream::Transfer, Stream::Subscription]
+    let later: Vec<_> = Stream::ALL
         .into_iter()
         .filter(|s| *s > stream)
         .map(|s| lit(s.as_str()))

@@ -161,13 +161,11 @@ impl Cols {
             None => {
                 let col = req::<StringViewArray>(b, "stream")?;
                 (0..n)
-                    .map(|i| match col.value(i) {
-                        "account" => Ok(Stream::Account),
-                        "transfer" => Ok(Stream::Transfer),
-                        "subscription" => Ok(Stream::Subscription),
-                        other => Err(BatchError::Layout(format!(
-                            "row {i}: unknown stream {other:?}"
-                        ))),
+                    .map(|i| {
+                        let name = col.value(i);
+                        Stream::parse(name).ok_or_else(|| {
+                            BatchError::Layout(format!("row {i}: unknown stream {name:?}"))
+                        })
                     })
                     .collect::<Result<Vec<_>, _>>()?
             }

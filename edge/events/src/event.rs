@@ -67,12 +67,20 @@ pub enum Stream {
 }
 
 impl Stream {
+    /// Every stream kind, in the lake's order.
+    pub const ALL: [Stream; 3] = [Stream::Account, Stream::Transfer, Stream::Subscription];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Stream::Account => "account",
             Stream::Transfer => "transfer",
             Stream::Subscription => "subscription",
         }
+    }
+
+    /// The stream kind [`Stream::as_str`] names `s`, if any.
+    pub fn parse(s: &str) -> Option<Stream> {
+        Stream::ALL.into_iter().find(|k| k.as_str() == s)
     }
 }
 

@@ -235,12 +235,8 @@ pub fn rows_from_batch(batch: &RecordBatch) -> Result<Vec<Row>, String> {
 
     let mut rows = Vec::with_capacity(n);
     for i in 0..n {
-        let stream_v = match stream.value(i) {
-            "account" => Stream::Account,
-            "transfer" => Stream::Transfer,
-            "subscription" => Stream::Subscription,
-            other => return Err(format!("row {i}: unknown stream {other:?}")),
-        };
+        let stream_v = Stream::parse(stream.value(i))
+            .ok_or_else(|| format!("row {i}: unknown stream {:?}", stream.value(i)))?;
         let seq_v = u64::try_from(seq.value(i))
             .map_err(|_| format!("row {i}: negative seq {}", seq.value(i)))?;
         rows.push(Row {

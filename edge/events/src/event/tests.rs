@@ -629,8 +629,23 @@ fn validate_gives_the_old_results_in_the_old_order() {
 }
 
 #[test]
+fn a_stream_parses_from_its_name_and_nothing_else() {
+    for stream in Stream::ALL {
+        assert_eq!(Stream::parse(stream.as_str()), Some(stream));
+        // The serde name is the same word.
+        assert_eq!(
+            serde_json::to_string(&stream).unwrap(),
+            format!("\"{}\"", stream.as_str())
+        );
+    }
+    for other in ["", "Account", "accounts", "transfer ", "subscriptions"] {
+        assert_eq!(Stream::parse(other), None, "{other:?}");
+    }
+}
+
+#[test]
 fn is_event_id_agrees_with_event_id() {
-    let streams = [Stream::Account, Stream::Transfer, Stream::Subscription];
+    let streams = Stream::ALL;
     let keys = ["acme.acc-1", "t.acme.k1", "t:x", "a", ""];
     let seqs = [0, 1, 9, 10, 99, 12345, u64::MAX - 1, u64::MAX];
     for stream in streams {
