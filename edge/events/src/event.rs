@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::currency::Currency;
+use crate::decimal::{Decimal, SPILL};
 use crate::ids::{check_client_key, check_derived_id, IdError};
 
 /// The schema version this crate writes.
@@ -536,16 +537,6 @@ const CANONICAL_FRAME_BYTES: usize = {
     }
     bytes - 1
 };
-/// Integer fields of the canonical encoding (`v`, `seq`, six `i64`s).
-const CANONICAL_INTS: usize = 8;
-
-/// An optional integer's text in the canonical encoding; absent is empty.
-fn int_text(digits: &mut itoa::Buffer, v: Option<i64>) -> &str {
-    match v {
-        Some(x) => digits.format(x),
-        None => "",
-    }
-}
 
 impl<'a> EventRef<'a> {
     /// An owned copy.
@@ -585,75 +576,74 @@ impl<'a> EventRef<'a> {
         // The reconciler encodes every event it reads (10⁷ a night), so the
         // encoding is one exact reservation, then each line's constant
         // `\nname=` and its value written by `put` (a few inlined moves, not
-        // a call to memcpy per value). The byte-for-byte tests hold the
+        // a call to memcpy per value), each integer measured first and then
+        // written in place ([`Decimal`]). The byte-for-byte tests hold the
         // literals to FIELDS.
-        let mut digits = [itoa::Buffer::new(); CANONICAL_INTS];
-        let [v, seq, occurred, amount, balance, held, limit, deadline] = &mut digits;
-        let v = v.format(self.v);
-        let seq = seq.format(self.seq);
-        let occurred = occurred.format(self.occurred_at_ms);
-        let amount = int_text(amount, self.amount);
-        let balance = int_text(balance, self.balance_after);
-        let held = int_text(held, self.held_after);
-        let limit = int_text(limit, self.overdraft_limit);
-        let deadline = int_text(deadline, self.deadline_ms);
-        let values = [
-            v,
+        let v = Decimal::of_u64(self.v.into());
+        let seq = Decimal::of_u64(self.seq);
+        let occurred = Decimal::of_i64(self.occurred_at_ms);
+        let amount = Decimal::of_opt(self.amount);
+        let balance = Decimal::of_opt(self.balance_after);
+        let held = Decimal::of_opt(self.held_after);
+        let limit = Decimal::of_opt(self.overdraft_limit);
+        let deadline = Decimal::of_opt(self.deadline_ms);
+        let ints = [v, seq, occurred, amount, balance, held, limit, deadline];
+        let texts = [
             self.event_id,
             self.stream.as_str(),
             self.stream_key,
-            seq,
             self.kind,
-            occurred,
             self.currency.unwrap_or_default(),
-            amount,
-            balance,
-            held,
-            limit,
             self.entry_id.unwrap_or_default(),
             self.transfer_id.unwrap_or_default(),
             self.counterparty.unwrap_or_default(),
             self.source.unwrap_or_default(),
             self.destination.unwrap_or_default(),
-            deadline,
             self.reason.unwrap_or_default(),
             self.prev_hash,
         ];
-        let total = CANONICAL_FRAME_BYTES + values.iter().map(|t| t.len()).sum::<usize>();
-        out.reserve(total);
-        let dst = &mut out.spare_capacity_mut()[..total];
+        let total = CANONICAL_FRAME_BYTES
+            + ints.iter().map(|d| d.len()).sum::<usize>()
+            + texts.iter().map(|t| t.len()).sum::<usize>();
+        // A number may spill past its end (overwritten by the next line);
+        // the `\nprev_hash=` line after the last one covers the spill, and
+        // the room reserved here keeps every store in bounds regardless.
+        out.reserve(total + SPILL);
+        let dst = &mut out.spare_capacity_mut()[..total + SPILL];
         let mut at = 0;
-        let [v, event_id, stream, stream_key, seq, kind, occurred, currency, amount, balance, held, limit, entry_id, transfer_id, counterparty, source, destination, deadline, reason, prev_hash] =
-            values;
+        let [event_id, stream, stream_key, kind, currency, entry_id, transfer_id, counterparty, source, destination, reason, prev_hash] =
+            texts;
         // Written out line by line (not a loop over the pairs), so each
         // prefix is a copy of a length known at compile time.
         macro_rules! lines {
-            ($($prefix:literal $value:ident),*) => {$(
+            (@ text $value:ident) => { put(dst, &mut at, $value.as_bytes()) };
+            (@ int $value:ident) => { $value.put(dst, &mut at) };
+            ($($prefix:literal $how:ident $value:ident),*) => {$(
                 put(dst, &mut at, $prefix.as_bytes());
-                put(dst, &mut at, $value.as_bytes());
+                lines!(@ $how $value);
             )*};
         }
         lines!(
-            "v=" v,
-            "\nevent_id=" event_id,
-            "\nstream=" stream,
-            "\nstream_key=" stream_key,
-            "\nseq=" seq,
-            "\nkind=" kind,
-            "\noccurred_at_ms=" occurred,
-            "\ncurrency=" currency,
-            "\namount=" amount,
-            "\nbalance_after=" balance,
-            "\nheld_after=" held,
-            "\noverdraft_limit=" limit,
-            "\nentry_id=" entry_id,
-            "\ntransfer_id=" transfer_id,
-            "\ncounterparty=" counterparty,
-            "\nsource=" source,
-            "\ndestination=" destination,
-            "\ndeadline_ms=" deadline,
-            "\nreason=" reason,
-            "\nprev_hash=" prev_hash
+            "v=" int v,
+            "\nevent_id=" text event_id,
+            "\nstream=" text stream,
+            "\nstream_key=" text stream_key,
+            "\nseq=" int seq,
+            "\nkind=" text kind,
+            "\noccurred_at_ms=" int occurred,
+            "\ncurrency=" text currency,
+            "\namount=" int amount,
+            "\nbalance_after=" int balance,
+            "\nheld_after=" int held,
+            "\noverdraft_limit=" int limit,
+            "\nentry_id=" text entry_id,
+            "\ntransfer_id=" text transfer_id,
+            "\ncounterparty=" text counterparty,
+            "\nsource=" text source,
+            "\ndestination=" text destination,
+            "\ndeadline_ms=" int deadline,
+            "\nreason=" text reason,
+            "\nprev_hash=" text prev_hash
         );
         // Not a debug assertion: the `set_len` below relies on it.
         assert_eq!(at, total, "the canonical frame is CANONICAL_FRAME_BYTES");

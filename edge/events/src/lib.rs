@@ -8,6 +8,7 @@
 //! freeze the wire format: a change that alters them is a new schema version.
 
 pub mod currency;
+mod decimal;
 pub mod event;
 pub mod ids;
 pub mod sha256_lanes;
