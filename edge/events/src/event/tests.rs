@@ -664,6 +664,11 @@ fn is_event_id_agrees_with_event_id() {
                     format!("{}:{key}:{seq}", stream.as_str().to_uppercase()),
                     format!("{}:{key}:+{seq}", stream.as_str()),
                     format!("{}:{key}:0{seq}", stream.as_str()),
+                    format!("{}:{key}:-{seq}", stream.as_str()),
+                    format!("{}:{key}:{seq} ", stream.as_str()),
+                    format!("{}:{key}:{seq}0", stream.as_str()),
+                    format!("{}:{key}:1{seq}", stream.as_str()),
+                    format!("{}:{key}:", stream.as_str()),
                     format!("{}:{key}x:{seq}", stream.as_str()),
                     format!("{}{key}:{seq}", stream.as_str()),
                     format!("{}:{key}{seq}", stream.as_str()),
@@ -689,6 +694,21 @@ fn is_event_id_agrees_with_event_id() {
         u64::MAX
     ));
     assert!(!is_event_id("account:a:1", Stream::Transfer, "a", 1));
+    // Past u64: 2⁶⁴ reads as no seq (not as 0 wrapped around), nor do 21 digits.
+    assert!(!is_event_id(
+        "account:a:18446744073709551616",
+        Stream::Account,
+        "a",
+        0
+    ));
+    assert!(!is_event_id(
+        "account:a:100000000000000000000",
+        Stream::Account,
+        "a",
+        0
+    ));
+    assert!(!is_event_id("account:a:a", Stream::Account, "a", 49));
+    assert!(!is_event_id("account:a:/", Stream::Account, "a", u64::MAX));
     assert!(!is_event_id("account:a:b:1", Stream::Account, "a", 1));
 }
 
