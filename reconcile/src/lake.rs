@@ -144,6 +144,97 @@ struct Footer {
     key_groups: Vec<KeyGroup>,
 }
 
+impl Footer {
+    /// What a decoded footer says of its file, or why the file is not one
+    /// this reconciler reads (its lake layout). No I/O: [`Lake::check_footer`]
+    /// reads and decodes the footer first.
+    fn of(meta: &parquet::file::metadata::ParquetMetaData) -> Result<Footer, String> {
+        let fm = meta.file_metadata();
+        let layout = fm
+            .key_value_metadata()
+            .and_then(|kv| kv.iter().find(|kv| kv.key == LAYOUT_METADATA_KEY))
+            .and_then(|kv| kv.value.clone());
+        match layout.as_deref() {
+            Some(l) if LAKE_LAYOUTS_READABLE.contains(&l) => {
+                let columns: Vec<&str> = fm
+                    .schema_descr()
+                    .columns()
+                    .iter()
+                    .map(|c| c.name())
+                    .collect();
+                let key_col = columns.iter().position(|c| *c == "stream_key");
+                let key_groups = key_col.map_or_else(Vec::new, |k| {
+                    meta.row_groups()
+                        .iter()
+                        .filter_map(|rg| {
+                            let st = rg.column(k).statistics()?;
+                            Some(KeyGroup {
+                                min: String::from_utf8_lossy(st.min_bytes_opt()?).into_owned(),
+                                max: String::from_utf8_lossy(st.max_bytes_opt()?).into_owned(),
+                                rows: rg.num_rows(),
+                            })
+                        })
+                        .collect()
+                });
+                let groups = meta.row_groups();
+                let only_nulls = |c: usize| {
+                    !groups.is_empty()
+                        && groups.iter().all(|rg| {
+                            let nulls = rg.column(c).statistics().and_then(|s| s.null_count_opt());
+                            nulls == u64::try_from(rg.num_rows()).ok()
+                        })
+                };
+                let null_columns = (0..columns.len())
+                    .filter(|&c| only_nulls(c))
+                    .map(|c| columns[c].to_owned())
+                    .collect();
+                // A column's one value: the same exact least and greatest
+                // value and no null in every row group.
+                let one_value = |name: &str| -> Option<&[u8]> {
+                    let c = columns.iter().position(|c| *c == name)?;
+                    let mut value = None;
+                    for rg in groups {
+                        let st = rg.column(c).statistics()?;
+                        let (min, max) = (st.min_bytes_opt()?, st.max_bytes_opt()?);
+                        let exact = st.min_is_exact() && st.max_is_exact();
+                        if !exact || min != max || st.null_count_opt() != Some(0) {
+                            return None;
+                        }
+                        if value.is_some_and(|v| v != min) {
+                            return None;
+                        }
+                        value = Some(min);
+                    }
+                    value
+                };
+                let constants = Constants {
+                    stream: one_value("stream")
+                        .and_then(|s| std::str::from_utf8(s).ok())
+                        .and_then(Stream::parse),
+                    // `v` is a UInt16 stored as INT32: four little-endian bytes.
+                    v: one_value("v")
+                        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                        .and_then(|b| u16::try_from(i32::from_le_bytes(b)).ok()),
+                };
+                Ok(Footer {
+                    rows: fm.num_rows(),
+                    columns: columns.join(","),
+                    null_columns,
+                    constants,
+                    key_groups,
+                })
+            }
+            Some(other) => Err(format!(
+                "written in lake layout {other:?}; this reconciler knows {LAKE_LAYOUTS_READABLE:?}\n\
+                 Help: upgrade reconcile"
+            )),
+            None => Err(format!(
+                "has no {LAYOUT_METADATA_KEY} metadata: not written by ledger-ingest"
+            )),
+        }
+    }
+}
+
 /// One row group's `stream_key` range and size ([`LakeFileInfo::key_groups`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyGroup {
@@ -368,89 +459,7 @@ impl Lake {
             .map_err(|e| file_err(format!("cannot read: {e}")))?;
         let meta = parquet::file::metadata::ParquetMetaDataReader::decode_metadata(&buf)
             .map_err(|e| file_err(format!("corrupt Parquet footer: {e}")))?;
-        let fm = meta.file_metadata();
-        let layout = fm
-            .key_value_metadata()
-            .and_then(|kv| kv.iter().find(|kv| kv.key == LAYOUT_METADATA_KEY))
-            .and_then(|kv| kv.value.clone());
-        match layout.as_deref() {
-            Some(l) if LAKE_LAYOUTS_READABLE.contains(&l) => {
-                let columns: Vec<&str> = fm
-                    .schema_descr()
-                    .columns()
-                    .iter()
-                    .map(|c| c.name())
-                    .collect();
-                let key_col = columns.iter().position(|c| *c == "stream_key");
-                let key_groups = key_col.map_or_else(Vec::new, |k| {
-                    meta.row_groups()
-                        .iter()
-                        .filter_map(|rg| {
-                            let st = rg.column(k).statistics()?;
-                            Some(KeyGroup {
-                                min: String::from_utf8_lossy(st.min_bytes_opt()?).into_owned(),
-                                max: String::from_utf8_lossy(st.max_bytes_opt()?).into_owned(),
-                                rows: rg.num_rows(),
-                            })
-                        })
-                        .collect()
-                });
-                let groups = meta.row_groups();
-                let only_nulls = |c: usize| {
-                    !groups.is_empty()
-                        && groups.iter().all(|rg| {
-                            let nulls = rg.column(c).statistics().and_then(|s| s.null_count_opt());
-                            nulls == u64::try_from(rg.num_rows()).ok()
-                        })
-                };
-                let null_columns = (0..columns.len())
-                    .filter(|&c| only_nulls(c))
-                    .map(|c| columns[c].to_owned())
-                    .collect();
-                // A column's one value: the same exact least and greatest
-                // value and no null in every row group.
-                let one_value = |name: &str| -> Option<&[u8]> {
-                    let c = columns.iter().position(|c| *c == name)?;
-                    let mut value = None;
-                    for rg in groups {
-                        let st = rg.column(c).statistics()?;
-                        let (min, max) = (st.min_bytes_opt()?, st.max_bytes_opt()?);
-                        let exact = st.min_is_exact() && st.max_is_exact();
-                        if !exact || min != max || st.null_count_opt() != Some(0) {
-                            return None;
-                        }
-                        if value.is_some_and(|v| v != min) {
-                            return None;
-                        }
-                        value = Some(min);
-                    }
-                    value
-                };
-                let constants = Constants {
-                    stream: one_value("stream")
-                        .and_then(|s| std::str::from_utf8(s).ok())
-                        .and_then(Stream::parse),
-                    // `v` is a UInt16 stored as INT32: four little-endian bytes.
-                    v: one_value("v")
-                        .and_then(|b| <[u8; 4]>::try_from(b).ok())
-                        .and_then(|b| u16::try_from(i32::from_le_bytes(b)).ok()),
-                };
-                Ok(Footer {
-                    rows: fm.num_rows(),
-                    columns: columns.join(","),
-                    null_columns,
-                    constants,
-                    key_groups,
-                })
-            }
-            Some(other) => Err(file_err(format!(
-                "written in lake layout {other:?}; this reconciler knows {LAKE_LAYOUTS_READABLE:?}\n\
-                 Help: upgrade reconcile"
-            ))),
-            None => Err(file_err(format!(
-                "has no {LAYOUT_METADATA_KEY} metadata: not written by ledger-ingest"
-            ))),
-        }
+        Footer::of(&meta).map_err(file_err)
     }
 
     /// The URL DataFusion reads the lake file `key` from.
@@ -620,5 +629,103 @@ fn unreadable(key: &str) -> impl Fn(datafusion::error::DataFusionError) -> Error
     move |e| Error::File {
         key: key.to_owned(),
         why: format!("not readable as Parquet: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ledger_events::Event;
+    use parquet::file::reader::FileReader;
+
+    fn metadata_of(bytes: Vec<u8>) -> parquet::file::metadata::ParquetMetaData {
+        parquet::file::serialized_reader::SerializedFileReader::new(bytes::Bytes::from(bytes))
+            .expect("a Parquet file")
+            .metadata()
+            .clone()
+    }
+
+    /// An account stream of `n` deposits, as ingest writes it.
+    fn account_file(n: u64) -> Vec<u8> {
+        let mut prev = ledger_events::GENESIS_HASH.to_owned();
+        let rows: Vec<ledger_ingest::Row> = (1..=n)
+            .map(|seq| {
+                let mut e = Event::new(Stream::Account, "acme.a-1", seq, "deposited", 1_000, &prev);
+                e.currency = Some("USD".into());
+                e.amount = Some(5);
+                e.balance_after = Some(5 * seq as i64);
+                e.held_after = Some(0);
+                e.overdraft_limit = Some(0);
+                let e = e.seal();
+                prev = e.hash.clone();
+                ledger_ingest::Row {
+                    event: e,
+                    conflict: false,
+                }
+            })
+            .collect();
+        ledger_ingest::parquet_io::write_file(&rows).expect("written")
+    }
+
+    #[test]
+    fn a_footer_names_rows_columns_nulls_constants_and_key_ranges() {
+        let f = Footer::of(&metadata_of(account_file(3))).expect("a lake file");
+        assert_eq!(f.rows, 3);
+        assert!(
+            f.columns.starts_with("v,event_id,stream,stream_key,seq,"),
+            "{}",
+            f.columns
+        );
+        for absent in ["entry_id", "transfer_id", "source", "destination", "reason"] {
+            assert!(
+                f.null_columns.iter().any(|c| c == absent),
+                "{absent}: {:?}",
+                f.null_columns
+            );
+        }
+        assert!(!f.null_columns.iter().any(|c| c == "amount"));
+        assert_eq!(f.constants.stream, Some(Stream::Account));
+        assert_eq!(f.constants.v, Some(1));
+        assert_eq!(f.key_groups.len(), 1);
+        assert_eq!(
+            (f.key_groups[0].min.as_str(), f.key_groups[0].rows),
+            ("acme.a-1", 3)
+        );
+    }
+
+    #[test]
+    fn a_footer_without_the_lake_layout_or_of_another_is_refused_by_name() {
+        let batch = datafusion::arrow::record_batch::RecordBatch::try_from_iter([(
+            "seq",
+            std::sync::Arc::new(datafusion::arrow::array::Int64Array::from(vec![1]))
+                as datafusion::arrow::array::ArrayRef,
+        )])
+        .unwrap();
+        let write = |layout: Option<&str>| {
+            let props = parquet::file::properties::WriterProperties::builder()
+                .set_key_value_metadata(layout.map(|l| {
+                    vec![parquet::file::metadata::KeyValue::new(
+                        LAYOUT_METADATA_KEY.to_owned(),
+                        l.to_owned(),
+                    )]
+                }))
+                .build();
+            let mut out = Vec::new();
+            let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, batch.schema(), Some(props))
+                .unwrap();
+            w.write(&batch).unwrap();
+            w.close().unwrap();
+            metadata_of(out)
+        };
+        let none = Footer::of(&write(None)).err().expect("refused");
+        assert!(
+            none.contains("has no ledger.lake.layout metadata"),
+            "{none}"
+        );
+        let other = Footer::of(&write(Some("lake-v99"))).err().expect("refused");
+        assert!(
+            other.contains("\"lake-v99\"") && other.contains("upgrade reconcile"),
+            "{other}"
+        );
     }
 }
