@@ -183,7 +183,15 @@ mod tests {
         ];
         let mut p: i64 = 1;
         for _ in 0..19 {
-            for x in [p - 1, p, p + 1, 2 * p - 1, 5 * p, 9 * p + (p - 1)] {
+            let near = [
+                p.checked_sub(1),
+                Some(p),
+                p.checked_add(1),
+                p.checked_mul(2).map(|x| x - 1),
+                p.checked_mul(5),
+                p.checked_mul(10).map(|x| x - 1),
+            ];
+            for x in near.into_iter().flatten() {
                 v.extend([x, -x]);
             }
             p = p.saturating_mul(10);
