@@ -253,6 +253,22 @@ pub struct Select<'a> {
 }
 
 impl LakeFileInfo {
+    /// The columns a scan of this file reads ([`FIELDS`], in order): all but
+    /// the ones a row may lack that the footer says are all null, and the
+    /// ones it gives one value for ([`LakeFileInfo::null_columns`],
+    /// [`LakeFileInfo::constants`]). [`Cols::from_batch_with`] with
+    /// `constants` reads the batches.
+    ///
+    /// [`Cols::from_batch_with`]: crate::rows::Cols::from_batch_with
+    pub fn read_columns(&self) -> Vec<&'static str> {
+        FIELDS
+            .iter()
+            .copied()
+            .filter(|c| !(ROW_MAY_LACK.contains(c) && self.null_columns.iter().any(|n| n == c)))
+            .filter(|c| !self.constants.columns().any(|k| k == *c))
+            .collect()
+    }
+
     /// What a checkpoint remembers to know the file is unchanged, in the
     /// form compaction manifests name versions (`ledger_ingest::stamp`).
     pub fn stamp(&self) -> String {
@@ -560,14 +576,8 @@ impl Lake {
             }
             df = only_keys(df, select.keys).map_err(file_err)?;
             df = only_from(df, select.from).map_err(file_err)?;
-            let read: Vec<&str> = FIELDS
-                .iter()
-                .copied()
-                .filter(|c| !(ROW_MAY_LACK.contains(c) && f.null_columns.iter().any(|n| n == c)))
-                .filter(|c| !f.constants.columns().any(|k| k == *c))
-                .collect();
             let stream = df
-                .select_columns(&read)
+                .select_columns(&f.read_columns())
                 .map_err(file_err)?
                 .execute_stream()
                 .await
