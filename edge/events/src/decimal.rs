@@ -5,11 +5,14 @@
 //! integers. Formatting them into a buffer (`itoa`) and copying that buffer
 //! into the frame makes each copy's wide loads wait on the narrow stores that
 //! just wrote the digits (a store-forwarding stall per number). Here a number
-//! is measured first ([`Decimal::of`], so the frame's length is known before
+//! is measured first ([`Decimal::of_i64`] and its kin, so the frame's length is known before
 //! anything is written), then its digits are computed eight at a time in one
 //! `u64` (SWAR: multiplications, shifts and masks) and stored into the frame
 //! with one or two 8-byte stores ([`Decimal::put`]). Numbers of more than 16
 //! digits, which no amount or time in a real ledger has, take `itoa`.
+//!
+//! The reverse, [`is_decimal_of`], reads an event id's seq digit by digit
+//! rather than comparing it with a formatted copy, for the same reason.
 
 use std::mem::MaybeUninit;
 
@@ -113,6 +116,32 @@ impl Decimal {
         }
         *at = p + d;
     }
+}
+
+/// Whether `text` is `seq` as [`crate::event_id`] writes it: decimal digits, no
+/// sign, no leading zero. Read digit by digit rather than compared with
+/// `seq` formatted into a buffer, whose wide reads would wait on the narrow
+/// writes that just filled it.
+#[inline(always)]
+pub(crate) fn is_decimal_of(text: &[u8], seq: u64) -> bool {
+    let Some(&first) = text.first() else {
+        return false;
+    };
+    if text.len() > 20 || (first == b'0' && text.len() > 1) {
+        return false;
+    }
+    let mut v: u64 = 0;
+    for &b in text {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return false;
+        }
+        match v.checked_mul(10).and_then(|v| v.checked_add(u64::from(d))) {
+            Some(next) => v = next,
+            None => return false,
+        }
+    }
+    v == seq
 }
 
 /// Digits of `v` (1 for zero): the bit length's estimate of log₁₀ and one

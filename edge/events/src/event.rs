@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::currency::Currency;
-use crate::decimal::{Decimal, SPILL};
+use crate::decimal::{is_decimal_of, Decimal, SPILL};
 use crate::ids::{check_client_key, check_derived_id, IdError};
 
 /// The schema version this crate writes.
@@ -218,32 +218,6 @@ pub fn is_event_id(id: &str, stream: Stream, key: &str, seq: u64) -> bool {
     };
     let (k, rest) = rest.as_bytes().split_at(key.len());
     same(k, key.as_bytes()) && rest[0] == b':' && is_decimal_of(&rest[1..], seq)
-}
-
-/// Whether `text` is `seq` as [`event_id`] writes it: decimal digits, no
-/// sign, no leading zero. Read digit by digit rather than compared with
-/// `seq` formatted into a buffer, whose wide reads would wait on the narrow
-/// writes that just filled it.
-#[inline(always)]
-fn is_decimal_of(text: &[u8], seq: u64) -> bool {
-    let Some(&first) = text.first() else {
-        return false;
-    };
-    if text.len() > 20 || (first == b'0' && text.len() > 1) {
-        return false;
-    }
-    let mut v: u64 = 0;
-    for &b in text {
-        let d = b.wrapping_sub(b'0');
-        if d > 9 {
-            return false;
-        }
-        match v.checked_mul(10).and_then(|v| v.checked_add(u64::from(d))) {
-            Some(next) => v = next,
-            None => return false,
-        }
-    }
-    v == seq
 }
 
 /// A structural defect in one event. Each names the field and what was wrong.
