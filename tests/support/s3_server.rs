@@ -121,12 +121,18 @@ impl S3Server {
         panic!("the moto server did not start:\n{}", failures.join("\n"));
     }
 
-    /// Polls the port until the server accepts a connection; the server's
-    /// log if it exits first.
+    /// Polls the port until the server answers an HTTP request; the
+    /// server's log if it exits first. A connection alone proves nothing: a
+    /// port in the ephemeral range can connect to itself (TCP simultaneous
+    /// open) before the server binds it, and the next request is refused.
     fn wait_until_accepting(&mut self) -> Result<(), String> {
         let started = Instant::now();
         loop {
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            let probe = format!(
+                "GET / HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+                self.port
+            );
+            if http_exchange(self.port, &probe).is_ok() {
                 return Ok(());
             }
             if let Some(status) = self.child.try_wait().expect("poll the moto server") {
@@ -163,21 +169,38 @@ impl S3Server {
     /// Creates a bucket (object_store has no call for it): one plain
     /// `PUT /bucket`, which moto accepts unsigned.
     pub fn create_bucket(&self, bucket: &str) {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to moto");
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        write!(
-            s,
+        let request = format!(
             "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
             self.port
-        )
-        .unwrap();
-        let mut reply = String::new();
-        s.read_to_string(&mut reply).expect("moto's reply");
+        );
+        let reply = http_exchange(self.port, &request)
+            .unwrap_or_else(|e| panic!("create bucket {bucket} on 127.0.0.1:{}: {e}", self.port));
         assert!(
             reply.starts_with("HTTP/1.1 200") || reply.starts_with("HTTP/1.0 200"),
             "create bucket {bucket}: {reply}"
         );
     }
+}
+
+/// One request on a fresh connection, the whole reply read until the server
+/// closes it (every request here says `Connection: close`). A reply that
+/// does not start as HTTP's does is an error at once: a socket connected to
+/// itself echoes the request back and would otherwise wait for the timeout.
+fn http_exchange(port: u16, request: &str) -> std::io::Result<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    s.write_all(request.as_bytes())?;
+    let mut head = [0u8; 5];
+    s.read_exact(&mut head)?;
+    if &head != b"HTTP/" {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not an HTTP reply: {:?}", String::from_utf8_lossy(&head)),
+        ));
+    }
+    let mut reply = String::from("HTTP/");
+    s.read_to_string(&mut reply)?;
+    Ok(reply)
 }
 
 impl Drop for S3Server {
