@@ -128,11 +128,7 @@ impl S3Server {
     fn wait_until_accepting(&mut self) -> Result<(), String> {
         let started = Instant::now();
         loop {
-            let probe = format!(
-                "GET / HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
-                self.port
-            );
-            if http_exchange(self.port, &probe).is_ok() {
+            if http_request(self.port, "GET", "/").is_ok() {
                 return Ok(());
             }
             if let Some(status) = self.child.try_wait().expect("poll the moto server") {
@@ -169,11 +165,7 @@ impl S3Server {
     /// Creates a bucket (object_store has no call for it): one plain
     /// `PUT /bucket`, which moto accepts unsigned.
     pub fn create_bucket(&self, bucket: &str) {
-        let request = format!(
-            "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            self.port
-        );
-        let reply = http_exchange(self.port, &request)
+        let reply = http_request(self.port, "PUT", &format!("/{bucket}"))
             .unwrap_or_else(|e| panic!("create bucket {bucket} on 127.0.0.1:{}: {e}", self.port));
         assert!(
             reply.starts_with("HTTP/1.1 200") || reply.starts_with("HTTP/1.0 200"),
@@ -182,14 +174,18 @@ impl S3Server {
     }
 }
 
-/// One request on a fresh connection, the whole reply read until the server
-/// closes it (every request here says `Connection: close`). A reply that
-/// does not start as HTTP's does is an error at once: a socket connected to
-/// itself echoes the request back and would otherwise wait for the timeout.
-fn http_exchange(port: u16, request: &str) -> std::io::Result<String> {
+/// One request without a body on a fresh connection, the whole reply read
+/// until the server closes it (the request says `Connection: close`). A
+/// reply that does not start as HTTP's does is an error at once: a socket
+/// connected to itself echoes the request back and would otherwise wait for
+/// the timeout.
+fn http_request(port: u16, method: &str, path: &str) -> std::io::Result<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
-    s.write_all(request.as_bytes())?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
     let mut head = [0u8; 5];
     s.read_exact(&mut head)?;
     if &head != b"HTTP/" {
