@@ -27,7 +27,8 @@
 //! LE), the length (u64 LE) of a JSON header (the lake, files, names,
 //! account and other non-transfer streams, findings, the archive's
 //! segments), the binary records of every open transfer stream and its legs
-//! ([`crate::codec`]), and the SHA-256 of everything before it: a truncated
+//! ([`crate::codec`]), the streams of each date partition
+//! ([`crate::presence`]), and the SHA-256 of everything before it: a truncated
 //! or altered checkpoint is refused (exit 2), never half-used. It is written
 //! to a temporary name, fsynced and renamed, so a crash never leaves half a
 //! checkpoint; the segments it names are written and fsynced before it.
@@ -49,6 +50,7 @@ use crate::codec::{self, Rows};
 use crate::facts::{AccountFacts, Legs, LegsTable, TransferState, Transfers};
 use crate::finding::Finding;
 use crate::names::{FxMap, Names};
+use crate::presence::Presence;
 use crate::retained::Owed;
 use crate::stream::Tail;
 
@@ -57,12 +59,14 @@ use crate::stream::Tail;
 /// every leg keeps the counterparty its event names. 6: legs and transfers
 /// keep when they were committed, and findings when their youngest row was
 /// (the settle window, `crate::settle`). 7: the tails owed
-/// (`crate::retained`).
-pub const CHECKPOINT_VERSION: u32 = 7;
+/// (`crate::retained`). 8: the streams of each partition
+/// (`crate::presence`).
+pub const CHECKPOINT_VERSION: u32 = 8;
 
 /// Versions this reconciler reads: a version-6 checkpoint is a version-7
-/// one that owes nothing.
-const CHECKPOINT_VERSIONS_READ: [u32; 2] = [6, CHECKPOINT_VERSION];
+/// one that owes nothing, a version-7 one a version-8 one that knows no
+/// partition's streams.
+const CHECKPOINT_VERSIONS_READ: [u32; 3] = [6, 7, CHECKPOINT_VERSION];
 
 /// Which stream, as the proof keys it: the table it was found in (a stream
 /// in the wrong table is proved apart from its namesake), its kind and key.
@@ -103,6 +107,9 @@ pub struct ProofState {
     /// Tails earlier runs proved that the lake did not hold at this run
     /// (sorted by stream): judged again by every run until it does.
     pub owed: Vec<Owed>,
+    /// The streams with rows in each partition (`crate::presence`; none
+    /// from a checkpoint before version 8).
+    pub presence: Presence,
 }
 
 // ---- the file format -------------------------------------------------------
@@ -323,7 +330,8 @@ impl ProofState {
             return Err(format!("written for the lake {:?}, not {lake:?}", f.lake));
         }
         let names = f.names.len();
-        let (transfers, legs) = read_body(body, names).map_err(|e| format!("damaged: {e}"))?;
+        let (transfers, legs, presence) =
+            read_body(body, names, f.version).map_err(|e| format!("damaged: {e}"))?;
         let names = Names::from_list(f.names.into_iter().map(|n| n.into_owned().into()).collect());
         let archive = Archive::open(dir, &f.archive, f.archived, &names)?;
         let mut p = ProofState {
@@ -332,6 +340,7 @@ impl ProofState {
             archive,
             transfers: Transfers::from_sorted(transfers),
             legs: LegsTable::from_rows(legs),
+            presence,
             ..Default::default()
         };
         for s in f.streams {
@@ -484,6 +493,7 @@ impl ProofState {
             w.legs(id, l);
             flush(&mut w, &mut out, false).map_err(io)?;
         }
+        self.presence.write(&mut w);
         flush(&mut w, &mut out, true).map_err(io)?;
         let digest = out.sha.finalize();
         let mut inner = out.inner;
@@ -542,8 +552,13 @@ fn split_content(content: &[u8]) -> Result<(&[u8], &[u8]), String> {
     Ok((&content[FIXED..FIXED + len], &content[FIXED + len..]))
 }
 
-/// The binary body: every transfer stream's state, then every transfer's legs.
-fn read_body(body: &[u8], names: usize) -> Result<(Rows<TransferState>, Rows<Legs>), String> {
+/// The binary body: every transfer stream's state, then every transfer's
+/// legs, then (from version 8) the streams of each partition.
+fn read_body(
+    body: &[u8],
+    names: usize,
+    version: u32,
+) -> Result<(Rows<TransferState>, Rows<Legs>, Presence), String> {
     let mut r = codec::Reader::new(body, names);
     let n = r.count()?;
     let mut transfers = Vec::with_capacity(n);
@@ -555,8 +570,13 @@ fn read_body(body: &[u8], names: usize) -> Result<(Rows<TransferState>, Rows<Leg
     for _ in 0..n {
         legs.push(r.legs()?);
     }
+    let presence = if version >= 8 {
+        Presence::read(&mut r)?
+    } else {
+        Presence::default()
+    };
     if !r.at_end() {
         return Err("bytes after the last record".into());
     }
-    Ok((transfers, legs))
+    Ok((transfers, legs, presence))
 }

@@ -13,18 +13,57 @@
 //! lost version proves the lake from its first event, whose verdicts are a
 //! full proof's by construction; the run names what was lost.
 //!
-//! What this cannot see is a compactor that lies (a manifest that names an
-//! output without some of its inputs' rows): the streams whose rows it cut
-//! are re-proved when any of their rows are in the output (they are copies
+//! A compactor that lies (a manifest that names an output without some of
+//! its inputs' rows) is caught two ways. The streams whose rows it cut are
+//! re-proved when any of their rows are in the output (they are copies
 //! short of their tails), and their proved tails judged
-//! (`crate::retained`); a stream cut from the output whole is seen by
-//! `--full` with the checkpoint.
+//! (`crate::retained`). A stream cut from the outputs whole leaves no row
+//! to re-prove, so the streams of the files that now hold a replaced
+//! version's rows are checked against those the checkpoint saw in it
+//! (`crate::presence`): one missing makes the version lost
+//! ([`Lost::Emptied`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use ledger_ingest::{parse_object_key, unaccounted, Unaccounted};
+use ledger_events::Stream;
+use ledger_ingest::{parse_object_key, Unaccounted};
 
 use crate::lake::{Error, Lake, LakeFileInfo};
+use crate::presence::{fingerprint, Fingerprint, Presence};
+use crate::rows::strings;
+
+/// A proved file version that is gone and whose rows the lake may no
+/// longer hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lost {
+    /// No chain of compaction manifests accounts for it.
+    Unaccounted(Unaccounted),
+    /// Compaction replaced it, but the files that now hold its rows
+    /// (`outputs`, the first named) hold no row of `streams` of the streams
+    /// the checkpoint saw in it: they lack rows it held.
+    Emptied {
+        key: String,
+        output: String,
+        streams: usize,
+    },
+}
+
+impl std::fmt::Display for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Lost::Unaccounted(u) => u.fmt(f),
+            Lost::Emptied {
+                key,
+                output,
+                streams,
+            } => write!(
+                f,
+                "{key} was replaced by compaction, but its output {output} holds no row of {streams} \
+                 stream(s) the checkpoint proved in it (a compaction keeps every row it reads)"
+            ),
+        }
+    }
+}
 
 /// What became of the file versions a checkpoint proved.
 #[derive(Debug, Default)]
@@ -32,8 +71,8 @@ pub struct Custody {
     /// Proved versions no longer in the lake as proved (deleted, or the key
     /// now holds another version).
     pub gone: usize,
-    /// Those that no chain of compaction manifests accounts for, in key order.
-    pub lost: Vec<Unaccounted>,
+    /// Those whose rows the lake may no longer hold, in key order.
+    pub lost: Vec<Lost>,
     /// Objects under `manifests/` that are not manifests this build reads
     /// (each with why): ignored, so what they would account for is lost.
     pub unreadable: Vec<String>,
@@ -54,10 +93,13 @@ pub fn gone<'a>(
 
 /// Decides [`Custody`] for the versions `proved` against the lake's files
 /// now (`tables`: every table's listing), reading the manifests of the
-/// partitions that lost a proved version (none when nothing is gone).
+/// partitions that lost a proved version (none when nothing is gone) and,
+/// when the manifests account for every one, the streams those partitions
+/// hold now, against `presence` (the streams the checkpoint saw there).
 pub async fn check(
     lake: &Lake,
     proved: &BTreeMap<String, String>,
+    presence: &Presence,
     tables: &[&[LakeFileInfo]],
 ) -> Result<Custody, Error> {
     let stamps: Vec<(&str, String)> = tables
@@ -75,11 +117,79 @@ pub async fn check(
         .filter_map(|(k, _)| parse_object_key(k).map(|p| p.partition))
         .collect();
     let (manifests, unreadable) = lake.manifests(&partitions).await?;
+    let custody = ledger_ingest::custody(gone.iter().copied(), &listed, &manifests);
+    let mut lost: Vec<Lost> = Vec::new();
+    let mut replaced: Vec<(&str, BTreeSet<String>)> = Vec::new();
+    for (key, c) in custody {
+        match c {
+            Ok(holders) => replaced.push((key, holders)),
+            Err(u) => lost.push(Lost::Unaccounted(u)),
+        }
+    }
+    // One lost version already makes the run a full proof.
+    if lost.is_empty() {
+        let files: HashMap<&str, &LakeFileInfo> = tables
+            .iter()
+            .flat_map(|files| files.iter())
+            .map(|f| (f.key.as_str(), f))
+            .collect();
+        // The streams of each file that holds replaced rows, read once.
+        let mut read: HashMap<String, HashSet<Fingerprint>> = HashMap::new();
+        for (key, holders) in replaced {
+            if presence.get(key).is_empty() {
+                continue; // not seen (a checkpoint before version 8)
+            }
+            for h in &holders {
+                if !read.contains_key(h) {
+                    let info: Vec<LakeFileInfo> = files
+                        .get(h.as_str())
+                        .map(|f| (*f).clone())
+                        .into_iter()
+                        .collect();
+                    read.insert(h.clone(), streams_in(lake, &info).await?);
+                }
+            }
+            let present = |fp| holders.iter().any(|h| read[h].contains(&fp));
+            let streams = presence.missing(key, present);
+            if streams > 0 {
+                lost.push(Lost::Emptied {
+                    key: key.to_owned(),
+                    output: holders.first().cloned().unwrap_or_default(),
+                    streams,
+                });
+            }
+        }
+    }
     Ok(Custody {
         gone: gone.len(),
-        lost: unaccounted(gone, &listed, &manifests),
+        lost,
         unreadable,
     })
+}
+
+/// The fingerprints of the streams with a row in `files` (`stream` and
+/// `stream_key` read; a row that names no known stream is left to the proof
+/// to name).
+async fn streams_in(lake: &Lake, files: &[LakeFileInfo]) -> Result<HashSet<Fingerprint>, Error> {
+    let mut now = HashSet::new();
+    lake.scan_columns(files, &["stream", "stream_key"], None, |b| {
+        let (Some(stream), Some(keys)) = (strings(b, "stream"), strings(b, "stream_key")) else {
+            return;
+        };
+        let mut last: Option<(&str, &str)> = None;
+        for (s, k) in stream.iter().zip(keys.iter()) {
+            let (Some(s), Some(k)) = (s, k) else { continue };
+            if last == Some((s, k)) {
+                continue; // rows come grouped by stream
+            }
+            last = Some((s, k));
+            if let Some(s) = Stream::parse(s) {
+                now.insert(fingerprint(s, k));
+            }
+        }
+    })
+    .await?;
+    Ok(now)
 }
 
 #[cfg(test)]

@@ -104,6 +104,12 @@ pub struct Lake {
     ctx: SessionContext,
 }
 
+/// The directory of the lake file `key`: its date partition
+/// (`events/{table}/date={d}`).
+pub fn partition_dir(key: &str) -> &str {
+    key.rsplit_once('/').map_or("", |(d, _)| d)
+}
+
 /// One lake file, listed and checked.
 #[derive(Debug, Clone)]
 pub struct LakeFileInfo {
@@ -561,7 +567,7 @@ impl Lake {
         let mut schemas: std::collections::HashMap<&str, datafusion::arrow::datatypes::Schema> =
             Default::default();
         let mut cursors = Vec::with_capacity(files.len());
-        for f in files {
+        for (i, f) in files.iter().enumerate() {
             let path = self.file_url(&f.key);
             let file_err = unreadable(&f.key);
             let schema = schemas.get(f.columns.as_str());
@@ -582,7 +588,9 @@ impl Lake {
                 .execute_stream()
                 .await
                 .map_err(file_err)?;
-            cursors.push(Cursor::open(f.key.clone(), stream, f.constants).await?);
+            let i = u32::try_from(i)
+                .map_err(|_| Error::Scan("more than 2³² files in one scan".into()))?;
+            cursors.push(Cursor::open(f.key.clone(), i, stream, f.constants).await?);
         }
         if trace_enabled() {
             eprintln!(

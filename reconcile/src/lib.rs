@@ -32,6 +32,7 @@ pub mod merge;
 pub mod names;
 pub mod output;
 pub mod owing;
+pub mod presence;
 pub mod report;
 pub mod retained;
 pub mod rows;

@@ -28,6 +28,8 @@ use crate::rows::{BatchError, Cols, Constants, Row};
 /// One file's rows, one record batch at a time, with the next row at `pos`.
 pub struct Cursor {
     key: String,
+    /// The file's index among the scan's files ([`Cols::file`]).
+    file: u32,
     stream: SendableRecordBatchStream,
     /// The values the file's batches leave out (every row has them).
     constants: Constants,
@@ -37,15 +39,18 @@ pub struct Cursor {
 }
 
 impl Cursor {
-    /// Opens a cursor on `stream` (the rows of the lake file `key`, without
-    /// the columns of `constants`) and reads its first batch.
+    /// Opens a cursor on `stream` (the rows of the lake file `key`, the
+    /// scan's `file`th, without the columns of `constants`) and reads its
+    /// first batch.
     pub async fn open(
         key: String,
+        file: u32,
         stream: SendableRecordBatchStream,
         constants: Constants,
     ) -> Result<Cursor, Error> {
         let mut c = Cursor {
             key,
+            file,
             stream,
             constants,
             cols: None,
@@ -80,10 +85,11 @@ impl Cursor {
             };
             let batch =
                 batch.map_err(|e| self.file_err(format!("not readable as Parquet: {e}")))?;
-            let cols = Cols::from_batch_with(&batch, self.constants).map_err(|e| match e {
+            let mut cols = Cols::from_batch_with(&batch, self.constants).map_err(|e| match e {
                 BatchError::Layout(why) => self.file_err(format!("not in the lake layout: {why}")),
                 BatchError::Version { event_id, v } => Error::Schema { event_id, v },
             })?;
+            cols.file = self.file;
             if cols.is_empty() {
                 // Keep the last rows read: the next batch is checked against them.
                 continue;

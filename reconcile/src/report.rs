@@ -117,7 +117,7 @@ impl Report {
         );
         if let Some(i) = self.incremental.filter(|i| i.files_lost > 0) {
             s += &format!(
-                "  LOST      {} lake file version(s) the checkpoint proved left the lake other than by \
+                "  LOST      {} lake file version(s) the checkpoint proved are gone and not accounted for by \
                  compaction (stderr names the first): this run proved the lake from its first event \
                  and judged every stream's tail the checkpoint proved (completeness)\n",
                 i.files_lost

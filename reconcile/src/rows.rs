@@ -48,6 +48,9 @@ pub struct Cols {
     reason: Option<StringViewArray>,
     prev_hash: StringViewArray,
     hash: StringViewArray,
+    /// Which of the scan's files the batch is from (its index in the files
+    /// the scan was given; 0 unless the merge sets it).
+    pub(crate) file: u32,
 }
 
 /// The columns a row may lack (null), the optional fields of an event
@@ -211,6 +214,7 @@ impl Cols {
             reason: col(b, "reason")?,
             prev_hash: req(b, "prev_hash")?,
             hash: req(b, "hash")?,
+            file: 0,
         })
     }
 

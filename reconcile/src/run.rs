@@ -36,6 +36,7 @@ use crate::finding::{CheckResult, Finding};
 use crate::lake::{Error, KeyGroup, Lake, LakeFileInfo, Select};
 use crate::names::FxMap;
 use crate::owing::{Owing, Proved};
+use crate::presence::{Noter, Presence};
 use crate::report::{Incremental, Report, REPORT_VERSION};
 use crate::rows::{strings, Row};
 use crate::stream::{Grouper, ScanStats, StreamRows, StreamView, Tail, Views};
@@ -106,6 +107,8 @@ struct Proof {
     facts: Facts,
     /// Every row's hash is checked here (its buffers reused).
     hashes: HashCheck,
+    /// The streams of every partition read (`crate::presence`).
+    presence: Presence,
 }
 
 /// Whether a `stream` found in `table` is a transfer stream in its own table
@@ -131,6 +134,7 @@ impl Proof {
             findings: Vec::new(),
             facts: Facts::default(),
             hashes: HashCheck::default(),
+            presence: Presence::default(),
         }
     }
 
@@ -298,6 +302,7 @@ impl Proof {
         self.facts.absorb_transfers(other.facts);
         self.streams.extend(other.streams);
         self.findings.extend(other.findings);
+        self.presence.absorb(other.presence);
     }
 
     /// Ends a pass over a table's files (see [`crate::facts::Transfers`]).
@@ -569,10 +574,12 @@ async fn prove_streams(
     keep: impl Fn(&StreamRows) -> bool,
 ) -> Result<ScanStats, Error> {
     let mut own = Chunk::default();
+    let mut presence = std::mem::take(&mut proof.presence);
     let read = scan_streams(
         lake,
         files,
         select,
+        &mut presence,
         |_| false,
         |s| {
             if keep(&s) {
@@ -583,6 +590,7 @@ async fn prove_streams(
         },
     )
     .await?;
+    proof.presence = presence;
     proof.visit_chunk(table, own.take());
     Ok(read)
 }
@@ -710,7 +718,9 @@ async fn prove_table(
                 at: None,
             });
             let stop = |row: &Row<'_>| watch.as_mut().is_some_and(|w| w.stop_at(row));
-            let read = scan_streams(lake, &new, Select::default(), stop, |mut s| {
+            let mut presence = std::mem::take(&mut proof.presence);
+            let noted = &mut presence;
+            let read = scan_streams(lake, &new, Select::default(), noted, stop, |mut s| {
                 let tail_seq = proof.tail_seq(table, s.stream, s.key());
                 if tail_seq > 0 && s.first_seq() <= tail_seq {
                     match proof.drop_proved_copies(table, &mut s, cleared, &flagged) {
@@ -736,6 +746,7 @@ async fn prove_table(
                 }
             })
             .await?;
+            proof.presence = presence;
             if let Some(split) = split {
                 split.close();
             }
@@ -860,7 +871,7 @@ fn date_groups(files: &[LakeFileInfo]) -> Vec<&[LakeFileInfo]> {
 
 /// The directory of a lake file: its date partition (`events/{table}/date={d}`).
 fn partition_of(f: &LakeFileInfo) -> &str {
-    f.key.rsplit_once('/').map_or("", |(d, _)| d)
+    crate::lake::partition_dir(&f.key)
 }
 
 /// Pass 1 of a full proof of `table`, one group of dates at a time
@@ -903,10 +914,12 @@ async fn prove_by_date(
     for files in dates {
         let mut chunk = Chunk::default();
         let mut streams = 0;
+        let mut presence = std::mem::take(&mut proof.presence);
         let r = scan_streams(
             run.lake,
             files,
             Select::default(),
+            &mut presence,
             |_| behind.borrow().is_some(),
             |s| {
                 // A stream proved in part continues only after its tail.
@@ -924,6 +937,7 @@ async fn prove_by_date(
             },
         )
         .await?;
+        proof.presence = presence;
         if let Some((key, tail_seq)) = behind.take() {
             if run.opts.progress {
                 let (first, last) = (
@@ -1094,8 +1108,8 @@ enum PullBack {
 
 /// Warnings on stderr, even without progress (they say what a resumed run
 /// could not vouch for): manifests this build cannot read, and proved file
-/// versions that left the lake other than by compaction (the run then
-/// proves the lake from its first event).
+/// versions that compaction does not account for (the run then proves the
+/// lake from its first event).
 fn warn_custody(custody: &Custody) {
     if let Some(first) = custody.unreadable.first() {
         eprintln!(
@@ -1106,11 +1120,12 @@ fn warn_custody(custody: &Custody) {
     }
     if let Some(first) = custody.lost.first() {
         eprintln!(
-            "reconcile: warning: {} lake file version(s) the checkpoint proved left the lake other than by compaction \
+            "reconcile: warning: {} lake file version(s) the checkpoint proved are gone and not accounted for by compaction \
              ({} gone in all), first: {first}; their rows may have gone with them and a resumed run does not re-read \
              what it proved, so this run proves the lake from its first event\n\
-             Help: compaction records what it replaces (manifests/, docs/LAKE.md); a lake file deleted, renamed or \
-             rewritten otherwise is lost evidence: find out what removed it",
+             Help: compaction records what it replaces (manifests/, docs/LAKE.md) and keeps every row; a lake file \
+             deleted, renamed or rewritten otherwise, or compacted into files without some of its streams, is lost \
+             evidence: find out what removed it",
             custody.lost.len(),
             custody.gone
         );
@@ -1205,15 +1220,22 @@ async fn pull_back(
 }
 
 /// Scans `files` in stream order (only the streams of `keys` when given),
-/// hands each whole stream to `take`, and returns the scan's statistics.
+/// hands each whole stream to `take`, notes in `presence` the partitions
+/// each has rows in, and returns the scan's statistics.
 async fn scan_streams(
     lake: &Lake,
     files: &[LakeFileInfo],
     select: Select<'_>,
+    presence: &mut Presence,
     mut stop: impl FnMut(&Row<'_>) -> bool,
     mut take: impl FnMut(StreamRows),
 ) -> Result<ScanStats, Error> {
     let mut g = Grouper::default();
+    let mut noter = Noter::new(files.iter().map(|f| f.key.as_str()), presence);
+    let mut take = |s: StreamRows| {
+        noter.note(s.stream, s.key(), s.files());
+        take(s);
+    };
     lake.scan_sorted_where(files, select, |row| {
         if stop(&row) {
             return Ok(ControlFlow::Break(()));
@@ -1227,6 +1249,7 @@ async fn scan_streams(
     if let Some(s) = g.finish() {
         take(s);
     }
+    noter.finish();
     Ok(g.stats)
 }
 
@@ -1291,9 +1314,13 @@ async fn start(
             listed_warning_ignored(lake, Table::Transfer).await?,
             listed_warning_ignored(lake, Table::Subscription).await?,
         ];
-        let custody =
-            crate::custody::check(lake, &prior.files, &[&listed[0], &listed[1], &listed[2]])
-                .await?;
+        let custody = crate::custody::check(
+            lake,
+            &prior.files,
+            &prior.presence,
+            &[&listed[0], &listed[1], &listed[2]],
+        )
+        .await?;
         warn_custody(&custody);
         if !custody.lost.is_empty() {
             set_aside = Some(std::mem::take(&mut prior));
@@ -1432,6 +1459,8 @@ async fn prove_resumed(
     }
     acct.facts.legs = prior.legs;
     acct.facts.names = prior.names.clone();
+    // Streams stay in the partitions they were in: what is read is added.
+    acct.presence = prior.presence;
     xfer.facts.transfers = prior.transfers;
     xfer.facts.names = prior.names;
     let ctx = &RunCtx {
@@ -1569,12 +1598,17 @@ async fn prove_resumed(
     proof.streams.extend(rs.proof.streams);
     proof.findings.extend(rs.proof.findings);
     proof.facts.absorb_transfers(rs.proof.facts);
+    proof.presence.absorb(rs.proof.presence);
     let Proof {
         streams,
         mut findings,
         mut facts,
+        mut presence,
         ..
     } = proof;
+    // The streams of the files the lake lists (a file replaced is checked
+    // once, by the run that finds it gone: `crate::custody`).
+    presence.retain(|key| all_files.contains_key(key));
     trace(started, format_args!("proofs joined"));
     facts.finish_accounts(streams.values().filter_map(|st| st.account.as_deref()));
     facts.finish_transfers();
@@ -1768,6 +1802,7 @@ async fn prove_resumed(
         archive,
         flagged,
         owed,
+        presence,
     };
     Ok(Some((report, state)))
 }

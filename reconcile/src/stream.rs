@@ -60,6 +60,12 @@ impl StreamRows {
         self.len == 0
     }
 
+    /// The scan's files its rows are from (`Cols::file`), a run at a time,
+    /// in seq order (a file may come again).
+    pub fn files(&self) -> impl Iterator<Item = u32> + '_ {
+        self.runs.iter().map(|r| r.cols.file)
+    }
+
     /// The seq of the first row.
     pub fn first_seq(&self) -> u64 {
         let first = &self.runs[0];

@@ -469,7 +469,7 @@ fn a_proved_file_deleted_from_the_lake_is_lost_and_the_night_proves_the_lake_in_
     );
     assert_eq!(i["reproved_in_full"], true, "{report}");
     assert!(
-        stderr.contains("reconcile: warning: 1 lake file version(s) the checkpoint proved left the lake other than by compaction")
+        stderr.contains("reconcile: warning: 1 lake file version(s) the checkpoint proved are gone and not accounted for by compaction")
             && stderr.contains(&format!("first: {gone} is gone and no compaction manifest says it replaced it"))
             && stderr.contains("  LOST      1 lake file version(s)"),
         "{stderr}"
@@ -661,33 +661,41 @@ fn version_of(root: &Path, key: &str) -> ledger_ingest::FileVersion {
     }
 }
 
+/// A compactor that lies: it rewrites the lake file `input` into a
+/// compacted one without the rows `drop` picks, deletes the input, and
+/// writes a manifest that says the output holds the input's rows (it read
+/// exactly that version, and its output is as written, so the night
+/// accounts for the input). Returns the rows dropped.
+fn compact_dropping(root: &Path, input: &str, drop: impl Fn(&Event) -> bool) -> Vec<Event> {
+    use ledger_ingest::{build_files, parse_object_key, read_file, FileLayer, Manifest};
+    let rows = read_file(input, std::fs::read(root.join(input)).unwrap().into()).unwrap();
+    let (dropped, kept): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| drop(&r.event));
+    assert!(!dropped.is_empty() && !kept.is_empty());
+    let before = version_of(root, input);
+    let out = build_files(kept, FileLayer::Compacted).unwrap().remove(0);
+    write_object(root, &out.key, &out.bytes).unwrap();
+    std::fs::remove_file(root.join(input)).unwrap();
+    let partition = parse_object_key(input).unwrap().partition;
+    let manifest = Manifest::new(&partition, vec![before], vec![version_of(root, &out.key)]);
+    write_object(root, &manifest.key(), &manifest.to_json()).unwrap();
+    dropped.into_iter().map(|r| r.event).collect()
+}
+
 #[test]
 fn a_compaction_that_drops_proved_rows_is_caught_by_the_streams_it_reopens() {
-    use ledger_ingest::{build_files, parse_object_key, read_file, FileLayer, Manifest};
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
     let events = history(43, 4, 200);
     deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
     assert!(night(&root, &ckpt).holds);
-    // A compactor that lies: it merges an account file into a compacted
-    // one without the last row of one account, and its manifest says the
-    // output holds the input's rows. The night accounts for the input (the
-    // manifest read exactly that version and its output is as written).
+    // The last row of one account goes; its other rows stay.
     let input = common::files_under(&root, "events/account").remove(0);
-    let mut rows = read_file(&input, std::fs::read(root.join(&input)).unwrap().into()).unwrap();
-    let victim = rows.last().unwrap().event.stream_key.clone();
-    let at = rows
-        .iter()
-        .rposition(|r| r.event.stream_key == victim)
-        .unwrap();
-    let dropped = rows.remove(at).event;
-    let before = version_of(&root, &input);
-    let out = build_files(rows, FileLayer::Compacted).unwrap().remove(0);
-    write_object(&root, &out.key, &out.bytes).unwrap();
-    std::fs::remove_file(root.join(&input)).unwrap();
-    let partition = parse_object_key(&input).unwrap().partition;
-    let manifest = Manifest::new(&partition, vec![before], vec![version_of(&root, &out.key)]);
-    write_object(&root, &manifest.key(), &manifest.to_json()).unwrap();
+    let rows =
+        ledger_ingest::read_file(&input, std::fs::read(root.join(&input)).unwrap().into()).unwrap();
+    let last = rows.last().unwrap().event.clone();
+    let victim = last.stream_key.clone();
+    let dropped = compact_dropping(&root, &input, |e| e.event_id == last.event_id);
+    assert_eq!(dropped.len(), 1);
     // Its rows are copies short of the stream's tail: the stream is
     // re-proved from its first event, and its proof ends before the seq
     // the checkpoint proved.
@@ -699,7 +707,7 @@ fn a_compaction_that_drops_proved_rows_is_caught_by_the_streams_it_reopens() {
     );
     assert_eq!(
         owed(&r),
-        vec![("proved_rows_missing", victim.clone(), dropped.seq)],
+        vec![("proved_rows_missing", victim.clone(), last.seq)],
         "{}",
         verdicts(&r)
     );
@@ -709,38 +717,152 @@ fn a_compaction_that_drops_proved_rows_is_caught_by_the_streams_it_reopens() {
 }
 
 #[test]
-fn a_version_6_checkpoint_resumes_as_one_that_owes_nothing() {
-    use sha2::{Digest, Sha256};
+fn a_compaction_that_drops_every_row_of_a_transfer_loses_its_input_and_the_tail_is_owed() {
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-    let events = history(41, 4, 120);
+    let events = history(43, 4, 200);
+    deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
+    assert!(night(&root, &ckpt).holds);
+    // Every row of one transfer in its first partition goes: nothing of it
+    // is left there to be found as a copy, so nothing is reopened.
+    let input = common::files_under(&root, "events/transfer").remove(0);
+    let rows =
+        ledger_ingest::read_file(&input, std::fs::read(root.join(&input)).unwrap().into()).unwrap();
+    let victim = rows[0].event.stream_key.clone();
+    let dropped = compact_dropping(&root, &input, |e| e.stream_key == victim);
+    let tail = dropped.iter().map(|e| e.seq).max().unwrap();
+    // The partition no longer holds a stream the checkpoint saw there: the
+    // input is lost, the night proves the lake from its first event and
+    // judges every tail the checkpoint proved.
+    let r = night(&root, &ckpt);
+    let i = r.incremental.unwrap();
+    assert!(i.files_lost == 1 && i.reproved_in_full, "{i:?}");
+    assert!(!r.holds);
+    assert!(
+        owed(&r).contains(&("proved_rows_missing", victim.clone(), tail))
+            || owed(&r).contains(&("proved_rows_missing", victim.clone(), 1)),
+        "{}",
+        verdicts(&r)
+    );
+    // The next night owes it still, and does not prove in full again.
+    let r = night(&root, &ckpt);
+    let i = r.incremental.unwrap();
+    assert!(i.files_lost == 0 && !i.reproved_in_full, "{i:?}");
+    assert!(
+        !r.holds && owed(&r).iter().any(|o| o.1 == victim),
+        "{}",
+        verdicts(&r)
+    );
+}
+
+#[test]
+fn a_compaction_that_drops_an_accounts_rows_from_one_file_of_a_day_is_a_gap_the_night_finds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(43, 4, 200);
     let half = quiet_cut(&events, events.len() / 2);
     deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
     assert!(night(&root, &ckpt).holds);
-    // The file as version 6 wrote it: the same but for the version and the
-    // header's `owed` member, sealed with its SHA-256 again.
-    let bytes = std::fs::read(&ckpt).unwrap();
-    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
-    let header = std::str::from_utf8(&bytes[20..20 + len]).unwrap();
-    assert!(header.starts_with("{\"version\":7,") && header.ends_with(",\"owed\":[]}"));
-    let old = header
-        .replacen("{\"version\":7,", "{\"version\":6,", 1)
-        .replace(",\"owed\":[]}", "}");
-    let mut v6 = bytes[..8].to_vec();
-    v6.extend(6u32.to_le_bytes());
-    v6.extend((old.len() as u64).to_le_bytes());
-    v6.extend(old.as_bytes());
-    v6.extend(&bytes[20 + len..bytes.len() - 32]);
-    let digest = Sha256::digest(&v6);
-    v6.extend(digest);
-    std::fs::write(&ckpt, v6).unwrap();
+    let first = common::files_under(&root, "events/account");
     deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
+    assert!(night(&root, &ckpt).holds);
+    // Every row of one account goes from the first night's file of a
+    // date, while the second night's file of that date keeps its later
+    // rows: the date still holds the stream, the output does not.
+    let second: Vec<String> = common::files_under(&root, "events/account")
+        .into_iter()
+        .filter(|k| !first.contains(k))
+        .collect();
+    let keys_of = |key: &str| -> Vec<String> {
+        ledger_ingest::read_file(key, std::fs::read(root.join(key)).unwrap().into())
+            .unwrap()
+            .into_iter()
+            .map(|r| r.event.stream_key)
+            .collect()
+    };
+    let (input, victim) = first
+        .iter()
+        .find_map(|f| {
+            let dir = f.rsplit_once('/').unwrap().0;
+            let later: Vec<String> = second
+                .iter()
+                .filter(|s| s.starts_with(dir))
+                .flat_map(|s| keys_of(s))
+                .collect();
+            let victim = keys_of(f).into_iter().find(|k| later.contains(k))?;
+            Some((f.clone(), victim))
+        })
+        .expect("an account with rows in both nights' files of a date");
+    let dropped = compact_dropping(&root, &input, |e| e.stream_key == victim);
     let r = night(&root, &ckpt);
     let i = r.incremental.unwrap();
+    assert!(i.files_lost == 1 && i.reproved_in_full, "{i:?}");
+    // The account's history now misses the rows dropped: the night finds
+    // what a proof of the lake alone finds.
+    let missing: Vec<u64> = dropped.iter().map(|e| e.seq).collect();
     assert!(
-        r.holds && !i.reproved_in_full && i.files_skipped > 0,
-        "{i:?}"
+        r.checks[0].findings.iter().any(|f| f.key == victim
+            && f.seq
+                .is_some_and(|s| missing.contains(&s) || s == missing[missing.len() - 1] + 1)),
+        "{}",
+        verdicts(&r)
     );
+    assert!(!r.holds);
+    assert_eq!(verdicts(&without_owed(&r)), verdicts(&full(&root)));
+}
+
+/// The checkpoint at `ckpt` rewritten as format `version` (6 or 7) wrote
+/// it: without the streams of each file (the body's last section, for
+/// `files` files, the first `first_file`), and for 6 without the header's
+/// `owed` member; sealed with its SHA-256 again.
+fn downgrade(ckpt: &Path, version: u32, files: usize, first_file: &str) {
+    use sha2::{Digest, Sha256};
+    let bytes = std::fs::read(ckpt).unwrap();
+    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&bytes[20..20 + len]).unwrap();
+    assert!(header.starts_with("{\"version\":8,") && header.ends_with(",\"owed\":[]}"));
+    let mut old = header.replacen("{\"version\":8,", &format!("{{\"version\":{version},"), 1);
+    if version == 6 {
+        old = old.replace(",\"owed\":[]}", "}");
+    }
+    let body = &bytes[20 + len..bytes.len() - 32];
+    let mut start = (files as u64).to_le_bytes().to_vec();
+    start.extend((first_file.len() as u32).to_le_bytes());
+    start.extend(first_file.as_bytes());
+    let at = body
+        .windows(start.len())
+        .rposition(|w| w == start.as_slice())
+        .expect("the files' streams");
+    let mut older = bytes[..8].to_vec();
+    older.extend(version.to_le_bytes());
+    older.extend((old.len() as u64).to_le_bytes());
+    older.extend(old.as_bytes());
+    older.extend(&body[..at]);
+    let digest = Sha256::digest(&older);
+    older.extend(digest);
+    std::fs::write(ckpt, older).unwrap();
+}
+
+#[test]
+fn version_6_and_7_checkpoints_resume_as_ones_that_owe_nothing_and_saw_no_files_streams() {
+    for version in [6, 7] {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+        let events = history(41, 4, 120);
+        let half = quiet_cut(&events, events.len() / 2);
+        deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
+        assert!(night(&root, &ckpt).holds);
+        let mut files = common::files_under(&root, "events");
+        files.sort();
+        downgrade(&ckpt, version, files.len(), &files[0]);
+        deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
+        let r = night(&root, &ckpt);
+        let i = r.incremental.unwrap();
+        assert!(
+            r.holds && !i.reproved_in_full && i.files_skipped > 0,
+            "version {version}: {i:?}"
+        );
+    }
 }
 
 /// The first index at or after `near` before which every saga that started

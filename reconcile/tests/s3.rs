@@ -299,7 +299,7 @@ fn a_night_on_s3_accounts_for_what_compaction_replaced_and_not_for_a_deleted_obj
     );
     let key = victim.strip_prefix("prod/").unwrap();
     assert!(
-        r.stderr.contains(key) && r.stderr.contains("other than by compaction"),
+        r.stderr.contains(key) && r.stderr.contains("not accounted for by compaction"),
         "{}",
         r.stderr
     );

@@ -47,7 +47,8 @@ pub use key::{
     date_of_ms, file_digest, object_key, parse_object_key, FileLayer, KeyParts, Partition, Table,
 };
 pub use manifest::{
-    manifest_prefix, stamp, unaccounted, FileVersion, Manifest, Unaccounted, MANIFEST_PREFIX,
+    custody, manifest_prefix, stamp, unaccounted, FileVersion, Manifest, Unaccounted,
+    MANIFEST_PREFIX,
 };
 pub use parquet_io::{read_file, write_file, LakeError, LakeErrorKind};
 pub use table::{arrow_schema, rows_from_batch, rows_to_batch};

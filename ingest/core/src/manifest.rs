@@ -25,7 +25,7 @@
 //! [`Manifest::key`]; readers list [`manifest_prefix`] and parse with
 //! [`Manifest::parse`].
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -217,6 +217,20 @@ pub fn unaccounted<'a>(
     listed: &HashMap<&str, &str>,
     manifests: &[Manifest],
 ) -> Vec<Unaccounted> {
+    custody(gone, listed, manifests)
+        .into_iter()
+        .filter_map(|(_, c)| c.err())
+        .collect()
+}
+
+/// For each of `gone` (as [`unaccounted`]), in the order given: the keys of
+/// the files of `listed` that hold its rows (the outputs, as written, that
+/// a chain of manifests leads to from it), or why it is not accounted for.
+pub fn custody<'a>(
+    gone: impl IntoIterator<Item = (&'a str, &'a str)>,
+    listed: &HashMap<&str, &str>,
+    manifests: &[Manifest],
+) -> Vec<(&'a str, Result<BTreeSet<String>, Unaccounted>)> {
     let mut readers: HashMap<(&str, String), Vec<&Manifest>> = HashMap::new();
     let mut read_versions: HashMap<&str, String> = HashMap::new();
     for m in manifests {
@@ -231,32 +245,38 @@ pub fn unaccounted<'a>(
         known: HashMap::new(),
         open: HashSet::new(),
     };
-    let mut lost = Vec::new();
+    let mut out = Vec::new();
     for (key, stamp) in gone {
         if walk.accounted(key, stamp).is_some() {
+            let mut holders = BTreeSet::new();
+            walk.holders(key, stamp, &mut holders);
+            out.push((key, Ok(holders)));
             continue;
         }
-        lost.push(if !readers.contains_key(&(key, stamp.to_owned())) {
-            match read_versions.get(key) {
-                Some(read) => Unaccounted::OtherVersion {
+        out.push((
+            key,
+            Err(if !readers.contains_key(&(key, stamp.to_owned())) {
+                match read_versions.get(key) {
+                    Some(read) => Unaccounted::OtherVersion {
+                        key: key.to_owned(),
+                        read: read.clone(),
+                    },
+                    None => Unaccounted::NotCompacted {
+                        key: key.to_owned(),
+                    },
+                }
+            } else {
+                let output = walk
+                    .first_lost_output(key, stamp)
+                    .unwrap_or_else(|| key.to_owned());
+                Unaccounted::OutputsChanged {
                     key: key.to_owned(),
-                    read: read.clone(),
-                },
-                None => Unaccounted::NotCompacted {
-                    key: key.to_owned(),
-                },
-            }
-        } else {
-            let output = walk
-                .first_lost_output(key, stamp)
-                .unwrap_or_else(|| key.to_owned());
-            Unaccounted::OutputsChanged {
-                key: key.to_owned(),
-                output,
-            }
-        });
+                    output,
+                }
+            }),
+        ));
     }
-    lost
+    out
 }
 
 /// The chain walk of [`unaccounted`], memoized.
@@ -293,6 +313,30 @@ impl Walk<'_, '_> {
         self.open.remove(&id);
         self.known.insert(id, ok);
         ok.then_some(())
+    }
+
+    /// Adds to `into` the listed files that hold the rows of the accounted
+    /// version `key`@`stamp`: itself when listed, else the holders of the
+    /// outputs of the first manifest that read it whose outputs are all
+    /// accounted for.
+    fn holders(&mut self, key: &str, stamp: &str, into: &mut BTreeSet<String>) {
+        if self.listed.get(key) == Some(&stamp) {
+            into.insert(key.to_owned());
+            return;
+        }
+        let Some(ms) = self.readers.get(&(key, stamp.to_owned())) else {
+            return;
+        };
+        let m = ms.iter().copied().find(|m| {
+            m.outputs
+                .iter()
+                .all(|o| self.accounted(&o.key, &o.stamp()).is_some())
+        });
+        // Accounted versions lead to listed files without a cycle (a cycle
+        // accounts for nothing), so this ends.
+        for o in m.map_or(&[][..], |m| &m.outputs[..]) {
+            self.holders(&o.key, &o.stamp(), into);
+        }
     }
 
     /// The first output, of the first manifest that read `key`@`stamp`, that

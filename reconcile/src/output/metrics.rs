@@ -76,7 +76,7 @@ pub const INCREMENTAL: [(&str, &str); 8] = [
     ),
     (
         "reconcile_files_lost",
-        "Of the gone file versions, those no compaction manifest accounts for (deleted, renamed or rewritten other than by compaction: lost evidence); any makes the run prove the lake from its first event.",
+        "Of the gone file versions, those compaction does not account for (deleted, renamed or rewritten other than by compaction, or compacted into files without some of their streams: lost evidence); any makes the run prove the lake from its first event.",
     ),
     (
         "reconcile_streams_reopened",

@@ -1,0 +1,282 @@
+//! Which streams have rows in which lake file: what lets a resumed run see a
+//! compaction whose outputs hold no row of a stream that one of its inputs
+//! held.
+//!
+//! A resumed run finds the rows of a compacted file again as copies of
+//! proved rows (`crate::copies`); a stream with *some* rows in the outputs
+//! but not all of them is re-proved from its first event, and its gap or its
+//! missing tail is found. A stream with *no* row left in the outputs leaves
+//! nothing to re-prove: the run would never look at it. So the checkpoint
+//! keeps, per lake file it proved, the fingerprint of every stream with a row
+//! in it, and a run that finds a proved file replaced by compaction reads the
+//! `stream` and `stream_key` columns of the files that replaced it: a stream
+//! of the file absent from them makes the file lost ([`crate::custody`]), and
+//! the run proves the lake from its first event, judging every tail its
+//! checkpoint proved. (Per file, not per partition: a partition's other
+//! files may hold other rows of the stream.)
+//!
+//! A run notes the streams of every file it reads (a full run: all of them;
+//! a resumed run: the new ones, added to its checkpoint's) and keeps those
+//! of the files the lake lists.
+//!
+//! A fingerprint is 64 bits of a fixed hash of the stream kind and key
+//! ([`fingerprint`], stable across builds: it is written to checkpoints). A
+//! stream missing from a compaction's outputs goes unseen only if its
+//! fingerprint equals another's there: about n / 2⁶⁴ for n streams there.
+//! Pure: no I/O.
+
+use std::collections::BTreeMap;
+
+use ledger_events::Stream;
+
+use crate::codec::{Reader, Writer};
+
+/// A stream's fingerprint ([`fingerprint`]).
+pub type Fingerprint = u64;
+
+/// The fingerprint of the stream `key` of kind `stream`: a multiply-xorshift
+/// hash of the kind's name and the key, eight bytes at a time, each with its
+/// length (so no two (kind, key) pairs are the same bytes), and a final
+/// mix. Written to checkpoints: never change it without a format version.
+pub fn fingerprint(stream: Stream, key: &str) -> Fingerprint {
+    const M: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h: u64 = 0x6C65_6467_6572_2D70; // "ledger-p"
+    for part in [stream.as_str().as_bytes(), key.as_bytes()] {
+        h = (h ^ part.len() as u64).wrapping_mul(M);
+        for chunk in part.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            h = (h ^ u64::from_le_bytes(w)).wrapping_mul(M);
+            h ^= h >> 32;
+        }
+    }
+    // The finalizer of SplitMix64.
+    h = (h ^ (h >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    h ^ (h >> 31)
+}
+
+/// Per lake file (key), the fingerprints of the streams with a row in it
+/// (a run appends; repeats are dropped when it is written).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Presence {
+    parts: BTreeMap<String, Vec<Fingerprint>>,
+}
+
+impl Presence {
+    /// Notes the streams `fps` as having rows in `file`.
+    pub fn add(&mut self, file: &str, fps: &[Fingerprint]) {
+        if fps.is_empty() {
+            return;
+        }
+        match self.parts.get_mut(file) {
+            Some(v) => v.extend_from_slice(fps),
+            None => {
+                self.parts.insert(file.to_owned(), fps.to_vec());
+            }
+        }
+    }
+
+    /// Keeps only the files `keep` keeps (those the lake lists).
+    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.parts.retain(|k, _| keep(k));
+    }
+
+    /// Adds everything `other` notes.
+    pub fn absorb(&mut self, other: Presence) {
+        for (p, fps) in other.parts {
+            match self.parts.get_mut(&p) {
+                Some(v) => v.extend(fps),
+                None => {
+                    self.parts.insert(p, fps);
+                }
+            }
+        }
+    }
+
+    /// The files noted.
+    pub fn files(&self) -> impl Iterator<Item = &str> {
+        self.parts.keys().map(String::as_str)
+    }
+
+    /// The streams noted in `file` (none: not noted, or no stream).
+    pub fn get(&self, file: &str) -> &[Fingerprint] {
+        self.parts.get(file).map_or(&[], Vec::as_slice)
+    }
+
+    /// How many of the streams noted in `file` are not `present` (in the
+    /// files that hold its rows now).
+    pub fn missing(&self, file: &str, present: impl Fn(Fingerprint) -> bool) -> usize {
+        let mut gone: Vec<Fingerprint> = self
+            .get(file)
+            .iter()
+            .copied()
+            .filter(|&fp| !present(fp))
+            .collect();
+        gone.sort_unstable();
+        gone.dedup();
+        gone.len()
+    }
+
+    /// Appends the sets, each sorted and distinct:
+    /// `count:u64 { file:str n:u64 fp:u64* }*`.
+    pub fn write(&self, w: &mut Writer) {
+        w.count(self.parts.len());
+        for (p, fps) in &self.parts {
+            let sorted = fps.is_sorted_by(|a, b| a < b);
+            let fps: std::borrow::Cow<'_, [Fingerprint]> = if sorted {
+                fps.into()
+            } else {
+                let mut v = fps.clone();
+                v.sort_unstable();
+                v.dedup();
+                v.into()
+            };
+            w.str(p);
+            w.count(fps.len());
+            for &fp in fps.iter() {
+                w.u64(fp);
+            }
+        }
+    }
+
+    /// Reads what [`Presence::write`] wrote: each set must be sorted and
+    /// distinct (anything else is damage).
+    pub fn read(r: &mut Reader<'_>) -> Result<Presence, String> {
+        let n = r.count()?;
+        let mut parts = BTreeMap::new();
+        for _ in 0..n {
+            let p = r.str()?.to_owned();
+            let k = r.count()?;
+            let mut fps = Vec::with_capacity(k);
+            for _ in 0..k {
+                let fp = r.u64()?;
+                if fps.last().is_some_and(|&last| last >= fp) {
+                    return Err(format!("the streams of {p} are not in order"));
+                }
+                fps.push(fp);
+            }
+            if parts.insert(p, fps).is_some() {
+                return Err("a file named twice".into());
+            }
+        }
+        Ok(Presence { parts })
+    }
+}
+
+/// Notes the streams one scan reads into a [`Presence`], by the file their
+/// rows are from.
+pub struct Noter<'a> {
+    into: &'a mut Presence,
+    /// Per file of the scan, in the scan's order: its key and streams.
+    files: Vec<(&'a str, Vec<Fingerprint>)>,
+}
+
+impl<'a> Noter<'a> {
+    /// For a scan of the files `keys`, in the scan's order.
+    pub fn new(keys: impl Iterator<Item = &'a str>, into: &'a mut Presence) -> Noter<'a> {
+        Noter {
+            into,
+            files: keys.map(|k| (k, Vec::new())).collect(),
+        }
+    }
+
+    /// Notes the stream `key` of kind `stream`, whose rows are from the
+    /// scan's `files` (by index, a file at a time: one may come again).
+    pub fn note(&mut self, stream: Stream, key: &str, files: impl Iterator<Item = u32>) {
+        let fp = fingerprint(stream, key);
+        let mut last = u32::MAX;
+        for f in files {
+            if f != last {
+                self.files[f as usize].1.push(fp);
+                last = f;
+            }
+        }
+    }
+
+    /// Adds what was noted to the presence.
+    pub fn finish(self) {
+        for (k, fps) in self.files {
+            self.into.add(k, &fps);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn fingerprints_are_fixed_and_tell_kind_and_key_apart() {
+        // Pinned: checkpoints hold them.
+        assert_eq!(
+            fingerprint(Stream::Account, "acme.a-1"),
+            fingerprint(Stream::Account, "acme.a-1")
+        );
+        let all = [
+            fingerprint(Stream::Account, "acme.a-1"),
+            fingerprint(Stream::Account, "acme.a-2"),
+            fingerprint(Stream::Transfer, "acme.a-1"),
+            fingerprint(Stream::Account, "acme.a-1\0"),
+            fingerprint(Stream::Account, ""),
+            fingerprint(Stream::Account, "acme.a-1acme.a-1"),
+        ];
+        let distinct: HashSet<_> = all.iter().collect();
+        assert_eq!(distinct.len(), all.len(), "{all:x?}");
+        assert_eq!(
+            fingerprint(Stream::Transfer, "t-0000000000000001"),
+            PINNED_TRANSFER
+        );
+    }
+
+    /// `fingerprint(Transfer, "t-0000000000000001")` as checkpoint version 8
+    /// wrote it.
+    const PINNED_TRANSFER: u64 = 4191193214889977929;
+
+    #[test]
+    fn a_partition_misses_the_streams_noted_there_and_gone_now() {
+        let mut p = Presence::default();
+        let (a, b, c) = (
+            fingerprint(Stream::Account, "a"),
+            fingerprint(Stream::Account, "b"),
+            fingerprint(Stream::Transfer, "c"),
+        );
+        p.add("events/account/date=2026-01-01", &[a, b, a]);
+        let mut q = Presence::default();
+        q.add("events/account/date=2026-01-01", &[b]);
+        q.add("events/transfer/date=2026-01-01", &[c]);
+        p.absorb(q);
+        let now: HashSet<_> = [a, c].into_iter().collect();
+        assert_eq!(
+            p.missing("events/account/date=2026-01-01", |fp| now.contains(&fp)),
+            1
+        );
+        assert_eq!(
+            p.missing("events/transfer/date=2026-01-01", |fp| now.contains(&fp)),
+            0
+        );
+        assert_eq!(
+            p.missing("events/account/date=2026-01-02", |fp| now.contains(&fp)),
+            0
+        );
+        // Round trip, and damage refused.
+        let mut w = Writer::default();
+        p.write(&mut w);
+        let back = Presence::read(&mut Reader::new(&w.buf, 0)).unwrap();
+        assert_eq!(back.get("events/account/date=2026-01-01").len(), 2);
+        assert_eq!(
+            back.missing("events/account/date=2026-01-01", |fp| now.contains(&fp)),
+            1
+        );
+        assert_eq!(back.get("events/transfer/date=2026-01-01"), &[c]);
+        let mut damaged = w.buf.clone();
+        // The account partition's second fingerprint, made the least.
+        let second = 8 + 4 + "events/account/date=2026-01-01".len() + 8 + 8;
+        damaged[second..second + 8].copy_from_slice(&0u64.to_le_bytes());
+        assert!(Presence::read(&mut Reader::new(&damaged, 0)).is_err());
+        for cut in 0..w.buf.len() {
+            assert!(Presence::read(&mut Reader::new(&w.buf[..cut], 0)).is_err());
+        }
+    }
+}
