@@ -27,11 +27,11 @@
 //! LE), the length (u64 LE) of a JSON header (the lake, files, names,
 //! account and other non-transfer streams, findings, the archive's
 //! segments), the binary records of every open transfer stream and its legs
-//! ([`crate::codec`]), the streams of each date partition
-//! ([`crate::presence`]), and the SHA-256 of everything before it: a truncated
+//! ([`crate::codec`]), and the SHA-256 of everything before it: a truncated
 //! or altered checkpoint is refused (exit 2), never half-used. It is written
 //! to a temporary name, fsynced and renamed, so a crash never leaves half a
-//! checkpoint; the segments it names are written and fsynced before it.
+//! checkpoint; the segments and files of streams it names
+//! (`crate::presence_files`) are written and fsynced before it.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
@@ -51,6 +51,7 @@ use crate::facts::{AccountFacts, Legs, LegsTable, TransferState, Transfers};
 use crate::finding::Finding;
 use crate::names::{FxMap, Names};
 use crate::presence::Presence;
+use crate::presence_files::{self, Stored, StreamsRef};
 use crate::retained::Owed;
 use crate::stream::Tail;
 
@@ -59,13 +60,13 @@ use crate::stream::Tail;
 /// every leg keeps the counterparty its event names. 6: legs and transfers
 /// keep when they were committed, and findings when their youngest row was
 /// (the settle window, `crate::settle`). 7: the tails owed
-/// (`crate::retained`). 8: the streams of each partition
-/// (`crate::presence`).
+/// (`crate::retained`). 8: the files of the streams of each lake file
+/// (`crate::presence_files`).
 pub const CHECKPOINT_VERSION: u32 = 8;
 
 /// Versions this reconciler reads: a version-6 checkpoint is a version-7
 /// one that owes nothing, a version-7 one a version-8 one that knows no
-/// partition's streams.
+/// lake file's streams.
 const CHECKPOINT_VERSIONS_READ: [u32; 3] = [6, 7, CHECKPOINT_VERSION];
 
 /// Which stream, as the proof keys it: the table it was found in (a stream
@@ -107,9 +108,12 @@ pub struct ProofState {
     /// Tails earlier runs proved that the lake did not hold at this run
     /// (sorted by stream): judged again by every run until it does.
     pub owed: Vec<Owed>,
-    /// The streams with rows in each partition (`crate::presence`; none
-    /// from a checkpoint before version 8).
+    /// The streams of each lake file this run read (`crate::presence`):
+    /// the next checkpoint's files of streams add those not yet stored.
     pub presence: Presence,
+    /// The files of streams the checkpoint names
+    /// (`crate::presence_files`; none before version 8).
+    pub stored: Stored,
 }
 
 // ---- the file format -------------------------------------------------------
@@ -140,6 +144,9 @@ struct Header<'a> {
     /// version 7).
     #[serde(default)]
     owed: Vec<StreamRec<'a>>,
+    /// The files of streams (absent before version 8).
+    #[serde(default)]
+    streams_files: Cow<'a, [StreamsRef]>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -330,8 +337,7 @@ impl ProofState {
             return Err(format!("written for the lake {:?}, not {lake:?}", f.lake));
         }
         let names = f.names.len();
-        let (transfers, legs, presence) =
-            read_body(body, names, f.version).map_err(|e| format!("damaged: {e}"))?;
+        let (transfers, legs) = read_body(body, names).map_err(|e| format!("damaged: {e}"))?;
         let names = Names::from_list(f.names.into_iter().map(|n| n.into_owned().into()).collect());
         let archive = Archive::open(dir, &f.archive, f.archived, &names)?;
         let mut p = ProofState {
@@ -340,7 +346,10 @@ impl ProofState {
             archive,
             transfers: Transfers::from_sorted(transfers),
             legs: LegsTable::from_rows(legs),
-            presence,
+            stored: Stored {
+                dir: dir.to_path_buf(),
+                refs: f.streams_files.into_owned(),
+            },
             ..Default::default()
         };
         for s in f.streams {
@@ -405,6 +414,10 @@ impl ProofState {
             &is_open,
         )
         .map_err(err)?;
+        let streams_files = presence_files::save(path, &self.stored.refs, &self.presence, &|k| {
+            self.files.contains_key(k)
+        })
+        .map_err(err)?;
         let mut streams: Vec<_> = self.streams.iter().collect();
         streams.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let f = Header {
@@ -459,6 +472,7 @@ impl ProofState {
                     account: None,
                 })
                 .collect(),
+            streams_files: Cow::Borrowed(&streams_files),
         };
         let header = serde_json::to_vec(&f).map_err(|e| err(e.to_string()))?;
         let tmp = path.with_extension("tmp");
@@ -493,7 +507,6 @@ impl ProofState {
             w.legs(id, l);
             flush(&mut w, &mut out, false).map_err(io)?;
         }
-        self.presence.write(&mut w);
         flush(&mut w, &mut out, true).map_err(io)?;
         let digest = out.sha.finalize();
         let mut inner = out.inner;
@@ -501,8 +514,10 @@ impl ProofState {
         let file = inner.into_inner().map_err(|e| err(e.to_string()))?;
         file.sync_all().map_err(io)?;
         std::fs::rename(&tmp, path).map_err(io)?;
-        // The segments the old checkpoint named and this one does not.
-        archive::remove_unreferenced(path, &segments).map_err(err)
+        // The segments and files of streams the old checkpoint named and
+        // this one does not.
+        archive::remove_unreferenced(path, &segments).map_err(err)?;
+        presence_files::remove_unreferenced(path, &streams_files).map_err(err)
     }
 }
 
@@ -552,13 +567,8 @@ fn split_content(content: &[u8]) -> Result<(&[u8], &[u8]), String> {
     Ok((&content[FIXED..FIXED + len], &content[FIXED + len..]))
 }
 
-/// The binary body: every transfer stream's state, then every transfer's
-/// legs, then (from version 8) the streams of each partition.
-fn read_body(
-    body: &[u8],
-    names: usize,
-    version: u32,
-) -> Result<(Rows<TransferState>, Rows<Legs>, Presence), String> {
+/// The binary body: every transfer stream's state, then every transfer's legs.
+fn read_body(body: &[u8], names: usize) -> Result<(Rows<TransferState>, Rows<Legs>), String> {
     let mut r = codec::Reader::new(body, names);
     let n = r.count()?;
     let mut transfers = Vec::with_capacity(n);
@@ -570,13 +580,8 @@ fn read_body(
     for _ in 0..n {
         legs.push(r.legs()?);
     }
-    let presence = if version >= 8 {
-        Presence::read(&mut r)?
-    } else {
-        Presence::default()
-    };
     if !r.at_end() {
         return Err("bytes after the last record".into());
     }
-    Ok((transfers, legs, presence))
+    Ok((transfers, legs))
 }

@@ -29,7 +29,8 @@ use ledger_events::Stream;
 use ledger_ingest::{parse_object_key, Unaccounted};
 
 use crate::lake::{Error, Lake, LakeFileInfo};
-use crate::presence::{fingerprint, Fingerprint, Presence};
+use crate::presence::{fingerprint, Fingerprint};
+use crate::presence_files::Stored;
 use crate::rows::strings;
 
 /// A proved file version that is gone and whose rows the lake may no
@@ -94,12 +95,13 @@ pub fn gone<'a>(
 /// Decides [`Custody`] for the versions `proved` against the lake's files
 /// now (`tables`: every table's listing), reading the manifests of the
 /// partitions that lost a proved version (none when nothing is gone) and,
-/// when the manifests account for every one, the streams those partitions
-/// hold now, against `presence` (the streams the checkpoint saw there).
+/// when the manifests account for every one, the streams of the files that
+/// hold their rows now, against those `stored` (the checkpoint's files of
+/// streams) says each held.
 pub async fn check(
     lake: &Lake,
     proved: &BTreeMap<String, String>,
-    presence: &Presence,
+    stored: &Stored,
     tables: &[&[LakeFileInfo]],
 ) -> Result<Custody, Error> {
     let stamps: Vec<(&str, String)> = tables
@@ -127,7 +129,11 @@ pub async fn check(
         }
     }
     // One lost version already makes the run a full proof.
-    if lost.is_empty() {
+    if lost.is_empty() && !replaced.is_empty() {
+        let keys: BTreeSet<&str> = replaced.iter().map(|(k, _)| *k).collect();
+        let presence = stored
+            .of(&keys)
+            .map_err(|e| Error::Lake(format!("checkpoint: {e}")))?;
         let files: HashMap<&str, &LakeFileInfo> = tables
             .iter()
             .flat_map(|files| files.iter())

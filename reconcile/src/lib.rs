@@ -33,6 +33,7 @@ pub mod names;
 pub mod output;
 pub mod owing;
 pub mod presence;
+pub mod presence_files;
 pub mod report;
 pub mod retained;
 pub mod rows;

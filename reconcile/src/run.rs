@@ -1317,7 +1317,7 @@ async fn start(
         let custody = crate::custody::check(
             lake,
             &prior.files,
-            &prior.presence,
+            &prior.stored,
             &[&listed[0], &listed[1], &listed[2]],
         )
         .await?;
@@ -1437,6 +1437,7 @@ async fn prove_resumed(
         owing,
     } = resume;
     let archive = std::mem::take(&mut prior.archive);
+    let stored = std::mem::take(&mut prior.stored);
     let prior_files = prior.files;
     // Split the prior state by table: legs come from account streams,
     // transfer facts from transfer streams.
@@ -1459,8 +1460,6 @@ async fn prove_resumed(
     }
     acct.facts.legs = prior.legs;
     acct.facts.names = prior.names.clone();
-    // Streams stay in the partitions they were in: what is read is added.
-    acct.presence = prior.presence;
     xfer.facts.transfers = prior.transfers;
     xfer.facts.names = prior.names;
     let ctx = &RunCtx {
@@ -1606,8 +1605,8 @@ async fn prove_resumed(
         mut presence,
         ..
     } = proof;
-    // The streams of the files the lake lists (a file replaced is checked
-    // once, by the run that finds it gone: `crate::custody`).
+    // The streams of the files read that the lake lists (the checkpoint
+    // stores those of files it has not stored yet: `crate::presence_files`).
     presence.retain(|key| all_files.contains_key(key));
     trace(started, format_args!("proofs joined"));
     facts.finish_accounts(streams.values().filter_map(|st| st.account.as_deref()));
@@ -1803,6 +1802,7 @@ async fn prove_resumed(
         flagged,
         owed,
         presence,
+        stored,
     };
     Ok(Some((report, state)))
 }
