@@ -179,7 +179,7 @@ pub fn streams_of(
             continue;
         }
         let p = read(dir, r)?;
-        for k in keys.iter().filter(|k| p.get(k).len() > 0) {
+        for k in keys.iter().filter(|k| !p.get(k).is_empty()) {
             out.add(k, p.get(k));
         }
     }
