@@ -609,15 +609,26 @@ pub fn append<'a>(
 /// does not name (merged away, or left by a run that stopped before its
 /// checkpoint was written).
 pub fn remove_unreferenced(checkpoint: &Path, keep: &[SegmentRef]) -> Result<(), String> {
+    remove_unnamed(checkpoint, "seg", keep.iter().map(|r| r.file.as_str()))
+}
+
+/// Deletes the files `FILE.<…>.{ext}` (and `FILE.{ext}.tmp`) beside the
+/// checkpoint `FILE` that are not among `keep`.
+pub fn remove_unnamed<'a>(
+    checkpoint: &Path,
+    ext: &str,
+    keep: impl Iterator<Item = &'a str>,
+) -> Result<(), String> {
     let (dir, stem) = place(checkpoint);
-    let keep: HashSet<&str> = keep.iter().map(|r| r.file.as_str()).collect();
+    let keep: HashSet<&str> = keep.collect();
+    let (suffix, tmp) = (format!(".{ext}"), format!("{ext}.tmp"));
     let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let ours = name
             .strip_prefix(&stem)
             .and_then(|r| r.strip_prefix('.'))
-            .is_some_and(|r| r.ends_with(".seg") || r == "seg.tmp");
+            .is_some_and(|r| r.ends_with(&suffix) || r == tmp);
         if ours && !keep.contains(name.as_str()) {
             std::fs::remove_file(e.path())
                 .map_err(|err| format!("{}: {err}", e.path().display()))?;

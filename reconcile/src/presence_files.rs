@@ -17,7 +17,7 @@
 //! merged while the newest covers at least half as many lake files as the
 //! one before: O(log n) files, each entry rewritten O(log n) times.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::io::Write;
 use std::path::Path;
 
@@ -190,21 +190,7 @@ pub fn streams_of(
 /// does not name (merged away, or left by a run that stopped before its
 /// checkpoint was written).
 pub fn remove_unreferenced(checkpoint: &Path, keep: &[StreamsRef]) -> Result<(), String> {
-    let (dir, stem) = place(checkpoint);
-    let keep: HashMap<&str, ()> = keep.iter().map(|r| (r.file.as_str(), ())).collect();
-    let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let ours = name
-            .strip_prefix(&stem)
-            .and_then(|r| r.strip_prefix('.'))
-            .is_some_and(|r| r.ends_with(".prs") || r == "prs.tmp");
-        if ours && !keep.contains_key(name.as_str()) {
-            std::fs::remove_file(e.path())
-                .map_err(|err| format!("{}: {err}", e.path().display()))?;
-        }
-    }
-    Ok(())
+    crate::archive::remove_unnamed(checkpoint, "prs", keep.iter().map(|r| r.file.as_str()))
 }
 
 #[cfg(test)]

@@ -661,14 +661,39 @@ fn version_of(root: &Path, key: &str) -> ledger_ingest::FileVersion {
     }
 }
 
+/// The rows of the lake file `key` under `root`.
+fn rows_of(root: &Path, key: &str) -> Vec<ledger_ingest::Row> {
+    ledger_ingest::read_file(key, std::fs::read(root.join(key)).unwrap().into()).unwrap()
+}
+
+/// A lake of one history delivered at once and a checkpoint of it (in
+/// `dir`); the first lake file of `table` and its rows.
+fn proved_lake(
+    dir: &Path,
+    table: &str,
+) -> (
+    std::path::PathBuf,
+    std::path::PathBuf,
+    String,
+    Vec<ledger_ingest::Row>,
+) {
+    let (root, ckpt) = (dir.join("lake"), dir.join("checkpoint"));
+    let events = history(43, 4, 200);
+    deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
+    assert!(night(&root, &ckpt).holds);
+    let input = common::files_under(&root, &format!("events/{table}")).remove(0);
+    let rows = rows_of(&root, &input);
+    (root, ckpt, input, rows)
+}
+
 /// A compactor that lies: it rewrites the lake file `input` into a
 /// compacted one without the rows `drop` picks, deletes the input, and
 /// writes a manifest that says the output holds the input's rows (it read
 /// exactly that version, and its output is as written, so the night
 /// accounts for the input). Returns the rows dropped.
 fn compact_dropping(root: &Path, input: &str, drop: impl Fn(&Event) -> bool) -> Vec<Event> {
-    use ledger_ingest::{build_files, parse_object_key, read_file, FileLayer, Manifest};
-    let rows = read_file(input, std::fs::read(root.join(input)).unwrap().into()).unwrap();
+    use ledger_ingest::{build_files, parse_object_key, FileLayer, Manifest};
+    let rows = rows_of(root, input);
     let (dropped, kept): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| drop(&r.event));
     assert!(!dropped.is_empty() && !kept.is_empty());
     let before = version_of(root, input);
@@ -684,14 +709,8 @@ fn compact_dropping(root: &Path, input: &str, drop: impl Fn(&Event) -> bool) -> 
 #[test]
 fn a_compaction_that_drops_proved_rows_is_caught_by_the_streams_it_reopens() {
     let dir = tempfile::tempdir().unwrap();
-    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-    let events = history(43, 4, 200);
-    deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
-    assert!(night(&root, &ckpt).holds);
     // The last row of one account goes; its other rows stay.
-    let input = common::files_under(&root, "events/account").remove(0);
-    let rows =
-        ledger_ingest::read_file(&input, std::fs::read(root.join(&input)).unwrap().into()).unwrap();
+    let (root, ckpt, input, rows) = proved_lake(dir.path(), "account");
     let last = rows.last().unwrap().event.clone();
     let victim = last.stream_key.clone();
     let dropped = compact_dropping(&root, &input, |e| e.event_id == last.event_id);
@@ -719,15 +738,9 @@ fn a_compaction_that_drops_proved_rows_is_caught_by_the_streams_it_reopens() {
 #[test]
 fn a_compaction_that_drops_every_row_of_a_transfer_loses_its_input_and_the_tail_is_owed() {
     let dir = tempfile::tempdir().unwrap();
-    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-    let events = history(43, 4, 200);
-    deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
-    assert!(night(&root, &ckpt).holds);
     // Every row of one transfer in its first partition goes: nothing of it
     // is left there to be found as a copy, so nothing is reopened.
-    let input = common::files_under(&root, "events/transfer").remove(0);
-    let rows =
-        ledger_ingest::read_file(&input, std::fs::read(root.join(&input)).unwrap().into()).unwrap();
+    let (root, ckpt, input, rows) = proved_lake(dir.path(), "transfer");
     let victim = rows[0].event.stream_key.clone();
     let dropped = compact_dropping(&root, &input, |e| e.stream_key == victim);
     let tail = dropped.iter().map(|e| e.seq).max().unwrap();
@@ -774,8 +787,7 @@ fn a_compaction_that_drops_an_accounts_rows_from_one_file_of_a_day_is_a_gap_the_
         .filter(|k| !first.contains(k))
         .collect();
     let keys_of = |key: &str| -> Vec<String> {
-        ledger_ingest::read_file(key, std::fs::read(root.join(key)).unwrap().into())
-            .unwrap()
+        rows_of(&root, key)
             .into_iter()
             .map(|r| r.event.stream_key)
             .collect()

@@ -388,6 +388,33 @@ mod tests {
     }
 
     #[test]
+    fn an_accounted_version_is_held_by_the_files_its_chain_of_manifests_leads_to() {
+        let (a, b, i) = (v(1, 10, "a"), v(2, 10, "b"), v(3, 10, "i"));
+        let (c1, c2, c3) = (v(100, 20, "c1"), v(101, 30, "c2"), v(102, 5, "c3"));
+        // a and b into c1 and c3; c1 (with i) into c2; c3 stays.
+        let m1 = Manifest::new(
+            &day(),
+            vec![a.clone(), b.clone()],
+            vec![c1.clone(), c3.clone()],
+        );
+        let m2 = Manifest::new(&day(), vec![c1.clone(), i.clone()], vec![c2.clone()]);
+        let now = listed(&[&c2, &c3]);
+        let now: HashMap<&str, &str> = now.iter().map(|(k, s)| (k.as_str(), s.as_str())).collect();
+        let gone = listed(&[&a, &c1, &v(4, 10, "x")]);
+        let out = custody(
+            gone.iter().map(|(k, s)| (k.as_str(), s.as_str())),
+            &now,
+            &[m1, m2],
+        );
+        let held = |keys: &[&FileVersion]| -> BTreeSet<String> {
+            keys.iter().map(|f| f.key.clone()).collect()
+        };
+        assert_eq!(out[0], (a.key.as_str(), Ok(held(&[&c2, &c3]))));
+        assert_eq!(out[1], (c1.key.as_str(), Ok(held(&[&c2]))));
+        assert!(matches!(out[2].1, Err(Unaccounted::NotCompacted { .. })));
+    }
+
+    #[test]
     fn a_manifest_round_trips_and_its_key_is_its_content() {
         let (a, c) = (v(1, 10, "a"), v(100, 30, "c"));
         let m = Manifest::new(&day(), vec![a.clone()], vec![c.clone()]);
