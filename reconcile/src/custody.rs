@@ -131,9 +131,12 @@ pub async fn check(
     // One lost version already makes the run a full proof.
     if lost.is_empty() && !replaced.is_empty() {
         let keys: BTreeSet<&str> = replaced.iter().map(|(k, _)| *k).collect();
-        let presence = stored
-            .of(&keys)
-            .map_err(|e| Error::Lake(format!("checkpoint: {e}")))?;
+        let presence = stored.of(&keys).map_err(|e| {
+            Error::Lake(format!(
+                "checkpoint: {e}\nHelp: run with --full to re-prove the lake from its first event \
+                     (a new checkpoint and its files are written)"
+            ))
+        })?;
         let files: HashMap<&str, &LakeFileInfo> = tables
             .iter()
             .flat_map(|files| files.iter())

@@ -695,7 +695,7 @@ fn compact_dropping(root: &Path, input: &str, drop: impl Fn(&Event) -> bool) -> 
     use ledger_ingest::{build_files, parse_object_key, FileLayer, Manifest};
     let rows = rows_of(root, input);
     let (dropped, kept): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| drop(&r.event));
-    assert!(!dropped.is_empty() && !kept.is_empty());
+    assert!(!kept.is_empty());
     let before = version_of(root, input);
     let out = build_files(kept, FileLayer::Compacted).unwrap().remove(0);
     write_object(root, &out.key, &out.bytes).unwrap();
@@ -733,6 +733,39 @@ fn a_compaction_that_drops_proved_rows_is_caught_by_the_streams_it_reopens() {
     // A proof of the lake alone cannot tell: the stream is shorter, and
     // whole.
     assert!(full(&root).checks[0].holds);
+}
+
+#[test]
+fn a_damaged_streams_file_stops_the_night_that_needs_it_and_full_rebuilds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt, input, _) = proved_lake(dir.path(), "transfer");
+    let ck = ckpt.to_str().unwrap();
+    let streams: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "prs"))
+        .collect();
+    assert_eq!(streams.len(), 1, "{streams:?}");
+    let mut bytes = std::fs::read(&streams[0]).unwrap();
+    bytes[20] ^= 1;
+    std::fs::write(&streams[0], &bytes).unwrap();
+    // A night with nothing gone does not read it.
+    assert_eq!(cli(&root, &["--checkpoint", ck]).0, 0);
+    // An honest compaction: the night needs the replaced file's streams.
+    assert!(compact_dropping(&root, &input, |_| false).is_empty());
+    let (code, err) = cli(&root, &["--checkpoint", ck]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("streams file") && err.contains("SHA-256") && err.contains("--full"),
+        "{err}"
+    );
+    let (code, err) = cli(&root, &["--checkpoint", ck, "--full"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !streams[0].exists(),
+        "the damaged file is no longer named, so it is gone"
+    );
+    assert_eq!(cli(&root, &["--checkpoint", ck]).0, 0);
 }
 
 #[test]
