@@ -94,6 +94,16 @@ impl Presence {
         }
     }
 
+    /// How many fingerprints, over every file (repeats counted: none once
+    /// read back).
+    pub fn len(&self) -> u64 {
+        self.parts.values().map(|v| v.len() as u64).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
     /// The files noted.
     pub fn files(&self) -> impl Iterator<Item = &str> {
         self.parts.keys().map(String::as_str)
@@ -119,8 +129,10 @@ impl Presence {
     }
 
     /// Appends the sets, each sorted and distinct:
-    /// `count:u64 { file:str n:u64 fp:u64* }*`.
-    pub fn write(&self, w: &mut Writer) {
+    /// `count:u64 { file:str n:u64 fp:u64* }*`; returns how many
+    /// fingerprints that is.
+    pub fn write(&self, w: &mut Writer) -> u64 {
+        let mut total = 0;
         w.count(self.parts.len());
         for (p, fps) in &self.parts {
             let sorted = fps.is_sorted_by(|a, b| a < b);
@@ -134,10 +146,12 @@ impl Presence {
             };
             w.str(p);
             w.count(fps.len());
+            total += fps.len() as u64;
             for &fp in fps.iter() {
                 w.u64(fp);
             }
         }
+        total
     }
 
     /// Reads what [`Presence::write`] wrote: each set must be sorted and
@@ -262,7 +276,7 @@ mod tests {
         );
         // Round trip, and damage refused.
         let mut w = Writer::default();
-        p.write(&mut w);
+        assert_eq!(p.write(&mut w), 3);
         let back = Presence::read(&mut Reader::new(&w.buf, 0)).unwrap();
         assert_eq!(back.get("events/account/date=2026-01-01").len(), 2);
         assert_eq!(

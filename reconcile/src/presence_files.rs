@@ -14,7 +14,7 @@
 //! Each run that read files not yet covered writes one such file for them.
 //! A file whose lake files are mostly gone (compacted away) is rewritten
 //! with the ones left, or dropped when none is, and the newest two are
-//! merged while the newest covers at least half as many lake files as the
+//! merged while the newest holds at least half as many fingerprints as the
 //! one before: O(log n) files, each entry rewritten O(log n) times.
 
 use std::collections::{BTreeSet, HashSet};
@@ -39,6 +39,8 @@ pub struct StreamsRef {
     pub sha256: String,
     /// The lake files whose streams it holds, sorted.
     pub keys: Vec<String>,
+    /// How many fingerprints it holds (its size, for the merge rule).
+    pub fingerprints: u64,
 }
 
 /// The files of streams a checkpoint names, in its directory.
@@ -81,7 +83,7 @@ pub fn read(dir: &Path, r: &StreamsRef) -> Result<Presence, String> {
     if !reader.at_end() {
         return Err(err("damaged: bytes after the last file".into()));
     }
-    if !p.files().eq(r.keys.iter().map(String::as_str)) {
+    if !p.files().eq(r.keys.iter().map(String::as_str)) || p.len() != r.fingerprints {
         return Err(err(
             "covers other lake files than the checkpoint says".into()
         ));
@@ -97,7 +99,7 @@ fn write(checkpoint: &Path, p: &Presence) -> Result<StreamsRef, String> {
     let mut w = Writer::default();
     w.bytes(MAGIC);
     w.u32(VERSION);
-    p.write(&mut w);
+    let fingerprints = p.write(&mut w);
     let digest = Sha256::digest(&w.buf);
     let sha256 = ledger_events::event::hex(&digest);
     let tmp = dir.join(format!("{stem}.prs.tmp"));
@@ -111,6 +113,7 @@ fn write(checkpoint: &Path, p: &Presence) -> Result<StreamsRef, String> {
         file: name,
         sha256,
         keys: p.files().map(str::to_owned).collect(),
+        fingerprints,
     })
 }
 
@@ -154,7 +157,7 @@ pub fn save(
         kept.push(write(checkpoint, &fresh)?);
     }
     while let [.., older, newer] = kept.as_slice() {
-        if newer.keys.len() * 2 < older.keys.len() {
+        if newer.fingerprints * 2 < older.fingerprints {
             break;
         }
         let mut merged = read(&dir, older)?;
@@ -240,6 +243,25 @@ mod tests {
         assert_eq!(left, third.iter().map(|r| r.file.clone()).collect());
         let got = streams_of(dir.path(), &third, &["d"].into_iter().collect()).unwrap();
         assert_eq!(got.get("d"), &[4, 100]);
+    }
+
+    #[test]
+    fn a_nights_small_file_is_not_merged_into_a_large_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("ck");
+        let all = |_: &str| true;
+        let mut big = Presence::default();
+        big.add("c-1", &(0..100).collect::<Vec<u64>>());
+        let mut refs = save(&ckpt, &[], &big, &all).unwrap();
+        let first = refs[0].clone();
+        for night in ["i-1", "i-2", "i-3"] {
+            refs = save(&ckpt, &refs, &noted(&[night]), &all).unwrap();
+        }
+        // The nights merged with each other (2, 2 → 4; 4, 2 → 6), not
+        // with the 100 fingerprints of the first.
+        assert_eq!(refs.len(), 2, "{refs:?}");
+        assert_eq!(refs[0], first);
+        assert_eq!((refs[1].keys.len(), refs[1].fingerprints), (3, 6));
     }
 
     #[test]
