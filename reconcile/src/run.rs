@@ -797,10 +797,14 @@ async fn prove_table(
             keys: Some(&keys),
             from: None,
         };
+        // This pass reads some streams of old files: what it notes of them
+        // is not their whole set (`crate::presence`), so it is not kept.
+        let noted = std::mem::take(&mut proof.presence);
         let read = prove_streams(lake, &files, only, table, &mut proof, |s| {
             reopen.contains(&(table, s.stream, s.key().to_owned()))
         })
         .await?;
+        proof.presence = noted;
         proof.end_pass();
         add_stats(&mut stats, &read);
     }

@@ -890,13 +890,40 @@ fn version_6_and_7_checkpoints_resume_as_ones_that_owe_nothing_and_saw_no_files_
         deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
         assert!(night(&root, &ckpt).holds);
         downgrade(&ckpt, version);
+        let old = common::files_under(&root, "events");
+        // The next night, and a redelivery of a transfer's first event (the
+        // stream is reopened and re-proved over every file).
         deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
+        let first = events
+            .iter()
+            .find(|e| e.stream == Stream::Transfer)
+            .unwrap();
+        deliver(&root, &[first], "c");
         let r = night(&root, &ckpt);
         let i = r.incremental.unwrap();
         assert!(
-            r.holds && !i.reproved_in_full && i.files_skipped > 0,
+            r.holds && !i.reproved_in_full && i.files_skipped > 0 && i.streams_reopened > 0,
             "version {version}: {i:?}"
         );
+        // It stores the streams of the files it read whole: the new ones,
+        // not the old ones it read only some streams of.
+        let bytes = std::fs::read(&ckpt).unwrap();
+        let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
+        let header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
+        let stored: Vec<String> = header["streams_files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["keys"].as_array().unwrap().clone())
+            .map(|k| k.as_str().unwrap().to_owned())
+            .collect();
+        let new: Vec<String> = common::files_under(&root, "events")
+            .into_iter()
+            .filter(|k| !old.contains(k))
+            .collect();
+        let mut sorted = stored.clone();
+        sorted.sort();
+        assert_eq!(sorted, new, "version {version}");
     }
 }
 
