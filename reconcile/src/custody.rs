@@ -150,12 +150,10 @@ pub async fn check(
             }
             for h in &holders {
                 if !read.contains_key(h) {
-                    let info: Vec<LakeFileInfo> = files
+                    let file = files
                         .get(h.as_str())
-                        .map(|f| (*f).clone())
-                        .into_iter()
-                        .collect();
-                    read.insert(h.clone(), streams_in(lake, &info).await?);
+                        .map_or(&[][..], |f| std::slice::from_ref(*f));
+                    read.insert(h.clone(), streams_in(lake, file).await?);
                 }
             }
             let present = |fp| holders.iter().any(|h| read[h].contains(&fp));

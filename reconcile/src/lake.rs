@@ -104,12 +104,6 @@ pub struct Lake {
     ctx: SessionContext,
 }
 
-/// The directory of the lake file `key`: its date partition
-/// (`events/{table}/date={d}`).
-pub fn partition_dir(key: &str) -> &str {
-    key.rsplit_once('/').map_or("", |(d, _)| d)
-}
-
 /// One lake file, listed and checked.
 #[derive(Debug, Clone)]
 pub struct LakeFileInfo {

@@ -178,19 +178,16 @@ impl Presence {
     }
 }
 
-/// Notes the streams one scan reads into a [`Presence`], by the file their
-/// rows are from.
+/// Notes the streams one scan reads, by the file their rows are from.
 pub struct Noter<'a> {
-    into: &'a mut Presence,
     /// Per file of the scan, in the scan's order: its key and streams.
     files: Vec<(&'a str, Vec<Fingerprint>)>,
 }
 
 impl<'a> Noter<'a> {
     /// For a scan of the files `keys`, in the scan's order.
-    pub fn new(keys: impl Iterator<Item = &'a str>, into: &'a mut Presence) -> Noter<'a> {
+    pub fn new(keys: impl Iterator<Item = &'a str>) -> Noter<'a> {
         Noter {
-            into,
             files: keys.map(|k| (k, Vec::new())).collect(),
         }
     }
@@ -208,11 +205,13 @@ impl<'a> Noter<'a> {
         }
     }
 
-    /// Adds what was noted to the presence.
-    pub fn finish(self) {
+    /// What was noted.
+    pub fn finish(self) -> Presence {
+        let mut p = Presence::default();
         for (k, fps) in self.files {
-            self.into.add(k, &fps);
+            p.add(k, &fps);
         }
+        p
     }
 }
 

@@ -107,7 +107,7 @@ struct Proof {
     facts: Facts,
     /// Every row's hash is checked here (its buffers reused).
     hashes: HashCheck,
-    /// The streams of every partition read (`crate::presence`).
+    /// The streams of every lake file read whole (`crate::presence`).
     presence: Presence,
 }
 
@@ -564,7 +564,9 @@ fn split_key<'a>(
 }
 
 /// Proves the streams of `files` (of `table`) that `select` reads and
-/// `keep` keeps into `proof`, in chunks, and returns the scan's statistics.
+/// `keep` keeps into `proof`, in chunks, and returns the scan's statistics
+/// and the streams it noted in each file ([`scan_streams`]): the caller
+/// keeps them only if `select` read the files whole.
 async fn prove_streams(
     lake: &Lake,
     files: &[LakeFileInfo],
@@ -572,14 +574,12 @@ async fn prove_streams(
     table: Table,
     proof: &mut Proof,
     keep: impl Fn(&StreamRows) -> bool,
-) -> Result<ScanStats, Error> {
+) -> Result<(ScanStats, Presence), Error> {
     let mut own = Chunk::default();
-    let mut presence = std::mem::take(&mut proof.presence);
     let read = scan_streams(
         lake,
         files,
         select,
-        &mut presence,
         |_| false,
         |s| {
             if keep(&s) {
@@ -590,7 +590,6 @@ async fn prove_streams(
         },
     )
     .await?;
-    proof.presence = presence;
     proof.visit_chunk(table, own.take());
     Ok(read)
 }
@@ -607,7 +606,10 @@ async fn prove_upper(
         keys: None,
         from: Some((Stream::Transfer, key)),
     };
-    prove_streams(lake, files, from, Table::Transfer, proof, |_| true).await
+    // With the transfer thread's part, the split reads the files whole.
+    let (read, noted) = prove_streams(lake, files, from, Table::Transfer, proof, |_| true).await?;
+    proof.presence.absorb(noted);
+    Ok(read)
 }
 
 /// A run from nothing: reads every lake file.
@@ -718,9 +720,7 @@ async fn prove_table(
                 at: None,
             });
             let stop = |row: &Row<'_>| watch.as_mut().is_some_and(|w| w.stop_at(row));
-            let mut presence = std::mem::take(&mut proof.presence);
-            let noted = &mut presence;
-            let read = scan_streams(lake, &new, Select::default(), noted, stop, |mut s| {
+            let (read, noted) = scan_streams(lake, &new, Select::default(), stop, |mut s| {
                 let tail_seq = proof.tail_seq(table, s.stream, s.key());
                 if tail_seq > 0 && s.first_seq() <= tail_seq {
                     match proof.drop_proved_copies(table, &mut s, cleared, &flagged) {
@@ -746,7 +746,7 @@ async fn prove_table(
                 }
             })
             .await?;
-            proof.presence = presence;
+            proof.presence.absorb(noted);
             if let Some(split) = split {
                 split.close();
             }
@@ -799,12 +799,10 @@ async fn prove_table(
         };
         // This pass reads some streams of old files: what it notes of them
         // is not their whole set (`crate::presence`), so it is not kept.
-        let noted = std::mem::take(&mut proof.presence);
-        let read = prove_streams(lake, &files, only, table, &mut proof, |s| {
+        let (read, _) = prove_streams(lake, &files, only, table, &mut proof, |s| {
             reopen.contains(&(table, s.stream, s.key().to_owned()))
         })
         .await?;
-        proof.presence = noted;
         proof.end_pass();
         add_stats(&mut stats, &read);
     }
@@ -875,7 +873,7 @@ fn date_groups(files: &[LakeFileInfo]) -> Vec<&[LakeFileInfo]> {
 
 /// The directory of a lake file: its date partition (`events/{table}/date={d}`).
 fn partition_of(f: &LakeFileInfo) -> &str {
-    crate::lake::partition_dir(&f.key)
+    f.key.rsplit_once('/').map_or("", |(d, _)| d)
 }
 
 /// Pass 1 of a full proof of `table`, one group of dates at a time
@@ -918,12 +916,10 @@ async fn prove_by_date(
     for files in dates {
         let mut chunk = Chunk::default();
         let mut streams = 0;
-        let mut presence = std::mem::take(&mut proof.presence);
-        let r = scan_streams(
+        let (r, noted) = scan_streams(
             run.lake,
             files,
             Select::default(),
-            &mut presence,
             |_| behind.borrow().is_some(),
             |s| {
                 // A stream proved in part continues only after its tail.
@@ -941,7 +937,7 @@ async fn prove_by_date(
             },
         )
         .await?;
-        proof.presence = presence;
+        proof.presence.absorb(noted);
         if let Some((key, tail_seq)) = behind.take() {
             if run.opts.progress {
                 let (first, last) = (
@@ -1224,18 +1220,17 @@ async fn pull_back(
 }
 
 /// Scans `files` in stream order (only the streams of `keys` when given),
-/// hands each whole stream to `take`, notes in `presence` the partitions
-/// each has rows in, and returns the scan's statistics.
+/// hands each whole stream to `take`, and returns the scan's statistics and
+/// the streams it read in each file (`crate::presence`).
 async fn scan_streams(
     lake: &Lake,
     files: &[LakeFileInfo],
     select: Select<'_>,
-    presence: &mut Presence,
     mut stop: impl FnMut(&Row<'_>) -> bool,
     mut take: impl FnMut(StreamRows),
-) -> Result<ScanStats, Error> {
+) -> Result<(ScanStats, Presence), Error> {
     let mut g = Grouper::default();
-    let mut noter = Noter::new(files.iter().map(|f| f.key.as_str()), presence);
+    let mut noter = Noter::new(files.iter().map(|f| f.key.as_str()));
     let mut take = |s: StreamRows| {
         noter.note(s.stream, s.key(), s.files());
         take(s);
@@ -1253,8 +1248,7 @@ async fn scan_streams(
     if let Some(s) = g.finish() {
         take(s);
     }
-    noter.finish();
-    Ok(g.stats)
+    Ok((g.stats, noter.finish()))
 }
 
 /// Runs `fut` to completion on a runtime of its own (on the calling thread).
