@@ -62,6 +62,16 @@ const BLOOM_BITS_PER_ID: u64 = 16;
 const BLOOM_PROBES: u32 = 11;
 const FOOTER: u64 = 8 + 8 + 32 + 8;
 
+/// Why the files beside a checkpoint could not be carried to the next one.
+#[derive(Debug)]
+pub enum Beside {
+    /// One the checkpoint names is damaged or missing (found when it is
+    /// merged or rewritten): a run with `--full` writes new ones.
+    Unreadable(String),
+    /// A new one could not be written.
+    Unwritable(String),
+}
+
 /// What the checkpoint file says of one segment.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SegmentRef {
@@ -561,18 +571,19 @@ pub fn append<'a>(
     settled: impl ExactSizeIterator<Item = (&'a str, &'a TransferState, &'a Legs)>,
     names: &Names,
     open: &dyn Fn(&str) -> bool,
-) -> Result<Vec<SegmentRef>, String> {
+) -> Result<Vec<SegmentRef>, Beside> {
+    use Beside::{Unreadable, Unwritable};
     let dir = place(checkpoint).0;
     let mut refs = archive.refs();
     // Segments this run wrote, opened again only to be merged.
     let mut fresh: Vec<Segment> = Vec::new();
     if settled.len() > 0 {
-        let mut w = SegmentWriter::create(checkpoint, settled.len())?;
+        let mut w = SegmentWriter::create(checkpoint, settled.len()).map_err(Unwritable)?;
         for (id, state, legs) in settled {
-            w.push(id, state, legs)?;
+            w.push(id, state, legs).map_err(Unwritable)?;
         }
-        let r = w.finish(names)?;
-        fresh.push(Segment::open(&dir, &r, names)?);
+        let r = w.finish(names).map_err(Unwritable)?;
+        fresh.push(Segment::open(&dir, &r, names).map_err(Unwritable)?);
         refs.push(r);
     }
     while let [.., older, newer] = refs.as_slice() {
@@ -592,13 +603,13 @@ pub fn append<'a>(
             })
             .collect();
         let capacity = segs.iter().map(|s| s.r.records as usize).sum();
-        let mut w = SegmentWriter::create(checkpoint, capacity)?;
+        let mut w = SegmentWriter::create(checkpoint, capacity).map_err(Unwritable)?;
         let mut merged = Merged::new(&segs, &open);
-        while let Some((id, state, legs)) = merged.next_record()? {
-            w.push(&id, &state, &legs)?;
+        while let Some((id, state, legs)) = merged.next_record().map_err(Unreadable)? {
+            w.push(&id, &state, &legs).map_err(Unwritable)?;
         }
-        let r = w.finish(names)?;
-        fresh.push(Segment::open(&dir, &r, names)?);
+        let r = w.finish(names).map_err(Unwritable)?;
+        fresh.push(Segment::open(&dir, &r, names).map_err(Unwritable)?);
         refs.truncate(n - 2);
         refs.push(r);
     }

@@ -44,7 +44,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::Write;
 
-use crate::archive::{self, Archive, SegmentRef};
+use crate::archive::{self, Archive, Beside, SegmentRef};
 use crate::codec::{self, Rows};
 
 use crate::facts::{AccountFacts, Legs, LegsTable, TransferState, Transfers};
@@ -394,6 +394,14 @@ impl ProofState {
                 path.display()
             ))
         };
+        let beside = |e: Beside| match e {
+            Beside::Unwritable(why) => err(why),
+            Beside::Unreadable(why) => CheckpointError(format!(
+                "cannot write checkpoint {}: {why}\nHelp: run with --full to re-prove the lake \
+                 from its first event (a new checkpoint and its files are written)",
+                path.display()
+            )),
+        };
         let Split {
             settled_rows,
             open_rows,
@@ -413,11 +421,11 @@ impl ProofState {
             &self.names,
             &is_open,
         )
-        .map_err(err)?;
+        .map_err(beside)?;
         let streams_files = presence_files::save(path, &self.stored.refs, &self.presence, &|k| {
             self.files.contains_key(k)
         })
-        .map_err(err)?;
+        .map_err(beside)?;
         let mut streams: Vec<_> = self.streams.iter().collect();
         streams.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let f = Header {

@@ -25,11 +25,14 @@
 //! fingerprint equals another's there: about n / 2⁶⁴ for n streams there.
 //! Pure: no I/O.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use ledger_events::Stream;
 
-use crate::codec::{Reader, Writer};
+use crate::codec::Reader;
+#[cfg(test)]
+use crate::codec::Writer;
 
 /// A stream's fingerprint ([`fingerprint`]).
 pub type Fingerprint = u64;
@@ -128,22 +131,29 @@ impl Presence {
         gone.len()
     }
 
-    /// Appends the sets, each sorted and distinct:
-    /// `count:u64 { file:str n:u64 fp:u64* }*`; returns how many
-    /// fingerprints that is.
+    /// The streams noted in `file`, sorted and distinct (as they are
+    /// written).
+    pub fn set(&self, file: &str) -> Cow<'_, [Fingerprint]> {
+        let fps = self.get(file);
+        if fps.is_sorted_by(|a, b| a < b) {
+            fps.into()
+        } else {
+            let mut v = fps.to_vec();
+            v.sort_unstable();
+            v.dedup();
+            v.into()
+        }
+    }
+
+    /// Appends the sets in the first streams-file layout (version 1,
+    /// `count:u64 { file:str n:u64 fp:u64* }*`); returns how many
+    /// fingerprints that is. Only tests write it now.
+    #[cfg(test)]
     pub fn write(&self, w: &mut Writer) -> u64 {
         let mut total = 0;
         w.count(self.parts.len());
-        for (p, fps) in &self.parts {
-            let sorted = fps.is_sorted_by(|a, b| a < b);
-            let fps: std::borrow::Cow<'_, [Fingerprint]> = if sorted {
-                fps.into()
-            } else {
-                let mut v = fps.clone();
-                v.sort_unstable();
-                v.dedup();
-                v.into()
-            };
+        for p in self.parts.keys() {
+            let fps = self.set(p);
             w.str(p);
             w.count(fps.len());
             total += fps.len() as u64;
@@ -154,28 +164,34 @@ impl Presence {
         total
     }
 
-    /// Reads what [`Presence::write`] wrote: each set must be sorted and
-    /// distinct (anything else is damage).
+    /// Reads the first layout ([`Presence::write`]).
     pub fn read(r: &mut Reader<'_>) -> Result<Presence, String> {
         let n = r.count()?;
         let mut parts = BTreeMap::new();
         for _ in 0..n {
             let p = r.str()?.to_owned();
             let k = r.count()?;
-            let mut fps = Vec::with_capacity(k);
-            for _ in 0..k {
-                let fp = r.u64()?;
-                if fps.last().is_some_and(|&last| last >= fp) {
-                    return Err(format!("the streams of {p} are not in order"));
-                }
-                fps.push(fp);
-            }
+            let fps = read_set(&p, r, k)?;
             if parts.insert(p, fps).is_some() {
                 return Err("a file named twice".into());
             }
         }
         Ok(Presence { parts })
     }
+}
+
+/// Reads the `n` fingerprints of the streams of `file`: they must be sorted
+/// and distinct (anything else is damage).
+pub fn read_set(file: &str, r: &mut Reader<'_>, n: usize) -> Result<Vec<Fingerprint>, String> {
+    let mut fps: Vec<Fingerprint> = Vec::with_capacity(n);
+    for _ in 0..n {
+        let fp = r.u64()?;
+        if fps.last().is_some_and(|&last| last >= fp) {
+            return Err(format!("the streams of {file} are not in order"));
+        }
+        fps.push(fp);
+    }
+    Ok(fps)
 }
 
 /// Notes the streams one scan reads, by the file their rows are from.

@@ -3,13 +3,24 @@
 //! streams of the files it read and no more (a lake file's streams never
 //! change: a file is written once under a content-derived key).
 //!
-//! `FILE.<16 hex>.prs`: `LDGRPRES`, the format version (u32 LE), the
-//! [`Presence`] sections of the lake files it covers, and the SHA-256 of
-//! everything before it (the name's hex is its start). The checkpoint names
-//! each with its SHA-256 and the lake files it covers ([`StreamsRef`]): one
-//! altered, truncated or missing is refused (exit 2) when it is read, which
+//! A file of streams (`{checkpoint}.{16 hex}.prs`), version 2:
+//!
+//! ```text
+//! header  := "LDGRPRES" version:u32
+//! sets    := { fp:u64* }*                one per lake file, sorted and distinct
+//! index   := files:u64 { key:str offset:u64 fps:u64 sha:[u8;32] }*    keys in order
+//! footer  := index_offset:u64 index_len:u64 index_sha:[u8;32] "LDGRPRS2"
+//! ```
+//!
+//! The checkpoint names each with its index's SHA-256 (the name's hex is its
+//! start) and the lake files it covers ([`StreamsRef`]), and each set is
+//! checked against its own SHA-256 when it is read: a night after compaction
+//! reads the index and the sets of the replaced lake files only, not the
+//! whole file (at 50M events the full proof's file is 74 MB). One altered,
+//! truncated, swapped or missing is refused (exit 2) when it is read, which
 //! is only when a lake file it covers is gone (`crate::custody`) or when it
-//! is merged.
+//! is merged or rewritten. Version 1 (the sets one after another and the
+//! SHA-256 of the whole file, read whole) is still read.
 //!
 //! Each run that read files not yet covered writes one such file for them.
 //! A file whose lake files are mostly gone (compacted away) is rewritten
@@ -17,25 +28,33 @@
 //! merged while the newest holds at least half as many fingerprints as the
 //! one before: O(log n) files, each entry rewritten O(log n) times.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::fs::File;
 use std::io::Write;
-use std::path::Path;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::archive::place;
+use crate::archive::{place, Beside};
 use crate::codec::{Reader, Writer};
-use crate::presence::Presence;
+use crate::presence::{read_set, Fingerprint, Presence};
 
 const MAGIC: &[u8; 8] = b"LDGRPRES";
-const VERSION: u32 = 1;
+/// 1: the sets one after another and the SHA-256 of the whole file (read
+/// whole). 2: the sets, an index with a SHA-256 per set, a footer.
+const VERSION: u32 = 2;
+const FOOTER_MAGIC: &[u8; 8] = b"LDGRPRS2";
+const HEADER: u64 = 12;
+const FOOTER: u64 = 8 + 8 + 32 + 8;
 
 /// What the checkpoint says of one file of streams.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StreamsRef {
     /// File name, in the checkpoint's directory.
     pub file: String,
-    /// SHA-256 of everything before its trailing digest, lower-case hex.
+    /// SHA-256 of its index (version 1: of everything before its trailing
+    /// digest), lower-case hex.
     pub sha256: String,
     /// The lake files whose streams it holds, sorted.
     pub keys: Vec<String>,
@@ -57,38 +76,188 @@ impl Stored {
     }
 }
 
-/// Reads the file `r` names in `dir`, checking its digest and that it
-/// covers exactly the lake files `r` says.
-pub fn read(dir: &Path, r: &StreamsRef) -> Result<Presence, String> {
-    let path = dir.join(&r.file);
-    let err = |why: String| format!("streams file {}: {why}", path.display());
-    let bytes = std::fs::read(&path).map_err(|e| err(format!("cannot read: {e}")))?;
-    if bytes.len() < MAGIC.len() + 4 + 32 || &bytes[..MAGIC.len()] != MAGIC {
-        return Err(err("not a streams file (no LDGRPRES header)".into()));
+/// Where one lake file's set is in a version-2 file.
+struct Entry {
+    offset: u64,
+    fps: u64,
+    sha: [u8; 32],
+}
+
+/// One file of streams, opened: its index read and checked against the
+/// checkpoint's reference (version 2), or its sets read whole (version 1).
+enum Opened {
+    Indexed {
+        path: PathBuf,
+        file: File,
+        entries: BTreeMap<String, Entry>,
+    },
+    Whole(Presence),
+}
+
+fn read_at(file: &File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0; len as usize];
+    file.read_exact_at(&mut buf, offset)?;
+    Ok(buf)
+}
+
+impl Opened {
+    /// Opens the file `r` names in `dir`: its header, and its index (checked
+    /// against `r`'s SHA-256, and to cover exactly the lake files `r` says,
+    /// with as many fingerprints).
+    fn open(dir: &Path, r: &StreamsRef) -> Result<Opened, String> {
+        let path = dir.join(&r.file);
+        let err = |why: String| format!("streams file {}: {why}", path.display());
+        let file = File::open(&path).map_err(|e| err(format!("cannot read: {e}")))?;
+        let len = file
+            .metadata()
+            .map_err(|e| err(format!("cannot stat: {e}")))?
+            .len();
+        let header = read_at(&file, 0, HEADER.min(len)).map_err(|e| err(e.to_string()))?;
+        if header.len() < HEADER as usize || &header[..MAGIC.len()] != MAGIC {
+            return Err(err("not a streams file (no LDGRPRES header)".into()));
+        }
+        let opened = match u32::from_le_bytes(header[8..12].try_into().expect("4 bytes")) {
+            1 => Opened::Whole(read_whole(&file, len, r).map_err(err)?),
+            VERSION => Opened::Indexed {
+                entries: read_index(&file, len, r).map_err(err)?,
+                path: path.clone(),
+                file,
+            },
+            version => return Err(err(format!("format version {version}"))),
+        };
+        let (keys, fps): (Vec<&str>, u64) = match &opened {
+            Opened::Indexed { entries, .. } => (
+                entries.keys().map(String::as_str).collect(),
+                entries.values().map(|e| e.fps).sum(),
+            ),
+            Opened::Whole(p) => (p.files().collect(), p.len()),
+        };
+        if !keys.iter().copied().eq(r.keys.iter().map(String::as_str)) || fps != r.fingerprints {
+            return Err(err(
+                "covers other lake files than the checkpoint says".into()
+            ));
+        }
+        Ok(opened)
+    }
+
+    /// The streams of the lake file `key` (none if it does not cover it),
+    /// the set checked against its SHA-256.
+    fn set(&self, key: &str) -> Result<Vec<Fingerprint>, String> {
+        match self {
+            Opened::Whole(p) => Ok(p.get(key).to_vec()),
+            Opened::Indexed {
+                path,
+                file,
+                entries,
+            } => {
+                let Some(e) = entries.get(key) else {
+                    return Ok(Vec::new());
+                };
+                let err = |why: String| {
+                    format!("streams file {}: the set of {key}: {why}", path.display())
+                };
+                let bytes = read_at(file, e.offset, e.fps * 8).map_err(|e| err(e.to_string()))?;
+                if Sha256::digest(&bytes).as_slice() != e.sha {
+                    return Err(err("damaged: its SHA-256 does not match the index".into()));
+                }
+                read_set(key, &mut Reader::new(&bytes, 0), e.fps as usize)
+                    .map_err(|e| err(format!("damaged: {e}")))
+            }
+        }
+    }
+
+    /// Every set it holds.
+    fn all(&self) -> Result<Presence, String> {
+        match self {
+            Opened::Whole(p) => Ok(p.clone()),
+            Opened::Indexed { entries, .. } => {
+                let mut p = Presence::default();
+                for key in entries.keys() {
+                    p.add(key, &self.set(key)?);
+                }
+                Ok(p)
+            }
+        }
+    }
+}
+
+/// A version-1 file, read whole and checked against `r`'s SHA-256.
+fn read_whole(file: &File, len: u64, r: &StreamsRef) -> Result<Presence, String> {
+    let bytes = read_at(file, 0, len).map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() < MAGIC.len() + 4 + 32 {
+        return Err("damaged: truncated".into());
     }
     let (content, digest) = bytes.split_at(bytes.len() - 32);
     if ledger_events::event::hex(&Sha256::digest(content)) != r.sha256
         || ledger_events::event::hex(digest) != r.sha256
     {
-        return Err(err(
-            "damaged: its SHA-256 is not the one the checkpoint names".into(),
-        ));
+        return Err("damaged: its SHA-256 is not the one the checkpoint names".into());
     }
-    let version = u32::from_le_bytes(content[8..12].try_into().expect("4 bytes"));
-    if version != VERSION {
-        return Err(err(format!("format version {version}")));
-    }
-    let mut reader = Reader::new(&content[12..], 0);
-    let p = Presence::read(&mut reader).map_err(|e| err(format!("damaged: {e}")))?;
+    let mut reader = Reader::new(&content[HEADER as usize..], 0);
+    let p = Presence::read(&mut reader).map_err(|e| format!("damaged: {e}"))?;
     if !reader.at_end() {
-        return Err(err("damaged: bytes after the last file".into()));
-    }
-    if !p.files().eq(r.keys.iter().map(String::as_str)) || p.len() != r.fingerprints {
-        return Err(err(
-            "covers other lake files than the checkpoint says".into()
-        ));
+        return Err("damaged: bytes after the last file".into());
     }
     Ok(p)
+}
+
+/// A version-2 file's index, found by its footer and checked against `r`'s
+/// SHA-256; every set inside the file, the keys in order.
+fn read_index(file: &File, len: u64, r: &StreamsRef) -> Result<BTreeMap<String, Entry>, String> {
+    if len < HEADER + FOOTER {
+        return Err("damaged: truncated".into());
+    }
+    let footer = read_at(file, len - FOOTER, FOOTER).map_err(|e| e.to_string())?;
+    let (at, rest) = footer.split_at(8);
+    let (n, rest) = rest.split_at(8);
+    let (sha, magic) = rest.split_at(32);
+    if magic != FOOTER_MAGIC || ledger_events::event::hex(sha) != r.sha256 {
+        return Err(
+            "damaged: its footer does not match the checkpoint (altered, truncated or swapped)"
+                .into(),
+        );
+    }
+    let at = u64::from_le_bytes(at.try_into().expect("8 bytes"));
+    let n = u64::from_le_bytes(n.try_into().expect("8 bytes"));
+    if at < HEADER || at.checked_add(n) != Some(len - FOOTER) {
+        return Err("damaged: index out of place".into());
+    }
+    let index = read_at(file, at, n).map_err(|e| e.to_string())?;
+    if Sha256::digest(&index).as_slice() != sha {
+        return Err("damaged: its index's SHA-256 does not match".into());
+    }
+    let bad = |why: String| format!("damaged index: {why}");
+    let mut ix = Reader::new(&index, 0);
+    let mut entries: BTreeMap<String, Entry> = BTreeMap::new();
+    for _ in 0..ix.count().map_err(bad)? {
+        let key = ix.str().map_err(bad)?.to_owned();
+        let e = Entry {
+            offset: ix.u64().map_err(bad)?,
+            fps: ix.u64().map_err(bad)?,
+            sha: ix.take(32).map_err(bad)?.try_into().expect("32 bytes"),
+        };
+        let end = e.fps.checked_mul(8).and_then(|b| b.checked_add(e.offset));
+        if e.offset < HEADER || end.is_none_or(|end| end > at) {
+            return Err(bad(format!("the set of {key} out of place")));
+        }
+        if entries
+            .last_key_value()
+            .is_some_and(|(last, _)| *last >= key)
+        {
+            return Err(bad("lake files out of order".into()));
+        }
+        entries.insert(key, e);
+    }
+    if !ix.at_end() {
+        return Err(bad("bytes after the last entry".into()));
+    }
+    Ok(entries)
+}
+
+/// Reads every set of the file `r` names in `dir` (checked as [`Opened`]
+/// says).
+pub fn read(dir: &Path, r: &StreamsRef) -> Result<Presence, String> {
+    Opened::open(dir, r)?.all()
 }
 
 /// Writes `p` as a new file beside `checkpoint` (temporary name, fsync,
@@ -96,17 +265,41 @@ pub fn read(dir: &Path, r: &StreamsRef) -> Result<Presence, String> {
 fn write(checkpoint: &Path, p: &Presence) -> Result<StreamsRef, String> {
     let (dir, stem) = place(checkpoint);
     let io = |e: std::io::Error| format!("cannot write a streams file in {}: {e}", dir.display());
-    let mut w = Writer::default();
-    w.bytes(MAGIC);
-    w.u32(VERSION);
-    let fingerprints = p.write(&mut w);
-    let digest = Sha256::digest(&w.buf);
-    let sha256 = ledger_events::event::hex(&digest);
     let tmp = dir.join(format!("{stem}.prs.tmp"));
-    let mut file = std::fs::File::create(&tmp).map_err(io)?;
-    file.write_all(&w.buf).map_err(io)?;
-    file.write_all(&digest).map_err(io)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, File::create(&tmp).map_err(io)?);
+    out.write_all(MAGIC).map_err(io)?;
+    out.write_all(&VERSION.to_le_bytes()).map_err(io)?;
+    let mut ix = Writer::default();
+    ix.count(p.files().count());
+    let (mut offset, mut fingerprints) = (HEADER, 0);
+    let mut set = Writer::default();
+    for key in p.files() {
+        set.buf.clear();
+        let fps = p.set(key);
+        for &fp in fps.iter() {
+            set.u64(fp);
+        }
+        out.write_all(&set.buf).map_err(io)?;
+        ix.str(key);
+        ix.u64(offset);
+        ix.u64(fps.len() as u64);
+        ix.bytes(&Sha256::digest(&set.buf));
+        offset += set.buf.len() as u64;
+        fingerprints += fps.len() as u64;
+    }
+    let sha: [u8; 32] = Sha256::digest(&ix.buf).into();
+    for part in [
+        &ix.buf[..],
+        &offset.to_le_bytes(),
+        &(ix.buf.len() as u64).to_le_bytes(),
+        &sha,
+        FOOTER_MAGIC,
+    ] {
+        out.write_all(part).map_err(io)?;
+    }
+    let file = out.into_inner().map_err(|e| io(e.into_error()))?;
     file.sync_all().map_err(io)?;
+    let sha256 = ledger_events::event::hex(&sha);
     let name = format!("{stem}.{}.prs", &sha256[..16]);
     std::fs::rename(&tmp, dir.join(&name)).map_err(io)?;
     Ok(StreamsRef {
@@ -126,7 +319,8 @@ pub fn save(
     refs: &[StreamsRef],
     noted: &Presence,
     listed: &dyn Fn(&str) -> bool,
-) -> Result<Vec<StreamsRef>, String> {
+) -> Result<Vec<StreamsRef>, Beside> {
+    use Beside::{Unreadable, Unwritable};
     let dir = place(checkpoint).0;
     let covered: HashSet<&str> = refs
         .iter()
@@ -145,26 +339,26 @@ pub fn save(
         }
         if live * 2 < r.keys.len() {
             // Mostly gone: what is left joins this run's file.
-            let old = read(&dir, r)?;
+            let old = Opened::open(&dir, r).map_err(Unreadable)?;
             for k in r.keys.iter().filter(|k| listed(k)) {
-                fresh.add(k, old.get(k));
+                fresh.add(k, &old.set(k).map_err(Unreadable)?);
             }
             continue;
         }
         kept.push(r.clone());
     }
     if fresh.files().next().is_some() {
-        kept.push(write(checkpoint, &fresh)?);
+        kept.push(write(checkpoint, &fresh).map_err(Unwritable)?);
     }
     while let [.., older, newer] = kept.as_slice() {
         if newer.fingerprints * 2 < older.fingerprints {
             break;
         }
-        let mut merged = read(&dir, older)?;
-        merged.absorb(read(&dir, newer)?);
+        let mut merged = read(&dir, older).map_err(Unreadable)?;
+        merged.absorb(read(&dir, newer).map_err(Unreadable)?);
         let n = kept.len();
         kept.truncate(n - 2);
-        kept.push(write(checkpoint, &merged)?);
+        kept.push(write(checkpoint, &merged).map_err(Unwritable)?);
     }
     Ok(kept)
 }
@@ -181,9 +375,9 @@ pub fn streams_of(
         if !r.keys.iter().any(|k| keys.contains(k.as_str())) {
             continue;
         }
-        let p = read(dir, r)?;
-        for k in keys.iter().filter(|k| !p.get(k).is_empty()) {
-            out.add(k, p.get(k));
+        let file = Opened::open(dir, r)?;
+        for k in keys {
+            out.add(k, &file.set(k)?);
         }
     }
     Ok(out)
@@ -265,26 +459,88 @@ mod tests {
     }
 
     #[test]
-    fn a_damaged_or_swapped_file_is_refused() {
+    fn a_damaged_truncated_or_swapped_file_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let ckpt = dir.path().join("ck");
         let all = |_: &str| true;
         let refs = save(&ckpt, &[], &noted(&["a", "b"]), &all).unwrap();
         let path = dir.path().join(&refs[0].file);
         let good = std::fs::read(&path).unwrap();
-        for at in [0, 9, good.len() / 2, good.len() - 1] {
+        assert_eq!(read(dir.path(), &refs[0]).unwrap(), noted(&["a", "b"]));
+        // Every byte matters: header, sets, index, footer.
+        for at in 0..good.len() {
             let mut bad = good.clone();
             bad[at] ^= 1;
             std::fs::write(&path, &bad).unwrap();
             assert!(read(dir.path(), &refs[0]).is_err(), "byte {at}");
         }
-        std::fs::write(&path, &good[..good.len() - 1]).unwrap();
-        assert!(read(dir.path(), &refs[0]).is_err());
+        for cut in 0..good.len() {
+            std::fs::write(&path, &good[..cut]).unwrap();
+            assert!(read(dir.path(), &refs[0]).is_err(), "{cut} bytes");
+        }
         std::fs::write(&path, &good).unwrap();
         let mut other = refs[0].clone();
         other.keys = vec!["a".into()];
         assert!(read(dir.path(), &other).is_err());
+        other = refs[0].clone();
+        other.fingerprints += 1;
+        assert!(read(dir.path(), &other).is_err());
         std::fs::remove_file(&path).unwrap();
         assert!(read(dir.path(), &refs[0]).is_err());
+    }
+
+    #[test]
+    fn a_night_reads_the_sets_of_the_replaced_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("ck");
+        let all = |_: &str| true;
+        let refs = save(&ckpt, &[], &noted(&["a", "b", "c"]), &all).unwrap();
+        let path = dir.path().join(&refs[0].file);
+        let good = std::fs::read(&path).unwrap();
+        // The sets are in key order after the header: "b"'s is the second.
+        let b_set = HEADER as usize + 16;
+        let mut bad = good.clone();
+        bad[b_set] ^= 1;
+        std::fs::write(&path, &bad).unwrap();
+        let only = |keys: &[&'static str]| keys.iter().copied().collect::<BTreeSet<_>>();
+        let got = streams_of(dir.path(), &refs, &only(&["a", "c"])).unwrap();
+        assert_eq!((got.get("a"), got.get("c")), (&[1, 100][..], &[3, 100][..]));
+        let e = streams_of(dir.path(), &refs, &only(&["b"])).unwrap_err();
+        assert!(e.contains("the set of b") && e.contains("damaged"), "{e}");
+        // A lake file the file does not cover has no set, and is no error.
+        assert!(streams_of(dir.path(), &refs, &only(&["z"]))
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn a_version_1_file_is_still_read_and_rewritten_as_version_2() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("ck");
+        let p = noted(&["a", "b", "c"]);
+        let mut w = Writer::default();
+        w.bytes(MAGIC);
+        w.u32(1);
+        let fingerprints = p.write(&mut w);
+        let digest = Sha256::digest(&w.buf);
+        w.bytes(&digest);
+        let sha256 = ledger_events::event::hex(&digest);
+        let v1 = StreamsRef {
+            file: format!("ck.{}.prs", &sha256[..16]),
+            sha256,
+            keys: vec!["a".into(), "b".into(), "c".into()],
+            fingerprints,
+        };
+        std::fs::write(dir.path().join(&v1.file), &w.buf).unwrap();
+        assert_eq!(read(dir.path(), &v1).unwrap(), p);
+        let got = streams_of(dir.path(), &[v1.clone()], &["b"].into_iter().collect()).unwrap();
+        assert_eq!(got.get("b"), &[2, 100]);
+        // Mostly gone: rewritten in the current layout with what is left.
+        let refs = save(&ckpt, &[v1], &Presence::default(), &|k| k == "c").unwrap();
+        assert_eq!(refs.len(), 1);
+        assert_eq!(refs[0].keys, vec!["c"]);
+        let bytes = std::fs::read(dir.path().join(&refs[0].file)).unwrap();
+        assert_eq!(&bytes[bytes.len() - 8..], FOOTER_MAGIC);
+        assert_eq!(read(dir.path(), &refs[0]).unwrap().get("c"), &[3, 100]);
     }
 }

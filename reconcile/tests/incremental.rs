@@ -746,17 +746,36 @@ fn a_damaged_streams_file_stops_the_night_that_needs_it_and_full_rebuilds_it() {
         .filter(|p| p.extension().is_some_and(|x| x == "prs"))
         .collect();
     assert_eq!(streams.len(), 1, "{streams:?}");
-    let mut bytes = std::fs::read(&streams[0]).unwrap();
+    let good = std::fs::read(&streams[0]).unwrap();
+    // A byte of the first lake file's set (an account file's: the sets are
+    // in key order after a 12-byte header).
+    let mut bytes = good.clone();
     bytes[20] ^= 1;
     std::fs::write(&streams[0], &bytes).unwrap();
     // A night with nothing gone does not read it.
     assert_eq!(cli(&root, &["--checkpoint", ck]).0, 0);
-    // An honest compaction: the night needs the replaced file's streams.
+    // An honest compaction of a transfer file: the night reads that file's
+    // set, which is whole, and merges the streams file with its own small
+    // one, which reads every set: refused, and nothing is written.
     assert!(compact_dropping(&root, &input, |_| false).is_empty());
+    let before = std::fs::read(&ckpt).unwrap();
     let (code, err) = cli(&root, &["--checkpoint", ck]);
     assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("streams file") && err.contains("SHA-256") && err.contains("--full"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&ckpt).unwrap(), before);
+    // The index damaged instead (its last byte, before the 56-byte
+    // footer): the night cannot find the replaced file's set.
+    let mut bytes = good.clone();
+    let last = bytes.len() - 57;
+    bytes[last] ^= 1;
+    std::fs::write(&streams[0], &bytes).unwrap();
+    let (code, err) = cli(&root, &["--checkpoint", ck]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("streams file") && err.contains("index") && err.contains("--full"),
         "{err}"
     );
     let (code, err) = cli(&root, &["--checkpoint", ck, "--full"]);
