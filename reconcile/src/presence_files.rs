@@ -533,7 +533,12 @@ mod tests {
         };
         std::fs::write(dir.path().join(&v1.file), &w.buf).unwrap();
         assert_eq!(read(dir.path(), &v1).unwrap(), p);
-        let got = streams_of(dir.path(), &[v1.clone()], &["b"].into_iter().collect()).unwrap();
+        let got = streams_of(
+            dir.path(),
+            std::slice::from_ref(&v1),
+            &["b"].into_iter().collect(),
+        )
+        .unwrap();
         assert_eq!(got.get("b"), &[2, 100]);
         // Mostly gone: rewritten in the current layout with what is left.
         let refs = save(&ckpt, &[v1], &Presence::default(), &|k| k == "c").unwrap();
