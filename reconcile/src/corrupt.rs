@@ -91,6 +91,12 @@ fn expect(check: &'static str, code: &'static str, key: &str, event_id: Option<&
     }
 }
 
+/// The one finding an injection leaves: `code` of `check` on the stream
+/// `key`, at the event `e`.
+fn one_at(check: &'static str, code: &'static str, key: &str, e: &Event) -> Vec<Expected> {
+    vec![expect(check, code, key, Some(&e.event_id))]
+}
+
 /// What an injection did and what must be reported: every finding of every
 /// check, exactly (checks not listed must hold).
 #[derive(Debug, Clone)]
@@ -310,21 +316,15 @@ fn first_captured(l: &LocalLake) -> Result<(String, Vec<Event>), String> {
 /// `now_ms` is the instant the reconciler will judge deadlines at.
 pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String> {
     let mut l = LocalLake::load(root)?;
-    let injected = match class {
+    let (description, expected) = match class {
         Class::Gap => {
             let (t, mut evs) = first_captured(&l)?;
             let dropped = evs.remove(1);
             l.replace_stream(&evs);
-            Injected {
-                class,
-                description: format!("dropped {} ({})", dropped.event_id, dropped.kind),
-                expected: vec![expect(
-                    "completeness",
-                    "seq_gap",
-                    &t,
-                    Some(&dropped.event_id),
-                )],
-            }
+            (
+                format!("dropped {} ({})", dropped.event_id, dropped.kind),
+                one_at("completeness", "seq_gap", &t, &dropped),
+            )
         }
         Class::Tamper => {
             let (acc, mut evs, i) = l
@@ -340,14 +340,13 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             let e = evs[i].clone();
             let currency = e.currency.clone().unwrap_or_default();
             l.replace_stream(&evs);
-            Injected {
-                class,
-                description: format!(
+            (
+                format!(
                     "{}: amount {amount} → {} without rehashing",
                     e.event_id,
                     amount + 1
                 ),
-                expected: vec![
+                vec![
                     expect("completeness", "hash_mismatch", &acc, Some(&e.event_id)),
                     expect(
                         "balance_integrity",
@@ -357,7 +356,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                     ),
                     expect("global_conservation", "not_conserved", &currency, None),
                 ],
-            }
+            )
         }
         Class::Conflict => {
             let (t, evs) = first_captured(&l)?;
@@ -368,16 +367,10 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 event: other.clone(),
                 conflict: false,
             });
-            Injected {
-                class,
-                description: format!("second version of {} (occurred_at_ms + 1)", other.event_id),
-                expected: vec![expect(
-                    "conflicting_duplicates",
-                    "conflict",
-                    &t,
-                    Some(&other.event_id),
-                )],
-            }
+            (
+                format!("second version of {} (occurred_at_ms + 1)", other.event_id),
+                one_at("conflicting_duplicates", "conflict", &t, &other),
+            )
         }
         Class::Unbalanced => {
             let (t, evs) = first_captured(&l)?;
@@ -395,14 +388,13 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             let currency = acc[i].currency.clone().unwrap_or_default();
             let desc = format!("{}: credit 1 more than the debit", acc[i].event_id);
             l.replace_stream(&acc);
-            Injected {
-                class,
-                description: desc,
-                expected: vec![
+            (
+                desc,
+                vec![
                     expect("transfer_conservation", "captured_legs_mismatch", &t, None),
                     expect("global_conservation", "not_conserved", &currency, None),
                 ],
-            }
+            )
         }
         Class::Overdraft => {
             let (acc, mut evs) = first_account(&l)?;
@@ -414,15 +406,14 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 e.entry_id = Some(format!("wd:{acc}:injected-overdraft"));
             });
             l.replace_stream(&evs);
-            Injected {
-                class,
-                description: format!(
+            (
+                format!(
                     "{}: withdrawal of {amount} leaves available −{} below the limit",
                     e.event_id,
                     limit + 1
                 ),
-                expected: vec![expect("no_overdraft", "overdraft", &acc, Some(&e.event_id))],
-            }
+                one_at("no_overdraft", "overdraft", &acc, &e),
+            )
         }
         Class::HiddenOverdraft => {
             let (acc, mut evs) = first_account(&l)?;
@@ -438,19 +429,13 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 e.entry_id = Some(format!("wd:{acc}:injected-hidden-overdraft"));
             });
             l.replace_stream(&evs);
-            Injected {
-                class,
-                description: format!(
+            (
+                format!(
                     "{}: withdrawal of {amount} overdraws the limit {limit}, the row records a limit of {hiding}",
                     e.event_id
                 ),
-                expected: vec![expect(
-                    "balance_integrity",
-                    "terms_changed",
-                    &acc,
-                    Some(&e.event_id),
-                )],
-            }
+                one_at("balance_integrity", "terms_changed", &acc, &e),
+            )
         }
         Class::TermsChanged => {
             let (t, mut evs) = first_captured(&l)?;
@@ -458,16 +443,10 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             reseal_from(&mut evs, 3);
             let e = evs[3].clone();
             l.replace_stream(&evs);
-            Injected {
-                class,
-                description: format!("{}: amount 1 more than created", e.event_id),
-                expected: vec![expect(
-                    "transfer_conservation",
-                    "terms_changed",
-                    &t,
-                    Some(&e.event_id),
-                )],
-            }
+            (
+                format!("{}: amount 1 more than created", e.event_id),
+                one_at("transfer_conservation", "terms_changed", &t, &e),
+            )
         }
         Class::PhaseSkipped => {
             let (t, mut evs) = first_captured(&l)?;
@@ -477,14 +456,13 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             reseal_from(&mut evs, 2);
             let e = evs[2].clone();
             l.replace_stream(&evs);
-            Injected {
-                class,
-                description: format!(
+            (
+                format!(
                     "{} ({}) removed, {} renumbered: captured right after reserved",
                     dropped.event_id, dropped.kind, e.event_id
                 ),
-                expected: vec![expect("completeness", "phase_order", &t, Some(&e.event_id))],
-            }
+                one_at("completeness", "phase_order", &t, &e),
+            )
         }
         Class::FrozenDeposit => {
             let (acc, mut evs) = first_account(&l)?;
@@ -506,16 +484,10 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 e.entry_id = Some(format!("dep:{acc}:injected-frozen-deposit"));
             });
             l.replace_stream(&evs);
-            Injected {
-                class,
-                description: format!("{}: a deposit of 1 while the account is frozen", e.event_id),
-                expected: vec![expect(
-                    "completeness",
-                    "phase_order",
-                    &acc,
-                    Some(&e.event_id),
-                )],
-            }
+            (
+                format!("{}: a deposit of 1 while the account is frozen", e.event_id),
+                one_at("completeness", "phase_order", &acc, &e),
+            )
         }
         Class::CreditLost => {
             // A captured transfer whose destination stays within its limit
@@ -551,13 +523,12 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             l.replace_stream(&evs);
             l.replace_stream(&t_evs[..3]);
             let currency = t_evs[0].currency.clone().unwrap_or_default();
-            Injected {
-                class,
-                description: format!(
+            (
+                format!(
                     "{t}: its `captured` event and its credit {} removed (the destination's later events renumbered, their balances {amount} lower, resealed): phase credited, the source debited, no credit",
                     credit.event_id
                 ),
-                expected: vec![
+                vec![
                     expect("cross_stream_consistency", "phase_without_credit", &t, None),
                     expect("global_conservation", "not_conserved", &currency, None),
                     // Left in progress: past its deadline at `now`.
@@ -568,7 +539,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                         Some(&t_evs[2].event_id),
                     ),
                 ],
-            }
+            )
         }
         Class::WrongCounterparty => {
             let (t, t_evs) = first_captured(&l)?;
@@ -586,20 +557,14 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             reseal_from(&mut evs, i);
             let e = evs[i].clone();
             l.replace_stream(&evs);
-            Injected {
-                class,
-                description: format!(
+            (
+                format!(
                     "{}: the credit names {dst} (its own account) as the counterparty, not the source {}, resealed",
                     e.event_id,
                     src.unwrap_or_default()
                 ),
-                expected: vec![expect(
-                    "cross_stream_consistency",
-                    "counterparty_mismatch",
-                    &t,
-                    Some(&e.event_id),
-                )],
-            }
+                one_at("cross_stream_consistency", "counterparty_mismatch", &t, &e),
+            )
         }
         Class::Dangling => {
             let accounts = l.streams(Stream::Account);
@@ -621,16 +586,10 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             );
             let e = e.seal();
             l.replace_stream(std::slice::from_ref(&e));
-            Injected {
-                class,
-                description: format!("{t}: created, never advanced, deadline {}", at + 300_000),
-                expected: vec![expect(
-                    "terminal_convergence",
-                    "dangling",
-                    &t,
-                    Some(&e.event_id),
-                )],
-            }
+            (
+                format!("{t}: created, never advanced, deadline {}", at + 300_000),
+                one_at("terminal_convergence", "dangling", &t, &e),
+            )
         }
         Class::Leaked => {
             let transfers = l.streams(Stream::Transfer);
@@ -654,16 +613,10 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 e.counterparty = dst;
             });
             l.replace_stream(&evs);
-            Injected {
-                class,
-                description: format!("{}: hold for the failed transfer {t} on {src}", e.event_id),
-                expected: vec![expect(
-                    "terminal_convergence",
-                    "leaked_hold",
-                    &t,
-                    Some(&e.event_id),
-                )],
-            }
+            (
+                format!("{}: hold for the failed transfer {t} on {src}", e.event_id),
+                one_at("terminal_convergence", "leaked_hold", &t, &e),
+            )
         }
         Class::Nonconservation => {
             let (acc, mut evs) = l
@@ -677,10 +630,9 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             let e = evs[i].clone();
             let currency = e.currency.clone().unwrap_or_default();
             l.replace_stream(&evs);
-            Injected {
-                class,
-                description: format!("{}: balance_after + 1000 without an entry", e.event_id),
-                expected: vec![
+            (
+                format!("{}: balance_after + 1000 without an entry", e.event_id),
+                vec![
                     expect(
                         "balance_integrity",
                         "balance_mismatch",
@@ -689,11 +641,15 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                     ),
                     expect("global_conservation", "not_conserved", &currency, None),
                 ],
-            }
+            )
         }
     };
     l.save()?;
-    Ok(injected)
+    Ok(Injected {
+        class,
+        description,
+        expected,
+    })
 }
 
 /// Random damage, for differential tests against an independent formulation of the checks
