@@ -61,13 +61,15 @@ use crate::stream::Tail;
 /// keep when they were committed, and findings when their youngest row was
 /// (the settle window, `crate::settle`). 7: the tails owed
 /// (`crate::retained`). 8: the files of the streams of each lake file
-/// (`crate::presence_files`).
-pub const CHECKPOINT_VERSION: u32 = 8;
+/// (`crate::presence_files`). 9: those files name their index's SHA-256
+/// (layout version 2, read by the set).
+pub const CHECKPOINT_VERSION: u32 = 9;
 
 /// Versions this reconciler reads: a version-6 checkpoint is a version-7
 /// one that owes nothing, a version-7 one a version-8 one that knows no
-/// lake file's streams.
-const CHECKPOINT_VERSIONS_READ: [u32; 3] = [6, 7, CHECKPOINT_VERSION];
+/// lake file's streams, a version-8 one a version-9 one whose files of
+/// streams are in the first layout (read whole).
+const CHECKPOINT_VERSIONS_READ: [u32; 4] = [6, 7, 8, CHECKPOINT_VERSION];
 
 /// Which stream, as the proof keys it: the table it was found in (a stream
 /// in the wrong table is proved apart from its namesake), its kind and key.

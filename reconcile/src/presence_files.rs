@@ -16,11 +16,15 @@
 //! start) and the lake files it covers ([`StreamsRef`]), and each set is
 //! checked against its own SHA-256 when it is read: a night after compaction
 //! reads the index and the sets of the replaced lake files only, not the
-//! whole file (at 50M events the full proof's file is 74 MB). One altered,
-//! truncated, swapped or missing is refused (exit 2) when it is read, which
-//! is only when a lake file it covers is gone (`crate::custody`) or when it
-//! is merged or rewritten. Version 1 (the sets one after another and the
-//! SHA-256 of the whole file, read whole) is still read.
+//! whole file (at 50M events the full proof's file is 74 MB). The reference
+//! also fixes the file's length (from the lake files it covers and how many
+//! fingerprints it holds), checked before anything past the header is read.
+//! One altered, truncated, swapped or missing is refused (exit 2) when it
+//! is read, which is only when a lake file it covers is gone
+//! (`crate::custody`), when it is merged (every set), or when it is
+//! rewritten (the sets of the lake files left). Version 1 (the sets one
+//! after another and the SHA-256 of the whole file, read whole; checkpoint
+//! version 8) is still read.
 //!
 //! Each run that read files not yet covered writes one such file for them.
 //! A file whose lake files are mostly gone (compacted away) is rewritten
@@ -116,7 +120,20 @@ impl Opened {
         if header.len() < HEADER as usize || &header[..MAGIC.len()] != MAGIC {
             return Err(err("not a streams file (no LDGRPRES header)".into()));
         }
-        let opened = match u32::from_le_bytes(header[8..12].try_into().expect("4 bytes")) {
+        let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
+        // The reference fixes the file's length: a file of another length
+        // is refused before anything past its header is read.
+        match sizes(r, version) {
+            Some((whole, _)) if whole == len => {}
+            Some((whole, _)) => {
+                return Err(err(format!(
+                    "damaged: {len} bytes where the checkpoint's reference makes {whole} \
+                     (truncated, extended or swapped)"
+                )));
+            }
+            None => return Err(err(format!("format version {version}"))),
+        }
+        let opened = match version {
             1 => Opened::Whole(read_whole(&file, len, r).map_err(err)?),
             VERSION => Opened::Indexed {
                 entries: read_index(&file, len, r).map_err(err)?,
@@ -181,6 +198,41 @@ impl Opened {
     }
 }
 
+/// The length of the file `r` names in layout `version`, and of its index
+/// (version 2): both follow from the lake files it covers and how many
+/// fingerprints it holds. `None`: a version this reconciler does not read
+/// (or lengths past `u64`).
+fn sizes(r: &StreamsRef, version: u32) -> Option<(u64, u64)> {
+    let keys: u64 = r.keys.iter().map(|k| k.len() as u64).sum();
+    let n = r.keys.len() as u64;
+    let sets = r.fingerprints.checked_mul(8)?;
+    match version {
+        // count { key:str n:u64 } fp:u64* ... digest
+        1 => {
+            let body = 8u64.checked_add(keys)?.checked_add(n.checked_mul(4 + 8)?)?;
+            Some((
+                HEADER
+                    .checked_add(body)?
+                    .checked_add(sets)?
+                    .checked_add(32)?,
+                0,
+            ))
+        }
+        // count { key:str offset:u64 fps:u64 sha:[u8;32] }
+        VERSION => {
+            let index = 8u64
+                .checked_add(keys)?
+                .checked_add(n.checked_mul(4 + 8 + 8 + 32)?)?;
+            let whole = HEADER
+                .checked_add(sets)?
+                .checked_add(index)?
+                .checked_add(FOOTER)?;
+            Some((whole, index))
+        }
+        _ => None,
+    }
+}
+
 /// A version-1 file, read whole and checked against `r`'s SHA-256.
 fn read_whole(file: &File, len: u64, r: &StreamsRef) -> Result<Presence, String> {
     let bytes = read_at(file, 0, len).map_err(|e| format!("cannot read: {e}"))?;
@@ -219,7 +271,8 @@ fn read_index(file: &File, len: u64, r: &StreamsRef) -> Result<BTreeMap<String, 
     }
     let at = u64::from_le_bytes(at.try_into().expect("8 bytes"));
     let n = u64::from_le_bytes(n.try_into().expect("8 bytes"));
-    if at < HEADER || at.checked_add(n) != Some(len - FOOTER) {
+    let index_len = sizes(r, VERSION).map(|(_, index)| index);
+    if Some(n) != index_len || at.checked_add(n) != Some(len - FOOTER) {
         return Err("damaged: index out of place".into());
     }
     let index = read_at(file, at, n).map_err(|e| e.to_string())?;
@@ -311,9 +364,11 @@ fn write(checkpoint: &Path, p: &Presence) -> Result<StreamsRef, String> {
 }
 
 /// The files of streams the next checkpoint names: `refs` (the last
-/// checkpoint's) with the lake files no longer `listed` left out, and
-/// `noted` (the streams of the files this run read) for the listed lake
-/// files none of them covers; rewritten and merged as the module says.
+/// checkpoint's) but those whose lake files are all gone (no longer
+/// `listed`), and a new one of `noted` (the streams of the files this run
+/// read) for the listed lake files none of them covers; rewritten and merged
+/// as the module says, a rewrite or merge leaving the gone lake files out
+/// (a file kept as it is still names its gone ones).
 pub fn save(
     checkpoint: &Path,
     refs: &[StreamsRef],
@@ -356,9 +411,12 @@ pub fn save(
         }
         let mut merged = read(&dir, older).map_err(Unreadable)?;
         merged.absorb(read(&dir, newer).map_err(Unreadable)?);
+        merged.retain(|k| listed(k));
         let n = kept.len();
         kept.truncate(n - 2);
-        kept.push(write(checkpoint, &merged).map_err(Unwritable)?);
+        if !merged.is_empty() {
+            kept.push(write(checkpoint, &merged).map_err(Unwritable)?);
+        }
     }
     Ok(kept)
 }
@@ -440,6 +498,21 @@ mod tests {
     }
 
     #[test]
+    fn a_merge_leaves_the_gone_lake_files_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("ck");
+        let first = save(&ckpt, &[], &noted(&["a", "b"]), &|_| true).unwrap();
+        // "a" is gone: half of the first file, not most of it, so it is
+        // kept as it is; the night's file for "c" is as large as half of
+        // it, so the two merge, without "a".
+        let refs = save(&ckpt, &first, &noted(&["c"]), &|k| k != "a").unwrap();
+        assert_eq!(refs.len(), 1, "{refs:?}");
+        assert_eq!(refs[0].keys, vec!["b", "c"]);
+        let back = read(dir.path(), &refs[0]).unwrap();
+        assert_eq!((back.get("a"), back.get("b")), (&[][..], &[2, 100][..]));
+    }
+
+    #[test]
     fn a_nights_small_file_is_not_merged_into_a_large_one() {
         let dir = tempfile::tempdir().unwrap();
         let ckpt = dir.path().join("ck");
@@ -478,6 +551,11 @@ mod tests {
             std::fs::write(&path, &good[..cut]).unwrap();
             assert!(read(dir.path(), &refs[0]).is_err(), "{cut} bytes");
         }
+        let mut longer = good.clone();
+        longer.push(0);
+        std::fs::write(&path, &longer).unwrap();
+        let e = read(dir.path(), &refs[0]).unwrap_err();
+        assert!(e.contains("where the checkpoint's reference makes"), "{e}");
         std::fs::write(&path, &good).unwrap();
         let mut other = refs[0].clone();
         other.keys = vec!["a".into()];
@@ -531,7 +609,18 @@ mod tests {
             keys: vec!["a".into(), "b".into(), "c".into()],
             fingerprints,
         };
-        std::fs::write(dir.path().join(&v1.file), &w.buf).unwrap();
+        let path = dir.path().join(&v1.file);
+        for at in 0..w.buf.len() {
+            let mut bad = w.buf.clone();
+            bad[at] ^= 1;
+            std::fs::write(&path, &bad).unwrap();
+            assert!(read(dir.path(), &v1).is_err(), "byte {at}");
+        }
+        for cut in 0..w.buf.len() {
+            std::fs::write(&path, &w.buf[..cut]).unwrap();
+            assert!(read(dir.path(), &v1).is_err(), "{cut} bytes");
+        }
+        std::fs::write(&path, &w.buf).unwrap();
         assert_eq!(read(dir.path(), &v1).unwrap(), p);
         let got = streams_of(
             dir.path(),

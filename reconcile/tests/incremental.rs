@@ -775,7 +775,7 @@ fn a_damaged_streams_file_stops_the_night_that_needs_it_and_full_rebuilds_it() {
     let (code, err) = cli(&root, &["--checkpoint", ck]);
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("streams file") && err.contains("index") && err.contains("--full"),
+        err.contains("streams file") && err.contains("index's SHA-256") && err.contains("--full"),
         "{err}"
     );
     let (code, err) = cli(&root, &["--checkpoint", ck, "--full"]);
@@ -896,11 +896,11 @@ fn downgrade(ckpt: &Path, version: u32) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let header = std::str::from_utf8(&bytes[20..20 + len]).unwrap();
-    assert!(header.starts_with("{\"version\":8,"), "{header}");
+    assert!(header.starts_with("{\"version\":9,"), "{header}");
     let at = header
         .find(",\"owed\":[],\"streams_files\":[")
         .expect(header);
-    let mut old = header[..at].replacen("{\"version\":8,", &format!("{{\"version\":{version},"), 1);
+    let mut old = header[..at].replacen("{\"version\":9,", &format!("{{\"version\":{version},"), 1);
     old += if version == 6 { "}" } else { ",\"owed\":[]}" };
     let mut older = bytes[..8].to_vec();
     older.extend(version.to_le_bytes());
