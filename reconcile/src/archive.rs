@@ -159,7 +159,18 @@ fn names_sha(names: &[Box<str>]) -> [u8; 32] {
     sha.finalize().into()
 }
 
-fn read_at(file: &File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+/// Opens a file beside the checkpoint, with its length.
+pub(crate) fn open_sized(path: &Path) -> Result<(File, u64), String> {
+    let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let len = file
+        .metadata()
+        .map_err(|e| format!("cannot stat: {e}"))?
+        .len();
+    Ok((file, len))
+}
+
+/// `len` bytes of `file` from `offset`.
+pub(crate) fn read_at(file: &File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
     let mut buf = vec![0; len as usize];
     file.read_exact_at(&mut buf, offset)?;
     Ok(buf)
@@ -171,11 +182,7 @@ impl Segment {
     fn open(dir: &Path, r: &SegmentRef, names: &Names) -> Result<Segment, String> {
         let path = dir.join(&r.file);
         let err = |why: String| format!("archive segment {}: {why}", path.display());
-        let file = File::open(&path).map_err(|e| err(format!("cannot open: {e}")))?;
-        let len = file
-            .metadata()
-            .map_err(|e| err(format!("cannot stat: {e}")))?
-            .len();
+        let (file, len) = open_sized(&path).map_err(err)?;
         if len != r.bytes || len < FOOTER {
             return Err(err(format!(
                 "{len} bytes where the checkpoint recorded {} (truncated or replaced)",

@@ -35,12 +35,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::archive::{place, Beside};
+use crate::archive::{open_sized, place, read_at, Beside};
 use crate::codec::{Reader, Writer};
 use crate::presence::{read_set, Fingerprint, Presence};
 
@@ -98,12 +97,6 @@ enum Opened {
     Whole(Presence),
 }
 
-fn read_at(file: &File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
-    let mut buf = vec![0; len as usize];
-    file.read_exact_at(&mut buf, offset)?;
-    Ok(buf)
-}
-
 impl Opened {
     /// Opens the file `r` names in `dir`: its header, and its index (checked
     /// against `r`'s SHA-256, and to cover exactly the lake files `r` says,
@@ -111,11 +104,7 @@ impl Opened {
     fn open(dir: &Path, r: &StreamsRef) -> Result<Opened, String> {
         let path = dir.join(&r.file);
         let err = |why: String| format!("streams file {}: {why}", path.display());
-        let file = File::open(&path).map_err(|e| err(format!("cannot read: {e}")))?;
-        let len = file
-            .metadata()
-            .map_err(|e| err(format!("cannot stat: {e}")))?
-            .len();
+        let (file, len) = open_sized(&path).map_err(err)?;
         let header = read_at(&file, 0, HEADER.min(len)).map_err(|e| err(e.to_string()))?;
         if header.len() < HEADER as usize || &header[..MAGIC.len()] != MAGIC {
             return Err(err("not a streams file (no LDGRPRES header)".into()));

@@ -870,11 +870,19 @@ fn downgrade_to_8(ckpt: &Path) {
         r["file"] = name.into();
         r["sha256"] = sha.into();
     }
-    let json = serde_json::to_vec(&header).unwrap();
+    reseal(ckpt, 8, &serde_json::to_vec(&header).unwrap());
+}
+
+/// Writes the checkpoint at `ckpt` again as format `version` with the JSON
+/// header `json`, the records as they are, sealed with its SHA-256.
+fn reseal(ckpt: &Path, version: u32, json: &[u8]) {
+    use sha2::{Digest, Sha256};
+    let bytes = std::fs::read(ckpt).unwrap();
+    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let mut older = bytes[..8].to_vec();
-    older.extend(8u32.to_le_bytes());
+    older.extend(version.to_le_bytes());
     older.extend((json.len() as u64).to_le_bytes());
-    older.extend(&json);
+    older.extend(json);
     older.extend(&bytes[20 + len..bytes.len() - 32]);
     let digest = Sha256::digest(&older);
     older.extend(digest);
@@ -989,7 +997,6 @@ fn a_compaction_that_drops_an_accounts_rows_from_one_file_of_a_day_is_a_gap_the_
 /// it: without the header's `streams_files` member, and for 6 without its
 /// `owed` member; sealed with its SHA-256 again.
 fn downgrade(ckpt: &Path, version: u32) {
-    use sha2::{Digest, Sha256};
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let header = std::str::from_utf8(&bytes[20..20 + len]).unwrap();
@@ -999,14 +1006,7 @@ fn downgrade(ckpt: &Path, version: u32) {
         .expect(header);
     let mut old = header[..at].replacen("{\"version\":9,", &format!("{{\"version\":{version},"), 1);
     old += if version == 6 { "}" } else { ",\"owed\":[]}" };
-    let mut older = bytes[..8].to_vec();
-    older.extend(version.to_le_bytes());
-    older.extend((old.len() as u64).to_le_bytes());
-    older.extend(old.as_bytes());
-    older.extend(&bytes[20 + len..bytes.len() - 32]);
-    let digest = Sha256::digest(&older);
-    older.extend(digest);
-    std::fs::write(ckpt, older).unwrap();
+    reseal(ckpt, version, old.as_bytes());
 }
 
 #[test]
