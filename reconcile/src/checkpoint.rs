@@ -241,6 +241,10 @@ struct Split<'a> {
     open_legs: Vec<(&'a str, &'a Legs)>,
 }
 
+/// What to do when a checkpoint or a file beside it cannot be used.
+pub(crate) const FULL_HELP: &str = "Help: run with --full to re-prove the lake from its first \
+     event (a new checkpoint and its files are written)";
+
 /// Why a checkpoint cannot be used. Exit code 2: a run must not silently
 /// fall back to a full proof (or worse, resume from the wrong state).
 #[derive(Debug)]
@@ -296,11 +300,7 @@ impl ProofState {
     /// Reads a checkpoint written for `lake`.
     pub fn load(path: &Path, lake: &str) -> Result<ProofState, CheckpointError> {
         let err = |why: String| {
-            CheckpointError(format!(
-                "checkpoint {}: {why}\nHelp: run with --full to re-prove the lake from its first event \
-                 (a new checkpoint is written)",
-                path.display()
-            ))
+            CheckpointError(format!("checkpoint {}: {why}\n{FULL_HELP}", path.display()))
         };
         let bytes = std::fs::read(path).map_err(|e| err(format!("cannot read: {e}")))?;
         let (content, digest) = frame(&bytes).map_err(err)?;
@@ -399,8 +399,7 @@ impl ProofState {
         let beside = |e: Beside| match e {
             Beside::Unwritable(why) => err(why),
             Beside::Unreadable(why) => CheckpointError(format!(
-                "cannot write checkpoint {}: {why}\nHelp: run with --full to re-prove the lake \
-                 from its first event (a new checkpoint and its files are written)",
+                "cannot write checkpoint {}: {why}\n{FULL_HELP}",
                 path.display()
             )),
         };

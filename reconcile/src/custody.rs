@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use ledger_events::Stream;
 use ledger_ingest::{parse_object_key, Unaccounted};
 
+use crate::checkpoint::FULL_HELP;
 use crate::lake::{Error, Lake, LakeFileInfo};
 use crate::presence::{fingerprint, Fingerprint};
 use crate::presence_files::Stored;
@@ -131,12 +132,9 @@ pub async fn check(
     // One lost version already makes the run a full proof.
     if lost.is_empty() && !replaced.is_empty() {
         let keys: BTreeSet<&str> = replaced.iter().map(|(k, _)| *k).collect();
-        let presence = stored.of(&keys).map_err(|e| {
-            Error::Lake(format!(
-                "checkpoint: {e}\nHelp: run with --full to re-prove the lake from its first event \
-                     (a new checkpoint and its files are written)"
-            ))
-        })?;
+        let presence = stored
+            .of(&keys)
+            .map_err(|e| Error::Lake(format!("checkpoint: {e}\n{FULL_HELP}")))?;
         let files: HashMap<&str, &LakeFileInfo> = tables
             .iter()
             .flat_map(|files| files.iter())

@@ -1600,12 +1600,9 @@ async fn prove_resumed(
         streams,
         mut findings,
         mut facts,
-        mut presence,
+        presence,
         ..
     } = proof;
-    // The streams of the files read that the lake lists (the checkpoint
-    // stores those of files it has not stored yet: `crate::presence_files`).
-    presence.retain(|key| all_files.contains_key(key));
     trace(started, format_args!("proofs joined"));
     facts.finish_accounts(streams.values().filter_map(|st| st.account.as_deref()));
     facts.finish_transfers();
