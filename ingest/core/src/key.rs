@@ -125,21 +125,38 @@ pub fn date_of_ms(ms: i64) -> String {
 /// conflict), in order. The conflict flag is part of it because it is part of
 /// the bytes: the same rows with a different flag must not share a key.
 pub fn file_digest(partition: &Partition, rows: &[Row]) -> String {
-    let mut h = Sha256::new();
-    h.update(LAKE_LAYOUT_VERSION.as_bytes());
-    h.update(b"\n");
-    h.update(partition.table.as_str().as_bytes());
-    h.update(b"\n");
-    h.update(partition.date.as_bytes());
-    h.update(b"\n");
-    for row in rows {
+    let mut digest = FileDigest::new(partition);
+    rows.iter().for_each(|row| digest.push(row));
+    digest.finish()
+}
+
+/// [`file_digest`] a row at a time, for a writer that never holds a whole
+/// file's rows (compaction).
+pub struct FileDigest(Sha256);
+
+impl FileDigest {
+    pub fn new(partition: &Partition) -> FileDigest {
+        let mut h = Sha256::new();
+        h.update(LAKE_LAYOUT_VERSION.as_bytes());
+        h.update(b"\n");
+        h.update(partition.table.as_str().as_bytes());
+        h.update(b"\n");
+        h.update(partition.date.as_bytes());
+        h.update(b"\n");
+        FileDigest(h)
+    }
+
+    pub fn push(&mut self, row: &Row) {
+        let h = &mut self.0;
         h.update(row.event.event_id.as_bytes());
         h.update(b" ");
         h.update(row.event.hash.as_bytes());
         h.update(if row.conflict { b" 1\n" } else { b" 0\n" });
     }
-    let digest = h.finalize();
-    ledger_events::event::hex(&digest[..16])
+
+    pub fn finish(self) -> String {
+        ledger_events::event::hex(&self.0.finalize()[..16])
+    }
 }
 
 /// `events/{table}/date={date}/{layer}-{digest}.parquet`.

@@ -44,13 +44,14 @@ pub use batch::{
 };
 pub use dedup::{dedup, sort_rows, Conflict, Deduped, Duplicate, Row};
 pub use key::{
-    date_of_ms, file_digest, object_key, parse_object_key, FileLayer, KeyParts, Partition, Table,
+    date_of_ms, file_digest, object_key, parse_object_key, FileDigest, FileLayer, KeyParts,
+    Partition, Table,
 };
 pub use manifest::{
     custody, manifest_prefix, stamp, unaccounted, FileVersion, Manifest, Unaccounted,
     MANIFEST_PREFIX,
 };
-pub use parquet_io::{read_file, write_file, LakeError, LakeErrorKind};
+pub use parquet_io::{read_file, read_file_each, write_file, FileWriter, LakeError, LakeErrorKind};
 pub use table::{arrow_schema, rows_from_batch, rows_to_batch};
 
 /// Version of the lake layout (paths, columns, writer settings). Recorded in

@@ -9,7 +9,6 @@
 //! content is a [`LakeError`] naming the object key, never a panic and never
 //! a silently wrong row.
 
-use arrow_array::RecordBatch;
 use bytes::Bytes;
 use ledger_events::DecodeError;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -69,20 +68,47 @@ fn writer_properties() -> WriterProperties {
 
 /// Writes rows (already deduplicated and sorted) as one Parquet file.
 pub fn write_file(rows: &[Row]) -> Result<Vec<u8>, String> {
-    assert!(
-        rows.len() <= PARQUET_FILE_ROWS_MAX,
-        "callers cut files at PARQUET_FILE_ROWS_MAX"
-    );
-    let batch = rows_to_batch(rows)?;
-    write_batch(&batch).map_err(|e| e.to_string())
+    let mut w = FileWriter::new()?;
+    w.write(rows)?;
+    w.finish()
 }
 
-fn write_batch(batch: &RecordBatch) -> parquet::errors::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut w = ArrowWriter::try_new(&mut out, arrow_schema(), Some(writer_properties()))?;
-    w.write(batch)?;
-    w.close()?;
-    Ok(out)
+/// One lake file written a piece at a time, so that a writer holds one row
+/// group's rows, not the file's (compaction). Pieces of exactly
+/// [`PARQUET_ROW_GROUP_ROWS_MAX`] rows (the last one shorter) give the same
+/// bytes as [`write_file`] of all the rows at once: the Arrow writer cuts
+/// a large batch at the same row-group bounds.
+pub struct FileWriter {
+    writer: ArrowWriter<Vec<u8>>,
+    rows: usize,
+}
+
+impl FileWriter {
+    pub fn new() -> Result<FileWriter, String> {
+        let writer = ArrowWriter::try_new(Vec::new(), arrow_schema(), Some(writer_properties()))
+            .map_err(|e| e.to_string())?;
+        Ok(FileWriter { writer, rows: 0 })
+    }
+
+    /// Appends rows (in the lake's order, after those written before).
+    pub fn write(&mut self, rows: &[Row]) -> Result<(), String> {
+        self.rows += rows.len();
+        assert!(
+            self.rows <= PARQUET_FILE_ROWS_MAX,
+            "callers cut files at PARQUET_FILE_ROWS_MAX"
+        );
+        let batch = rows_to_batch(rows)?;
+        self.writer.write(&batch).map_err(|e| e.to_string())
+    }
+
+    /// Rows written so far.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn finish(self) -> Result<Vec<u8>, String> {
+        self.writer.into_inner().map_err(|e| e.to_string())
+    }
 }
 
 /// A lake file that cannot be read. Always names the object key.
@@ -131,6 +157,25 @@ impl std::error::Error for LakeError {}
 /// valid event of a known schema version and its `hash` must match its
 /// content, so a flipped bit that Parquet itself does not notice is caught.
 pub fn read_file(key: &str, bytes: Bytes) -> Result<Vec<Row>, LakeError> {
+    let mut rows = Vec::new();
+    read_file_each(key, bytes, |_, got| {
+        rows.extend(got);
+        Ok::<(), LakeError>(())
+    })?;
+    Ok(rows)
+}
+
+/// [`read_file`] a record batch at a time: `each` gets the index of the
+/// batch's first row in the file and its rows, every one checked, in file
+/// order, so a caller holds one batch instead of the file. Returns the
+/// file's row count. A damaged file may have given `each` its first batches
+/// before the error: callers that must change nothing on a damaged file
+/// act only once every file is read.
+pub fn read_file_each<E: From<LakeError>>(
+    key: &str,
+    bytes: Bytes,
+    mut each: impl FnMut(usize, Vec<Row>) -> Result<(), E>,
+) -> Result<usize, E> {
     let err = |kind| LakeError {
         key: key.to_owned(),
         kind,
@@ -141,27 +186,24 @@ pub fn read_file(key: &str, bytes: Bytes) -> Result<Vec<Row>, LakeError> {
         .with_batch_size(READ_BATCH_ROWS)
         .build()
         .map_err(parquet_err)?;
-    let mut rows = Vec::new();
+    let mut read = 0;
     for batch in reader {
         let batch = batch.map_err(|e| err(LakeErrorKind::Parquet(e.to_string())))?;
-        if rows.len() + batch.num_rows() > PARQUET_FILE_ROWS_MAX {
+        if read + batch.num_rows() > PARQUET_FILE_ROWS_MAX {
             return Err(err(LakeErrorKind::TooManyRows {
-                rows_min: rows.len() + batch.num_rows(),
-            }));
+                rows_min: read + batch.num_rows(),
+            })
+            .into());
         }
-        let first = rows.len();
         let got = rows_from_batch(&batch).map_err(|e| err(LakeErrorKind::Layout(e)))?;
         for (i, row) in got.iter().enumerate() {
-            check_row(row).map_err(|why| {
-                err(LakeErrorKind::BadRow {
-                    row: first + i,
-                    why,
-                })
-            })?;
+            check_row(row).map_err(|why| err(LakeErrorKind::BadRow { row: read + i, why }))?;
         }
-        rows.extend(got);
+        let first = read;
+        read += got.len();
+        each(first, got)?;
     }
-    Ok(rows)
+    Ok(read)
 }
 
 fn check_row(row: &Row) -> Result<(), String> {

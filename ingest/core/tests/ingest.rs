@@ -413,6 +413,13 @@ fn row_groups_and_files_are_bounded() {
             n_acc - PARQUET_ROW_GROUP_ROWS_MAX
         ]
     );
+    // Written a row group at a time (how compaction writes), the same bytes.
+    let mut w = ledger_ingest::FileWriter::new().unwrap();
+    for piece in accounts.chunks(PARQUET_ROW_GROUP_ROWS_MAX) {
+        w.write(piece).unwrap();
+    }
+    assert_eq!(w.rows(), n_acc);
+    assert_eq!(w.finish().unwrap(), files[0].bytes);
 
     let files = build_files_sized(accounts.clone(), FileLayer::Compacted, n_acc / 2 + 1).unwrap();
     assert_eq!(
