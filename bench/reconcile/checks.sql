@@ -262,6 +262,59 @@ FROM pa
 WHERE p_seq IS NOT NULL
   AND (currency IS DISTINCT FROM p_currency OR overdraft_limit IS DISTINCT FROM p_limit);
 
+-- ... and holds by transfer (reconcile's checks::balance::hold_step): a hold is placed while its
+-- transfer has none live on the account, a capture or release takes the live hold whole, and a
+-- release recording no hold (amount 0) finds none live. The live hold before a row is the first
+-- placement since the transfer's last capture or release on the account (its epoch). A capture
+-- or release without one is judged only while nothing before it in the stream could hide a
+-- hold: a gap (from the row after it), a second version of a seq, a row of no account kind, a
+-- leg without its transfer_id (from the row after those).
+INSERT INTO findings
+WITH unknown AS (
+    SELECT stream_key, min(from_seq) AS from_seq FROM (
+        SELECT stream_key, seq AS from_seq FROM pa WHERE seq <> coalesce(p_seq, 0) + 1
+        UNION ALL
+        SELECT stream_key, seq + 1 FROM pa
+        WHERE kind NOT IN ('opened','deposited','withdrawn','hold_placed','credited','captured',
+                           'hold_released','frozen','unfrozen')
+           OR (kind IN ('hold_placed','captured','credited','hold_released') AND transfer_id IS NULL)
+        UNION ALL
+        SELECT stream_key, seq + 1 FROM w WHERE tbl = 'account' AND stream = 'account' AND pseq = seq
+    ) GROUP BY stream_key
+),
+legs AS (
+    SELECT stream_key, seq, event_id, kind, transfer_id, coalesce(amount, 0) AS amount,
+           kind = 'captured' OR (kind = 'hold_released' AND coalesce(amount, 0) <> 0) AS takes
+    FROM pa
+    WHERE kind IN ('hold_placed', 'captured', 'hold_released') AND transfer_id IS NOT NULL
+),
+epochs AS (
+    SELECT *, coalesce(sum(takes::INT) OVER (PARTITION BY stream_key, transfer_id ORDER BY seq
+                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS epoch
+    FROM legs
+),
+judged AS (
+    SELECT e.*, (u.from_seq IS NULL OR e.seq < u.from_seq) AS known,
+           first_value(CASE WHEN kind = 'hold_placed' THEN amount END IGNORE NULLS) OVER (
+               PARTITION BY e.stream_key, transfer_id, epoch ORDER BY e.seq
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS live
+    FROM epochs e LEFT JOIN unknown u ON u.stream_key = e.stream_key
+),
+coded AS (
+    SELECT *,
+        CASE WHEN kind = 'hold_placed' THEN CASE WHEN live IS NOT NULL THEN 'hold_placed_twice' END
+             WHEN NOT takes THEN CASE WHEN live IS NOT NULL THEN 'live_hold_not_released' END
+             WHEN live IS NOT NULL THEN CASE WHEN live <> amount THEN 'hold_amount_mismatch' END
+             WHEN known THEN CASE kind WHEN 'captured' THEN 'capture_without_hold'
+                                       ELSE 'release_without_hold' END
+        END AS code
+    FROM judged
+)
+SELECT 'balance_integrity', code, stream_key, seq, event_id,
+       format('{} {} for transfer {}, live hold {}', kind, amount, transfer_id,
+              coalesce(live::VARCHAR, 'none'))
+FROM coded WHERE code IS NOT NULL;
+
 -- 4. no_overdraft: balance − held ≥ −overdraft_limit after every event (HUGEINT: no overflow).
 INSERT INTO findings
 SELECT 'no_overdraft', 'overdraft', stream_key, seq, event_id,
@@ -466,13 +519,20 @@ UNION ALL
 SELECT 'terminal_convergence', 'leaked_hold', l.t, l.hp.seq, l.hp.event_id,
        format('hold of {} on {} still live; the transfer is {}', l.hp.amount, l.account, coalesce(tf.phase, 'unknown'))
 FROM (
-    SELECT t, account, arg_max(kind, seq) AS last_kind,
-           arg_max({'seq': seq, 'event_id': event_id, 'amount': amount}, seq) FILTER (WHERE kind = 'hold_placed') AS hp
-    FROM lg WHERE kind IN ('hold_placed', 'captured', 'hold_released')
+    -- live: the first placement after the transfer's last capture or release on the account
+    -- (a release of nothing, amount 0, frees nothing; a second placement adds no second hold)
+    SELECT t, account,
+           arg_min({'seq': seq, 'event_id': event_id, 'amount': amount}, seq)
+               FILTER (WHERE kind = 'hold_placed' AND seq > last_take) AS hp
+    FROM (
+        SELECT *, coalesce(max(seq) FILTER (WHERE kind = 'captured' OR (kind = 'hold_released' AND amount <> 0))
+                               OVER (PARTITION BY t, account), 0) AS last_take
+        FROM lg WHERE kind IN ('hold_placed', 'captured', 'hold_released')
+    )
     GROUP BY t, account
 ) l
 LEFT JOIN tf ON tf.id = l.t
-WHERE l.last_kind = 'hold_placed' AND (tf.id IS NULL OR tf.phase IN ('captured', 'failed', 'released'));
+WHERE l.hp IS NOT NULL AND (tf.id IS NULL OR tf.phase IN ('captured', 'failed', 'released'));
 
 CREATE OR REPLACE TEMP TABLE stats AS
 SELECT (SELECT count(*) FROM read_parquet(['${LAKE}/events/account/date=*/[ic]-*.parquet',

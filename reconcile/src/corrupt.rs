@@ -52,6 +52,15 @@ pub enum Class {
     /// its credit removed from the destination (the account's later events
     /// renumbered, their balances moved back, resealed): credited, no credit.
     CreditLost,
+    /// A captured transfer's hold placed a second time on its source, right
+    /// after the first (the account's later events renumbered, their held
+    /// that much higher, resealed): money held with no transfer to free it.
+    HoldPlacedTwice,
+    /// A hold already released, released again at the end of its account's
+    /// stream, freeing money held for a transfer still in flight (needs a
+    /// lake with transfers in progress: `generate --in-flight`; not in
+    /// [`Class::ALL`], which runs on lakes without).
+    ReleasedTwice,
 }
 
 impl Class {
@@ -70,6 +79,7 @@ impl Class {
         Class::FrozenDeposit,
         Class::WrongCounterparty,
         Class::CreditLost,
+        Class::HoldPlacedTwice,
     ];
 }
 
@@ -539,6 +549,90 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                         Some(&t_evs[2].event_id),
                     ),
                 ],
+            )
+        }
+        Class::HoldPlacedTwice => {
+            // A captured transfer whose source stays within its limit with
+            // the hold's amount held once more at every later event.
+            let accounts = l.streams(Stream::Account);
+            let (t, mut evs, i) = l
+                .streams(Stream::Transfer)
+                .into_iter()
+                .filter(|(_, evs)| evs.len() == 4 && evs[3].kind == "captured")
+                .find_map(|(t, t_evs)| {
+                    let evs = accounts.get(t_evs[0].source.as_deref()?)?.clone();
+                    let i = evs.iter().position(|e| {
+                        e.kind == "hold_placed" && e.transfer_id.as_deref() == Some(&t)
+                    })?;
+                    let a = evs[i].amount?;
+                    let within = evs[i..].iter().all(|e| {
+                        let (b, h, lim) = (e.balance_after, e.held_after, e.overdraft_limit);
+                        b.zip(h)
+                            .zip(lim)
+                            .is_some_and(|((b, h), lim)| b - (h + a) >= -lim)
+                    });
+                    within.then_some((t, evs, i))
+                })
+                .ok_or(
+                    "the lake has no captured transfer whose source can hold its amount twice",
+                )?;
+            let amount = evs[i].amount.unwrap_or(0);
+            let mut again = evs[i].clone();
+            again.seq += 1;
+            again.event_id = ledger_events::event_id(Stream::Account, &again.stream_key, again.seq);
+            evs.insert(i + 1, again);
+            for e in &mut evs[i + 1..] {
+                e.held_after = e.held_after.map(|h| h + amount);
+            }
+            for e in &mut evs[i + 2..] {
+                e.seq += 1;
+                e.event_id = ledger_events::event_id(Stream::Account, &e.stream_key, e.seq);
+            }
+            reseal_from(&mut evs, i + 1);
+            l.replace_stream(&evs);
+            let acc = evs[i].stream_key.clone();
+            (
+                format!(
+                    "{}: transfer {t}'s hold of {amount} placed again on {acc} (later events renumbered, held {amount} higher, resealed)",
+                    evs[i + 1].event_id
+                ),
+                one_at("balance_integrity", "hold_placed_twice", &acc, &evs[i + 1]),
+            )
+        }
+        Class::ReleasedTwice => {
+            // An account holding at least what one of its earlier releases
+            // freed: that release again, at the end.
+            let (acc, mut evs, first) = l
+                .streams(Stream::Account)
+                .into_iter()
+                .find_map(|(acc, evs)| {
+                    let (_, held, _) = last_state(&evs);
+                    let first = evs
+                        .iter()
+                        .find(|e| {
+                            e.kind == "hold_released" && e.amount.is_some_and(|a| a > 0 && a <= held)
+                        })?
+                        .clone();
+                    Some((acc, evs, first))
+                })
+                .ok_or("the lake has no account holding as much as one of its releases freed (generate it with --in-flight)")?;
+            let amount = first.amount.unwrap_or(0);
+            let e = append(&mut evs, "hold_released", |e| {
+                e.amount = Some(amount);
+                e.held_after = e.held_after.map(|h| h - amount);
+                e.transfer_id = first.transfer_id.clone();
+                e.counterparty = first.counterparty.clone();
+                e.reason = first.reason.clone();
+            });
+            l.replace_stream(&evs);
+            (
+                format!(
+                    "{}: {acc} releases {amount} for {} again ({} released it), freeing money held for another transfer",
+                    e.event_id,
+                    first.transfer_id.as_deref().unwrap_or_default(),
+                    first.event_id
+                ),
+                one_at("balance_integrity", "release_without_hold", &acc, &e),
             )
         }
         Class::WrongCounterparty => {

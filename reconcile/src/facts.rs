@@ -13,7 +13,9 @@ use ledger_events::event::same;
 use ledger_events::{AccountKind, EventRef, Stream};
 use serde::{Deserialize, Serialize};
 
+use crate::checks::balance::hold_step;
 use crate::chunked::Chunked;
+use crate::finding::Finding;
 use crate::id::Id;
 use crate::names::{FxHasher, FxMap, Names, Sym};
 use crate::stream::{StreamView, Tail};
@@ -249,6 +251,12 @@ pub struct AccountFacts {
     pub withdrawals: i128,
     /// Holds live after the last event, by transfer id.
     pub live: LiveHolds,
+    /// A gap, a conflicting version or a malformed row was read in the
+    /// stream: a hold may be live that `live` lacks, so a capture or release
+    /// without one is not judged (`checks::balance::hold_step`). Absent in
+    /// checkpoints written before it (read as false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub holds_unknown: bool,
 }
 
 /// An account's live holds, by transfer id. A hold is placed and then
@@ -268,8 +276,19 @@ impl LiveHolds {
     }
 
     /// Removes the hold of transfer `t`; returns its key, to reuse.
+    #[cfg(test)]
     fn remove(&mut self, t: &str) -> Option<String> {
-        self.0.remove_entry(t).map(|(t, _)| t)
+        self.take(t).map(|(t, _)| t)
+    }
+
+    /// Removes the hold of transfer `t`; returns its key (to reuse) and leg.
+    fn take(&mut self, t: &str) -> Option<(String, Leg)> {
+        self.0.remove_entry(t)
+    }
+
+    /// The amount of transfer `t`'s live hold.
+    fn amount(&self, t: &str) -> Option<i64> {
+        self.0.get(t).map(|leg| leg.amount)
     }
 
     /// Every live hold, in no particular order.
@@ -1269,11 +1288,30 @@ impl LegsTable {
 
 impl Facts {
     /// Folds the account stream `s` into its facts `a` (empty for a new
-    /// account) and its legs into the per-transfer legs.
-    pub fn add_account(&mut self, s: &StreamView, a: &mut AccountFacts) {
+    /// account; `last_seq` is the seq of the last row folded before, 0 for
+    /// none) and its legs into the per-transfer legs; each hold leg is
+    /// judged against the account's live holds (balance integrity's
+    /// findings, into `out`).
+    pub fn add_account(
+        &mut self,
+        s: &StreamView,
+        a: &mut AccountFacts,
+        mut last_seq: u64,
+        out: &mut Vec<Finding>,
+    ) {
         let account = self.names.id(s.key);
-        for ev in s.primary() {
+        for (i, ev) in s.rows.iter().enumerate() {
+            if ev.seq != last_seq + 1 {
+                // A gap, or the same seq again: a conflicting version, whose
+                // other content the facts never read (only the first is).
+                a.holds_unknown = true;
+                if i > 0 && ev.seq == last_seq {
+                    continue;
+                }
+            }
+            last_seq = ev.seq;
             let Some(kind) = AccountKind::parse(ev.kind) else {
+                a.holds_unknown = true;
                 continue;
             };
             if let Some(c) = ev.currency {
@@ -1294,13 +1332,15 @@ impl Facts {
                 AccountKind::Withdrawn => a.withdrawals += i128::from(amount),
                 _ => {}
             }
-            let Some(t) = ev.transfer_id else {
-                continue;
-            };
             use AccountKind::{Captured, Credited, HoldPlaced, HoldReleased};
             if !matches!(kind, HoldPlaced | Captured | Credited | HoldReleased) {
                 continue;
             }
+            let Some(t) = ev.transfer_id else {
+                a.holds_unknown = true;
+                continue;
+            };
+
             let leg = Leg {
                 account,
                 amount,
@@ -1312,20 +1352,33 @@ impl Facts {
                 seq: ev.seq,
                 at_s: secs(ev.occurred_at_ms),
             };
+            // The live holds follow what the account holds: a second hold
+            // of a live transfer leaves the first; a release that records
+            // no hold leaves a live one live. Each step is judged against
+            // the hold live before it.
+            let tombstone = kind == HoldReleased && amount == 0;
+            let live = match kind {
+                Captured | HoldReleased if !tombstone => a.live.take(t).map(|(t, held)| {
+                    self.spare_ids.give(Some(t));
+                    held.amount
+                }),
+                HoldPlaced | HoldReleased => {
+                    let live = a.live.amount(t);
+                    if kind == HoldPlaced && live.is_none() {
+                        a.live.insert(self.spare_ids.take(t), leg);
+                    }
+                    live
+                }
+                _ => None,
+            };
+            if let Some((code, detail)) = hold_step(kind, t, amount, live, !a.holds_unknown) {
+                out.push(Finding::new(code, s.key, detail).at(ev.seq, ev.event_id));
+            }
             let kind = match kind {
-                HoldPlaced => {
-                    a.live.insert(self.spare_ids.take(t), leg);
-                    LegKind::Hold
-                }
-                Captured => {
-                    self.spare_ids.give(a.live.remove(t));
-                    LegKind::Debit
-                }
+                HoldPlaced => LegKind::Hold,
+                Captured => LegKind::Debit,
                 Credited => LegKind::Credit,
-                _ => {
-                    self.spare_ids.give(a.live.remove(t));
-                    LegKind::Release
-                }
+                _ => LegKind::Release,
             };
             self.legs.add(t, kind, leg);
         }

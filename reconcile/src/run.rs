@@ -267,6 +267,7 @@ impl Proof {
                 ));
             } else if s.stream == Stream::Account {
                 let a = st.account.get_or_insert_with(Default::default);
+                let last_seq = a.life.map_or(0, |l| l.last_seq);
                 completeness::check_account_life(s, &mut a.life, &mut out[0]);
                 let mut gaps = Vec::new();
                 balance::check_stream(s, &mut a.fold, &mut a.terms, &mut out[2], &mut gaps);
@@ -279,7 +280,7 @@ impl Proof {
                     }
                 }
                 overdraft::check_stream(s, &mut out[3]);
-                self.facts.add_account(s, a);
+                self.facts.add_account(s, a, last_seq, &mut out[2]);
             }
         }
         if out.iter().all(Vec::is_empty) {

@@ -2187,3 +2187,46 @@ fn damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts() {
         );
     }
 }
+
+/// The live holds a night resumes from are the checkpoint's: a hold
+/// released on a night after the night that proved its release is found at
+/// the second release, as a full proof finds it.
+#[test]
+fn a_hold_released_again_on_a_later_night_is_found_against_the_checkpoints_live_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("ckpt"));
+    let cfg = GenConfig {
+        in_flight: 40,
+        ..common::config()
+    };
+    ledger_reconcile::gen::generate_lake(&cfg, &root).unwrap();
+    // Before the in-flight transfers' deadlines: a live ledger.
+    let at = ledger_reconcile::gen::GEN_START_MS
+        + (cfg.accounts + cfg.operations - cfg.in_flight) as i64
+            * ledger_reconcile::gen::GEN_STEP_MS;
+    let opts = Options {
+        now_ms: at,
+        ..opts()
+    };
+    assert!(night_with(&root, &ckpt, &opts).holds);
+    let injected = inject(&root, Class::ReleasedTwice, at).unwrap();
+    let r = night_with(&root, &ckpt, &opts);
+    let found: Vec<(&str, &str, Option<&str>)> = r
+        .checks
+        .iter()
+        .flat_map(|c| {
+            c.findings
+                .iter()
+                .map(move |f| (c.name, f.code, f.event_id.as_deref()))
+        })
+        .collect();
+    let e = &injected.expected[0];
+    assert_eq!(
+        found,
+        [(e.check, e.code, e.event_id.as_deref())],
+        "{}",
+        injected.description
+    );
+    assert!(!r.incremental.unwrap().reproved_in_full);
+    assert_eq!(verdicts(&r), verdicts(&full_with(&root, &opts)));
+}

@@ -205,6 +205,39 @@ fn sagas_in_progress_hold_until_their_deadlines_pass() {
     assert_eq!(late.dangling.len(), s.transfers_in_flight);
 }
 
+/// A hold released twice frees money held for another transfer: the refold
+/// of `held_after` alone cannot see it (the row takes the amount off the
+/// recorded held, as a release does). Found at the second release, before
+/// any deadline, and nowhere else.
+#[test]
+fn a_hold_released_twice_is_found_at_the_second_release() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("in-flight");
+    let cfg = ledger_reconcile::gen::GenConfig {
+        in_flight: 40,
+        ..config()
+    };
+    generate_lake(&cfg, &dir).unwrap();
+    let first = GEN_START_MS + (cfg.accounts + cfg.operations - cfg.in_flight) as i64 * GEN_STEP_MS;
+    assert!(run_lib_at(&dir, first).unwrap().holds);
+    let injected = inject(&dir, Class::ReleasedTwice, first).unwrap();
+    let r = run_lib_at(&dir, first).unwrap();
+    assert_eq!(
+        findings(&r),
+        injected.expected,
+        "{}\n{}",
+        injected.description,
+        r.summary()
+    );
+    assert_eq!(injected.expected[0].code, "release_without_hold");
+    // Without transfers in flight there is no held money to free: the
+    // tool says so instead of writing a lake that shows something else.
+    let clean = tmp.path().join("clean");
+    clean_lake(&clean);
+    let err = inject(&clean, Class::ReleasedTwice, NOW_MS).unwrap_err();
+    assert!(err.contains("--in-flight"), "{err}");
+}
+
 #[test]
 fn each_injected_class_is_reported_with_exactly_its_rows() {
     let tmp = tempfile::tempdir().unwrap();

@@ -14,10 +14,20 @@
 //! under a withdrawal would otherwise hide an overdraft from `no_overdraft`,
 //! which judges each row by the limit it records).
 //!
+//! Holds are judged by transfer as well as by sum ([`hold_step`], applied
+//! where the facts keep each account's live holds): a hold is placed once
+//! while its transfer has none live, a capture or a release takes exactly
+//! the live hold of its transfer, and a release that records no hold (the
+//! tombstone the core writes when none was placed) finds none live. A
+//! refold alone cannot see a hold released twice, a release of a hold never
+//! placed or a hold placed twice: each keeps `held_after` consistent with
+//! the row before while the money held no longer matches the holds.
+//!
 //! What holding proves, with completeness: every balance the lake shows is
 //! the sum of the account's postings, every `held` is the sum of its
-//! placed minus captured and released holds, and every event carries the
-//! currency and limit the account was opened with.
+//! placed minus captured and released holds, that is of the holds live
+//! (one per transfer, each released or captured whole, once), and every
+//! event carries the currency and limit the account was opened with.
 
 use ledger_events::AccountKind;
 
@@ -40,6 +50,60 @@ pub fn effect(kind: AccountKind, amount: i64) -> (i64, i64) {
         AccountKind::HoldPlaced => (0, amount),
         AccountKind::Captured => (-amount, -amount),
         AccountKind::HoldReleased => (0, -amount),
+    }
+}
+
+/// How one hold leg of transfer `t` meets the account's live hold of that
+/// transfer: `live` is its amount if one is live; `known` is false when
+/// the account's stream has a gap, a conflicting version or a malformed
+/// row before this one, so a hold may be live that the facts never saw
+/// (then a capture or release without a live hold is not judged). Returns
+/// the finding's code and detail.
+pub fn hold_step(
+    kind: AccountKind,
+    t: &str,
+    amount: i64,
+    live: Option<i64>,
+    known: bool,
+) -> Option<(&'static str, String)> {
+    let verb = match kind {
+        AccountKind::HoldPlaced => {
+            return live.map(|h| {
+                (
+                    "hold_placed_twice",
+                    format!("hold_placed of {amount} for transfer {t}, whose hold of {h} is live"),
+                )
+            })
+        }
+        AccountKind::Captured => "captured",
+        AccountKind::HoldReleased if amount == 0 => {
+            return live.map(|h| {
+                (
+                    "live_hold_not_released",
+                    format!(
+                        "hold_released records no hold (amount 0) for transfer {t}, whose hold of {h} is live"
+                    ),
+                )
+            })
+        }
+        AccountKind::HoldReleased => "released",
+        _ => return None,
+    };
+    match live {
+        Some(h) if h != amount => Some((
+            "hold_amount_mismatch",
+            format!("{verb} {amount} of transfer {t}'s hold of {h}"),
+        )),
+        Some(_) => None,
+        None if known => Some((
+            if kind == AccountKind::Captured {
+                "capture_without_hold"
+            } else {
+                "release_without_hold"
+            },
+            format!("{verb} {amount} for transfer {t}, which has no live hold on the account"),
+        )),
+        None => None,
     }
 }
 
@@ -141,4 +205,68 @@ pub fn check_stream(
         prev = Some((ev.seq, bal, held));
     }
     *fold = prev;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use AccountKind::{Captured, Credited, HoldPlaced, HoldReleased};
+
+    fn code(
+        kind: AccountKind,
+        amount: i64,
+        live: Option<i64>,
+        known: bool,
+    ) -> Option<&'static str> {
+        hold_step(kind, "t1", amount, live, known).map(|(code, _)| code)
+    }
+
+    #[test]
+    fn each_hold_leg_is_judged_against_the_live_hold_of_its_transfer() {
+        // The saga's own steps: nothing to report.
+        assert_eq!(code(HoldPlaced, 50, None, true), None);
+        assert_eq!(code(Captured, 50, Some(50), true), None);
+        assert_eq!(code(HoldReleased, 50, Some(50), true), None);
+        assert_eq!(
+            code(HoldReleased, 0, None, true),
+            None,
+            "the tombstone of a release that found no hold"
+        );
+        assert_eq!(
+            code(Credited, 50, None, true),
+            None,
+            "a credit is not a hold leg"
+        );
+        // Money held or freed that no hold accounts for.
+        assert_eq!(
+            code(HoldPlaced, 50, Some(50), true),
+            Some("hold_placed_twice")
+        );
+        assert_eq!(
+            code(HoldPlaced, 50, Some(50), false),
+            Some("hold_placed_twice")
+        );
+        assert_eq!(
+            code(HoldReleased, 50, None, true),
+            Some("release_without_hold")
+        );
+        assert_eq!(code(Captured, 50, None, true), Some("capture_without_hold"));
+        assert_eq!(
+            code(HoldReleased, 40, Some(50), true),
+            Some("hold_amount_mismatch")
+        );
+        assert_eq!(
+            code(Captured, 60, Some(50), false),
+            Some("hold_amount_mismatch")
+        );
+        assert_eq!(
+            code(HoldReleased, 0, Some(50), true),
+            Some("live_hold_not_released")
+        );
+        // A gap before the row may hide the hold: not judged.
+        assert_eq!(code(HoldReleased, 50, None, false), None);
+        assert_eq!(code(Captured, 50, None, false), None);
+        let (_, detail) = hold_step(HoldReleased, "t.9", 40, Some(50), true).unwrap();
+        assert_eq!(detail, "released 40 of transfer t.9's hold of 50");
+    }
 }
