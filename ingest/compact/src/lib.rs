@@ -38,8 +38,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::TryStreamExt;
 use ledger_ingest::{
-    build_files, dedup, parse_object_key, read_file, Conflict, FileLayer, FileVersion, LakeError,
-    Manifest, Partition, Row, Table, LAKE_EVENTS_PREFIX, PARQUET_FILE_ROWS_MAX,
+    build_files, dedup, parse_object_key, read_lake_file_each, Conflict, FileLayer, FileVersion,
+    LakeError, Manifest, Partition, Row, Table, LAKE_EVENTS_PREFIX, PARQUET_FILE_ROWS_MAX,
 };
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectStore, ObjectStoreExt, PutPayload};
@@ -195,14 +195,16 @@ impl Lake {
         let mut rows = Vec::new();
         for file in &files {
             let (key, bytes) = (&file.key, self.read_version(file).await?);
-            let got = read_file(key, bytes).map_err(CompactError::Damaged)?;
-            if rows.len() + got.len() > COMPACT_INPUT_ROWS_MAX {
-                return Err(CompactError::TooLarge(format!(
-                    "{} holds more than COMPACT_INPUT_ROWS_MAX = {COMPACT_INPUT_ROWS_MAX} rows",
-                    partition.prefix()
-                )));
-            }
-            rows.extend(got.into_iter().map(|r| (key.clone(), r)));
+            read_lake_file_each(key, bytes, |_, got| {
+                if rows.len() + got.len() > COMPACT_INPUT_ROWS_MAX {
+                    return Err(CompactError::TooLarge(format!(
+                        "{} holds more than COMPACT_INPUT_ROWS_MAX = {COMPACT_INPUT_ROWS_MAX} rows",
+                        partition.prefix()
+                    )));
+                }
+                rows.extend(got.into_iter().map(|r| (key.clone(), r)));
+                Ok(())
+            })?;
         }
         Ok((files, rows))
     }
@@ -334,6 +336,12 @@ impl std::fmt::Display for CompactError {
 }
 
 impl std::error::Error for CompactError {}
+
+impl From<LakeError> for CompactError {
+    fn from(e: LakeError) -> CompactError {
+        CompactError::Damaged(e)
+    }
+}
 
 /// Compacts one partition (see the module docs for the guarantees).
 pub async fn compact_partition(

@@ -270,6 +270,75 @@ async fn a_damaged_input_leaves_its_partition_untouched_and_names_the_key() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A file that is not the one its key names: valid rows, each hashing to
+/// its recorded hash, but copied under another file's name (so the key's
+/// digest is not its rows'), or into another date's directory (its rows
+/// belong to another partition). Compacting either would carry over other
+/// rows than the manifest names, or write into the other partition: the
+/// partition is left as it was, the file named.
+#[tokio::test]
+async fn a_file_under_a_key_that_is_not_its_own_is_damaged_and_changes_nothing() {
+    let dir = small_file_lake("not-its-key");
+    let lake = lake_of(&dir);
+    let all = files(&dir);
+    let transfer: Vec<&String> = all
+        .iter()
+        .filter(|f| f.starts_with("events/transfer/"))
+        .collect();
+    let dates = |f: &str| parse_object_key(f).unwrap().partition;
+    // Two files of one partition: the second's bytes under the first's key.
+    let (a, b) = transfer
+        .iter()
+        .enumerate()
+        .find_map(|(i, a)| {
+            let b = transfer[i + 1..].iter().find(|b| dates(b) == dates(a))?;
+            Some(((*a).clone(), (*b).clone()))
+        })
+        .expect("a partition with two files");
+    // A file of another date, copied into the first's directory.
+    let other = transfer
+        .iter()
+        .find(|f| dates(f) != dates(&a))
+        .expect("two dates")
+        .to_string();
+    let name = other.rsplit_once('/').unwrap().1;
+    let moved = format!("{}{name}", dates(&a).prefix());
+    for (victim, bytes, why) in [
+        (a.clone(), std::fs::read(dir.join(&b)).unwrap(), "digest to"),
+        (
+            moved.clone(),
+            std::fs::read(dir.join(&other)).unwrap(),
+            "belongs to events/transfer/date=",
+        ),
+    ] {
+        let keep = std::fs::read(dir.join(&victim)).ok();
+        std::fs::write(dir.join(&victim), &bytes).unwrap();
+        let before = files(&dir);
+        let err = compact_partition(&lake, &dates(&a), &Options::default())
+            .await
+            .unwrap_err();
+        match &err {
+            CompactError::Damaged(e) => assert_eq!(e.key, victim),
+            other => panic!("{other}"),
+        }
+        let msg = err.to_string();
+        assert!(
+            msg.contains("not the file its key names") && msg.contains(why),
+            "{msg}"
+        );
+        assert_eq!(files(&dir), before, "nothing written, nothing deleted");
+        match keep {
+            Some(k) => std::fs::write(dir.join(&victim), k).unwrap(),
+            None => std::fs::remove_file(dir.join(&victim)).unwrap(),
+        }
+    }
+    // Restored, the partition compacts.
+    compact_partition(&lake, &dates(&a), &Options::default())
+        .await
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 fn cli(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ledger-compact"));
     c.args(args).env_remove("LEDGER_LAKE");

@@ -136,8 +136,14 @@ pub struct FileDigest(Sha256);
 
 impl FileDigest {
     pub fn new(partition: &Partition) -> FileDigest {
+        FileDigest::of_layout(partition, LAKE_LAYOUT_VERSION)
+    }
+
+    /// The digest a file of `layout` (one of `LAKE_LAYOUTS_READABLE`) was
+    /// named by.
+    pub fn of_layout(partition: &Partition, layout: &str) -> FileDigest {
         let mut h = Sha256::new();
-        h.update(LAKE_LAYOUT_VERSION.as_bytes());
+        h.update(layout.as_bytes());
         h.update(b"\n");
         h.update(partition.table.as_str().as_bytes());
         h.update(b"\n");

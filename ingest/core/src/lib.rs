@@ -51,7 +51,10 @@ pub use manifest::{
     custody, manifest_prefix, stamp, unaccounted, FileVersion, Manifest, Unaccounted,
     MANIFEST_PREFIX,
 };
-pub use parquet_io::{read_file, read_file_each, write_file, FileWriter, LakeError, LakeErrorKind};
+pub use parquet_io::{
+    read_file, read_file_each, read_lake_file, read_lake_file_each, write_file, FileRead,
+    FileWriter, LakeError, LakeErrorKind,
+};
 pub use table::{arrow_schema, rows_from_batch, rows_to_batch};
 
 /// Version of the lake layout (paths, columns, writer settings). Recorded in

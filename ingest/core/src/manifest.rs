@@ -181,6 +181,10 @@ pub enum Unaccounted {
     /// A manifest replaced it, but an output of every such manifest is gone
     /// or changed since, and no later manifest replaced that output as written.
     OutputsChanged { key: String, output: String },
+    /// Every manifest that read it wrote no file: its rows went nowhere
+    /// (every lake file holds a row; a compactor that read a damaged file
+    /// as empty wrote such a manifest).
+    NoOutputs { key: String },
 }
 
 impl std::fmt::Display for Unaccounted {
@@ -193,6 +197,10 @@ impl std::fmt::Display for Unaccounted {
             Unaccounted::OtherVersion { key, read } => write!(
                 f,
                 "{key} is gone; compaction replaced another version of it ({read}), not the one proved"
+            ),
+            Unaccounted::NoOutputs { key } => write!(
+                f,
+                "{key} is gone; the compaction manifest that read it wrote no file for its rows"
             ),
             Unaccounted::OutputsChanged { key, output } => write!(
                 f,
@@ -265,6 +273,13 @@ pub fn custody<'a>(
                         key: key.to_owned(),
                     },
                 }
+            } else if readers[&(key, stamp.to_owned())]
+                .iter()
+                .all(|m| m.outputs.is_empty())
+            {
+                Unaccounted::NoOutputs {
+                    key: key.to_owned(),
+                }
             } else {
                 let output = walk
                     .first_lost_output(key, stamp)
@@ -303,11 +318,15 @@ impl Walk<'_, '_> {
             return None;
         }
         let readers = self.readers.get(&(key, stamp.to_owned()));
+        // A manifest with no outputs accounts for nothing: every lake file
+        // holds a row, so its inputs' rows went nowhere (a reader that read
+        // a damaged file as empty once wrote one).
         let ok = readers.is_some_and(|ms| {
             ms.iter().any(|m| {
-                m.outputs
-                    .iter()
-                    .all(|o| self.accounted(&o.key, &o.stamp()).is_some())
+                !m.outputs.is_empty()
+                    && m.outputs
+                        .iter()
+                        .all(|o| self.accounted(&o.key, &o.stamp()).is_some())
             })
         });
         self.open.remove(&id);
@@ -328,9 +347,10 @@ impl Walk<'_, '_> {
             return;
         };
         let m = ms.iter().copied().find(|m| {
-            m.outputs
-                .iter()
-                .all(|o| self.accounted(&o.key, &o.stamp()).is_some())
+            !m.outputs.is_empty()
+                && m.outputs
+                    .iter()
+                    .all(|o| self.accounted(&o.key, &o.stamp()).is_some())
         });
         // Accounted versions lead to listed files without a cycle (a cycle
         // accounts for nothing), so this ends.
@@ -479,6 +499,18 @@ mod tests {
                 output: c1.key.clone()
             })
         );
+    }
+
+    #[test]
+    fn a_manifest_that_wrote_no_file_accounts_for_nothing_it_read() {
+        let (a, c) = (v(1, 10, "a"), v(100, 21, "c"));
+        let empty = Manifest::new(&day(), vec![a.clone()], vec![]);
+        let got = lost(&[&a], &[&c], std::slice::from_ref(&empty)).unwrap();
+        assert_eq!(got, Unaccounted::NoOutputs { key: a.key.clone() });
+        assert!(got.to_string().contains("wrote no file"), "{got}");
+        // Another manifest that read the same version and wrote c does.
+        let m = Manifest::new(&day(), vec![a.clone()], vec![c.clone()]);
+        assert_eq!(lost(&[&a], &[&c], &[empty, m]), None);
     }
 
     #[test]

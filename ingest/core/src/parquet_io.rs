@@ -11,7 +11,7 @@
 
 use bytes::Bytes;
 use ledger_events::DecodeError;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::metadata::{KeyValue, SortingColumn};
@@ -19,9 +19,11 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
 use crate::dedup::Row;
+use crate::key::{parse_object_key, FileDigest, Partition};
 use crate::table::{arrow_schema, rows_from_batch, rows_to_batch};
 use crate::{
-    LAKE_LAYOUT_VERSION, PARQUET_CREATED_BY, PARQUET_FILE_ROWS_MAX, PARQUET_ROW_GROUP_ROWS_MAX,
+    LAKE_LAYOUTS_READABLE, LAKE_LAYOUT_VERSION, PARQUET_CREATED_BY, PARQUET_FILE_ROWS_MAX,
+    PARQUET_ROW_GROUP_ROWS_MAX,
 };
 
 /// Key-value metadata entry naming the layout a file was written with.
@@ -128,6 +130,10 @@ pub enum LakeErrorKind {
     TooManyRows { rows_min: usize },
     /// A row that is not a valid event, or whose hash does not match it.
     BadRow { row: usize, why: String },
+    /// Valid rows that are not what the file's key names: a row of another
+    /// partition, or rows whose digest is not the key's (the key is the
+    /// content's address, `key::file_digest`).
+    NotItsKey(String),
 }
 
 impl std::fmt::Display for LakeError {
@@ -141,6 +147,7 @@ impl std::fmt::Display for LakeError {
                 "lake file {key}: holds at least {rows_min} rows, more than PARQUET_FILE_ROWS_MAX = {PARQUET_FILE_ROWS_MAX}"
             )?,
             LakeErrorKind::BadRow { row, why } => write!(f, "lake file {key}: row {row}: {why}")?,
+            LakeErrorKind::NotItsKey(why) => write!(f, "lake file {key}: not the file its key names: {why}")?,
         }
         write!(
             f,
@@ -165,34 +172,98 @@ pub fn read_file(key: &str, bytes: Bytes) -> Result<Vec<Row>, LakeError> {
     Ok(rows)
 }
 
+/// What [`read_file_each`] read: the file's rows and the layout it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRead {
+    pub rows: usize,
+    /// The `ledger.lake.layout` of the file's metadata (one of
+    /// [`LAKE_LAYOUTS_READABLE`]), which its key's digest was computed with.
+    pub layout: String,
+}
+
 /// [`read_file`] a record batch at a time: `each` gets the index of the
 /// batch's first row in the file and its rows, every one checked, in file
-/// order, so a caller holds one batch instead of the file. Returns the
-/// file's row count. A damaged file may have given `each` its first batches
-/// before the error: callers that must change nothing on a damaged file
-/// act only once every file is read.
+/// order, so a caller holds one batch instead of the file. A damaged file
+/// may have given `each` its first batches before the error: callers that
+/// must change nothing on a damaged file act only once every file is read.
+///
+/// Besides each row, the file as a whole: it names a readable layout, it
+/// holds at least one row (the writers never write an empty file), and
+/// the rows decoded are exactly the rows its footer and its row groups
+/// count (a footer whose count was damaged to 0 would otherwise read as an
+/// empty file). A panic of the Parquet or Arrow decoder on damaged bytes
+/// is caught and reported as the file's error.
 pub fn read_file_each<E: From<LakeError>>(
     key: &str,
     bytes: Bytes,
     mut each: impl FnMut(usize, Vec<Row>) -> Result<(), E>,
-) -> Result<usize, E> {
+) -> Result<FileRead, E> {
     let err = |kind| LakeError {
         key: key.to_owned(),
         kind,
     };
     let parquet_err = |e: parquet::errors::ParquetError| err(LakeErrorKind::Parquet(e.to_string()));
-    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .map_err(parquet_err)?
-        .with_batch_size(READ_BATCH_ROWS)
-        .build()
-        .map_err(parquet_err)?;
-    let mut read = 0;
-    for batch in reader {
-        let batch = batch.map_err(|e| err(LakeErrorKind::Parquet(e.to_string())))?;
-        if read + batch.num_rows() > PARQUET_FILE_ROWS_MAX {
+    let open = || -> Result<_, LakeError> {
+        // The lake's schema is fixed and checked column by column: the
+        // Arrow schema embedded in the footer is not needed, and damaged it
+        // can make the decoder panic.
+        let options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
+        let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(bytes, options)
+            .map_err(parquet_err)?;
+        let meta = builder.metadata().clone();
+        let layout = meta
+            .file_metadata()
+            .key_value_metadata()
+            .and_then(|kv| kv.iter().find(|e| e.key == LAYOUT_METADATA_KEY))
+            .and_then(|e| e.value.clone());
+        let layout = match layout {
+            Some(l) if LAKE_LAYOUTS_READABLE.contains(&l.as_str()) => l,
+            other => {
+                return Err(err(LakeErrorKind::Layout(format!(
+                    "its metadata names the layout {other:?}; readable: {LAKE_LAYOUTS_READABLE:?}"
+                ))))
+            }
+        };
+        let footer = meta.file_metadata().num_rows();
+        let groups: i64 = meta.row_groups().iter().map(|g| g.num_rows()).sum();
+        if footer < 1 || groups != footer {
+            return Err(err(LakeErrorKind::Parquet(format!(
+                "the footer counts {footer} rows and the row groups {groups}: a lake file holds at least one row and both count it"
+            ))));
+        }
+        if footer as u64 > PARQUET_FILE_ROWS_MAX as u64 {
             return Err(err(LakeErrorKind::TooManyRows {
-                rows_min: read + batch.num_rows(),
-            })
+                rows_min: footer as usize,
+            }));
+        }
+        let reader = builder
+            .with_batch_size(READ_BATCH_ROWS)
+            .build()
+            .map_err(parquet_err)?;
+        Ok((reader, layout, footer as usize))
+    };
+    let caught = |what: &str, panic: Box<dyn std::any::Any + Send>| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        err(LakeErrorKind::Parquet(format!(
+            "the decoder failed on its {what}: {why}"
+        )))
+    };
+    let (mut reader, layout, footer) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(open))
+        .map_err(|p| caught("metadata", p))??;
+    let mut read = 0;
+    loop {
+        let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.next()))
+            .map_err(|p| caught("data", p))?;
+        let Some(batch) = next else { break };
+        let batch = batch.map_err(|e| err(LakeErrorKind::Parquet(e.to_string())))?;
+        if read + batch.num_rows() > footer {
+            return Err(err(LakeErrorKind::Parquet(format!(
+                "holds more rows than its footer counts ({footer})"
+            )))
             .into());
         }
         let got = rows_from_batch(&batch).map_err(|e| err(LakeErrorKind::Layout(e)))?;
@@ -202,6 +273,77 @@ pub fn read_file_each<E: From<LakeError>>(
         let first = read;
         read += got.len();
         each(first, got)?;
+    }
+    if read != footer {
+        return Err(err(LakeErrorKind::Parquet(format!(
+            "{read} rows decoded, its footer counts {footer}"
+        )))
+        .into());
+    }
+    Ok(FileRead { rows: read, layout })
+}
+
+/// [`read_file`] for a file listed under a lake key: besides each row,
+/// the file is the one its key names. Every row is of the key's partition,
+/// and the rows' digest is the key's (ingest and compaction name a file by
+/// its content, [`crate::key::file_digest`], which also covers the
+/// `conflict` flag, the one column no row hash covers). A file altered
+/// after it was written, or copied under another name, is damaged:
+/// compacting it would write its rows into another partition, or carry
+/// over other rows than those the manifest names.
+pub fn read_lake_file(key: &str, bytes: Bytes) -> Result<Vec<Row>, LakeError> {
+    let mut rows = Vec::new();
+    read_lake_file_each(key, bytes, |_, got| {
+        rows.extend(got);
+        Ok::<(), LakeError>(())
+    })?;
+    Ok(rows)
+}
+
+/// [`read_lake_file`] a record batch at a time, as [`read_file_each`].
+pub fn read_lake_file_each<E: From<LakeError>>(
+    key: &str,
+    bytes: Bytes,
+    mut each: impl FnMut(usize, Vec<Row>) -> Result<(), E>,
+) -> Result<FileRead, E> {
+    let not_its_key = |why: String| LakeError {
+        key: key.to_owned(),
+        kind: LakeErrorKind::NotItsKey(why),
+    };
+    let parts = parse_object_key(key).ok_or_else(|| not_its_key("not a lake file key".into()))?;
+    let partition = &parts.partition;
+    // One digest per readable layout: the file names its own at the end.
+    let mut digests: Vec<FileDigest> = LAKE_LAYOUTS_READABLE
+        .iter()
+        .map(|layout| FileDigest::of_layout(partition, layout))
+        .collect();
+    let read = read_file_each(key, bytes, |first, got: Vec<Row>| {
+        for (i, row) in got.iter().enumerate() {
+            let of = Partition::of(row);
+            if &of != partition {
+                return Err(not_its_key(format!(
+                    "row {} belongs to {}, the key to {}",
+                    first + i,
+                    of.prefix(),
+                    partition.prefix()
+                ))
+                .into());
+            }
+            digests.iter_mut().for_each(|d| d.push(row));
+        }
+        each(first, got)
+    })?;
+    let at = LAKE_LAYOUTS_READABLE
+        .iter()
+        .position(|l| *l == read.layout)
+        .expect("read_file_each accepts readable layouts only");
+    let digest = digests.swap_remove(at).finish();
+    if digest != parts.digest {
+        return Err(not_its_key(format!(
+            "its {} rows digest to {digest}, the key names {}",
+            read.rows, parts.digest
+        ))
+        .into());
     }
     Ok(read)
 }
