@@ -154,6 +154,29 @@ impl Footer {
             .key_value_metadata()
             .and_then(|kv| kv.iter().find(|kv| kv.key == LAYOUT_METADATA_KEY))
             .and_then(|kv| kv.value.clone());
+        // Every lake file holds a row, counted alike by the footer and its
+        // row groups (a count damaged to 0 would read as an empty file).
+        let groups_rows: i64 = meta.row_groups().iter().map(|g| g.num_rows()).sum();
+        if fm.num_rows() < 1 || groups_rows != fm.num_rows() {
+            return Err(format!(
+                "corrupt Parquet footer: it counts {} rows and its row groups {groups_rows}; a lake file holds at least one row and both count it",
+                fm.num_rows()
+            ));
+        }
+        // The scan's planner decodes the Arrow schema embedded in the
+        // footer, and a damaged one can make the decoder panic: decoded here
+        // first, the file is named.
+        let arrow = std::panic::catch_unwind(|| {
+            parquet::arrow::parquet_to_arrow_schema(fm.schema_descr(), fm.key_value_metadata())
+        });
+        match arrow {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(format!("corrupt Parquet footer: its Arrow schema: {e}")),
+            Err(_) => return Err(
+                "corrupt Parquet footer: its Arrow schema does not decode (the decoder panicked)"
+                    .into(),
+            ),
+        }
         match layout.as_deref() {
             Some(l) if LAKE_LAYOUTS_READABLE.contains(&l) => {
                 let columns: Vec<&str> = fm
@@ -703,6 +726,77 @@ mod tests {
             (f.key_groups[0].min.as_str(), f.key_groups[0].rows),
             ("acme.a-1", 3)
         );
+    }
+
+    /// The footer of `account_file(3)` with its file-level row count set to
+    /// `rows` and its key-value metadata replaced by `kv` (when given).
+    fn with_footer(
+        rows: i64,
+        kv: Option<Vec<parquet::file::metadata::KeyValue>>,
+    ) -> parquet::file::metadata::ParquetMetaData {
+        use parquet::file::metadata::{FileMetaData, ParquetMetaData};
+        let meta = metadata_of(account_file(3));
+        let fm = meta.file_metadata();
+        let fm = FileMetaData::new(
+            fm.version(),
+            rows,
+            fm.created_by().map(str::to_owned),
+            kv.or_else(|| fm.key_value_metadata().cloned()),
+            fm.schema_descr_ptr(),
+            None,
+        );
+        ParquetMetaData::new(fm, meta.row_groups().to_vec())
+    }
+
+    #[test]
+    fn a_footer_that_counts_no_rows_or_other_rows_than_its_groups_is_refused() {
+        assert!(Footer::of(&with_footer(3, None)).is_ok());
+        for rows in [0, 2, 4, -1] {
+            let why = Footer::of(&with_footer(rows, None))
+                .err()
+                .unwrap_or_default();
+            assert!(
+                why.contains(&format!("it counts {rows} rows and its row groups 3")),
+                "{rows}: {why:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_footer_whose_arrow_schema_does_not_decode_is_refused_not_a_panic() {
+        let meta = metadata_of(account_file(3));
+        let mut kv = meta.file_metadata().key_value_metadata().cloned().unwrap();
+        let arrow = kv
+            .iter_mut()
+            .find(|e| e.key == "ARROW:schema")
+            .expect("an Arrow schema");
+        // The base64 of an IPC message whose bytes are garbage.
+        arrow.value = Some("/////wAAAAA=".into());
+        let why = Footer::of(&with_footer(3, Some(kv.clone())))
+            .err()
+            .unwrap_or_default();
+        assert!(why.contains("its Arrow schema"), "{why:?}");
+        // Every byte of the real schema's encoding damaged in turn: refused
+        // or decoded, never a panic past `Footer::of` (over a hundred of
+        // them make the decoder panic).
+        let good = meta.file_metadata().key_value_metadata().unwrap().clone();
+        let real = good
+            .iter()
+            .find(|e| e.key == "ARROW:schema")
+            .unwrap()
+            .value
+            .clone()
+            .unwrap();
+        for i in 0..real.len() {
+            let mut b = real.clone().into_bytes();
+            b[i] = if b[i] == b'A' { b'/' } else { b'A' };
+            let mut kv = good.clone();
+            kv.iter_mut()
+                .find(|e| e.key == "ARROW:schema")
+                .unwrap()
+                .value = Some(String::from_utf8(b).unwrap());
+            let _ = Footer::of(&with_footer(3, Some(kv)));
+        }
     }
 
     #[test]
