@@ -87,7 +87,7 @@ checked AS (
                        WHEN 'transfer/releasing'     THEN '110000101101'
                        WHEN 'transfer/released'      THEN '110000101101'
                    END
-               AND occurred_at_ms >= 0
+               AND occurred_at_ms BETWEEN 0 AND 253402300799999
                AND (currency IS NULL OR currency IN ('AED','AFN','ALL','AMD','ANG','AOA','ARS','AUD',
                    'AWG','AZN','BAM','BBD','BDT','BGN','BHD','BIF','BMD','BND','BOB','BRL','BSD','BTN',
                    'BWP','BYN','BZD','CAD','CDF','CHF','CLP','CNY','COP','CRC','CUP','CVE','CZK','DJF',
@@ -103,7 +103,7 @@ checked AS (
                AND (amount IS NULL OR amount > 0
                     OR (amount = 0 AND stream = 'account' AND kind = 'hold_released'))
                AND coalesce(held_after, 0) >= 0 AND coalesce(overdraft_limit, 0) >= 0
-               AND coalesce(deadline_ms, 0) >= 0
+               AND coalesce(deadline_ms, 0) BETWEEN 0 AND 253402300799999
                AND (entry_id IS NULL OR regexp_full_match(entry_id, '[A-Za-z0-9._:-]{1,200}'))
                AND (transfer_id IS NULL OR regexp_full_match(transfer_id, '[A-Za-z0-9._:-]{1,200}'))
                AND (counterparty IS NULL OR regexp_full_match(counterparty, '[A-Za-z0-9._:-]{1,200}'))

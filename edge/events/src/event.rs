@@ -28,6 +28,12 @@ use crate::ids::{check_client_key, check_derived_id, IdError};
 pub const SCHEMA_VERSION: u16 = 1;
 /// Versions this crate can read. Readers must accept every older version.
 pub const SCHEMA_VERSIONS_KNOWN: &[u16] = &[1];
+/// The latest instant an event may name (`occurred_at_ms`, `deadline_ms`):
+/// 9999-12-31T23:59:59.999Z. The lake partitions by the UTC date of
+/// `occurred_at_ms` in four-digit years; a later instant (a producer
+/// writing microseconds, say) would be written under a key no reader
+/// lists, so it is refused instead.
+pub const TIME_MS_MAX: i64 = 253_402_300_799_999;
 /// `prev_hash` of the first event (seq 1) of every stream.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 /// Longest `reason` code, in bytes.
@@ -258,6 +264,11 @@ pub enum SchemaError {
         field: &'static str,
         value: i64,
     },
+    /// An instant after [`TIME_MS_MAX`].
+    TooLate {
+        field: &'static str,
+        value: i64,
+    },
     BadReason {
         found: String,
     },
@@ -296,6 +307,10 @@ impl std::fmt::Display for SchemaError {
             BadCurrency { found } => write!(f, "field `currency` is {found:?}, not an active ISO 4217 code"),
             NotPositive { field, value } => write!(f, "field `{field}` is {value}; it must be > 0"),
             Negative { field, value } => write!(f, "field `{field}` is {value}; it must be >= 0"),
+            TooLate { field, value } => write!(
+                f,
+                "field `{field}` is {value}, after 9999-12-31T23:59:59.999Z ({TIME_MS_MAX}); instants are Unix milliseconds"
+            ),
             BadReason { found } => write!(
                 f,
                 "field `reason` is {found:?}; reasons are snake_case codes of at most {REASON_BYTES_MAX} bytes"
@@ -757,6 +772,12 @@ impl<'a> EventRef<'a> {
                 value: self.occurred_at_ms,
             });
         }
+        if self.occurred_at_ms > TIME_MS_MAX {
+            return Err(SchemaError::TooLate {
+                field: "occurred_at_ms",
+                value: self.occurred_at_ms,
+            });
+        }
         let present: [(&'static str, bool); 12] = [
             ("currency", self.currency.is_some()),
             ("amount", self.amount.is_some()),
@@ -813,6 +834,12 @@ impl<'a> EventRef<'a> {
                     return Err(SchemaError::Negative { field, value: v });
                 }
             }
+        }
+        if let Some(d) = self.deadline_ms.filter(|&d| d > TIME_MS_MAX) {
+            return Err(SchemaError::TooLate {
+                field: "deadline_ms",
+                value: d,
+            });
         }
         // A transfer stream's transfer_id must be its stream_key (checked
         // below), and that passed check_derived_id above: when they are equal

@@ -112,6 +112,12 @@ fn old_validate(ev: &Event) -> Result<(), SchemaError> {
             value: ev.occurred_at_ms,
         });
     }
+    if ev.occurred_at_ms > 253_402_300_799_999 {
+        return Err(SchemaError::TooLate {
+            field: "occurred_at_ms",
+            value: ev.occurred_at_ms,
+        });
+    }
     let present: [(&'static str, bool); 12] = [
         ("currency", ev.currency.is_some()),
         ("amount", ev.amount.is_some()),
@@ -165,6 +171,12 @@ fn old_validate(ev: &Event) -> Result<(), SchemaError> {
                 return Err(SchemaError::Negative { field, value: v });
             }
         }
+    }
+    if let Some(d) = ev.deadline_ms.filter(|&d| d > 253_402_300_799_999) {
+        return Err(SchemaError::TooLate {
+            field: "deadline_ms",
+            value: d,
+        });
     }
     for (field, v) in [
         ("entry_id", &ev.entry_id),
@@ -477,6 +489,11 @@ fn hash_matches_reuses_the_scratch_buffer() {
 /// variant (the first nine are the cases `tests/golden.rs` sends through
 /// `decode`).
 const BREAKS: &[Edit] = &[
+    // Microseconds where milliseconds belong: year 57971.
+    |e| e.occurred_at_ms = e.occurred_at_ms.saturating_mul(1000),
+    |e| e.occurred_at_ms = 253_402_300_800_000,
+    |e| e.occurred_at_ms = 253_402_300_799_999,
+    |e| e.deadline_ms = e.deadline_ms.map(|d| d.saturating_mul(1000)),
     |e| e.v = 2,
     |e| e.kind = "created".into(),
     |e| e.transfer_id = None,
@@ -620,6 +637,7 @@ fn validate_gives_the_old_results_in_the_old_order() {
             "Negative",
             "NotPositive",
             "SeqZero",
+            "TooLate",
             "TransferIdMismatch",
             "Unexpected",
             "UnknownKind",
