@@ -231,8 +231,13 @@ fn malformed_messages_become_dead_letters_with_their_reason_and_the_rest_lands()
     tampered["amount"] = serde_json::json!(999_999);
     let tampered = tampered.to_string();
     let v9 = lines[0].replacen("\"v\":1", "\"v\":9", 1);
+    // Sealed, but in microseconds: year 57971, which no lake key can name.
+    let mut micros = golden_events()[0].clone();
+    micros.occurred_at_ms *= 1000;
+    let micros = micros.seal().to_json();
     let bad: Vec<(&str, Vec<u8>)> = vec![
         ("garbage", b"not json at all".to_vec()),
+        ("microseconds", micros.into_bytes()),
         ("tampered", tampered.clone().into_bytes()),
         ("future-version", v9.clone().into_bytes()),
         ("huge", vec![b' '; MESSAGE_BYTES_MAX + 1]),
@@ -268,7 +273,16 @@ fn malformed_messages_become_dead_letters_with_their_reason_and_the_rest_lands()
         .map(|d| d.message_id.as_str())
         .collect();
     dead.sort();
-    assert_eq!(dead, ["future-version", "garbage", "huge", "tampered"]);
+    assert_eq!(
+        dead,
+        [
+            "future-version",
+            "garbage",
+            "huge",
+            "microseconds",
+            "tampered"
+        ]
+    );
     for d in &out.dead_letters {
         let body = &bad.iter().find(|(id, _)| *id == d.message_id).unwrap().1;
         match &d.rejection {
@@ -299,6 +313,12 @@ fn malformed_messages_become_dead_letters_with_their_reason_and_the_rest_lands()
         reason("future-version").contains("version 9"),
         "{}",
         reason("future-version")
+    );
+    assert!(
+        reason("microseconds").contains("occurred_at_ms")
+            && reason("microseconds").contains("after 9999-12-31"),
+        "{}",
+        reason("microseconds")
     );
 }
 
