@@ -53,6 +53,33 @@ describe("ingest consumer worker: redelivery", () => {
     assert.deepEqual(rt.dead, [], "no dead letters");
   });
 
+  test("a batch whose puts keep failing goes, after its retries, to the undelivered queue as sent", async () => {
+    const batch = synth(6, 1);
+    const { config } = await (await import("./runtime.mjs")).ingestWorkerOptions();
+    const retries = config.queues.consumers[0].max_retries;
+    assert.equal(config.queues.consumers[0].dead_letter_queue, "ledger-events-undelivered");
+    // Every put of every attempt fails (one put an attempt: the first failure retries).
+    const failing = Array.from({ length: retries + 5 }, (_, i) => i + 1).join(",");
+    const rt = await startRuntime({
+      persistDir: tempPersistDir("ledger-ingest-undelivered-"),
+      bindings: { FAULT_INJECTION: "on", FAULT_FAIL_PUTS: failing },
+    });
+    runtimes.push(rt);
+    const q = await rt.mf.getQueueProducer("Q", "producer");
+    await q.sendBatch(batch.events.map(text));
+
+    await waitFor(() => rt.undelivered.length >= batch.events.length, {
+      timeout: 60_000,
+      what: "the batch to reach the undelivered queue",
+    });
+    const retried = rt.logs.filter((l) => /batch from ledger-events retried/.test(l.message));
+    assert.equal(retried.length, retries + 1, "the first attempt and every retry failed");
+    assert.deepEqual([...rt.undelivered].sort(), [...batch.events].sort(), "every message, byte for byte");
+    assert.deepEqual(ingestLines(rt.logs), [], "nothing acked as ingested");
+    assert.equal((await readR2(await rt.mf.getR2Bucket("LAKE", rt.ingestName))).size, 0);
+    assert.deepEqual(rt.dead, [], "not dead letters: valid events, undelivered");
+  });
+
   test("an event delivered in two batches is read once after export and ledger-compact", async () => {
     const { events } = synth(10, 2);
     const ids = events.map((b) => JSON.parse(b).event_id);

@@ -25,8 +25,14 @@ export async function ingestWorkerOptions({ bindings = {}, batchTimeout = 0.05 }
   const config = unstable_readConfig({ config: path.join(INGEST_DIR, "wrangler.toml") }, { hideWarnings: true });
   const queueConsumers = {};
   for (const c of config.queues?.consumers ?? []) {
-    // Batch size and retries from wrangler.toml; a short timeout keeps the test fast.
-    queueConsumers[c.queue] = { maxBatchSize: c.max_batch_size, maxBatchTimeout: batchTimeout, maxRetries: c.max_retries };
+    // Batch size, retries and the dead-letter queue from wrangler.toml; a short timeout and
+    // immediate retries (no retry_delay) keep the test fast.
+    queueConsumers[c.queue] = {
+      maxBatchSize: c.max_batch_size,
+      maxBatchTimeout: batchTimeout,
+      maxRetries: c.max_retries,
+      deadLetterQueue: c.dead_letter_queue,
+    };
   }
   return {
     config,
@@ -55,9 +61,10 @@ export default {
  * its); otherwise a producer Worker "producer" with binding Q on ledger-events is added (use
  * `mf.getQueueProducer("Q", "producer")`). Dead letters are pushed to `dead`.
  */
-export async function startRuntime({ persistDir, dead = [], edge = false, bindings = {} }) {
+export async function startRuntime({ persistDir, dead = [], undelivered = [], edge = false, bindings = {} }) {
   const ingest = await ingestWorkerOptions({ bindings });
   const eventsQueue = ingest.config.queues.consumers[0].queue;
+  const undeliveredQueue = ingest.config.queues.consumers[0].dead_letter_queue;
   const dlq = ingest.config.queues.producers.find((p) => p.binding === "LEDGER_EVENTS_DLQ").queue;
   const logs = [];
   const workers = [];
@@ -86,6 +93,19 @@ export async function startRuntime({ persistDir, dead = [], edge = false, bindin
       },
     },
   });
+  // The queue a batch goes to once its retries are spent: its messages, as sent.
+  workers.push({
+    name: "undelivered-capture",
+    compatibilityDate: ingest.config.compatibility_date,
+    modules: [{ type: "ESModule", path: "undelivered.mjs", contents: DLQ_CAPTURE_SRC }],
+    queueConsumers: { [undeliveredQueue]: { maxBatchSize: 100, maxBatchTimeout: 0.05, maxRetries: 3 } },
+    serviceBindings: {
+      SINK: async (req) => {
+        for (const body of await req.json()) undelivered.push(body);
+        return new MfResponse("ok");
+      },
+    },
+  });
   const mf = new Miniflare(
     convertV4MiniflareOptions({
       host: "127.0.0.1",
@@ -101,7 +121,7 @@ export async function startRuntime({ persistDir, dead = [], edge = false, bindin
     }),
   );
   const url = await mf.ready;
-  return { mf, url, logs, dead, persistDir, ingestName: ingest.config.name, edgeName, eventsQueue };
+  return { mf, url, logs, dead, undelivered, persistDir, ingestName: ingest.config.name, edgeName, eventsQueue };
 }
 
 /** The consumer's per-batch success lines (src/lib.rs): {messages, files, rows, dead, dups}. */
