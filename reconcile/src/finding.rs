@@ -77,6 +77,26 @@ pub struct CheckResult {
     pub pending: Vec<Finding>,
 }
 
+/// The settle window of a run (docs/RECONCILE.md, "Delivery lag"): a row
+/// committed within `settle_ms` before `now_ms` is young, a finding that
+/// rests on it pending. So is one up to `settle_ms` after `now_ms` (a
+/// writer's clock a little ahead of the reconciler's), no later: a row that
+/// says it was committed further in the future would otherwise keep the
+/// findings resting on it pending until then (years, for a wrong clock), so
+/// they decide now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settle {
+    pub now_ms: i64,
+    pub settle_ms: i64,
+}
+
+impl Settle {
+    pub fn young(self, committed_ms: i64) -> bool {
+        committed_ms > self.now_ms.saturating_sub(self.settle_ms)
+            && committed_ms <= self.now_ms.saturating_add(self.settle_ms)
+    }
+}
+
 impl CheckResult {
     pub fn new(
         name: &'static str,
@@ -95,16 +115,45 @@ impl CheckResult {
         }
     }
 
-    /// Moves the findings whose youngest row was committed after
-    /// `cutoff_ms` (the run's now less its settle window) to `pending`:
-    /// a row they miss may still be in delivery. The rest decide the verdict.
-    pub fn settle(&mut self, cutoff_ms: i64) {
+    /// Moves the findings whose youngest row is young in `window` to
+    /// `pending`: a row they miss may still be in delivery. The rest decide
+    /// the verdict.
+    pub fn settle(&mut self, window: Settle) {
         let (pending, decided) = std::mem::take(&mut self.findings)
             .into_iter()
-            .partition(|f| f.youngest_ms.is_some_and(|t| t > cutoff_ms));
+            .partition(|f| f.youngest_ms.is_some_and(|t| window.young(t)));
         self.findings = decided;
         self.pending = pending;
         self.holds = self.findings.is_empty();
         self.violations = self.findings.len();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_is_young_within_the_window_before_now_and_no_further_after() {
+        let w = Settle {
+            now_ms: 100_000,
+            settle_ms: 600,
+        };
+        let young: Vec<i64> = [99_399, 99_400, 99_401, 100_000, 100_600, 100_601, i64::MAX]
+            .into_iter()
+            .filter(|&t| w.young(t))
+            .collect();
+        assert_eq!(young, [99_401, 100_000, 100_600]);
+        // A finding resting on a row from far in the future decides now.
+        let at = |t| Finding::new("seq_gap", "acme", String::new()).absence(t);
+        let mut c = CheckResult::new(
+            "completeness",
+            "lake",
+            "",
+            vec![at(100_000), at(4_102_444_800_000)],
+        );
+        c.settle(w);
+        assert_eq!((c.pending.len(), c.violations, c.holds), (1, 1, false));
+        assert_eq!(c.findings[0].youngest_ms, Some(4_102_444_800_000));
     }
 }

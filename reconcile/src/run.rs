@@ -32,7 +32,7 @@ use crate::checkpoint::{ProofState, StreamFinding, StreamId, StreamState};
 use crate::checks::*;
 use crate::custody::Custody;
 use crate::facts::Facts;
-use crate::finding::{CheckResult, Finding};
+use crate::finding::{CheckResult, Finding, Settle};
 use crate::lake::{Error, KeyGroup, Lake, LakeFileInfo, Select};
 use crate::names::FxMap;
 use crate::owing::{Owing, Proved};
@@ -1665,10 +1665,13 @@ async fn prove_resumed(
     let dangling = convergence::dangling(f, opts.now_ms);
     let converged = convergence::check_with(f, opts.now_ms, &dangling);
     trace(started, format_args!("convergence checked"));
-    let cutoff_ms = opts.now_ms.saturating_sub(opts.settle_ms);
+    let window = Settle {
+        now_ms: opts.now_ms,
+        settle_ms: opts.settle_ms,
+    };
     let young = (opts.settle_ms > 0).then(|| {
         let per_transfer = [&conserved[..], &consistent[..], &converged[..]];
-        crate::settle::young(&findings, &streams, &per_transfer, cutoff_ms)
+        crate::settle::young(&findings, &streams, &per_transfer, window)
     });
     let mut checks = vec![
         CheckResult::new(
@@ -1736,7 +1739,7 @@ async fn prove_resumed(
     trace(started, format_args!("global conservation checked"));
     if opts.settle_ms > 0 {
         for c in &mut checks {
-            c.settle(cutoff_ms);
+            c.settle(window);
         }
     }
     if opts.progress {

@@ -35,17 +35,17 @@ use ledger_ingest::Table;
 use crate::checkpoint::{StreamFinding, StreamId, StreamState};
 use crate::checks::completeness;
 use crate::checks::global_conservation::{owe, Owed, Young};
-use crate::finding::Finding;
+use crate::finding::{Finding, Settle};
 use crate::names::FxMap;
 
 #[cfg(doc)]
 use crate::finding::CheckResult;
 
-/// What global conservation needs to tell delivery lag from a violation at
-/// `cutoff_ms` (the run's now less its window): the transfers a
+/// What global conservation needs to tell delivery lag from a violation in
+/// `window`: the transfers a
 /// cross-stream check has a pending finding on (`per_transfer`: their
 /// findings), and per currency what the seq gaps of account streams whose
-/// next row is younger than the cutoff moved the balance by, each with when
+/// next row is young moved the balance by, each with when
 /// the youngest row was committed. A gap whose movement the rows around it
 /// do not tell (an invalid row before it) adds nothing, so a residual it
 /// explains stays a violation.
@@ -53,11 +53,11 @@ pub fn young(
     findings: &[StreamFinding],
     streams: &FxMap<StreamId, StreamState>,
     per_transfer: &[&[Finding]],
-    cutoff_ms: i64,
+    window: Settle,
 ) -> Young {
     let mut transfers: BTreeMap<String, i64> = BTreeMap::new();
     for f in per_transfer.iter().flat_map(|f| f.iter()) {
-        if let Some(at) = f.youngest_ms.filter(|&at| at > cutoff_ms) {
+        if let Some(at) = f.youngest_ms.filter(|&at| window.young(at)) {
             let e = transfers.entry(f.key.clone()).or_insert(at);
             *e = (*e).max(at);
         }
@@ -70,7 +70,7 @@ pub fn young(
         };
         if sf.check != completeness::NAME
             || f.code != "seq_gap"
-            || at <= cutoff_ms
+            || !window.young(at)
             || sf.stream.0 != Table::Account
             || sf.stream.1 != Stream::Account
         {

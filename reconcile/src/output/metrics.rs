@@ -287,10 +287,13 @@ mod tests {
             "1"
         );
         // A check whose findings rest on young absent rows: pending, held.
-        use crate::finding::{CheckResult, Finding};
+        use crate::finding::{CheckResult, Finding, Settle};
         let gap = |at| Finding::new("seq_gap", "acme", String::new()).absence(at);
         let mut c = CheckResult::new("completeness", "lake", "", vec![gap(5_000), gap(9_000)]);
-        c.settle(6_000);
+        c.settle(Settle {
+            now_ms: 10_000,
+            settle_ms: 4_000,
+        });
         report.checks = vec![c];
         let text = render(&report, 0);
         let line = |name: &str| format!("{name}{{check=\"completeness\",invariant=\"lake\"}}");
