@@ -40,6 +40,12 @@ pub struct Owing<'a> {
     pub owed: &'a [Owed],
     /// The checkpoint's proof, set aside because proved files were lost.
     pub set_aside: Option<&'a ProofState>,
+    /// The run is `--full`, the remedy a damaged checkpoint's help names:
+    /// a damaged block of the set-aside proof's archive is warned of and
+    /// its transfers left unjudged, not an error (an error here would
+    /// leave no way out but deleting the checkpoint, and every tail owed
+    /// with it).
+    pub full: bool,
 }
 
 /// The proof's streams, to look a stream's tail up in.
@@ -110,14 +116,26 @@ pub async fn judge(
             .map(|id| id.2.as_str())
             .collect();
         let open = |id: &str| p.is_open(id) || owed.contains(id);
-        p.archive
-            .each(&open, |id, st| {
-                let now = now.transfers.state(id).map(|s| &s.tail);
-                if retained::judge(&st.tail, now, None) != Held::Yes {
-                    decide(transfer(id), st.tail.clone(), None);
-                }
-            })
-            .map_err(|e| Error::Lake(format!("checkpoint archive: {e}")))?;
+        let walked = p.archive.each(&open, |id, st| {
+            let now = now.transfers.state(id).map(|s| &s.tail);
+            if retained::judge(&st.tail, now, None) != Held::Yes {
+                decide(transfer(id), st.tail.clone(), None);
+            }
+        });
+        match walked {
+            Ok(()) => {}
+            Err(e) if owing.full => eprintln!(
+                "reconcile: warning: checkpoint archive: {e}
+The transfers the checkpoint settled from there on are not                  judged against the lake in this full proof (the ones before it, and every other tail, are); the new                  checkpoint is rebuilt from the lake"
+            ),
+            Err(e) => {
+                return Err(Error::Lake(format!(
+                    "checkpoint archive: {e}
+{}",
+                    crate::checkpoint::FULL_HELP
+                )))
+            }
+        }
     }
     for (id, tail) in tails {
         decide(id, tail, None);

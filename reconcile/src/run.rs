@@ -1203,7 +1203,12 @@ async fn pull_back(
     let pulled = prior
         .archive
         .pull(ids.iter().map(String::as_str))
-        .map_err(|e| Error::Lake(format!("checkpoint archive: {e}")))?;
+        .map_err(|e| {
+            Error::Lake(format!(
+                "checkpoint archive: {e}\n{}",
+                crate::checkpoint::FULL_HELP
+            ))
+        })?;
     if opts.progress {
         eprintln!(
             "reconcile: {} transfers pulled back from the checkpoint's archive ({} account streams reopened; {:.1} s)",
@@ -1297,6 +1302,7 @@ async fn start(
 ) -> Result<(Report, ProofState), Error> {
     let started = Instant::now();
     let resumed = resume.is_some();
+    let full = set_aside.is_some();
     let mut prior = resume.unwrap_or_default();
     let mut reproved_in_full = false;
     // What earlier runs proved that the lake must still hold
@@ -1360,6 +1366,7 @@ async fn start(
     let owing = Owing {
         owed: &owed,
         set_aside: set_aside.as_ref(),
+        full,
     };
     let resume = Resume {
         resumed,
