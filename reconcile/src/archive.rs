@@ -326,6 +326,28 @@ impl Archive {
         })
     }
 
+    /// [`Archive::open`] keeping the segments that open and naming why
+    /// each other does not (missing, swapped, damaged index): what a
+    /// `--full` run can still judge of a checkpoint whose archive is hurt.
+    pub fn open_what_opens(
+        dir: &Path,
+        refs: &[SegmentRef],
+        live: u64,
+        names: &Names,
+    ) -> (Archive, Vec<String>) {
+        let mut lost = Vec::new();
+        let segments = refs
+            .iter()
+            .filter_map(|r| Segment::open(dir, r, names).map_err(|e| lost.push(e)).ok())
+            .collect();
+        let archive = Archive {
+            segments,
+            live,
+            pulled: 0,
+        };
+        (archive, lost)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.segments.is_empty()
     }

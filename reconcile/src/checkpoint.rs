@@ -299,6 +299,27 @@ impl ProofState {
 
     /// Reads a checkpoint written for `lake`.
     pub fn load(path: &Path, lake: &str) -> Result<ProofState, CheckpointError> {
+        ProofState::load_with(path, lake, false).map(|(p, _)| p)
+    }
+
+    /// [`ProofState::load`] for `--full`, whose proof is from the first
+    /// event and which only judges the tails the checkpoint proved: an
+    /// archive segment that does not open (missing, swapped, its index
+    /// damaged) leaves its transfers out, named in the second value,
+    /// instead of the whole checkpoint (whose own file is intact, with
+    /// every stream's tail and every tail owed).
+    pub fn load_for_full(
+        path: &Path,
+        lake: &str,
+    ) -> Result<(ProofState, Vec<String>), CheckpointError> {
+        ProofState::load_with(path, lake, true)
+    }
+
+    fn load_with(
+        path: &Path,
+        lake: &str,
+        full: bool,
+    ) -> Result<(ProofState, Vec<String>), CheckpointError> {
         let err = |why: String| {
             CheckpointError(format!("checkpoint {}: {why}\n{FULL_HELP}", path.display()))
         };
@@ -309,7 +330,7 @@ impl ProofState {
         // a mismatch wins over whatever the decoding made of them.
         std::thread::scope(|scope| {
             let intact = scope.spawn(|| Sha256::digest(content).as_slice() == digest);
-            let parsed = ProofState::parse(content, lake, &archive::place(path).0);
+            let parsed = ProofState::parse(content, lake, &archive::place(path).0, full);
             if !intact.join().unwrap_or(false) {
                 return Err(err(
                     "damaged: its SHA-256 does not match (truncated or altered)".into(),
@@ -319,8 +340,15 @@ impl ProofState {
         })
     }
 
-    /// The state in a checkpoint's `content` (everything before the digest).
-    fn parse(content: &[u8], lake: &str, dir: &Path) -> Result<ProofState, String> {
+    /// The state in a checkpoint's `content` (everything before the digest),
+    /// and the archive segments left out (`tolerant`: see
+    /// [`ProofState::load_for_full`]; otherwise one is an error).
+    fn parse(
+        content: &[u8],
+        lake: &str,
+        dir: &Path,
+        tolerant: bool,
+    ) -> Result<(ProofState, Vec<String>), String> {
         let (header, body) = split_content(content)?;
         let f: Header =
             serde_json::from_slice(header).map_err(|e| format!("damaged header: {e}"))?;
@@ -341,7 +369,14 @@ impl ProofState {
         let names = f.names.len();
         let (transfers, legs) = read_body(body, names).map_err(|e| format!("damaged: {e}"))?;
         let names = Names::from_list(f.names.into_iter().map(|n| n.into_owned().into()).collect());
-        let archive = Archive::open(dir, &f.archive, f.archived, &names)?;
+        let (archive, left_out) = if tolerant {
+            Archive::open_what_opens(dir, &f.archive, f.archived, &names)
+        } else {
+            (
+                Archive::open(dir, &f.archive, f.archived, &names)?,
+                Vec::new(),
+            )
+        };
         let mut p = ProofState {
             files: f.files.into_owned(),
             names,
@@ -385,7 +420,7 @@ impl ProofState {
                 },
             });
         }
-        Ok(p)
+        Ok((p, left_out))
     }
 
     /// Writes the checkpoint atomically (temporary file, fsync, rename).

@@ -837,6 +837,23 @@ fn a_damaged_archive_block_is_warned_of_by_full_which_rebuilds_the_checkpoint() 
     let (code, err) = cli(&root, &["--checkpoint", ck, "--full"]);
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("warning"), "{err}");
+    // The segment gone: a night cannot read the checkpoint (exit 2, naming
+    // --full); --full keeps the rest of it (every stream's tail, every
+    // tail owed), warns of the segment, and rebuilds it.
+    std::fs::remove_file(&segments[0]).unwrap();
+    let (code, err) = cli(&root, &["--checkpoint", ck]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--full"), "{err}");
+    let (code, err) = cli(&root, &["--checkpoint", ck, "--full"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("warning: checkpoint archive")
+            && err.contains("not judged")
+            && !err.contains("does not judge whether the lake still holds"),
+        "the checkpoint's own file is still judged: {err}"
+    );
+    assert_eq!(std::fs::read(&segments[0]).unwrap(), good);
+    assert_eq!(cli(&root, &["--checkpoint", ck]).0, 0);
 }
 
 #[test]
