@@ -65,6 +65,31 @@ impl DeadLetter {
     pub fn reason(&self) -> String {
         self.rejection.to_string()
     }
+
+    /// The dead-letter queue's item for this letter, whose message had
+    /// `body`: JSON text with `message_id`, `reason`, `body_bytes`,
+    /// `body_sha256`, and the body itself, `body` (its text) when it is
+    /// UTF-8 or else `body_hex`, unless it is longer than
+    /// [`MESSAGE_BYTES_MAX`] (the reason then says so, and the digest
+    /// names it). So an item stays far below a queue message's 128 KB
+    /// whatever the body: a message near that size, embedded and escaped,
+    /// was too large to send, which failed the whole batch at every retry.
+    pub fn queue_item(&self, body: &[u8]) -> String {
+        use sha2::{Digest, Sha256};
+        let mut item = serde_json::json!({
+            "message_id": self.message_id,
+            "reason": self.reason(),
+            "body_bytes": body.len(),
+            "body_sha256": ledger_events::event::hex(&Sha256::digest(body)),
+        });
+        if body.len() <= MESSAGE_BYTES_MAX {
+            match std::str::from_utf8(body) {
+                Ok(text) => item["body"] = text.into(),
+                Err(_) => item["body_hex"] = ledger_events::event::hex(body).into(),
+            }
+        }
+        item.to_string()
+    }
 }
 
 /// One object to put.

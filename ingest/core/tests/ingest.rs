@@ -609,3 +609,57 @@ const FROZEN: &[(&str, &str)] = &[
         "fda9f114189bd52faa4eda7f5c81dae96114d6d2f5c30e7151bba57a2dfbfcae",
     ),
 ];
+
+/// A dead letter's queue item: the message's bytes named by length and
+/// SHA-256, the body itself when it is not over MESSAGE_BYTES_MAX (as text,
+/// or hex when it is not UTF-8), and always far below a queue message's
+/// 128 KB: a body near that size, escaped (a quote becomes two bytes), was
+/// too large to send and failed its whole batch at every retry.
+#[test]
+fn a_dead_letters_queue_item_names_the_body_and_stays_small() {
+    use sha2::{Digest, Sha256};
+    let quotes = vec![b'"'; 100_000];
+    let bodies: Vec<(&str, Vec<u8>)> = vec![
+        ("text", b"not an event".to_vec()),
+        ("binary", vec![0xff, 0xfe, 0x00, 0x41]),
+        ("quotes", quotes.clone()),
+    ];
+    let ids: Vec<String> = bodies.iter().map(|(id, _)| id.to_string()).collect();
+    let messages: Vec<Message> = ids
+        .iter()
+        .zip(&bodies)
+        .map(|(id, (_, body))| Message { id, body })
+        .collect();
+    let out = ingest(&messages).unwrap();
+    assert_eq!(out.dead_letters.len(), 3);
+    for d in &out.dead_letters {
+        let body = &bodies.iter().find(|(id, _)| *id == d.message_id).unwrap().1;
+        let item = d.queue_item(body);
+        // A queue message holds at most 128 KB; the largest body embedded
+        // (MESSAGE_BYTES_MAX of control characters, six bytes each escaped)
+        // makes an item of under 100 KB.
+        assert!(
+            item.len() < 1_024 + 6 * MESSAGE_BYTES_MAX,
+            "{}: {} bytes",
+            d.message_id,
+            item.len()
+        );
+        let v: serde_json::Value = serde_json::from_str(&item).unwrap();
+        assert_eq!(v["message_id"], d.message_id.as_str());
+        assert_eq!(v["reason"], d.reason());
+        assert_eq!(v["body_bytes"], body.len());
+        assert_eq!(v["body_sha256"], format!("{:x}", Sha256::digest(body)));
+        match d.message_id.as_str() {
+            "text" => assert_eq!(v["body"], "not an event"),
+            "binary" => {
+                assert_eq!(v["body_hex"], "fffe0041");
+                assert!(v.get("body").is_none());
+            }
+            _ => {
+                assert!(v.get("body").is_none() && v.get("body_hex").is_none());
+                assert!(item.len() < 1_024, "{item}");
+                assert!(d.reason().contains("bytes"), "{}", d.reason());
+            }
+        }
+    }
+}

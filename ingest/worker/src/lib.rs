@@ -125,14 +125,8 @@ async fn consume(batch: &MessageBatch<JsValue>, env: &Env) -> worker::Result<()>
             let body = raw
                 .iter()
                 .find(|(id, _)| *id == d.message_id)
-                .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
-                .unwrap_or_default();
-            let item = serde_json::json!({
-                "message_id": d.message_id,
-                "reason": d.reason(),
-                "body": body,
-            })
-            .to_string();
+                .map_or(&[][..], |(_, b)| b.as_slice());
+            let item = d.queue_item(body);
             dlq.send(
                 MessageBuilder::new(item)
                     .content_type(QueueContentType::Text)

@@ -6,6 +6,7 @@
 // copies exactly the lake objects out of the persisted state, and DuckDB decodes them to the
 // events the edge produced. Both Workers' bindings come from their wrangler.toml files.
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { after, describe, test } from "node:test";
@@ -74,7 +75,25 @@ describe("ingest consumer worker", () => {
     assert.ok(item.message_id.length > 0, "message id");
     // The core's exact decode error (ledger_events::DecodeError::Json).
     assert.match(item.reason, /^not a schema v1 event: /);
+    assert.equal(item.body_bytes, 20);
+    assert.match(item.body_sha256, /^[0-9a-f]{64}$/);
     assert.equal(dead.length, 1, JSON.stringify(dead));
+  });
+
+  test("a message near the queue's size limit is dead-lettered by its digest, not stuck", async () => {
+    assert.ok(rt, "runtime from the previous tests");
+    // 100,000 quotes: as an escaped JSON string, twice the queue's 128 KB.
+    const body = '"'.repeat(100_000);
+    const q = await rt.mf.getQueueProducer("LEDGER_EVENTS", rt.edgeName);
+    await q.send(body, { contentType: "text" });
+    const item = await waitFor(() => dead.find((d) => d.body_bytes === 100_000), {
+      timeout: 20_000,
+      what: "the dead letter of the large message",
+    });
+    assert.match(item.reason, /bytes/);
+    assert.equal(item.body, undefined, "the body itself is not embedded");
+    assert.equal(item.body_sha256, createHash("sha256").update(body).digest("hex"));
+    assert.deepEqual(rt.undelivered, [], "the batch was acked, not retried to the end");
   });
 
   test("lake-export copies exactly R2's lake objects; DuckDB decodes them to the edge's events", async () => {
