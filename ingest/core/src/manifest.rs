@@ -175,6 +175,11 @@ impl Manifest {
 pub enum Unaccounted {
     /// No manifest read this file at all: deleted or renamed outside compaction.
     NotCompacted { key: String },
+    /// No manifest read this version, and the key is listed in another
+    /// version: the file was rewritten in place, or copied (on a local
+    /// disk a version is also its inode: `cp -a`, rsync or a restore of a
+    /// local lake makes every file another version).
+    Rewritten { key: String },
     /// Manifests read this key, but never the version proved: it was rewritten
     /// before compaction read it.
     OtherVersion { key: String, read: String },
@@ -190,6 +195,11 @@ pub enum Unaccounted {
 impl std::fmt::Display for Unaccounted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Unaccounted::Rewritten { key } => write!(
+                f,
+                "{key} is listed in another version than the one proved and no compaction manifest replaced that one: \
+                 rewritten in place, or the lake was copied (on a local disk a copy is a new version of every file)"
+            ),
             Unaccounted::NotCompacted { key } => write!(
                 f,
                 "{key} is gone and no compaction manifest says it replaced it"
@@ -268,6 +278,9 @@ pub fn custody<'a>(
                     Some(read) => Unaccounted::OtherVersion {
                         key: key.to_owned(),
                         read: read.clone(),
+                    },
+                    None if listed.contains_key(key) => Unaccounted::Rewritten {
+                        key: key.to_owned(),
                     },
                     None => Unaccounted::NotCompacted {
                         key: key.to_owned(),
@@ -497,6 +510,25 @@ mod tests {
             Some(Unaccounted::OutputsChanged {
                 key: a.key.clone(),
                 output: c1.key.clone()
+            })
+        );
+    }
+
+    #[test]
+    fn a_version_gone_under_a_key_still_listed_is_named_rewritten() {
+        let (proved, now) = (v(1, 10, "inode-1"), v(1, 10, "inode-2"));
+        let got = lost(&[&proved], &[&now], &[]).unwrap();
+        assert_eq!(
+            got,
+            Unaccounted::Rewritten {
+                key: now.key.clone()
+            }
+        );
+        assert!(got.to_string().contains("copied"), "{got}");
+        assert_eq!(
+            lost(&[&proved], &[], &[]),
+            Some(Unaccounted::NotCompacted {
+                key: proved.key.clone()
             })
         );
     }
