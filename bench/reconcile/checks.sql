@@ -304,7 +304,7 @@ coded AS (
     SELECT *,
         CASE WHEN kind = 'hold_placed' THEN CASE WHEN live IS NOT NULL THEN 'hold_placed_twice' END
              WHEN NOT takes THEN CASE WHEN live IS NOT NULL THEN 'live_hold_not_released' END
-             WHEN live IS NOT NULL THEN CASE WHEN live <> amount THEN 'hold_amount_mismatch' END
+             WHEN live IS NOT NULL THEN CASE WHEN live <> amount THEN 'hold_not_taken_whole' END
              WHEN known THEN CASE kind WHEN 'captured' THEN 'capture_without_hold'
                                        ELSE 'release_without_hold' END
         END AS code
@@ -383,6 +383,7 @@ SELECT l.t AS id,
        coalesce(bool_or(l.kind = 'hold_released' AND l.amount > 0), false) AS released,
        count(*) FILTER (WHERE l.kind = 'hold_placed' AND l.account = coalesce(t.c.source, '')) AS n_src_holds,
        arg_min(l.amount, l.seq) FILTER (WHERE l.kind = 'hold_placed' AND l.account = coalesce(t.c.source, '')) AS hold_amount,
+       arg_min(l.currency, l.seq) FILTER (WHERE l.kind = 'hold_placed' AND l.account = coalesce(t.c.source, '')) AS hold_currency,
        coalesce(bool_or(l.kind = 'hold_placed' AND l.account <> coalesce(t.c.source, '')), false) AS wrong_hold,
        count(*) FILTER (WHERE l.kind = 'captured' AND l.account = coalesce(t.c.source, '')) AS n_src_debits,
        coalesce(bool_or(l.kind = 'hold_released' AND l.amount > 0 AND l.account = coalesce(t.c.source, '')), false) AS src_released,
@@ -465,8 +466,9 @@ FROM g WHERE balances <> deposits - withdrawals + moving;
 -- 7. cross_stream_consistency (transfers with `created` terms only).
 INSERT INTO findings
 WITH x AS (
-    SELECT tf.id, tf.phase, tf.c.amount AS amount,
-           coalesce(lt.n_src_holds, 0) AS n_src_holds, lt.hold_amount, coalesce(lt.wrong_hold, false) AS wrong_hold,
+    SELECT tf.id, tf.phase, tf.c.amount AS amount, coalesce(tf.c.currency, '') AS currency,
+           coalesce(lt.n_src_holds, 0) AS n_src_holds, lt.hold_amount, lt.hold_currency,
+           coalesce(lt.wrong_hold, false) AS wrong_hold,
            coalesce(lt.n_debits, 0) AS n_debits, lt.debit1, coalesce(lt.n_credits, 0) AS n_credits,
            coalesce(lt.released, false) AS released
     FROM tf LEFT JOIN lt ON lt.id = tf.id
@@ -481,6 +483,10 @@ UNION ALL
 SELECT 'cross_stream_consistency', 'hold_amount_mismatch', id, NULL, NULL,
        format('hold of {} for a transfer of {}', hold_amount, amount)
 FROM x WHERE phase IN ('reserved', 'credited', 'captured') AND n_src_holds > 0 AND hold_amount <> amount
+UNION ALL
+SELECT 'cross_stream_consistency', 'hold_currency_mismatch', id, NULL, NULL,
+       format('hold in {} for a transfer in {}', hold_currency, currency)
+FROM x WHERE phase IN ('reserved', 'credited', 'captured') AND n_src_holds > 0 AND hold_currency <> currency
 UNION ALL
 SELECT 'cross_stream_consistency', 'capture_not_hold', id, NULL, NULL,
        format('hold of {} captured as a debit of {}', hold_amount, debit1)

@@ -62,14 +62,20 @@ use crate::stream::Tail;
 /// (the settle window, `crate::settle`). 7: the tails owed
 /// (`crate::retained`). 8: the files of the streams of each lake file
 /// (`crate::presence_files`). 9: those files name their index's SHA-256
-/// (layout version 2, read by the set).
-pub const CHECKPOINT_VERSION: u32 = 9;
+/// (layout version 2, read by the set). 10: an account's live holds follow
+/// `checks::balance::hold_step` (a second placement leaves the first live, a
+/// release of nothing leaves a live hold live) and it knows whether they
+/// may be incomplete (`AccountFacts::holds_unknown`).
+pub const CHECKPOINT_VERSION: u32 = 10;
 
 /// Versions this reconciler reads: a version-6 checkpoint is a version-7
 /// one that owes nothing, a version-7 one a version-8 one that knows no
 /// lake file's streams, a version-8 one a version-9 one whose files of
-/// streams are in the first layout (read whole).
-const CHECKPOINT_VERSIONS_READ: [u32; 4] = [6, 7, 8, CHECKPOINT_VERSION];
+/// streams are in the first layout (read whole), a version-9 one a
+/// version-10 one whose every account's live holds may be incomplete
+/// (built by the earlier rules: a capture or release without a live hold
+/// is not judged on those streams until a `--full` run re-proves them).
+const CHECKPOINT_VERSIONS_READ: [u32; 5] = [6, 7, 8, 9, CHECKPOINT_VERSION];
 
 /// Which stream, as the proof keys it: the table it was found in (a stream
 /// in the wrong table is proved apart from its namesake), its kind and key.
@@ -389,13 +395,20 @@ impl ProofState {
             },
             ..Default::default()
         };
+        // Live holds from before version 10 followed other rules: trusted
+        // for what they hold, not for what they lack.
+        let holds_known = f.version >= 10;
         for s in f.streams {
             let table = table_of(&s.table)?;
             p.streams.insert(
                 (table, s.stream, s.key.into_owned()),
                 StreamState {
                     tail: s.tail.into_owned(),
-                    account: s.account.map(|a| Box::new(a.into_owned())),
+                    account: s.account.map(|a| {
+                        let mut a = a.into_owned();
+                        a.holds_unknown |= !holds_known;
+                        Box::new(a)
+                    }),
                 },
             );
         }

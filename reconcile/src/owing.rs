@@ -125,13 +125,13 @@ pub async fn judge(
         match walked {
             Ok(()) => {}
             Err(e) if owing.full => eprintln!(
-                "reconcile: warning: checkpoint archive: {e}
-The transfers the checkpoint settled from there on are not                  judged against the lake in this full proof (the ones before it, and every other tail, are); the new                  checkpoint is rebuilt from the lake"
+                "reconcile: warning: checkpoint archive: {e}\nThe transfers the checkpoint settled from there on are \
+                 not judged against the lake in this full proof (the ones before it, and every other tail, are); the \
+                 new checkpoint is rebuilt from the lake"
             ),
             Err(e) => {
                 return Err(Error::Lake(format!(
-                    "checkpoint archive: {e}
-{}",
+                    "checkpoint archive: {e}\n{}",
                     crate::checkpoint::FULL_HELP
                 )))
             }

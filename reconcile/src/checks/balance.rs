@@ -91,7 +91,7 @@ pub fn hold_step(
     };
     match live {
         Some(h) if h != amount => Some((
-            "hold_amount_mismatch",
+            "hold_not_taken_whole",
             format!("{verb} {amount} of transfer {t}'s hold of {h}"),
         )),
         Some(_) => None,
@@ -253,11 +253,11 @@ mod tests {
         assert_eq!(code(Captured, 50, None, true), Some("capture_without_hold"));
         assert_eq!(
             code(HoldReleased, 40, Some(50), true),
-            Some("hold_amount_mismatch")
+            Some("hold_not_taken_whole")
         );
         assert_eq!(
             code(Captured, 60, Some(50), false),
-            Some("hold_amount_mismatch")
+            Some("hold_not_taken_whole")
         );
         assert_eq!(
             code(HoldReleased, 0, Some(50), true),

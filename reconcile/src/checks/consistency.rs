@@ -1,6 +1,6 @@
 //! Cross-stream consistency: a transfer's phases agree with its legs on the
 //! accounts. reserved, credited or captured ⇒ a hold of the transfer's
-//! amount on its source; captured ⇒ that hold converted into the source's
+//! amount, in its currency, on its source; captured ⇒ that hold converted into the source's
 //! debit (same amount); released ⇒ no debit; every credit ⇒ a hold on the source that
 //! was not released (mid-saga, I1: every credit is matched by a live hold);
 //! holds only on the transfer's source; every leg names the transfer's
@@ -74,6 +74,20 @@ pub fn check_transfer(
             false,
         ),
         _ => {}
+    }
+    // The hold is in the transfer's currency (a hold of the amount in
+    // another currency would cover a mid-saga credit it cannot pay).
+    let currency = t.currency().map_or("", |c| n.get(c));
+    if let Some(h) = hold.filter(|h| needs_hold && n.get(h.currency) != currency) {
+        bad(
+            "hold_currency_mismatch",
+            format!(
+                "hold {} in {} for a transfer in {currency}",
+                h.event_id(n),
+                n.get(h.currency)
+            ),
+            false,
+        );
     }
     // Captured, or being captured (the source's debit committed, the
     // transfer's `captured` not yet: see transfer_conservation).
@@ -205,6 +219,36 @@ mod tests {
             ["capture_not_hold"]
         );
         assert!(judge(vec![leg(src, 100, 2)]).is_empty());
+    }
+
+    /// A hold of the amount in another currency than the transfer's: found
+    /// while the saga is in flight (at capture, the debit's currency is
+    /// transfer_conservation's).
+    #[test]
+    fn the_hold_is_in_the_transfers_currency() {
+        let mut n = Names::default();
+        let (src, dst, usd, eur) = (n.id("src"), n.id("dst"), n.id("USD"), n.id("EUR"));
+        let judge = |n: &mut Names, phase: &str, hold_currency| {
+            let mut t = TransferFacts::new(n.id(phase));
+            t.set_amount(Some(100));
+            t.set_currency(Some(usd));
+            t.set_source(Some(src));
+            t.set_destination(Some(dst));
+            let hold = Leg {
+                at_s: 0,
+                account: src,
+                amount: 100,
+                currency: hold_currency,
+                counterparty: dst,
+                seq: 1,
+            };
+            let legs = Legs::from_lists([vec![hold], vec![], vec![], vec![]]);
+            let mut out = Vec::new();
+            check_transfer(n, "t", Some(&t), &legs, &mut out);
+            out.iter().map(|f| f.code).collect::<Vec<_>>()
+        };
+        assert!(judge(&mut n, "reserved", usd).is_empty());
+        assert_eq!(judge(&mut n, "reserved", eur), ["hold_currency_mismatch"]);
     }
 
     #[test]
