@@ -21,7 +21,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 BIN="${1:-${CARGO_TARGET_DIR:-$ROOT/target}/release}"
 PY="${PYTHON:-python3}"
 NOW_MS=1798761600000 # 2027-01-01T00:00:00Z, after every generated deadline
-CLASSES="gap tamper conflict unbalanced overdraft dangling leaked nonconservation hidden-overdraft terms-changed phase-skipped frozen-deposit wrong-counterparty credit-lost"
+CLASSES="gap tamper conflict unbalanced overdraft dangling leaked nonconservation hidden-overdraft terms-changed phase-skipped frozen-deposit wrong-counterparty credit-lost hold-placed-twice"
 for b in reconcile reconcile-testdata; do
   [ -x "$BIN/$b" ] || { echo "equivalence: $BIN/$b not found; build with cargo build --release -p ledger-reconcile --bins" >&2; exit 2; }
 done
@@ -50,6 +50,9 @@ for c in $CLASSES; do
   "$BIN/reconcile-testdata" corrupt "$W/clean" "$W/$c" --class "$c" --now-ms "$NOW_MS" >/dev/null
   check "$c" "$W/$c"
 done
+# A hold released twice needs money held at the end: the lake with sagas in progress.
+"$BIN/reconcile-testdata" corrupt "$W/in-flight" "$W/released-twice" --class released-twice --now-ms "$NOW_MS" >/dev/null
+check released-twice "$W/released-twice"
 for r in $(seq 1 "${ROUNDS:-0}"); do
   seed=$(( ${SEED:-0} + r ))
   # Odd seeds edit the clean lake, even ones the lake with sagas in progress.
