@@ -75,6 +75,9 @@ fn save(sql: &SqlStorage, t: &Transfer) -> Result<()> {
     Ok(())
 }
 
+/// The longest `TRANSFER_DEADLINE_MS` honoured (a larger one is this).
+const TRANSFER_DEADLINE_MS_MAX: i64 = 30 * 86_400_000;
+
 fn env_i64(env: &Env, name: &str, default: i64) -> i64 {
     env.var(name)
         .ok()
@@ -230,7 +233,13 @@ impl DurableObject for TransferDO {
                 };
                 self.tables.ensure(&storage.sql())?;
                 let now = now_ms();
-                let deadline = now + env_i64(&self.env, "TRANSFER_DEADLINE_MS", 300_000).max(1_000);
+                // 1 s ..= 30 days: a deadline is minutes in practice, and an
+                // instant past the year 9999 would be refused by every
+                // reader of the event (ledger_events::TIME_MS_MAX).
+                let deadline = now.saturating_add(
+                    env_i64(&self.env, "TRANSFER_DEADLINE_MS", 300_000)
+                        .clamp(1_000, TRANSFER_DEADLINE_MS_MAX),
+                );
                 let admitted = sqltx::transaction(&storage, move |sql| {
                     let existing = load(sql)?;
                     Ok(

@@ -130,8 +130,8 @@ pub fn file_digest(partition: &Partition, rows: &[Row]) -> String {
     digest.finish()
 }
 
-/// [`file_digest`] a row at a time, for a writer that never holds a whole
-/// file's rows (compaction).
+/// [`file_digest`] a row at a time: a reader checks a file's key with it
+/// (`parquet_io::read_lake_file`) as the rows go by.
 pub struct FileDigest(Sha256);
 
 impl FileDigest {

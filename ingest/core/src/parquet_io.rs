@@ -76,7 +76,8 @@ pub fn write_file(rows: &[Row]) -> Result<Vec<u8>, String> {
 }
 
 /// One lake file written a piece at a time, so that a writer holds one row
-/// group's rows, not the file's (compaction). Pieces of exactly
+/// group's rows, not the file's (for a streaming compaction; today's holds
+/// a partition and writes with [`write_file`]). Pieces of exactly
 /// [`PARQUET_ROW_GROUP_ROWS_MAX`] rows (the last one shorter) give the same
 /// bytes as [`write_file`] of all the rows at once: the Arrow writer cuts
 /// a large batch at the same row-group bounds.
