@@ -199,6 +199,15 @@ pub fn read_file_each<E: From<LakeError>>(
     bytes: Bytes,
     mut each: impl FnMut(usize, Vec<Row>) -> Result<(), E>,
 ) -> Result<FileRead, E> {
+    read_checked(key, bytes, |_, first, rows| each(first, rows))
+}
+
+/// [`read_file_each`], `each` also given the file's layout.
+fn read_checked<E: From<LakeError>>(
+    key: &str,
+    bytes: Bytes,
+    mut each: impl FnMut(&str, usize, Vec<Row>) -> Result<(), E>,
+) -> Result<FileRead, E> {
     let err = |kind| LakeError {
         key: key.to_owned(),
         kind,
@@ -273,7 +282,7 @@ pub fn read_file_each<E: From<LakeError>>(
         }
         let first = read;
         read += got.len();
-        each(first, got)?;
+        each(&layout, first, got)?;
     }
     if read != footer {
         return Err(err(LakeErrorKind::Parquet(format!(
@@ -313,12 +322,11 @@ pub fn read_lake_file_each<E: From<LakeError>>(
     };
     let parts = parse_object_key(key).ok_or_else(|| not_its_key("not a lake file key".into()))?;
     let partition = &parts.partition;
-    // One digest per readable layout: the file names its own at the end.
-    let mut digests: Vec<FileDigest> = LAKE_LAYOUTS_READABLE
-        .iter()
-        .map(|layout| FileDigest::of_layout(partition, layout))
-        .collect();
-    let read = read_file_each(key, bytes, |first, got: Vec<Row>| {
+    // Begun at the first batch, in the layout the file names (every lake
+    // file has a row: read_checked refuses one without).
+    let mut digest: Option<FileDigest> = None;
+    let read = read_checked(key, bytes, |layout, first, got: Vec<Row>| {
+        let digest = digest.get_or_insert_with(|| FileDigest::of_layout(partition, layout));
         for (i, row) in got.iter().enumerate() {
             let of = Partition::of(row);
             if &of != partition {
@@ -330,15 +338,11 @@ pub fn read_lake_file_each<E: From<LakeError>>(
                 ))
                 .into());
             }
-            digests.iter_mut().for_each(|d| d.push(row));
+            digest.push(row);
         }
         each(first, got)
     })?;
-    let at = LAKE_LAYOUTS_READABLE
-        .iter()
-        .position(|l| *l == read.layout)
-        .expect("read_file_each accepts readable layouts only");
-    let digest = digests.swap_remove(at).finish();
+    let digest = digest.expect("a lake file read has a row").finish();
     if digest != parts.digest {
         return Err(not_its_key(format!(
             "its {} rows digest to {digest}, the key names {}",
