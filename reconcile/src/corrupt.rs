@@ -322,6 +322,36 @@ fn first_captured(l: &LocalLake) -> Result<(String, Vec<Event>), String> {
         .ok_or_else(|| "the lake has no captured transfer to corrupt".to_owned())
 }
 
+/// The first captured transfer whose account `party` names (its source or
+/// destination) has the transfer's `kind` leg at row `i` and would stay
+/// within its overdraft limit with that leg's amount less available at that
+/// row and every later one: (transfer id, the transfer's events, the
+/// account's events, `i`).
+fn captured_with_room(
+    l: &LocalLake,
+    party: fn(&Event) -> Option<&str>,
+    kind: &str,
+) -> Option<(String, Vec<Event>, Vec<Event>, usize)> {
+    let accounts = l.streams(Stream::Account);
+    l.streams(Stream::Transfer)
+        .into_iter()
+        .filter(|(_, evs)| evs.len() == 4 && evs[3].kind == "captured")
+        .find_map(|(t, t_evs)| {
+            let evs = accounts.get(party(&t_evs[0])?)?.clone();
+            let i = evs
+                .iter()
+                .position(|e| e.kind == kind && e.transfer_id.as_deref() == Some(&t))?;
+            let a = evs[i].amount?;
+            let within = evs[i..].iter().all(|e| {
+                let (b, h, lim) = (e.balance_after, e.held_after, e.overdraft_limit);
+                b.zip(h)
+                    .zip(lim)
+                    .is_some_and(|((b, h), lim)| b - a - h >= -lim)
+            });
+            within.then_some((t, t_evs, evs, i))
+        })
+}
+
 /// Injects `class` into the lake at `root` (edited in place: pass a copy).
 /// `now_ms` is the instant the reconciler will judge deadlines at.
 pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String> {
@@ -502,26 +532,9 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
         Class::CreditLost => {
             // A captured transfer whose destination stays within its limit
             // without the credit at every later event (no overdraft follows).
-            let accounts = l.streams(Stream::Account);
-            let (t, t_evs, mut evs, i) = l
-                .streams(Stream::Transfer)
-                .into_iter()
-                .filter(|(_, evs)| evs.len() == 4 && evs[3].kind == "captured")
-                .find_map(|(t, t_evs)| {
-                    let evs = accounts.get(t_evs[0].destination.as_deref()?)?.clone();
-                    let i = evs.iter().position(|e| {
-                        e.kind == "credited" && e.transfer_id.as_deref() == Some(&t)
-                    })?;
-                    let a = evs[i].amount?;
-                    let within = evs[i..].iter().all(|e| {
-                        let (b, h, lim) = (e.balance_after, e.held_after, e.overdraft_limit);
-                        b.zip(h)
-                            .zip(lim)
-                            .is_some_and(|((b, h), lim)| b - a - h >= -lim)
-                    });
-                    within.then_some((t, t_evs, evs, i))
-                })
-                .ok_or("the lake has no captured transfer whose credit can be lost")?;
+            let (t, t_evs, mut evs, i) =
+                captured_with_room(&l, |t| t.destination.as_deref(), "credited")
+                    .ok_or("the lake has no captured transfer whose credit can be lost")?;
             let credit = evs.remove(i);
             let amount = credit.amount.unwrap_or(0);
             for e in &mut evs[i..] {
@@ -554,25 +567,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
         Class::HoldPlacedTwice => {
             // A captured transfer whose source stays within its limit with
             // the hold's amount held once more at every later event.
-            let accounts = l.streams(Stream::Account);
-            let (t, mut evs, i) = l
-                .streams(Stream::Transfer)
-                .into_iter()
-                .filter(|(_, evs)| evs.len() == 4 && evs[3].kind == "captured")
-                .find_map(|(t, t_evs)| {
-                    let evs = accounts.get(t_evs[0].source.as_deref()?)?.clone();
-                    let i = evs.iter().position(|e| {
-                        e.kind == "hold_placed" && e.transfer_id.as_deref() == Some(&t)
-                    })?;
-                    let a = evs[i].amount?;
-                    let within = evs[i..].iter().all(|e| {
-                        let (b, h, lim) = (e.balance_after, e.held_after, e.overdraft_limit);
-                        b.zip(h)
-                            .zip(lim)
-                            .is_some_and(|((b, h), lim)| b - (h + a) >= -lim)
-                    });
-                    within.then_some((t, evs, i))
-                })
+            let (t, _, mut evs, i) = captured_with_room(&l, |t| t.source.as_deref(), "hold_placed")
                 .ok_or(
                     "the lake has no captured transfer whose source can hold its amount twice",
                 )?;

@@ -613,7 +613,7 @@ fn a_proved_file_rewritten_and_then_compacted_is_lost_and_the_night_proves_the_l
             .collect();
         let dir_of = |k: &str| k.rsplit_once('/').unwrap().0.to_owned();
         if in_place {
-            assert_eq!(refused, [key.clone()]);
+            assert_eq!(refused, std::slice::from_ref(&key));
         } else {
             assert_eq!(refused, Vec::<String>::new());
         }
