@@ -22,7 +22,9 @@ const len = x.golden();
 const text = new TextDecoder().decode(new Uint8Array(x.memory.buffer, x.out_ptr(), len));
 const got = text.trim().split("\n").map((l) => l.split(" "));
 const src = readFileSync(join(root, "ingest/core/tests/ingest.rs"), "utf8");
-const frozenBlock = src.slice(src.indexOf("const FROZEN"));
+// The FROZEN array only: from its declaration to its closing `];` (tests follow it).
+const frozenAt = src.indexOf("const FROZEN");
+const frozenBlock = src.slice(frozenAt, src.indexOf("];", frozenAt));
 const quoted = [...frozenBlock.matchAll(/"([^"]+)"/g)].map((m) => m[1]);
 const frozen = [];
 for (let i = 0; i + 1 < quoted.length; i += 2) frozen.push([quoted[i], quoted[i + 1]]);
