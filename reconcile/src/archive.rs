@@ -402,6 +402,24 @@ impl Archive {
         }
         Ok(())
     }
+
+    /// [`Archive::each`] past damaged blocks: each one is left out (its
+    /// transfers are not visited, or an older segment's record of one of
+    /// them is) and named in the result, and the walk goes on with the next
+    /// block. For `--full`, which only judges what the archive proved.
+    pub fn each_readable(
+        &self,
+        open: &dyn Fn(&str) -> bool,
+        mut visit: impl FnMut(&str, &TransferState),
+    ) -> Vec<String> {
+        let segments: Vec<&Segment> = self.segments.iter().collect();
+        let mut merged = Merged::new(&segments, open);
+        merged.skipped = Some(Vec::new());
+        while let Ok(Some((id, state, _))) = merged.next_record() {
+            visit(&id, &state);
+        }
+        merged.skipped.unwrap_or_default()
+    }
 }
 
 /// The records of `segments` (oldest first) in id order, the newest of each
@@ -412,6 +430,9 @@ struct Merged<'a> {
     /// records, reversed so the next is at the end.
     heads: Vec<(&'a Segment, std::ops::Range<usize>, Vec<Record>)>,
     open: &'a dyn Fn(&str) -> bool,
+    /// `Some`: a block that cannot be read is named here and left out;
+    /// `None`: it is the error.
+    skipped: Option<Vec<String>>,
 }
 
 impl<'a> Merged<'a> {
@@ -422,6 +443,7 @@ impl<'a> Merged<'a> {
                 .map(|s| (*s, 0..s.blocks.len(), Vec::new()))
                 .collect(),
             open,
+            skipped: None,
         }
     }
 
@@ -431,7 +453,11 @@ impl<'a> Merged<'a> {
             for (seg, blocks, current) in &mut self.heads {
                 while current.is_empty() {
                     let Some(b) = blocks.next() else { break };
-                    *current = seg.block(b)?;
+                    match (seg.block(b), &mut self.skipped) {
+                        (Ok(records), _) => *current = records,
+                        (Err(e), Some(skipped)) => skipped.push(e),
+                        (Err(e), None) => return Err(e),
+                    }
                     current.reverse();
                 }
             }
@@ -814,6 +840,29 @@ mod tests {
             Archive::open(dir.path(), std::slice::from_ref(&r), 2_000, &names()).unwrap();
         let e = opened.pull(["t.00001"]).unwrap_err();
         assert!(e.contains("block 0") && e.contains("SHA-256"), "{e}");
+        // A walk stops there; a walk past damage (`--full`'s) names the
+        // block and visits every record of the others.
+        let none = |_: &str| false;
+        let e = opened.each(&none, |_, _| {}).unwrap_err();
+        assert!(e.contains("block 0"), "{e}");
+        let mut seen = Vec::new();
+        let skipped = opened.each_readable(&none, |id, _| seen.push(id.to_owned()));
+        assert_eq!(skipped.len(), 1, "{skipped:?}");
+        assert!(skipped[0].contains("block 0"), "{skipped:?}");
+        assert!(!seen.is_empty() && seen.len() < 2_000, "{}", seen.len());
+        assert!(seen.windows(2).all(|w| w[0] < w[1]));
+        assert!(
+            seen[0].as_str() > "t.00001",
+            "block 0's ids are left out: {}",
+            seen[0]
+        );
+        assert_eq!(seen.last().map(String::as_str), Some("t.01999"));
+        let first: usize = seen[0][2..].parse().unwrap();
+        assert_eq!(
+            seen.len(),
+            2_000 - first,
+            "every record from the next block on"
+        );
         // An index byte, the length, another checkpoint's names: refused on open.
         for (at, why) in [
             (good.len() - 100, "SHA-256"),

@@ -116,25 +116,27 @@ pub async fn judge(
             .map(|id| id.2.as_str())
             .collect();
         let open = |id: &str| p.is_open(id) || owed.contains(id);
-        let walked = p.archive.each(&open, |id, st| {
+        let judge = |id: &str, st: &crate::facts::TransferState| {
             let now = now.transfers.state(id).map(|s| &s.tail);
             if retained::judge(&st.tail, now, None) != Held::Yes {
                 decide(transfer(id), st.tail.clone(), None);
             }
-        });
-        match walked {
-            Ok(()) => {}
-            Err(e) if owing.full => eprintln!(
-                "reconcile: warning: checkpoint archive: {e}\nThe transfers the checkpoint settled from there on are \
-                 not judged against the lake in this full proof (the ones before it, and every other tail, are); the \
-                 new checkpoint is rebuilt from the lake"
-            ),
-            Err(e) => {
-                return Err(Error::Lake(format!(
+        };
+        if owing.full {
+            for e in p.archive.each_readable(&open, judge) {
+                eprintln!(
+                    "reconcile: warning: checkpoint archive: {e}\nThe transfers the checkpoint settled in that block \
+                     are not judged against the lake in this full proof (every other tail it proved is); the new \
+                     checkpoint is rebuilt from the lake"
+                );
+            }
+        } else {
+            p.archive.each(&open, judge).map_err(|e| {
+                Error::Lake(format!(
                     "checkpoint archive: {e}\n{}",
                     crate::checkpoint::FULL_HELP
-                )))
-            }
+                ))
+            })?;
         }
     }
     for (id, tail) in tails {
