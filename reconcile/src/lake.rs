@@ -26,7 +26,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::prelude::{col, lit, ParquetReadOptions, SessionConfig, SessionContext};
 use futures::TryStreamExt;
 use ledger_events::{Stream, FIELDS, SCHEMA_VERSIONS_KNOWN};
-use ledger_ingest::parquet_io::LAYOUT_METADATA_KEY;
+use ledger_ingest::parquet_io::{footer_layout, footer_rows, LAYOUT_METADATA_KEY};
 use ledger_ingest::{
     manifest_prefix, parse_object_key, Manifest, Partition, Table, LAKE_EVENTS_PREFIX,
     LAKE_LAYOUTS_READABLE,
@@ -150,19 +150,8 @@ impl Footer {
     /// reads and decodes the footer first.
     fn of(meta: &parquet::file::metadata::ParquetMetaData) -> Result<Footer, String> {
         let fm = meta.file_metadata();
-        let layout = fm
-            .key_value_metadata()
-            .and_then(|kv| kv.iter().find(|kv| kv.key == LAYOUT_METADATA_KEY))
-            .and_then(|kv| kv.value.clone());
-        // Every lake file holds a row, counted alike by the footer and its
-        // row groups (a count damaged to 0 would read as an empty file).
-        let groups_rows: i64 = meta.row_groups().iter().map(|g| g.num_rows()).sum();
-        if fm.num_rows() < 1 || groups_rows != fm.num_rows() {
-            return Err(format!(
-                "corrupt Parquet footer: it counts {} rows and its row groups {groups_rows}; a lake file holds at least one row and both count it",
-                fm.num_rows()
-            ));
-        }
+        let layout = footer_layout(fm);
+        footer_rows(meta)?;
         // The scan's planner decodes the Arrow schema embedded in the
         // footer, and a damaged one can make the decoder panic: decoded here
         // first, the file is named.
@@ -177,7 +166,7 @@ impl Footer {
                     .into(),
             ),
         }
-        match layout.as_deref() {
+        match layout {
             Some(l) if LAKE_LAYOUTS_READABLE.contains(&l) => {
                 let columns: Vec<&str> = fm
                     .schema_descr()

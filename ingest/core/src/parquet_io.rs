@@ -14,7 +14,7 @@ use ledger_events::DecodeError;
 use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
-use parquet::file::metadata::{KeyValue, SortingColumn};
+use parquet::file::metadata::{FileMetaData, KeyValue, ParquetMetaData, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
@@ -111,6 +111,30 @@ impl FileWriter {
 
     pub fn finish(self) -> Result<Vec<u8>, String> {
         self.writer.into_inner().map_err(|e| e.to_string())
+    }
+}
+
+/// The lake layout a footer names (its `ledger.lake.layout`), if any.
+pub fn footer_layout(meta: &FileMetaData) -> Option<&str> {
+    meta.key_value_metadata()?
+        .iter()
+        .find(|e| e.key == LAYOUT_METADATA_KEY)?
+        .value
+        .as_deref()
+}
+
+/// The rows a lake file's footer counts, checked: its row groups count the
+/// same, and there is at least one (the writers never write an empty file;
+/// a count damaged to 0 would read as one). Every reader of the lake checks
+/// it before trusting a footer (this crate's and the reconciler's).
+pub fn footer_rows(meta: &ParquetMetaData) -> Result<usize, String> {
+    let footer = meta.file_metadata().num_rows();
+    let groups: i64 = meta.row_groups().iter().map(|g| g.num_rows()).sum();
+    match usize::try_from(footer) {
+        Ok(rows) if rows >= 1 && groups == footer => Ok(rows),
+        _ => Err(format!(
+            "corrupt Parquet footer: it counts {footer} rows and its row groups {groups}; a lake file holds at least one row and both count it"
+        )),
     }
 }
 
@@ -220,37 +244,24 @@ fn read_checked<E: From<LakeError>>(
         let options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
         let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(bytes, options)
             .map_err(parquet_err)?;
-        let meta = builder.metadata().clone();
-        let layout = meta
-            .file_metadata()
-            .key_value_metadata()
-            .and_then(|kv| kv.iter().find(|e| e.key == LAYOUT_METADATA_KEY))
-            .and_then(|e| e.value.clone());
-        let layout = match layout {
-            Some(l) if LAKE_LAYOUTS_READABLE.contains(&l.as_str()) => l,
+        let meta = builder.metadata();
+        let layout = match footer_layout(meta.file_metadata()) {
+            Some(l) if LAKE_LAYOUTS_READABLE.contains(&l) => l.to_owned(),
             other => {
                 return Err(err(LakeErrorKind::Layout(format!(
                     "its metadata names the layout {other:?}; readable: {LAKE_LAYOUTS_READABLE:?}"
                 ))))
             }
         };
-        let footer = meta.file_metadata().num_rows();
-        let groups: i64 = meta.row_groups().iter().map(|g| g.num_rows()).sum();
-        if footer < 1 || groups != footer {
-            return Err(err(LakeErrorKind::Parquet(format!(
-                "the footer counts {footer} rows and the row groups {groups}: a lake file holds at least one row and both count it"
-            ))));
-        }
-        if footer as u64 > PARQUET_FILE_ROWS_MAX as u64 {
-            return Err(err(LakeErrorKind::TooManyRows {
-                rows_min: footer as usize,
-            }));
+        let footer = footer_rows(meta).map_err(|why| err(LakeErrorKind::Parquet(why)))?;
+        if footer > PARQUET_FILE_ROWS_MAX {
+            return Err(err(LakeErrorKind::TooManyRows { rows_min: footer }));
         }
         let reader = builder
             .with_batch_size(READ_BATCH_ROWS)
             .build()
             .map_err(parquet_err)?;
-        Ok((reader, layout, footer as usize))
+        Ok((reader, layout, footer))
     };
     let caught = |what: &str, panic: Box<dyn std::any::Any + Send>| {
         let why = panic
