@@ -251,6 +251,23 @@ struct Split<'a> {
 pub(crate) const FULL_HELP: &str = "Help: run with --full to re-prove the lake from its first \
      event (a new checkpoint and its files are written)";
 
+/// A run that needs a block of the checkpoint's archive and cannot read it:
+/// exit 2, naming `--full`.
+pub(crate) fn archive_unreadable(e: String) -> crate::lake::Error {
+    crate::lake::Error::Lake(format!("checkpoint archive: {e}\n{FULL_HELP}"))
+}
+
+/// A part of the checkpoint's archive `--full` leaves out (a segment that
+/// does not open, a block that does not read), warned of on stderr: the
+/// transfers settled there are not judged against the lake.
+pub(crate) fn warn_archive_left_out(why: &str) {
+    eprintln!(
+        "reconcile: warning: checkpoint archive: {why}\nThe transfers the checkpoint settled there are not judged \
+         against the lake in this full proof (every other tail it proved is); the new checkpoint is rebuilt from \
+         the lake"
+    );
+}
+
 /// Why a checkpoint cannot be used. Exit code 2: a run must not silently
 /// fall back to a full proof (or worse, resume from the wrong state).
 #[derive(Debug)]
@@ -311,14 +328,13 @@ impl ProofState {
     /// [`ProofState::load`] for `--full`, whose proof is from the first
     /// event and which only judges the tails the checkpoint proved: an
     /// archive segment that does not open (missing, swapped, its index
-    /// damaged) leaves its transfers out, named in the second value,
-    /// instead of the whole checkpoint (whose own file is intact, with
-    /// every stream's tail and every tail owed).
-    pub fn load_for_full(
-        path: &Path,
-        lake: &str,
-    ) -> Result<(ProofState, Vec<String>), CheckpointError> {
-        ProofState::load_with(path, lake, true)
+    /// damaged) leaves its transfers out, warned of on stderr, instead of
+    /// the whole checkpoint (whose own file is intact, with every stream's
+    /// tail and every tail owed).
+    pub fn load_for_full(path: &Path, lake: &str) -> Result<ProofState, CheckpointError> {
+        let (p, left_out) = ProofState::load_with(path, lake, true)?;
+        left_out.iter().for_each(|why| warn_archive_left_out(why));
+        Ok(p)
     }
 
     fn load_with(

@@ -222,14 +222,7 @@ async fn reconcile_with(
             // still owes what the checkpoint proved. A checkpoint that
             // cannot be read (what `--full` is also for) owes nothing.
             match ProofState::load_for_full(path, &cli.lake) {
-                Ok((prior, left_out)) => {
-                    for why in left_out {
-                        eprintln!(
-                            "reconcile: warning: checkpoint archive: {why}\nThe transfers the checkpoint settled there are \
-                             not judged against the lake in this full proof (every other tail it proved is); the new \
-                             checkpoint is rebuilt from the lake"
-                        );
-                    }
+                Ok(prior) => {
                     if opts.progress {
                         eprintln!(
                             "reconcile: full proof from the first event; the tails checkpoint {} proved are judged too \

@@ -124,19 +124,12 @@ pub async fn judge(
         };
         if owing.full {
             for e in p.archive.each_readable(&open, judge) {
-                eprintln!(
-                    "reconcile: warning: checkpoint archive: {e}\nThe transfers the checkpoint settled in that block \
-                     are not judged against the lake in this full proof (every other tail it proved is); the new \
-                     checkpoint is rebuilt from the lake"
-                );
+                crate::checkpoint::warn_archive_left_out(&e);
             }
         } else {
-            p.archive.each(&open, judge).map_err(|e| {
-                Error::Lake(format!(
-                    "checkpoint archive: {e}\n{}",
-                    crate::checkpoint::FULL_HELP
-                ))
-            })?;
+            p.archive
+                .each(&open, judge)
+                .map_err(crate::checkpoint::archive_unreadable)?;
         }
     }
     for (id, tail) in tails {

@@ -1203,12 +1203,7 @@ async fn pull_back(
     let pulled = prior
         .archive
         .pull(ids.iter().map(String::as_str))
-        .map_err(|e| {
-            Error::Lake(format!(
-                "checkpoint archive: {e}\n{}",
-                crate::checkpoint::FULL_HELP
-            ))
-        })?;
+        .map_err(crate::checkpoint::archive_unreadable)?;
     if opts.progress {
         eprintln!(
             "reconcile: {} transfers pulled back from the checkpoint's archive ({} account streams reopened; {:.1} s)",
