@@ -1340,7 +1340,6 @@ impl Facts {
                 a.holds_unknown = true;
                 continue;
             };
-
             let leg = Leg {
                 account,
                 amount,
@@ -1356,19 +1355,19 @@ impl Facts {
             // of a live transfer leaves the first; a release that records
             // no hold leaves a live one live. Each step is judged against
             // the hold live before it.
-            let tombstone = kind == HoldReleased && amount == 0;
             let live = match kind {
-                Captured | HoldReleased if !tombstone => a.live.take(t).map(|(t, held)| {
-                    self.spare_ids.give(Some(t));
-                    held.amount
-                }),
-                HoldPlaced | HoldReleased => {
+                HoldPlaced => {
                     let live = a.live.amount(t);
-                    if kind == HoldPlaced && live.is_none() {
+                    if live.is_none() {
                         a.live.insert(self.spare_ids.take(t), leg);
                     }
                     live
                 }
+                HoldReleased if amount == 0 => a.live.amount(t),
+                Captured | HoldReleased => a.live.take(t).map(|(t, held)| {
+                    self.spare_ids.give(Some(t));
+                    held.amount
+                }),
                 _ => None,
             };
             if let Some((code, detail)) = hold_step(kind, t, amount, live, !a.holds_unknown) {

@@ -331,20 +331,21 @@ impl Walk<'_, '_> {
             return None;
         }
         let readers = self.readers.get(&(key, stamp.to_owned()));
-        // A manifest with no outputs accounts for nothing: every lake file
-        // holds a row, so its inputs' rows went nowhere (a reader that read
-        // a damaged file as empty once wrote one).
-        let ok = readers.is_some_and(|ms| {
-            ms.iter().any(|m| {
-                !m.outputs.is_empty()
-                    && m.outputs
-                        .iter()
-                        .all(|o| self.accounted(&o.key, &o.stamp()).is_some())
-            })
-        });
+        let ok = readers.is_some_and(|ms| ms.iter().any(|m| self.carried(m)));
         self.open.remove(&id);
         self.known.insert(id, ok);
         ok.then_some(())
+    }
+
+    /// `m` carried its inputs' rows: it wrote at least one output and each
+    /// is accounted for. A manifest with no outputs accounts for nothing:
+    /// every lake file holds a row, so its inputs' rows went nowhere (a
+    /// reader that read a damaged file as empty once wrote one).
+    fn carried(&mut self, m: &Manifest) -> bool {
+        !m.outputs.is_empty()
+            && m.outputs
+                .iter()
+                .all(|o| self.accounted(&o.key, &o.stamp()).is_some())
     }
 
     /// Adds to `into` the listed files that hold the rows of the accounted
@@ -359,12 +360,7 @@ impl Walk<'_, '_> {
         let Some(ms) = self.readers.get(&(key, stamp.to_owned())) else {
             return;
         };
-        let m = ms.iter().copied().find(|m| {
-            !m.outputs.is_empty()
-                && m.outputs
-                    .iter()
-                    .all(|o| self.accounted(&o.key, &o.stamp()).is_some())
-        });
+        let m = ms.iter().copied().find(|m| self.carried(m));
         // Accounted versions lead to listed files without a cycle (a cycle
         // accounts for nothing), so this ends.
         for o in m.map_or(&[][..], |m| &m.outputs[..]) {
