@@ -2271,9 +2271,7 @@ fn a_hold_released_again_on_a_later_night_is_found_against_the_checkpoints_live_
     };
     ledger_reconcile::gen::generate_lake(&cfg, &root).unwrap();
     // Before the in-flight transfers' deadlines: a live ledger.
-    let at = ledger_reconcile::gen::GEN_START_MS
-        + (cfg.accounts + cfg.operations - cfg.in_flight) as i64
-            * ledger_reconcile::gen::GEN_STEP_MS;
+    let at = common::first_in_flight_ms(&cfg);
     let opts = Options {
         now_ms: at,
         ..opts()

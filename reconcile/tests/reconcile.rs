@@ -11,7 +11,7 @@ mod common;
 use common::{config, run_lib, run_lib_at, NOW_MS};
 use ledger_ingest::Table;
 use ledger_reconcile::corrupt::{copy_lake, inject, Class, Expected};
-use ledger_reconcile::gen::{generate_events, generate_lake, GEN_START_MS, GEN_STEP_MS};
+use ledger_reconcile::gen::{generate_events, generate_lake, GEN_START_MS};
 use ledger_reconcile::Report;
 
 fn run_bin(args: &[&str]) -> (i32, String, String) {
@@ -185,9 +185,7 @@ fn sagas_in_progress_hold_until_their_deadlines_pass() {
     };
     let s = generate_lake(&cfg, &dir).unwrap();
     assert!(s.transfers_in_flight >= 8, "{s:?}");
-    // The first operation that may leave a transfer in progress: every
-    // deadline of those is later.
-    let first = GEN_START_MS + (cfg.accounts + cfg.operations - cfg.in_flight) as i64 * GEN_STEP_MS;
+    let first = common::first_in_flight_ms(&cfg);
     let live = run_lib_at(&dir, first).unwrap();
     assert!(live.holds, "{}", live.summary());
     assert!(live.dangling.is_empty());
@@ -218,7 +216,7 @@ fn a_hold_released_twice_is_found_at_the_second_release() {
         ..config()
     };
     generate_lake(&cfg, &dir).unwrap();
-    let first = GEN_START_MS + (cfg.accounts + cfg.operations - cfg.in_flight) as i64 * GEN_STEP_MS;
+    let first = common::first_in_flight_ms(&cfg);
     assert!(run_lib_at(&dir, first).unwrap().holds);
     let injected = inject(&dir, Class::ReleasedTwice, first).unwrap();
     let r = run_lib_at(&dir, first).unwrap();

@@ -26,6 +26,13 @@ pub fn config() -> GenConfig {
     }
 }
 
+/// The instant of the first operation of `cfg` that may leave a transfer
+/// in progress ([`GenConfig::in_flight`]): every such transfer's deadline is
+/// later, so a lake judged then is a live ledger, not a dangling one.
+pub fn first_in_flight_ms(cfg: &GenConfig) -> i64 {
+    GEN_START_MS + (cfg.accounts + cfg.operations - cfg.in_flight) as i64 * GEN_STEP_MS
+}
+
 /// Every file under `root/under` as a key relative to `root`, sorted.
 pub fn files_under(root: &Path, under: &str) -> Vec<String> {
     fn walk(root: &Path, d: &Path, keys: &mut Vec<String>) {
