@@ -122,6 +122,9 @@ pub struct ProofState {
     /// The files of streams the checkpoint names
     /// (`crate::presence_files`; none before version 8).
     pub stored: Stored,
+    /// Parts of the archive [`ProofState::load_for_full`] left out, each
+    /// with why (not saved: the report's `not_judged`).
+    pub left_out: Vec<String>,
 }
 
 // ---- the file format -------------------------------------------------------
@@ -332,8 +335,9 @@ impl ProofState {
     /// the whole checkpoint (whose own file is intact, with every stream's
     /// tail and every tail owed).
     pub fn load_for_full(path: &Path, lake: &str) -> Result<ProofState, CheckpointError> {
-        let (p, left_out) = ProofState::load_with(path, lake, true)?;
+        let (mut p, left_out) = ProofState::load_with(path, lake, true)?;
         left_out.iter().for_each(|why| warn_archive_left_out(why));
+        p.left_out = left_out;
         Ok(p)
     }
 

@@ -213,6 +213,7 @@ async fn reconcile_with(
     opts: &Options,
 ) -> Result<(ledger_reconcile::Report, ProofState), Error> {
     let started = std::time::Instant::now();
+    let mut not_judged = None;
     let resume = match &cli.checkpoint {
         Some(path) if !cli.full && path.exists() => {
             Some(ProofState::load(path, &cli.lake).map_err(|e| Error::Lake(e.to_string()))?)
@@ -241,6 +242,7 @@ async fn reconcile_with(
                         "reconcile: warning: {why}\nThis full proof does not judge whether the lake still holds what \
                          that checkpoint proved; it writes a new one"
                     );
+                    not_judged = Some(why.to_owned());
                     None
                 }
             }
@@ -264,7 +266,9 @@ async fn reconcile_with(
             _ => {}
         }
     }
-    reconcile_from(lake, opts, resume).await
+    let (mut report, state) = reconcile_from(lake, opts, resume).await?;
+    report.not_judged.extend(not_judged);
+    Ok((report, state))
 }
 
 /// `--settle-wait`: the first run left findings pending until `by`; waits
@@ -303,7 +307,10 @@ async fn settle_wait(
         None => None,
     };
     std::mem::forget(state);
-    reconcile_from(lake, &later, resume).await
+    // What the first run could not judge, this one does not either.
+    let (mut report, state) = reconcile_from(lake, &later, resume).await?;
+    report.not_judged.splice(0..0, first.not_judged);
+    Ok((report, state))
 }
 
 /// Where the edge's sweeper reads the dangling list (docs/SWEEPER.md).

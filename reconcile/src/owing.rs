@@ -75,14 +75,15 @@ impl Proved<'_> {
 /// rows were read again), against the proof `now`, reading the lake's
 /// `files` (every table's, as the run listed them) where the proof cannot
 /// decide: the completeness findings of the tails not held, in stream
-/// order, and those tails (still owed).
+/// order, those tails (still owed), and the archive blocks a `--full` run
+/// could not read (their transfers not judged).
 pub async fn judge(
     lake: &Lake,
     files: &[LakeFileInfo],
     owing: &Owing<'_>,
     reopened: Vec<Owed>,
     now: &Proved<'_>,
-) -> Result<(Vec<StreamFinding>, Vec<Owed>), Error> {
+) -> Result<(Vec<StreamFinding>, Vec<Owed>, Vec<String>), Error> {
     let mut tails: BTreeMap<StreamId, Tail> = BTreeMap::new();
     if let Some(p) = owing.set_aside {
         for (id, st) in &p.streams {
@@ -97,6 +98,7 @@ pub async fn judge(
         tails.insert(id.clone(), tail.clone());
     }
     let mut decided: Vec<(StreamId, Tail, Held)> = Vec::new();
+    let mut left_out = Vec::new();
     let mut look: Vec<(StreamId, Tail)> = Vec::new();
     let mut decide = |id: StreamId, tail: Tail, at: Option<&[String]>| {
         if tail.last_seq == 0 {
@@ -125,6 +127,7 @@ pub async fn judge(
         if owing.full {
             for e in p.archive.each_readable(&open, judge) {
                 crate::checkpoint::warn_archive_left_out(&e);
+                left_out.push(e);
             }
         } else {
             p.archive
@@ -162,6 +165,7 @@ pub async fn judge(
             .into_iter()
             .map(|(id, tail, _)| (id, tail))
             .collect(),
+        left_out,
     ))
 }
 

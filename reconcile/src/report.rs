@@ -56,6 +56,13 @@ pub struct Report {
     /// Present when the run resumed from a checkpoint.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub incremental: Option<Incremental>,
+    /// Parts of an earlier checkpoint's proof this run could not judge
+    /// against the lake, each with why (absent: none): a `--full` run past
+    /// a checkpoint, an archive segment or an archive block it cannot
+    /// read. Whether the lake still holds the rows proved there is not
+    /// known; the verdicts cover the lake as read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_judged: Vec<String>,
 }
 
 /// What a run that resumed from a checkpoint read and re-proved.
@@ -171,11 +178,24 @@ impl Report {
             }
             rows(&mut s, "pending: ", &c.pending);
         }
+        for why in &self.not_judged {
+            s += &format!(
+                "  NOT JUDGED  what an earlier checkpoint proved, in part: {}\n",
+                why.lines().next().unwrap_or_default()
+            );
+        }
         s += if self.holds {
             "verdict: every invariant holds"
         } else {
             "verdict: VIOLATED"
         };
+        if !self.not_judged.is_empty() {
+            s += &format!(
+                " (in the lake as read; {} part(s) of an earlier checkpoint's proof not judged: whether the lake \
+                 still holds those rows is not known)",
+                self.not_judged.len()
+            );
+        }
         if let Some(by) = self.decided_by_ms {
             s += &format!(
                 "; {} finding(s) pending: they rest on rows absent from the lake, and rows younger \

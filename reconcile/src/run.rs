@@ -1624,7 +1624,7 @@ async fn prove_resumed(
         transfers: &facts.transfers,
     };
     let reopened: Vec<_> = [ra.reopened, xreopened, rs.reopened].concat();
-    let (owed_findings, owed) =
+    let (owed_findings, owed, blocks_left_out) =
         crate::owing::judge(lake, &listed, &owing, reopened, &proved).await?;
     trace(started, format_args!("proved tails judged"));
     if opts.progress && !owed.is_empty() {
@@ -1777,6 +1777,12 @@ async fn prove_resumed(
             ..inc
         }),
         checks,
+        not_judged: owing
+            .set_aside
+            .iter()
+            .flat_map(|p| p.left_out.iter().cloned())
+            .chain(blocks_left_out)
+            .collect(),
     };
     // A transfer with a cross-stream finding, pending or not, stays open
     // (is not archived): the next run judges it again; so does one whose
@@ -1804,6 +1810,7 @@ async fn prove_resumed(
         owed,
         presence,
         stored,
+        left_out: Vec::new(),
     };
     Ok(Some((report, state)))
 }

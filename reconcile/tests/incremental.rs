@@ -130,6 +130,34 @@ fn cli_out(root: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// What the run with `args` reports it could not judge of an earlier
+/// checkpoint's proof: its exit code, the report's `not_judged`, the
+/// metric's value, and the summary's lines about it.
+fn not_judged(root: &Path, args: &[&str]) -> (i32, Vec<String>, String, Vec<String>) {
+    let out = tempfile::tempdir().unwrap();
+    let (json, metrics) = (out.path().join("r.json"), out.path().join("m.prom"));
+    let mut all = args.to_vec();
+    all.extend(["--json", json.to_str().unwrap()]);
+    all.extend(["--metrics", metrics.to_str().unwrap()]);
+    let (code, summary, _) = cli_out(root, &all);
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let listed = report["not_judged"].as_array().map_or(Vec::new(), |a| {
+        a.iter().map(|w| w.as_str().unwrap().to_owned()).collect()
+    });
+    let metric = std::fs::read_to_string(&metrics)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("reconcile_checkpoint_parts_not_judged "))
+        .unwrap()
+        .to_owned();
+    let lines = summary
+        .lines()
+        .filter(|l| l.contains("NOT JUDGED") || l.starts_with("verdict"))
+        .map(str::to_owned)
+        .collect();
+    (code, listed, metric, lines)
+}
+
 /// The verdicts: per check, holds and every finding in order; the dangling list.
 fn verdicts(r: &Report) -> String {
     let checks = serde_json::to_string_pretty(&r.checks).unwrap();
@@ -823,6 +851,8 @@ fn a_damaged_archive_block_is_warned_of_by_full_which_rebuilds_the_checkpoint() 
     std::fs::write(&segments[0], &bytes).unwrap();
     // A night that reads no archived transfer does not notice (documented).
     assert_eq!(cli(&root, &["--checkpoint", ck]).0, 0);
+    let spare = dir.path().join("spare");
+    std::fs::copy(&ckpt, &spare).unwrap();
     let (code, err) = cli(&root, &["--checkpoint", ck, "--full"]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -831,9 +861,32 @@ fn a_damaged_archive_block_is_warned_of_by_full_which_rebuilds_the_checkpoint() 
             && err.contains("rebuilt"),
         "{err}"
     );
+    // The report, the metrics and the summary say so too: the verdict
+    // covers the lake as read, not what the block's transfers were.
+    std::fs::copy(&spare, &ckpt).unwrap();
+    std::fs::write(&segments[0], &bytes).unwrap();
+    let (code, listed, metric, lines) = not_judged(&root, &["--checkpoint", ck, "--full"]);
+    assert_eq!(code, 0);
+    assert!(
+        listed.len() == 1 && listed[0].contains("block") && metric == "1",
+        "{listed:?} {metric}"
+    );
+    assert!(
+        lines.len() == 2
+            && lines[0].contains("NOT JUDGED")
+            && lines[1].contains("every invariant holds")
+            && lines[1].contains("1 part(s) of an earlier checkpoint's proof not judged"),
+        "{lines:?}"
+    );
     // The lake settles the same transfers again: the same segment, whole
     // (its name is its index's digest).
     assert_eq!(std::fs::read(&segments[0]).unwrap(), good);
+    let (code, listed, metric, lines) = not_judged(&root, &["--checkpoint", ck, "--full"]);
+    assert!(
+        code == 0 && listed.is_empty() && metric == "0" && lines.len() == 1,
+        "{listed:?} {metric} {lines:?}"
+    );
+    assert_eq!(lines[0], "verdict: every invariant holds");
     let (code, err) = cli(&root, &["--checkpoint", ck, "--full"]);
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("warning"), "{err}");
@@ -844,6 +897,14 @@ fn a_damaged_archive_block_is_warned_of_by_full_which_rebuilds_the_checkpoint() 
     let (code, err) = cli(&root, &["--checkpoint", ck]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--full"), "{err}");
+    std::fs::copy(&ckpt, &spare).unwrap();
+    let (code, listed, metric, _) = not_judged(&root, &["--checkpoint", ck, "--full"]);
+    assert!(
+        code == 0 && listed.len() == 1 && listed[0].contains("segment") && metric == "1",
+        "{listed:?} {metric}"
+    );
+    std::fs::copy(&spare, &ckpt).unwrap();
+    std::fs::remove_file(&segments[0]).unwrap();
     let (code, err) = cli(&root, &["--checkpoint", ck, "--full"]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -1439,7 +1500,15 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
         "{err}"
     );
 
-    // --full names the damaged file and writes a good one.
+    // --full names the damaged file and writes a good one; its report
+    // says what it could not judge.
+    let (code, listed, metric, lines) = not_judged(&root, &["--checkpoint", ck, "--full"]);
+    assert!(
+        code == 0 && listed.len() == 1 && listed[0].contains("not a checkpoint") && metric == "1",
+        "{listed:?} {metric}"
+    );
+    assert!(lines[0].contains("NOT JUDGED"), "{lines:?}");
+    std::fs::write(&ckpt, b"{\"version\":1,").unwrap();
     let (code, err) = bin(&["--checkpoint", ck, "--full"]);
     assert_eq!(code, 0, "{err}");
     assert!(

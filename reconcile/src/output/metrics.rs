@@ -202,6 +202,11 @@ pub fn render(report: &Report, wall_clock_ms: i64) -> String {
         t.single(name, help, value);
     }
     t.single(
+        "reconcile_checkpoint_parts_not_judged",
+        "Parts of an earlier checkpoint's proof the last run could not judge against the lake (a --full run past a checkpoint, archive segment or archive block it cannot read; the report's not_judged): whether the lake still holds those rows is not known.",
+        report.not_judged.len(),
+    );
+    t.single(
         "reconcile_duration_seconds",
         "Wall time of the last run's scan and checks.",
         format_seconds(report.elapsed_ms as i64),
@@ -249,6 +254,7 @@ mod tests {
             dangling: Vec::new(),
             incremental: None,
             checks: Vec::new(),
+            not_judged: Vec::new(),
         };
         let value = |text: &str, name: &str| -> String {
             let lines: Vec<&str> = text
@@ -285,6 +291,12 @@ mod tests {
         assert_eq!(
             value(&render(&report, 0), "reconcile_reproved_in_full"),
             "1"
+        );
+        assert_eq!(value(&full, "reconcile_checkpoint_parts_not_judged"), "0");
+        report.not_judged = vec!["segment a: missing".into(), "block 3: damaged".into()];
+        assert_eq!(
+            value(&render(&report, 0), "reconcile_checkpoint_parts_not_judged"),
+            "2"
         );
         // A check whose findings rest on young absent rows: pending, held.
         use crate::finding::{CheckResult, Finding, Settle};
