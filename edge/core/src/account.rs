@@ -250,7 +250,10 @@ pub struct View<'a> {
 /// answering with `outcome`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transition {
-    pub header: AccountHeader,
+    /// The header after the command; none when it does not change (a
+    /// recorded refusal, also at an account nobody opened: see
+    /// `unknown_account`).
+    pub header: Option<AccountHeader>,
     pub hold: Option<Hold>,
     pub entry: Option<Entry>,
     pub op: Option<OpRecord>,
@@ -329,6 +332,9 @@ pub fn decide(account_id: &str, view: View<'_>, cmd: &Command, now_ms: i64) -> D
         (Command::Open { .. }, Some(_)) => {
             panic!("account {account_id} is open but its open record is missing")
         }
+        (Command::Reserve { .. } | Command::Credit { .. } | Command::Release { .. }, None) => {
+            return unknown_account(cmd, op_id, fingerprint)
+        }
         (_, None) => return Decision::Refuse(Rejection::UnknownAccount),
         (_, Some(h)) => h,
     };
@@ -346,7 +352,7 @@ pub fn decide(account_id: &str, view: View<'_>, cmd: &Command, now_ms: i64) -> D
                 outcome: outcome.clone(),
             });
             Decision::Commit(Box::new(Transition {
-                header: next,
+                header: Some(next),
                 hold,
                 entry,
                 op,
@@ -362,7 +368,7 @@ pub fn decide(account_id: &str, view: View<'_>, cmd: &Command, now_ms: i64) -> D
                 outcome: outcome.clone(),
             });
             Decision::Commit(Box::new(Transition {
-                header: current.clone(),
+                header: None,
                 hold: None,
                 entry: None,
                 op,
@@ -372,6 +378,44 @@ pub fn decide(account_id: &str, view: View<'_>, cmd: &Command, now_ms: i64) -> D
         }
         Err(r) => Decision::Refuse(r),
     }
+}
+
+/// A saga step at an account nobody opened (yet): refused, and the refusal
+/// recorded as one that depends on the account's state is. A transfer's
+/// saga has several drivers (the request, its alarm, a client's retry, the
+/// sweeper), and the account may be opened between two deliveries of one
+/// step: the later one must get the same answer, or a transfer released
+/// because its destination was unknown would still credit it (money
+/// created), and one failed because its source was unknown would hold its
+/// money for ever. A release also leaves the transfer's hold released (a
+/// tombstone, as on an open account, with no event: the account has no
+/// stream yet), so a reserve still in flight is refused when it lands.
+fn unknown_account(cmd: &Command, op_id: Option<String>, fingerprint: Fingerprint) -> Decision {
+    let outcome = Outcome::Rejected(Rejection::UnknownAccount);
+    let Some(op_id) = op_id else {
+        return Decision::Refuse(Rejection::UnknownAccount);
+    };
+    let tombstone = match cmd {
+        Command::Release { transfer_id } => Some(Hold {
+            transfer_id: transfer_id.clone(),
+            amount: 0,
+            counterparty: None,
+            state: HoldState::Released,
+        }),
+        _ => None,
+    };
+    Decision::Commit(Box::new(Transition {
+        header: None,
+        hold: tombstone,
+        entry: None,
+        op: Some(OpRecord {
+            op_id,
+            fingerprint,
+            outcome: outcome.clone(),
+        }),
+        event: None,
+        outcome,
+    }))
 }
 
 /// I2 and the hold invariant, asserted after every change this module makes:
@@ -443,7 +487,7 @@ fn open(
         outcome: outcome.clone(),
     });
     Decision::Commit(Box::new(Transition {
-        header: h,
+        header: Some(h),
         hold: None,
         entry: None,
         op,

@@ -34,7 +34,9 @@ impl MemAccount {
         let decision = account::decide(account_id, view, cmd, now_ms);
         if let Decision::Commit(t) = &decision {
             let t = t.as_ref().clone();
-            self.header = Some(t.header);
+            if let Some(h) = t.header {
+                self.header = Some(h);
+            }
             if let Some(h) = t.hold {
                 self.holds.insert(h.transfer_id.clone(), h);
             }

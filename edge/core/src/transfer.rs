@@ -287,6 +287,10 @@ impl Transfer {
             }
             (Step::Capture, None) => Phase::Captured,
             (Step::Release, None) => Phase::Released,
+            // A source nobody opened holds nothing, and the account recorded
+            // this transfer's hold released: a reserve still in flight is
+            // refused when it lands (`account::unknown_account`).
+            (Step::Release, Some(Rejection::UnknownAccount)) => Phase::Released,
             (Step::Capture | Step::Release, Some(r)) => {
                 self.attempt = self.attempt.saturating_add(1);
                 let retry_at_ms = now_ms.saturating_add(step.policy().delay_ms_max as i64);

@@ -7,7 +7,9 @@
 //! decide and write all run inside the synchronous transaction callback, so no other request
 //! can interleave between reading the view and committing. No business rule lives here.
 //! An object with no tables yet (nothing ever written) decides on the empty view first and
-//! creates them only for a commit: a refused command to a name nobody opened stores nothing.
+//! creates them only for a commit: a refused command to a name nobody opened stores nothing,
+//! except a transfer's reserve, credit or release, whose refusal is recorded (the core's
+//! `unknown_account`: another delivery of the step may land once the account is opened).
 //!
 //! Internal protocol (only the gateway and TransferDOs call it):
 //! - `POST /cmd` body = `ledger_core::account::Command` JSON, header `x-ledger-name` = the
@@ -312,7 +314,9 @@ fn execute(
     let emitted = match decision {
         Decision::Replay(_) | Decision::Refuse(_) | Decision::Noop(_) => false,
         Decision::Commit(t) => {
-            save_header(sql, &t.header)?;
+            if let Some(h) = &t.header {
+                save_header(sql, h)?;
+            }
             if let Some(h) = &t.hold {
                 save_hold(sql, h)?;
             }

@@ -106,8 +106,16 @@ describe("transfers", () => {
     assert.deepEqual([nosrc.json.phase, nosrc.json.reason], ["failed", "unknown_account"]);
     const nodst = await acme.post("/v1/transfers", tr("bx", "ghost", 5), "b3");
     assert.deepEqual([nodst.json.phase, nodst.json.reason], ["released", "unknown_account"]);
-    // The saga's commands to the account nobody opened were refused without storing an object.
-    assert.equal((await led.admin("GET", "/v1/admin/accounts/acme.ghost/state")).json.stored, false);
+    // The saga's refusals at the account nobody opened are recorded (no account, no event), so a
+    // later delivery of the same step gets the same answer once the account is opened.
+    const ghost = (await led.admin("GET", "/v1/admin/accounts/acme.ghost/state")).json;
+    assert.deepEqual([ghost.stored, ghost.header, ghost.outbox.last_seq], [true, null, 0]);
+    await acme.open("ghost");
+    const opened = await acme.account("ghost");
+    assert.deepEqual([opened.balance, opened.held], [0, 0]);
+    const again = await acme.post("/v1/transfers", tr("bx", "ghost", 5), "b3");
+    assert.deepEqual([again.status, again.json.phase], [200, "released"], "the transfer is terminal");
+    assert.equal((await acme.account("ghost")).balance, 0);
     const cur = await acme.post("/v1/transfers", tr("bx", "beur", 5), "b4");
     assert.deepEqual([cur.json.phase, cur.json.reason], ["released", "currency_mismatch"]);
     const cur2 = await acme.post("/v1/transfers", tr("bx", "by", 5, "EUR"), "b5");
