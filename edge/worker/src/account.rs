@@ -422,6 +422,7 @@ impl DurableObject for AccountDO {
                 if failing {
                     return Response::error("injected unavailability", 503);
                 }
+                outbox::arm_safety_net(&storage).await?;
                 let now = now_ms();
                 let fail = self.fail_after_write.get() > 0;
                 if fail {
@@ -435,8 +436,8 @@ impl DurableObject for AccountDO {
                     Ok(r)
                 })?;
                 if emitted {
-                    // Committed: a safety-net alarm, then drain right after the answer.
-                    outbox::after_commit(&self.state, &self.env, &self.drains).await?;
+                    // Committed, the safety net armed before: drain right after the answer.
+                    outbox::drain_soon(&self.state, &self.env, &self.drains);
                 }
                 answer(&outcome, label)
             }

@@ -1,9 +1,9 @@
 //! Transactional outbox shared by every Durable Object class.
 //!
-//! A state change and its outbox row are written by the same `sqltx::transaction` call. Right
-//! after the commit (before answering) the object arms a safety-net alarm `SAFETY_NET_MS` ahead,
-//! answers, and then drains in the background ([`drain_soon`], `State::wait_until`); the alarm
-//! drains whatever that left (a crash, a failed send, a drain already running). Drains of one
+//! A state change and its outbox row are written by the same `sqltx::transaction` call. Before
+//! it the object arms a safety-net alarm `SAFETY_NET_MS` ahead ([`arm_safety_net`]); after it,
+//! the object answers and drains in the background ([`drain_soon`], `State::wait_until`); the
+//! alarm drains whatever that left (a crash, a failed send, a drain already running). Drains of one
 //! object never overlap ([`DrainGate`]); while sends fail, only the alarm retries (backoff).
 //! A drain sends unsent rows to the Queue in bounded batches (`queue.send_batch`, at most
 //! `batch` messages per send, at most `max_batches` sends per alarm invocation) and marks rows sent
@@ -409,12 +409,13 @@ impl DrainGate {
     }
 }
 
-/// After a commit that wrote outbox rows: arm the safety net (call before answering, so a crash
-/// after the commit still drains), then [`drain_soon`].
-pub async fn after_commit(state: &State, env: &Env, gate: &DrainGate) -> worker::Result<()> {
-    arm_alarm_by(&state.storage(), now_ms() + SAFETY_NET_MS).await?;
-    drain_soon(state, env, gate);
-    Ok(())
+/// Before a command that may write outbox rows: arm the safety net `SAFETY_NET_MS` ahead. Armed
+/// before the write, not after it: an object reset between its commit and the arming would leave
+/// the rows with no alarm behind them until the object's next change (the client's retry is a
+/// replay, which writes nothing), and the reconciler cannot see an event missing at a stream's
+/// end. An alarm with nothing to send costs one empty drain.
+pub async fn arm_safety_net(storage: &Storage) -> worker::Result<()> {
+    arm_alarm_by(storage, now_ms() + SAFETY_NET_MS).await
 }
 
 /// Drain in the background (after the response) unless sends are failing (then the alarm's

@@ -55,6 +55,28 @@ describe("outbox", () => {
     assert.ok(s.alarm, "the safety-net alarm stays armed");
   });
 
+  test("every command arms the safety net before it writes, a replay too", async () => {
+    // A commit whose object is reset before it arms the alarm would leave its row unsent until
+    // the account's next change; the client's retry is a replay, which writes nothing, so the
+    // alarm is armed before the write, by every command.
+    const cap = new QueueCapture();
+    const led = await startLedger({ persistDir: tempPersistDir(), capture: cap });
+    const acme = led.as("acme");
+    await acme.open("net");
+    await acme.deposit("net", 5, "k1");
+    await cap.waitForEvents(() => cap.eventsFor("account", "acme.net").length === 2);
+    // The safety net fires once, finds nothing to send, and is not armed again.
+    const idle = await waitFor(async () => {
+      const s = await state(led, "acme.net");
+      return s.alarm === null && s.alarm_runs >= 1 && s;
+    }, { timeout: 10_000 });
+    assert.equal(idle.outbox.pending, 0);
+    const replay = await acme.post("/v1/accounts/net/deposits", { amount: 5, currency: "USD" }, "k1");
+    assert.equal(replay.status, 200, replay.text);
+    assert.equal(replay.headers.get("idempotent-replayed"), "true");
+    assert.ok((await state(led, "acme.net")).alarm, "the replay armed the safety net");
+  });
+
   test("a failed send leaves rows unsent; the alarm retries with backoff", async () => {
     const cap = new QueueCapture();
     const led = await startLedger({ persistDir: tempPersistDir(), capture: cap });
