@@ -74,16 +74,50 @@ impl Limits {
 /// A JSON object body whose fields are taken one by one; leftovers are errors.
 struct Body(Map<String, Value>);
 
+/// A JSON object's fields, each named once (a name twice is an error).
+struct Unique(Map<String, Value>);
+
+impl<'de> serde::Deserialize<'de> for Unique {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Unique, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = Unique;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Unique, A::Error> {
+                let mut m = Map::new();
+                while let Some(k) = a.next_key::<String>()? {
+                    if m.contains_key(&k) {
+                        return Err(serde::de::Error::custom(format_args!(
+                            "duplicate field `{k}`"
+                        )));
+                    }
+                    let v = a.next_value()?;
+                    m.insert(k, v);
+                }
+                Ok(Unique(m))
+            }
+        }
+        d.deserialize_map(Fields)
+    }
+}
+
 impl Body {
     fn parse(text: &str, limits: &Limits) -> Result<Body, ApiError> {
         limits.check_body_len(text.len())?;
-        let v: Value = serde_json::from_str(text).map_err(|e| ApiError::MalformedJson {
+        let malformed = |e: serde_json::Error| ApiError::MalformedJson {
             detail: e.to_string(),
-        })?;
-        match v {
-            Value::Object(m) => Ok(Body(m)),
-            _ => Err(ApiError::NotAnObject),
+        };
+        let v: Value = serde_json::from_str(text).map_err(malformed)?;
+        if !v.is_object() {
+            return Err(ApiError::NotAnObject);
         }
+        // A field named twice is refused, not taken at its last value
+        // (`{"amount":1,"amount":100000}`: which one the client meant is not
+        // known; RFC 8259 leaves it to the reader, I-JSON forbids it).
+        let Unique(m) = serde_json::from_str(text).map_err(malformed)?;
+        Ok(Body(m))
     }
 
     fn take(&mut self, field: &'static str) -> Option<Value> {
@@ -391,6 +425,19 @@ mod tests {
             Err(ApiError::MalformedJson { .. })
         ));
         assert_eq!(faults("[]", &l()), Err(ApiError::NotAnObject));
+    }
+
+    #[test]
+    fn a_field_named_twice_is_refused_not_taken_at_its_last_value() {
+        let twice = r#"{"amount": 1, "currency": "USD", "amount": 100000}"#;
+        let deposit = |text: &str| movement(Movement::Deposit, "acme.a", Some("k1"), text, &l());
+        match deposit(twice) {
+            Err(ApiError::MalformedJson { detail }) => {
+                assert!(detail.contains("duplicate field `amount`"), "{detail}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(deposit(r#"{"amount": 1, "currency": "USD"}"#).is_ok());
     }
 
     fn l() -> Limits {

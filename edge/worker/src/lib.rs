@@ -124,18 +124,29 @@ fn limits(env: &Env) -> Limits {
     )
 }
 
-/// The body text, refused with 413 by its declared length before reading, and by its real one.
+/// The body text, refused with 413 by its declared length before reading, and by its real one
+/// as soon as it passes the limit (a body sent without a length is not read whole first).
 async fn body_text(req: &mut Request, limits: &Limits) -> Api<String> {
+    use futures_util::StreamExt;
     if let Ok(Some(len)) = req.headers().get("content-length") {
         if let Ok(n) = len.trim().parse::<usize>() {
             limits.check_body_len(n)?;
         }
     }
-    let text = req.text().await.map_err(|e| ApiError::MalformedJson {
-        detail: e.to_string(),
-    })?;
-    limits.check_body_len(text.len())?;
-    Ok(text)
+    let unreadable = |e: worker::Error| ApiError::MalformedJson {
+        detail: format!("the body could not be read: {e}"),
+    };
+    let mut bytes = Vec::new();
+    if req.inner().body().is_some() {
+        let mut chunks = req.stream().map_err(unreadable)?;
+        while let Some(chunk) = chunks.next().await {
+            bytes.extend(chunk.map_err(unreadable)?);
+            limits.check_body_len(bytes.len())?;
+        }
+    }
+    String::from_utf8(bytes).map_err(|e| ApiError::MalformedJson {
+        detail: format!("the body is not UTF-8: {e}"),
+    })
 }
 
 fn header(req: &Request, name: &str) -> Option<String> {

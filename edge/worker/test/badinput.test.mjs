@@ -58,6 +58,7 @@ describe("bad input on every money route", () => {
     ["lower-case currency", { ...ok, currency: "usd" }, 422, "unknown_currency"],
     ["unknown currency", { ...ok, currency: "XXY" }, 422, "unknown_currency"],
     ["body too large", { ...ok, pad: big }, 413, "body_too_large"],
+    ["a field named twice", JSON.stringify(ok).replace("{", '{"amount":900000,'), 400, "malformed_json"],
   ];
 
   for (const [route, { path, ok }] of Object.entries(routes)) {
@@ -96,6 +97,29 @@ describe("bad input on every money route", () => {
       assert.notEqual(r.headers.get("idempotent-replayed"), "true");
     });
   }
+
+  test("a body sent without its length (chunked) is refused past the limit; nothing runs", async () => {
+    const before = await snapshot();
+    const chunk = new TextEncoder().encode(" ".repeat(8_192));
+    let sent = 0;
+    const body = new ReadableStream({
+      pull(c) {
+        if (sent >= 8) return c.close();
+        sent += 1;
+        c.enqueue(chunk);
+      },
+    });
+    const res = await fetch(new URL("/v1/accounts/src/deposits", acme.base.url), {
+      method: "POST",
+      body,
+      duplex: "half",
+      headers: acme.headers({ "idempotency-key": "chunked", "content-type": "application/json" }),
+    });
+    const text = await res.text();
+    assert.equal(res.status, 413, text);
+    assert.equal(JSON.parse(text).type, TYPE + "body_too_large");
+    assert.deepEqual(await snapshot(), before);
+  });
 
   test("the same key with another amount is 409 on deposits, withdrawals and transfers; nothing runs", async () => {
     for (const [route, { path, ok }] of Object.entries(routes)) {
