@@ -160,14 +160,21 @@ fn wall_clock_ms() -> i64 {
         .unwrap_or(0)
 }
 
-fn write_json(path: &PathBuf, value: &impl serde::Serialize) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
-    std::fs::write(path, text + "\n").map_err(|e| {
-        format!(
-            "cannot write {}: {e}\nHelp: check that the directory exists and is writable",
-            path.display()
-        )
-    })
+/// Writes `value` as JSON to `path`, atomically (a reader, or a full disk,
+/// never leaves half a report in place of the last good one).
+fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())? + "\n";
+    ledger_reconcile::output::write_atomic(path, text.as_bytes())
+}
+
+/// Where `path` (in a directory that exists) really is: its directory's
+/// canonical path and its name, so `./x`, `x` and `link/x` compare equal.
+fn placed(path: &std::path::Path) -> Option<PathBuf> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    Some(dir.canonicalize().ok()?.join(path.file_name()?))
 }
 
 /// Every file the run will write can be placed: its directory exists and
@@ -202,6 +209,34 @@ fn output_files_placeable(cli: &Cli) -> Result<(), String> {
                 dir.display()
             ));
         }
+    }
+    // No two outputs on one file (one would silently replace the other,
+    // the metrics a checkpoint), and none inside a local lake (a file
+    // there is lake data to a reader, or replaces some).
+    let lake_root = match Location::parse(&cli.lake) {
+        Ok(Location::Local(dir)) => std::path::Path::new(&dir).canonicalize().ok(),
+        _ => None,
+    };
+    let mut seen: Vec<(&str, PathBuf)> = Vec::new();
+    for (flag, path) in files {
+        let Some(at) = path.as_deref().and_then(placed) else {
+            continue;
+        };
+        if let Some((other, _)) = seen.iter().find(|(_, p)| *p == at) {
+            return Err(format!(
+                "{flag} and {other} name the same file {}: each output needs its own",
+                at.display()
+            ));
+        }
+        if let Some(root) = lake_root.as_ref().filter(|r| at.starts_with(r)) {
+            return Err(format!(
+                "{flag} {}: is inside the lake {}; a file there is read as lake data, or replaces some\n\
+                 Help: write it outside the lake directory",
+                at.display(),
+                root.display()
+            ));
+        }
+        seen.push((flag, at));
     }
     Ok(())
 }
@@ -349,7 +384,7 @@ fn main() -> ExitCode {
             quiet: cli.quiet,
         };
     if let Err(e) = outputs
-        .validate()
+        .validate(&cli.lake)
         .and_then(|()| output_files_placeable(&cli))
     {
         eprintln!("error: {e}");
@@ -411,9 +446,20 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_ERROR as u8);
         }
     };
-    print!("{}", report.summary());
     // Each output runs even when one before it failed; any failure is exit 2.
     let mut errors = Vec::new();
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = out
+            .write_all(report.summary().as_bytes())
+            .and_then(|()| out.flush())
+        {
+            // A reader that went away (`| head`) must not stop the report,
+            // the checkpoint or the alert.
+            errors.push(format!("cannot write the summary to stdout: {e}"));
+        }
+    }
     if let Some(path) = &cli.json {
         if let Err(e) = write_json(path, &report) {
             errors.push(e);
@@ -450,7 +496,8 @@ fn main() -> ExitCode {
             Err(e) => errors.push(e.to_string()),
         }
     }
-    errors.extend(outputs.write(&report, &rt, wall_clock_ms()));
+    let failed = errors.len();
+    errors.extend(outputs.write(&report, &rt, wall_clock_ms(), failed));
     // Millions of small allocations: the process exit frees them at once.
     std::mem::forget(state);
     if !errors.is_empty() {

@@ -110,8 +110,13 @@ impl Report {
 
     /// The summary printed on stdout.
     pub fn summary(&self) -> String {
+        // A resumed run reads only the files new since its checkpoint.
+        let read = self
+            .incremental
+            .map(|i| format!(" ({} read this run)", i.files_read))
+            .unwrap_or_default();
         let mut s = format!(
-            "reconcile {}: {} files, {} rows read ({} plain duplicates dropped), {} distinct events, \
+            "reconcile {}: {} files{read}, {} rows read ({} plain duplicates dropped), {} distinct events, \
              {} accounts, {} transfers, {:.1} s\n",
             self.lake,
             self.files,

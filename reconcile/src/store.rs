@@ -113,11 +113,29 @@ pub async fn probe_s3(store: &dyn ObjectStore, location: &Location) -> Result<()
 /// own words. The error's innermost cause is named, since the store's own
 /// message ("error sending request") does not say what failed.
 pub fn describe_s3_error(bucket: &str, e: &object_store::Error) -> String {
+    let raw = std::env::var("AWS_ENDPOINT_URL").or_else(|_| std::env::var("AWS_ENDPOINT"));
+    let message = describe_s3_error_at(
+        bucket,
+        e,
+        raw.as_deref().map_or_else(
+            |_| "the AWS S3 default endpoint".to_owned(),
+            crate::output::http::redact,
+        ),
+    );
+    // Whatever quotes the endpoint (a transport error names its URL) shows
+    // no password it carries.
+    match raw.ok().and_then(|r| reqwest::Url::parse(&r).ok()) {
+        Some(u) => match u.password().filter(|p| !p.is_empty()) {
+            Some(secret) => message.replace(secret, "…"),
+            None => message,
+        },
+        None => message,
+    }
+}
+
+fn describe_s3_error_at(bucket: &str, e: &object_store::Error, endpoint: String) -> String {
     let (text, cause) = ledger_s3::causes(e);
     let said = ledger_s3::with_cause(e);
-    let endpoint = std::env::var("AWS_ENDPOINT_URL")
-        .or_else(|_| std::env::var("AWS_ENDPOINT"))
-        .unwrap_or_else(|_| "the AWS S3 default endpoint".to_owned());
     let has = |needles: &[&str]| needles.iter().any(|n| text.contains(n));
     if has(&["NoSuchBucket", "The specified bucket does not exist"]) {
         format!(

@@ -296,6 +296,78 @@ fn an_output_path_that_cannot_be_placed_is_exit_2_before_the_run() {
         String::from_utf8_lossy(&r.stderr)
     );
     assert!(tmp.path().join("report.json").is_file());
+    // Two outputs on one file (here as `x` and `./x`), or one inside the
+    // lake: exit 2 before the run, nothing written.
+    let r = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+        .current_dir(tmp.path())
+        .args([
+            s(&clean),
+            "--quiet",
+            "--checkpoint",
+            "ck",
+            "--metrics",
+            "./ck",
+        ])
+        .args(["--now-ms", &NOW_MS.to_string()])
+        .env_remove("LEDGER_LAKE")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--metrics and --checkpoint name the same file"),
+        "{err}"
+    );
+    assert!(r.stdout.is_empty() && !tmp.path().join("ck").exists());
+    let lake_file = common::files_under(&clean, "events").remove(0);
+    let before = std::fs::read(clean.join(&lake_file)).unwrap();
+    let r = run_bin(
+        &[s(&clean), "--violations", s(&clean.join(&lake_file))],
+        &[],
+    );
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("--violations") && r.stderr.contains("is inside the lake"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(std::fs::read(clean.join(&lake_file)).unwrap(), before);
+}
+
+/// stdout closed by its reader (`reconcile … | head -0`): the summary
+/// cannot be written, which is exit 2, and every other output still is.
+#[test]
+fn a_closed_stdout_is_exit_2_and_the_other_outputs_are_still_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    clean_lake(&clean);
+    let (json, ck) = (tmp.path().join("r.json"), tmp.path().join("ck"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+        .args([
+            s(&clean),
+            "--quiet",
+            "--json",
+            s(&json),
+            "--checkpoint",
+            s(&ck),
+        ])
+        .args(["--now-ms", &NOW_MS.to_string()])
+        .env_remove("LEDGER_LAKE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("cannot write the summary to stdout") && !err.contains("panicked"),
+        "{err}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["holds"], true);
+    assert!(ck.is_file());
 }
 
 #[test]
@@ -470,6 +542,7 @@ impl Server {
         let requests: Arc<Mutex<Vec<Req>>> = Arc::default();
         let respond: Arc<Mutex<Arc<Respond>>> = Arc::new(Mutex::new(Arc::new(respond)));
         let (reqs, resp) = (requests.clone(), respond.clone());
+        let base_url = base.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(mut conn) = conn else { continue };
@@ -506,9 +579,15 @@ impl Server {
                 let f = resp.lock().unwrap().clone();
                 let (status, text) = f(&req);
                 reqs.lock().unwrap().push(req);
+                // A redirect names the server's /moved.
+                let location = if (300..400).contains(&status) {
+                    format!("location: {base_url}/moved\r\n")
+                } else {
+                    String::new()
+                };
                 let _ = write!(
                     conn,
-                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n{location}content-length: {}\r\nconnection: close\r\n\r\n{text}",
                     text.len()
                 );
             }
@@ -666,6 +745,51 @@ fn the_alert_webhook_posts_only_new_violations_and_advances_after_delivery() {
         r.stderr
     );
     assert_eq!(std::fs::read(&state).unwrap(), state_before);
+
+    // The webhook redirects (say http to https at a load balancer): not
+    // followed, since following would resend the POST as a GET without its
+    // body, which the target may answer 2xx. Exit 2, the state not
+    // advanced, and the metrics, written last, count the failed output.
+    server.set(|r| {
+        if r.path.starts_with("/hooks") {
+            (302, String::new())
+        } else {
+            (200, "{}".to_owned())
+        }
+    });
+    let metrics = tmp.path().join("m.prom");
+    let r = run_bin(
+        &[
+            s(&dir),
+            "--alert-webhook",
+            &hook,
+            "--alert-state",
+            s(&state),
+            "--metrics",
+            s(&metrics),
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    let reqs = server.take();
+    assert!(
+        reqs.len() == 1 && reqs[0].method == "POST",
+        "the redirect is not followed: {reqs:?}"
+    );
+    assert!(
+        r.stderr.contains("HTTP 302")
+            && r.stderr.contains("a redirect to")
+            && r.stderr.contains("/moved")
+            && r.stderr.contains("not delivered"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(std::fs::read(&state).unwrap(), state_before);
+    let text = std::fs::read_to_string(&metrics).unwrap();
+    assert!(
+        text.lines().any(|l| l == "reconcile_outputs_failed 1"),
+        "{text}"
+    );
 
     // The receiver is back: the undelivered violations are sent again.
     server.set(|_| (200, "{}".to_owned()));

@@ -35,10 +35,11 @@ pub struct AlertConfig {
 }
 
 impl AlertConfig {
-    pub fn validate(&self) -> Result<(), String> {
+    /// For the run on `lake`: a damaged state file, or one of another
+    /// lake, is found before the run, not after it.
+    pub fn validate(&self, lake: &str) -> Result<(), String> {
         http::check_url("--alert-webhook", &self.webhook)?;
-        // A damaged state file is found before the run, not after it.
-        load_state(&self.state)?;
+        read_state(&self.state, lake)?;
         Ok(())
     }
 }
@@ -247,7 +248,7 @@ impl Outcome {
 /// Reads the state, POSTs when there is something new, advances the state
 /// only after a 2xx. A failed delivery is an error (exit 2).
 pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> {
-    cfg.validate()?;
+    http::check_url("--alert-webhook", &cfg.webhook)?;
     let previous = read_state(&cfg.state, &report.lake)?;
     let p = plan(report, &previous);
     if p.new.is_empty() {

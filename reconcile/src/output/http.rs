@@ -113,6 +113,10 @@ pub async fn post_json(
         .timeout(policy.timeout)
         .connect_timeout(policy.timeout)
         .user_agent(concat!("ledger-reconcile/", env!("CARGO_PKG_VERSION")))
+        // A redirect is an answer, not followed: a 301/302/303 turns the
+        // POST into a GET without its body, which the target may well
+        // answer 2xx, and the alert or the sweep would count as delivered.
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| Failure::Transport {
             error: format!("cannot build the HTTP client: {e}"),
@@ -133,6 +137,21 @@ pub async fn post_json(
         let failure = match req.send().await {
             Ok(resp) => {
                 let status = resp.status().as_u16();
+                if resp.status().is_redirection() {
+                    let to = resp
+                        .headers()
+                        .get(reqwest::header::LOCATION)
+                        .and_then(|v| v.to_str().ok())
+                        .map_or_else(|| "nowhere named".to_owned(), redact);
+                    return Err(Failure::Status {
+                        status,
+                        body: format!(
+                            "a redirect to {to}, not followed (it would resend the POST as a GET \
+                             without its body); give the URL it redirects to"
+                        ),
+                        attempts: attempt,
+                    });
+                }
                 let text = resp.text().await.unwrap_or_default();
                 if (200..300).contains(&status) {
                     return Ok(Answer { status, body: text });

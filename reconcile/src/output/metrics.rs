@@ -96,7 +96,7 @@ pub const INCREMENTAL: [(&str, &str); 8] = [
 /// `reconcile_last_run_timestamp_seconds` a staleness alert watches); the
 /// report's `now_ms` (the instant deadlines were judged at) may be pinned
 /// by `--now-ms` and is exported separately.
-pub fn render(report: &Report, wall_clock_ms: i64) -> String {
+pub fn render(report: &Report, wall_clock_ms: i64, outputs_failed: usize) -> String {
     let mut t = Text(String::new());
     t.family(
         "reconcile_run_info",
@@ -207,6 +207,11 @@ pub fn render(report: &Report, wall_clock_ms: i64) -> String {
         report.not_judged.len(),
     );
     t.single(
+        "reconcile_outputs_failed",
+        "Outputs the last run failed to write or deliver before these metrics (report, checkpoint, violation rows, alert, sweep): any makes its exit 2, whatever the verdict; alert on it.",
+        outputs_failed,
+    );
+    t.single(
         "reconcile_duration_seconds",
         "Wall time of the last run's scan and checks.",
         format_seconds(report.elapsed_ms as i64),
@@ -264,7 +269,7 @@ mod tests {
             assert_eq!(lines.len(), 1, "{name}: {text}");
             lines[0].split(' ').nth(1).unwrap().to_owned()
         };
-        let full = render(&report, 0);
+        let full = render(&report, 0, 0);
         for (name, _) in INCREMENTAL {
             assert_eq!(value(&full, name), "0", "{name}");
         }
@@ -278,7 +283,7 @@ mod tests {
             transfers_pulled: 59_919,
             reproved_in_full: false,
         });
-        let resumed = render(&report, 0);
+        let resumed = render(&report, 0, 0);
         assert_eq!(value(&resumed, "reconcile_resumed"), "1");
         assert_eq!(value(&resumed, "reconcile_reproved_in_full"), "0");
         assert_eq!(value(&resumed, "reconcile_files_skipped"), "58");
@@ -289,13 +294,16 @@ mod tests {
         assert_eq!(value(&resumed, "reconcile_transfers_pulled"), "59919");
         report.incremental.as_mut().unwrap().reproved_in_full = true;
         assert_eq!(
-            value(&render(&report, 0), "reconcile_reproved_in_full"),
+            value(&render(&report, 0, 0), "reconcile_reproved_in_full"),
             "1"
         );
         assert_eq!(value(&full, "reconcile_checkpoint_parts_not_judged"), "0");
         report.not_judged = vec!["segment a: missing".into(), "block 3: damaged".into()];
         assert_eq!(
-            value(&render(&report, 0), "reconcile_checkpoint_parts_not_judged"),
+            value(
+                &render(&report, 0, 0),
+                "reconcile_checkpoint_parts_not_judged"
+            ),
             "2"
         );
         // A check whose findings rest on young absent rows: pending, held.
@@ -307,7 +315,7 @@ mod tests {
             settle_ms: 4_000,
         });
         report.checks = vec![c];
-        let text = render(&report, 0);
+        let text = render(&report, 0, 0);
         let line = |name: &str| format!("{name}{{check=\"completeness\",invariant=\"lake\"}}");
         assert!(
             text.contains(&format!("{} 1\n", line("reconcile_check_pending"))),

@@ -64,29 +64,39 @@ pub struct Outputs {
 }
 
 impl Outputs {
-    /// Checks what can be checked before the (long) run: the violation file's
-    /// extension, the sweep's admin key. A usage error must not wait an hour.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks what can be checked before the (long) run on `lake`: the
+    /// violation file's extension, the sweep's admin key, the alert's state
+    /// file. A usage error must not wait an hour.
+    pub fn validate(&self, lake: &str) -> Result<(), String> {
         if let Some(p) = &self.violations {
             rows::Format::from_path(p)?;
         }
         if let Some(s) = &self.sweep {
             s.validate()?;
+            if let Some(w) = s.warning() {
+                eprintln!("reconcile: warning: {w}");
+            }
         }
         if let Some(a) = &self.alert {
-            a.validate()?;
+            a.validate(lake)?;
         }
         Ok(())
     }
 
-    /// Writes every requested output. Each runs even when another failed;
-    /// the errors are returned (one per failed output) for the caller to
-    /// print and turn into exit 2. `wall_clock_ms` stamps the metrics.
+    /// Writes every requested output, in this order: the violation rows,
+    /// the alert (before the sweep, which may take long against a slow
+    /// edge: the page goes out first), the sweep, and the metrics last,
+    /// counting the outputs that failed before them (`failed`: the caller's
+    /// own, such as the JSON report, plus these). Each runs even when
+    /// another failed; the errors are returned (one per failed output) for
+    /// the caller to print and turn into exit 2. `wall_clock_ms` stamps
+    /// the metrics.
     pub fn write(
         &self,
         report: &Report,
         rt: &tokio::runtime::Runtime,
         wall_clock_ms: i64,
+        failed: usize,
     ) -> Vec<String> {
         let mut errors = Vec::new();
         if let Some(path) = &self.violations {
@@ -94,10 +104,14 @@ impl Outputs {
                 errors.push(e);
             }
         }
-        if let Some(path) = &self.metrics {
-            let text = metrics::render(report, wall_clock_ms);
-            if let Err(e) = write_atomic(path, text.as_bytes()) {
-                errors.push(e);
+        if let Some(cfg) = &self.alert {
+            match rt.block_on(alert::run(cfg, report)) {
+                Ok(outcome) => {
+                    if !self.quiet {
+                        eprintln!("{}", outcome.line());
+                    }
+                }
+                Err(e) => errors.push(e),
             }
         }
         if let Some(cfg) = &self.sweep {
@@ -110,14 +124,10 @@ impl Outputs {
                 Err(e) => errors.push(e),
             }
         }
-        if let Some(cfg) = &self.alert {
-            match rt.block_on(alert::run(cfg, report)) {
-                Ok(outcome) => {
-                    if !self.quiet {
-                        eprintln!("{}", outcome.line());
-                    }
-                }
-                Err(e) => errors.push(e),
+        if let Some(path) = &self.metrics {
+            let text = metrics::render(report, wall_clock_ms, failed + errors.len());
+            if let Err(e) = write_atomic(path, text.as_bytes()) {
+                errors.push(e);
             }
         }
         errors

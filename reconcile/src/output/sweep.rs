@@ -36,14 +36,38 @@ impl SweepConfig {
 
     pub fn validate(&self) -> Result<(), String> {
         http::check_url("--sweep-url", &self.base_url)?;
-        if self.admin_key.is_none() {
+        let Some(key) = &self.admin_key else {
             return Err(format!(
                 "--sweep-url needs the edge's admin key in the environment variable {ADMIN_KEY_ENV}\n\
                  Help: export {ADMIN_KEY_ENV}=... (the edge's ADMIN_KEY secret); it is never taken \
                  as a flag, so it does not show in process lists"
             ));
+        };
+        // Sent as `authorization: Bearer KEY`: a key no header can carry (a
+        // line feed from a file read with its newline) fails here, not as
+        // "no answer" after the night's proof.
+        if reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).is_err() {
+            return Err(format!(
+                "{ADMIN_KEY_ENV}: not usable in an HTTP header (a line feed or another control \
+                 character in it?)\nHelp: export it without the trailing newline, e.g. \
+                 {ADMIN_KEY_ENV}=\"$(tr -d '\\n' < key-file)\""
+            ));
         }
         Ok(())
+    }
+
+    /// A warning for a URL that sends the admin key in clear text (plain
+    /// http to another host than this one).
+    pub fn warning(&self) -> Option<String> {
+        let url = reqwest::Url::parse(&self.base_url).ok()?;
+        let local = matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
+        (url.scheme() == "http" && !local).then(|| {
+            format!(
+                "--sweep-url {} is plain http: the admin key crosses the network in clear text \
+                 (use https)",
+                http::redact(&self.base_url)
+            )
+        })
     }
 
     /// The route's full URL.
@@ -201,5 +225,24 @@ mod tests {
         assert_eq!(c.url(), "http://h:1/v1/admin/transfers/redrive");
         c.admin_key = None;
         assert!(c.validate().unwrap_err().contains(ADMIN_KEY_ENV));
+    }
+
+    #[test]
+    fn a_key_no_header_can_carry_is_refused_and_plain_http_elsewhere_is_warned_of() {
+        let mut c = SweepConfig {
+            base_url: "https://edge.example".into(),
+            admin_key: Some("k\n".into()),
+            retry: RetryPolicy::default(),
+        };
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .contains("not usable in an HTTP header"));
+        c.admin_key = Some("k".into());
+        assert!(c.validate().is_ok() && c.warning().is_none());
+        c.base_url = "http://127.0.0.1:8787".into();
+        assert!(c.warning().is_none(), "this machine");
+        c.base_url = "http://edge.example".into();
+        assert!(c.warning().unwrap().contains("clear text"));
     }
 }

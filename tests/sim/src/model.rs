@@ -4,6 +4,16 @@
 //! feeds every command the real account receives to the model too, and any
 //! difference in the answer or the resulting balances is a failure (the
 //! model test of sled, applied to the ledger).
+//!
+//! An account may exist before it is opened (a saga step can reach it first).
+//! There the rules are: a command's op record is looked up first (a replay
+//! or an idempotency conflict, opened or not); then Open opens it; a
+//! transfer's reserve, credit or release is refused `unknown_account` and
+//! that refusal is recorded under its op name, so a later delivery gets it
+//! again, also once the account is opened; a release also leaves the
+//! transfer's hold released with amount 0 (a tombstone, so a reserve landing
+//! after the open is refused `hold_released`); every other command is
+//! refused `unknown_account` and leaves no record.
 
 use std::collections::BTreeMap;
 
@@ -22,7 +32,9 @@ pub type Answer = Result<(), &'static str>;
 
 #[derive(Debug, Clone)]
 pub struct Model {
-    pub currency: &'static str,
+    /// Whether an Open was accepted; before, the account has no currency.
+    pub opened: bool,
+    pub currency: String,
     pub limit: i64,
     pub frozen: bool,
     pub balance: i128,
@@ -36,10 +48,12 @@ pub struct Model {
 }
 
 impl Model {
-    pub fn new(currency: &'static str, limit: i64) -> Model {
+    /// An account nobody opened (yet): opening it is an Open applied to it.
+    pub fn unopened() -> Model {
         Model {
-            currency,
-            limit,
+            opened: false,
+            currency: String::new(),
+            limit: 0,
             frozen: false,
             balance: 0,
             held: 0,
@@ -55,9 +69,17 @@ impl Model {
         matches!(self.ops.get(name), Some((_, Ok(()))))
     }
 
+    /// Whether the op named `name` has a record (accepted or refused).
+    pub fn recorded(&self, name: &str) -> bool {
+        self.ops.contains_key(name)
+    }
+
     pub fn apply(&mut self, cmd: &Command) -> Answer {
         let (name, amount, currency) = match cmd {
-            Command::Open { .. } => unreachable!("the simulation opens accounts up front"),
+            Command::Open { .. } => ("open".to_owned(), 0, None),
+            Command::Freeze | Command::Unfreeze if !self.opened => {
+                return Err("unknown_account");
+            }
             Command::Freeze => {
                 self.frozen = true;
                 return Ok(());
@@ -107,16 +129,49 @@ impl Model {
                 Err("idempotency_conflict")
             };
         }
+        if !self.opened {
+            return self.unopened_apply(cmd, name, request);
+        }
+        if matches!(cmd, Command::Open { .. }) {
+            unreachable!("an opened account has its open record");
+        }
         // Refusals on the request's face leave no record.
         if currency.is_some() {
             if amount <= 0 || amount > AMOUNT_MINOR_MAX {
                 return Err("amount_out_of_range");
             }
-            if currency != Some(self.currency) {
+            if currency != Some(self.currency.as_str()) {
                 return Err("currency_mismatch");
             }
         }
         let answer = self.effect(cmd, i128::from(amount));
+        self.ops.insert(name, (request, answer));
+        answer
+    }
+
+    /// A command without a record at an account nobody opened yet.
+    fn unopened_apply(&mut self, cmd: &Command, name: String, request: String) -> Answer {
+        let answer = match cmd {
+            Command::Open {
+                currency,
+                overdraft_limit,
+            } => {
+                if !(0..=AMOUNT_MINOR_MAX).contains(overdraft_limit) {
+                    return Err("overdraft_limit_out_of_range");
+                }
+                self.opened = true;
+                self.currency = currency.as_str().to_owned();
+                self.limit = *overdraft_limit;
+                Ok(())
+            }
+            Command::Release { transfer_id } => {
+                self.holds
+                    .insert(transfer_id.clone(), (0, HoldSt::Released));
+                Err("unknown_account")
+            }
+            Command::Reserve { .. } | Command::Credit { .. } => Err("unknown_account"),
+            _ => return Err("unknown_account"),
+        };
         self.ops.insert(name, (request, answer));
         answer
     }

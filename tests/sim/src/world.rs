@@ -2,13 +2,18 @@
 //! Object's SQLite), transfer coordinators (committed state plus the volatile
 //! request in flight, lost on a crash), and a network that loses, duplicates
 //! and reorders messages. Every action is chosen by the seeded RNG.
+//!
+//! Some accounts are opened late: they exist (an empty Durable Object) from
+//! the start and the workload uses them like any other, but nobody opens them
+//! until a random client action does, so saga steps reach them before, and
+//! duplicated or re-driven deliveries of the same steps after, the open.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use ledger_core::account::{Command, Decision, Outcome, Status};
 use ledger_core::memory::MemAccount;
 use ledger_core::transfer::{self, Admission, Advance, Reply, Step, Transfer, TransferSpec};
-use ledger_core::{Currency, Event};
+use ledger_core::{Currency, Event, Rejection};
 
 use crate::model::Model;
 use crate::rng::Rng;
@@ -48,6 +53,8 @@ pub struct Client {
     /// Keys used so far and what was sent under them, for retries.
     deposits: Vec<(String, String, Command)>,
     transfers: Vec<TransferSpec>,
+    /// The accounts opened late and the Open that opens (or opened) each.
+    late: Vec<(String, Command)>,
 }
 
 pub struct World {
@@ -83,6 +90,7 @@ impl World {
             client: Client {
                 deposits: Vec::new(),
                 transfers: Vec::new(),
+                late: Vec::new(),
             },
             stats: Stats::default(),
             trace: VecDeque::new(),
@@ -94,18 +102,27 @@ impl World {
             let currency = if i == cfg.accounts - 1 { "EUR" } else { "USD" };
             let limit = if i == 1 { 200 } else { 0 };
             let id = format!("acc-{i}");
-            let mut a = MemAccount::default();
-            let o = a.run(
-                &id,
-                &Command::Open {
-                    currency: cur(currency),
-                    overdraft_limit: limit,
-                },
-                w.now,
-            );
+            w.accounts.insert(id.clone(), MemAccount::default());
+            w.models.insert(id.clone(), Model::unopened());
+            let open = Command::Open {
+                currency: cur(currency),
+                overdraft_limit: limit,
+            };
+            let o = w.deliver(&id, &open).expect("the model opens it too");
             assert!(matches!(o, Outcome::Accepted(_)));
-            w.accounts.insert(id.clone(), a);
-            w.models.insert(id, Model::new(currency, limit));
+        }
+        // Sorted after "acc-0", the hot source, which stays an opened account.
+        for i in 0..cfg.late_accounts {
+            let id = format!("acc-late-{i}");
+            let currency = if w.rng.chance(200) { "EUR" } else { "USD" };
+            let limit = if w.rng.chance(300) { 100 } else { 0 };
+            let open = Command::Open {
+                currency: cur(currency),
+                overdraft_limit: limit,
+            };
+            w.accounts.insert(id.clone(), MemAccount::default());
+            w.models.insert(id.clone(), Model::unopened());
+            w.client.late.push((id, open));
         }
         w
     }
@@ -144,7 +161,41 @@ impl World {
                 "{account}: {cmd:?} answered {got:?}, the model says {predicted:?}"
             ));
         }
-        let h = real.header().clone();
+        let replayed_unknown = matches!(
+            &decision,
+            Decision::Replay(Outcome::Rejected(Rejection::UnknownAccount))
+        );
+        let Some(h) = real.header.clone() else {
+            // Nobody opened it: no stream, no entries, nothing held or owned.
+            if model.opened {
+                return Err(format!(
+                    "{account}: after {cmd:?} it is not open, the model says it is"
+                ));
+            }
+            if !real.entries.is_empty() || !real.events.is_empty() {
+                return Err(format!(
+                    "{account}: not open, yet it has {} entries and {} events after {cmd:?}",
+                    real.entries.len(),
+                    real.events.len()
+                ));
+            }
+            if matches!(decision, Decision::Replay(_)) {
+                self.stats.replays += 1;
+            }
+            self.log(format!("{account} (not open) <- {cmd:?} => {got:?}"));
+            return Ok(outcome);
+        };
+        if !model.opened {
+            return Err(format!(
+                "{account}: after {cmd:?} it is open, the model says it is not"
+            ));
+        }
+        if h.currency.as_str() != model.currency || h.overdraft_limit != model.limit {
+            return Err(format!(
+                "{account}: opened in {} with limit {}, the model says {} with {}",
+                h.currency, h.overdraft_limit, model.currency, model.limit
+            ));
+        }
         if i128::from(h.balance) != model.balance || i128::from(h.held) != model.held {
             return Err(format!(
                 "{account}: after {cmd:?} balance/held are {}/{}, the model says {}/{}",
@@ -160,6 +211,11 @@ impl World {
         if matches!(decision, Decision::Replay(_)) {
             self.stats.replays += 1;
         }
+        // Only an account nobody opened records unknown_account: this step
+        // reached it before its open and is delivered again after.
+        if replayed_unknown {
+            self.stats.unopened_replays += 1;
+        }
         self.log(format!("{account} <- {cmd:?} => {got:?}"));
         Ok(outcome)
     }
@@ -171,7 +227,11 @@ impl World {
             0..=13 => self.client_money(true),
             14..=20 => self.client_money(false),
             21..=35 => self.client_transfer(),
-            36..=39 => self.client_freeze(),
+            36..=39 => match self.rng.below(20) {
+                0..=2 => self.client_open(),
+                3..=4 => self.client_conflict(),
+                _ => self.client_freeze(),
+            },
             40..=74 => self.network(),
             75..=91 => self.alarm(),
             _ => {
@@ -327,6 +387,86 @@ impl World {
         };
         self.deliver(&account, &cmd)?;
         Ok(())
+    }
+
+    /// Opens a late account (now and then first with an invalid overdraft
+    /// limit, refused without effect); once it is open, sends its Open
+    /// again, the same (a replay) or with another limit (an idempotency
+    /// conflict).
+    fn client_open(&mut self) -> Result<(), String> {
+        if self.client.late.is_empty() {
+            return Ok(());
+        }
+        let (account, mut cmd) = self.client.late[self.rng.below(self.client.late.len())].clone();
+        let was_open = self.models[&account].opened;
+        if let Command::Open {
+            overdraft_limit, ..
+        } = &mut cmd
+        {
+            if was_open && self.rng.chance(500) {
+                *overdraft_limit += 1;
+            } else if !was_open && self.rng.chance(100) {
+                *overdraft_limit = -1;
+            }
+        }
+        self.deliver(&account, &cmd)?;
+        if !was_open && self.models[&account].opened {
+            self.stats.late_opens += 1;
+        }
+        Ok(())
+    }
+
+    /// A saga step of an earlier transfer sent again with another amount (a
+    /// second driver with other parameters) where the account already
+    /// recorded the step: refused idempotency_conflict, changing nothing,
+    /// whether or not the account is open.
+    fn client_conflict(&mut self) -> Result<(), String> {
+        // The spec each coordinator runs (a client's key may have been
+        // admitted by a retry with other parameters than its first request).
+        if self.transfers.is_empty() {
+            return Ok(());
+        }
+        let i = self.rng.below(self.transfers.len());
+        let s = self
+            .transfers
+            .values()
+            .nth(i)
+            .expect("in range")
+            .t
+            .spec
+            .clone();
+        let (account, op, cmd) = if self.rng.chance(500) {
+            (
+                s.source.clone(),
+                format!("{}:reserve", s.id),
+                Command::Reserve {
+                    transfer_id: s.id,
+                    amount: s.amount + 1,
+                    currency: s.currency,
+                    destination: s.destination,
+                },
+            )
+        } else {
+            (
+                s.destination.clone(),
+                format!("{}:credit", s.id),
+                Command::Credit {
+                    transfer_id: s.id,
+                    amount: s.amount + 1,
+                    currency: s.currency,
+                    source: s.source,
+                },
+            )
+        };
+        if !self.models.get(&account).is_some_and(|m| m.recorded(&op)) {
+            return Ok(());
+        }
+        match self.deliver(&account, &cmd)? {
+            Outcome::Rejected(Rejection::IdempotencyConflict { .. }) => Ok(()),
+            other => Err(format!(
+                "{account}: {cmd:?} reuses {op} with another amount but answered {other:?}"
+            )),
+        }
     }
 
     /// Sends the request for the transfer's current step, unless it is

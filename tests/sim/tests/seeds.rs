@@ -39,6 +39,11 @@ fn every_seed_keeps_every_invariant_under_faults() {
             ("lost replies", total.lost_replies),
             ("duplicates", total.duplicates),
             ("timeouts", total.timeouts),
+            ("late opens", total.late_opens),
+            (
+                "replays of a refusal recorded before the open",
+                total.unopened_replays,
+            ),
         ] {
             assert!(
                 n > 0,

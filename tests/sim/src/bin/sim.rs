@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use ledger_sim::{run, Config, Stats, ACCOUNTS_DEFAULT};
+use ledger_sim::{run, Config, Stats, ACCOUNTS_DEFAULT, LATE_ACCOUNTS_DEFAULT};
 
 /// Deterministic simulation of the ledger core under crashes, lost replies,
 /// duplicated and reordered deliveries. Exits 0 when every seed holds every
@@ -27,6 +27,10 @@ struct Args {
     /// Accounts per seed (at least 2).
     #[arg(long, default_value_t = ACCOUNTS_DEFAULT, value_parser = clap::value_parser!(u16).range(2..))]
     accounts: u16,
+    /// Accounts per seed that start unopened and are opened by a random
+    /// action, if ever (in addition to --accounts).
+    #[arg(long, default_value_t = LATE_ACCOUNTS_DEFAULT)]
+    late_accounts: u16,
     /// Run the workload without faults.
     #[arg(long)]
     no_faults: bool,
@@ -39,6 +43,7 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let cfg = Config {
         accounts: args.accounts.into(),
+        late_accounts: args.late_accounts.into(),
         steps: args.steps,
         faults: !args.no_faults,
         verbose: args.verbose,
