@@ -102,6 +102,16 @@ fn young_part(f: &Facts, young: &Young) -> Owed {
     part
 }
 
+/// The difference a `not_conserved` finding's `detail` names (Σ balances
+/// less what they should be), as written: what the alert tells one such
+/// defect from another in the same currency by.
+pub fn difference_in(detail: &str) -> Option<&str> {
+    let (_, rest) = detail.split_once(DIFFERENCE)?;
+    rest.split(')').next()
+}
+
+const DIFFERENCE: &str = "(difference ";
+
 pub fn check(f: &Facts, young: Option<&Young>) -> Vec<Finding> {
     let mut flight: BTreeMap<&str, i128> = BTreeMap::new();
     for (_, t, legs) in f.in_progress() {
@@ -124,7 +134,7 @@ pub fn check(f: &Facts, young: Option<&Young>) -> Vec<Finding> {
                 "not_conserved",
                 currency,
                 format!(
-                    "Σ balances {} over {} accounts ≠ deposits {} − withdrawals {} + in flight {moving} = {expected} (difference {difference})",
+                    "Σ balances {} over {} accounts ≠ deposits {} − withdrawals {} + in flight {moving} = {expected} {DIFFERENCE}{difference})",
                     s.balances,
                     s.accounts,
                     s.deposits,
@@ -222,6 +232,34 @@ mod tests {
             },
         );
         check(&f, young)
+    }
+
+    #[test]
+    fn the_difference_is_read_back_from_the_detail_it_was_written_into() {
+        use LegKind::{Credit, Hold};
+        let one = judge_young(
+            "captured",
+            &[(Hold, "src", 100), (Credit, "dst", 100)],
+            None,
+        );
+        let two = judge_young(
+            "captured",
+            &[(Hold, "src", 100), (Credit, "dst", 150)],
+            None,
+        );
+        assert_eq!(
+            difference_in(&one[0].detail),
+            Some("100"),
+            "{}",
+            one[0].detail
+        );
+        assert_eq!(
+            difference_in(&two[0].detail),
+            Some("150"),
+            "{}",
+            two[0].detail
+        );
+        assert_eq!(difference_in("no such words"), None);
     }
 
     #[test]

@@ -45,9 +45,18 @@ impl AlertConfig {
 }
 
 /// A violation's identity across runs: the first 128 bits of SHA-256 over
-/// the JSON array `[check, code, key, seq, event_id]` (nulls as null), hex.
+/// the JSON array `[check, code, key, seq, event_id]` (nulls as null), hex;
+/// a `not_conserved` finding (one per currency, whatever broke it) adds its
+/// difference, so a second defect in the same currency alerts as new.
 pub fn fingerprint(r: &ViolationRow) -> String {
-    let id = serde_json::json!([r.check, r.code, r.key, r.seq, r.event_id]).to_string();
+    let difference = (r.code == "not_conserved")
+        .then(|| crate::checks::global_conservation::difference_in(&r.detail))
+        .flatten();
+    let id = match difference {
+        Some(d) => serde_json::json!([r.check, r.code, r.key, r.seq, r.event_id, d]),
+        None => serde_json::json!([r.check, r.code, r.key, r.seq, r.event_id]),
+    }
+    .to_string();
     let digest = Sha256::digest(id.as_bytes());
     ledger_events::event::hex(&digest[..16])
 }
