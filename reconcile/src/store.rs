@@ -117,10 +117,8 @@ pub fn describe_s3_error(bucket: &str, e: &object_store::Error) -> String {
     let message = describe_s3_error_at(
         bucket,
         e,
-        raw.as_deref().map_or_else(
-            |_| "the AWS S3 default endpoint".to_owned(),
-            crate::output::http::redact,
-        ),
+        raw.as_deref()
+            .map_or_else(|_| "the AWS S3 default endpoint".to_owned(), shown_endpoint),
     );
     // Whatever quotes the endpoint (a transport error names its URL) shows
     // no password it carries.
@@ -130,6 +128,16 @@ pub fn describe_s3_error(bucket: &str, e: &object_store::Error) -> String {
             None => message,
         },
         None => message,
+    }
+}
+
+/// The endpoint as given, but for user info and a query (secrets).
+fn shown_endpoint(raw: &str) -> String {
+    match reqwest::Url::parse(raw) {
+        Ok(u) if !u.username().is_empty() || u.password().is_some() || u.query().is_some() => {
+            crate::output::http::redact(raw)
+        }
+        _ => raw.to_owned(),
     }
 }
 

@@ -974,6 +974,39 @@ fn the_sweep_posts_dangling_ids_in_chunks_of_100_with_the_admin_key() {
     );
     assert!(r.stdout.contains("verdict: VIOLATED"), "{}", r.stdout);
 
+    // The edge answers, but some transfer objects did not (an incident at
+    // the edge): not "unknown to the edge", exit 2 naming the first.
+    server.set(|req| {
+        let v: serde_json::Value = serde_json::from_str(&req.body).unwrap();
+        let out: Vec<serde_json::Value> = v["transfer_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, id)| match i {
+                0 => {
+                    serde_json::json!({"transfer_id": id, "phase": null, "error": "503 overloaded"})
+                }
+                _ => serde_json::json!({"transfer_id": id, "phase": "captured"}),
+            })
+            .collect();
+        (200, serde_json::json!({ "redriven": out }).to_string())
+    });
+    let r = run_bin(
+        &[s(&dir), "--sweep-url", &base],
+        &[("LEDGER_ADMIN_KEY", key)],
+    );
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(server.take().len(), 2, "every chunk is still sent");
+    assert!(
+        r.stderr.contains("could not re-drive 2 of 150")
+            && r.stderr
+                .contains(&format!("first: {}: 503 overloaded", want[0]))
+            && r.stderr.contains("0 unknown"),
+        "{}",
+        r.stderr
+    );
+
     // The edge refuses the key: exit 2 with the status and body, no retry.
     server.set(|_| {
         (

@@ -434,6 +434,15 @@ fn s3_failures_are_exit_2_saying_which() {
         r.stderr
     );
     assert!(r.elapsed < Duration::from_secs(40), "{:?}", r.elapsed);
+    // An endpoint with user info: named, its password never printed.
+    env[0].1 = format!("http://user:pw-s3cret@127.0.0.1:{closed}");
+    let r = reconcile(&format!("s3://{BUCKET}/lake"), &env);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains(&format!("127.0.0.1:{closed}")) && !r.stderr.contains("pw-s3cret"),
+        "{}",
+        r.stderr
+    );
 
     // An https URL for the plain-http server: the TLS handshake fails, and
     // the error says so and names rustls' cause, not "error sending request".

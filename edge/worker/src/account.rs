@@ -517,6 +517,7 @@ impl DurableObject for AccountDO {
         if !self.tables.exist(&storage.sql())? {
             return Response::ok("nothing stored"); // alarms are set only after a write
         }
+        outbox::arm_fallback(&storage).await?;
         sqltx::transaction(&storage, |sql| {
             sql.exec(
                 "INSERT INTO kv (k, v) VALUES ('alarm.runs', 1) ON CONFLICT(k) DO UPDATE SET v = v + 1",
@@ -534,9 +535,7 @@ impl DurableObject for AccountDO {
             // An inline drain is running: look again shortly.
             None => Some(now_ms() + outbox::SAFETY_NET_MS),
         };
-        if let Some(at) = next {
-            outbox::set_alarm_at(&storage, at).await?;
-        }
+        outbox::settle_alarm(&storage, next).await?;
         Response::ok(format!("{d:?}"))
     }
 }

@@ -386,6 +386,9 @@ fn transfer_answer(tenant: &str, text: &str, creating: bool) -> Api<Result<Respo
     struct S {
         transfer: Option<Transfer>,
         rejected: Option<Rejection>,
+        /// `/create` of a transfer that existed: the key's replay.
+        #[serde(default)]
+        replayed: bool,
     }
     let s: S = serde_json::from_str(text).map_err(|e| internal("transfer answer", e))?;
     if let Some(r) = s.rejected {
@@ -397,6 +400,11 @@ fn transfer_answer(tenant: &str, text: &str, creating: bool) -> Api<Result<Respo
     if let Some(l) = location {
         r.headers_mut()
             .set("location", &l)
+            .map_err(|e| internal("response", e))?;
+    }
+    if s.replayed {
+        r.headers_mut()
+            .set("idempotent-replayed", "true")
             .map_err(|e| internal("response", e))?;
     }
     Ok(Ok(r))

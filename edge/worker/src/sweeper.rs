@@ -14,26 +14,28 @@ use worker::{Env, Method};
 use crate::outbox::now_ms;
 
 /// Re-drive each transfer now (`POST /drive` on its TransferDO: the next step is attempted at
-/// once, ignoring its backoff). Returns `{"transfer_id", "phase"}` per id; `phase` is null when
-/// there is no such transfer or its object did not answer.
+/// once, ignoring its backoff). Returns `{"transfer_id", "phase"}` per id, `phase` null when
+/// there is no such transfer; when its object did not answer (an error, a reset, an overload)
+/// `phase` is null and `error` says what happened: a failed re-drive, not an unknown id.
 pub async fn redrive(env: &Env, ids: &[String]) -> Vec<Value> {
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
         let r = crate::call_do_text(env, "TRANSFER", id, Method::Post, "/drive", None).await;
-        let phase = match r {
-            Ok((200, text)) => serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|v| v["transfer"]["phase"].as_str().map(str::to_owned)),
-            Ok((status, text)) => {
-                worker::console_warn!("sweeper: re-drive {id}: {status} {text}");
-                None
-            }
-            Err(e) => {
-                worker::console_warn!("sweeper: re-drive {id}: {e}");
-                None
-            }
+        let answered = match r {
+            Ok((200, text)) => match serde_json::from_str::<Value>(&text) {
+                Ok(v) => Ok(v["transfer"]["phase"].as_str().map(str::to_owned)),
+                Err(e) => Err(format!("the object's answer is not JSON ({e})")),
+            },
+            Ok((status, text)) => Err(format!("{status} {text}")),
+            Err(e) => Err(e.to_string()),
         };
-        out.push(json!({"transfer_id": id, "phase": phase}));
+        out.push(match answered {
+            Ok(phase) => json!({"transfer_id": id, "phase": phase}),
+            Err(error) => {
+                worker::console_warn!("sweeper: re-drive {id} failed: {error}");
+                json!({"transfer_id": id, "phase": null, "error": error})
+            }
+        });
     }
     out
 }
@@ -116,8 +118,9 @@ async fn try_run(env: &Env, scheduled_at_ms: i64) -> worker::Result<()> {
             )
         })
         .count();
+    let failed = redriven.iter().filter(|r| r.get("error").is_some()).count();
     worker::console_log!(
-        "sweep: list generated_at_ms={} entries={} skipped={} redriven={} ({}..{}) terminal={} next_index={}",
+        "sweep: list generated_at_ms={} entries={} skipped={} redriven={} ({}..{}) terminal={} failed={} next_index={}",
         list.generated_at_ms,
         list.transfers.len(),
         list.skipped.len(),
@@ -125,6 +128,7 @@ async fn try_run(env: &Env, scheduled_at_ms: i64) -> worker::Result<()> {
         range.start,
         range.end,
         terminal,
+        failed,
         next.next_index
     );
     let state = json!({

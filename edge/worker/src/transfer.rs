@@ -232,6 +232,9 @@ impl DurableObject for TransferDO {
                     Err(e) => return Response::error(format!("bad spec: {e}"), 400),
                 };
                 self.tables.ensure(&storage.sql())?;
+                // The lease before the commit, not after it: if this request dies in between,
+                // the alarm still re-drives what it committed.
+                outbox::arm_alarm_by(&storage, now_ms() + LEASE_MS).await?;
                 let now = now_ms();
                 // 1 s ..= 30 days: a deadline is minutes in practice, and an
                 // instant past the year 9999 would be refused by every
@@ -256,16 +259,21 @@ impl DurableObject for TransferDO {
                 })?;
                 match admitted {
                     Err(r) => crate::json_text(200, json!({ "rejected": r }).to_string()),
-                    Ok(_) => {
-                        // Safety net first: if this request dies mid-drive, the alarm re-drives.
-                        outbox::arm_alarm_by(&storage, now_ms() + LEASE_MS).await?;
+                    Ok(created) => {
+                        // The lease armed above: if this request dies mid-drive, the alarm
+                        // re-drives.
                         let t = self.drive(wait_ms, false).await?;
                         self.arm(t.as_ref(), false).await?;
-                        crate::json_text(200, json!({ "transfer": t }).to_string())
+                        let body = json!({ "transfer": t, "replayed": !created });
+                        crate::json_text(200, body.to_string())
                     }
                 }
             }
             (Method::Post, "/drive") => {
+                if self.tables.exist(&storage.sql())? {
+                    // As for `/create`: a drive that dies after a commit leaves an alarm.
+                    outbox::arm_alarm_by(&storage, now_ms() + LEASE_MS).await?;
+                }
                 let t = self.drive(5_000, true).await?;
                 if t.is_some() {
                     self.arm(t.as_ref(), false).await?;
@@ -295,6 +303,7 @@ impl DurableObject for TransferDO {
         if !self.tables.exist(&storage.sql())? {
             return Response::ok("no transfer"); // alarms are set only after `/create`
         }
+        outbox::arm_fallback(&storage).await?;
         let t = self.drive(5_000, false).await?;
         let queue = self.env.queue("LEDGER_EVENTS")?;
         let d = self
@@ -321,9 +330,7 @@ impl DurableObject for TransferDO {
             let at = t.next_attempt_at_ms.max(now);
             next = Some(next.map_or(at, |n| n.min(at)));
         }
-        if let Some(at) = next {
-            outbox::set_alarm_at(&storage, at).await?;
-        }
+        outbox::settle_alarm(&storage, next).await?;
         Response::ok(format!("{d:?}"))
     }
 }

@@ -27,6 +27,7 @@ describe("transfers", () => {
     assert.deepEqual([r1.json.key, r1.json.source, r1.json.destination, r1.json.terminal], ["tr1", "a", "b", true]);
     const r2 = await acme.post("/v1/transfers", tr("a", "b", 250), "tr1");
     assert.deepEqual([r2.status, r2.json], [r1.status, r1.json], "same key: same response");
+    assert.deepEqual([r1.headers.get("idempotent-replayed"), r2.headers.get("idempotent-replayed")], [null, "true"]);
     const r3 = await acme.post("/v1/transfers", tr("a", "b", 251), "tr1");
     assert.equal(r3.status, 409, r3.text);
     assert.equal(r3.json.type, TYPE + "idempotency_conflict");

@@ -103,6 +103,10 @@ pub struct Redriven {
     pub terminal: usize,
     /// Entries with `phase: null`: no such transfer at the edge.
     pub unknown: usize,
+    /// Entries with an `error`: the transfer's object did not answer (a
+    /// failed re-drive, not an unknown id), and the first of them.
+    pub failed: usize,
+    pub first_failure: Option<String>,
 }
 
 impl Redriven {
@@ -125,6 +129,17 @@ impl Redriven {
             .as_array()
             .ok_or_else(|| format!("the answer has no `redriven` array: {answer}"))?;
         for e in list {
+            if let Some(error) = e.get("error") {
+                self.failed += 1;
+                self.first_failure.get_or_insert_with(|| {
+                    format!(
+                        "{}: {}",
+                        e["transfer_id"].as_str().unwrap_or("?"),
+                        error.as_str().unwrap_or_default()
+                    )
+                });
+                continue;
+            }
             match e["phase"].as_str() {
                 Some(p) => {
                     self.redriven += 1;
@@ -184,6 +199,16 @@ pub async fn redrive(cfg: &SweepConfig, dangling: &[Dangling]) -> Result<Redrive
         })?;
         done.sent += n;
         done.requests += 1;
+    }
+    if done.failed > 0 {
+        // An edge in trouble must not read as a list of ids it does not know.
+        return Err(format!(
+            "sweep: the edge could not re-drive {} of {total} dangling transfer(s) (first: {}); {}\n\
+             Help: the edge's transfer objects did not answer: see its logs (`sweeper: re-drive … failed`)",
+            done.failed,
+            done.first_failure.as_deref().unwrap_or_default(),
+            done.line()
+        ));
     }
     Ok(done)
 }
