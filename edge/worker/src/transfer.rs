@@ -231,6 +231,15 @@ impl DurableObject for TransferDO {
                     Ok(s) => s,
                     Err(e) => return Response::error(format!("bad spec: {e}"), 400),
                 };
+                // The object is named by the transfer's id: a spec under another name would
+                // live where no request for its id looks.
+                let name = req.headers().get("x-ledger-name")?;
+                if name.as_deref() != Some(spec.id.as_str()) {
+                    return Response::error(
+                        format!("spec {} sent to the object named {name:?}", spec.id),
+                        400,
+                    );
+                }
                 self.tables.ensure(&storage.sql())?;
                 // The lease before the commit, not after it: if this request dies in between,
                 // the alarm still re-drives what it committed.

@@ -1,4 +1,6 @@
-//! The queue consumer Worker: ledger events from the `ledger-events` queue into the lake.
+//! The queue consumer Worker: ledger events from the `ledger-events` queue into the lake, and
+//! from `ledger-events-undelivered` (where that queue puts a batch whose retries are spent) the
+//! same way (wrangler.toml; docs/LAKE.md, "Undelivered batches").
 //!
 //! Thin glue over the pure core (`ledger_ingest::ingest`, contract in ingest/core/src/batch.rs):
 //! no rule lives here. Per batch:

@@ -53,28 +53,54 @@ describe("ingest consumer worker: redelivery", () => {
     assert.deepEqual(rt.dead, [], "no dead letters");
   });
 
-  test("a batch whose puts keep failing goes, after its retries, to the undelivered queue as sent", async () => {
-    const batch = synth(6, 1);
+  test("a batch failing past every retry lands from the undelivered queue once puts succeed", async () => {
+    const batch = synth(6, 1); // a failing attempt stops at its first put
     const { config } = await (await import("./runtime.mjs")).ingestWorkerOptions();
-    const retries = config.queues.consumers[0].max_retries;
-    assert.equal(config.queues.consumers[0].dead_letter_queue, "ledger-events-undelivered");
-    // Every put of every attempt fails (one put an attempt: the first failure retries).
-    const failing = Array.from({ length: retries + 5 }, (_, i) => i + 1).join(",");
+    const [events, undelivered] = config.queues.consumers;
+    assert.equal(events.dead_letter_queue, "ledger-events-undelivered");
+    assert.equal(undelivered.queue, "ledger-events-undelivered");
+    // The first attempt and every retry from ledger-events fail, then three from the undelivered
+    // queue; the next put (an R2 that recovered) lands.
+    const fails = events.max_retries + 1 + 3;
     const rt = await startRuntime({
       persistDir: tempPersistDir("ledger-ingest-undelivered-"),
-      bindings: { FAULT_INJECTION: "on", FAULT_FAIL_PUTS: failing },
+      bindings: { FAULT_INJECTION: "on", FAULT_FAIL_PUTS: Array.from({ length: fails }, (_, i) => i + 1).join(",") },
     });
     runtimes.push(rt);
     const q = await rt.mf.getQueueProducer("Q", "producer");
     await q.sendBatch(batch.events.map(text));
 
-    await waitFor(() => rt.undelivered.length >= batch.events.length, {
-      timeout: 60_000,
-      what: "the batch to reach the undelivered queue",
+    await waitFor(() => ingestLines(rt.logs).length >= 1, { timeout: 60_000, what: "the batch to land from the undelivered queue" });
+    const retried = (queue) => rt.logs.filter((l) => l.message.startsWith(`ingest: batch from ${queue} retried`)).length;
+    assert.equal(retried("ledger-events"), events.max_retries + 1, "the first attempt and every retry failed");
+    assert.equal(retried("ledger-events-undelivered"), 3);
+    assert.deepEqual(ingestLines(rt.logs), [{ messages: 6, files: batch.files.length, rows: 6, dead: 0, dups: 0 }]);
+    const r2 = await readR2(await rt.mf.getR2Bucket("LAKE", rt.ingestName));
+    assert.deepEqual(
+      [...r2].map(([key, bytes]) => ({ key, sha256: sha256(bytes) })),
+      batch.files.map(({ key, sha256 }) => ({ key, sha256 })),
+      "R2 holds exactly the native core's files for this batch",
+    );
+    assert.deepEqual([rt.dead, rt.held], [[], []]);
+  });
+
+  test("a batch whose puts never succeed is held, as sent, after both queues' retries", async () => {
+    const batch = synth(6, 1);
+    const { config } = await (await import("./runtime.mjs")).ingestWorkerOptions();
+    const [events, undelivered] = config.queues.consumers;
+    const attempts = events.max_retries + 1 + undelivered.max_retries + 1;
+    const rt = await startRuntime({
+      persistDir: tempPersistDir("ledger-ingest-held-"),
+      bindings: { FAULT_INJECTION: "on", FAULT_FAIL_PUTS: Array.from({ length: attempts + 5 }, (_, i) => i + 1).join(",") },
     });
-    const retried = rt.logs.filter((l) => /batch from ledger-events retried/.test(l.message));
-    assert.equal(retried.length, retries + 1, "the first attempt and every retry failed");
-    assert.deepEqual([...rt.undelivered].sort(), [...batch.events].sort(), "every message, byte for byte");
+    runtimes.push(rt);
+    const q = await rt.mf.getQueueProducer("Q", "producer");
+    await q.sendBatch(batch.events.map(text));
+
+    await waitFor(() => rt.held.length >= batch.events.length, { timeout: 90_000, what: "the batch to be held" });
+    const retried = rt.logs.filter((l) => /^ingest: batch from ledger-events(-undelivered)? retried/.test(l.message));
+    assert.equal(retried.length, attempts, "every attempt of both queues failed");
+    assert.deepEqual([...rt.held].sort(), [...batch.events].sort(), "every message, byte for byte");
     assert.deepEqual(ingestLines(rt.logs), [], "nothing acked as ingested");
     assert.equal((await readR2(await rt.mf.getR2Bucket("LAKE", rt.ingestName))).size, 0);
     assert.deepEqual(rt.dead, [], "not dead letters: valid events, undelivered");

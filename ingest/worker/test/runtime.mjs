@@ -61,10 +61,13 @@ export default {
  * its); otherwise a producer Worker "producer" with binding Q on ledger-events is added (use
  * `mf.getQueueProducer("Q", "producer")`). Dead letters are pushed to `dead`.
  */
-export async function startRuntime({ persistDir, dead = [], undelivered = [], edge = false, bindings = {} }) {
+export async function startRuntime({ persistDir, dead = [], held = [], edge = false, bindings = {} }) {
   const ingest = await ingestWorkerOptions({ bindings });
   const eventsQueue = ingest.config.queues.consumers[0].queue;
+  // ledger-events → (its retries) → ledger-events-undelivered, which the consumer drains too →
+  // (its retries) → ledger-events-held, which nothing in production consumes (captured here).
   const undeliveredQueue = ingest.config.queues.consumers[0].dead_letter_queue;
+  const heldQueue = ingest.config.queues.consumers.find((c) => c.queue === undeliveredQueue).dead_letter_queue;
   const dlq = ingest.config.queues.producers.find((p) => p.binding === "LEDGER_EVENTS_DLQ").queue;
   const logs = [];
   const workers = [];
@@ -93,15 +96,15 @@ export async function startRuntime({ persistDir, dead = [], undelivered = [], ed
       },
     },
   });
-  // The queue a batch goes to once its retries are spent: its messages, as sent.
+  // The queue a batch goes to once both queues' retries are spent: its messages, as sent.
   workers.push({
-    name: "undelivered-capture",
+    name: "held-capture",
     compatibilityDate: ingest.config.compatibility_date,
-    modules: [{ type: "ESModule", path: "undelivered.mjs", contents: DLQ_CAPTURE_SRC }],
-    queueConsumers: { [undeliveredQueue]: { maxBatchSize: 100, maxBatchTimeout: 0.05, maxRetries: 3 } },
+    modules: [{ type: "ESModule", path: "held.mjs", contents: DLQ_CAPTURE_SRC }],
+    queueConsumers: { [heldQueue]: { maxBatchSize: 100, maxBatchTimeout: 0.05, maxRetries: 3 } },
     serviceBindings: {
       SINK: async (req) => {
-        for (const body of await req.json()) undelivered.push(body);
+        for (const body of await req.json()) held.push(body);
         return new MfResponse("ok");
       },
     },
@@ -121,7 +124,7 @@ export async function startRuntime({ persistDir, dead = [], undelivered = [], ed
     }),
   );
   const url = await mf.ready;
-  return { mf, url, logs, dead, undelivered, persistDir, ingestName: ingest.config.name, edgeName, eventsQueue };
+  return { mf, url, logs, dead, held, persistDir, ingestName: ingest.config.name, edgeName, eventsQueue };
 }
 
 /** The consumer's per-batch success lines (src/lib.rs): {messages, files, rows, dead, dups}. */
