@@ -144,10 +144,12 @@ pub struct SweepCursor {
     pub next_index: usize,
 }
 
-/// The part of an `n`-entry list one run re-drives: at most `max` entries from the cursor (when
-/// it belongs to this list object) on, and the cursor for the next run. Reaching the end wraps
-/// to 0, so a list longer than `max` is covered in ⌈n / max⌉ runs and then again from the top
-/// until the reconciler writes a new one (a re-drive of a terminal transfer does nothing).
+/// The part of an `n`-entry list one run re-drives: at most `max` entries from the cursor on,
+/// and the cursor for the next run. Reaching the end wraps to 0, so a list longer than `max` is
+/// covered in ⌈n / max⌉ runs and then again from the top (a re-drive of a terminal transfer does
+/// nothing). A new list object (another etag) goes on from the cursor too, while it is inside
+/// the new list: restarting at its top would re-drive only its head for ever whenever the
+/// reconciler republishes the list more often than the cron covers it.
 pub fn window(
     n: usize,
     max: usize,
@@ -156,7 +158,7 @@ pub fn window(
 ) -> (std::ops::Range<usize>, SweepCursor) {
     let max = max.max(1);
     let start = match cursor {
-        Some(c) if c.list_etag == list_etag && c.next_index < n => c.next_index,
+        Some(c) if c.next_index < n => c.next_index,
         _ => 0,
     };
     let end = (start + max).min(n);
@@ -251,7 +253,7 @@ mod tests {
     }
 
     #[test]
-    fn windows_cover_a_long_list_then_wrap_and_reset_for_a_new_list() {
+    fn windows_cover_a_long_list_then_wrap_and_go_on_in_a_new_list() {
         let (r, c) = window(5, 2, "e1", None);
         assert_eq!((r, c.next_index), (0..2, 2));
         let (r, c) = window(5, 2, "e1", Some(&c));
@@ -260,13 +262,26 @@ mod tests {
         assert_eq!((r, c.next_index), (4..5, 0));
         let (r, _) = window(5, 2, "e1", Some(&c));
         assert_eq!(r, 0..2);
-        // Another list object (new etag) starts from the top; so does a cursor past the end.
+        // Another list object (new etag) goes on from the cursor, so a list republished at
+        // every run still reaches its tail; a cursor past the end starts from the top.
         let c = SweepCursor {
             list_etag: "e1".into(),
             next_index: 4,
         };
-        assert_eq!(window(5, 2, "e2", Some(&c)).0, 0..2);
+        let (r, next) = window(5, 2, "e2", Some(&c));
+        assert_eq!(
+            (r, next.list_etag.as_str(), next.next_index),
+            (4..5, "e2", 0)
+        );
         assert_eq!(window(3, 2, "e1", Some(&c)).0, 0..2);
+        let mut cursor: Option<SweepCursor> = None;
+        let mut seen = std::collections::BTreeSet::new();
+        for run in 0..3 {
+            let (r, next) = window(6, 2, &format!("e{run}"), cursor.as_ref());
+            seen.extend(r);
+            cursor = Some(next);
+        }
+        assert_eq!(seen.len(), 6, "three runs, three lists: every entry");
         assert_eq!(window(0, 2, "e1", None).0, 0..0);
         assert_eq!(window(3, 100, "e1", None).0, 0..3);
     }

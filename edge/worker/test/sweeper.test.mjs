@@ -111,7 +111,7 @@ describe("sweeper (cron)", () => {
     assert.equal((await acme.account("sws")).balance, 200);
   });
 
-  test("bounded: at most SWEEP_MAX_PER_RUN per run, the cursor walks a long list and resets for a new one", async () => {
+  test("bounded: at most SWEEP_MAX_PER_RUN per run, the cursor walks a long list and goes on in a new one", async () => {
     const led = await startLedger({ persistDir: tempPersistDir(), bindings: { SWEEP_MAX_PER_RUN: "2" } });
     const ids = ["a", "b", "c", "d", "e"].map((k) => `t.acme.bound-${k}`);
     await putList(led, { version: 1, generated_at_ms: 1, transfers: ids.map((transfer_id) => ({ transfer_id })) });
@@ -123,10 +123,12 @@ describe("sweeper (cron)", () => {
       seen.push(st.last_run.redriven.map((x) => x.transfer_id));
     }
     assert.deepEqual(seen, [ids.slice(0, 2), ids.slice(2, 4), ids.slice(4), ids.slice(0, 2)]);
-    // A new list object starts from the top.
-    await sweep(led); // cursor now at 4
-    await putList(led, { version: 1, generated_at_ms: 2, transfers: ids.slice(1).map((transfer_id) => ({ transfer_id })) });
-    await sweep(led);
+    // A new list object goes on from the cursor while it is inside it, from the top otherwise.
+    await putList(led, { version: 1, generated_at_ms: 2, transfers: ids.map((transfer_id) => ({ transfer_id })) });
+    await sweep(led); // the cursor was at 2
+    assert.deepEqual((await sweepState(led)).last_run.redriven.map((x) => x.transfer_id), ids.slice(2, 4));
+    await putList(led, { version: 1, generated_at_ms: 3, transfers: ids.slice(1, 4).map((transfer_id) => ({ transfer_id })) });
+    await sweep(led); // the cursor was at 4, past the new list's end
     assert.deepEqual((await sweepState(led)).last_run.redriven.map((x) => x.transfer_id), ids.slice(1, 3));
   });
 });
