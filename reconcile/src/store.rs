@@ -123,8 +123,10 @@ pub fn describe_s3_error(bucket: &str, e: &object_store::Error) -> String {
     // Whatever quotes the endpoint (a transport error names its URL) shows
     // no password it carries.
     match raw.ok().and_then(|r| reqwest::Url::parse(&r).ok()) {
+        // As the URL shows it (`:password@`): a short password is not
+        // replaced wherever its letters occur.
         Some(u) => match u.password().filter(|p| !p.is_empty()) {
-            Some(secret) => message.replace(secret, "…"),
+            Some(secret) => message.replace(&format!(":{secret}@"), ":…@"),
             None => message,
         },
         None => message,

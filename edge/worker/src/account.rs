@@ -436,8 +436,9 @@ impl DurableObject for AccountDO {
                     Ok(r)
                 })?;
                 if emitted {
-                    // Committed, the safety net armed before: drain right after the answer.
-                    outbox::drain_soon(&self.state, &self.env, &self.drains);
+                    // Committed, the safety net armed before: still armed? Then drain right after
+                    // the answer.
+                    outbox::after_commit(&self.state, &self.env, &self.drains).await?;
                 }
                 answer(&outcome, label)
             }
@@ -517,6 +518,8 @@ impl DurableObject for AccountDO {
         if !self.tables.exist(&storage.sql())? {
             return Response::ok("nothing stored"); // alarms are set only after a write
         }
+        // Tables a newer version brings exist before this instance's first write.
+        self.tables.ensure(&storage.sql())?;
         outbox::arm_fallback(&storage).await?;
         sqltx::transaction(&storage, |sql| {
             sql.exec(

@@ -354,15 +354,45 @@ pub async fn arm_fallback(storage: &Storage) -> worker::Result<()> {
     set_alarm_at(storage, now_ms() + wait).await
 }
 
-/// The end of an alarm handler that armed its fallback: the alarm at `next`, or none.
+/// The end of an alarm handler that armed its fallback: the alarm at `next`, or none, unless
+/// rows are unsent: a command may have committed while the handler awaited (after seeing the
+/// fallback armed, it set no alarm of its own), and its rows need one. The check and the delete
+/// run with no await between, so a command committing later sees no alarm and arms its own
+/// ([`after_commit`]).
 pub async fn settle_alarm(storage: &Storage, next: Option<i64>) -> worker::Result<()> {
-    sqltx::transaction(storage, |sql| {
-        kv_set(sql, "alarm.unfinished", V::from(0i64))
+    let unsent = sqltx::transaction(storage, |sql| {
+        kv_set(sql, "alarm.unfinished", V::from(0i64))?;
+        has_unsent(sql)
     })?;
     match next {
         Some(at) => set_alarm_at(storage, at).await,
+        None if unsent => set_alarm_at(storage, now_ms() + SAFETY_NET_MS).await,
         None => storage.delete_alarm().await,
     }
+}
+
+/// Whether the outbox has a row not yet sent (the partial index `outbox_unsent`: no scan).
+pub fn has_unsent(sql: &SqlStorage) -> worker::Result<bool> {
+    #[derive(Deserialize)]
+    struct Row {
+        v: i64,
+    }
+    let r: Row = sql
+        .exec(
+            "SELECT EXISTS (SELECT 1 FROM outbox WHERE sent_at IS NULL) AS v",
+            None,
+        )?
+        .one()?;
+    Ok(r.v != 0)
+}
+
+/// After a commit that wrote outbox rows (the safety net armed before it): make sure an alarm
+/// still stands (an alarm handler that finished in between may have deleted the one this
+/// command saw), then drain right after the answer ([`drain_soon`]).
+pub async fn after_commit(state: &State, env: &Env, gate: &DrainGate) -> worker::Result<()> {
+    arm_alarm_by(&state.storage(), now_ms() + SAFETY_NET_MS).await?;
+    drain_soon(state, env, gate);
+    Ok(())
 }
 
 /// After a drain: re-arm according to the outcome. Returns the next wake-up wanted by the outbox.

@@ -242,8 +242,11 @@ impl DurableObject for TransferDO {
                 }
                 self.tables.ensure(&storage.sql())?;
                 // The lease before the commit, not after it: if this request dies in between,
-                // the alarm still re-drives what it committed.
-                outbox::arm_alarm_by(&storage, now_ms() + LEASE_MS).await?;
+                // the alarm still re-drives what it committed (a replay of a terminal transfer
+                // commits nothing and needs none).
+                if !load(&storage.sql())?.is_some_and(|t| t.is_terminal()) {
+                    outbox::arm_alarm_by(&storage, now_ms() + LEASE_MS).await?;
+                }
                 let now = now_ms();
                 // 1 s ..= 30 days: a deadline is minutes in practice, and an
                 // instant past the year 9999 would be refused by every
@@ -280,8 +283,12 @@ impl DurableObject for TransferDO {
             }
             (Method::Post, "/drive") => {
                 if self.tables.exist(&storage.sql())? {
-                    // As for `/create`: a drive that dies after a commit leaves an alarm.
-                    outbox::arm_alarm_by(&storage, now_ms() + LEASE_MS).await?;
+                    self.tables.ensure(&storage.sql())?;
+                    // As for `/create`: a drive that dies after a commit leaves an alarm (a
+                    // terminal transfer, the sweeper's usual case, is not driven).
+                    if load(&storage.sql())?.is_some_and(|t| !t.is_terminal()) {
+                        outbox::arm_alarm_by(&storage, now_ms() + LEASE_MS).await?;
+                    }
                 }
                 let t = self.drive(5_000, true).await?;
                 if t.is_some() {
@@ -312,6 +319,8 @@ impl DurableObject for TransferDO {
         if !self.tables.exist(&storage.sql())? {
             return Response::ok("no transfer"); // alarms are set only after `/create`
         }
+        // Tables a newer version brings exist before this instance's first write.
+        self.tables.ensure(&storage.sql())?;
         outbox::arm_fallback(&storage).await?;
         let t = self.drive(5_000, false).await?;
         let queue = self.env.queue("LEDGER_EVENTS")?;
