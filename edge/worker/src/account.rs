@@ -361,6 +361,7 @@ pub struct AccountDO {
     /// all their writes, inside the transaction.
     fail_after_write: std::cell::Cell<i64>,
     drains: outbox::DrainGate,
+    alarms: outbox::AlarmFallback,
     /// Created by the first write (see `outbox::Tables`).
     tables: outbox::Tables,
 }
@@ -372,6 +373,7 @@ impl DurableObject for AccountDO {
             env,
             fail_after_write: std::cell::Cell::new(0),
             drains: outbox::DrainGate::default(),
+            alarms: outbox::AlarmFallback::default(),
             tables: outbox::Tables::new("account", EXTRA_SCHEMA),
         }
     }
@@ -520,7 +522,7 @@ impl DurableObject for AccountDO {
         }
         // Tables a newer version brings exist before this instance's first write.
         self.tables.ensure(&storage.sql())?;
-        outbox::arm_fallback(&storage).await?;
+        self.alarms.arm(&storage).await?;
         sqltx::transaction(&storage, |sql| {
             sql.exec(
                 "INSERT INTO kv (k, v) VALUES ('alarm.runs', 1) ON CONFLICT(k) DO UPDATE SET v = v + 1",
@@ -538,7 +540,7 @@ impl DurableObject for AccountDO {
             // An inline drain is running: look again shortly.
             None => Some(now_ms() + outbox::SAFETY_NET_MS),
         };
-        outbox::settle_alarm(&storage, next).await?;
+        self.alarms.settle(&storage, next).await?;
         Response::ok(format!("{d:?}"))
     }
 }

@@ -334,40 +334,43 @@ pub async fn set_alarm_at(storage: &Storage, at_ms: i64) -> worker::Result<()> {
     storage.set_alarm(ScheduledTime::new(when)).await
 }
 
-/// The longest wait of an alarm handler's fallback ([`arm_fallback`]): the saga's longest backoff.
+/// The longest wait of an alarm handler's fallback ([`AlarmFallback::arm`]): the saga's longest
+/// backoff.
 pub const FALLBACK_MS_MAX: i64 = 60_000;
 
-/// First thing in an alarm handler: a fallback alarm. A handler that fails returns before it sets
-/// its next alarm, and the runtime stops retrying a failing alarm after a few attempts: an object
-/// with unsent rows or a transfer not terminal would then wait for a request or the nightly
-/// sweep. The fallback waits `SAFETY_NET_MS`, doubling with each handler in a row that did not
-/// finish (a kill mid-handler is retried at once; a persistent error backs off to
-/// `FALLBACK_MS_MAX`, and keeps its object alive and logging). The handler replaces it with the
-/// alarm it wants, or deletes it ([`settle_alarm`]).
-pub async fn arm_fallback(storage: &Storage) -> worker::Result<()> {
-    let unfinished = sqltx::transaction(storage, |sql| {
-        let n = kv_i64(sql, "alarm.unfinished")?.unwrap_or(0);
-        kv_set(sql, "alarm.unfinished", V::from(n.saturating_add(1)))?;
-        Ok(n)
-    })?;
-    let wait = (SAFETY_NET_MS << unfinished.clamp(0, 5)).min(FALLBACK_MS_MAX);
-    set_alarm_at(storage, now_ms() + wait).await
-}
+/// An object's alarm handlers in a row that did not finish (in memory: a new instance, after a
+/// kill or a reset, starts from none), which [`AlarmFallback::arm`] backs off by.
+#[derive(Default)]
+pub struct AlarmFallback(Cell<u32>);
 
-/// The end of an alarm handler that armed its fallback: the alarm at `next`, or none, unless
-/// rows are unsent: a command may have committed while the handler awaited (after seeing the
-/// fallback armed, it set no alarm of its own), and its rows need one. The check and the delete
-/// run with no await between, so a command committing later sees no alarm and arms its own
-/// ([`after_commit`]).
-pub async fn settle_alarm(storage: &Storage, next: Option<i64>) -> worker::Result<()> {
-    let unsent = sqltx::transaction(storage, |sql| {
-        kv_set(sql, "alarm.unfinished", V::from(0i64))?;
-        has_unsent(sql)
-    })?;
-    match next {
-        Some(at) => set_alarm_at(storage, at).await,
-        None if unsent => set_alarm_at(storage, now_ms() + SAFETY_NET_MS).await,
-        None => storage.delete_alarm().await,
+impl AlarmFallback {
+    /// First thing in an alarm handler: a fallback alarm. A handler that fails returns before it
+    /// sets its next alarm, and the runtime stops retrying a failing alarm after a few attempts:
+    /// an object with unsent rows or a transfer not terminal would then wait for a request or the
+    /// nightly sweep. The fallback waits `SAFETY_NET_MS`, doubling with each handler in a row that
+    /// did not finish in this instance (a new instance after a kill retries at once; a persistent
+    /// error backs off to `FALLBACK_MS_MAX` and keeps its object alive and logging). The handler
+    /// replaces it with the alarm it wants, or deletes it ([`AlarmFallback::settle`]).
+    pub async fn arm(&self, storage: &Storage) -> worker::Result<()> {
+        let unfinished = self.0.get();
+        self.0.set(unfinished.saturating_add(1));
+        let wait = (SAFETY_NET_MS << unfinished.min(5)).min(FALLBACK_MS_MAX);
+        set_alarm_at(storage, now_ms() + wait).await
+    }
+
+    /// The end of an alarm handler that armed its fallback: the alarm at `next`, or none, unless
+    /// rows are unsent: a command may have committed while the handler awaited (after seeing
+    /// the fallback armed, it set no alarm of its own), and its rows need one. The check and the
+    /// delete run with no await between, so a command committing later sees no alarm and arms
+    /// its own ([`after_commit`]).
+    pub async fn settle(&self, storage: &Storage, next: Option<i64>) -> worker::Result<()> {
+        self.0.set(0);
+        let unsent = has_unsent(&storage.sql())?;
+        match next {
+            Some(at) => set_alarm_at(storage, at).await,
+            None if unsent => set_alarm_at(storage, now_ms() + SAFETY_NET_MS).await,
+            None => storage.delete_alarm().await,
+        }
     }
 }
 

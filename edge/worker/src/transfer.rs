@@ -90,6 +90,7 @@ pub struct TransferDO {
     state: State,
     env: Env,
     drains: outbox::DrainGate,
+    alarms: outbox::AlarmFallback,
     /// Created by `/create` (see `outbox::Tables`), so that reading a
     /// transfer id nobody created (a client's `GET`, the sweeper's re-drive
     /// of an id it does not know) stores nothing.
@@ -213,6 +214,7 @@ impl DurableObject for TransferDO {
             state,
             env,
             drains: outbox::DrainGate::default(),
+            alarms: outbox::AlarmFallback::default(),
             tables: outbox::Tables::new("transfer", EXTRA_SCHEMA),
         }
     }
@@ -321,7 +323,7 @@ impl DurableObject for TransferDO {
         }
         // Tables a newer version brings exist before this instance's first write.
         self.tables.ensure(&storage.sql())?;
-        outbox::arm_fallback(&storage).await?;
+        self.alarms.arm(&storage).await?;
         let t = self.drive(5_000, false).await?;
         let queue = self.env.queue("LEDGER_EVENTS")?;
         let d = self
@@ -348,7 +350,7 @@ impl DurableObject for TransferDO {
             let at = t.next_attempt_at_ms.max(now);
             next = Some(next.map_or(at, |n| n.min(at)));
         }
-        outbox::settle_alarm(&storage, next).await?;
+        self.alarms.settle(&storage, next).await?;
         Response::ok(format!("{d:?}"))
     }
 }
