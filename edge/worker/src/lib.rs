@@ -396,15 +396,10 @@ fn transfer_answer(tenant: &str, text: &str, creating: bool) -> Api<Result<Respo
     }
     let t = s.transfer.ok_or(ApiError::UnknownTransfer)?;
     let (status, v, location) = views::transfer_answer(tenant, &t, creating);
-    let mut r = json_text(status, v.to_string()).map_err(|e| internal("response", e))?;
+    let mut r = ok_json(status, v, s.replayed).map_err(|e| internal("response", e))?;
     if let Some(l) = location {
         r.headers_mut()
             .set("location", &l)
-            .map_err(|e| internal("response", e))?;
-    }
-    if s.replayed {
-        r.headers_mut()
-            .set("idempotent-replayed", "true")
             .map_err(|e| internal("response", e))?;
     }
     Ok(Ok(r))

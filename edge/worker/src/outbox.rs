@@ -288,8 +288,7 @@ pub async fn drain(storage: &Storage, queue: &Queue, cfg: DrainCfg) -> worker::R
             }
         }
     }
-    let left = stats(&sql)?.pending;
-    Ok(if left > 0 {
+    Ok(if has_unsent(&sql)? {
         Drain::More { sent }
     } else {
         Drain::Done { sent }

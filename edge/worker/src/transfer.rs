@@ -190,7 +190,7 @@ impl TransferDO {
         if let Some(t) = t.filter(|t| !t.is_terminal()) {
             want = Some(t.next_attempt_at_ms.max(now));
         }
-        let pending = outbox::stats(&storage.sql())?.pending > 0;
+        let pending = outbox::has_unsent(&storage.sql())?;
         if pending {
             // The safety net; the rows are drained right after the answer.
             let at = now + outbox::SAFETY_NET_MS;
