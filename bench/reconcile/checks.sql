@@ -47,9 +47,9 @@ canon AS (
     FROM raw
 ),
 checked AS (
-    SELECT tbl, stream, stream_key, seq, kind, event_id, currency, amount, balance_after, held_after,
-           overdraft_limit, transfer_id, counterparty, source, destination, deadline_ms, prev_hash, hash,
-           sha256(text) = hash AS hash_ok,
+    SELECT tbl, stream, stream_key, seq, kind, event_id, occurred_at_ms, currency, amount, balance_after,
+           held_after, overdraft_limit, transfer_id, counterparty, source, destination, deadline_ms,
+           prev_hash, hash, sha256(text) = hash AS hash_ok,
            -- 64-bit digest of the whole row: with seq and hash it tells identical copies (the
            -- docs/LAKE.md dedup) without carrying the columns no check reads.
            hash(text, entry_id IS NULL, counterparty IS NULL, reason IS NULL, currency IS NULL) AS content,
@@ -323,10 +323,12 @@ FROM pa
 WHERE balance_after::HUGEINT - held_after < -(overdraft_limit::HUGEINT);
 
 -- Facts. Transfers as their own streams show them (primary rows).
+-- The deadline is judged by the ledger's bound at the latest: 30 days after `created`.
 CREATE OR REPLACE TEMP TABLE tf AS
 SELECT stream_key AS id, arg_max(kind, seq) AS phase, max(seq) AS last_seq,
        arg_max({'amount': amount, 'currency': currency, 'source': source,
-                'destination': destination, 'deadline_ms': deadline_ms}, seq)
+                'destination': destination,
+                'deadline_ms': least(deadline_ms, occurred_at_ms + 2592000000)}, seq)
            FILTER (WHERE kind = 'created') AS c
 FROM w
 WHERE tbl = 'transfer' AND stream = 'transfer' AND pseq IS DISTINCT FROM seq
@@ -357,6 +359,15 @@ WHERE kind IN ('created', 'reserved', 'credited', 'captured', 'failed', 'releasi
                 AND p_kind || '>' || kind NOT IN ('created>reserved', 'created>failed', 'created>releasing',
                                                   'reserved>credited', 'reserved>releasing',
                                                   'credited>captured', 'releasing>released') END;
+
+INSERT INTO findings
+SELECT 'transfer_conservation', 'deadline_out_of_range', stream_key, seq, event_id,
+       format('created at {} with the deadline {}: not 1000 ms to 2592000000 ms after it',
+              occurred_at_ms, deadline_ms)
+FROM w
+WHERE tbl = 'transfer' AND stream = 'transfer' AND pseq IS DISTINCT FROM seq AND kind = 'created'
+  AND deadline_ms IS NOT NULL
+  AND NOT (deadline_ms::HUGEINT - occurred_at_ms BETWEEN 1000 AND 2592000000);
 
 INSERT INTO findings
 SELECT 'transfer_conservation', 'terms_changed', stream_key, seq, event_id,
@@ -440,15 +451,16 @@ cur AS (
            sum(deposits) AS deposits, sum(withdrawals) AS withdrawals
     FROM acc GROUP BY currency
 ),
--- money in flight: the credit of a transfer in progress whose source's hold is live (placed,
--- neither captured nor released), when it is the transfer's one credit of its amount on its
+-- money in flight: the credit of a transfer in progress whose source's hold (of its amount,
+-- in its currency) is live (placed, neither captured nor released), when it is the transfer's one credit of its amount on its
 -- destination in its currency: mid-saga, every credit is matched by a live hold
 inflight AS (
     SELECT l.currency, sum(l.amount)::HUGEINT AS amount
     FROM lg l JOIN tf ON tf.id = l.t JOIN lt ON lt.id = l.t
     WHERE l.kind = 'credited' AND tf.c.amount IS NOT NULL
       AND tf.phase NOT IN ('captured', 'failed', 'released')
-      AND lt.n_src_holds > 0 AND lt.n_src_debits = 0 AND NOT lt.src_released
+      AND lt.n_src_holds > 0 AND lt.hold_amount = tf.c.amount AND lt.hold_currency = tf.c.currency
+      AND lt.n_src_debits = 0 AND NOT lt.src_released
       AND lt.n_credits = 1 AND lt.credit_ok
     GROUP BY l.currency
 ),
@@ -482,11 +494,11 @@ FROM x WHERE phase IN ('reserved', 'credited', 'captured') AND n_src_holds = 0
 UNION ALL
 SELECT 'cross_stream_consistency', 'hold_amount_mismatch', id, NULL, NULL,
        format('hold of {} for a transfer of {}', hold_amount, amount)
-FROM x WHERE phase IN ('reserved', 'credited', 'captured') AND n_src_holds > 0 AND hold_amount <> amount
+FROM x WHERE n_src_holds > 0 AND hold_amount <> amount
 UNION ALL
 SELECT 'cross_stream_consistency', 'hold_currency_mismatch', id, NULL, NULL,
        format('hold in {} for a transfer in {}', hold_currency, currency)
-FROM x WHERE phase IN ('reserved', 'credited', 'captured') AND n_src_holds > 0 AND hold_currency <> currency
+FROM x WHERE n_src_holds > 0 AND hold_currency <> currency
 UNION ALL
 SELECT 'cross_stream_consistency', 'capture_not_hold', id, NULL, NULL,
        format('hold of {} captured as a debit of {}', hold_amount, debit1)

@@ -678,8 +678,10 @@ pub fn remove_unreferenced(checkpoint: &Path, keep: &[SegmentRef]) -> Result<(),
     remove_unnamed(checkpoint, "seg", keep.iter().map(|r| r.file.as_str()))
 }
 
-/// Deletes the files `FILE.<…>.{ext}` (and `FILE.{ext}.tmp`) beside the
-/// checkpoint `FILE` that are not among `keep`.
+/// Deletes the files `FILE.<16 hex digits>.{ext}` (and `FILE.{ext}.tmp`)
+/// beside the checkpoint `FILE` that are not among `keep`: exactly the names
+/// this checkpoint writes, so the files of a checkpoint `FILE.other` in the
+/// same directory are never touched.
 pub fn remove_unnamed<'a>(
     checkpoint: &Path,
     ext: &str,
@@ -688,13 +690,18 @@ pub fn remove_unnamed<'a>(
     let (dir, stem) = place(checkpoint);
     let keep: HashSet<&str> = keep.collect();
     let (suffix, tmp) = (format!(".{ext}"), format!("{ext}.tmp"));
+    let named = |r: &str| {
+        r.strip_suffix(&suffix).is_some_and(|h| {
+            h.len() == 16 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        })
+    };
     let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let ours = name
             .strip_prefix(&stem)
             .and_then(|r| r.strip_prefix('.'))
-            .is_some_and(|r| r.ends_with(&suffix) || r == tmp);
+            .is_some_and(|r| named(r) || r == tmp);
         if ours && !keep.contains(name.as_str()) {
             std::fs::remove_file(e.path())
                 .map_err(|err| format!("{}: {err}", e.path().display()))?;
@@ -885,5 +892,37 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         let e = Archive::open(dir.path(), &[r], 0, &names()).unwrap_err();
         assert!(e.contains("cannot open"), "{e}");
+    }
+
+    #[test]
+    fn only_this_checkpoints_own_files_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let touch = |n: &str| std::fs::write(dir.path().join(n), b"x").unwrap();
+        let theirs = [
+            "ck.staging.0123456789abcdef.seg",
+            "ck.v2.seg.tmp",
+            "ck.0123456789ABCDEF.seg",
+            "ck.0123456789abcde.seg",
+            "ckpt.0123456789abcdef.seg",
+            "ck.0123456789abcdef.prs",
+        ];
+        let ours = ["ck.0123456789abcdef.seg", "ck.seg.tmp"];
+        let kept = "ck.fedcba9876543210.seg";
+        for n in theirs.iter().chain(&ours).chain([&kept]) {
+            touch(n);
+        }
+        remove_unnamed(&dir.path().join("ck"), "seg", [kept].into_iter()).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let mut want: Vec<String> = theirs
+            .iter()
+            .chain([&kept])
+            .map(|s| s.to_string())
+            .collect();
+        want.sort();
+        assert_eq!(left, want);
     }
 }

@@ -65,8 +65,10 @@ use crate::stream::Tail;
 /// (layout version 2, read by the set). 10: an account's live holds follow
 /// `checks::balance::hold_step` (a second placement leaves the first live, a
 /// release of nothing leaves a live hold live) and it knows whether they
-/// may be incomplete (`AccountFacts::holds_unknown`).
-pub const CHECKPOINT_VERSION: u32 = 10;
+/// may be incomplete (`AccountFacts::holds_unknown`). 11: the files of
+/// streams it writes note each stream with the seq its stretch of rows in
+/// the lake file starts at (`StreamsRef::starts`).
+pub const CHECKPOINT_VERSION: u32 = 11;
 
 /// Versions this reconciler reads: a version-6 checkpoint is a version-7
 /// one that owes nothing, a version-7 one a version-8 one that knows no
@@ -74,8 +76,11 @@ pub const CHECKPOINT_VERSION: u32 = 10;
 /// streams are in the first layout (read whole), a version-9 one a
 /// version-10 one whose every account's live holds may be incomplete
 /// (built by the earlier rules: a capture or release without a live hold
-/// is not judged on those streams until a `--full` run re-proves them).
-const CHECKPOINT_VERSIONS_READ: [u32; 5] = [6, 7, 8, 9, CHECKPOINT_VERSION];
+/// is not judged on those streams until a `--full` run re-proves them), a
+/// version-10 one a version-11 one whose files of streams hold streams
+/// alone (a compaction that cuts a stream's start in a file they cover is
+/// found by the stream's re-proof or by `--full`, not by them).
+const CHECKPOINT_VERSIONS_READ: [u32; 6] = [6, 7, 8, 9, 10, CHECKPOINT_VERSION];
 
 /// Which stream, as the proof keys it: the table it was found in (a stream
 /// in the wrong table is proved apart from its namesake), its kind and key.

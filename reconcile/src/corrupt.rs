@@ -33,7 +33,7 @@ pub enum Class {
     Overdraft,
     /// A transfer created and never advanced, past its deadline.
     Dangling,
-    /// A hold placed for a transfer that already failed, never released.
+    /// A hold of its amount placed for a transfer that already failed, never released.
     Leaked,
     /// A balance that changed by 1000 without any entry.
     Nonconservation,
@@ -61,6 +61,14 @@ pub enum Class {
     /// lake with transfers in progress: `generate --in-flight`; not in
     /// [`Class::ALL`], which runs on lakes without).
     ReleasedTwice,
+    /// A transfer that is only `created` whose source holds 1 of its
+    /// amount while its destination is credited the whole amount: a token
+    /// hold standing behind a credit in flight (money created, and
+    /// withdrawable, before any deadline).
+    TokenHold,
+    /// A transfer only `created`, whose deadline is the year 9999 (the
+    /// ledger sets one at most 30 days ahead): it would never be dangling.
+    FarDeadline,
 }
 
 impl Class {
@@ -80,6 +88,8 @@ impl Class {
         Class::WrongCounterparty,
         Class::CreditLost,
         Class::HoldPlacedTwice,
+        Class::TokenHold,
+        Class::FarDeadline,
     ];
 }
 
@@ -688,16 +698,20 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 .filter(|(_, evs)| evs.last().is_some_and(|e| e.kind == "failed"))
                 .find_map(|(t, evs)| {
                     let src = evs[0].source.clone()?;
+                    let amount = evs[0].amount?;
                     let acc = accounts.get(&src)?;
                     let last = acc.last()?;
                     let room = last.balance_after? - last.held_after? + last.overdraft_limit?;
-                    (room >= 1).then(|| (t.clone(), src, acc.clone()))
+                    (room >= amount).then(|| (t.clone(), src, acc.clone()))
                 })
-                .ok_or("the lake has no failed transfer whose source can hold 1 more")?;
+                .ok_or("the lake has no failed transfer whose source can hold its amount now")?;
+            // A hold of the transfer's amount (one of another amount is
+            // also `hold_amount_mismatch`): only the leak is wrong.
+            let amount = transfers[&t][0].amount.unwrap_or(0);
             let dst = transfers[&t][0].destination.clone();
             let e = append(&mut evs, "hold_placed", |e| {
-                e.amount = Some(1);
-                e.held_after = e.held_after.map(|h| h + 1);
+                e.amount = Some(amount);
+                e.held_after = e.held_after.map(|h| h + amount);
                 e.transfer_id = Some(t.clone());
                 e.counterparty = dst;
             });
@@ -705,6 +719,108 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             (
                 format!("{}: hold for the failed transfer {t} on {src}", e.event_id),
                 one_at("terminal_convergence", "leaked_hold", &t, &e),
+            )
+        }
+        Class::FarDeadline => {
+            let accounts = l.streams(Stream::Account);
+            let mut it = accounts.iter();
+            let (src, s_evs) = it.next().ok_or("the lake has no account")?;
+            let (dst, _) = it.next().ok_or("the lake has one account only")?;
+            let t = format!("t.{}.injected-far-deadline", crate::gen::GEN_TENANT);
+            let at = s_evs[0].occurred_at_ms;
+            let mut e = Event::new(Stream::Transfer, &t, 1, "created", at, GENESIS_HASH);
+            e.currency = s_evs[0].currency.clone();
+            e.amount = Some(100);
+            e.transfer_id = Some(t.clone());
+            e.source = Some(src.clone());
+            e.destination = Some(dst.clone());
+            e.deadline_ms = Some(ledger_events::event::TIME_MS_MAX);
+            let bound = at + ledger_events::TRANSFER_DEADLINE_MS_MAX;
+            assert!(bound < now_ms, "the bound must be past `now`");
+            let e = e.seal();
+            l.replace_stream(std::slice::from_ref(&e));
+            (
+                format!(
+                    "{t}: created, never advanced, deadline {} (the bound: {bound})",
+                    ledger_events::event::TIME_MS_MAX
+                ),
+                vec![
+                    expect("terminal_convergence", "dangling", &t, Some(&e.event_id)),
+                    expect(
+                        "transfer_conservation",
+                        "deadline_out_of_range",
+                        &t,
+                        Some(&e.event_id),
+                    ),
+                ],
+            )
+        }
+        Class::TokenHold => {
+            // Two accounts of one currency, the source with room to hold 1.
+            let accounts = l.streams(Stream::Account);
+            let (src, s_evs) = accounts
+                .iter()
+                .find(|(_, evs)| {
+                    let (balance, held, limit) = last_state(evs);
+                    balance - held + limit >= 1
+                })
+                .ok_or("the lake has no account that can hold 1 more")?;
+            let (dst, d_evs) = accounts
+                .iter()
+                .find(|(k, evs)| *k != src && evs[0].currency == s_evs[0].currency)
+                .ok_or("the lake has no second account in the source's currency")?;
+            let (mut s_evs, mut d_evs) = (s_evs.clone(), d_evs.clone());
+            let t = format!("t.{}.injected-token", crate::gen::GEN_TENANT);
+            let amount = 1_000_000;
+            let at = s_evs
+                .last()
+                .unwrap()
+                .occurred_at_ms
+                .max(d_evs.last().unwrap().occurred_at_ms);
+            let mut created = Event::new(Stream::Transfer, &t, 1, "created", at, GENESIS_HASH);
+            created.currency = s_evs[0].currency.clone();
+            created.amount = Some(amount);
+            created.transfer_id = Some(t.clone());
+            created.source = Some(src.clone());
+            created.destination = Some(dst.clone());
+            created.deadline_ms = Some(at + 300_000);
+            assert!(
+                at + 300_000 < now_ms,
+                "the injected deadline must be past `now`"
+            );
+            let created = created.seal();
+            let hold = append(&mut s_evs, "hold_placed", |e| {
+                e.amount = Some(1);
+                e.held_after = e.held_after.map(|h| h + 1);
+                e.transfer_id = Some(t.clone());
+                e.counterparty = Some(dst.clone());
+            });
+            let credit = append(&mut d_evs, "credited", |e| {
+                e.amount = Some(amount);
+                e.balance_after = e.balance_after.map(|b| b + amount);
+                e.transfer_id = Some(t.clone());
+                e.counterparty = Some(src.clone());
+                e.entry_id = Some(format!("{t}:credit"));
+            });
+            l.replace_stream(std::slice::from_ref(&created));
+            l.replace_stream(&s_evs);
+            l.replace_stream(&d_evs);
+            let currency = created.currency.clone().unwrap_or_default();
+            (
+                format!(
+                    "{t}: created for {amount}; {} holds 1 on {src}; {} credits {amount} to {dst}",
+                    hold.event_id, credit.event_id
+                ),
+                vec![
+                    expect("cross_stream_consistency", "hold_amount_mismatch", &t, None),
+                    expect("global_conservation", "not_conserved", &currency, None),
+                    expect(
+                        "terminal_convergence",
+                        "dangling",
+                        &t,
+                        Some(&created.event_id),
+                    ),
+                ],
             )
         }
         Class::Nonconservation => {

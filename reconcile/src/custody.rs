@@ -21,7 +21,11 @@
 //! to re-prove, so the streams of the files that now hold a replaced
 //! version's rows are checked against those the checkpoint saw in it
 //! (`crate::presence`): one missing makes the version lost
-//! ([`Lost::Emptied`]).
+//! ([`Lost::Emptied`]). The checkpoint notes each stream of a file with
+//! the seq its stretch of rows there starts at, so an output that holds a
+//! stream but not the first row of it the version held (its start cut:
+//! the copies after the cut still chain to the proved tail) is caught the
+//! same way.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -30,9 +34,10 @@ use ledger_ingest::{parse_object_key, Unaccounted};
 
 use crate::checkpoint::FULL_HELP;
 use crate::lake::{Error, Lake, LakeFileInfo};
-use crate::presence::{fingerprint, Fingerprint};
+use crate::presence::{fingerprint, fingerprint_at, Fingerprint};
 use crate::presence_files::Stored;
 use crate::rows::strings;
+use datafusion::arrow::array::Int64Array;
 
 /// A proved file version that is gone and whose rows the lake may no
 /// longer hold.
@@ -41,8 +46,10 @@ pub enum Lost {
     /// No chain of compaction manifests accounts for it.
     Unaccounted(Unaccounted),
     /// Compaction replaced it, but the files that now hold its rows
-    /// (`outputs`, the first named) hold no row of `streams` of the streams
-    /// the checkpoint saw in it: they lack rows it held.
+    /// (`outputs`, the first named) lack the first row of `streams` of the
+    /// stretches of streams the checkpoint saw in it (or, noted before
+    /// checkpoint version 11, any row of `streams` of its streams): they
+    /// lack rows it held.
     Emptied {
         key: String,
         output: String,
@@ -60,8 +67,8 @@ impl std::fmt::Display for Lost {
                 streams,
             } => write!(
                 f,
-                "{key} was replaced by compaction, but its output {output} holds no row of {streams} \
-                 stream(s) the checkpoint proved in it (a compaction keeps every row it reads)"
+                "{key} was replaced by compaction, but its output {output} lacks the first row of \
+                 {streams} stream(s) the checkpoint proved in it (a compaction keeps every row it reads)"
             ),
         }
     }
@@ -132,16 +139,17 @@ pub async fn check(
     // One lost version already makes the run a full proof.
     if lost.is_empty() && !replaced.is_empty() {
         let keys: BTreeSet<&str> = replaced.iter().map(|(k, _)| *k).collect();
-        let presence = stored
+        let sets = stored
             .of(&keys)
             .map_err(|e| Error::Lake(format!("checkpoint: {e}\n{FULL_HELP}")))?;
+        let presence = &sets.presence;
         let files: HashMap<&str, &LakeFileInfo> = tables
             .iter()
             .flat_map(|files| files.iter())
             .map(|f| (f.key.as_str(), f))
             .collect();
         // The streams of each file that holds replaced rows, read once.
-        let mut read: HashMap<String, HashSet<Fingerprint>> = HashMap::new();
+        let mut read: HashMap<String, Held> = HashMap::new();
         for (key, holders) in replaced {
             if presence.get(key).is_empty() {
                 continue; // not seen (a checkpoint before version 8)
@@ -154,7 +162,8 @@ pub async fn check(
                     read.insert(h.clone(), streams_in(lake, file).await?);
                 }
             }
-            let present = |fp| holders.iter().any(|h| read[h].contains(&fp));
+            let plain = sets.plain.contains(key);
+            let present = |fp| holders.iter().any(|h| read[h].has(fp, plain));
             let streams = presence.missing(key, present);
             if streams > 0 {
                 lost.push(Lost::Emptied {
@@ -172,24 +181,54 @@ pub async fn check(
     })
 }
 
-/// The fingerprints of the streams with a row in `files` (`stream` and
-/// `stream_key` read; a row that names no known stream is left to the proof
-/// to name).
-async fn streams_in(lake: &Lake, files: &[LakeFileInfo]) -> Result<HashSet<Fingerprint>, Error> {
-    let mut now = HashSet::new();
-    lake.scan_columns(files, &["stream", "stream_key"], None, |b| {
+/// What the files that hold a replaced version's rows hold: the
+/// fingerprints of their streams, and of each of their rows' (stream, seq)
+/// ([`crate::presence::fingerprint_at`]).
+#[derive(Default)]
+struct Held {
+    streams: HashSet<Fingerprint>,
+    rows: HashSet<Fingerprint>,
+}
+
+impl Held {
+    /// Whether `fp` is here: a stream's (`plain`, a set noted before
+    /// checkpoint version 11) or a row's.
+    fn has(&self, fp: Fingerprint, plain: bool) -> bool {
+        if plain {
+            self.streams.contains(&fp)
+        } else {
+            self.rows.contains(&fp)
+        }
+    }
+}
+
+/// What `files` hold ([`Held`]: `stream`, `stream_key` and `seq` read; a
+/// row that names no known stream, or no seq, is left to the proof to name).
+async fn streams_in(lake: &Lake, files: &[LakeFileInfo]) -> Result<Held, Error> {
+    let mut now = Held::default();
+    lake.scan_columns(files, &["stream", "stream_key", "seq"], None, |b| {
         let (Some(stream), Some(keys)) = (strings(b, "stream"), strings(b, "stream_key")) else {
             return;
         };
-        let mut last: Option<(&str, &str)> = None;
-        for (s, k) in stream.iter().zip(keys.iter()) {
+        let Some(seqs) = crate::rows::col::<Int64Array>(b, "seq").ok().flatten() else {
+            return; // not the lake layout: the proof says so
+        };
+        let mut last: Option<(&str, &str, Stream)> = None;
+        for ((s, k), seq) in stream.iter().zip(keys.iter()).zip(seqs.iter()) {
             let (Some(s), Some(k)) = (s, k) else { continue };
-            if last == Some((s, k)) {
-                continue; // rows come grouped by stream
-            }
-            last = Some((s, k));
-            if let Some(s) = Stream::parse(s) {
-                now.insert(fingerprint(s, k));
+            let kind = match last {
+                Some((ls, lk, kind)) if (ls, lk) == (s, k) => kind, // rows come grouped by stream
+                _ => {
+                    let Some(kind) = Stream::parse(s) else {
+                        continue;
+                    };
+                    now.streams.insert(fingerprint(kind, k));
+                    last = Some((s, k, kind));
+                    kind
+                }
+            };
+            if let Some(seq) = seq.and_then(|q| u64::try_from(q).ok()) {
+                now.rows.insert(fingerprint_at(kind, k, seq));
             }
         }
     })

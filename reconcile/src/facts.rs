@@ -1434,7 +1434,12 @@ impl Facts {
                 let mut sym = |v: Option<&str>| v.map(|v| names.id(v));
                 f.set_source(sym(ev.source));
                 f.set_destination(sym(ev.destination));
-                f.set_deadline_ms(ev.deadline_ms);
+                // Judged dangling by the ledger's bound at the latest (a
+                // deadline past it is `deadline_out_of_range`).
+                let bound = ev
+                    .occurred_at_ms
+                    .saturating_add(ledger_events::TRANSFER_DEADLINE_MS_MAX);
+                f.set_deadline_ms(ev.deadline_ms.map(|d| d.min(bound)));
             }
             last = Some(ev);
         }

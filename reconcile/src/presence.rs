@@ -59,6 +59,19 @@ pub fn fingerprint(stream: Stream, key: &str) -> Fingerprint {
     h ^ (h >> 31)
 }
 
+/// The fingerprint of the stream `key` of kind `stream` starting, in one
+/// lake file, at `seq` (the first of its rows there): [`fingerprint`]
+/// mixed with the seq. A compaction output that holds the stream but not
+/// that row cut the start of what the file held (the copies after it
+/// still chain to the proved tail, so only this tells). Written to
+/// checkpoints: never change it without a format version.
+pub fn fingerprint_at(stream: Stream, key: &str, seq: u64) -> Fingerprint {
+    let mut h = fingerprint(stream, key) ^ seq.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    h = (h ^ (h >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    h ^ (h >> 31)
+}
+
 /// Per lake file (key), the fingerprints of the streams with a row in it
 /// (a run appends; repeats are dropped when it is written).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -209,13 +222,18 @@ impl<'a> Noter<'a> {
     }
 
     /// Notes the stream `key` of kind `stream`, whose rows are from the
-    /// scan's `files` (by index, a file at a time: one may come again).
-    pub fn note(&mut self, stream: Stream, key: &str, files: impl Iterator<Item = u32>) {
-        let fp = fingerprint(stream, key);
+    /// scan's files as `starts` gives them, in seq order: (file index, seq of
+    /// the first row of a run from it), a run at a time (one file may come
+    /// again, after another's). Each file's set gets the stream with the
+    /// seq where each of its stretches of the stream starts
+    /// ([`fingerprint_at`]).
+    pub fn note(&mut self, stream: Stream, key: &str, starts: impl Iterator<Item = (u32, u64)>) {
         let mut last = u32::MAX;
-        for f in files {
+        for (f, seq) in starts {
             if f != last {
-                self.files[f as usize].1.push(fp);
+                self.files[f as usize]
+                    .1
+                    .push(fingerprint_at(stream, key, seq));
                 last = f;
             }
         }
@@ -262,6 +280,39 @@ mod tests {
     /// `fingerprint(Transfer, "t-0000000000000001")` as checkpoint version 8
     /// wrote it.
     const PINNED_TRANSFER: u64 = 4191193214889977929;
+
+    #[test]
+    fn a_streams_start_is_part_of_its_fingerprint_in_a_file() {
+        let at = |k: &str, seq| fingerprint_at(Stream::Account, k, seq);
+        let all = [
+            at("a", 1),
+            at("a", 2),
+            at("b", 1),
+            at("a", 1 << 32),
+            at("a", 0),
+        ];
+        let distinct: HashSet<_> = all.iter().collect();
+        assert_eq!(distinct.len(), all.len(), "{all:x?}");
+        assert_ne!(at("a", 1), fingerprint(Stream::Account, "a"));
+        assert_ne!(at("a", 1), fingerprint_at(Stream::Transfer, "a", 1));
+        // Pinned: checkpoints hold them.
+        assert_eq!(
+            fingerprint_at(Stream::Transfer, "t-0000000000000001", 1),
+            PINNED_TRANSFER_AT_1
+        );
+        // A file's stretches of a stream: one fingerprint each.
+        let mut n = Noter::new(["f0", "f1"].into_iter());
+        n.note(
+            Stream::Account,
+            "a",
+            [(0, 1), (0, 4), (1, 6), (0, 9)].into_iter(),
+        );
+        let p = n.finish();
+        assert_eq!(p.get("f0"), &[at("a", 1), at("a", 9)]);
+        assert_eq!(p.get("f1"), &[at("a", 6)]);
+    }
+
+    const PINNED_TRANSFER_AT_1: u64 = 6932500525478127177;
 
     #[test]
     fn a_partition_misses_the_streams_noted_there_and_gone_now() {

@@ -63,6 +63,12 @@ pub struct StreamsRef {
     pub keys: Vec<String>,
     /// How many fingerprints it holds (its size, for the merge rule).
     pub fingerprints: u64,
+    /// Its sets hold each stream with the seq its stretch of rows in the
+    /// lake file starts at (`presence::fingerprint_at`); false (a file a
+    /// checkpoint before version 11 named): the stream alone
+    /// (`presence::fingerprint`). Files of the two kinds are never merged.
+    #[serde(default)]
+    pub starts: bool,
 }
 
 /// The files of streams a checkpoint names, in its directory.
@@ -74,9 +80,17 @@ pub struct Stored {
 
 impl Stored {
     /// The streams they hold for the lake files `keys` ([`streams_of`]).
-    pub fn of(&self, keys: &BTreeSet<&str>) -> Result<Presence, String> {
+    pub fn of(&self, keys: &BTreeSet<&str>) -> Result<Sets, String> {
         streams_of(&self.dir, &self.refs, keys)
     }
+}
+
+/// The sets of some lake files, and which of them hold streams alone (no
+/// seq: [`StreamsRef::starts`] false).
+#[derive(Debug, Default)]
+pub struct Sets {
+    pub presence: Presence,
+    pub plain: HashSet<String>,
 }
 
 /// Where one lake file's set is in a version-2 file.
@@ -303,8 +317,8 @@ pub fn read(dir: &Path, r: &StreamsRef) -> Result<Presence, String> {
 }
 
 /// Writes `p` as a new file beside `checkpoint` (temporary name, fsync,
-/// rename) and returns its reference.
-fn write(checkpoint: &Path, p: &Presence) -> Result<StreamsRef, String> {
+/// rename) and returns its reference (`starts`: what its sets hold).
+fn write(checkpoint: &Path, p: &Presence, starts: bool) -> Result<StreamsRef, String> {
     let (dir, stem) = place(checkpoint);
     let io = |e: std::io::Error| format!("cannot write a streams file in {}: {e}", dir.display());
     let tmp = dir.join(format!("{stem}.prs.tmp"));
@@ -349,6 +363,7 @@ fn write(checkpoint: &Path, p: &Presence) -> Result<StreamsRef, String> {
         sha256,
         keys: p.files().map(str::to_owned).collect(),
         fingerprints,
+        starts,
     })
 }
 
@@ -375,6 +390,8 @@ pub fn save(
     for k in noted.files().filter(|k| listed(k) && !covered.contains(k)) {
         fresh.add(k, noted.get(k));
     }
+    // The sets of files of the older kind (streams alone) stay of that kind.
+    let mut plain = Presence::default();
     let mut kept: Vec<StreamsRef> = Vec::new();
     for r in refs {
         let live = r.keys.iter().filter(|k| listed(k)).count();
@@ -384,27 +401,31 @@ pub fn save(
         if live * 2 < r.keys.len() {
             // Mostly gone: what is left joins this run's file.
             let old = Opened::open(&dir, r).map_err(Unreadable)?;
+            let into = if r.starts { &mut fresh } else { &mut plain };
             for k in r.keys.iter().filter(|k| listed(k)) {
-                fresh.add(k, &old.set(k).map_err(Unreadable)?);
+                into.add(k, &old.set(k).map_err(Unreadable)?);
             }
             continue;
         }
         kept.push(r.clone());
     }
-    if fresh.files().next().is_some() {
-        kept.push(write(checkpoint, &fresh).map_err(Unwritable)?);
+    for (p, starts) in [(&plain, false), (&fresh, true)] {
+        if p.files().next().is_some() {
+            kept.push(write(checkpoint, p, starts).map_err(Unwritable)?);
+        }
     }
     while let [.., older, newer] = kept.as_slice() {
-        if newer.fingerprints * 2 < older.fingerprints {
+        if newer.fingerprints * 2 < older.fingerprints || older.starts != newer.starts {
             break;
         }
+        let starts = newer.starts;
         let mut merged = read(&dir, older).map_err(Unreadable)?;
         merged.absorb(read(&dir, newer).map_err(Unreadable)?);
         merged.retain(|k| listed(k));
         let n = kept.len();
         kept.truncate(n - 2);
         if !merged.is_empty() {
-            kept.push(write(checkpoint, &merged).map_err(Unwritable)?);
+            kept.push(write(checkpoint, &merged, starts).map_err(Unwritable)?);
         }
     }
     Ok(kept)
@@ -412,19 +433,19 @@ pub fn save(
 
 /// The streams the files `refs` names hold for the lake files `keys` (the
 /// files of streams that cover none of them are not read).
-pub fn streams_of(
-    dir: &Path,
-    refs: &[StreamsRef],
-    keys: &BTreeSet<&str>,
-) -> Result<Presence, String> {
-    let mut out = Presence::default();
+pub fn streams_of(dir: &Path, refs: &[StreamsRef], keys: &BTreeSet<&str>) -> Result<Sets, String> {
+    let mut out = Sets::default();
     for r in refs {
         if !r.keys.iter().any(|k| keys.contains(k.as_str())) {
             continue;
         }
         let file = Opened::open(dir, r)?;
         for k in keys {
-            out.add(k, &file.set(k)?);
+            let set = file.set(k)?;
+            if !r.starts && !set.is_empty() {
+                out.plain.insert((*k).to_owned());
+            }
+            out.presence.add(k, &set);
         }
     }
     Ok(out)
@@ -462,8 +483,8 @@ mod tests {
         assert_eq!(second[0], first[0]);
         assert_eq!(second[1].keys, vec!["e"]);
         let got = streams_of(dir.path(), &second, &["a", "e"].into_iter().collect()).unwrap();
-        assert_eq!(got.get("a"), &[1, 100]);
-        assert_eq!(got.get("e"), &[2, 100]);
+        assert_eq!(got.presence.get("a"), &[1, 100]);
+        assert_eq!(got.presence.get("e"), &[2, 100]);
         // "a", "b", "c" compacted into "f": the first file, mostly gone,
         // is rewritten with "d" and merged with the night's.
         let gone = |k: &str| !["a", "b", "c"].contains(&k);
@@ -483,7 +504,7 @@ mod tests {
             .collect();
         assert_eq!(left, third.iter().map(|r| r.file.clone()).collect());
         let got = streams_of(dir.path(), &third, &["d"].into_iter().collect()).unwrap();
-        assert_eq!(got.get("d"), &[4, 100]);
+        assert_eq!(got.presence.get("d"), &[4, 100]);
     }
 
     #[test]
@@ -571,12 +592,16 @@ mod tests {
         std::fs::write(&path, &bad).unwrap();
         let only = |keys: &[&'static str]| keys.iter().copied().collect::<BTreeSet<_>>();
         let got = streams_of(dir.path(), &refs, &only(&["a", "c"])).unwrap();
-        assert_eq!((got.get("a"), got.get("c")), (&[1, 100][..], &[3, 100][..]));
+        assert_eq!(
+            (got.presence.get("a"), got.presence.get("c")),
+            (&[1, 100][..], &[3, 100][..])
+        );
         let e = streams_of(dir.path(), &refs, &only(&["b"])).unwrap_err();
         assert!(e.contains("the set of b") && e.contains("damaged"), "{e}");
         // A lake file the file does not cover has no set, and is no error.
         assert!(streams_of(dir.path(), &refs, &only(&["z"]))
             .unwrap()
+            .presence
             .is_empty());
     }
 
@@ -597,6 +622,7 @@ mod tests {
             sha256,
             keys: vec!["a".into(), "b".into(), "c".into()],
             fingerprints,
+            starts: false,
         };
         let path = dir.path().join(&v1.file);
         for at in 0..w.buf.len() {
@@ -617,13 +643,48 @@ mod tests {
             &["b"].into_iter().collect(),
         )
         .unwrap();
-        assert_eq!(got.get("b"), &[2, 100]);
-        // Mostly gone: rewritten in the current layout with what is left.
+        assert_eq!(got.presence.get("b"), &[2, 100]);
+        assert!(got.plain.contains("b"), "streams alone: {:?}", got.plain);
+        // Mostly gone: rewritten in the current layout with what is left,
+        // still of streams alone.
         let refs = save(&ckpt, &[v1], &Presence::default(), &|k| k == "c").unwrap();
         assert_eq!(refs.len(), 1);
         assert_eq!(refs[0].keys, vec!["c"]);
+        assert!(!refs[0].starts);
         let bytes = std::fs::read(dir.path().join(&refs[0].file)).unwrap();
         assert_eq!(&bytes[bytes.len() - 8..], FOOTER_MAGIC);
         assert_eq!(read(dir.path(), &refs[0]).unwrap().get("c"), &[3, 100]);
+    }
+
+    #[test]
+    fn files_of_streams_alone_stay_apart_from_files_of_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("ck");
+        let all = |_: &str| true;
+        // A file an older checkpoint named (streams alone), then a night's.
+        let mut old = save(&ckpt, &[], &noted(&["a", "b", "c"]), &all).unwrap();
+        old[0].starts = false;
+        let refs = save(&ckpt, &old, &noted(&["d", "e", "f"]), &all).unwrap();
+        // As large as it: merged, were they of one kind.
+        assert_eq!(refs.len(), 2, "{refs:?}");
+        assert_eq!((refs[0].starts, refs[1].starts), (false, true));
+        // "a", "b" gone: its leftover is rewritten apart, still plain.
+        let refs = save(&ckpt, &refs, &Presence::default(), &|k| {
+            !["a", "b"].contains(&k)
+        })
+        .unwrap();
+        let kinds: Vec<(Vec<String>, bool)> =
+            refs.iter().map(|r| (r.keys.clone(), r.starts)).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (vec!["d".into(), "e".into(), "f".into()], true),
+                (vec!["c".into()], false)
+            ]
+        );
+        let only = ["c", "d"].into_iter().collect();
+        let got = streams_of(dir.path(), &refs, &only).unwrap();
+        assert_eq!(got.plain, ["c".to_owned()].into_iter().collect());
+        assert_eq!(got.presence.get("d"), &[1, 100]);
     }
 }

@@ -1233,7 +1233,7 @@ async fn scan_streams(
     let mut g = Grouper::default();
     let mut noter = Noter::new(files.iter().map(|f| f.key.as_str()));
     let mut take = |s: StreamRows| {
-        noter.note(s.stream, s.key(), s.files());
+        noter.note(s.stream, s.key(), s.starts());
         take(s);
     };
     lake.scan_sorted_where(files, select, |row| {
@@ -1346,7 +1346,10 @@ async fn start(
                 (a, t)
             }
             PullBack::FullIsCheaper(a, t) => {
-                prior = ProofState::default();
+                // Set aside, not dropped: every tail it proved is judged,
+                // as when files were lost (a night that re-proves the most
+                // must not report less of what left the lake).
+                set_aside = Some(std::mem::take(&mut prior));
                 reproved_in_full = true;
                 (a, t)
             }

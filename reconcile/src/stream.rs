@@ -60,10 +60,12 @@ impl StreamRows {
         self.len == 0
     }
 
-    /// The scan's files its rows are from (`Cols::file`), a run at a time,
-    /// in seq order (a file may come again).
-    pub fn files(&self) -> impl Iterator<Item = u32> + '_ {
-        self.runs.iter().map(|r| r.cols.file)
+    /// The scan's files its rows are from, with the seq each run starts at,
+    /// a run at a time in seq order (a file may come again).
+    pub fn starts(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.runs
+            .iter()
+            .map(|r| (r.cols.file, r.cols.seq(r.start as usize)))
     }
 
     /// The seq of the first row.

@@ -779,6 +779,71 @@ fn a_compaction_that_drops_proved_rows_is_caught_by_the_streams_it_reopens() {
 }
 
 #[test]
+fn a_compaction_that_cuts_the_start_of_a_stream_is_caught_by_the_night() {
+    let dir = tempfile::tempdir().unwrap();
+    // The file holds every account's whole stream; one account's first two
+    // rows go. The rows left still chain to the tail the checkpoint
+    // proved, so they are copies of proved rows: only the stream's start,
+    // noted with the file, tells that the output lacks rows.
+    let (root, ckpt, input, rows) = proved_lake(dir.path(), "account");
+    let victim = rows[0].event.stream_key.clone();
+    assert_eq!(rows[0].event.seq, 1);
+    let cut: Vec<String> = rows
+        .iter()
+        .filter(|r| r.event.stream_key == victim && r.event.seq <= 2)
+        .map(|r| r.event.event_id.clone())
+        .collect();
+    assert_eq!(cut.len(), 2);
+    compact_dropping(&root, &input, |e| cut.contains(&e.event_id));
+    let r = night(&root, &ckpt);
+    let fresh = full(&root);
+    assert!(
+        !fresh.holds,
+        "a proof of the lake alone sees the stream start at seq 3"
+    );
+    let i = r.incremental.clone().unwrap();
+    assert!(i.files_lost == 1 && i.reproved_in_full, "{i:?}");
+    assert_same(1, &without_owed(&r), &fresh);
+    assert!(
+        r.checks[0]
+            .findings
+            .iter()
+            .any(|f| f.key == victim && f.code == "seq_gap"),
+        "{}",
+        verdicts(&r)
+    );
+}
+
+#[test]
+fn a_night_proved_in_full_because_most_accounts_reopen_still_judges_their_proved_tails() {
+    let dir = tempfile::tempdir().unwrap();
+    // The last row of every account goes (the file holds every account's
+    // whole stream): every account reopens, so the night proves the lake
+    // from its first event, and must still name each tail it lost.
+    let (root, ckpt, input, rows) = proved_lake(dir.path(), "account");
+    let mut last = std::collections::BTreeMap::<String, Event>::new();
+    for r in &rows {
+        last.insert(r.event.stream_key.clone(), r.event.clone());
+    }
+    assert!(last.len() >= 2, "{}", last.len());
+    let ids: std::collections::HashSet<String> =
+        last.values().map(|e| e.event_id.clone()).collect();
+    let dropped = compact_dropping(&root, &input, |e| ids.contains(&e.event_id));
+    assert_eq!(dropped.len(), last.len());
+    let r = night(&root, &ckpt);
+    let i = r.incremental.clone().unwrap();
+    assert!(i.reproved_in_full && i.files_lost == 0, "{i:?}");
+    let want: Vec<_> = last
+        .values()
+        .map(|e| ("proved_rows_missing", e.stream_key.clone(), e.seq))
+        .collect();
+    assert_eq!(owed(&r), want, "{}", verdicts(&r));
+    // The next night still owes them (the new checkpoint keeps them owed,
+    // not the shortened tails as proved).
+    assert_eq!(owed(&night(&root, &ckpt)), want);
+}
+
+#[test]
 fn a_damaged_streams_file_stops_the_night_that_needs_it_and_full_rebuilds_it() {
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt, input, _) = proved_lake(dir.path(), "transfer");
@@ -961,9 +1026,12 @@ fn downgrade_to_8(ckpt: &Path) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64_at(&bytes, 12) as usize;
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 10);
+    assert_eq!(header["version"], 11);
     header["version"] = 8.into();
+    let lake = std::path::PathBuf::from(header["lake"].as_str().unwrap());
     for r in header["streams_files"].as_array_mut().unwrap() {
+        r.as_object_mut().unwrap().remove("starts");
+        let mut fingerprints = 0u64;
         let path = dir.join(r["file"].as_str().unwrap());
         let v2 = std::fs::read(&path).unwrap();
         // The footer names the index; the index each set's place.
@@ -979,15 +1047,17 @@ fn downgrade_to_8(ckpt: &Path) {
         for _ in 0..u64_at(index, 0) {
             let k = u32::from_le_bytes(index[pos..pos + 4].try_into().unwrap()) as usize;
             let key = &index[pos..pos + 4 + k];
-            let (offset, fps) = (
-                u64_at(index, pos + 4 + k) as usize,
-                u64_at(index, pos + 12 + k) as usize,
-            );
+            // Version 8 noted the streams alone (no seq).
+            let fps = plain_streams(&lake, std::str::from_utf8(&key[4..]).unwrap());
             v1.extend(key);
-            v1.extend((fps as u64).to_le_bytes());
-            v1.extend(&v2[offset..offset + 8 * fps]);
+            v1.extend((fps.len() as u64).to_le_bytes());
+            for fp in &fps {
+                v1.extend(fp.to_le_bytes());
+            }
+            fingerprints += fps.len() as u64;
             pos += 4 + k + 8 + 8 + 32;
         }
+        r["fingerprints"] = fingerprints.into();
         let digest = Sha256::digest(&v1);
         v1.extend(digest);
         let sha = digest
@@ -1001,6 +1071,16 @@ fn downgrade_to_8(ckpt: &Path) {
         r["sha256"] = sha.into();
     }
     reseal(ckpt, 8, &serde_json::to_vec(&header).unwrap());
+}
+
+/// The fingerprints of the streams with a row in the lake file `key` under
+/// `lake`, sorted: a set of a file of streams before checkpoint version 11.
+fn plain_streams(lake: &Path, key: &str) -> Vec<u64> {
+    let fps: std::collections::BTreeSet<u64> = rows_of(lake, key)
+        .iter()
+        .map(|r| ledger_reconcile::presence::fingerprint(r.event.stream, &r.event.stream_key))
+        .collect();
+    fps.into_iter().collect()
 }
 
 /// Writes the checkpoint at `ckpt` again as format `version` with the JSON
@@ -1047,7 +1127,7 @@ fn a_version_8_checkpoint_reads_its_first_layout_streams_files_and_writes_the_cu
     // The night's full proof wrote a current checkpoint and files of the
     // current layout only.
     let bytes = std::fs::read(&ckpt).unwrap();
-    assert_eq!(bytes[8..12], 10u32.to_le_bytes());
+    assert_eq!(bytes[8..12], 11u32.to_le_bytes());
     let files = prs();
     assert!(!files.is_empty());
     assert!(files
@@ -1130,12 +1210,12 @@ fn downgrade(ckpt: &Path, version: u32) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let header = std::str::from_utf8(&bytes[20..20 + len]).unwrap();
-    assert!(header.starts_with("{\"version\":10,"), "{header}");
+    assert!(header.starts_with("{\"version\":11,"), "{header}");
     let at = header
         .find(",\"owed\":[],\"streams_files\":[")
         .expect(header);
     let mut old =
-        header[..at].replacen("{\"version\":10,", &format!("{{\"version\":{version},"), 1);
+        header[..at].replacen("{\"version\":11,", &format!("{{\"version\":{version},"), 1);
     old += if version == 6 { "}" } else { ",\"owed\":[]}" };
     reseal(ckpt, version, old.as_bytes());
 }
@@ -2383,12 +2463,27 @@ fn downgrade_to_9(ckpt: &Path) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 10);
+    assert_eq!(header["version"], 11);
     header["version"] = 9.into();
     for s in header["streams"].as_array_mut().unwrap() {
         if let Some(a) = s["account"].as_object_mut() {
             a.remove("holds_unknown");
         }
     }
+    // Its files of streams noted the streams alone (no seq).
+    let lake = std::path::PathBuf::from(header["lake"].as_str().unwrap());
+    let mut plain = ledger_reconcile::presence::Presence::default();
+    for r in header["streams_files"].as_array().unwrap() {
+        for k in r["keys"].as_array().unwrap() {
+            let k = k.as_str().unwrap();
+            plain.add(k, &plain_streams(&lake, k));
+        }
+    }
+    let refs = ledger_reconcile::presence_files::save(ckpt, &[], &plain, &|_| true).unwrap();
+    let mut refs = serde_json::to_value(refs).unwrap();
+    for r in refs.as_array_mut().unwrap() {
+        r.as_object_mut().unwrap().remove("starts");
+    }
+    header["streams_files"] = refs;
     reseal(ckpt, 9, &serde_json::to_vec(&header).unwrap());
 }

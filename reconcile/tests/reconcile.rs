@@ -686,7 +686,7 @@ fn within_the_settle_window_only_absent_rows_are_pending() {
         assert_eq!(all, expected, "{class:?}");
         // A dropped event (a seq gap), a missed deadline and a lost credit
         // (with the residual it leaves, owed to that transfer) rest on an
-        // absent row; every other class on a row that is wrong.
+        // absent row; every other finding on a row that is wrong.
         let absent = match class {
             Class::Gap => vec!["completeness seq_gap"],
             Class::Dangling => vec!["terminal_convergence dangling"],
@@ -695,6 +695,13 @@ fn within_the_settle_window_only_absent_rows_are_pending() {
                 "global_conservation not_conserved",
                 "terminal_convergence dangling",
             ],
+            // The token hold is a wrong row (violated at once); the credit
+            // it cannot cover is owed to a transfer whose deadline is young.
+            Class::TokenHold => vec![
+                "global_conservation not_conserved",
+                "terminal_convergence dangling",
+            ],
+            Class::FarDeadline => vec!["terminal_convergence dangling"],
             _ => vec![],
         };
         assert_eq!(pending, absent, "{class:?}: {}", settled.summary());

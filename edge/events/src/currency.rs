@@ -14,8 +14,15 @@ impl fmt::Debug for Currency {
     }
 }
 
-/// Active ISO 4217 codes and their minor-unit exponents (funds codes and
-/// precious metals are deliberately absent: the ledger does not hold them).
+/// ISO 4217 codes and their minor-unit exponents (funds codes and precious
+/// metals are deliberately absent: the ledger does not hold them).
+///
+/// Codes are added, never removed: the same parser decodes stored accounts,
+/// transfers and events, so a code withdrawn from ISO 4217 (ANG, replaced by
+/// XCG; BGN, since Bulgaria adopted the euro) stays here, or every account,
+/// transfer and event in it would stop loading (a hold that can no longer be
+/// captured, a stream the lake refuses). `the_codes_are_never_removed` pins
+/// the set.
 const ISO_4217: &[(&str, u8)] = &[
     ("AED", 2),
     ("AFN", 2),
@@ -264,6 +271,30 @@ impl fmt::Display for Currency {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// FNV-1a over every code, in order: adding a code changes it (update
+    /// the pin and the count), removing one must not happen (see
+    /// [`ISO_4217`]).
+    #[test]
+    fn the_codes_are_never_removed() {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for (c, e) in ISO_4217 {
+            for b in c.bytes().chain([b'0' + e]) {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        for withdrawn in ["ANG", "BGN"] {
+            assert!(
+                Currency::parse(withdrawn).is_ok(),
+                "{withdrawn} must still decode"
+            );
+        }
+        assert_eq!(
+            (ISO_4217.len(), h),
+            (157, 16_721_540_088_144_215_713),
+            "the set of codes changed"
+        );
+    }
 
     #[test]
     fn table_is_sorted_and_unique_so_binary_search_is_sound() {

@@ -34,6 +34,14 @@ pub const SCHEMA_VERSIONS_KNOWN: &[u16] = &[1];
 /// writing microseconds, say) would be written under a key no reader
 /// lists, so it is refused instead.
 pub const TIME_MS_MAX: i64 = 253_402_300_799_999;
+
+/// The shortest time from a transfer's creation to its deadline the ledger
+/// sets (the TransferDO clamps `TRANSFER_DEADLINE_MS` to these bounds).
+pub const TRANSFER_DEADLINE_MS_MIN: i64 = 1_000;
+/// The longest: 30 days. The reconciler refuses a `created` row whose
+/// deadline is outside the bounds, and judges a transfer dangling by this
+/// one at the latest (a far deadline would put off I4 for ever).
+pub const TRANSFER_DEADLINE_MS_MAX: i64 = 30 * 86_400_000;
 /// `prev_hash` of the first event (seq 1) of every stream.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 /// Longest `reason` code, in bytes.

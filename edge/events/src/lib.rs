@@ -17,5 +17,5 @@ pub use currency::{Currency, UnknownCurrency};
 pub use event::{
     decode, event_id, is_event_id, AccountKind, ChainCursor, ChainError, DecodeError, Event,
     EventRef, SchemaError, Stream, TransferKind, FIELDS, GENESIS_HASH, SCHEMA_VERSION,
-    SCHEMA_VERSIONS_KNOWN,
+    SCHEMA_VERSIONS_KNOWN, TRANSFER_DEADLINE_MS_MAX, TRANSFER_DEADLINE_MS_MIN,
 };

@@ -75,9 +75,6 @@ fn save(sql: &SqlStorage, t: &Transfer) -> Result<()> {
     Ok(())
 }
 
-/// The longest `TRANSFER_DEADLINE_MS` honoured (a larger one is this).
-const TRANSFER_DEADLINE_MS_MAX: i64 = 30 * 86_400_000;
-
 fn env_i64(env: &Env, name: &str, default: i64) -> i64 {
     env.var(name)
         .ok()
@@ -250,13 +247,15 @@ impl DurableObject for TransferDO {
                     outbox::arm_alarm_by(&storage, now_ms() + LEASE_MS).await?;
                 }
                 let now = now_ms();
-                // 1 s ..= 30 days: a deadline is minutes in practice, and an
+                // 1 s ..= 30 days: a deadline is minutes in practice; the
+                // reconciler refuses one outside these bounds (and an
                 // instant past the year 9999 would be refused by every
-                // reader of the event (ledger_events::TIME_MS_MAX).
-                let deadline = now.saturating_add(
-                    env_i64(&self.env, "TRANSFER_DEADLINE_MS", 300_000)
-                        .clamp(1_000, TRANSFER_DEADLINE_MS_MAX),
-                );
+                // reader of the event: ledger_events::TIME_MS_MAX).
+                let deadline =
+                    now.saturating_add(env_i64(&self.env, "TRANSFER_DEADLINE_MS", 300_000).clamp(
+                        ledger_events::TRANSFER_DEADLINE_MS_MIN,
+                        ledger_events::TRANSFER_DEADLINE_MS_MAX,
+                    ));
                 let admitted = sqltx::transaction(&storage, move |sql| {
                     let existing = load(sql)?;
                     Ok(

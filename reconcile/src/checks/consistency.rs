@@ -1,6 +1,7 @@
 //! Cross-stream consistency: a transfer's phases agree with its legs on the
-//! accounts. reserved, credited or captured ⇒ a hold of the transfer's
-//! amount, in its currency, on its source; captured ⇒ that hold converted into the source's
+//! accounts. reserved, credited or captured ⇒ a hold on its source; any
+//! hold on the source, in every phase, is of the transfer's amount, in its
+//! currency; captured ⇒ that hold converted into the source's
 //! debit (same amount); released ⇒ no debit; every credit ⇒ a hold on the source that
 //! was not released (mid-saga, I1: every credit is matched by a live hold);
 //! holds only on the transfer's source; every leg names the transfer's
@@ -64,7 +65,11 @@ pub fn check_transfer(
             format!("phase {phase} but no hold on the source {src}"),
             true,
         ),
-        Some(h) if needs_hold && h.amount != amount => bad(
+        // The core places a hold of the transfer's amount, whatever the
+        // phase the lake shows (the transfer's `reserved` may still be in
+        // delivery): a hold of another amount is a wrong row in every
+        // phase (a token hold would cover a credit in flight it cannot pay).
+        Some(h) if h.amount != amount => bad(
             "hold_amount_mismatch",
             format!(
                 "hold {} of {} for a transfer of {amount}",
@@ -75,10 +80,10 @@ pub fn check_transfer(
         ),
         _ => {}
     }
-    // The hold is in the transfer's currency (a hold of the amount in
-    // another currency would cover a mid-saga credit it cannot pay).
+    // The hold is in the transfer's currency, in every phase (a hold of the
+    // amount in another currency would cover a mid-saga credit it cannot pay).
     let currency = t.currency().map_or("", |c| n.get(c));
-    if let Some(h) = hold.filter(|h| needs_hold && n.get(h.currency) != currency) {
+    if let Some(h) = hold.filter(|h| n.get(h.currency) != currency) {
         bad(
             "hold_currency_mismatch",
             format!(

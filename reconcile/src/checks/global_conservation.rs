@@ -33,15 +33,21 @@ pub const PROVES: &str = "per currency, the sum of final balances equals deposit
 
 /// The credit of the transfer in progress `t` that its source's live hold
 /// still covers: its one credit, of its amount, on its destination, in its
-/// currency, while the hold is placed and neither captured nor released.
-/// Any other credit is not matched by the hold, so it must balance (an
-/// extra or larger credit mid-saga is money created).
+/// currency, while the hold (of that amount, in that currency) is placed
+/// and neither captured nor released. Any other credit is not matched by
+/// the hold, so it must balance (an extra or larger credit mid-saga, or one
+/// a token hold stands behind, is money created).
 fn in_flight<'a>(n: &Names, t: &TransferFacts, legs: &'a Legs) -> Option<&'a Leg> {
     let on_source = |l: &Leg| Some(l.account) == t.source();
-    let live = legs.holds().iter().any(on_source)
+    let amount = t.amount()?;
+    let covers = |h: &Leg| h.amount == amount && Some(h.currency) == t.currency();
+    let live = legs
+        .holds()
+        .iter()
+        .find(|h| on_source(h))
+        .is_some_and(covers)
         && !legs.debits().iter().any(on_source)
         && !legs.releases().iter().any(|r| on_source(r) && r.amount > 0);
-    let amount = t.amount()?;
     let credits = legs.credits();
     let own = one_leg(n, credits, t.destination(), amount, t.currency()).is_ok();
     (live && own).then(|| &credits[0])

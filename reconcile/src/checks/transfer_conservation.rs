@@ -9,20 +9,25 @@
 //! "The transfer's amount" is one amount: the saga writes the terms (amount,
 //! currency, source, destination) on every event of the transfer's stream,
 //! so each event after `created` must repeat them ([`check_terms`],
-//! `terms_changed`, per row).
+//! `terms_changed`, per row). The `created` row's deadline is 1 s to 30
+//! days after it (`ledger_events::TRANSFER_DEADLINE_MS_MIN`/`_MAX`, the
+//! bounds the edge sets it within): one outside them is
+//! `deadline_out_of_range` (a deadline years ahead would keep a transfer,
+//! and the money its hold keeps, from ever being judged dangling; the
+//! facts judge it by the bound instead).
 //!
 //! What holding proves: every transfer moved exactly what it said, from
 //! where it said, to where it said, or nothing at all.
 
 use super::{same_text, shown, youngest_ms};
-use crate::facts::{Leg, Legs, TransferFacts};
+use crate::facts::{ms_of, Leg, Legs, TransferFacts};
 use crate::finding::Finding;
 use crate::names::{Names, Sym};
 use crate::stream::StreamView;
 
 pub const NAME: &str = "transfer_conservation";
 pub const INVARIANT: &str = "I1";
-pub const PROVES: &str = "each captured transfer is one debit −a on its source and one credit +a on its destination; failed and released transfers moved nothing; every event of a transfer repeats its created terms";
+pub const PROVES: &str = "each captured transfer is one debit −a on its source and one credit +a on its destination; failed and released transfers moved nothing; every event of a transfer repeats its created terms, whose deadline is within the ledger's bounds";
 
 /// A transfer's terms as a row records them: amount, currency, source,
 /// destination.
@@ -66,6 +71,26 @@ pub fn check_terms<'a>(
         }
         if ev.kind == "created" {
             created = (row != (None, None, None, None)).then_some(row);
+            if let Some(d) = ev.deadline_ms {
+                let after = d.checked_sub(ev.occurred_at_ms);
+                let bounds = ledger_events::TRANSFER_DEADLINE_MS_MIN
+                    ..=ledger_events::TRANSFER_DEADLINE_MS_MAX;
+                if !after.is_some_and(|a| bounds.contains(&a)) {
+                    out.push(
+                        Finding::new(
+                            "deadline_out_of_range",
+                            s.key,
+                            format!(
+                                "created at {} with the deadline {d}: not {} ms to {} ms after it",
+                                ev.occurred_at_ms,
+                                bounds.start(),
+                                bounds.end()
+                            ),
+                        )
+                        .at(ev.seq, ev.event_id),
+                    );
+                }
+            }
             continue;
         }
         let Some(c) = created else { continue };
@@ -100,6 +125,12 @@ fn shown_terms((amount, currency, source, destination): Terms<'_>) -> String {
         shown(source),
         shown(destination)
     )
+}
+
+/// When the first of `legs` was committed (ms): the absent `created` of
+/// their transfer was committed before it.
+fn earliest_leg_ms(legs: &Legs) -> i64 {
+    ms_of(legs.all().iter().map(|l| l.at_s).min().unwrap_or(0))
 }
 
 /// Whether `legs` is exactly one leg of `amount` `currency` on `account`
@@ -155,7 +186,9 @@ pub fn check_transfer(
                     "account events name this transfer but the lake has no `created` event for it"
                         .into(),
                 )
-                .absence(youngest_ms(t, legs)),
+                // Decided by its first leg: rows added later (a hold and
+                // its release, say) do not put the decision off.
+                .absence(earliest_leg_ms(legs)),
             );
         }
         return;
@@ -229,5 +262,38 @@ pub fn check_transfer(
             });
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Legs naming a transfer the lake lacks: the finding rests on the first
+    /// of them (the `created` was committed before it), so legs added later
+    /// cannot keep it pending.
+    #[test]
+    fn a_leg_without_its_transfer_is_decided_by_the_first_leg() {
+        let mut n = Names::default();
+        let (a, b, usd) = (n.id("a"), n.id("b"), n.id("USD"));
+        let leg = |account, amount, at_s| Leg {
+            account,
+            amount,
+            currency: usd,
+            counterparty: a,
+            seq: 1,
+            at_s,
+        };
+        let legs = Legs::from_lists([
+            vec![leg(a, 1, 9_000)],
+            vec![],
+            vec![leg(b, 1_000, 100)],
+            vec![leg(a, 1, 9_001)],
+        ]);
+        let mut out = Vec::new();
+        check_transfer(&n, "t.ghost", None, &legs, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].code, "leg_without_transfer");
+        assert_eq!(out[0].youngest_ms, Some(ms_of(100)));
     }
 }
