@@ -158,7 +158,10 @@ pub fn append_event(sql: &SqlStorage, ev: &ledger_core::Event, at: i64) -> worke
 pub struct OutboxStats {
     pub last_seq: i64,
     pub pending: i64,
+    /// Rows ever sent (a counter: sent rows are pruned after [`DrainCfg::keep_sent_ms`]).
     pub sent: i64,
+    /// Sent rows still stored.
+    pub kept: i64,
     pub drains: i64,
     /// Largest batch ever sent (proves the bound).
     pub max_batch: i64,
@@ -166,31 +169,55 @@ pub struct OutboxStats {
     pub last_error: Option<String>,
 }
 
+/// The outbox's figures without a scan of its rows: its seqs by the primary key (the rows
+/// stored are one run of seqs: pruning takes the lowest), the unsent ones by their partial index,
+/// the rows ever sent by a counter.
 pub fn stats(sql: &SqlStorage) -> worker::Result<OutboxStats> {
     #[derive(Deserialize)]
     struct Row {
+        first_seq: i64,
         last_seq: i64,
-        pending: i64,
-        sent: i64,
+        stored: i64,
     }
     let r: Row = sql
         .exec(
-            "SELECT COALESCE(MAX(seq), 0) AS last_seq,
-                    COALESCE(SUM(sent_at IS NULL), 0) AS pending,
-                    COALESCE(SUM(sent_at IS NOT NULL), 0) AS sent
+            "SELECT COALESCE(MIN(seq), 1) AS first_seq, COALESCE(MAX(seq), 0) AS last_seq,
+                    (SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL) AS stored
              FROM outbox",
             None,
         )?
         .one()?;
+    let pending = r.stored;
+    let kept = r.last_seq - r.first_seq + 1 - pending;
     Ok(OutboxStats {
         last_seq: r.last_seq,
-        pending: r.pending,
-        sent: r.sent,
+        pending,
+        sent: sent_count(sql)?,
+        kept,
         drains: kv_i64(sql, "outbox.drains")?.unwrap_or(0),
         max_batch: kv_i64(sql, "outbox.max_batch")?.unwrap_or(0),
         fail_streak: kv_i64(sql, "outbox.fail_streak")?.unwrap_or(0),
         last_error: kv_text(sql, "outbox.last_error")?,
     })
+}
+
+/// Rows ever sent: the counter, or (an object whose rows were sent before it was kept, none
+/// pruned yet) the count of its sent rows.
+fn sent_count(sql: &SqlStorage) -> worker::Result<i64> {
+    if let Some(n) = kv_i64(sql, "outbox.sent")? {
+        return Ok(n);
+    }
+    #[derive(Deserialize)]
+    struct Row {
+        n: i64,
+    }
+    let r: Row = sql
+        .exec(
+            "SELECT COUNT(*) AS n FROM outbox WHERE sent_at IS NOT NULL",
+            None,
+        )?
+        .one()?;
+    Ok(r.n)
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -199,7 +226,20 @@ pub struct DrainCfg {
     pub batch: usize,
     /// Sends per alarm invocation; leftovers re-arm the alarm immediately.
     pub max_batches: usize,
+    /// How long a sent row is kept before it is pruned (`OUTBOX_KEEP_SENT_MS`, default
+    /// [`KEEP_SENT_MS`]).
+    pub keep_sent_ms: i64,
 }
+
+/// A sent row is kept 14 days: as long as a queue keeps a message (Queues retain one at most
+/// 14 days, the held dead-letter queue included), so while a message may still be lost on its
+/// way to the lake its row is here for an operator to send again. Then it is pruned: the lake
+/// is the archive, and an account's outbox would otherwise grow with its whole history.
+pub const KEEP_SENT_MS: i64 = 14 * 86_400_000;
+
+/// Rows one drain batch prunes at most (the lowest seqs, by the primary key: a bounded step
+/// per batch sent, so pruning keeps up without ever scanning the table).
+const PRUNE_MAX: i64 = 200;
 
 #[derive(Debug, Serialize)]
 pub enum Drain {
@@ -256,10 +296,33 @@ pub async fn drain(storage: &Storage, queue: &Queue, cfg: DrainCfg) -> worker::R
         match result {
             Ok(()) => {
                 let at = now_ms();
+                let keep_sent_ms = cfg.keep_sent_ms;
                 sqltx::transaction(storage, move |sql| {
+                    #[derive(Deserialize)]
+                    struct Row {
+                        n: i64,
+                    }
+                    let marking: Row = sql
+                        .exec(
+                            "SELECT COUNT(*) AS n FROM outbox
+                             WHERE seq BETWEEN ? AND ? AND sent_at IS NULL",
+                            vec![V::from(first), V::from(last)],
+                        )?
+                        .one()?;
+                    let ever = sent_count(sql)? + marking.n;
                     sql.exec(
                         "UPDATE outbox SET sent_at = ? WHERE seq BETWEEN ? AND ? AND sent_at IS NULL",
                         vec![V::from(at), V::from(first), V::from(last)],
+                    )?;
+                    kv_set(sql, "outbox.sent", V::from(ever))?;
+                    // The oldest sent rows past their keep, the last row always kept (its seq
+                    // is the stream's last).
+                    sql.exec(
+                        "DELETE FROM outbox
+                         WHERE seq IN (SELECT seq FROM outbox ORDER BY seq LIMIT ?)
+                           AND sent_at IS NOT NULL AND sent_at < ?
+                           AND seq < (SELECT MAX(seq) FROM outbox)",
+                        vec![V::from(PRUNE_MAX), V::from(at.saturating_sub(keep_sent_ms))],
                     )?;
                     sql.exec(
                         "INSERT INTO kv (k, v) VALUES ('outbox.drains', 1)
@@ -416,6 +479,11 @@ pub fn drain_cfg(env: &worker::Env) -> DrainCfg {
     DrainCfg {
         batch: get("OUTBOX_BATCH_SIZE", 50).clamp(1, 100),
         max_batches: get("OUTBOX_MAX_BATCHES_PER_ALARM", 4).max(1),
+        keep_sent_ms: env
+            .var("OUTBOX_KEEP_SENT_MS")
+            .ok()
+            .and_then(|v| v.to_string().trim().parse::<i64>().ok())
+            .map_or(KEEP_SENT_MS, |ms| ms.max(0)),
     }
 }
 

@@ -35,10 +35,37 @@ describe("outbox", () => {
       return s.outbox.pending === 0 && s;
     });
     assert.equal(s.outbox.sent, N + 1);
+    assert.equal(s.outbox.kept, N + 1, "sent rows are kept 14 days by default");
     assert.ok(s.outbox.max_batch <= 7, `max batch ${s.outbox.max_batch} > 7`);
     assert.ok(s.outbox.drains >= Math.ceil((N + 1) / 7), `sends ${s.outbox.drains}`);
     // Two failed sends back off; then leftovers beyond 2 batches re-arm the alarm at once.
     assert.ok(s.alarm_runs >= 3, `alarm runs ${s.alarm_runs}`);
+  });
+
+  test("sent rows are pruned after OUTBOX_KEEP_SENT_MS; the counts and the stream's last row stay", async () => {
+    const cap = new QueueCapture();
+    const led = await startLedger({ persistDir: tempPersistDir(), capture: cap, bindings: { OUTBOX_KEEP_SENT_MS: "0" } });
+    const acme = led.as("acme");
+    await acme.open("old");
+    const N = 30;
+    for (let i = 1; i <= N; i++) await acme.deposit("old", 1, `k${i}`);
+    await cap.waitForEvents(() => cap.eventsFor("account", "acme.old").length === N + 1, { timeout: 20_000 });
+    const s = await waitFor(async () => {
+      const s = await state(led, "acme.old");
+      return s.outbox.pending === 0 && s;
+    });
+    assert.deepEqual([s.outbox.last_seq, s.outbox.sent], [N + 1, N + 1]);
+    // Each drain prunes the rows sent before it: what the last one or two sent is left.
+    assert.ok(s.outbox.kept >= 1 && s.outbox.kept <= 3, `kept ${s.outbox.kept} of ${N + 1}`);
+    // The stream goes on from its last seq, hash-chained, every event delivered once.
+    await acme.deposit("old", 1, "k-next");
+    await cap.waitForEvents(() => cap.eventsFor("account", "acme.old").length === N + 2, { timeout: 5_000 });
+    assertChain(cap.eventsFor("account", "acme.old"));
+    const after = await waitFor(async () => {
+      const t = await state(led, "acme.old");
+      return t.outbox.pending === 0 && t;
+    });
+    assert.deepEqual([after.outbox.last_seq, after.outbox.sent, after.header.balance], [N + 2, N + 2, N + 1]);
   });
 
   test("rows drain right after commit, not only from the alarm", async () => {
