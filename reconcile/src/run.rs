@@ -254,17 +254,22 @@ impl Proof {
         } else {
             let id: StreamId = (table, s.stream, s.key.to_owned());
             let st = self.streams.entry(id).or_default();
+            // One finding per stream, on the visit that starts it (a stream
+            // continued from an earlier date or night has it already).
+            let first_visit = st.tail.last_seq == 0;
             check_chain(s, &mut st.tail, &mut out);
             if Table::of(s.stream) != table {
-                out[0].push(Finding::new(
-                    "wrong_table",
-                    s.key,
-                    format!(
-                        "{} stream found in the {} table",
-                        s.stream.as_str(),
-                        table.as_str()
-                    ),
-                ));
+                if first_visit {
+                    out[0].push(Finding::new(
+                        "wrong_table",
+                        s.key,
+                        format!(
+                            "{} stream found in the {} table",
+                            s.stream.as_str(),
+                            table.as_str()
+                        ),
+                    ));
+                }
             } else if s.stream == Stream::Account {
                 let a = st.account.get_or_insert_with(Default::default);
                 let last_seq = a.life.map_or(0, |l| l.last_seq);

@@ -779,6 +779,52 @@ fn a_compaction_that_drops_proved_rows_is_caught_by_the_streams_it_reopens() {
 }
 
 #[test]
+fn a_stream_in_the_wrong_table_is_one_finding_however_many_nights_bring_its_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(43, 4, 200);
+    let t = events
+        .iter()
+        .find(|e| e.stream == Stream::Transfer && e.kind == "captured")
+        .unwrap()
+        .stream_key
+        .clone();
+    let (mine, others): (Vec<&Event>, Vec<&Event>) = events
+        .iter()
+        .partition(|e| e.stream == Stream::Transfer && e.stream_key == t);
+    assert!(mine.len() >= 3, "{}", mine.len());
+    deliver(&root, &others, "a");
+    // A writer that puts a transfer's rows under events/account/.
+    let misplace = |evs: &[&Event], tag: &str| {
+        let elsewhere = dir.path().join(tag);
+        deliver(&elsewhere, evs, tag);
+        for key in common::files_under(&elsewhere, "events/transfer") {
+            let bytes = std::fs::read(elsewhere.join(&key)).unwrap();
+            let moved = key.replacen("events/transfer/", "events/account/", 1);
+            write_object(&root, &moved, &bytes).unwrap();
+        }
+    };
+    misplace(&mine[..2], "m1");
+    let first = night(&root, &ckpt);
+    misplace(&mine[2..], "m2");
+    let second = night(&root, &ckpt);
+    let wrong = |r: &Report| {
+        r.checks[0]
+            .findings
+            .iter()
+            .filter(|f| f.code == "wrong_table")
+            .count()
+    };
+    assert_eq!(
+        (wrong(&first), wrong(&second)),
+        (1, 1),
+        "{}",
+        verdicts(&second)
+    );
+    assert_same(2, &second, &full(&root));
+}
+
+#[test]
 fn a_compaction_that_cuts_the_start_of_a_stream_is_caught_by_the_night() {
     let dir = tempfile::tempdir().unwrap();
     // The file holds every account's whole stream; one account's first two
