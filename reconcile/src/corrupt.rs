@@ -307,6 +307,33 @@ fn append(stream: &mut Vec<Event>, kind: &str, fill: impl FnOnce(&mut Event)) ->
     e
 }
 
+/// A transfer `t.{tenant}.{suffix}` of 100 from the lake's first account to
+/// its second, only `created` (at the first account's first event, with the
+/// deadline `deadline(at)`), sealed and put in the lake: its id, when, and
+/// the event.
+fn created_only(
+    l: &mut LocalLake,
+    suffix: &str,
+    deadline: impl FnOnce(i64) -> i64,
+) -> Result<(String, i64, Event), String> {
+    let accounts = l.streams(Stream::Account);
+    let mut it = accounts.iter();
+    let (src, s_evs) = it.next().ok_or("the lake has no account")?;
+    let (dst, _) = it.next().ok_or("the lake has one account only")?;
+    let t = format!("t.{}.{suffix}", crate::gen::GEN_TENANT);
+    let at = s_evs[0].occurred_at_ms;
+    let mut e = Event::new(Stream::Transfer, &t, 1, "created", at, GENESIS_HASH);
+    e.currency = s_evs[0].currency.clone();
+    e.amount = Some(100);
+    e.transfer_id = Some(t.clone());
+    e.source = Some(src.clone());
+    e.destination = Some(dst.clone());
+    e.deadline_ms = Some(deadline(at));
+    let e = e.seal();
+    l.replace_stream(std::slice::from_ref(&e));
+    Ok((t, at, e))
+}
+
 /// The lake's first account stream (by key), in seq order.
 fn first_account(l: &LocalLake) -> Result<(String, Vec<Event>), String> {
     l.streams(Stream::Account)
@@ -666,25 +693,11 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             )
         }
         Class::Dangling => {
-            let accounts = l.streams(Stream::Account);
-            let mut it = accounts.iter();
-            let (src, s_evs) = it.next().ok_or("the lake has no account")?;
-            let (dst, _) = it.next().ok_or("the lake has one account only")?;
-            let t = format!("t.{}.injected-dangling", crate::gen::GEN_TENANT);
-            let at = s_evs[0].occurred_at_ms;
-            let mut e = Event::new(Stream::Transfer, &t, 1, "created", at, GENESIS_HASH);
-            e.currency = s_evs[0].currency.clone();
-            e.amount = Some(100);
-            e.transfer_id = Some(t.clone());
-            e.source = Some(src.clone());
-            e.destination = Some(dst.clone());
-            e.deadline_ms = Some(at + 300_000);
+            let (t, at, e) = created_only(&mut l, "injected-dangling", |at| at + 300_000)?;
             assert!(
                 at + 300_000 < now_ms,
                 "the injected deadline must be past `now`"
             );
-            let e = e.seal();
-            l.replace_stream(std::slice::from_ref(&e));
             (
                 format!("{t}: created, never advanced, deadline {}", at + 300_000),
                 one_at("terminal_convergence", "dangling", &t, &e),
@@ -722,23 +735,10 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             )
         }
         Class::FarDeadline => {
-            let accounts = l.streams(Stream::Account);
-            let mut it = accounts.iter();
-            let (src, s_evs) = it.next().ok_or("the lake has no account")?;
-            let (dst, _) = it.next().ok_or("the lake has one account only")?;
-            let t = format!("t.{}.injected-far-deadline", crate::gen::GEN_TENANT);
-            let at = s_evs[0].occurred_at_ms;
-            let mut e = Event::new(Stream::Transfer, &t, 1, "created", at, GENESIS_HASH);
-            e.currency = s_evs[0].currency.clone();
-            e.amount = Some(100);
-            e.transfer_id = Some(t.clone());
-            e.source = Some(src.clone());
-            e.destination = Some(dst.clone());
-            e.deadline_ms = Some(ledger_events::event::TIME_MS_MAX);
+            let far = |_: i64| ledger_events::event::TIME_MS_MAX;
+            let (t, at, e) = created_only(&mut l, "injected-far-deadline", far)?;
             let bound = at + ledger_events::TRANSFER_DEADLINE_MS_MAX;
             assert!(bound < now_ms, "the bound must be past `now`");
-            let e = e.seal();
-            l.replace_stream(std::slice::from_ref(&e));
             (
                 format!(
                     "{t}: created, never advanced, deadline {} (the bound: {bound})",
