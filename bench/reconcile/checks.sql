@@ -328,7 +328,8 @@ CREATE OR REPLACE TEMP TABLE tf AS
 SELECT stream_key AS id, arg_max(kind, seq) AS phase, max(seq) AS last_seq,
        arg_max({'amount': amount, 'currency': currency, 'source': source,
                 'destination': destination,
-                'deadline_ms': least(deadline_ms, occurred_at_ms + 2592000000)}, seq)
+                'deadline_ms': least(coalesce(deadline_ms::HUGEINT, occurred_at_ms::HUGEINT + 2592000000),
+                                     occurred_at_ms::HUGEINT + 2592000000)}, seq)
            FILTER (WHERE kind = 'created') AS c
 FROM w
 WHERE tbl = 'transfer' AND stream = 'transfer' AND pseq IS DISTINCT FROM seq

@@ -130,6 +130,11 @@ pub struct ProofState {
     /// Parts of the archive [`ProofState::load_for_full`] left out, each
     /// with why (not saved: the report's `not_judged`).
     pub left_out: Vec<String>,
+    /// Written before version 11: its transfers were proved by older rules
+    /// (a hold of another amount judged only from `reserved` on, deadlines
+    /// unbounded), so the next run proves the lake from its first event,
+    /// with this proof set aside (its tails judged).
+    pub older_rules: bool,
 }
 
 // ---- the file format -------------------------------------------------------
@@ -418,6 +423,7 @@ impl ProofState {
                 dir: dir.to_path_buf(),
                 refs: f.streams_files.into_owned(),
             },
+            older_rules: f.version < 11,
             ..Default::default()
         };
         // Live holds from before version 10 followed other rules: trusted

@@ -334,6 +334,15 @@ fn created_only(
     Ok((t, at, e))
 }
 
+/// Whether the account whose events are `evs` is frozen after the last
+/// (a deposit, hold or credit appended to it would also be `phase_order`).
+fn frozen(evs: &[Event]) -> bool {
+    evs.iter()
+        .rev()
+        .find(|e| e.kind == "frozen" || e.kind == "unfrozen")
+        .is_some_and(|e| e.kind == "frozen")
+}
+
 /// The lake's first account stream (by key), in seq order.
 fn first_account(l: &LocalLake) -> Result<(String, Vec<Event>), String> {
     l.streams(Stream::Account)
@@ -712,7 +721,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 .find_map(|(t, evs)| {
                     let src = evs[0].source.clone()?;
                     let amount = evs[0].amount?;
-                    let acc = accounts.get(&src)?;
+                    let acc = accounts.get(&src).filter(|acc| !frozen(acc))?;
                     let last = acc.last()?;
                     let room = last.balance_after? - last.held_after? + last.overdraft_limit?;
                     (room >= amount).then(|| (t.clone(), src, acc.clone()))
@@ -762,12 +771,12 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 .iter()
                 .find(|(_, evs)| {
                     let (balance, held, limit) = last_state(evs);
-                    balance - held + limit >= 1
+                    balance - held + limit >= 1 && !frozen(evs)
                 })
                 .ok_or("the lake has no account that can hold 1 more")?;
             let (dst, d_evs) = accounts
                 .iter()
-                .find(|(k, evs)| *k != src && evs[0].currency == s_evs[0].currency)
+                .find(|(k, evs)| *k != src && evs[0].currency == s_evs[0].currency && !frozen(evs))
                 .ok_or("the lake has no second account in the source's currency")?;
             let (mut s_evs, mut d_evs) = (s_evs.clone(), d_evs.clone());
             let t = format!("t.{}.injected-token", crate::gen::GEN_TENANT);

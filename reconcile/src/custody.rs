@@ -34,7 +34,7 @@ use ledger_ingest::{parse_object_key, Unaccounted};
 
 use crate::checkpoint::FULL_HELP;
 use crate::lake::{Error, Lake, LakeFileInfo};
-use crate::presence::{fingerprint, fingerprint_at, Fingerprint};
+use crate::presence::{at_seq, fingerprint, Fingerprint};
 use crate::presence_files::Stored;
 use crate::rows::strings;
 use datafusion::arrow::array::Int64Array;
@@ -68,7 +68,7 @@ impl std::fmt::Display for Lost {
             } => write!(
                 f,
                 "{key} was replaced by compaction, but its output {output} lacks the first row of \
-                 {streams} stream(s) the checkpoint proved in it (a compaction keeps every row it reads)"
+                 {streams} stretch(es) of stream(s) the checkpoint proved in it (a compaction keeps every row it reads)"
             ),
         }
     }
@@ -148,6 +148,14 @@ pub async fn check(
             .flat_map(|files| files.iter())
             .map(|f| (f.key.as_str(), f))
             .collect();
+        // The starts noted in the replaced versions: the only rows of the
+        // files that now hold them worth keeping (a day's outputs hold
+        // millions of rows).
+        let wanted: HashSet<Fingerprint> = replaced
+            .iter()
+            .filter(|(k, _)| !sets.plain.contains(*k))
+            .flat_map(|(k, _)| presence.get(k).iter().copied())
+            .collect();
         // The streams of each file that holds replaced rows, read once.
         let mut read: HashMap<String, Held> = HashMap::new();
         for (key, holders) in replaced {
@@ -159,7 +167,7 @@ pub async fn check(
                     let file = files
                         .get(h.as_str())
                         .map_or(&[][..], |f| std::slice::from_ref(*f));
-                    read.insert(h.clone(), streams_in(lake, file).await?);
+                    read.insert(h.clone(), streams_in(lake, file, &wanted).await?);
                 }
             }
             let plain = sets.plain.contains(key);
@@ -182,8 +190,8 @@ pub async fn check(
 }
 
 /// What the files that hold a replaced version's rows hold: the
-/// fingerprints of their streams, and of each of their rows' (stream, seq)
-/// ([`crate::presence::fingerprint_at`]).
+/// fingerprints of their streams, and those of their rows' (stream, seq)
+/// ([`crate::presence::fingerprint_at`]) that a replaced version noted.
 #[derive(Default)]
 struct Held {
     streams: HashSet<Fingerprint>,
@@ -202,9 +210,14 @@ impl Held {
     }
 }
 
-/// What `files` hold ([`Held`]: `stream`, `stream_key` and `seq` read; a
-/// row that names no known stream, or no seq, is left to the proof to name).
-async fn streams_in(lake: &Lake, files: &[LakeFileInfo]) -> Result<Held, Error> {
+/// What `files` hold ([`Held`]: `stream`, `stream_key` and `seq` read; of
+/// the rows, those `wanted`; a row that names no known stream, or no seq,
+/// is left to the proof to name).
+async fn streams_in(
+    lake: &Lake,
+    files: &[LakeFileInfo],
+    wanted: &HashSet<Fingerprint>,
+) -> Result<Held, Error> {
     let mut now = Held::default();
     lake.scan_columns(files, &["stream", "stream_key", "seq"], None, |b| {
         let (Some(stream), Some(keys)) = (strings(b, "stream"), strings(b, "stream_key")) else {
@@ -213,22 +226,26 @@ async fn streams_in(lake: &Lake, files: &[LakeFileInfo]) -> Result<Held, Error> 
         let Some(seqs) = crate::rows::col::<Int64Array>(b, "seq").ok().flatten() else {
             return; // not the lake layout: the proof says so
         };
-        let mut last: Option<(&str, &str, Stream)> = None;
+        let mut last: Option<(&str, &str, Fingerprint)> = None;
         for ((s, k), seq) in stream.iter().zip(keys.iter()).zip(seqs.iter()) {
             let (Some(s), Some(k)) = (s, k) else { continue };
-            let kind = match last {
-                Some((ls, lk, kind)) if (ls, lk) == (s, k) => kind, // rows come grouped by stream
+            let fp = match last {
+                Some((ls, lk, fp)) if (ls, lk) == (s, k) => fp, // rows come grouped by stream
                 _ => {
                     let Some(kind) = Stream::parse(s) else {
                         continue;
                     };
-                    now.streams.insert(fingerprint(kind, k));
-                    last = Some((s, k, kind));
-                    kind
+                    let fp = fingerprint(kind, k);
+                    now.streams.insert(fp);
+                    last = Some((s, k, fp));
+                    fp
                 }
             };
             if let Some(seq) = seq.and_then(|q| u64::try_from(q).ok()) {
-                now.rows.insert(fingerprint_at(kind, k, seq));
+                let at = at_seq(fp, seq);
+                if wanted.contains(&at) {
+                    now.rows.insert(at);
+                }
             }
         }
     })

@@ -1435,11 +1435,12 @@ impl Facts {
                 f.set_source(sym(ev.source));
                 f.set_destination(sym(ev.destination));
                 // Judged dangling by the ledger's bound at the latest (a
-                // deadline past it is `deadline_out_of_range`).
+                // deadline past it is `deadline_out_of_range`; a row with
+                // none is not valid, and is judged by the bound).
                 let bound = ev
                     .occurred_at_ms
                     .saturating_add(ledger_events::TRANSFER_DEADLINE_MS_MAX);
-                f.set_deadline_ms(ev.deadline_ms.map(|d| d.min(bound)));
+                f.set_deadline_ms(Some(ev.deadline_ms.map_or(bound, |d| d.min(bound))));
             }
             last = Some(ev);
         }

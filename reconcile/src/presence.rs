@@ -66,7 +66,12 @@ pub fn fingerprint(stream: Stream, key: &str) -> Fingerprint {
 /// still chain to the proved tail, so only this tells). Written to
 /// checkpoints: never change it without a format version.
 pub fn fingerprint_at(stream: Stream, key: &str, seq: u64) -> Fingerprint {
-    let mut h = fingerprint(stream, key) ^ seq.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    at_seq(fingerprint(stream, key), seq)
+}
+
+/// [`fingerprint_at`] from the stream's [`fingerprint`].
+pub fn at_seq(stream: Fingerprint, seq: u64) -> Fingerprint {
+    let mut h = stream ^ seq.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     h = (h ^ (h >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     h = (h ^ (h >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     h ^ (h >> 31)
@@ -228,12 +233,11 @@ impl<'a> Noter<'a> {
     /// seq where each of its stretches of the stream starts
     /// ([`fingerprint_at`]).
     pub fn note(&mut self, stream: Stream, key: &str, starts: impl Iterator<Item = (u32, u64)>) {
+        let fp = fingerprint(stream, key);
         let mut last = u32::MAX;
         for (f, seq) in starts {
             if f != last {
-                self.files[f as usize]
-                    .1
-                    .push(fingerprint_at(stream, key, seq));
+                self.files[f as usize].1.push(at_seq(fp, seq));
                 last = f;
             }
         }

@@ -1330,6 +1330,13 @@ async fn start(
         if !custody.lost.is_empty() {
             set_aside = Some(std::mem::take(&mut prior));
             reproved_in_full = true;
+        } else if prior.older_rules {
+            eprintln!(
+                "reconcile: the checkpoint was written before version 11, whose transfers were proved by older rules: \
+                 proving the lake from its first event once (the checkpoint's tails still judged)"
+            );
+            set_aside = Some(std::mem::take(&mut prior));
+            reproved_in_full = true;
         }
         (Some(listed), custody)
     } else {
@@ -1819,6 +1826,7 @@ async fn prove_resumed(
         presence,
         stored,
         left_out: Vec::new(),
+        older_rules: false,
     };
     Ok(Some((report, state)))
 }

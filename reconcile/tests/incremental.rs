@@ -1267,46 +1267,54 @@ fn downgrade(ckpt: &Path, version: u32) {
 }
 
 #[test]
-fn version_6_and_7_checkpoints_resume_as_ones_that_owe_nothing_and_saw_no_files_streams() {
+fn version_6_and_7_checkpoints_are_read_and_the_night_proves_the_lake_in_full_once() {
     for version in [6, 7] {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half) = first_half_proved(dir.path(), 41, 120);
         downgrade(&ckpt, version);
-        let old = common::files_under(&root, "events");
-        // The next night, and a redelivery of a transfer's first event (the
-        // stream is reopened and re-proved over every file).
+        // The next night, and a redelivery of a transfer's first event.
         deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
         let first = events
             .iter()
             .find(|e| e.stream == Stream::Transfer)
             .unwrap();
         deliver(&root, &[first], "c");
+        // Written before version 11 (older rules for the transfers it
+        // kept): proved from the first event once, its tails judged (it
+        // owes nothing and saw no file's streams).
         let r = night(&root, &ckpt);
-        let i = r.incremental.unwrap();
+        let i = r.incremental.clone().unwrap();
         assert!(
-            r.holds && !i.reproved_in_full && i.files_skipped > 0 && i.streams_reopened > 0,
+            r.holds && i.reproved_in_full && i.files_lost == 0,
             "version {version}: {i:?}"
         );
-        // It stores the streams of the files it read whole: the new ones,
-        // not the old ones it read only some streams of.
-        let bytes = std::fs::read(&ckpt).unwrap();
-        let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
-        let header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-        let stored: Vec<String> = header["streams_files"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|r| r["keys"].as_array().unwrap().clone())
-            .map(|k| k.as_str().unwrap().to_owned())
-            .collect();
-        let new: Vec<String> = common::files_under(&root, "events")
-            .into_iter()
-            .filter(|k| !old.contains(k))
-            .collect();
-        let mut sorted = stored.clone();
-        sorted.sort();
-        assert_eq!(sorted, new, "version {version}");
+        assert_same(1, &r, &full(&root));
+        // It stores the streams of every file a proof from nothing does
+        // (a file of copies only notes none), and the next night resumes.
+        let stored = stored_keys(&ckpt);
+        let fresh = dir.path().join("fresh");
+        night(&root, &fresh);
+        assert!(!stored.is_empty());
+        assert_eq!(stored, stored_keys(&fresh), "version {version}");
+        let next = night(&root, &ckpt).incremental.unwrap();
+        assert!(!next.reproved_in_full && next.files_read == 0, "{next:?}");
     }
+}
+
+/// The lake files the checkpoint at `ckpt` has files of streams for, sorted.
+fn stored_keys(ckpt: &Path) -> Vec<String> {
+    let bytes = std::fs::read(ckpt).unwrap();
+    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
+    let mut keys: Vec<String> = header["streams_files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["keys"].as_array().unwrap().clone())
+        .map(|k| k.as_str().unwrap().to_owned())
+        .collect();
+    keys.sort();
+    keys
 }
 
 /// The first index at or after `near` before which every saga that started
@@ -2472,15 +2480,24 @@ fn a_hold_released_again_on_a_later_night_is_found_against_the_checkpoints_live_
         ..opts()
     };
     assert!(night_with(&root, &ckpt, &opts).holds);
-    let before = std::fs::read(&ckpt).unwrap();
+    // A copy of the checkpoint and its files, made version 9.
+    let old = dir.path().join("v9");
+    std::fs::create_dir(&old).unwrap();
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let e = e.unwrap();
+        if e.file_name().to_string_lossy().starts_with("ckpt") {
+            std::fs::copy(e.path(), old.join(e.file_name())).unwrap();
+        }
+    }
     let injected = inject(&root, Class::ReleasedTwice, at).unwrap();
     // From a version-9 checkpoint (live holds built by the earlier rules,
-    // which may lack a hold: a release or capture without one is not judged
-    // on its streams), the night does not claim it; `--full` does.
-    downgrade_to_9(&ckpt);
-    let r = night_with(&root, &ckpt, &opts);
-    assert!(r.holds, "{}", verdicts(&r));
-    std::fs::write(&ckpt, &before).unwrap();
+    // which may lack a hold), the night proves the lake from its first
+    // event once, and finds it as a full proof does.
+    let v9 = old.join("ckpt");
+    downgrade_to_9(&v9);
+    let r = night_with(&root, &v9, &opts);
+    assert!(r.incremental.as_ref().unwrap().reproved_in_full);
+    assert!(!r.holds, "{}", verdicts(&r));
     let r = night_with(&root, &ckpt, &opts);
     let found: Vec<(&str, &str, Option<&str>)> = r
         .checks

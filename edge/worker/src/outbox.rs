@@ -316,14 +316,29 @@ pub async fn drain(storage: &Storage, queue: &Queue, cfg: DrainCfg) -> worker::R
                     )?;
                     kv_set(sql, "outbox.sent", V::from(ever))?;
                     // The oldest sent rows past their keep, the last row always kept (its seq
-                    // is the stream's last).
-                    sql.exec(
-                        "DELETE FROM outbox
-                         WHERE seq IN (SELECT seq FROM outbox ORDER BY seq LIMIT ?)
-                           AND sent_at IS NOT NULL AND sent_at < ?
-                           AND seq < (SELECT MAX(seq) FROM outbox)",
-                        vec![V::from(PRUNE_MAX), V::from(at.saturating_sub(keep_sent_ms))],
-                    )?;
+                    // is the stream's last). The oldest row first (the primary key): with
+                    // nothing to prune, one lookup.
+                    #[derive(Deserialize)]
+                    struct Oldest {
+                        sent_at: Option<i64>,
+                    }
+                    let cutoff = at.saturating_sub(keep_sent_ms);
+                    let oldest: Vec<Oldest> = sql
+                        .exec("SELECT sent_at FROM outbox ORDER BY seq LIMIT 1", None)?
+                        .to_array()?;
+                    if oldest
+                        .first()
+                        .and_then(|o| o.sent_at)
+                        .is_some_and(|t| t < cutoff)
+                    {
+                        sql.exec(
+                            "DELETE FROM outbox
+                             WHERE seq IN (SELECT seq FROM outbox ORDER BY seq LIMIT ?)
+                               AND sent_at IS NOT NULL AND sent_at < ?
+                               AND seq < (SELECT MAX(seq) FROM outbox)",
+                            vec![V::from(PRUNE_MAX), V::from(cutoff)],
+                        )?;
+                    }
                     sql.exec(
                         "INSERT INTO kv (k, v) VALUES ('outbox.drains', 1)
                          ON CONFLICT(k) DO UPDATE SET v = v + 1",
