@@ -86,6 +86,19 @@ fn problem(e: ApiError) -> Result<Response> {
     Ok(r)
 }
 
+/// A recorded rejection as its problem: a replay of it carries `Idempotent-Replayed: true`,
+/// as a replayed success does.
+fn rejection(e: ApiError, replayed: bool) -> Api<Result<Response>> {
+    if !replayed {
+        return Err(e);
+    }
+    let mut r = problem(e).map_err(|e| internal("response", e))?;
+    r.headers_mut()
+        .set("idempotent-replayed", "true")
+        .map_err(|e| internal("response", e))?;
+    Ok(Ok(r))
+}
+
 type Api<T> = std::result::Result<T, ApiError>;
 
 fn internal(what: &str, e: impl std::fmt::Display) -> ApiError {
@@ -241,7 +254,7 @@ async fn route(mut req: Request, env: &Env) -> Api<Result<Response>> {
             let (outcome, decision) = account_cmd(env, &name, &cmd).await?;
             let r = match outcome {
                 Outcome::Accepted(r) => r,
-                Outcome::Rejected(rej) => return Err(rej.into()),
+                Outcome::Rejected(rej) => return rejection(rej.into(), decision == "replay"),
             };
             let Command::Open {
                 currency,
@@ -294,8 +307,8 @@ async fn route(mut req: Request, env: &Env) -> Api<Result<Response>> {
             } else {
                 Command::Unfreeze
             };
-            if let (Outcome::Rejected(rej), _) = account_cmd(env, &name, &cmd).await? {
-                return Err(rej.into());
+            if let (Outcome::Rejected(rej), decision) = account_cmd(env, &name, &cmd).await? {
+                return rejection(rej.into(), decision == "replay");
             }
             let h = account_header(env, &name).await?;
             Ok(ok_json(200, views::account(&tenant, &h), false))
@@ -325,7 +338,7 @@ async fn route(mut req: Request, env: &Env) -> Api<Result<Response>> {
                     views::movement(&tenant, &name, &entry_id, amount, &r),
                     decision == "replay",
                 )),
-                (Outcome::Rejected(rej), _) => Err(rej.into()),
+                (Outcome::Rejected(rej), decision) => rejection(rej.into(), decision == "replay"),
             }
         }
         (Method::Post, ["transfers"]) => {
@@ -392,7 +405,7 @@ fn transfer_answer(tenant: &str, text: &str, creating: bool) -> Api<Result<Respo
     }
     let s: S = serde_json::from_str(text).map_err(|e| internal("transfer answer", e))?;
     if let Some(r) = s.rejected {
-        return Err(r.into());
+        return rejection(r.into(), s.replayed);
     }
     let t = s.transfer.ok_or(ApiError::UnknownTransfer)?;
     let (status, v, location) = views::transfer_answer(tenant, &t, creating);

@@ -70,7 +70,8 @@ describe("account API", () => {
     const b = await acme.post("/v1/accounts/idem/deposits", { amount: 500, currency: "USD" }, "k1");
     assert.equal(a.status, 200, a.text);
     assert.deepEqual([b.status, b.json], [a.status, a.json]);
-    assert.equal(b.headers?.get?.("idempotent-replayed") ?? "true", "true");
+    assert.equal(a.headers.get("idempotent-replayed"), null);
+    assert.equal(b.headers.get("idempotent-replayed"), "true");
     const c = await acme.post("/v1/accounts/idem/deposits", { amount: 501, currency: "USD" }, "k1");
     assertProblem(c, 409, "idempotency_conflict");
     const acc = await acme.account("idem");
@@ -85,6 +86,9 @@ describe("account API", () => {
     await acme.deposit("idem", 1_000, "k2");
     const w2 = await acme.post("/v1/accounts/idem/withdrawals", { amount: 900, currency: "USD" }, "w-big");
     assert.deepEqual([w2.status, w2.json], [w1.status, w1.json]);
+    // A replayed rejection says so, as a replayed success does (its `available` is the recorded one).
+    assert.equal(w1.headers.get("idempotent-replayed"), null);
+    assert.equal(w2.headers.get("idempotent-replayed"), "true");
     assert.equal((await acme.account("idem")).balance, 1_500);
   });
 
