@@ -847,7 +847,7 @@ fn a_compaction_that_cuts_the_start_of_a_stream_is_caught_by_the_night() {
         !fresh.holds,
         "a proof of the lake alone sees the stream start at seq 3"
     );
-    let i = r.incremental.clone().unwrap();
+    let i = r.incremental.unwrap();
     assert!(i.files_lost == 1 && i.reproved_in_full, "{i:?}");
     assert_same(1, &without_owed(&r), &fresh);
     assert!(
@@ -877,7 +877,7 @@ fn a_night_proved_in_full_because_most_accounts_reopen_still_judges_their_proved
     let dropped = compact_dropping(&root, &input, |e| ids.contains(&e.event_id));
     assert_eq!(dropped.len(), last.len());
     let r = night(&root, &ckpt);
-    let i = r.incremental.clone().unwrap();
+    let i = r.incremental.unwrap();
     assert!(i.reproved_in_full && i.files_lost == 0, "{i:?}");
     let want: Vec<_> = last
         .values()
@@ -1283,7 +1283,7 @@ fn version_6_and_7_checkpoints_are_read_and_the_night_proves_the_lake_in_full_on
         // kept): proved from the first event once, its tails judged (it
         // owes nothing and saw no file's streams).
         let r = night(&root, &ckpt);
-        let i = r.incremental.clone().unwrap();
+        let i = r.incremental.unwrap();
         assert!(
             r.holds && i.reproved_in_full && i.files_lost == 0,
             "version {version}: {i:?}"
