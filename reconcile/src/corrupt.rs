@@ -322,16 +322,31 @@ fn created_only(
     let (dst, _) = it.next().ok_or("the lake has one account only")?;
     let t = format!("t.{}.{suffix}", crate::gen::GEN_TENANT);
     let at = s_evs[0].occurred_at_ms;
-    let mut e = Event::new(Stream::Transfer, &t, 1, "created", at, GENESIS_HASH);
-    e.currency = s_evs[0].currency.clone();
-    e.amount = Some(100);
-    e.transfer_id = Some(t.clone());
-    e.source = Some(src.clone());
-    e.destination = Some(dst.clone());
-    e.deadline_ms = Some(deadline(at));
-    let e = e.seal();
+    let currency = s_evs[0].currency.clone();
+    let e = created_event(&t, src, dst, currency, 100, at, deadline(at));
     l.replace_stream(std::slice::from_ref(&e));
     Ok((t, at, e))
+}
+
+/// The sealed `created` event of the transfer `t` of `amount` `currency`
+/// from `src` to `dst`, at `at`, with the deadline `deadline`.
+fn created_event(
+    t: &str,
+    src: &str,
+    dst: &str,
+    currency: Option<String>,
+    amount: i64,
+    at: i64,
+    deadline: i64,
+) -> Event {
+    let mut e = Event::new(Stream::Transfer, t, 1, "created", at, GENESIS_HASH);
+    e.currency = currency;
+    e.amount = Some(amount);
+    e.transfer_id = Some(t.to_owned());
+    e.source = Some(src.to_owned());
+    e.destination = Some(dst.to_owned());
+    e.deadline_ms = Some(deadline);
+    e.seal()
 }
 
 /// Whether the account whose events are `evs` is frozen after the last
@@ -786,18 +801,12 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 .unwrap()
                 .occurred_at_ms
                 .max(d_evs.last().unwrap().occurred_at_ms);
-            let mut created = Event::new(Stream::Transfer, &t, 1, "created", at, GENESIS_HASH);
-            created.currency = s_evs[0].currency.clone();
-            created.amount = Some(amount);
-            created.transfer_id = Some(t.clone());
-            created.source = Some(src.clone());
-            created.destination = Some(dst.clone());
-            created.deadline_ms = Some(at + 300_000);
+            let currency = s_evs[0].currency.clone();
+            let created = created_event(&t, src, dst, currency, amount, at, at + 300_000);
             assert!(
                 at + 300_000 < now_ms,
                 "the injected deadline must be past `now`"
             );
-            let created = created.seal();
             let hold = append(&mut s_evs, "hold_placed", |e| {
                 e.amount = Some(1);
                 e.held_after = e.held_after.map(|h| h + 1);

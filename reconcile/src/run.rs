@@ -1327,14 +1327,13 @@ async fn start(
         )
         .await?;
         warn_custody(&custody);
-        if !custody.lost.is_empty() {
-            set_aside = Some(std::mem::take(&mut prior));
-            reproved_in_full = true;
-        } else if prior.older_rules {
+        if custody.lost.is_empty() && prior.older_rules {
             eprintln!(
                 "reconcile: the checkpoint was written before version 11, whose transfers were proved by older rules: \
                  proving the lake from its first event once (the checkpoint's tails still judged)"
             );
+        }
+        if !custody.lost.is_empty() || prior.older_rules {
             set_aside = Some(std::mem::take(&mut prior));
             reproved_in_full = true;
         }

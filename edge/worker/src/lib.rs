@@ -117,6 +117,13 @@ fn var(env: &Env, name: &str) -> Option<String> {
     env.var(name).ok().map(|s| s.to_string())
 }
 
+/// The var `name` as an integer, `default` when unset or not one.
+pub(crate) fn env_i64(env: &Env, name: &str, default: i64) -> i64 {
+    var(env, name)
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .unwrap_or(default)
+}
+
 fn keys(env: &Env) -> Api<ApiKeys> {
     ApiKeys::parse(
         secret(env, "API_KEYS").as_deref(),

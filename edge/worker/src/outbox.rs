@@ -177,23 +177,21 @@ pub fn stats(sql: &SqlStorage) -> worker::Result<OutboxStats> {
     struct Row {
         first_seq: i64,
         last_seq: i64,
-        stored: i64,
+        pending: i64,
     }
     let r: Row = sql
         .exec(
             "SELECT COALESCE(MIN(seq), 1) AS first_seq, COALESCE(MAX(seq), 0) AS last_seq,
-                    (SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL) AS stored
+                    (SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL) AS pending
              FROM outbox",
             None,
         )?
         .one()?;
-    let pending = r.stored;
-    let kept = r.last_seq - r.first_seq + 1 - pending;
     Ok(OutboxStats {
         last_seq: r.last_seq,
-        pending,
+        pending: r.pending,
+        kept: r.last_seq - r.first_seq + 1 - r.pending,
         sent: sent_count(sql)?,
-        kept,
         drains: kv_i64(sql, "outbox.drains")?.unwrap_or(0),
         max_batch: kv_i64(sql, "outbox.max_batch")?.unwrap_or(0),
         fail_streak: kv_i64(sql, "outbox.fail_streak")?.unwrap_or(0),
@@ -494,11 +492,7 @@ pub fn drain_cfg(env: &worker::Env) -> DrainCfg {
     DrainCfg {
         batch: get("OUTBOX_BATCH_SIZE", 50).clamp(1, 100),
         max_batches: get("OUTBOX_MAX_BATCHES_PER_ALARM", 4).max(1),
-        keep_sent_ms: env
-            .var("OUTBOX_KEEP_SENT_MS")
-            .ok()
-            .and_then(|v| v.to_string().trim().parse::<i64>().ok())
-            .map_or(KEEP_SENT_MS, |ms| ms.max(0)),
+        keep_sent_ms: crate::env_i64(env, "OUTBOX_KEEP_SENT_MS", KEEP_SENT_MS).max(0),
     }
 }
 

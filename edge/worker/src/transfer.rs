@@ -75,13 +75,6 @@ fn save(sql: &SqlStorage, t: &Transfer) -> Result<()> {
     Ok(())
 }
 
-fn env_i64(env: &Env, name: &str, default: i64) -> i64 {
-    env.var(name)
-        .ok()
-        .and_then(|v| v.to_string().trim().parse::<i64>().ok())
-        .unwrap_or(default)
-}
-
 #[durable_object]
 pub struct TransferDO {
     state: State,
@@ -251,11 +244,12 @@ impl DurableObject for TransferDO {
                 // reconciler refuses one outside these bounds (and an
                 // instant past the year 9999 would be refused by every
                 // reader of the event: ledger_events::TIME_MS_MAX).
-                let deadline =
-                    now.saturating_add(env_i64(&self.env, "TRANSFER_DEADLINE_MS", 300_000).clamp(
+                let deadline = now.saturating_add(
+                    crate::env_i64(&self.env, "TRANSFER_DEADLINE_MS", 300_000).clamp(
                         ledger_events::TRANSFER_DEADLINE_MS_MIN,
                         ledger_events::TRANSFER_DEADLINE_MS_MAX,
-                    ));
+                    ),
+                );
                 let admitted = sqltx::transaction(&storage, move |sql| {
                     let existing = load(sql)?;
                     Ok(
