@@ -48,7 +48,7 @@ canon AS (
 ),
 checked AS (
     SELECT tbl, stream, stream_key, seq, kind, event_id, occurred_at_ms, currency, amount, balance_after,
-           held_after, overdraft_limit, transfer_id, counterparty, source, destination, deadline_ms,
+           held_after, overdraft_limit, entry_id, transfer_id, counterparty, source, destination, deadline_ms,
            prev_hash, hash, sha256(text) = hash AS hash_ok,
            -- 64-bit digest of the whole row: with seq and hash it tells identical copies (the
            -- docs/LAKE.md dedup) without carrying the columns no check reads.
@@ -186,7 +186,7 @@ GROUP BY tbl, stream, stream_key, seq;
 -- Primary account rows: the first version of each seq (what reconcile's folds read).
 CREATE OR REPLACE TEMP TABLE pa AS
 SELECT stream_key, seq, kind, event_id, currency, amount, balance_after, held_after,
-       overdraft_limit, transfer_id, counterparty,
+       overdraft_limit, entry_id, transfer_id, counterparty,
        lag(seq) OVER a AS p_seq, lag(balance_after) OVER a AS p_bal,
        lag(held_after) OVER a AS p_held, lag(kind) OVER a AS p_kind,
        lag(currency) OVER a AS p_currency, lag(overdraft_limit) OVER a AS p_limit
@@ -314,6 +314,15 @@ SELECT 'balance_integrity', code, stream_key, seq, event_id,
        format('{} {} for transfer {}, live hold {}', kind, amount, transfer_id,
               coalesce(live::VARCHAR, 'none'))
 FROM coded WHERE code IS NOT NULL;
+
+-- ... and each deposit or withdrawal entry id posts once on its account (checks::entries): a
+-- second posting is reported at its row, naming the first.
+INSERT INTO findings
+SELECT 'balance_integrity', 'entry_posted_twice', stream_key, seq, event_id,
+       format('{} entry {} was already posted at seq {}', kind, entry_id, first_seq)
+FROM (SELECT *, min(seq) OVER (PARTITION BY stream_key, entry_id) AS first_seq
+      FROM pa WHERE kind IN ('deposited', 'withdrawn') AND entry_id IS NOT NULL)
+WHERE seq > first_seq;
 
 -- 4. no_overdraft: balance − held ≥ −overdraft_limit after every event (HUGEINT: no overflow).
 INSERT INTO findings

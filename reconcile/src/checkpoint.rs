@@ -47,6 +47,7 @@ use std::io::Write;
 use crate::archive::{self, Archive, Beside, SegmentRef};
 use crate::codec::{self, Rows};
 
+use crate::checks::entries::EntryIds;
 use crate::facts::{AccountFacts, Legs, LegsTable, TransferState, Transfers};
 use crate::finding::Finding;
 use crate::names::{FxMap, Names};
@@ -67,8 +68,10 @@ use crate::stream::Tail;
 /// release of nothing leaves a live hold live) and it knows whether they
 /// may be incomplete (`AccountFacts::holds_unknown`). 11: the files of
 /// streams it writes note each stream with the seq its stretch of rows in
-/// the lake file starts at (`StreamsRef::starts`).
-pub const CHECKPOINT_VERSION: u32 = 11;
+/// the lake file starts at (`StreamsRef::starts`). 12: each account's
+/// deposit and withdrawal entry ids (`checks::entries`), in a third binary
+/// section.
+pub const CHECKPOINT_VERSION: u32 = 12;
 
 /// Versions this reconciler reads: a version-6 checkpoint is a version-7
 /// one that owes nothing, a version-7 one a version-8 one that knows no
@@ -79,8 +82,10 @@ pub const CHECKPOINT_VERSION: u32 = 11;
 /// is not judged on those streams until a `--full` run re-proves them), a
 /// version-10 one a version-11 one whose files of streams hold streams
 /// alone (a compaction that cuts a stream's start in a file they cover is
-/// found by the stream's re-proof or by `--full`, not by them).
-const CHECKPOINT_VERSIONS_READ: [u32; 6] = [6, 7, 8, 9, 10, CHECKPOINT_VERSION];
+/// found by the stream's re-proof or by `--full`, not by them). Versions
+/// 6–11 are read to be set aside (`ProofState::older_rules`): their tails
+/// judged, the lake proved from its first event once.
+const CHECKPOINT_VERSIONS_READ: [u32; 7] = [6, 7, 8, 9, 10, 11, CHECKPOINT_VERSION];
 
 /// Which stream, as the proof keys it: the table it was found in (a stream
 /// in the wrong table is proved apart from its namesake), its kind and key.
@@ -130,10 +135,11 @@ pub struct ProofState {
     /// Parts of the archive [`ProofState::load_for_full`] left out, each
     /// with why (not saved: the report's `not_judged`).
     pub left_out: Vec<String>,
-    /// Written before version 11: its transfers were proved by older rules
-    /// (a hold of another amount judged only from `reserved` on, deadlines
-    /// unbounded), so the next run proves the lake from its first event,
-    /// with this proof set aside (its tails judged).
+    /// Written before version 12: proved by older rules (before 11, a hold
+    /// of another amount judged only from `reserved` on and deadlines
+    /// unbounded; before 12, no account's entry ids kept), so the next run
+    /// proves the lake from its first event, with this proof set aside (its
+    /// tails judged).
     pub older_rules: bool,
 }
 
@@ -403,7 +409,8 @@ impl ProofState {
             return Err(format!("written for the lake {:?}, not {lake:?}", f.lake));
         }
         let names = f.names.len();
-        let (transfers, legs) = read_body(body, names).map_err(|e| format!("damaged: {e}"))?;
+        let (transfers, legs, entries) =
+            read_body(body, names, f.version).map_err(|e| format!("damaged: {e}"))?;
         let names = Names::from_list(f.names.into_iter().map(|n| n.into_owned().into()).collect());
         let (archive, left_out) = if tolerant {
             Archive::open_what_opens(dir, &f.archive, f.archived, &names)
@@ -423,7 +430,7 @@ impl ProofState {
                 dir: dir.to_path_buf(),
                 refs: f.streams_files.into_owned(),
             },
-            older_rules: f.version < 11,
+            older_rules: f.version < 12,
             ..Default::default()
         };
         // Live holds from before version 10 followed other rules: trusted
@@ -442,6 +449,15 @@ impl ProofState {
                     }),
                 },
             );
+        }
+        for (account, e) in entries {
+            let id = (Table::Account, Stream::Account, account.to_owned());
+            let a = p
+                .streams
+                .get_mut(&id)
+                .and_then(|st| st.account.as_mut())
+                .ok_or_else(|| format!("damaged: entry ids of {account}, which has no state"))?;
+            a.entries = e;
         }
         for r in f.owed {
             let table = table_of(&r.table)?;
@@ -521,8 +537,8 @@ impl ProofState {
                 .map(|n| Cow::Borrowed(&**n))
                 .collect(),
             streams: streams
-                .into_iter()
-                .map(|((table, stream, key), s)| StreamRec {
+                .iter()
+                .map(|&((table, stream, key), s)| StreamRec {
                     table: Cow::Borrowed(table.as_str()),
                     stream: *stream,
                     key: Cow::Borrowed(key),
@@ -595,6 +611,17 @@ impl ProofState {
             w.legs(id, l);
             flush(&mut w, &mut out, false).map_err(io)?;
         }
+        let entries: Vec<(&str, &EntryIds)> = streams
+            .iter()
+            .filter(|(id, _)| id.0 == Table::Account && id.1 == Stream::Account)
+            .filter_map(|(id, st)| Some((id.2.as_str(), &st.account.as_ref()?.entries)))
+            .filter(|(_, e)| !e.is_empty())
+            .collect();
+        w.count(entries.len());
+        for (account, e) in entries {
+            w.entries(account, e);
+            flush(&mut w, &mut out, false).map_err(io)?;
+        }
         flush(&mut w, &mut out, true).map_err(io)?;
         let digest = out.sha.finalize();
         let mut inner = out.inner;
@@ -655,8 +682,16 @@ fn split_content(content: &[u8]) -> Result<(&[u8], &[u8]), String> {
     Ok((&content[FIXED..FIXED + len], &content[FIXED + len..]))
 }
 
-/// The binary body: every transfer stream's state, then every transfer's legs.
-fn read_body(body: &[u8], names: usize) -> Result<(Rows<TransferState>, Rows<Legs>), String> {
+/// Each account's entry ids, by account key.
+type Entries<'a> = Vec<(&'a str, EntryIds)>;
+
+/// The binary body: every transfer stream's state, then every transfer's
+/// legs, then (from version 12) each account's entry ids.
+fn read_body(
+    body: &[u8],
+    names: usize,
+    version: u32,
+) -> Result<(Rows<TransferState>, Rows<Legs>, Entries<'_>), String> {
     let mut r = codec::Reader::new(body, names);
     let n = r.count()?;
     let mut transfers = Vec::with_capacity(n);
@@ -668,8 +703,16 @@ fn read_body(body: &[u8], names: usize) -> Result<(Rows<TransferState>, Rows<Leg
     for _ in 0..n {
         legs.push(r.legs()?);
     }
+    let mut entries = Vec::new();
+    if version >= 12 {
+        let n = r.count()?;
+        entries.reserve(n);
+        for _ in 0..n {
+            entries.push(r.entries()?);
+        }
+    }
     if !r.at_end() {
         return Err("bytes after the last record".into());
     }
-    Ok((transfers, legs))
+    Ok((transfers, legs, entries))
 }

@@ -10,6 +10,8 @@
 //! legs      := count:u64 { id:str  (n:u32 { account:u32 amount:i64 currency:u32 counterparty:u32
 //!              seq:u64  at_s:u32 }*){4} }*
 //!              (holds, debits, credits, releases)
+//! entries   := count:u64 { account:str n:u64 { fp:u64 seq:u64 }* }*
+//!              (each account's deposit and withdrawal entry ids, `checks::entries`)
 //! record    := transfer legs-without-id        (the settled archive's blocks, `archive`)
 //! hashes    := 0 | 1 [u8;32] | 2 n:u32 str*
 //! str       := len:u32 bytes (UTF-8)      opt_x := 0 | 1 x
@@ -17,6 +19,7 @@
 //!
 //! Pure: encodes into and decodes from byte slices; `checkpoint` does the I/O.
 
+use crate::checks::entries::EntryIds;
 use crate::facts::{Leg, LegKind, Legs, TransferFacts, TransferState};
 use crate::id::Id;
 use crate::names::Sym;
@@ -111,6 +114,16 @@ impl Writer {
         self.legs_body(l);
     }
 
+    /// An account's entry ids, sorted by fingerprint.
+    pub fn entries(&mut self, account: &str, e: &EntryIds) {
+        self.str(account);
+        self.count(e.len());
+        for &(fp, seq) in e.as_slice() {
+            self.u64(fp);
+            self.u64(seq);
+        }
+    }
+
     /// A settled transfer in the archive: its stream's state and its legs.
     pub fn record(&mut self, id: &str, s: &TransferState, l: &Legs) {
         self.transfer(id, s);
@@ -159,6 +172,11 @@ impl<'a> Reader<'a> {
 
     pub fn at_end(&self) -> bool {
         self.pos == self.buf.len()
+    }
+
+    /// How many bytes have been read.
+    pub fn position(&self) -> usize {
+        self.pos
     }
 
     pub(crate) fn take(&mut self, n: usize) -> R<&'a [u8]> {
@@ -271,6 +289,19 @@ impl<'a> Reader<'a> {
     pub fn legs(&mut self) -> R<(Id, Legs)> {
         let id = self.str()?.into();
         Ok((id, self.legs_body()?))
+    }
+
+    /// See [`Writer::entries`]: pairs out of order or twice are damage.
+    pub fn entries(&mut self) -> R<(&'a str, EntryIds)> {
+        let account = self.str()?;
+        let n = self.count()?;
+        let mut pairs = Vec::with_capacity(n.min((self.buf.len() - self.pos) / 16));
+        for _ in 0..n {
+            pairs.push((self.u64()?, self.u64()?));
+        }
+        let e = EntryIds::from_sorted(pairs)
+            .ok_or_else(|| format!("account {account}'s entry ids are out of order"))?;
+        Ok((account, e))
     }
 
     /// See [`Writer::record`].

@@ -69,6 +69,11 @@ pub enum Class {
     /// A transfer only `created`, whose deadline is the year 9999 (the
     /// ledger sets one at most 30 days ahead): it would never be dangling.
     FarDeadline,
+    /// A deposit posted again at the end of its account's stream: its entry
+    /// id at a second seq, the balance raised by its amount (resealed).
+    /// Every balance refolds and the deposits still add up: money created
+    /// by replaying an idempotent deposit.
+    EntryTwice,
 }
 
 impl Class {
@@ -90,6 +95,7 @@ impl Class {
         Class::HoldPlacedTwice,
         Class::TokenHold,
         Class::FarDeadline,
+        Class::EntryTwice,
     ];
 }
 
@@ -588,6 +594,39 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             (
                 format!("{}: a deposit of 1 while the account is frozen", e.event_id),
                 one_at("completeness", "phase_order", &acc, &e),
+            )
+        }
+        Class::EntryTwice => {
+            // An account not frozen at its end (a deposit there is
+            // refused: that would be a second finding) with a deposit.
+            let (acc, mut evs, first) = l
+                .streams(Stream::Account)
+                .into_iter()
+                .find_map(|(acc, evs)| {
+                    let frozen = evs.iter().rev().find_map(|e| match e.kind.as_str() {
+                        "frozen" => Some(true),
+                        "unfrozen" | "opened" => Some(false),
+                        _ => None,
+                    });
+                    let first = evs.iter().find(|e| e.kind == "deposited")?.clone();
+                    (frozen == Some(false)).then_some((acc, evs, first))
+                })
+                .ok_or("the lake has no account with a deposit that is not frozen")?;
+            let amount = first.amount.unwrap_or(0);
+            let e = append(&mut evs, "deposited", |e| {
+                e.amount = first.amount;
+                e.balance_after = e.balance_after.map(|b| b + amount);
+                e.entry_id = first.entry_id.clone();
+            });
+            l.replace_stream(&evs);
+            (
+                format!(
+                    "{}: deposit {} (seq {}) posted again",
+                    e.event_id,
+                    first.entry_id.as_deref().unwrap_or_default(),
+                    first.seq
+                ),
+                one_at("balance_integrity", "entry_posted_twice", &acc, &e),
             )
         }
         Class::CreditLost => {

@@ -14,6 +14,7 @@ use ledger_events::{AccountKind, EventRef, Stream};
 use serde::{Deserialize, Serialize};
 
 use crate::checks::balance::hold_step;
+use crate::checks::entries::{self, EntryIds, Posting};
 use crate::chunked::Chunked;
 use crate::finding::Finding;
 use crate::id::Id;
@@ -257,6 +258,10 @@ pub struct AccountFacts {
     /// checkpoints written before it (read as false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub holds_unknown: bool,
+    /// The deposit and withdrawal entry ids posted so far
+    /// (`checks::entries`): in the checkpoint's binary part, not its header.
+    #[serde(skip)]
+    pub entries: EntryIds,
 }
 
 /// An account's live holds, by transfer id. A hold is placed and then
@@ -346,6 +351,8 @@ pub struct Facts {
     recent: Recent,
     /// Strings of holds no longer live, for the next holds' ids.
     spare_ids: SpareIds,
+    /// The deposits and withdrawals of the account being added.
+    postings: Vec<Posting>,
 }
 
 /// How many strings [`SpareIds`] keeps.
@@ -1332,6 +1339,14 @@ impl Facts {
                 AccountKind::Withdrawn => a.withdrawals += i128::from(amount),
                 _ => {}
             }
+            if let (AccountKind::Deposited | AccountKind::Withdrawn, Some(e)) = (kind, ev.entry_id)
+            {
+                self.postings.push(Posting {
+                    fp: entries::fingerprint(e),
+                    seq: ev.seq,
+                    row: i as u32, // a stream's rows are a batch's: fewer than 2³²
+                });
+            }
             use AccountKind::{Captured, Credited, HoldPlaced, HoldReleased};
             if !matches!(kind, HoldPlaced | Captured | Credited | HoldReleased) {
                 continue;
@@ -1380,6 +1395,17 @@ impl Facts {
                 _ => LegKind::Release,
             };
             self.legs.add(t, kind, leg);
+        }
+        for (p, first_seq) in a.entries.add(&mut self.postings) {
+            let ev = &s.rows[p.row as usize];
+            out.push(entries::posted_twice(
+                s.key,
+                ev.kind,
+                ev.entry_id.unwrap_or_default(),
+                ev.seq,
+                ev.event_id,
+                first_seq,
+            ));
         }
     }
 

@@ -19,7 +19,8 @@ use ledger_reconcile::{
 ///
 ///   completeness             per stream: seqs 1..n without gaps, every hash recomputed, every prev_hash link
 ///   conflicting_duplicates   no event id with two different contents (plain duplicates are only counted)
-///   balance_integrity   I1   refolding each account reproduces every balance_after / held_after
+///   balance_integrity   I1   refolding each account reproduces every balance_after / held_after;
+///                            no deposit or withdrawal entry id posted twice
 ///   no_overdraft        I2   balance − held ≥ −overdraft_limit after every event
 ///   transfer_conservation I1 captured = one debit −a on the source + one credit +a on the destination
 ///   global_conservation I1   per currency: Σ balances = deposits − withdrawals + credits in flight

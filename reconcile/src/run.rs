@@ -1329,7 +1329,7 @@ async fn start(
         warn_custody(&custody);
         if custody.lost.is_empty() && prior.older_rules {
             eprintln!(
-                "reconcile: the checkpoint was written before version 11, whose transfers were proved by older rules: \
+                "reconcile: the checkpoint was written before version 12, by older rules (holds, deadlines, entry ids): \
                  proving the lake from its first event once (the checkpoint's tails still judged)"
             );
         }

@@ -1072,7 +1072,7 @@ fn downgrade_to_8(ckpt: &Path) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64_at(&bytes, 12) as usize;
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 11);
+    assert_eq!(header["version"], 12);
     header["version"] = 8.into();
     let lake = std::path::PathBuf::from(header["lake"].as_str().unwrap());
     for r in header["streams_files"].as_array_mut().unwrap() {
@@ -1130,7 +1130,8 @@ fn plain_streams(lake: &Path, key: &str) -> Vec<u64> {
 }
 
 /// Writes the checkpoint at `ckpt` again as format `version` with the JSON
-/// header `json`, the records as they are, sealed with its SHA-256.
+/// header `json`, the records as they are (before version 12, without the
+/// accounts' entry ids), sealed with its SHA-256.
 fn reseal(ckpt: &Path, version: u32, json: &[u8]) {
     use sha2::{Digest, Sha256};
     let bytes = std::fs::read(ckpt).unwrap();
@@ -1139,7 +1140,18 @@ fn reseal(ckpt: &Path, version: u32, json: &[u8]) {
     older.extend(version.to_le_bytes());
     older.extend((json.len() as u64).to_le_bytes());
     older.extend(json);
-    older.extend(&bytes[20 + len..bytes.len() - 32]);
+    let mut body = &bytes[20 + len..bytes.len() - 32];
+    if version < 12 {
+        let mut r = ledger_reconcile::codec::Reader::new(body, usize::MAX);
+        for _ in 0..r.count().unwrap() {
+            r.transfer().unwrap();
+        }
+        for _ in 0..r.count().unwrap() {
+            r.legs().unwrap();
+        }
+        body = &body[..r.position()];
+    }
+    older.extend(body);
     let digest = Sha256::digest(&older);
     older.extend(digest);
     std::fs::write(ckpt, older).unwrap();
@@ -1173,7 +1185,7 @@ fn a_version_8_checkpoint_reads_its_first_layout_streams_files_and_writes_the_cu
     // The night's full proof wrote a current checkpoint and files of the
     // current layout only.
     let bytes = std::fs::read(&ckpt).unwrap();
-    assert_eq!(bytes[8..12], 11u32.to_le_bytes());
+    assert_eq!(bytes[8..12], 12u32.to_le_bytes());
     let files = prs();
     assert!(!files.is_empty());
     assert!(files
@@ -1256,12 +1268,12 @@ fn downgrade(ckpt: &Path, version: u32) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let header = std::str::from_utf8(&bytes[20..20 + len]).unwrap();
-    assert!(header.starts_with("{\"version\":11,"), "{header}");
+    assert!(header.starts_with("{\"version\":12,"), "{header}");
     let at = header
         .find(",\"owed\":[],\"streams_files\":[")
         .expect(header);
     let mut old =
-        header[..at].replacen("{\"version\":11,", &format!("{{\"version\":{version},"), 1);
+        header[..at].replacen("{\"version\":12,", &format!("{{\"version\":{version},"), 1);
     old += if version == 6 { "}" } else { ",\"owed\":[]}" };
     reseal(ckpt, version, old.as_bytes());
 }
@@ -1279,8 +1291,8 @@ fn version_6_and_7_checkpoints_are_read_and_the_night_proves_the_lake_in_full_on
             .find(|e| e.stream == Stream::Transfer)
             .unwrap();
         deliver(&root, &[first], "c");
-        // Written before version 11 (older rules for the transfers it
-        // kept): proved from the first event once, its tails judged (it
+        // Written before version 12 (older rules for the transfers it
+        // kept, no entry ids): proved from the first event once, its tails judged (it
         // owes nothing and saw no file's streams).
         let r = night(&root, &ckpt);
         let i = r.incremental.unwrap();
@@ -2526,7 +2538,7 @@ fn downgrade_to_9(ckpt: &Path) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 11);
+    assert_eq!(header["version"], 12);
     header["version"] = 9.into();
     for s in header["streams"].as_array_mut().unwrap() {
         if let Some(a) = s["account"].as_object_mut() {
@@ -2549,4 +2561,89 @@ fn downgrade_to_9(ckpt: &Path) {
     }
     header["streams_files"] = refs;
     reseal(ckpt, 9, &serde_json::to_vec(&header).unwrap());
+}
+
+/// The checkpoint at `ckpt` as version 11 wrote it (no account's entry
+/// ids); sealed again.
+fn downgrade_to_11(ckpt: &Path) {
+    let bytes = std::fs::read(ckpt).unwrap();
+    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
+    let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
+    assert_eq!(header["version"], 12);
+    header["version"] = 11.into();
+    reseal(ckpt, 11, &serde_json::to_vec(&header).unwrap());
+}
+
+#[test]
+fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
+    // Resumed from a current checkpoint, and from one written before entry
+    // ids were kept (set aside: the night proves the lake in full once).
+    for version in [12, 11] {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, ckpt, events, half) = first_half_proved(dir.path(), 47, 160);
+        if version == 11 {
+            downgrade_to_11(&ckpt);
+        }
+        // A deposit the first night proved, posted again after the
+        // account's last event: every balance refolds, deposits add up.
+        let first = events[..half]
+            .iter()
+            .find(|e| e.kind == "deposited")
+            .unwrap()
+            .clone();
+        let last = events
+            .iter()
+            .filter(|e| e.stream_key == first.stream_key)
+            .next_back()
+            .unwrap();
+        let mut again = Event::new(
+            Stream::Account,
+            &first.stream_key,
+            last.seq + 1,
+            "deposited",
+            last.occurred_at_ms + 1_000,
+            &last.hash,
+        );
+        again.currency = last.currency.clone();
+        again.amount = first.amount;
+        again.balance_after = last.balance_after.zip(first.amount).map(|(b, a)| b + a);
+        again.held_after = last.held_after;
+        again.overdraft_limit = last.overdraft_limit;
+        again.entry_id = first.entry_id.clone();
+        let again = again.seal();
+        let mut second: Vec<&Event> = events[half..].iter().collect();
+        second.push(&again);
+        deliver(&root, &second, "b");
+        let r = night(&root, &ckpt);
+        let twice: Vec<(String, Option<String>)> = r
+            .checks
+            .iter()
+            .filter(|c| c.name == "balance_integrity")
+            .flat_map(|c| &c.findings)
+            .filter(|f| f.code == "entry_posted_twice")
+            .map(|f| (f.detail.clone(), f.event_id.clone()))
+            .collect();
+        assert_eq!(
+            twice,
+            [(
+                format!(
+                    "deposited entry {} was already posted at seq {}",
+                    first.entry_id.as_deref().unwrap(),
+                    first.seq
+                ),
+                Some(again.event_id.clone())
+            )],
+            "version {version}: {}",
+            r.summary()
+        );
+        let i = r.incremental.unwrap();
+        assert_eq!(i.reproved_in_full, version < 12, "version {version}: {i:?}");
+        if version == 12 {
+            assert_eq!(i.streams_reopened, 0, "rows appended only");
+        }
+        assert_same(1, &r, &full(&root));
+        // The checkpoint keeps the finding, and the entry: a night with
+        // nothing new says the same.
+        assert_same(2, &night(&root, &ckpt), &full(&root));
+    }
 }

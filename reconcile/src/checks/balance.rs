@@ -26,8 +26,9 @@
 //! What holding proves, with completeness: every balance the lake shows is
 //! the sum of the account's postings, every `held` is the sum of its
 //! placed minus captured and released holds, that is of the holds live
-//! (one per transfer, each released or captured whole, once), and every
-//! event carries the currency and limit the account was opened with.
+//! (one per transfer, each released or captured whole, once), every
+//! event carries the currency and limit the account was opened with, and
+//! no deposit or withdrawal entry id is posted twice (`super::entries`).
 
 use ledger_events::AccountKind;
 
@@ -39,7 +40,7 @@ use crate::stream::StreamView;
 pub const NAME: &str = "balance_integrity";
 pub const INVARIANT: &str = "I1";
 pub const PROVES: &str =
-    "refolding each account's events reproduces every recorded balance_after and held_after, and every event keeps the currency and overdraft limit the account was opened with";
+    "refolding each account's events reproduces every recorded balance_after and held_after, every event keeps the currency and overdraft limit the account was opened with, and each deposit or withdrawal entry posts once";
 
 /// The state change of one account event: (balance delta, held delta).
 pub fn effect(kind: AccountKind, amount: i64) -> (i64, i64) {

@@ -6,6 +6,7 @@
 //! | [`completeness`] | lake completeness: seqs, hashes, chain | each stream |
 //! | [`duplicates`] | no conflicting duplicates | each stream |
 //! | [`balance`] | I1: balances are the fold of the postings | each account stream |
+//! | [`entries`] | I1: each deposit or withdrawal posts once | each account stream |
 //! | [`overdraft`] | I2: no overdraft | each account stream |
 //! | [`transfer_conservation`] | I1 per transfer | facts |
 //! | [`global_conservation`] | I1 per currency | facts |
@@ -20,6 +21,7 @@ pub mod completeness;
 pub mod consistency;
 pub mod convergence;
 pub mod duplicates;
+pub mod entries;
 pub mod global_conservation;
 pub mod overdraft;
 pub mod transfer_conservation;

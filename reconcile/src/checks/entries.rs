@@ -1,0 +1,216 @@
+//! Each entry posts once: on an account, no deposit or withdrawal entry id
+//! is posted at two seqs (balance integrity's `entry_posted_twice`).
+//!
+//! An entry id is the idempotency record of a deposit or a withdrawal
+//! (`dep:{account}:{key}`, `wd:{account}:{key}`; the account object keeps it
+//! as its entries' primary key). The same id at a second seq is the same
+//! money moved twice, and every other check passes it: the refold
+//! reproduces each balance, and global conservation counts the second
+//! deposit on both sides. A transfer's legs are not kept here: their ids
+//! are `{transfer}:debit` and `{transfer}:credit`, and transfer
+//! conservation requires exactly one of each per transfer.
+//!
+//! An account's entry ids are kept as 64-bit fingerprints (the first eight
+//! bytes of the id's SHA-256) with the seq each was first posted at, sorted
+//! by fingerprint: 16 bytes an entry, carried from night to night in the
+//! checkpoint, so a night that brings the second posting names the first as
+//! a full proof does. Two different ids of one account share a fingerprint
+//! with probability 2⁻⁶⁴ a pair; such a pair would be reported (both seqs
+//! named, so the rows show it), never hidden.
+
+use sha2::{Digest, Sha256};
+
+use crate::finding::Finding;
+
+/// The fingerprint of an entry id.
+pub fn fingerprint(entry_id: &str) -> u64 {
+    let d = Sha256::digest(entry_id.as_bytes());
+    u64::from_le_bytes(d[..8].try_into().expect("a SHA-256 has 32 bytes"))
+}
+
+/// An account's entry ids so far: (fingerprint, first seq), sorted by
+/// fingerprint, one per fingerprint.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EntryIds(Vec<(u64, u64)>);
+
+/// One posting of an entry: its fingerprint, seq and where its row is in the
+/// batch that brought it.
+#[derive(Debug, Clone, Copy)]
+pub struct Posting {
+    pub fp: u64,
+    pub seq: u64,
+    pub row: u32,
+}
+
+impl EntryIds {
+    /// From (fingerprint, seq) pairs sorted by fingerprint, each once (a
+    /// checkpoint's); `None` if they are not.
+    pub fn from_sorted(pairs: Vec<(u64, u64)>) -> Option<EntryIds> {
+        pairs
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0)
+            .then_some(EntryIds(pairs))
+    }
+
+    pub fn as_slice(&self) -> &[(u64, u64)] {
+        &self.0
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds the postings of one visit of the account (`batch`, in seq order,
+    /// each after every posting already kept) and returns the ones whose
+    /// fingerprint was posted before, each with the seq it was first posted
+    /// at, in seq order. Empties `batch` (a buffer to reuse).
+    pub fn add(&mut self, batch: &mut Vec<Posting>) -> Vec<(Posting, u64)> {
+        let mut twice = Vec::new();
+        if batch.is_empty() {
+            return twice;
+        }
+        // Stable: the postings of one fingerprint stay in seq order, so the
+        // first of them is the one kept.
+        batch.sort_by_key(|p| p.fp);
+        let old = self.0.len();
+        let mut first: Option<(u64, u64)> = None;
+        for p in batch.drain(..) {
+            match first {
+                Some((fp, seq)) if fp == p.fp => twice.push((p, seq)),
+                _ => {
+                    let before = self.0[..old]
+                        .binary_search_by_key(&p.fp, |e| e.0)
+                        .ok()
+                        .map(|i| self.0[i].1);
+                    match before {
+                        Some(seq) => twice.push((p, seq)),
+                        None => self.0.push((p.fp, p.seq)),
+                    }
+                    first = Some((p.fp, before.unwrap_or(p.seq)));
+                }
+            }
+        }
+        if self.0.len() > old {
+            merge_tail(&mut self.0, old);
+        }
+        twice.sort_by_key(|(p, _)| p.seq);
+        twice
+    }
+}
+
+/// Sorts `v` whose first `old` and the rest are each sorted by their first
+/// field, merging from the back in place.
+fn merge_tail(v: &mut Vec<(u64, u64)>, old: usize) {
+    let new: Vec<(u64, u64)> = v[old..].to_vec();
+    let (mut i, mut j, mut k) = (old, new.len(), v.len());
+    while j > 0 {
+        k -= 1;
+        if i > 0 && v[i - 1].0 > new[j - 1].0 {
+            v[k] = v[i - 1];
+            i -= 1;
+        } else {
+            v[k] = new[j - 1];
+            j -= 1;
+        }
+    }
+}
+
+/// The finding on a posting of an entry id first posted at `first_seq`.
+pub fn posted_twice(
+    account: &str,
+    kind: &str,
+    entry_id: &str,
+    seq: u64,
+    event_id: &str,
+    first_seq: u64,
+) -> Finding {
+    Finding::new(
+        "entry_posted_twice",
+        account,
+        format!("{kind} entry {entry_id} was already posted at seq {first_seq}"),
+    )
+    .at(seq, event_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(ids: &[(&str, u64)]) -> Vec<Posting> {
+        ids.iter()
+            .enumerate()
+            .map(|(row, &(id, seq))| Posting {
+                fp: fingerprint(id),
+                seq,
+                row: row as u32,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_second_posting_names_the_first_across_visits_and_within_one() {
+        let mut e = EntryIds::default();
+        let mut b = batch(&[("dep:a:1", 1), ("dep:a:2", 2), ("wd:a:3", 3)]);
+        assert!(e.add(&mut b).is_empty());
+        assert!(b.is_empty());
+        assert_eq!(e.len(), 3);
+        // Again in a later visit, twice within it, and new ones around.
+        let mut b = batch(&[
+            ("dep:a:4", 4),
+            ("dep:a:2", 5),
+            ("dep:a:6", 6),
+            ("dep:a:6", 7),
+            ("dep:a:2", 8),
+        ]);
+        let twice: Vec<(u64, u64)> = e.add(&mut b).iter().map(|(p, s)| (p.seq, *s)).collect();
+        assert_eq!(twice, [(5, 2), (7, 6), (8, 2)]);
+        assert_eq!(e.len(), 5);
+        // Sorted and each fingerprint once, whatever the order they came in.
+        assert!(EntryIds::from_sorted(e.as_slice().to_vec()).is_some());
+        let firsts: Vec<u64> = {
+            let mut s: Vec<u64> = e.as_slice().iter().map(|p| p.1).collect();
+            s.sort();
+            s
+        };
+        assert_eq!(firsts, [1, 2, 3, 4, 6]);
+    }
+
+    #[test]
+    fn the_merge_keeps_every_pair_sorted() {
+        let mut e = EntryIds::default();
+        for round in 0..20u64 {
+            let mut b: Vec<Posting> = (0..37)
+                .map(|i| Posting {
+                    fp: fingerprint(&format!("dep:a:{round}-{i}")),
+                    seq: round * 100 + i,
+                    row: i as u32,
+                })
+                .collect();
+            assert!(e.add(&mut b).is_empty());
+        }
+        assert_eq!(e.len(), 20 * 37);
+        assert!(e.as_slice().windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn a_checkpoints_pairs_are_taken_only_sorted_and_unique() {
+        assert!(EntryIds::from_sorted(vec![(1, 5), (2, 3)]).is_some());
+        assert!(EntryIds::from_sorted(vec![(2, 5), (1, 3)]).is_none());
+        assert!(EntryIds::from_sorted(vec![(2, 5), (2, 3)]).is_none());
+    }
+
+    #[test]
+    fn the_fingerprint_is_pinned() {
+        // Checkpoints keep fingerprints from night to night: the function
+        // must never change.
+        assert_eq!(fingerprint("dep:acme.a:k1"), {
+            let d = Sha256::digest(b"dep:acme.a:k1");
+            u64::from_le_bytes(d[..8].try_into().unwrap())
+        });
+        assert_eq!(fingerprint(""), 0x141c_fc98_42c4_b0e3);
+    }
+}
