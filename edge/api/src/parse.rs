@@ -365,10 +365,17 @@ pub fn redrive(text: &str, limits: &Limits) -> Result<Vec<String>, ApiError> {
 /// Largest count a fault can be armed with.
 pub const FAULT_COUNT_MAX: u64 = 1_000_000;
 
+/// Longest wait the `delay_commands_ms` fault can make a saga step take: long enough to outlast
+/// any drive budget (30 s is the largest transfer wait), short enough that a test left with
+/// it armed still finishes.
+pub const FAULT_DELAY_MS_MAX: u64 = 60_000;
+
 /// `POST /v1/admin/accounts/{name}/faults {"fail_sends"?, "fail_commands"?,
-/// "fail_after_write"?}` (test fault injection) → the body to forward to the
-/// account, each count an integer in 0..=[`FAULT_COUNT_MAX`]. An unknown field
-/// is an error: a misspelt fault must not be left unarmed without a word.
+/// "fail_after_write"?, "delay_commands_ms"?, "drop_alarm"?}` (test fault
+/// injection) → the body to forward to the account: each count an integer in
+/// 0..=[`FAULT_COUNT_MAX`], the delay an integer number of ms in
+/// 0..=[`FAULT_DELAY_MS_MAX`], `drop_alarm` a boolean. An unknown field is an
+/// error: a misspelt fault must not be left unarmed without a word.
 pub fn faults(text: &str, limits: &Limits) -> Result<String, ApiError> {
     let mut b = Body::parse(text, limits)?;
     let mut out = Map::new();
@@ -383,6 +390,23 @@ pub fn faults(text: &str, limits: &Limits) -> Result<String, ApiError> {
                 })?;
             out.insert(field.to_owned(), n.into());
         }
+    }
+    if let Some(v) = b.take("delay_commands_ms") {
+        let ms = v
+            .as_u64()
+            .filter(|ms| *ms <= FAULT_DELAY_MS_MAX)
+            .ok_or(ApiError::WrongType {
+                field: "delay_commands_ms",
+                expected: "an integer number of milliseconds from 0 to 60000",
+            })?;
+        out.insert("delay_commands_ms".to_owned(), ms.into());
+    }
+    if let Some(v) = b.take("drop_alarm") {
+        let drop = v.as_bool().ok_or(ApiError::WrongType {
+            field: "drop_alarm",
+            expected: "a boolean",
+        })?;
+        out.insert("drop_alarm".to_owned(), drop.into());
     }
     b.done()?;
     Ok(Value::Object(out).to_string())
@@ -425,6 +449,40 @@ mod tests {
             Err(ApiError::MalformedJson { .. })
         ));
         assert_eq!(faults("[]", &l()), Err(ApiError::NotAnObject));
+    }
+
+    #[test]
+    fn faults_take_a_bounded_delay_and_a_boolean_drop_alarm() {
+        let body = faults(r#"{"delay_commands_ms": 3000, "drop_alarm": true}"#, &l()).unwrap();
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"delay_commands_ms": 3000, "drop_alarm": true})
+        );
+        for bad in ["-1", "1.5", "\"3\"", "60001", "true"] {
+            assert!(
+                matches!(
+                    faults(&format!(r#"{{"delay_commands_ms": {bad}}}"#), &l()),
+                    Err(ApiError::WrongType {
+                        field: "delay_commands_ms",
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
+        }
+        for bad in ["1", "\"true\""] {
+            assert!(
+                matches!(
+                    faults(&format!(r#"{{"drop_alarm": {bad}}}"#), &l()),
+                    Err(ApiError::WrongType {
+                        field: "drop_alarm",
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

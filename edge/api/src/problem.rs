@@ -6,6 +6,7 @@
 //! code (for a core [`Rejection`], [`Rejection::code`]). The body also carries
 //! `code` and, where useful, the offending `field` or the amounts involved.
 
+use ledger_core::account::AccountHeader;
 use ledger_core::Rejection;
 use ledger_events::ids::IdError;
 use serde_json::{json, Map, Value};
@@ -68,6 +69,15 @@ pub enum ApiError {
     RouteNotFound,
     MethodNotAllowed,
     UnknownTransfer,
+    /// `POST /v1/accounts` for an id that is already open with another currency or overdraft
+    /// limit. The core refuses it as a conflict of the account's "open" record, but the client
+    /// sent no Idempotency-Key: "key reused" would send them looking for one. Carries what the
+    /// account holds (client id, currency, limit), which an open cannot change.
+    AccountExists {
+        id: String,
+        currency: String,
+        overdraft_limit: i64,
+    },
     /// A business rejection from the core.
     Rejected(Rejection),
     /// A bug or a failed dependency; the detail is logged, not shown.
@@ -149,6 +159,7 @@ impl ApiError {
             ApiError::RouteNotFound => "not_found",
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::UnknownTransfer => "unknown_transfer",
+            ApiError::AccountExists { .. } => "account_exists",
             ApiError::Rejected(r) => r.code(),
             ApiError::Internal => "internal",
             ApiError::Unavailable { .. } => "unavailable",
@@ -174,6 +185,7 @@ impl ApiError {
             ApiError::Forbidden => 403,
             ApiError::RouteNotFound | ApiError::UnknownTransfer => 404,
             ApiError::MethodNotAllowed => 405,
+            ApiError::AccountExists { .. } => 409,
             ApiError::Rejected(r) => rejection_status(r),
             ApiError::Internal => 500,
             ApiError::Unavailable { .. } => 503,
@@ -264,6 +276,18 @@ impl ApiError {
                 "method not allowed on this route".into(),
             ),
             ApiError::UnknownTransfer => ("Unknown transfer", "no transfer with this key".into()),
+            ApiError::AccountExists {
+                id,
+                currency,
+                overdraft_limit,
+            } => {
+                ext.insert("account_currency".into(), json!(currency));
+                ext.insert("overdraft_limit".into(), json!(overdraft_limit));
+                (
+                    "Account already exists",
+                    format!("account {id} is already open in {currency} with overdraft limit {overdraft_limit}, and neither ever changes: an open with these answers the account, another id opens a new one"),
+                )
+            }
             ApiError::Rejected(r) => {
                 match r {
                     Rejection::InsufficientFunds {
@@ -297,6 +321,19 @@ impl ApiError {
         Problem {
             status: self.status(),
             body: Value::Object(body),
+        }
+    }
+}
+
+impl ApiError {
+    /// [`ApiError::AccountExists`] for the account `h` of `tenant`.
+    pub fn account_exists(tenant: &str, h: &AccountHeader) -> ApiError {
+        ApiError::AccountExists {
+            id: crate::names::account_id_of(tenant, &h.id)
+                .unwrap_or(&h.id)
+                .to_owned(),
+            currency: h.currency.as_str().to_owned(),
+            overdraft_limit: h.overdraft_limit,
         }
     }
 }
@@ -428,6 +465,15 @@ mod tests {
             (ApiError::Unauthorized, 401, "unauthorized"),
             (ApiError::Forbidden, 403, "forbidden"),
             (ApiError::UnknownTransfer, 404, "unknown_transfer"),
+            (
+                ApiError::AccountExists {
+                    id: "a".into(),
+                    currency: "USD".into(),
+                    overdraft_limit: 0,
+                },
+                409,
+                "account_exists",
+            ),
             (ApiError::Internal, 500, "internal"),
         ];
         for (e, status, code) in cases {
@@ -466,6 +512,7 @@ mod tests {
                 | ApiError::RouteNotFound
                 | ApiError::MethodNotAllowed
                 | ApiError::UnknownTransfer
+                | ApiError::AccountExists { .. }
                 | ApiError::Rejected(_)
                 | ApiError::Internal
                 | ApiError::Unavailable { .. } => {}
@@ -527,6 +574,11 @@ mod tests {
             ApiError::RouteNotFound,
             ApiError::MethodNotAllowed,
             ApiError::UnknownTransfer,
+            ApiError::AccountExists {
+                id: "a".into(),
+                currency: "USD".into(),
+                overdraft_limit: 0,
+            },
             ApiError::Internal,
             ApiError::Unavailable { detail: "x".into() },
         ];
@@ -536,6 +588,36 @@ mod tests {
         }
         v.iter().for_each(exhaustive);
         v
+    }
+
+    #[test]
+    fn account_exists_says_what_the_account_holds_not_a_key() {
+        let h = AccountHeader {
+            id: "acme.alice".into(),
+            currency: ledger_core::Currency::parse("EUR").unwrap(),
+            overdraft_limit: 9_007_199_254_740_993,
+            status: ledger_core::account::Status::Active,
+            balance: 0,
+            held: 0,
+            seq: 1,
+            last_hash: String::new(),
+            opened_at_ms: 0,
+        };
+        let p = ApiError::account_exists("acme", &h).problem();
+        assert_eq!((p.status, p.code()), (409, "account_exists"));
+        assert_eq!(p.body["account_currency"], json!("EUR"));
+        assert_eq!(p.body["overdraft_limit"], json!(9_007_199_254_740_993i64));
+        let detail = p.body["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with(
+                "account alice is already open in EUR with overdraft limit 9007199254740993,"
+            ),
+            "{detail}"
+        );
+        assert!(
+            !detail.contains("used") && !detail.contains("key"),
+            "{detail}"
+        );
     }
 
     /// docs/openapi.json lists exactly the problem codes this crate produces, each with its

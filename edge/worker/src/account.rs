@@ -15,9 +15,15 @@
 //! - `POST /cmd` body = `ledger_core::account::Command` JSON, header `x-ledger-name` = the
 //!   account name → 200 with `Outcome` JSON, header `x-ledger-decision` =
 //!   `commit|replay|refuse|noop`. 503 (no state touched) for a saga step while an injected fault is armed.
-//! - `GET /state` → `{"header": AccountHeader|null, "outbox": stats, "alarm": ms|null}`.
+//! - `GET /state` → `{"header": AccountHeader|null, "outbox": stats, "alarm": ms|null,
+//!   "alarm_runs", "delayed_commands", "stored"}`: read only; `alarm` as found (a read arms
+//!   none, so a lost alarm shows).
 //! - `GET /entries?after_seq=&limit=` → `{"header": ..., "entries": [Entry...]}` in seq order.
-//! - `POST /_admin/faults {"fail_sends"?: n, "fail_commands"?: n}` (test fault injection).
+//! - `POST /_admin/faults {"fail_sends"?: n, "fail_commands"?: n, "fail_after_write"?: n,
+//!   "delay_commands_ms"?: ms, "drop_alarm"?: bool}` (test fault injection, reachable only
+//!   where the var `FAULT_INJECTION` is "on"): fail the next n queue sends, answer the next n
+//!   saga steps 503, fail the next n commands after their writes; make every saga step wait
+//!   ms before it runs (a slow account; 0 ends it); delete the alarm (a lost one).
 //!
 //! Storage: money columns (`balance`, `held`, `overdraft_limit`, `amount`, `balance_after`) are
 //! TEXT holding the decimal `i64`: the DO SQL binding passes INTEGER values as JS doubles, which
@@ -405,7 +411,9 @@ impl DurableObject for AccountDO {
                     }
                 }
                 self.tables.ensure(&storage.sql())?;
-                // Test fault: make this account unreachable for the next N saga steps.
+                // Test faults: make this account unreachable for the next N saga steps, or slow
+                // (every saga step waits `fault.delay_commands_ms` before it runs, counted in
+                // `fault.delayed_commands`, so a test sees how often a step reached it).
                 let saga_step = matches!(
                     cmd,
                     Command::Reserve { .. }
@@ -413,16 +421,30 @@ impl DurableObject for AccountDO {
                         | Command::Capture { .. }
                         | Command::Release { .. }
                 );
-                let failing = saga_step
-                    && sqltx::transaction(&storage, |sql| {
+                let (failing, delay_ms) = if saga_step {
+                    sqltx::transaction(&storage, |sql| {
                         let n = kv_i64(sql, "fault.fail_commands")?.unwrap_or(0);
                         if n > 0 {
                             kv_set(sql, "fault.fail_commands", V::from(n - 1))?;
+                            return Ok((true, 0));
                         }
-                        Ok(n > 0)
-                    })?;
+                        let delay_ms = kv_i64(sql, "fault.delay_commands_ms")?.unwrap_or(0);
+                        if delay_ms > 0 {
+                            let seen = kv_i64(sql, "fault.delayed_commands")?.unwrap_or(0);
+                            kv_set(sql, "fault.delayed_commands", V::from(seen + 1))?;
+                        }
+                        Ok((false, delay_ms))
+                    })?
+                } else {
+                    (false, 0)
+                };
                 if failing {
                     return Response::error("injected unavailability", 503);
+                }
+                if delay_ms > 0 {
+                    // Before the step's view is loaded: what a slow network or an overloaded
+                    // account does. Other requests to this object run meanwhile.
+                    worker::Delay::from(std::time::Duration::from_millis(delay_ms as u64)).await;
                 }
                 outbox::arm_safety_net(&storage).await?;
                 let now = now_ms();
@@ -451,6 +473,7 @@ impl DurableObject for AccountDO {
                     "outbox": outbox::OutboxStats::default(),
                     "alarm": storage.get_alarm().await?,
                     "alarm_runs": 0,
+                    "delayed_commands": 0,
                     "stored": false,
                 });
                 crate::json_text(200, body.to_string())
@@ -461,15 +484,18 @@ impl DurableObject for AccountDO {
             (Method::Get, "/state") => {
                 let sql = storage.sql();
                 let stats = outbox::stats(&sql)?;
-                // Self-heal: unsent rows must always have an alarm behind them.
-                if stats.pending > 0 {
-                    outbox::ensure_alarm(&storage).await?;
-                }
+                // The alarm as found; a read arms none. Unsent rows with no alarm behind them
+                // are a bug in the writers (every command arms the safety net before it
+                // writes, an alarm handler re-arms while rows wait): the state is what
+                // operators and the tests' drain checks measure, and a read that armed a
+                // missing alarm before reporting it would hide that bug from both. The next
+                // command to the account arms one again.
                 let body = json!({
                     "header": load_header(&sql)?,
                     "outbox": stats,
                     "alarm": storage.get_alarm().await?,
                     "alarm_runs": kv_i64(&sql, "alarm.runs")?.unwrap_or(0),
+                    "delayed_commands": kv_i64(&sql, "fault.delayed_commands")?.unwrap_or(0),
                     "stored": true,
                 });
                 crate::json_text(200, body.to_string())
@@ -494,6 +520,8 @@ impl DurableObject for AccountDO {
                     fail_sends: Option<i64>,
                     fail_commands: Option<i64>,
                     fail_after_write: Option<i64>,
+                    delay_commands_ms: Option<i64>,
+                    drop_alarm: Option<bool>,
                 }
                 let f: Faults = crate::json_or_400!(req);
                 self.tables.ensure(&storage.sql())?;
@@ -507,8 +535,16 @@ impl DurableObject for AccountDO {
                     if let Some(n) = f.fail_commands {
                         kv_set(sql, "fault.fail_commands", V::from(n))?;
                     }
+                    if let Some(ms) = f.delay_commands_ms {
+                        kv_set(sql, "fault.delay_commands_ms", V::from(ms))?;
+                    }
                     Ok(())
                 })?;
+                if f.drop_alarm == Some(true) {
+                    // A lost alarm (a bug, or the platform losing one): what `/state` and the
+                    // tests' drain checks must be able to see.
+                    storage.delete_alarm().await?;
+                }
                 Response::ok("{}")
             }
             _ => Response::error("not found", 404),

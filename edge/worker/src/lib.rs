@@ -8,7 +8,8 @@
 //!
 //! Configuration: secrets `API_KEYS` (JSON object key → tenant) and `ADMIN_KEY`; vars
 //! `AMOUNT_MAX`, `BODY_BYTES_MAX`, `TRANSFER_WAIT_MS`, `TRANSFER_DEADLINE_MS`,
-//! `OUTBOX_BATCH_SIZE`, `OUTBOX_MAX_BATCHES_PER_ALARM`, `OUTBOX_KEEP_SENT_MS` (wrangler.toml).
+//! `OUTBOX_BATCH_SIZE`, `OUTBOX_MAX_BATCHES_PER_ALARM`, `OUTBOX_KEEP_SENT_MS`,
+//! `SWEEP_MAX_PER_RUN`, `SWEEP_REDRIVE_TIMEOUT_MS` (wrangler.toml).
 
 use ledger_api::parse::{self, Movement};
 use ledger_api::{names, views, ApiError, ApiKeys, Limits};
@@ -261,6 +262,13 @@ async fn route(mut req: Request, env: &Env) -> Api<Result<Response>> {
             let (outcome, decision) = account_cmd(env, &name, &cmd).await?;
             let r = match outcome {
                 Outcome::Accepted(r) => r,
+                // The core keeps an account's opening as its "open" record, so an open with
+                // other parameters is that record's conflict; the client sent no key, though:
+                // answer that the account exists, and with what.
+                Outcome::Rejected(Rejection::IdempotencyConflict { .. }) => {
+                    let h = account_header(env, &name).await?;
+                    return Err(ApiError::account_exists(&tenant, &h));
+                }
                 Outcome::Rejected(rej) => return rejection(rej.into(), decision == "replay"),
             };
             let Command::Open {
@@ -469,7 +477,7 @@ async fn admin_route(
         (Method::Post, ["transfers", "redrive"]) => {
             let text = body_text(&mut req, &limits(env)).await?;
             let ids = parse::redrive(&text, &limits(env))?;
-            let out = sweeper::redrive(env, &ids).await;
+            let out = sweeper::redrive(env, &ids, sweeper::redrive_timeout_ms(env)).await;
             Ok(ok_json(200, json!({ "redriven": out }), false))
         }
         _ => Err(ApiError::RouteNotFound),

@@ -394,14 +394,6 @@ pub async fn arm_alarm_by(storage: &Storage, at_ms: i64) -> worker::Result<()> {
     }
 }
 
-/// Schedule an immediate alarm unless one is already set.
-pub async fn ensure_alarm(storage: &Storage) -> worker::Result<()> {
-    if storage.get_alarm().await?.is_none() {
-        set_alarm_at(storage, now_ms()).await?;
-    }
-    Ok(())
-}
-
 /// Unconditionally (re)schedule the alarm. Used inside `alarm()`, where the alarm being handled
 /// is still "current" and would otherwise be deleted when the handler returns.
 pub async fn set_alarm_at(storage: &Storage, at_ms: i64) -> worker::Result<()> {

@@ -10,9 +10,11 @@
 //!   reply `Stale` instead of applying twice) → the new state and its event commit together →
 //!   loop until terminal or `RetryAt`. A failed call, a non-200 answer or an unreadable body is
 //!   `Reply::Transient`.
-//! - While the transfer is not terminal an alarm stays set (at `next_attempt_at_ms`, or a short
-//!   lease while a request drives it), so a crash at any point is re-driven; the alarm also
-//!   drains the outbox. `POST /drive` re-drives on demand, ignoring the backoff (the sweeper).
+//! - While the transfer is not terminal an alarm stays set (at `next_attempt_at_ms`, or, while a
+//!   request drives it, a lease that ends `LEASE_MS` after the request's drive budget), so a
+//!   crash at any point is re-driven, and a slow step is not sent twice by the alarm while the
+//!   request still waits on it; the alarm also drains the outbox. `POST /drive` re-drives on
+//!   demand, ignoring the backoff (the sweeper).
 //! - `GET /state` → `{"transfer": Transfer|null, "outbox": stats, "alarm": ms|null}`.
 //!
 //! The transfer row keeps the whole `Transfer` as serde_json text (exact integers) plus the
@@ -36,8 +38,16 @@ const EXTRA_SCHEMA: &[&str] = &["CREATE TABLE IF NOT EXISTS transfer (
         body TEXT NOT NULL                -- the whole ledger_core::transfer::Transfer as JSON
     )"];
 
-/// How long after a request starts driving before the safety-net alarm re-drives it.
+/// The lease: how long past the end of a driver's budget the safety-net alarm waits before it
+/// re-drives. Armed at start + budget + lease, never at start + lease: an alarm due while the
+/// request still drives sends the step in flight again, doubling the load on an account that is
+/// slow already (its reply is then `Stale`: harmless, not free). A drive checks its budget
+/// before each step, so its last step may run past the budget by as long as the account takes;
+/// the lease covers such a step of up to this long. The price: a request that dies mid-drive is
+/// re-driven budget + lease after it started, not lease after.
 const LEASE_MS: i64 = 2_000;
+/// How long `/drive` (the sweeper's re-drive) and the alarm drive at most.
+const DRIVE_BUDGET_MS: i64 = 5_000;
 /// Most steps one drive performs (the saga has at most three).
 const DRIVE_STEPS_MAX: usize = 8;
 
@@ -235,9 +245,10 @@ impl DurableObject for TransferDO {
                 self.tables.ensure(&storage.sql())?;
                 // The lease before the commit, not after it: if this request dies in between,
                 // the alarm still re-drives what it committed (a replay of a terminal transfer
-                // commits nothing and needs none).
+                // commits nothing and needs none). Due once this request's drive is over
+                // (`LEASE_MS`), not while it may still be waiting on a step.
                 if !load(&storage.sql())?.is_some_and(|t| t.is_terminal()) {
-                    outbox::arm_alarm_by(&storage, now_ms() + LEASE_MS).await?;
+                    outbox::arm_alarm_by(&storage, now_ms() + wait_ms + LEASE_MS).await?;
                 }
                 let now = now_ms();
                 // 1 s ..= 30 days: a deadline is minutes in practice; the
@@ -282,10 +293,11 @@ impl DurableObject for TransferDO {
                     // As for `/create`: a drive that dies after a commit leaves an alarm (a
                     // terminal transfer, the sweeper's usual case, is not driven).
                     if load(&storage.sql())?.is_some_and(|t| !t.is_terminal()) {
-                        outbox::arm_alarm_by(&storage, now_ms() + LEASE_MS).await?;
+                        outbox::arm_alarm_by(&storage, now_ms() + DRIVE_BUDGET_MS + LEASE_MS)
+                            .await?;
                     }
                 }
-                let t = self.drive(5_000, true).await?;
+                let t = self.drive(DRIVE_BUDGET_MS, true).await?;
                 if t.is_some() {
                     self.arm(t.as_ref(), false).await?;
                 }
@@ -317,7 +329,7 @@ impl DurableObject for TransferDO {
         // Tables a newer version brings exist before this instance's first write.
         self.tables.ensure(&storage.sql())?;
         self.alarms.arm(&storage).await?;
-        let t = self.drive(5_000, false).await?;
+        let t = self.drive(DRIVE_BUDGET_MS, false).await?;
         let queue = self.env.queue("LEDGER_EVENTS")?;
         let d = self
             .drains

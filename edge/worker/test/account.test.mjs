@@ -76,9 +76,19 @@ describe("account API", () => {
     assertProblem(c, 409, "idempotency_conflict");
     const acc = await acme.account("idem");
     assert.deepEqual([acc.balance, acc.last_seq], [500, 2]);
-    // Opening twice with the same parameters replays; with others it conflicts.
+    // Opening twice with the same parameters replays; with others it is refused as an account
+    // that exists (no Idempotency-Key was sent: "key reused" would mislead), with what it holds.
     assert.equal((await acme.post("/v1/accounts", { id: "idem", currency: "USD" })).status, 201);
-    assertProblem(await acme.post("/v1/accounts", { id: "idem", currency: "EUR" }), 409, "idempotency_conflict");
+    for (const other of [{ currency: "EUR" }, { currency: "USD", overdraft_limit: 50 }]) {
+      const again = await acme.post("/v1/accounts", { id: "idem", ...other });
+      assertProblem(again, 409, "account_exists");
+      assert.deepEqual([again.json.account_currency, again.json.overdraft_limit], ["USD", 0], again.text);
+      assert.match(again.json.detail, /idem is already open in USD with overdraft limit 0/);
+      assert.doesNotMatch(again.json.detail, /already used|idempotency/i);
+      assert.equal(again.headers.get("idempotent-replayed"), null);
+    }
+    const unchanged = await acme.account("idem");
+    assert.deepEqual([unchanged.currency, unchanged.overdraft_limit, unchanged.last_seq], ["USD", 0, 2]);
     // A recorded rejection replays as the same rejection, even after funds arrive.
     const w1 = await acme.post("/v1/accounts/idem/withdrawals", { amount: 900, currency: "USD" }, "w-big");
     assertProblem(w1, 422, "insufficient_funds");
@@ -177,6 +187,8 @@ describe("account API", () => {
     assertProblem(await faults({ fail_send: 1 }), 400, "unknown_field");
     assertProblem(await faults({ fail_commands: -1 }), 400, "wrong_type");
     assertProblem(await faults("{not json"), 400, "malformed_json");
+    assertProblem(await faults({ delay_commands_ms: 60_001 }), 400, "wrong_type");
+    assertProblem(await faults({ drop_alarm: 1 }), 400, "wrong_type");
     assert.equal((await faults({ fail_commands: 0 })).status, 200);
     // Fault injection is a test-only route: with the production setting it does not exist.
     const prod = await startLedger({ persistDir: tempPersistDir(), bindings: { FAULT_INJECTION: "off" } });

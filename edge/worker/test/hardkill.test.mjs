@@ -61,22 +61,31 @@ describe("hard kill", () => {
     let total = src.balance;
     for (let i = 0; i < N; i++) total += (await acme.account(`hk-d${i}`)).balance;
     assert.equal(total, 1_000, "conserved");
-    // Every event committed before or after the kill leaves its outbox: nothing stays unsent.
+    // Every event committed before or after the kill leaves its outbox: nothing stays unsent,
+    // and while rows wait, an alarm stands behind them (the state reports the alarm as it finds
+    // it; a read arms nothing).
     const names = [
       ...Array.from({ length: N }, (_, i) => `transfers/t.acme.hk-${i}`),
       "accounts/acme.hk-src",
+      "accounts/acme.hk-burst",
       ...Array.from({ length: N }, (_, i) => `accounts/acme.hk-d${i}`),
     ];
+    const unguarded = new Set();
     await waitFor(
       async () => {
+        let drained = true;
         for (const n of names) {
           const s = (await led.admin("GET", `/v1/admin/${n}/state`)).json;
-          if (s.outbox.pending !== 0) return false;
+          if (s.outbox.pending !== 0) {
+            drained = false;
+            if (s.alarm === null) unguarded.add(n);
+          }
         }
-        return true;
+        return drained;
       },
       { timeout: 15_000, what: "every outbox drained" },
     );
+    assert.deepEqual([...unguarded], [], "objects seen with unsent rows and no alarm");
     await cap.waitForEvents(() => cap.eventsFor("account", "acme.hk-burst").length === 11, { timeout: 15_000 });
     const burst = cap.eventsFor("account", "acme.hk-burst");
     assertChain(burst);

@@ -130,6 +130,38 @@ describe("outbox", () => {
     assert.deepEqual([s.outbox.fail_streak, s.outbox.last_error, s.outbox.sent], [0, null, 2]);
   });
 
+  test("a lost alarm is reported as lost: reading the state does not re-arm it; the next command does", async () => {
+    // The state is what the tests' drain checks measure: a read that armed a missing alarm
+    // before reporting it would hide exactly the bug those checks exist to catch.
+    const cap = new QueueCapture();
+    const led = await startLedger({ persistDir: tempPersistDir(), capture: cap });
+    const acme = led.as("acme");
+    await acme.open("lost");
+    await cap.waitForEvents(() => cap.eventsFor("account", "acme.lost").length === 1);
+    // Every send fails: the deposit's row stays unsent, behind a retry alarm.
+    await faults(led, "acme.lost", { fail_sends: 1_000 });
+    await acme.deposit("lost", 7, "k1");
+    const failing = await waitFor(async () => {
+      const s = await state(led, "acme.lost");
+      return s.outbox.fail_streak >= 1 && s;
+    });
+    assert.equal(failing.outbox.pending, 1);
+    assert.ok(failing.alarm, "a retry alarm is scheduled");
+    // The alarm is lost (the fault deletes it): the state says so, read after read.
+    assert.equal((await faults(led, "acme.lost", { drop_alarm: true })).status, 200);
+    for (let i = 0; i < 2; i++) {
+      const s = await state(led, "acme.lost");
+      assert.deepEqual([s.outbox.pending, s.alarm], [1, null], `read ${i + 1}: unsent rows with no alarm behind them`);
+    }
+    // Sends work again. The next command, even a replay that writes nothing, arms the safety
+    // net before it writes, and the row goes out.
+    await faults(led, "acme.lost", { fail_sends: 0 });
+    const replay = await acme.post("/v1/accounts/lost/deposits", { amount: 7, currency: "USD" }, "k1");
+    assert.deepEqual([replay.status, replay.headers.get("idempotent-replayed")], [200, "true"], replay.text);
+    await cap.waitForEvents((all) => all.some((e) => e.event_id === "account:acme.lost:2"), { timeout: 10_000 });
+    await waitFor(async () => (await state(led, "acme.lost")).outbox.pending === 0);
+  });
+
   test("an undrained outbox is delivered by the alarm after dispose() + restart", async () => {
     const cap = new QueueCapture();
     const led = await startLedger({ persistDir: tempPersistDir(), capture: cap });

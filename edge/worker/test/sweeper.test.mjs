@@ -111,6 +111,50 @@ describe("sweeper (cron)", () => {
     assert.equal((await acme.account("sws")).balance, 200);
   });
 
+  test("a re-drive that never answers holds up neither the run nor the cursor; progress is stored as the run goes", async () => {
+    const led = await startLedger({
+      persistDir: tempPersistDir(),
+      bindings: { TRANSFER_WAIT_MS: "100", SWEEP_REDRIVE_TIMEOUT_MS: "3000" },
+    });
+    const acme = led.as("acme");
+    for (const a of ["hs", "hd-ok", "hd-hung"]) await acme.open(a);
+    await acme.deposit("hs", 300, "seed");
+    // Both destinations refuse their credits: both transfers wait in `reserved`.
+    for (const d of ["hd-ok", "hd-hung"]) {
+      await led.admin("POST", `/v1/admin/accounts/acme.${d}/faults`, { fail_commands: 1000 });
+    }
+    for (const [key, d] of [["h-ok", "hd-ok"], ["h-hung", "hd-hung"]]) {
+      const r = await acme.post("/v1/transfers", tr("hs", d, 10), key);
+      assert.deepEqual([r.status, r.json.phase], [202, "reserved"], r.text);
+    }
+    // One destination is reachable again; the other answers a saga step only after 60 s: a
+    // re-drive of its transfer hangs far longer than the sweeper waits.
+    await led.admin("POST", "/v1/admin/accounts/acme.hd-ok/faults", { fail_commands: 0 });
+    await led.admin("POST", "/v1/admin/accounts/acme.hd-hung/faults", { fail_commands: 0, delay_commands_ms: 60_000 });
+    const ids = ["t.acme.h-ok", "t.acme.h-hung"];
+    await putList(led, { version: 1, generated_at_ms: 1, transfers: ids.map((transfer_id) => ({ transfer_id })) });
+    const t0 = Date.now();
+    const run = led.triggerScheduled(CRON);
+    run.catch(() => {}); // awaited below; a failure here must not go unhandled meanwhile
+    // While the run waits on the hung re-drive, the first one is already stored, the cursor past it.
+    const progress = await waitFor(async () => {
+      const st = await sweepState(led);
+      return st?.last_run.finished_at_ms === null && st;
+    }, { what: "the run's progress stored before it ends", timeout: 2_500 });
+    assert.deepEqual(progress.last_run.redriven, [{ transfer_id: "t.acme.h-ok", phase: "captured" }]);
+    assert.equal(progress.cursor.next_index, 1);
+    const r = await run;
+    assert.equal(r.outcome, "ok", JSON.stringify(r));
+    const elapsed = Date.now() - t0;
+    assert.ok(elapsed < 15_000, `the run ended after ${elapsed} ms, not after the 60 s hang`);
+    const st = await sweepState(led);
+    assert.equal(typeof st.last_run.finished_at_ms, "number");
+    assert.deepEqual(st.last_run.redriven.map((x) => [x.transfer_id, x.phase]), [["t.acme.h-ok", "captured"], ["t.acme.h-hung", null]]);
+    assert.match(st.last_run.redriven[1].error, /no answer within 3000 ms/);
+    assert.equal(st.cursor.next_index, 0, "past the hung transfer: the next run starts over at the top");
+    assert.equal((await acme.account("hd-ok")).balance, 10);
+  });
+
   test("bounded: at most SWEEP_MAX_PER_RUN per run, the cursor walks a long list and goes on in a new one", async () => {
     const led = await startLedger({ persistDir: tempPersistDir(), bindings: { SWEEP_MAX_PER_RUN: "2" } });
     const ids = ["a", "b", "c", "d", "e"].map((k) => `t.acme.bound-${k}`);

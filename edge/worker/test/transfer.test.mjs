@@ -134,6 +134,30 @@ describe("transfers", () => {
 describe("transfers mid-saga", () => {
   after(cleanupAll);
 
+  test("a slow account: the lease alarm does not drive a step the request is still driving", async () => {
+    // TRANSFER_WAIT_MS is the default 2 s. Every saga step at the source takes 3 s, so the
+    // request's reserve is still in flight when its wait ends; a lease alarm due then would
+    // send the same reserve again, doubling the load on the account that is already slow.
+    const led = await startLedger({ persistDir: tempPersistDir() });
+    const acme = led.as("acme");
+    await acme.open("slow-s");
+    await acme.open("slow-d");
+    await acme.deposit("slow-s", 100, "seed");
+    const f = await led.admin("POST", "/v1/admin/accounts/acme.slow-s/faults", { delay_commands_ms: 3_000 });
+    assert.equal(f.status, 200, f.text);
+    const r = await acme.post("/v1/transfers", tr("slow-s", "slow-d", 40), "slow-1");
+    assert.deepEqual([r.status, r.json.phase], [202, "reserved"], r.text);
+    const done = await waitFor(async () => {
+      const t = (await acme.get("/v1/transfers/slow-1")).json;
+      return t.terminal && t;
+    }, { what: "transfer terminal", timeout: 20_000 });
+    assert.equal(done.phase, "captured");
+    const s = (await led.admin("GET", "/v1/admin/accounts/acme.slow-s/state")).json;
+    assert.equal(s.delayed_commands, 2, "the source saw the reserve once and the capture once");
+    const [src, dst] = [await acme.account("slow-s"), await acme.account("slow-d")];
+    assert.deepEqual([src.balance, src.held, dst.balance], [60, 0, 40]);
+  });
+
   test("202 while a step is retried; I0: capture honoured although the source was frozen after reserve", async () => {
     const led = await startLedger({ persistDir: tempPersistDir(), bindings: { TRANSFER_WAIT_MS: "100" } });
     const acme = led.as("acme");
