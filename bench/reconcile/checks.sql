@@ -379,6 +379,25 @@ WHERE tbl = 'transfer' AND stream = 'transfer' AND pseq IS DISTINCT FROM seq AND
   AND deadline_ms IS NOT NULL
   AND NOT (deadline_ms::HUGEINT - occurred_at_ms BETWEEN 1000 AND 2592000000);
 
+-- ... between two accounts (the ledger refuses a transfer to its source) of the transfer's tenant:
+-- t.{tenant}.{key} moves money between {tenant}.{id} accounts only (an id of another form names
+-- no tenant to judge by).
+INSERT INTO findings
+SELECT 'transfer_conservation', 'same_account', stream_key, seq, event_id,
+       format('created from {} to itself', source)
+FROM w
+WHERE tbl = 'transfer' AND stream = 'transfer' AND pseq IS DISTINCT FROM seq AND kind = 'created'
+  AND source = destination;
+
+INSERT INTO findings
+SELECT 'transfer_conservation', 'cross_tenant', stream_key, seq, event_id,
+       format('created from {} to {}: not accounts of tenant {}', source, destination, tenant)
+FROM (SELECT *, split_part(stream_key, '.', 2) AS tenant FROM w
+      WHERE tbl = 'transfer' AND stream = 'transfer' AND pseq IS DISTINCT FROM seq AND kind = 'created'
+        AND regexp_full_match(stream_key, 't\.[^.]*\..*'))
+WHERE NOT starts_with(coalesce(source, tenant || '.'), tenant || '.')
+   OR NOT starts_with(coalesce(destination, tenant || '.'), tenant || '.');
+
 INSERT INTO findings
 SELECT 'transfer_conservation', 'terms_changed', stream_key, seq, event_id,
        format('{}: {} {} from {} to {}, but the transfer was created with {} {} from {} to {}', kind,

@@ -74,6 +74,13 @@ pub enum Class {
     /// Every balance refolds and the deposits still add up: money created
     /// by replaying an idempotent deposit.
     EntryTwice,
+    /// A transfer of another tenant (`t.intruder.…`) between two of the
+    /// lake's accounts, only `created`, past its deadline: one tenant's
+    /// transfer reaching another's accounts.
+    CrossTenant,
+    /// A transfer from the lake's first account to itself, only `created`,
+    /// past its deadline (the ledger refuses one).
+    SameAccount,
 }
 
 impl Class {
@@ -96,6 +103,8 @@ impl Class {
         Class::TokenHold,
         Class::FarDeadline,
         Class::EntryTwice,
+        Class::CrossTenant,
+        Class::SameAccount,
     ];
 }
 
@@ -313,20 +322,36 @@ fn append(stream: &mut Vec<Event>, kind: &str, fill: impl FnOnce(&mut Event)) ->
     e
 }
 
-/// A transfer `t.{tenant}.{suffix}` of 100 from the lake's first account to
-/// its second, only `created` (at the first account's first event, with the
-/// deadline `deadline(at)`), sealed and put in the lake: its id, when, and
-/// the event.
+/// A transfer `t.{tenant}.{suffix}` (the generator's tenant) of 100 from
+/// the lake's first account to its second, only `created` (at the first
+/// account's first event, with the deadline `deadline(at)`), sealed and put
+/// in the lake: its id, when, and the event.
 fn created_only(
     l: &mut LocalLake,
     suffix: &str,
     deadline: impl FnOnce(i64) -> i64,
 ) -> Result<(String, i64, Event), String> {
+    let t = format!("t.{}.{suffix}", crate::gen::GEN_TENANT);
+    created_only_as(l, &t, false, deadline)
+}
+
+/// [`created_only`] under the id `t`, to the first account itself when
+/// `to_itself`.
+fn created_only_as(
+    l: &mut LocalLake,
+    t: &str,
+    to_itself: bool,
+    deadline: impl FnOnce(i64) -> i64,
+) -> Result<(String, i64, Event), String> {
     let accounts = l.streams(Stream::Account);
     let mut it = accounts.iter();
     let (src, s_evs) = it.next().ok_or("the lake has no account")?;
-    let (dst, _) = it.next().ok_or("the lake has one account only")?;
-    let t = format!("t.{}.{suffix}", crate::gen::GEN_TENANT);
+    let (dst, _) = if to_itself {
+        (src, s_evs)
+    } else {
+        it.next().ok_or("the lake has one account only")?
+    };
+    let t = t.to_owned();
     let at = s_evs[0].occurred_at_ms;
     let currency = s_evs[0].currency.clone();
     let e = created_event(&t, src, dst, currency, 100, at, deadline(at));
@@ -603,13 +628,8 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 .streams(Stream::Account)
                 .into_iter()
                 .find_map(|(acc, evs)| {
-                    let frozen = evs.iter().rev().find_map(|e| match e.kind.as_str() {
-                        "frozen" => Some(true),
-                        "unfrozen" | "opened" => Some(false),
-                        _ => None,
-                    });
                     let first = evs.iter().find(|e| e.kind == "deposited")?.clone();
-                    (frozen == Some(false)).then_some((acc, evs, first))
+                    (!frozen(&evs)).then_some((acc, evs, first))
                 })
                 .ok_or("the lake has no account with a deposit that is not frozen")?;
             let amount = first.amount.unwrap_or(0);
@@ -795,6 +815,30 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             (
                 format!("{}: hold for the failed transfer {t} on {src}", e.event_id),
                 one_at("terminal_convergence", "leaked_hold", &t, &e),
+            )
+        }
+        Class::CrossTenant | Class::SameAccount => {
+            let (t, to_itself, code) = if class == Class::CrossTenant {
+                (
+                    "t.intruder.injected-cross-tenant".to_owned(),
+                    false,
+                    "cross_tenant",
+                )
+            } else {
+                let t = format!("t.{}.injected-same-account", crate::gen::GEN_TENANT);
+                (t, true, "same_account")
+            };
+            let (t, _, e) = created_only_as(&mut l, &t, to_itself, |at| at + 300_000)?;
+            (
+                format!(
+                    "{t}: created from {} to {}, never advanced",
+                    e.source.as_deref().unwrap_or_default(),
+                    e.destination.as_deref().unwrap_or_default()
+                ),
+                vec![
+                    expect("terminal_convergence", "dangling", &t, Some(&e.event_id)),
+                    expect("transfer_conservation", code, &t, Some(&e.event_id)),
+                ],
             )
         }
         Class::FarDeadline => {

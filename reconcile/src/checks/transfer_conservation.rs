@@ -14,7 +14,12 @@
 //! bounds the edge sets it within): one outside them is
 //! `deadline_out_of_range` (a deadline years ahead would keep a transfer,
 //! and the money its hold keeps, from ever being judged dangling; the
-//! facts judge it by the bound instead).
+//! facts judge it by the bound instead). Its source and destination are
+//! two accounts (`same_account` when they are one: the ledger refuses such
+//! a transfer) of the transfer's tenant (`cross_tenant`: a transfer
+//! `t.{tenant}.{key}` moves money between accounts `{tenant}.{id}` only,
+//! docs/EVENTS.md; a transfer id of another form names no tenant to judge
+//! by).
 //!
 //! What holding proves: every transfer moved exactly what it said, from
 //! where it said, to where it said, or nothing at all.
@@ -27,7 +32,7 @@ use crate::stream::StreamView;
 
 pub const NAME: &str = "transfer_conservation";
 pub const INVARIANT: &str = "I1";
-pub const PROVES: &str = "each captured transfer is one debit −a on its source and one credit +a on its destination; failed and released transfers moved nothing; every event of a transfer repeats its created terms, whose deadline is within the ledger's bounds";
+pub const PROVES: &str = "each captured transfer is one debit −a on its source and one credit +a on its destination; failed and released transfers moved nothing; every event of a transfer repeats its created terms, whose deadline is within the ledger's bounds and whose accounts are two of the transfer's tenant";
 
 /// A transfer's terms as a row records them: amount, currency, source,
 /// destination.
@@ -91,6 +96,9 @@ pub fn check_terms<'a>(
                     );
                 }
             }
+            check_parties(s.key, ev.source, ev.destination, &mut |code, detail| {
+                out.push(Finding::new(code, s.key, detail).at(ev.seq, ev.event_id))
+            });
             continue;
         }
         let Some(c) = created else { continue };
@@ -109,6 +117,46 @@ pub fn check_terms<'a>(
                 .at(ev.seq, ev.event_id),
             );
         }
+    }
+}
+
+/// Judges the accounts a `created` row of transfer `t` names: two
+/// (`same_account`), each of the tenant of `t` = `t.{tenant}.{key}`
+/// (`cross_tenant`, once, naming every foreign one).
+fn check_parties(
+    t: &str,
+    source: Option<&str>,
+    destination: Option<&str>,
+    found: &mut dyn FnMut(&'static str, String),
+) {
+    if let (Some(a), Some(b)) = (source, destination) {
+        if a == b {
+            found(
+                "same_account",
+                format!("created from {a} to itself: a transfer's source and destination differ"),
+            );
+        }
+    }
+    let Some((tenant, _)) = t.strip_prefix("t.").and_then(|r| r.split_once('.')) else {
+        return;
+    };
+    // Tenants contain no `.`: the first one ends an account's tenant.
+    let foreign: Vec<String> = [("source", source), ("destination", destination)]
+        .into_iter()
+        .filter_map(|(role, a)| {
+            let a = a?;
+            let own = a.strip_prefix(tenant).is_some_and(|r| r.starts_with('.'));
+            (!own).then(|| format!("{role} {a}"))
+        })
+        .collect();
+    if !foreign.is_empty() {
+        found(
+            "cross_tenant",
+            format!(
+                "created with {}: not an account of tenant {tenant:?}",
+                foreign.join(" and ")
+            ),
+        );
     }
 }
 
@@ -267,6 +315,38 @@ pub fn check_transfer(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_transfer_moves_money_between_two_accounts_of_its_tenant() {
+        let judge = |t: &str, a: Option<&str>, b: Option<&str>| {
+            let mut codes = Vec::new();
+            super::check_parties(t, a, b, &mut |code, detail| codes.push((code, detail)));
+            codes
+        };
+        assert!(judge("t.acme.k", Some("acme.a"), Some("acme.b")).is_empty());
+        // `acme.x` is not of tenant `ac`, nor `acmex.b` of `acme`.
+        let found = judge("t.ac.k", Some("acme.a"), Some("ac.b"));
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0, "cross_tenant");
+        assert!(found[0].1.contains("source acme.a"), "{}", found[0].1);
+        let found = judge("t.acme.k", Some("acme.a"), Some("acmex.b"));
+        assert_eq!(found.len(), 1);
+        assert!(found[0].1.contains("destination acmex.b"), "{}", found[0].1);
+        assert_eq!(
+            judge("t.acme.k", Some("acme.a"), Some("acme.a"))
+                .iter()
+                .map(|f| f.0)
+                .collect::<Vec<_>>(),
+            ["same_account"]
+        );
+        // Another tenant on both sides: one finding naming both.
+        let found = judge("t.acme.k", Some("evil.a"), Some("evil.b"));
+        assert_eq!(found.len(), 1);
+        assert!(found[0].1.contains("source evil.a and destination evil.b"));
+        // An id of another form names no tenant; absent parties are not judged here.
+        assert!(judge("transfer-1", Some("acme.a"), Some("evil.b")).is_empty());
+        assert!(judge("t.acme.k", None, None).is_empty());
+    }
+
     use super::*;
 
     /// Legs naming a transfer the lake lacks: the finding rests on the first
