@@ -47,7 +47,7 @@ use std::io::Write;
 use crate::archive::{self, Archive, Beside, SegmentRef};
 use crate::codec::{self, Rows};
 
-use crate::checks::entries::EntryIds;
+use crate::checks::entries::{EntryIds, EntryKey};
 use crate::facts::{AccountFacts, Legs, LegsTable, TransferState, Transfers};
 use crate::finding::Finding;
 use crate::names::{FxMap, Names};
@@ -141,6 +141,8 @@ pub struct ProofState {
     /// proves the lake from its first event, with this proof set aside (its
     /// tails judged).
     pub older_rules: bool,
+    /// The key its accounts' entry ids are fingerprinted under.
+    pub entry_key: EntryKey,
 }
 
 // ---- the file format -------------------------------------------------------
@@ -174,6 +176,10 @@ struct Header<'a> {
     /// The files of streams (absent before version 8).
     #[serde(default)]
     streams_files: Cow<'a, [StreamsRef]>,
+    /// The key of the accounts' entry-id fingerprints (absent before
+    /// version 12, which kept none).
+    #[serde(default)]
+    entry_key: Option<[u64; 2]>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -408,6 +414,9 @@ impl ProofState {
         if f.lake != lake {
             return Err(format!("written for the lake {:?}, not {lake:?}", f.lake));
         }
+        if f.version >= 12 && f.entry_key.is_none() {
+            return Err("damaged header: no entry_key (version 12 keeps one)".into());
+        }
         let names = f.names.len();
         let (transfers, legs, entries) =
             read_body(body, names, f.version).map_err(|e| format!("damaged: {e}"))?;
@@ -431,6 +440,7 @@ impl ProofState {
                 refs: f.streams_files.into_owned(),
             },
             older_rules: f.version < 12,
+            entry_key: f.entry_key.map(EntryKey).unwrap_or_default(),
             ..Default::default()
         };
         // Live holds from before version 10 followed other rules: trusted
@@ -577,6 +587,7 @@ impl ProofState {
                 })
                 .collect(),
             streams_files: Cow::Borrowed(&streams_files),
+            entry_key: Some(self.entry_key.0),
         };
         let header = serde_json::to_vec(&f).map_err(|e| err(e.to_string()))?;
         let tmp = path.with_extension("tmp");

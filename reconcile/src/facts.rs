@@ -14,7 +14,7 @@ use ledger_events::{AccountKind, EventRef, Stream};
 use serde::{Deserialize, Serialize};
 
 use crate::checks::balance::hold_step;
-use crate::checks::entries::{self, EntryIds, Posting};
+use crate::checks::entries::{self, EntryIds, EntryKey, Posting};
 use crate::chunked::Chunked;
 use crate::finding::Finding;
 use crate::id::Id;
@@ -353,6 +353,8 @@ pub struct Facts {
     spare_ids: SpareIds,
     /// The deposits and withdrawals of the account being added.
     postings: Vec<Posting>,
+    /// The key of the accounts' entry-id fingerprints (`checks::entries`).
+    pub entry_key: EntryKey,
 }
 
 /// How many strings [`SpareIds`] keeps.
@@ -1342,7 +1344,7 @@ impl Facts {
             if let (AccountKind::Deposited | AccountKind::Withdrawn, Some(e)) = (kind, ev.entry_id)
             {
                 self.postings.push(Posting {
-                    fp: entries::fingerprint(e),
+                    fp: self.entry_key.fingerprint(e),
                     seq: ev.seq,
                     row: i as u32, // a stream's rows are a batch's: fewer than 2³²
                 });

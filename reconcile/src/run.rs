@@ -1474,6 +1474,7 @@ async fn prove_resumed(
         p.findings.push(f);
     }
     acct.facts.legs = prior.legs;
+    acct.facts.entry_key = prior.entry_key;
     acct.facts.names = prior.names.clone();
     xfer.facts.transfers = prior.transfers;
     xfer.facts.names = prior.names;
@@ -1826,6 +1827,7 @@ async fn prove_resumed(
         stored,
         left_out: Vec::new(),
         older_rules: false,
+        entry_key: facts.entry_key,
     };
     Ok(Some((report, state)))
 }

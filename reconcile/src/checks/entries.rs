@@ -10,22 +10,46 @@
 //! are `{transfer}:debit` and `{transfer}:credit`, and transfer
 //! conservation requires exactly one of each per transfer.
 //!
-//! An account's entry ids are kept as 64-bit fingerprints (the first eight
-//! bytes of the id's SHA-256) with the seq each was first posted at, sorted
-//! by fingerprint: 16 bytes an entry, carried from night to night in the
-//! checkpoint, so a night that brings the second posting names the first as
-//! a full proof does. Two different ids of one account share a fingerprint
-//! with probability 2⁻⁶⁴ a pair; such a pair would be reported (both seqs
-//! named, so the rows show it), never hidden.
+//! An account's entry ids are kept as 64-bit fingerprints with the seq each
+//! was first posted at, sorted by fingerprint: 16 bytes an entry, carried
+//! from night to night in the checkpoint, so a night that brings the second
+//! posting names the first as a full proof does. A fingerprint is SipHash-1-3
+//! of the id under a random key ([`EntryKey`]) a proof from the first event
+//! draws and its checkpoint keeps: the ids are partly client-chosen (the
+//! idempotency key), and under a known function a client could search for
+//! two keys whose fingerprints meet (2³² tries for 64 bits) and raise a
+//! false alarm; under a secret key it cannot. Two ids of one account share a
+//! fingerprint with probability 2⁻⁶⁴ a pair; such a pair would be reported
+//! (both seqs named, so the rows show it), never hidden.
 
-use sha2::{Digest, Sha256};
+use std::hash::{BuildHasher, Hasher};
+
+use siphasher::sip::SipHasher13;
 
 use crate::finding::Finding;
 
-/// The fingerprint of an entry id.
-pub fn fingerprint(entry_id: &str) -> u64 {
-    let d = Sha256::digest(entry_id.as_bytes());
-    u64::from_le_bytes(d[..8].try_into().expect("a SHA-256 has 32 bytes"))
+/// The key of an account's entry-id fingerprints. [`Default`] draws a new
+/// random one (a proof from the first event); a resumed proof takes its
+/// checkpoint's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryKey(pub [u64; 2]);
+
+impl Default for EntryKey {
+    fn default() -> EntryKey {
+        // The standard library's per-process random hasher keys, drawn
+        // twice: no other source of randomness in the build.
+        let draw = || std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64);
+        EntryKey([draw(), draw()])
+    }
+}
+
+impl EntryKey {
+    /// The fingerprint of an entry id.
+    pub fn fingerprint(&self, entry_id: &str) -> u64 {
+        let mut h = SipHasher13::new_with_keys(self.0[0], self.0[1]);
+        h.write(entry_id.as_bytes());
+        h.finish()
+    }
 }
 
 /// An account's entry ids so far: (fingerprint, first seq), sorted by
@@ -140,6 +164,10 @@ pub fn posted_twice(
 mod tests {
     use super::*;
 
+    fn fingerprint(id: &str) -> u64 {
+        EntryKey([1, 2]).fingerprint(id)
+    }
+
     fn batch(ids: &[(&str, u64)]) -> Vec<Posting> {
         ids.iter()
             .enumerate()
@@ -204,13 +232,23 @@ mod tests {
     }
 
     #[test]
-    fn the_fingerprint_is_pinned() {
-        // Checkpoints keep fingerprints from night to night: the function
-        // must never change.
-        assert_eq!(fingerprint("dep:acme.a:k1"), {
-            let d = Sha256::digest(b"dep:acme.a:k1");
-            u64::from_le_bytes(d[..8].try_into().unwrap())
-        });
-        assert_eq!(fingerprint(""), 0x141c_fc98_42c4_b0e3);
+    fn the_fingerprint_is_keyed_and_stable_under_its_key() {
+        // Checkpoints keep fingerprints from night to night: under one key
+        // the function never changes (SipHash-1-3's reference value for
+        // the empty input under the key 00 01 .. 0f).
+        let k0 = u64::from_le_bytes([0, 1, 2, 3, 4, 5, 6, 7]);
+        let k1 = u64::from_le_bytes([8, 9, 10, 11, 12, 13, 14, 15]);
+        assert_eq!(EntryKey([k0, k1]).fingerprint(""), 0xabac_0158_050f_c4dc);
+        assert_eq!(
+            EntryKey([k0, k1]).fingerprint("dep:acme.a:k1"),
+            0xee02_b822_c249_618a
+        );
+        // A new key is drawn for each proof from the first event.
+        let (a, b) = (EntryKey::default(), EntryKey::default());
+        assert_ne!(a, b);
+        assert_ne!(
+            a.fingerprint("dep:acme.a:k1"),
+            b.fingerprint("dep:acme.a:k1")
+        );
     }
 }
