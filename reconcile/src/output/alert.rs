@@ -7,7 +7,11 @@
 //! alert that could not be delivered is sent again by the next run, and a
 //! run with nothing new (including a clean one) replaces it with the current
 //! set (which can only have shrunk), so a violation that was resolved and
-//! comes back alerts again. Body and state formats: docs/RECONCILE.md.
+//! comes back alerts again. A violation already alerted that a run finds
+//! pending (undecided: its row dated ahead of the reconciler's clock comes
+//! within the settle window as time passes) is neither resolved nor new: it
+//! stays in the state, so it does not alert again when it is decided.
+//! Body and state formats: docs/RECONCILE.md.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -16,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::http::{self, RetryPolicy};
-use super::rows::{violation_rows, ViolationRow};
+use super::rows::{pending_rows, violation_rows, ViolationRow};
 use crate::report::Report;
 
 /// Version of the webhook body.
@@ -74,8 +78,11 @@ pub struct AlertState {
 /// What to send, decided from the report and the previous state alone.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    /// Every current violation's fingerprint (the next state).
+    /// Every current violation's fingerprint.
     pub current: BTreeSet<String>,
+    /// The next state: `current` and the previous state's violations this
+    /// run finds pending (undecided, not resolved).
+    pub next: BTreeSet<String>,
     /// The violations the previous state does not have, in report order.
     pub new: Vec<(String, ViolationRow)>,
     /// Current violations the previous state already had.
@@ -99,9 +106,17 @@ pub fn plan(report: &Report, previous: &BTreeSet<String>) -> Plan {
             new.push((fp, r));
         }
     }
-    let resolved = previous.difference(&current).count();
+    let mut next = current.clone();
+    next.extend(
+        pending_rows(report)
+            .iter()
+            .map(fingerprint)
+            .filter(|fp| previous.contains(fp)),
+    );
+    let resolved = previous.difference(&next).count();
     Plan {
         current,
+        next,
         new,
         known,
         resolved,
@@ -261,7 +276,7 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
     let previous = read_state(&cfg.state, &report.lake)?;
     let p = plan(report, &previous);
     if p.new.is_empty() {
-        write_state(&cfg.state, &report.lake, &p.current)?;
+        write_state(&cfg.state, &report.lake, &p.next)?;
         return Ok(Outcome::NothingNew {
             violations: p.known,
             resolved: p.resolved,
@@ -280,10 +295,73 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
                 cfg.state.display()
             )
         })?;
-    write_state(&cfg.state, &report.lake, &p.current)?;
+    write_state(&cfg.state, &report.lake, &p.next)?;
     Ok(Outcome::Sent {
         new: p.new.len(),
         known: p.known,
         resolved: p.resolved,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finding::{CheckResult, Finding};
+    use crate::report::REPORT_VERSION;
+
+    /// A report whose one check has `violated` and `pending` findings.
+    fn report(violated: &[&Finding], pending: &[&Finding]) -> Report {
+        Report {
+            version: REPORT_VERSION,
+            lake: "lake".into(),
+            now_ms: 0,
+            settle_ms: 600_000,
+            holds: violated.is_empty(),
+            pending: pending.len(),
+            decided_by_ms: None,
+            files: 1,
+            stats: Default::default(),
+            accounts: 0,
+            transfers: 0,
+            elapsed_ms: 0,
+            dangling: Vec::new(),
+            incremental: None,
+            checks: vec![CheckResult {
+                name: "completeness",
+                invariant: "lake",
+                proves: "",
+                holds: violated.is_empty(),
+                violations: violated.len(),
+                findings: violated.iter().map(|f| (*f).clone()).collect(),
+                pending: pending.iter().map(|f| (*f).clone()).collect(),
+            }],
+            not_judged: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_alerted_violation_that_goes_pending_and_comes_back_does_not_alert_again() {
+        let gap = Finding::new("seq_gap", "acme.a", "seq 5 missing".into())
+            .at(5, "account:acme.a:5")
+            .absence(0);
+        let other = Finding::new("seq_gap", "acme.b", "seq 2 missing".into())
+            .at(2, "account:acme.b:2")
+            .absence(0);
+        // Night 1: violated, alerted.
+        let p = plan(&report(&[&gap], &[]), &BTreeSet::new());
+        assert_eq!(p.new.len(), 1);
+        // Night 2: the row it rests on is dated ahead of the clock and now
+        // within the window: pending. Not resolved, kept; another pending
+        // finding never alerted is not kept.
+        let p = plan(&report(&[], &[&gap, &other]), &p.next);
+        assert_eq!((p.new.len(), p.known, p.resolved), (0, 0, 0));
+        assert_eq!(p.next.len(), 1);
+        // Night 3: decided again: known, no second alert.
+        let p = plan(&report(&[&gap], &[&other]), &p.next);
+        assert_eq!((p.new.len(), p.known, p.resolved), (0, 1, 0));
+        // Night 4: gone: resolved, and it would alert again if it came back.
+        let p = plan(&report(&[], &[]), &p.next);
+        assert_eq!((p.resolved, p.next.len()), (1, 0));
+        assert_eq!(plan(&report(&[&gap], &[]), &p.next).new.len(), 1);
+    }
 }

@@ -45,11 +45,24 @@ pub struct ViolationRow {
 /// Every finding of the report, in report order (checks in their fixed
 /// order, findings in each check's deterministic order).
 pub fn violation_rows(report: &Report) -> Vec<ViolationRow> {
+    rows_of(report, |c| &c.findings)
+}
+
+/// Every pending finding of the report (the settle window's), in report
+/// order.
+pub fn pending_rows(report: &Report) -> Vec<ViolationRow> {
+    rows_of(report, |c| &c.pending)
+}
+
+fn rows_of(
+    report: &Report,
+    which: impl Fn(&crate::finding::CheckResult) -> &Vec<crate::finding::Finding>,
+) -> Vec<ViolationRow> {
     report
         .checks
         .iter()
         .flat_map(|c| {
-            c.findings.iter().map(move |f| ViolationRow {
+            which(c).iter().map(move |f| ViolationRow {
                 check: c.name.to_owned(),
                 invariant: c.invariant.to_owned(),
                 code: f.code.to_owned(),
