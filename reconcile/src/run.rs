@@ -165,11 +165,6 @@ impl Proof {
         }
     }
 
-    /// The last seq proved of the stream `key` of `table` (0: none).
-    fn tail_seq(&self, table: Table, stream: Stream, key: &str) -> u64 {
-        self.proved_tail(table, stream, key).unwrap_or(0)
-    }
-
     /// For a stream of `table` whose first new row is at or before its tail:
     /// drops from `s` the rows that are copies of rows already proved and
     /// returns how many ([`crate::copies`]), or `Err` when the stream must be
@@ -253,10 +248,13 @@ impl Proof {
             self.facts.transfers.put(s.key, st);
         } else {
             let id: StreamId = (table, s.stream, s.key.to_owned());
-            let st = self.streams.entry(id).or_default();
-            // One finding per stream, on the visit that starts it (a stream
-            // continued from an earlier date or night has it already).
-            let first_visit = st.tail.last_seq == 0;
+            // One finding per stream, on the visit that starts its state (a
+            // stream continued from an earlier date or night has it already,
+            // whatever seqs its rows have: rows of seq 0 leave the tail at 0;
+            // a reopened stream's state and findings are withdrawn together).
+            let entry = self.streams.entry(id);
+            let first_visit = matches!(entry, std::collections::hash_map::Entry::Vacant(_));
+            let st = entry.or_default();
             check_chain(s, &mut st.tail, &mut out);
             if Table::of(s.stream) != table {
                 if first_visit {
@@ -727,8 +725,10 @@ async fn prove_table(
             });
             let stop = |row: &Row<'_>| watch.as_mut().is_some_and(|w| w.stop_at(row));
             let (read, noted) = scan_streams(lake, &new, Select::default(), stop, |mut s| {
-                let tail_seq = proof.tail_seq(table, s.stream, s.key());
-                if tail_seq > 0 && s.first_seq() <= tail_seq {
+                // A stream proved before (rows of seq 0 alone leave its tail
+                // at 0) whose new rows start at or before its tail.
+                let tail_seq = proof.proved_tail(table, s.stream, s.key());
+                if tail_seq.is_some_and(|t| s.first_seq() <= t) {
                     match proof.drop_proved_copies(table, &mut s, cleared, &flagged) {
                         Ok(n) => copies += n,
                         Err(failed) => {
@@ -1055,12 +1055,13 @@ async fn touched(
                 at = Some((key, prior.streams.get(&id)));
             }
             let st = at.and_then(|(_, st)| st);
-            let last = st.map_or(0, |s| s.tail.last_seq);
             let Ok(seq) = u64::try_from(seqs.value(i)) else {
                 new_row(&mut ids);
                 continue;
             };
-            if last == 0 || seq > last {
+            // A stream never proved, or a row after its tail (a stream of
+            // seq-0 rows alone has its tail at 0 and is scanned too).
+            if st.is_none_or(|s| seq > s.tail.last_seq) {
                 new_row(&mut ids);
                 continue;
             }

@@ -2647,3 +2647,107 @@ fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
         assert_same(2, &night(&root, &ckpt), &full(&root));
     }
 }
+
+#[test]
+fn a_stream_of_seq_0_rows_in_the_wrong_table_is_one_finding_however_many_nights_bring_them() {
+    // Rows of seq 0 (each an invalid event) leave the stream's tail at 0:
+    // the wrong table is still reported on the visit that starts it only.
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(44, 3, 40);
+    deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
+    let at = events[0].occurred_at_ms;
+    // A writer that puts a transfer's rows (of seq 0) under events/account/.
+    let misplace = |n: i64| {
+        let e = Event::new(
+            Stream::Transfer,
+            "t.acme.zero",
+            0,
+            "created",
+            at + n,
+            ledger_events::GENESIS_HASH,
+        )
+        .seal();
+        let rows = vec![ledger_ingest::Row {
+            event: e,
+            conflict: false,
+        }];
+        for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
+            let moved = f.key.replacen("events/transfer/", "events/account/", 1);
+            write_object(&root, &moved, &f.bytes).unwrap();
+        }
+    };
+    misplace(1);
+    let first = night(&root, &ckpt);
+    misplace(2);
+    let second = night(&root, &ckpt);
+    let wrong = |r: &Report| {
+        r.checks[0]
+            .findings
+            .iter()
+            .filter(|f| f.code == "wrong_table")
+            .count()
+    };
+    assert_eq!(
+        (wrong(&first), wrong(&second)),
+        (1, 1),
+        "{}",
+        verdicts(&second)
+    );
+    assert_same(2, &second, &full(&root));
+}
+
+#[test]
+fn an_account_row_of_seq_0_delivered_again_is_judged_as_a_full_proof_judges_it() {
+    // A deposit at seq 0 (an invalid event: its tail stays at 0) proved by
+    // one night, then delivered again: as a plain copy, then as a second
+    // version. The night re-proves the stream, as `--full` proves it: no
+    // entry posted twice against itself, and the conflict is found.
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(45, 3, 40);
+    deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
+    let at = events[0].occurred_at_ms;
+    let write = |n: i64, tag: &str| {
+        let mut e = Event::new(
+            Stream::Account,
+            "acme.zero",
+            0,
+            "deposited",
+            at + n,
+            ledger_events::GENESIS_HASH,
+        );
+        e.currency = Some("USD".into());
+        e.amount = Some(100);
+        e.balance_after = Some(100);
+        e.held_after = Some(0);
+        e.overdraft_limit = Some(0);
+        e.entry_id = Some("dep:acme.zero:k".into());
+        let rows = vec![ledger_ingest::Row {
+            event: e.seal(),
+            conflict: false,
+        }];
+        for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
+            // Another key for each delivery (the writer names a file by its
+            // content): its first hex digit replaced.
+            let at = f.key.find("/i-").unwrap() + 3;
+            let key = format!("{}{tag}{}", &f.key[..at], &f.key[at + 1..]);
+            write_object(&root, &key, &f.bytes).unwrap();
+        }
+    };
+    let listed = || common::files_under(&root, "events/account").len();
+    let before = listed();
+    write(1, "a");
+    assert_same(0, &night(&root, &ckpt), &full(&root));
+    write(1, "b");
+    assert_same(1, &night(&root, &ckpt), &full(&root));
+    write(2, "c");
+    assert_eq!(listed(), before + 3, "three lake files, each read");
+    let r = night(&root, &ckpt);
+    assert_same(2, &r, &full(&root));
+    assert!(
+        r.checks[1].findings.iter().any(|f| f.code == "conflict"),
+        "{}",
+        verdicts(&r)
+    );
+}
