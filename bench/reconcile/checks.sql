@@ -394,7 +394,7 @@ SELECT 'transfer_conservation', 'cross_tenant', stream_key, seq, event_id,
        format('created from {} to {}: not accounts of tenant {}', source, destination, tenant)
 FROM (SELECT *, split_part(stream_key, '.', 2) AS tenant FROM w
       WHERE tbl = 'transfer' AND stream = 'transfer' AND pseq IS DISTINCT FROM seq AND kind = 'created'
-        AND regexp_full_match(stream_key, 't\.[^.]*\..*'))
+        AND starts_with(stream_key, 't.') AND strpos(substr(stream_key, 3), '.') > 0)
 WHERE NOT starts_with(coalesce(source, tenant || '.'), tenant || '.')
    OR NOT starts_with(coalesce(destination, tenant || '.'), tenant || '.');
 

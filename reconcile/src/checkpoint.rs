@@ -176,10 +176,11 @@ struct Header<'a> {
     /// The files of streams (absent before version 8).
     #[serde(default)]
     streams_files: Cow<'a, [StreamsRef]>,
-    /// The key of the accounts' entry-id fingerprints (absent before
-    /// version 12, which kept none).
+    /// The key of the accounts' entry-id fingerprints, 32 hex digits (a
+    /// string: JSON tools read large integers as doubles); absent before
+    /// version 12, which kept none.
     #[serde(default)]
-    entry_key: Option<[u64; 2]>,
+    entry_key: Option<Cow<'a, str>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -414,9 +415,15 @@ impl ProofState {
         if f.lake != lake {
             return Err(format!("written for the lake {:?}, not {lake:?}", f.lake));
         }
-        if f.version >= 12 && f.entry_key.is_none() {
-            return Err("damaged header: no entry_key (version 12 keeps one)".into());
-        }
+        let entry_key = match f.entry_key.as_deref() {
+            Some(hex) => Some(parse_entry_key(hex).ok_or_else(|| {
+                format!("damaged header: entry_key {hex:?} is not 32 hex digits")
+            })?),
+            None if f.version >= 12 => {
+                return Err("damaged header: no entry_key (version 12 keeps one)".into())
+            }
+            None => None,
+        };
         let names = f.names.len();
         let (transfers, legs, entries) =
             read_body(body, names, f.version).map_err(|e| format!("damaged: {e}"))?;
@@ -440,7 +447,7 @@ impl ProofState {
                 refs: f.streams_files.into_owned(),
             },
             older_rules: f.version < 12,
-            entry_key: f.entry_key.map(EntryKey).unwrap_or_default(),
+            entry_key: entry_key.unwrap_or_default(),
             ..Default::default()
         };
         // Live holds from before version 10 followed other rules: trusted
@@ -587,7 +594,10 @@ impl ProofState {
                 })
                 .collect(),
             streams_files: Cow::Borrowed(&streams_files),
-            entry_key: Some(self.entry_key.0),
+            entry_key: Some(Cow::Owned(format!(
+                "{:016x}{:016x}",
+                self.entry_key.0[0], self.entry_key.0[1]
+            ))),
         };
         let header = serde_json::to_vec(&f).map_err(|e| err(e.to_string()))?;
         let tmp = path.with_extension("tmp");
@@ -645,6 +655,19 @@ impl ProofState {
         archive::remove_unreferenced(path, &segments).map_err(err)?;
         presence_files::remove_unreferenced(path, &streams_files).map_err(err)
     }
+}
+
+/// A checkpoint's `entry_key`: two u64 as 16 hex digits each.
+fn parse_entry_key(hex: &str) -> Option<EntryKey> {
+    let word = |h: &str| {
+        (h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| u64::from_str_radix(h, 16).ok())
+            .flatten()
+    };
+    Some(EntryKey([
+        word(hex.get(..16)?)?,
+        word(hex.get(16..).filter(|h| h.len() == 16)?)?,
+    ]))
 }
 
 /// The file's first bytes.
@@ -726,4 +749,26 @@ fn read_body(
         return Err("bytes after the last record".into());
     }
     Ok((transfers, legs, entries))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_key_is_32_hex_digits_and_nothing_else() {
+        let k = EntryKey([0x0123_4567_89ab_cdef, u64::MAX]);
+        let hex = format!("{:016x}{:016x}", k.0[0], k.0[1]);
+        assert_eq!(parse_entry_key(&hex), Some(k));
+        for bad in [
+            "",
+            &hex[..31],
+            &format!("{hex}0"),
+            &hex.replacen('0', "g", 1),
+            &format!("+{}", &hex[1..]),
+            "0123456789abcdef+123456789abcdef",
+        ] {
+            assert_eq!(parse_entry_key(bad), None, "{bad:?}");
+        }
+    }
 }

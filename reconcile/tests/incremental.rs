@@ -1074,6 +1074,7 @@ fn downgrade_to_8(ckpt: &Path) {
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
     assert_eq!(header["version"], 12);
     header["version"] = 8.into();
+    header.as_object_mut().unwrap().remove("entry_key");
     let lake = std::path::PathBuf::from(header["lake"].as_str().unwrap());
     for r in header["streams_files"].as_array_mut().unwrap() {
         r.as_object_mut().unwrap().remove("starts");
@@ -2540,6 +2541,7 @@ fn downgrade_to_9(ckpt: &Path) {
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
     assert_eq!(header["version"], 12);
     header["version"] = 9.into();
+    header.as_object_mut().unwrap().remove("entry_key");
     for s in header["streams"].as_array_mut().unwrap() {
         if let Some(a) = s["account"].as_object_mut() {
             a.remove("holds_unknown");
@@ -2571,6 +2573,8 @@ fn downgrade_to_11(ckpt: &Path) {
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
     assert_eq!(header["version"], 12);
     header["version"] = 11.into();
+    let key = header.as_object_mut().unwrap().remove("entry_key").unwrap();
+    assert_eq!(key.as_str().unwrap().len(), 32, "{key}");
     reseal(ckpt, 11, &serde_json::to_vec(&header).unwrap());
 }
 

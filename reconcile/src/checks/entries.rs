@@ -36,8 +36,9 @@ pub struct EntryKey(pub [u64; 2]);
 
 impl Default for EntryKey {
     fn default() -> EntryKey {
-        // The standard library's per-process random hasher keys, drawn
-        // twice: no other source of randomness in the build.
+        // The standard library's random hasher keys (seeded from the
+        // operating system once per thread, then stepped), drawn twice:
+        // no crate added for two random words.
         let draw = || std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64);
         EntryKey([draw(), draw()])
     }

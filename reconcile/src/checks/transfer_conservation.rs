@@ -17,9 +17,10 @@
 //! facts judge it by the bound instead). Its source and destination are
 //! two accounts (`same_account` when they are one: the ledger refuses such
 //! a transfer) of the transfer's tenant (`cross_tenant`: a transfer
-//! `t.{tenant}.{key}` moves money between accounts `{tenant}.{id}` only,
-//! docs/EVENTS.md; a transfer id of another form names no tenant to judge
-//! by).
+//! `t.{tenant}.{key}` moves money between accounts `{tenant}.{id}` only:
+//! the edge derives all three from one tenant, `edge/api/src/names.rs`,
+//! whose forms docs/EVENTS.md gives; a transfer id of another form names no
+//! tenant to judge by).
 //!
 //! What holding proves: every transfer moved exactly what it said, from
 //! where it said, to where it said, or nothing at all.
