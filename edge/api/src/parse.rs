@@ -6,15 +6,17 @@
 //! - every field has one JSON type; unknown fields are refused (a typo such as
 //!   `ammount` must not silently fall back to a default);
 //! - amounts are JSON integers (no fraction, no exponent, no string) in
-//!   `1..=Limits::amount_max` minor units; an overdraft limit is `0..=amount_max`;
+//!   `1..=Limits::amount_max` minor units, the configured maximum applied to a
+//!   new operation only, once its key is found unused ([`Limits::before_lookup`]);
+//!   an overdraft limit is `0..=amount_max`;
 //! - currencies are active upper-case ISO 4217 codes;
 //! - account ids are client keys (`[A-Za-z0-9._-]`), at most 64 bytes once
 //!   namespaced as `{tenant}.{id}`.
 
-use ledger_core::account::Command;
+use ledger_core::account::{AccountHeader, Command};
 use ledger_core::money::AMOUNT_MINOR_MAX;
 use ledger_core::transfer::TransferSpec;
-use ledger_core::Currency;
+use ledger_core::{Currency, Rejection};
 use serde_json::{Map, Value};
 
 use crate::names;
@@ -60,6 +62,28 @@ impl Limits {
         }
     }
 
+    /// The limits a request is parsed against before its idempotency key is looked up: these,
+    /// with the core's amount range in place of `amount_max`. The configured maximum applies to
+    /// new operations only ([`Limits::check_new_amount`]): an account applies it to a deposit or
+    /// withdrawal after looking up its key, the gateway to a transfer once its key is found
+    /// unused. So lowering `AMOUNT_MAX` never turns the retry of a booked operation into a
+    /// refusal. The body limit stays: a body is bounded before it is read, and a replay's
+    /// body, like any, must be read to be compared with the record.
+    pub fn before_lookup(&self) -> Limits {
+        Limits {
+            amount_max: AMOUNT_MINOR_MAX,
+            ..*self
+        }
+    }
+
+    /// Refuses a new operation's amount above `amount_max`, as the range check of a body does.
+    pub fn check_new_amount(&self, amount: i64) -> Result<(), ApiError> {
+        if amount > self.amount_max {
+            return Err(amount_over_limit(amount, self.amount_max));
+        }
+        Ok(())
+    }
+
     /// Refuses a body by its declared or actual length.
     pub fn check_body_len(&self, len: usize) -> Result<(), ApiError> {
         if len > self.body_bytes_max {
@@ -68,6 +92,18 @@ impl Limits {
             });
         }
         Ok(())
+    }
+}
+
+/// The problem of an `amount` above the configured maximum, found after the key was looked up
+/// (an account's [`Rejection::AmountOutOfRange`] for a new deposit or withdrawal, or a new
+/// transfer's): the same as a body's own range check answers.
+pub fn amount_over_limit(amount: i64, max: i64) -> ApiError {
+    ApiError::AmountOutOfRange {
+        field: "amount",
+        amount: amount.to_string(),
+        min: 1,
+        max,
     }
 }
 
@@ -284,6 +320,44 @@ pub fn transfer(
     })
 }
 
+/// A parsed transfer against the headers of its two accounts, as the gateway read them just
+/// before admitting it (`None`: nobody opened it): an account not open, or holding another
+/// currency, is refused with its side named. The saga would refuse the same transfer at its
+/// first step at that account, but only after creating the transfer and, under the mistyped
+/// name, an object that records the refusal; refused here, nothing is created and the key
+/// stays unused. The source is judged first, as the saga reaches it first.
+///
+/// What passes here cannot fail that way later: an account is never deleted and never changes
+/// currency. Its status and funds can change, and are the saga's to judge.
+pub fn transfer_accounts(
+    tenant: &str,
+    spec: &TransferSpec,
+    source: Option<&AccountHeader>,
+    destination: Option<&AccountHeader>,
+) -> Result<(), ApiError> {
+    for (field, name, header) in [
+        ("source", &spec.source, source),
+        ("destination", &spec.destination, destination),
+    ] {
+        let rejection = match header {
+            None => Rejection::UnknownAccount,
+            Some(h) if h.currency != spec.currency => Rejection::CurrencyMismatch {
+                account: h.currency,
+                requested: spec.currency,
+            },
+            Some(_) => continue,
+        };
+        return Err(ApiError::TransferAccount {
+            field,
+            account: names::account_id_of(tenant, name)
+                .unwrap_or(name)
+                .to_owned(),
+            rejection,
+        });
+    }
+    Ok(())
+}
+
 /// `?after_seq=&limit=` of a statement page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Page {
@@ -371,15 +445,20 @@ pub const FAULT_COUNT_MAX: u64 = 1_000_000;
 pub const FAULT_DELAY_MS_MAX: u64 = 60_000;
 
 /// `POST /v1/admin/accounts/{name}/faults {"fail_sends"?, "fail_commands"?,
-/// "fail_after_write"?, "delay_commands_ms"?, "drop_alarm"?}` (test fault
-/// injection) → the body to forward to the account: each count an integer in
-/// 0..=[`FAULT_COUNT_MAX`], the delay an integer number of ms in
-/// 0..=[`FAULT_DELAY_MS_MAX`], `drop_alarm` a boolean. An unknown field is an
+/// "fail_after_write"?, "fail_after_commit"?, "delay_commands_ms"?, "drop_alarm"?,
+/// "corrupt_header"?}` (test fault injection) → the body to forward to the account: each count
+/// an integer in 0..=[`FAULT_COUNT_MAX`], the delay an integer number of ms in
+/// 0..=[`FAULT_DELAY_MS_MAX`], `drop_alarm` and `corrupt_header` booleans. An unknown field is an
 /// error: a misspelt fault must not be left unarmed without a word.
 pub fn faults(text: &str, limits: &Limits) -> Result<String, ApiError> {
     let mut b = Body::parse(text, limits)?;
     let mut out = Map::new();
-    for field in ["fail_sends", "fail_commands", "fail_after_write"] {
+    for field in [
+        "fail_sends",
+        "fail_commands",
+        "fail_after_write",
+        "fail_after_commit",
+    ] {
         if let Some(v) = b.take(field) {
             let n = v
                 .as_u64()
@@ -401,12 +480,14 @@ pub fn faults(text: &str, limits: &Limits) -> Result<String, ApiError> {
             })?;
         out.insert("delay_commands_ms".to_owned(), ms.into());
     }
-    if let Some(v) = b.take("drop_alarm") {
-        let drop = v.as_bool().ok_or(ApiError::WrongType {
-            field: "drop_alarm",
-            expected: "a boolean",
-        })?;
-        out.insert("drop_alarm".to_owned(), drop.into());
+    for field in ["drop_alarm", "corrupt_header"] {
+        if let Some(v) = b.take(field) {
+            let on = v.as_bool().ok_or(ApiError::WrongType {
+                field,
+                expected: "a boolean",
+            })?;
+            out.insert(field.to_owned(), on.into());
+        }
     }
     b.done()?;
     Ok(Value::Object(out).to_string())
@@ -419,11 +500,15 @@ mod tests {
 
     #[test]
     fn faults_take_known_counts_only() {
-        let body = faults(r#"{"fail_sends": 2, "fail_after_write": 0}"#, &l()).unwrap();
+        let body = faults(
+            r#"{"fail_sends": 2, "fail_after_write": 0, "fail_after_commit": 1}"#,
+            &l(),
+        )
+        .unwrap();
         let v: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(
             v,
-            serde_json::json!({"fail_sends": 2, "fail_after_write": 0})
+            serde_json::json!({"fail_sends": 2, "fail_after_write": 0, "fail_after_commit": 1})
         );
         assert_eq!(faults("{}", &l()).unwrap(), "{}");
         assert_eq!(
@@ -472,17 +557,21 @@ mod tests {
             );
         }
         for bad in ["1", "\"true\""] {
-            assert!(
-                matches!(
-                    faults(&format!(r#"{{"drop_alarm": {bad}}}"#), &l()),
+            for field in ["drop_alarm", "corrupt_header"] {
+                assert_eq!(
+                    faults(&format!(r#"{{"{field}": {bad}}}"#), &l()),
                     Err(ApiError::WrongType {
-                        field: "drop_alarm",
-                        ..
-                    })
-                ),
-                "{bad}"
-            );
+                        field,
+                        expected: "a boolean",
+                    }),
+                    "{field} {bad}"
+                );
+            }
         }
+        assert_eq!(
+            faults(r#"{"corrupt_header": true}"#, &l()).unwrap(),
+            r#"{"corrupt_header":true}"#
+        );
     }
 
     #[test]
@@ -699,6 +788,111 @@ mod tests {
             ApiError::from(Rejection::SameAccount).code(),
             "same_account"
         );
+    }
+
+    #[test]
+    fn a_transfer_names_open_accounts_in_its_currency_or_is_refused_by_side() {
+        let header = |id: &str, currency: &str| AccountHeader {
+            id: id.into(),
+            currency: Currency::parse(currency).unwrap(),
+            overdraft_limit: 0,
+            status: ledger_core::account::Status::Frozen,
+            balance: 0,
+            held: 0,
+            seq: 1,
+            last_hash: String::new(),
+            opened_at_ms: 0,
+        };
+        let spec = transfer(
+            "acme",
+            Some("k1"),
+            r#"{"source":"a","destination":"b","amount":25,"currency":"USD"}"#,
+            &l(),
+        )
+        .unwrap();
+        let (a, b) = (header("acme.a", "USD"), header("acme.b", "USD"));
+        // Frozen, no funds: the saga's to judge, not a refusal here.
+        assert_eq!(transfer_accounts("acme", &spec, Some(&a), Some(&b)), Ok(()));
+        let refused = |s: Option<&AccountHeader>, d: Option<&AccountHeader>| {
+            let e = transfer_accounts("acme", &spec, s, d).unwrap_err();
+            let p = e.problem();
+            (
+                p.status,
+                p.code().to_owned(),
+                p.body["field"].clone(),
+                p.body["detail"].clone(),
+            )
+        };
+        let (status, code, field, detail) = refused(None, Some(&b));
+        assert_eq!(
+            (status, code.as_str(), field),
+            (404, "unknown_account", "source".into())
+        );
+        assert!(
+            detail
+                .as_str()
+                .unwrap()
+                .contains("the source account a is not open"),
+            "{detail}"
+        );
+        let (status, code, field, _) = refused(Some(&a), None);
+        assert_eq!(
+            (status, code.as_str(), field),
+            (404, "unknown_account", "destination".into())
+        );
+        // Both wrong: the source first, as the saga would reach it first.
+        assert_eq!(refused(None, None).2, "source");
+        let eur = header("acme.b", "EUR");
+        let e = transfer_accounts("acme", &spec, Some(&a), Some(&eur)).unwrap_err();
+        let p = e.problem();
+        assert_eq!((p.status, p.code()), (422, "currency_mismatch"));
+        assert_eq!(
+            (
+                &p.body["field"],
+                &p.body["account_currency"],
+                &p.body["requested_currency"]
+            ),
+            (&"destination".into(), &"EUR".into(), &"USD".into())
+        );
+        assert_eq!(
+            refused(Some(&header("acme.a", "EUR")), None).2,
+            "source",
+            "the source's currency before the destination's existence"
+        );
+    }
+
+    #[test]
+    fn the_configured_amount_maximum_waits_for_the_key_lookup() {
+        let lim = Limits::from_config(Some("1000"), None);
+        let body = r#"{"amount":5000,"currency":"USD"}"#;
+        // Parsed for the lookup, 5000 passes; judged as new, it is the body check's problem.
+        let early = movement(Movement::Deposit, "acme.a", Some("k"), body, &lim).unwrap_err();
+        let cmd = movement(
+            Movement::Deposit,
+            "acme.a",
+            Some("k"),
+            body,
+            &lim.before_lookup(),
+        )
+        .unwrap();
+        assert!(matches!(cmd, Command::Deposit { amount: 5000, .. }));
+        assert_eq!(lim.check_new_amount(5000), Err(early.clone()));
+        assert_eq!(amount_over_limit(5000, 1000), early);
+        assert_eq!(lim.check_new_amount(1000), Ok(()));
+        // Still refused before the lookup: what is out of range under any configuration.
+        let zero = r#"{"amount":0,"currency":"USD"}"#;
+        let huge = r#"{"amount":9007199254740992,"currency":"USD"}"#;
+        for b in [zero, huge] {
+            let e = movement(
+                Movement::Deposit,
+                "acme.a",
+                Some("k"),
+                b,
+                &lim.before_lookup(),
+            );
+            assert_eq!(e.unwrap_err().code(), "amount_out_of_range", "{b}");
+        }
+        assert_eq!(lim.before_lookup().body_bytes_max, lim.body_bytes_max);
     }
 
     #[test]

@@ -78,9 +78,22 @@ pub enum ApiError {
         currency: String,
         overdraft_limit: i64,
     },
+    /// `POST /v1/transfers` naming, as its `field` (`source` or `destination`), an account that
+    /// is not open (`UnknownAccount`) or that holds another currency (`CurrencyMismatch`). The
+    /// gateway reads both accounts before it admits a transfer, so a typo is refused at once
+    /// with nothing created (no transfer, no object under the mistyped name, the key unused)
+    /// rather than answered as a transfer that failed. The problem is the rejection's (code,
+    /// status, title, members), with the side and the client's account id named.
+    TransferAccount {
+        field: &'static str,
+        account: String,
+        rejection: Rejection,
+    },
     /// A business rejection from the core.
     Rejected(Rejection),
-    /// A bug or a failed dependency; the detail is logged, not shown.
+    /// A failure inside the ledger that a retry would meet again: a bug, or a stored value it
+    /// cannot read (the objects mark these; a failed call is `Unavailable`). The detail is
+    /// logged, not shown.
     Internal,
     /// Admin routes or auth not configured.
     Unavailable {
@@ -137,6 +150,24 @@ fn rejection_title(r: &Rejection) -> &'static str {
     }
 }
 
+/// The members a rejection's problem carries besides the standard ones.
+fn rejection_members(r: &Rejection, ext: &mut Map<String, Value>) {
+    match r {
+        Rejection::InsufficientFunds {
+            available,
+            requested,
+        } => {
+            ext.insert("available".into(), json!(available));
+            ext.insert("requested".into(), json!(requested));
+        }
+        Rejection::CurrencyMismatch { account, requested } => {
+            ext.insert("account_currency".into(), json!(account.as_str()));
+            ext.insert("requested_currency".into(), json!(requested.as_str()));
+        }
+        _ => {}
+    }
+}
+
 impl ApiError {
     /// The stable snake_case code (the last part of the `type` URI).
     pub fn code(&self) -> &'static str {
@@ -160,7 +191,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::UnknownTransfer => "unknown_transfer",
             ApiError::AccountExists { .. } => "account_exists",
-            ApiError::Rejected(r) => r.code(),
+            ApiError::Rejected(r) | ApiError::TransferAccount { rejection: r, .. } => r.code(),
             ApiError::Internal => "internal",
             ApiError::Unavailable { .. } => "unavailable",
         }
@@ -186,7 +217,9 @@ impl ApiError {
             ApiError::RouteNotFound | ApiError::UnknownTransfer => 404,
             ApiError::MethodNotAllowed => 405,
             ApiError::AccountExists { .. } => 409,
-            ApiError::Rejected(r) => rejection_status(r),
+            ApiError::Rejected(r) | ApiError::TransferAccount { rejection: r, .. } => {
+                rejection_status(r)
+            }
             ApiError::Internal => 500,
             ApiError::Unavailable { .. } => 503,
         }
@@ -289,25 +322,33 @@ impl ApiError {
                 )
             }
             ApiError::Rejected(r) => {
-                match r {
-                    Rejection::InsufficientFunds {
-                        available,
-                        requested,
-                    } => {
-                        ext.insert("available".into(), json!(available));
-                        ext.insert("requested".into(), json!(requested));
-                    }
-                    Rejection::CurrencyMismatch { account, requested } => {
-                        ext.insert("account_currency".into(), json!(account.as_str()));
-                        ext.insert("requested_currency".into(), json!(requested.as_str()));
-                    }
-                    _ => {}
-                }
+                rejection_members(r, &mut ext);
                 (rejection_title(r), r.to_string())
+            }
+            ApiError::TransferAccount {
+                field,
+                account,
+                rejection,
+            } => {
+                ext.insert("field".into(), json!(field));
+                rejection_members(rejection, &mut ext);
+                let detail = match rejection {
+                    Rejection::UnknownAccount => format!(
+                        "the {field} account {account} is not open: check the id, or open the account first (nothing was created, and the Idempotency-Key is still unused)"
+                    ),
+                    Rejection::CurrencyMismatch {
+                        account: held,
+                        requested,
+                    } => format!(
+                        "the {field} account {account} holds {held}, the transfer is in {requested} (nothing was created, and the Idempotency-Key is still unused)"
+                    ),
+                    other => format!("the {field} account {account}: {other}"),
+                };
+                (rejection_title(rejection), detail)
             }
             ApiError::Internal => (
                 "Internal error",
-                "an internal error occurred; retry with the same Idempotency-Key".into(),
+                "an internal error occurred and was logged; a retry with the same Idempotency-Key is safe, but is likely to fail the same way until it is fixed".into(),
             ),
             ApiError::Unavailable { detail } => ("Unavailable", detail.clone()),
         };
@@ -513,6 +554,7 @@ mod tests {
                 | ApiError::MethodNotAllowed
                 | ApiError::UnknownTransfer
                 | ApiError::AccountExists { .. }
+                | ApiError::TransferAccount { .. }
                 | ApiError::Rejected(_)
                 | ApiError::Internal
                 | ApiError::Unavailable { .. } => {}
@@ -578,6 +620,19 @@ mod tests {
                 id: "a".into(),
                 currency: "USD".into(),
                 overdraft_limit: 0,
+            },
+            ApiError::TransferAccount {
+                field: "source",
+                account: "a".into(),
+                rejection: Rejection::UnknownAccount,
+            },
+            ApiError::TransferAccount {
+                field: "destination",
+                account: "b".into(),
+                rejection: Rejection::CurrencyMismatch {
+                    account: ledger_core::Currency::parse("EUR").unwrap(),
+                    requested: ledger_core::Currency::parse("USD").unwrap(),
+                },
             },
             ApiError::Internal,
             ApiError::Unavailable { detail: "x".into() },

@@ -380,6 +380,32 @@ pub fn decide(account_id: &str, view: View<'_>, cmd: &Command, now_ms: i64) -> D
     }
 }
 
+/// [`decide`] under a lower amount limit for *new* deposits and withdrawals (the gateway's
+/// configured `AMOUNT_MAX`): an operation already recorded answers its record, a replay or a
+/// conflict, whatever the limit is now, so lowering the limit never turns the retry of a
+/// booked deposit into a refusal; a new one above `amount_max` is refused, unrecorded (its key
+/// stays unused), as [`Rejection::AmountOutOfRange`]. Saga steps are not limited here: their
+/// amount is the transfer's, judged when the transfer was admitted.
+pub fn decide_within(
+    account_id: &str,
+    view: View<'_>,
+    cmd: &Command,
+    now_ms: i64,
+    amount_max: i64,
+) -> Decision {
+    if view.op.is_none() {
+        if let Command::Deposit { amount, .. } | Command::Withdraw { amount, .. } = cmd {
+            if *amount > amount_max {
+                return Decision::Refuse(Rejection::AmountOutOfRange {
+                    amount: *amount,
+                    max: amount_max,
+                });
+            }
+        }
+    }
+    decide(account_id, view, cmd, now_ms)
+}
+
 /// A saga step at an account nobody opened (yet): refused, and the refusal
 /// recorded as one that depends on the account's state is. A transfer's
 /// saga has several drivers (the request, its alarm, a client's retry, the

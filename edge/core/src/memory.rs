@@ -25,13 +25,25 @@ impl MemAccount {
     /// Decides `cmd` against the stored rows, commits the transition if any
     /// and returns the decision (whose outcome is the answer).
     pub fn execute(&mut self, account_id: &str, cmd: &Command, now_ms: i64) -> Decision {
+        self.execute_within(account_id, cmd, now_ms, crate::money::AMOUNT_MINOR_MAX)
+    }
+
+    /// [`MemAccount::execute`] under a lower amount limit for new deposits and withdrawals
+    /// ([`account::decide_within`]).
+    pub fn execute_within(
+        &mut self,
+        account_id: &str,
+        cmd: &Command,
+        now_ms: i64,
+        amount_max: i64,
+    ) -> Decision {
         let op_id = cmd.op_id();
         let view = View {
             header: self.header.as_ref(),
             op: op_id.as_ref().and_then(|k| self.ops.get(k)),
             hold: cmd.hold_key().and_then(|k| self.holds.get(k)),
         };
-        let decision = account::decide(account_id, view, cmd, now_ms);
+        let decision = account::decide_within(account_id, view, cmd, now_ms, amount_max);
         if let Decision::Commit(t) = &decision {
             let t = t.as_ref().clone();
             if let Some(h) = t.header {

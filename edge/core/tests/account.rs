@@ -397,3 +397,37 @@ fn balance_overflow_is_a_rejection_not_a_wrap() {
     );
     assert!(a.header().balance > 0, "no wrap");
 }
+
+#[test]
+fn a_lowered_amount_limit_refuses_new_movements_but_never_a_recorded_one() {
+    let mut a = opened(0);
+    let booked = a.run(ID, &deposit("k1", 5_000), 2);
+    // The limit is lowered to 1000 after the deposit was booked (its answer lost): the retry
+    // answers the record, and a reuse with other parameters is still a conflict.
+    assert_eq!(
+        a.execute_within(ID, &deposit("k1", 5_000), 3, 1_000),
+        Decision::Replay(booked)
+    );
+    assert!(matches!(
+        a.execute_within(ID, &deposit("k1", 4_000), 3, 1_000),
+        Decision::Refuse(Rejection::IdempotencyConflict { .. })
+    ));
+    // New movements above it are refused, unrecorded: the key stays unused.
+    for cmd in [deposit("k2", 1_001), withdraw("w1", 1_001)] {
+        assert_eq!(
+            a.execute_within(ID, &cmd, 4, 1_000),
+            Decision::Refuse(Rejection::AmountOutOfRange {
+                amount: 1_001,
+                max: 1_000
+            })
+        );
+    }
+    let mut within = |cmd: Command, now: i64| a.execute_within(ID, &cmd, now, 1_000).outcome();
+    accepted(within(deposit("k2", 1_000), 5));
+    accepted(within(withdraw("w1", 1_000), 6));
+    // A saga step's amount was judged when its transfer was admitted.
+    accepted(within(reserve("t1", 2_000), 7));
+    assert_eq!((a.header().balance, a.header().held), (5_000, 2_000));
+    assert_eq!(a.entries.len(), 3, "k1, k2, w1: once each");
+    verify_chain(&a);
+}

@@ -9,21 +9,35 @@
 //! An object with no tables yet (nothing ever written) decides on the empty view first and
 //! creates them only for a commit: a refused command to a name nobody opened stores nothing,
 //! except a transfer's reserve, credit or release, whose refusal is recorded (the core's
-//! `unknown_account`: another delivery of the step may land once the account is opened).
+//! `unknown_account`: another delivery of the step may land once the account is opened). A
+//! client cannot reach that recording by naming accounts at random: the gateway reads both
+//! accounts of a transfer before it admits it (`GET /state`, which stores nothing) and refuses
+//! one nobody opened with a 404, and an account once open stays open. So a saga step meets an
+//! unopened account only for a transfer admitted before that check existed; the recording
+//! stays, as the saga's own guarantee rather than one borrowed from the gateway.
 //!
 //! Internal protocol (only the gateway and TransferDOs call it):
 //! - `POST /cmd` body = `ledger_core::account::Command` JSON, header `x-ledger-name` = the
-//!   account name → 200 with `Outcome` JSON, header `x-ledger-decision` =
+//!   account name, optional `x-ledger-amount-max` = the gateway's `AMOUNT_MAX` for a new deposit
+//!   or withdrawal (applied after the op record is looked up: `account::decide_within`)
+//!   → 200 with `Outcome` JSON, header `x-ledger-decision` =
 //!   `commit|replay|refuse|noop`. 503 (no state touched) for a saga step while an injected fault is armed.
+//! - Every route: 500 with `x-ledger-error: internal` for a deterministic failure (a broken
+//!   invariant, a stored value the object cannot read: `crate::bug`), which a retry would meet
+//!   again; any other failure throws, and its caller sees no answer.
 //! - `GET /state` → `{"header": AccountHeader|null, "outbox": stats, "alarm": ms|null,
 //!   "alarm_runs", "delayed_commands", "stored"}`: read only; `alarm` as found (a read arms
 //!   none, so a lost alarm shows).
 //! - `GET /entries?after_seq=&limit=` → `{"header": ..., "entries": [Entry...]}` in seq order.
 //! - `POST /_admin/faults {"fail_sends"?: n, "fail_commands"?: n, "fail_after_write"?: n,
-//!   "delay_commands_ms"?: ms, "drop_alarm"?: bool}` (test fault injection, reachable only
-//!   where the var `FAULT_INJECTION` is "on"): fail the next n queue sends, answer the next n
-//!   saga steps 503, fail the next n commands after their writes; make every saga step wait
-//!   ms before it runs (a slow account; 0 ends it); delete the alarm (a lost one).
+//!   "fail_after_commit"?: n, "delay_commands_ms"?: ms, "drop_alarm"?: bool,
+//!   "corrupt_header"?: bool}` (test fault injection, reachable only where the var
+//!   `FAULT_INJECTION` is "on"): fail the next n queue sends, answer the next n saga steps 503,
+//!   fail the next n commands after their writes (rolled back), fail the alarm re-check after
+//!   the next n commits (and start no inline drain: the rows wait for the safety net); make
+//!   every saga step wait ms before it runs (a slow account; 0 ends it); delete the alarm (a
+//!   lost one); store a header status no version reads (a stored value the object cannot
+//!   decode: every later command and read fails alike, 500 internal).
 //!
 //! Storage: money columns (`balance`, `held`, `overdraft_limit`, `amount`, `balance_after`) are
 //! TEXT holding the decimal `i64`: the DO SQL binding passes INTEGER values as JS doubles, which
@@ -34,6 +48,7 @@ use ledger_core::account::{
     self, AccountHeader, Command, Decision, Entry, Hold, HoldState, OpRecord, Outcome, Status, View,
 };
 use ledger_core::idempotency::Fingerprint;
+use ledger_core::money::AMOUNT_MINOR_MAX;
 use ledger_core::Currency;
 use serde::Deserialize;
 use serde_json::json;
@@ -43,7 +58,7 @@ use worker::{
 };
 
 use crate::outbox::{self, kv_i64, kv_set, now_ms};
-use crate::sqltx;
+use crate::{bug, sqltx};
 
 const EXTRA_SCHEMA: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS account (
@@ -78,10 +93,6 @@ const EXTRA_SCHEMA: &[&str] = &[
         occurred_at_ms INTEGER NOT NULL
     )",
 ];
-
-fn bug(msg: impl Into<String>) -> worker::Error {
-    worker::Error::RustError(msg.into())
-}
 
 fn money(s: &str, what: &str) -> Result<i64> {
     s.parse::<i64>()
@@ -285,12 +296,14 @@ fn load_entries(sql: &SqlStorage, after_seq: i64, limit: i64) -> Result<Vec<Entr
         .collect()
 }
 
-/// Load the view, decide, and commit the transition: one synchronous transaction.
+/// Load the view, decide (a new deposit or withdrawal within `amount_max`), and commit the
+/// transition: one synchronous transaction.
 fn execute(
     sql: &SqlStorage,
     name: &str,
     cmd: &Command,
     now: i64,
+    amount_max: i64,
 ) -> Result<(Outcome, &'static str, bool)> {
     let header = load_header(sql)?;
     if let Some(h) = &header {
@@ -314,7 +327,7 @@ fn execute(
         op: op.as_ref(),
         hold: hold.as_ref(),
     };
-    let decision = account::decide(name, view, cmd, now);
+    let decision = account::decide_within(name, view, cmd, now, amount_max);
     let outcome = decision.outcome();
     let label = label(&decision);
     let emitted = match decision {
@@ -339,6 +352,15 @@ fn execute(
         }
     };
     Ok((outcome, label, emitted))
+}
+
+/// Counts down an armed test fault: whether this command is one it fails.
+fn take_one(fault: &std::cell::Cell<i64>) -> bool {
+    let n = fault.get();
+    if n > 0 {
+        fault.set(n - 1);
+    }
+    n > 0
 }
 
 /// The `x-ledger-decision` header's value.
@@ -366,6 +388,9 @@ pub struct AccountDO {
     /// Test fault (in memory, so the rollback cannot undo it): fail the next N commands after
     /// all their writes, inside the transaction.
     fail_after_write: std::cell::Cell<i64>,
+    /// Test fault (in memory, as `fail_after_write`): the next N commands that commit find their
+    /// post-commit alarm re-check failing, and start no inline drain either.
+    fail_after_commit: std::cell::Cell<i64>,
     drains: outbox::DrainGate,
     alarms: outbox::AlarmFallback,
     /// Created by the first write (see `outbox::Tables`).
@@ -378,18 +403,63 @@ impl DurableObject for AccountDO {
             state,
             env,
             fail_after_write: std::cell::Cell::new(0),
+            fail_after_commit: std::cell::Cell::new(0),
             drains: outbox::DrainGate::default(),
             alarms: outbox::AlarmFallback::default(),
             tables: outbox::Tables::new("account", EXTRA_SCHEMA),
         }
     }
 
-    async fn fetch(&self, mut req: Request) -> Result<Response> {
+    async fn fetch(&self, req: Request) -> Result<Response> {
+        crate::answer_or_internal(self.handle(req).await)
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        let storage = self.state.storage();
+        if !self.tables.exist(&storage.sql())? {
+            return Response::ok("nothing stored"); // alarms are set only after a write
+        }
+        // Tables a newer version brings exist before this instance's first write.
+        self.tables.ensure(&storage.sql())?;
+        self.alarms.arm(&storage).await?;
+        sqltx::transaction(&storage, |sql| {
+            sql.exec(
+                "INSERT INTO kv (k, v) VALUES ('alarm.runs', 1) ON CONFLICT(k) DO UPDATE SET v = v + 1",
+                None,
+            )?;
+            Ok(())
+        })?;
+        let queue = self.env.queue("LEDGER_EVENTS")?;
+        let d = self
+            .drains
+            .drain(&storage, &queue, outbox::drain_cfg(&self.env))
+            .await?;
+        let next = match &d {
+            Some(d) => outbox::next_wake(d, now_ms()),
+            // An inline drain is running: look again shortly.
+            None => Some(now_ms() + outbox::SAFETY_NET_MS),
+        };
+        self.alarms.settle(&storage, next).await?;
+        Response::ok(format!("{d:?}"))
+    }
+}
+
+impl AccountDO {
+    /// `fetch`, with its deterministic failures answered as such (`crate::answer_or_internal`).
+    async fn handle(&self, mut req: Request) -> Result<Response> {
         let storage = self.state.storage();
         match (req.method(), req.path().as_str()) {
             (Method::Post, "/cmd") => {
                 let Some(name) = req.headers().get("x-ledger-name")? else {
                     return Response::error("x-ledger-name header required", 400);
+                };
+                // The gateway's AMOUNT_MAX for a new deposit or withdrawal (none from a saga).
+                let amount_max = match req.headers().get(crate::AMOUNT_MAX_HEADER)? {
+                    None => AMOUNT_MINOR_MAX,
+                    Some(v) => match v.parse::<i64>() {
+                        Ok(max) => max,
+                        Err(e) => return Response::error(format!("bad amount max: {e}"), 400),
+                    },
                 };
                 let cmd: Command = match serde_json::from_str(&req.text().await?) {
                     Ok(c) => c,
@@ -398,14 +468,15 @@ impl DurableObject for AccountDO {
                 if !self.tables.exist(&storage.sql())? {
                     // Nothing was ever written here: the core decides on the empty view
                     // first, and a command it does not commit (a deposit to an account
-                    // nobody opened) is answered without creating anything, so a client
-                    // cannot mint stored objects by naming accounts at random.
+                    // nobody opened) is answered without creating anything. Only a saga
+                    // step's refusal commits here, and the gateway admits no transfer whose
+                    // accounts are not open (module doc).
                     let empty = View {
                         header: None,
                         op: None,
                         hold: None,
                     };
-                    let decision = account::decide(&name, empty, &cmd, now_ms());
+                    let decision = account::decide_within(&name, empty, &cmd, now_ms(), amount_max);
                     if !matches!(decision, Decision::Commit(_)) {
                         return answer(&decision.outcome(), label(&decision));
                     }
@@ -448,21 +519,37 @@ impl DurableObject for AccountDO {
                 }
                 outbox::arm_safety_net(&storage).await?;
                 let now = now_ms();
-                let fail = self.fail_after_write.get() > 0;
-                if fail {
-                    self.fail_after_write.set(self.fail_after_write.get() - 1);
-                }
+                let fail = take_one(&self.fail_after_write);
+                let account = name.clone();
                 let (outcome, label, emitted) = sqltx::transaction(&storage, move |sql| {
-                    let r = execute(sql, &name, &cmd, now)?;
+                    let r = execute(sql, &account, &cmd, now, amount_max)?;
                     if fail {
-                        return Err(bug("injected failure after write"));
+                        // A failing write, not a bug: what a caller sees as no answer.
+                        return Err(worker::Error::RustError(
+                            "injected failure after write".into(),
+                        ));
                     }
                     Ok(r)
                 })?;
                 if emitted {
                     // Committed, the safety net armed before: still armed? Then drain right after
-                    // the answer.
-                    outbox::after_commit(&self.state, &self.env, &self.drains).await?;
+                    // the answer. Best-effort: whatever fails here, the change is durable, and
+                    // an error answer would make the gateway tell the client "did not answer;
+                    // retry" about it. The alarm armed before the commit sends the rows.
+                    let rechecked = if take_one(&self.fail_after_commit) {
+                        Err(worker::Error::RustError(
+                            "injected failure after commit".into(),
+                        ))
+                    } else {
+                        outbox::after_commit(&self.state, &self.env, &self.drains).await
+                    };
+                    if let Err(e) = rechecked {
+                        worker::console_error!(
+                            "account {name}: committed, but the alarm re-check after it failed: \
+                             {e}; answering the committed outcome (the safety net armed before \
+                             the commit drains the outbox)"
+                        );
+                    }
                 }
                 answer(&outcome, label)
             }
@@ -520,13 +607,18 @@ impl DurableObject for AccountDO {
                     fail_sends: Option<i64>,
                     fail_commands: Option<i64>,
                     fail_after_write: Option<i64>,
+                    fail_after_commit: Option<i64>,
                     delay_commands_ms: Option<i64>,
                     drop_alarm: Option<bool>,
+                    corrupt_header: Option<bool>,
                 }
                 let f: Faults = crate::json_or_400!(req);
                 self.tables.ensure(&storage.sql())?;
                 if let Some(n) = f.fail_after_write {
                     self.fail_after_write.set(n);
+                }
+                if let Some(n) = f.fail_after_commit {
+                    self.fail_after_commit.set(n);
                 }
                 sqltx::transaction(&storage, move |sql| {
                     if let Some(n) = f.fail_sends {
@@ -537,6 +629,11 @@ impl DurableObject for AccountDO {
                     }
                     if let Some(ms) = f.delay_commands_ms {
                         kv_set(sql, "fault.delay_commands_ms", V::from(ms))?;
+                    }
+                    if f.corrupt_header == Some(true) {
+                        // What a code dropped from a table the header is decoded with (a
+                        // withdrawn currency) would do to every stored account in it.
+                        sql.exec("UPDATE account SET status = 'corrupt'", None)?;
                     }
                     Ok(())
                 })?;
@@ -549,34 +646,5 @@ impl DurableObject for AccountDO {
             }
             _ => Response::error("not found", 404),
         }
-    }
-
-    async fn alarm(&self) -> Result<Response> {
-        let storage = self.state.storage();
-        if !self.tables.exist(&storage.sql())? {
-            return Response::ok("nothing stored"); // alarms are set only after a write
-        }
-        // Tables a newer version brings exist before this instance's first write.
-        self.tables.ensure(&storage.sql())?;
-        self.alarms.arm(&storage).await?;
-        sqltx::transaction(&storage, |sql| {
-            sql.exec(
-                "INSERT INTO kv (k, v) VALUES ('alarm.runs', 1) ON CONFLICT(k) DO UPDATE SET v = v + 1",
-                None,
-            )?;
-            Ok(())
-        })?;
-        let queue = self.env.queue("LEDGER_EVENTS")?;
-        let d = self
-            .drains
-            .drain(&storage, &queue, outbox::drain_cfg(&self.env))
-            .await?;
-        let next = match &d {
-            Some(d) => outbox::next_wake(d, now_ms()),
-            // An inline drain is running: look again shortly.
-            None => Some(now_ms() + outbox::SAFETY_NET_MS),
-        };
-        self.alarms.settle(&storage, next).await?;
-        Response::ok(format!("{d:?}"))
     }
 }

@@ -31,8 +31,54 @@ mod transfer;
 pub use account::AccountDO;
 pub use transfer::TransferDO;
 
+/// The header with which an object marks its `500` as a deterministic failure ([`bug`]).
+pub(crate) const INTERNAL_ERROR_HEADER: &str = "x-ledger-error";
+
+/// The start of every [`bug`] error's message, by which [`answer_or_internal`] knows it.
+const BUG_PREFIX: &str = "ledger internal error: ";
+
+/// A failure inside an object that a retry will not cure: a broken invariant, or a stored value
+/// it cannot read. Answered `500` with `x-ledger-error: internal` ([`answer_or_internal`]).
+pub(crate) fn bug(msg: impl std::fmt::Display) -> worker::Error {
+    worker::Error::RustError(format!("{BUG_PREFIX}{msg}"))
+}
+
+/// An object's answer, with a [`bug`] turned into `500` and `x-ledger-error: internal`: the
+/// gateway then answers `500 internal` ("retrying will not help until it is fixed") rather than
+/// `503 unavailable` ("retry"), which a deterministic failure would answer to every retry.
+/// Every other error (storage or a call failing) still throws, which its caller sees as the
+/// object not answering, and a retry may cure.
+pub(crate) fn answer_or_internal(r: Result<Response>) -> Result<Response> {
+    match r {
+        Err(worker::Error::RustError(m)) if m.starts_with(BUG_PREFIX) => {
+            worker::console_error!("{m}");
+            let mut resp = Response::error(m, 500)?;
+            resp.headers_mut().set(INTERNAL_ERROR_HEADER, "internal")?;
+            Ok(resp)
+        }
+        r => r,
+    }
+}
+
+/// An object's status as its callers judge it: `500` only for the object's own marked answer to
+/// a [`bug`] ([`answer_or_internal`]); an unmarked 500 (which no object of this Worker sends)
+/// counts as 502, a failed call.
+fn object_status(resp: &Response) -> u16 {
+    let marked = resp
+        .headers()
+        .get(INTERNAL_ERROR_HEADER)
+        .ok()
+        .flatten()
+        .is_some_and(|v| v == "internal");
+    match resp.status_code() {
+        500 if !marked => 502,
+        s => s,
+    }
+}
+
 /// Call a Durable Object by name (`id_from_name`: the name IS the identity) and return the
-/// status and body text. The name also travels in `x-ledger-name` so the object knows it.
+/// status ([`object_status`]: 500 is the object's marked answer to a [`bug`]) and body text.
+/// The name also travels in `x-ledger-name` so the object knows it.
 pub(crate) async fn call_do_text(
     env: &Env,
     binding: &str,
@@ -56,7 +102,7 @@ pub(crate) async fn call_do_text(
     init.with_headers(headers);
     let req = Request::new_with_init(&format!("https://do.internal{path}"), &init)?;
     let mut resp = stub.fetch_with_request(req).await?;
-    let status = resp.status_code();
+    let status = object_status(&resp);
     let text = resp.text().await?;
     Ok((status, text))
 }
@@ -108,6 +154,16 @@ fn internal(what: &str, e: impl std::fmt::Display) -> ApiError {
         detail: "a ledger object did not answer; retry the request (with the same Idempotency-Key)"
             .into(),
     }
+}
+
+/// An object's answer other than 200: its marked internal error (status 500, see
+/// [`object_status`]) is `500 internal`, anything else `503 unavailable`.
+fn object_failed(what: &str, status: u16, text: &str) -> ApiError {
+    if status == 500 {
+        worker::console_error!("{what}: internal error in the object: {text}");
+        return ApiError::Internal;
+    }
+    internal(what, format!("{status} {text}"))
 }
 
 fn secret(env: &Env, name: &str) -> Option<String> {
@@ -174,8 +230,22 @@ fn header(req: &Request, name: &str) -> Option<String> {
     req.headers().get(name).ok().flatten()
 }
 
+/// The header in which the gateway gives an account its `AMOUNT_MAX` for a new deposit or
+/// withdrawal (`ledger_core::account::decide_within`: a recorded one answers its record).
+pub(crate) const AMOUNT_MAX_HEADER: &str = "x-ledger-amount-max";
+
 /// Run an account command; Ok = (outcome, decision label).
 async fn account_cmd(env: &Env, name: &str, cmd: &Command) -> Api<(Outcome, String)> {
+    account_cmd_within(env, name, cmd, None).await
+}
+
+/// [`account_cmd`], a new deposit or withdrawal limited to `amount_max`.
+async fn account_cmd_within(
+    env: &Env,
+    name: &str,
+    cmd: &Command,
+    amount_max: Option<i64>,
+) -> Api<(Outcome, String)> {
     let body = serde_json::to_string(cmd).map_err(|e| internal("encode command", e))?;
     let ns = env
         .durable_object("ACCOUNT")
@@ -189,6 +259,9 @@ async fn account_cmd(env: &Env, name: &str, cmd: &Command) -> Api<(Outcome, Stri
     let headers = Headers::new();
     let _ = headers.set("x-ledger-name", name);
     let _ = headers.set("content-type", "application/json");
+    if let Some(max) = amount_max {
+        let _ = headers.set(AMOUNT_MAX_HEADER, &max.to_string());
+    }
     init.with_headers(headers);
     init.with_body(Some(JsValue::from_str(&body)));
     let req = Request::new_with_init("https://do.internal/cmd", &init)
@@ -197,7 +270,7 @@ async fn account_cmd(env: &Env, name: &str, cmd: &Command) -> Api<(Outcome, Stri
         .fetch_with_request(req)
         .await
         .map_err(|e| internal("account call", e))?;
-    let status = resp.status_code();
+    let status = object_status(&resp);
     let decision = resp
         .headers()
         .get("x-ledger-decision")
@@ -206,26 +279,51 @@ async fn account_cmd(env: &Env, name: &str, cmd: &Command) -> Api<(Outcome, Stri
         .unwrap_or_default();
     let text = resp.text().await.map_err(|e| internal("account body", e))?;
     if status != 200 {
-        return Err(internal("account answer", format!("{status} {text}")));
+        return Err(object_failed("account answer", status, &text));
     }
     let outcome = serde_json::from_str(&text).map_err(|e| internal("account outcome", e))?;
     Ok((outcome, decision))
 }
 
-async fn account_header(env: &Env, name: &str) -> Api<AccountHeader> {
+/// An account's header, `None` if nobody opened it. `GET /state` of an object nothing was
+/// written to reads (its schema, its alarm) and writes nothing, so reading any name stores
+/// nothing.
+async fn account_header_opt(env: &Env, name: &str) -> Api<Option<AccountHeader>> {
     let (status, text) = call_do_text(env, "ACCOUNT", name, Method::Get, "/state", None)
         .await
         .map_err(|e| internal("account state", e))?;
     if status != 200 {
-        return Err(internal("account state", format!("{status} {text}")));
+        return Err(object_failed("account state", status, &text));
     }
     #[derive(serde::Deserialize)]
     struct S {
         header: Option<AccountHeader>,
     }
     let s: S = serde_json::from_str(&text).map_err(|e| internal("account state", e))?;
-    s.header
+    Ok(s.header)
+}
+
+async fn account_header(env: &Env, name: &str) -> Api<AccountHeader> {
+    account_header_opt(env, name)
+        .await?
         .ok_or(ApiError::Rejected(Rejection::UnknownAccount))
+}
+
+/// Whether a transfer was ever created under `id` (the TransferDO's `GET /state`, which stores
+/// nothing for an id nobody created).
+async fn transfer_exists(env: &Env, id: &str) -> Api<bool> {
+    let (status, text) = call_do_text(env, "TRANSFER", id, Method::Get, "/state", None)
+        .await
+        .map_err(|e| internal("transfer state", e))?;
+    if status != 200 {
+        return Err(object_failed("transfer state", status, &text));
+    }
+    #[derive(serde::Deserialize)]
+    struct S {
+        transfer: Option<Transfer>,
+    }
+    let s: S = serde_json::from_str(&text).map_err(|e| internal("transfer state", e))?;
+    Ok(s.transfer.is_some())
 }
 
 fn ok_json(status: u16, v: Value, replayed: bool) -> Result<Response> {
@@ -301,7 +399,7 @@ async fn route(mut req: Request, env: &Env) -> Api<Result<Response>> {
             .await
             .map_err(|e| internal("entries", e))?;
             if status != 200 {
-                return Err(internal("entries", format!("{status} {text}")));
+                return Err(object_failed("entries", status, &text));
             }
             #[derive(serde::Deserialize)]
             struct S {
@@ -337,7 +435,9 @@ async fn route(mut req: Request, env: &Env) -> Api<Result<Response>> {
                 Movement::Withdrawal
             };
             let key = header(&req, "idempotency-key");
-            let cmd = parse::movement(kind, &name, key.as_deref(), &text, &lim)?;
+            // AMOUNT_MAX is the account's to apply, after it looked the key up: the retry of a
+            // deposit booked before the limit was lowered answers its record.
+            let cmd = parse::movement(kind, &name, key.as_deref(), &text, &lim.before_lookup())?;
             let (entry_id, amount) = match &cmd {
                 Command::Deposit {
                     entry_id, amount, ..
@@ -347,19 +447,56 @@ async fn route(mut req: Request, env: &Env) -> Api<Result<Response>> {
                 } => (entry_id.clone(), *amount),
                 _ => unreachable!(),
             };
-            match account_cmd(env, &name, &cmd).await? {
+            match account_cmd_within(env, &name, &cmd, Some(lim.amount_max)).await? {
                 (Outcome::Accepted(r), decision) => Ok(ok_json(
                     200,
                     views::movement(&tenant, &name, &entry_id, amount, &r),
                     decision == "replay",
                 )),
+                // Never recorded, so never a replay: answered as the body's own range check.
+                (Outcome::Rejected(Rejection::AmountOutOfRange { amount, max }), _) => {
+                    Err(parse::amount_over_limit(amount, max))
+                }
                 (Outcome::Rejected(rej), decision) => rejection(rej.into(), decision == "replay"),
             }
         }
         (Method::Post, ["transfers"]) => {
             let text = body_text(&mut req, &lim).await?;
             let key = header(&req, "idempotency-key");
-            let spec = parse::transfer(&tenant, key.as_deref(), &text, &lim)?;
+            let spec = parse::transfer(&tenant, key.as_deref(), &text, &lim.before_lookup())?;
+            // A new transfer's amount within AMOUNT_MAX, then both accounts read before anything
+            // is created, in parallel (one round trip): one nobody opened, or in another
+            // currency, is a 404 or 422 naming its side, where the saga would have created the
+            // transfer and, under a mistyped name, an object recording its refusal
+            // (docs/API.md). The saga still judges everything else.
+            let checked = match lim.check_new_amount(spec.amount) {
+                Err(e) => Err(e),
+                Ok(()) => {
+                    let (source, destination) = futures_util::future::join(
+                        account_header_opt(env, &spec.source),
+                        account_header_opt(env, &spec.destination),
+                    )
+                    .await;
+                    parse::transfer_accounts(
+                        &tenant,
+                        &spec,
+                        source?.as_ref(),
+                        destination?.as_ref(),
+                    )
+                }
+            };
+            if let Err(refusal) = checked {
+                // The key's record first, as for every idempotent request: a transfer already
+                // created under it answers as it always did, its replay or 409 for other
+                // parameters, whatever AMOUNT_MAX or the accounts say now; only an unused key
+                // is refused. (Accounts are never deleted and never change currency, so a
+                // replay lands here after AMOUNT_MAX was lowered, or for a transfer admitted
+                // before this check existed, such as one that failed for an unknown account; a
+                // reuse with other parameters may too.)
+                if !transfer_exists(env, &spec.id).await? {
+                    return Err(refusal);
+                }
+            }
             let wait = var(env, "TRANSFER_WAIT_MS").unwrap_or_else(|| "2000".into());
             let ns = env
                 .durable_object("TRANSFER")
@@ -382,13 +519,13 @@ async fn route(mut req: Request, env: &Env) -> Api<Result<Response>> {
                 .fetch_with_request(r)
                 .await
                 .map_err(|e| internal("transfer call", e))?;
-            let status = resp.status_code();
+            let status = object_status(&resp);
             let text = resp
                 .text()
                 .await
                 .map_err(|e| internal("transfer body", e))?;
             if status != 200 {
-                return Err(internal("transfer answer", format!("{status} {text}")));
+                return Err(object_failed("transfer answer", status, &text));
             }
             transfer_answer(&tenant, &text, true)
         }
@@ -398,7 +535,7 @@ async fn route(mut req: Request, env: &Env) -> Api<Result<Response>> {
                 .await
                 .map_err(|e| internal("transfer state", e))?;
             if status != 200 {
-                return Err(internal("transfer state", format!("{status} {text}")));
+                return Err(object_failed("transfer state", status, &text));
             }
             transfer_answer(&tenant, &text, false)
         }

@@ -29,7 +29,7 @@ use worker::{
 };
 
 use crate::outbox::{self, now_ms};
-use crate::sqltx;
+use crate::{bug, sqltx};
 
 const EXTRA_SCHEMA: &[&str] = &["CREATE TABLE IF NOT EXISTS transfer (
         id TEXT PRIMARY KEY,
@@ -50,10 +50,6 @@ const LEASE_MS: i64 = 2_000;
 const DRIVE_BUDGET_MS: i64 = 5_000;
 /// Most steps one drive performs (the saga has at most three).
 const DRIVE_STEPS_MAX: usize = 8;
-
-fn bug(msg: impl Into<String>) -> worker::Error {
-    worker::Error::RustError(msg.into())
-}
 
 fn load(sql: &SqlStorage) -> Result<Option<Transfer>> {
     #[derive(serde::Deserialize)]
@@ -121,6 +117,13 @@ impl TransferDO {
                     Reply::Transient
                 }
             },
+            Ok((500, text)) => {
+                // Deterministic at the account (a bug, a stored value it cannot read): still
+                // only retried, with backoff, since no other answer is safe (a capture must
+                // happen, I0), but loudly: it needs a fix, not time.
+                worker::console_error!("account {account}: internal error: {text}");
+                Reply::Transient
+            }
             Ok((status, text)) => {
                 worker::console_warn!("account {account}: {status} {text}");
                 Reply::Transient
@@ -206,6 +209,19 @@ impl TransferDO {
         }
         Ok(())
     }
+
+    /// [`TransferDO::arm`] after a request's drive, best-effort: what the drive committed is
+    /// durable, and an error answer would make the gateway report "did not answer; retry"
+    /// about it. Nothing is left without an alarm when this fails: a request that commits
+    /// (`/create` of a new transfer, `/drive` of one not terminal) armed its lease before its
+    /// first commit, and that alarm re-drives and drains; a request that commits nothing (a
+    /// replay) left the alarm as it was.
+    async fn arm_after_commit(&self, t: Option<&Transfer>) {
+        if let Err(e) = self.arm(t, false).await {
+            let id = t.map_or("?", |t| t.spec.id.as_str());
+            worker::console_error!("transfer {id}: arming after the drive failed: {e}");
+        }
+    }
 }
 
 impl DurableObject for TransferDO {
@@ -219,7 +235,52 @@ impl DurableObject for TransferDO {
         }
     }
 
-    async fn fetch(&self, mut req: Request) -> Result<Response> {
+    async fn fetch(&self, req: Request) -> Result<Response> {
+        crate::answer_or_internal(self.handle(req).await)
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        let storage = self.state.storage();
+        if !self.tables.exist(&storage.sql())? {
+            return Response::ok("no transfer"); // alarms are set only after `/create`
+        }
+        // Tables a newer version brings exist before this instance's first write.
+        self.tables.ensure(&storage.sql())?;
+        self.alarms.arm(&storage).await?;
+        let t = self.drive(DRIVE_BUDGET_MS, false).await?;
+        let queue = self.env.queue("LEDGER_EVENTS")?;
+        let d = self
+            .drains
+            .drain(&storage, &queue, outbox::drain_cfg(&self.env))
+            .await?;
+        let now = now_ms();
+        let mut next = match &d {
+            Some(d) => outbox::next_wake(d, now),
+            None => Some(now + outbox::SAFETY_NET_MS),
+        };
+        if let Some(t) = t.as_ref().filter(|t| !t.is_terminal()) {
+            if now >= t.deadline_ms {
+                // Visible, never abandoned: it keeps being re-driven and is reported here (and
+                // by the reconciler's dangling list from the lake).
+                worker::console_error!(
+                    "DANGLING transfer {} in phase {} past its deadline {} (attempt {})",
+                    t.spec.id,
+                    t.phase.as_str(),
+                    t.deadline_ms,
+                    t.attempt
+                );
+            }
+            let at = t.next_attempt_at_ms.max(now);
+            next = Some(next.map_or(at, |n| n.min(at)));
+        }
+        self.alarms.settle(&storage, next).await?;
+        Response::ok(format!("{d:?}"))
+    }
+}
+
+impl TransferDO {
+    /// `fetch`, with its deterministic failures answered as such (`crate::answer_or_internal`).
+    async fn handle(&self, mut req: Request) -> Result<Response> {
         let storage = self.state.storage();
         match (req.method(), req.path().as_str()) {
             (Method::Post, "/create") => {
@@ -281,7 +342,7 @@ impl DurableObject for TransferDO {
                         // The lease armed above: if this request dies mid-drive, the alarm
                         // re-drives.
                         let t = self.drive(wait_ms, false).await?;
-                        self.arm(t.as_ref(), false).await?;
+                        self.arm_after_commit(t.as_ref()).await;
                         let body = json!({ "transfer": t, "replayed": !created });
                         crate::json_text(200, body.to_string())
                     }
@@ -299,7 +360,7 @@ impl DurableObject for TransferDO {
                 }
                 let t = self.drive(DRIVE_BUDGET_MS, true).await?;
                 if t.is_some() {
-                    self.arm(t.as_ref(), false).await?;
+                    self.arm_after_commit(t.as_ref()).await;
                 }
                 crate::json_text(200, json!({ "transfer": t }).to_string())
             }
@@ -319,43 +380,5 @@ impl DurableObject for TransferDO {
             }
             _ => Response::error("not found", 404),
         }
-    }
-
-    async fn alarm(&self) -> Result<Response> {
-        let storage = self.state.storage();
-        if !self.tables.exist(&storage.sql())? {
-            return Response::ok("no transfer"); // alarms are set only after `/create`
-        }
-        // Tables a newer version brings exist before this instance's first write.
-        self.tables.ensure(&storage.sql())?;
-        self.alarms.arm(&storage).await?;
-        let t = self.drive(DRIVE_BUDGET_MS, false).await?;
-        let queue = self.env.queue("LEDGER_EVENTS")?;
-        let d = self
-            .drains
-            .drain(&storage, &queue, outbox::drain_cfg(&self.env))
-            .await?;
-        let now = now_ms();
-        let mut next = match &d {
-            Some(d) => outbox::next_wake(d, now),
-            None => Some(now + outbox::SAFETY_NET_MS),
-        };
-        if let Some(t) = t.as_ref().filter(|t| !t.is_terminal()) {
-            if now >= t.deadline_ms {
-                // Visible, never abandoned: it keeps being re-driven and is reported here (and
-                // by the reconciler's dangling list from the lake).
-                worker::console_error!(
-                    "DANGLING transfer {} in phase {} past its deadline {} (attempt {})",
-                    t.spec.id,
-                    t.phase.as_str(),
-                    t.deadline_ms,
-                    t.attempt
-                );
-            }
-            let at = t.next_attempt_at_ms.max(now);
-            next = Some(next.map_or(at, |n| n.min(at)));
-        }
-        self.alarms.settle(&storage, next).await?;
-        Response::ok(format!("{d:?}"))
     }
 }

@@ -229,6 +229,51 @@ describe("account API", () => {
     assert.deepEqual([ok.status, ok.json.balance, ok.json.seq], [200, 13, 3], ok.text);
   });
 
+  test("a commit whose alarm re-check fails still answers its outcome, and its rows still drain", async () => {
+    await acme.open("ac");
+    await acme.deposit("ac", 10, "a1");
+    const f = await led.admin("POST", "/v1/admin/accounts/acme.ac/faults", { fail_after_commit: 1 });
+    assert.equal(f.status, 200, f.text);
+    const r = await acme.post("/v1/accounts/ac/deposits", { amount: 5, currency: "USD" }, "a2");
+    // Committed: the answer is the outcome, not "did not answer; retry".
+    assert.deepEqual([r.status, r.json.balance, r.json.seq], [200, 15, 3], r.text);
+    await waitFor(() => led.logs.some((l) => l.includes("acme.ac: committed, but the alarm re-check after it failed")), {
+      what: "the fault to have fired",
+      timeout: 5_000,
+    });
+    assert.equal((await acme.account("ac")).balance, 15);
+    const again = await acme.post("/v1/accounts/ac/deposits", { amount: 5, currency: "USD" }, "a2");
+    assert.deepEqual([again.status, again.json, again.headers.get("idempotent-replayed")], [200, r.json, "true"]);
+    // No inline drain ran after that commit: the safety-net alarm armed before it sends the row.
+    await cap.waitForEvents(() => cap.eventsFor("account", "acme.ac").length === 3, { timeout: 10_000 });
+    const ev = cap.eventsFor("account", "acme.ac")[2];
+    assert.deepEqual([ev.kind, ev.amount, ev.balance_after], ["deposited", 5, 15]);
+    const s = await waitFor(async () => {
+      const s = (await led.admin("GET", "/v1/admin/accounts/acme.ac/state")).json;
+      return s.outbox.pending === 0 && s;
+    }, { what: "the outbox drained" });
+    assert.deepEqual([s.header.balance, s.outbox.last_seq], [15, 3]);
+  });
+
+  test("a failure a retry would meet again is 500 internal, not 503 retry", async () => {
+    await acme.open("corrupt");
+    await acme.open("corrupt-peer");
+    await acme.deposit("corrupt", 7, "c1");
+    const f = await led.admin("POST", "/v1/admin/accounts/acme.corrupt/faults", { corrupt_header: true });
+    assert.equal(f.status, 200, f.text);
+    // A stored value the object cannot decode fails every read and command alike.
+    assertProblem(await acme.get("/v1/accounts/corrupt"), 500, "internal");
+    assertProblem(await acme.get("/v1/accounts/corrupt/entries"), 500, "internal");
+    assertProblem(await acme.post("/v1/accounts/corrupt/deposits", { amount: 1, currency: "USD" }, "c2"), 500, "internal");
+    assertProblem(await acme.post("/v1/accounts/corrupt/freeze"), 500, "internal");
+    const t = await acme.post("/v1/transfers", { source: "corrupt-peer", destination: "corrupt", amount: 1, currency: "USD" }, "c3");
+    assertProblem(t, 500, "internal");
+    assert.doesNotMatch(t.json.detail, /did not answer/);
+    assert.equal((await acme.get("/v1/transfers/c3")).status, 404, "no transfer admitted");
+    // A failed write is still a failed call: 503, retry (the rollback test above).
+    assert.equal((await acme.account("corrupt-peer")).balance, 0);
+  });
+
   test("state survives dispose() + a new runtime on the same directory", async () => {
     await acme.open("persist");
     await acme.deposit("persist", 12, "p1");
@@ -247,5 +292,44 @@ describe("account API", () => {
     assert.equal(r.outcome, "ok");
     // Logs arrive asynchronously from workerd: wait for the line.
     await waitFor(() => led.logs.some((l) => l.includes("scheduled tick cron=*/5 * * * *")), { what: "log line scheduled tick cron=*/5 * * * *", timeout: 5_000 });
+  });
+});
+
+describe("AMOUNT_MAX lowered after a booking", () => {
+  after(cleanupAll);
+
+  test("the retry of a deposit, withdrawal or transfer booked before answers its record; a new one is refused", async () => {
+    const dir = tempPersistDir();
+    let led = await startLedger({ persistDir: dir });
+    let acme = led.as("acme");
+    await acme.open("lim");
+    await acme.open("lim-d");
+    const move = (kind, key, amount) => acme.post(`/v1/accounts/lim/${kind}`, { amount, currency: "USD" }, key);
+    const transfer = (key, amount) =>
+      acme.post("/v1/transfers", { source: "lim", destination: "lim-d", amount, currency: "USD" }, key);
+    const booked = [await move("deposits", "K", 5_000), await move("withdrawals", "W", 2_000), await transfer("T", 1_500)];
+    assert.deepEqual(booked.map((r) => r.status), [200, 200, 200], booked.map((r) => r.text).join("\n"));
+    assert.equal(booked[2].json.phase, "captured");
+    const before = await acme.account("lim");
+    // The answers were lost; the operator lowers AMOUNT_MAX; the client retries.
+    await led.dispose();
+    led = await startLedger({ persistDir: dir, bindings: { AMOUNT_MAX: "1000" } });
+    acme = led.as("acme");
+    const retried = [await move("deposits", "K", 5_000), await move("withdrawals", "W", 2_000), await transfer("T", 1_500)];
+    retried.forEach((r, i) => {
+      assert.deepEqual([r.status, r.json, r.headers.get("idempotent-replayed")], [200, booked[i].json, "true"], r.text);
+    });
+    // A reuse with other parameters is still the key's conflict.
+    assertProblem(await move("deposits", "K", 4_000), 409, "idempotency_conflict");
+    assertProblem(await transfer("T", 1_400), 409, "idempotency_conflict");
+    // New ones above the limit are refused as before, and nothing runs.
+    for (const r of [await move("deposits", "K2", 5_000), await move("withdrawals", "W2", 1_001), await transfer("T2", 1_001)]) {
+      assertProblem(r, 422, "amount_out_of_range");
+      assert.deepEqual([r.json.field, r.json.min, r.json.max], ["amount", 1, 1_000], r.text);
+    }
+    assert.equal((await acme.get("/v1/transfers/T2")).status, 404, "no transfer created");
+    assert.deepEqual(await acme.account("lim"), before, "nothing moved");
+    // Their keys were left unused: within the limit they run.
+    assert.deepEqual([(await move("deposits", "K2", 1_000)).json.balance, (await transfer("T2", 1_000)).json.phase], [2_500, "captured"]);
   });
 });

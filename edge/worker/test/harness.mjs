@@ -23,7 +23,7 @@
 import assert from "node:assert/strict";
 import { fork } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -348,6 +348,35 @@ export class LedgerInstance extends LedgerClient {
     live.delete(next);
     live.add(this);
     return this;
+  }
+  /**
+   * What workerd keeps on disk for the object `name` of the DO binding `binding`, read from the
+   * persist directory rather than asked of the object (which could misreport): `file` (whether
+   * its database exists), `tables` (every table in it) and `alarm` (its scheduled alarm, ms, or
+   * null). workerd makes an empty database file for any object a request reached, a read
+   * included; an object that stored nothing has no table and no alarm.
+   */
+  async onDisk(binding, name) {
+    const { DatabaseSync } = await import("node:sqlite");
+    const config = await readWranglerConfig();
+    const cls = config.durable_objects.bindings.find((b) => b.name === binding).class_name;
+    const dir = path.join(this.opts.persistDir, "do", `${config.name}-${cls}`);
+    const id = (await this.mf.getDurableObjectNamespace(binding)).idFromName(name).toString();
+    const read = (file, sql, ...args) => {
+      const db = new DatabaseSync(path.join(dir, file), { readOnly: true });
+      try {
+        return db.prepare(sql).all(...args);
+      } finally {
+        db.close();
+      }
+    };
+    if (!existsSync(path.join(dir, `${id}.sqlite`))) return { file: false, tables: [], alarm: null };
+    const tables = read(`${id}.sqlite`, "SELECT name FROM sqlite_master WHERE type = 'table'").map((r) => r.name);
+    const hasAlarms = existsSync(path.join(dir, "metadata.sqlite")) &&
+      read("metadata.sqlite", "SELECT 1 FROM sqlite_master WHERE name = '_cf_ALARM'").length > 0;
+    const alarms = hasAlarms ? read("metadata.sqlite", "SELECT scheduled_time FROM _cf_ALARM WHERE actor_id = ?", id) : [];
+    // scheduled_time is in ns.
+    return { file: true, tables, alarm: alarms.length ? Number(alarms[0].scheduled_time) / 1e6 : null };
   }
   /** Run the cron handler once (Fetcher.scheduled on the ledger Worker). */
   async triggerScheduled(cron) {

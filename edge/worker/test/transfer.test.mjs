@@ -7,6 +7,12 @@ import { QueueCapture, assertChain, cleanupAll, startLedger, tempPersistDir, wai
 const TYPE = "https://ledger.example/problems/";
 const tr = (source, destination, amount, currency = "USD") => ({ source, destination, amount, currency });
 
+function assertProblem(r, status, code) {
+  assert.equal(r.status, status, r.text);
+  assert.match(r.headers.get("content-type"), /problem\+json/);
+  assert.deepEqual([r.json?.type, r.json?.status, r.json?.code], [TYPE + code, status, code], r.text);
+}
+
 describe("transfers", () => {
   let led, acme, globex;
   const cap = new QueueCapture();
@@ -92,42 +98,74 @@ describe("transfers", () => {
     assert.deepEqual(cap.eventsFor("transfer", "t.acme.frz-1").map((e) => e.kind), ["created", "reserved", "releasing", "released"]);
   });
 
-  test("bad transfers: same account, unknown accounts, currency mismatch, missing key", async () => {
+  test("bad transfers: same account, missing key; an account not open or in another currency is refused before anything is created", async () => {
     await acme.open("bx");
     await acme.open("by");
     await acme.open("beur", "EUR");
     await acme.deposit("bx", 100, "seed");
+    const bx0 = await acme.account("bx");
     const same = await acme.post("/v1/transfers", tr("bx", "bx", 5), "b1");
     assert.deepEqual([same.status, same.json.type], [422, TYPE + "same_account"]);
     const nokey = await acme.post("/v1/transfers", tr("bx", "by", 5));
     assert.deepEqual([nokey.status, nokey.json.type], [400, TYPE + "missing_idempotency_key"]);
     const zero = await acme.post("/v1/transfers", tr("bx", "by", 0), "b0");
     assert.deepEqual([zero.status, zero.json.type], [422, TYPE + "amount_out_of_range"]);
+    // A typo'd account is a 404 naming its side, not a transfer that fails.
     const nosrc = await acme.post("/v1/transfers", tr("ghost", "by", 5), "b2");
-    assert.deepEqual([nosrc.json.phase, nosrc.json.reason], ["failed", "unknown_account"]);
+    assertProblem(nosrc, 404, "unknown_account");
+    assert.equal(nosrc.json.field, "source");
+    assert.match(nosrc.json.detail, /the source account ghost is not open/);
     const nodst = await acme.post("/v1/transfers", tr("bx", "ghost", 5), "b3");
-    assert.deepEqual([nodst.json.phase, nodst.json.reason], ["released", "unknown_account"]);
-    // The saga's refusals at the account nobody opened are recorded (no account, no event), so a
-    // later delivery of the same step gets the same answer once the account is opened.
+    assertProblem(nodst, 404, "unknown_account");
+    assert.equal(nodst.json.field, "destination");
+    // Nothing was created: no transfer, and no object under the name nobody opened (no table,
+    // no alarm), read from workerd's files rather than asked of the objects.
+    for (const [binding, name] of [["ACCOUNT", "acme.ghost"], ["TRANSFER", "t.acme.b2"], ["TRANSFER", "t.acme.b3"]]) {
+      const disk = await led.onDisk(binding, name);
+      assert.deepEqual([disk.tables, disk.alarm], [[], null], `${binding} ${name}: ${JSON.stringify(disk)}`);
+    }
     const ghost = (await led.admin("GET", "/v1/admin/accounts/acme.ghost/state")).json;
-    assert.deepEqual([ghost.stored, ghost.header, ghost.outbox.last_seq], [true, null, 0]);
+    assert.deepEqual([ghost.stored, ghost.header, ghost.alarm], [false, null, null]);
+    assert.equal((await acme.get("/v1/transfers/b3")).status, 404);
+    // The key was left unused: once the account is opened, the same request runs.
     await acme.open("ghost");
-    const opened = await acme.account("ghost");
-    assert.deepEqual([opened.balance, opened.held], [0, 0]);
     const again = await acme.post("/v1/transfers", tr("bx", "ghost", 5), "b3");
-    assert.deepEqual([again.status, again.json.phase], [200, "released"], "the transfer is terminal");
-    assert.equal((await acme.account("ghost")).balance, 0);
+    assert.deepEqual([again.status, again.json.phase, again.headers.get("idempotent-replayed")], [200, "captured", null], again.text);
+    assert.equal((await acme.account("ghost")).balance, 5);
     const cur = await acme.post("/v1/transfers", tr("bx", "beur", 5), "b4");
-    assert.deepEqual([cur.json.phase, cur.json.reason], ["released", "currency_mismatch"]);
+    assertProblem(cur, 422, "currency_mismatch");
+    assert.deepEqual([cur.json.field, cur.json.account_currency, cur.json.requested_currency], ["destination", "EUR", "USD"]);
     const cur2 = await acme.post("/v1/transfers", tr("bx", "by", 5, "EUR"), "b5");
-    assert.deepEqual([cur2.json.phase, cur2.json.reason], ["failed", "currency_mismatch"]);
+    assertProblem(cur2, 422, "currency_mismatch");
+    assert.deepEqual([cur2.json.field, cur2.json.account_currency, cur2.json.requested_currency], ["source", "USD", "EUR"]);
     // Another tenant's account does not exist under your names.
     await globex.open("theirs");
     const cross = await acme.post("/v1/transfers", tr("bx", "theirs", 5), "b6");
-    assert.deepEqual([cross.json.phase, cross.json.reason], ["released", "unknown_account"]);
+    assertProblem(cross, 404, "unknown_account");
+    assert.equal(cross.json.field, "destination");
+    for (const k of ["b4", "b5", "b6"]) assert.equal((await acme.get(`/v1/transfers/${k}`)).status, 404, k);
+    // Only b3's second request reached the source: one hold and its capture, and no hold or
+    // release on its stream for a refused transfer.
     const s = await acme.account("bx");
-    assert.deepEqual([s.balance, s.held], [100, 0], "nothing moved");
+    assert.deepEqual([s.balance, s.held, s.last_seq], [95, 0, bx0.last_seq + 2]);
     assert.equal((await globex.account("theirs")).balance, 0);
+  });
+
+  test("a key's record answers before the accounts are judged: a replay as before, a reuse naming an unknown account 409", async () => {
+    await acme.open("rp-a");
+    await acme.open("rp-b");
+    await acme.deposit("rp-a", 100, "seed");
+    const r1 = await acme.post("/v1/transfers", tr("rp-a", "rp-b", 10), "rp1");
+    assert.deepEqual([r1.status, r1.json.phase], [200, "captured"], r1.text);
+    const r2 = await acme.post("/v1/transfers", tr("rp-a", "rp-b", 10), "rp1");
+    assert.deepEqual([r2.status, r2.json, r2.headers.get("idempotent-replayed")], [200, r1.json, "true"]);
+    // The same key with a mistyped destination, or in another currency: the key is used, so
+    // its conflict, not the account's 404 or 422 (and no object under the typo).
+    assertProblem(await acme.post("/v1/transfers", tr("rp-a", "rp-typo", 10), "rp1"), 409, "idempotency_conflict");
+    assertProblem(await acme.post("/v1/transfers", tr("rp-a", "rp-b", 10, "EUR"), "rp1"), 409, "idempotency_conflict");
+    assert.deepEqual((await led.onDisk("ACCOUNT", "acme.rp-typo")).tables, []);
+    const [a, b] = [await acme.account("rp-a"), await acme.account("rp-b")];
+    assert.deepEqual([a.balance, b.balance], [90, 10], "one effect");
   });
 });
 
