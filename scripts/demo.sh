@@ -78,7 +78,7 @@ call POST /v1/transfers '{"source":"alice","destination":"bob","amount":9999,"cu
 log "more than alice has: the reserve is refused, the transfer fails cleanly"
 call POST /v1/transfers '{"source":"alice","destination":"bob","amount":500000,"currency":"USD"}' t-2
 
-log "USD into a EUR account: the credit is refused, the hold is released"
+log "USD into a EUR account: refused before anything runs (422 currency_mismatch), nothing stored"
 call POST /v1/transfers '{"source":"alice","destination":"carol","amount":100,"currency":"USD"}' t-3
 
 log "bad input: a negative amount"
