@@ -2649,6 +2649,42 @@ fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
         // The checkpoint keeps the finding, and the entry: a night with
         // nothing new says the same.
         assert_same(2, &night(&root, &ckpt), &full(&root));
+        // A third posting on a later night names the first again; then a
+        // second version of the first posting's row reopens the account,
+        // whose entries are rebuilt from its first event: still the same
+        // as a full proof.
+        let mut third = again.clone();
+        third.seq += 1;
+        third.event_id = ledger_events::event_id(Stream::Account, &first.stream_key, third.seq);
+        third.prev_hash = again.hash.clone();
+        third.occurred_at_ms += 1_000;
+        third.balance_after = again.balance_after.zip(first.amount).map(|(b, a)| b + a);
+        let third = third.seal();
+        deliver(&root, &[&third], "c");
+        let r = night(&root, &ckpt);
+        assert_eq!(
+            r.check("balance_integrity")
+                .findings
+                .iter()
+                .filter(|f| f.code == "entry_posted_twice"
+                    && f.detail.ends_with(&format!("at seq {}", first.seq)))
+                .count(),
+            2,
+            "version {version}: {}",
+            r.summary()
+        );
+        assert_same(3, &r, &full(&root));
+        let mut other = first.clone();
+        other.occurred_at_ms += 1;
+        let other = other.seal();
+        deliver(&root, &[&other], "d");
+        let r = night(&root, &ckpt);
+        assert!(
+            r.incremental.unwrap().streams_reopened >= 1,
+            "{}",
+            r.summary()
+        );
+        assert_same(4, &r, &full(&root));
     }
 }
 
