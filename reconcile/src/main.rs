@@ -13,9 +13,10 @@ use ledger_reconcile::{
 
 /// Proves the ledger's invariants from the event lake alone.
 ///
-/// Reads every Parquet file under LAKE/events/ (account and transfer tables,
-/// all dates, both layers), dedups rows by (event_id, hash) and checks, from
-/// the lake alone:
+/// Reads every lake file under LAKE/events/ (account and transfer tables,
+/// all dates, both layers; a .parquet object not named as a lake file is not
+/// read, and the summary, the report and the metrics name it), dedups rows
+/// by (event_id, hash) and checks, from the lake alone:
 ///
 ///   completeness             per stream: seqs 1..n without gaps, every hash recomputed, every prev_hash link
 ///   conflicting_duplicates   no event id with two different contents (plain duplicates are only counted)

@@ -46,6 +46,18 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decided_by_ms: Option<i64>,
     pub files: usize,
+    /// Objects under `events/` ending in `.parquet` that are not named as
+    /// lake files (`events/TABLE/date=YYYY-MM-DD/{i,c}-<32 hex>.parquet`,
+    /// docs/LAKE.md), every table's, sorted (absent: none). The proof does
+    /// not read them, so the verdicts cover the lake files as named: a file
+    /// of events under another name is not proved. Neither `holds` nor the
+    /// exit code counts them: a stray export beside the lake (a query
+    /// engine's output, a copy made by hand) must not stop the night's proof
+    /// of the lake files, and this list, the summary's `IGNORED` line and
+    /// the metric `reconcile_files_ignored` carry them to whoever reads the
+    /// verdict.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files_ignored: Vec<String>,
     pub stats: ScanStats,
     pub accounts: u64,
     pub transfers: u64,
@@ -183,6 +195,13 @@ impl Report {
             }
             rows(&mut s, "pending: ", &c.pending);
         }
+        if let Some(first) = self.files_ignored.first() {
+            s += &format!(
+                "  IGNORED   {} object(s) under events/ end in .parquet but are not named as lake files \
+                 (docs/LAKE.md), so were not read (the --json report lists them), first: {first}\n",
+                self.files_ignored.len()
+            );
+        }
         for why in &self.not_judged {
             s += &format!(
                 "  NOT JUDGED  what an earlier checkpoint proved, in part: {}\n",
@@ -194,12 +213,25 @@ impl Report {
         } else {
             "verdict: VIOLATED"
         };
+        // What the verdict covers, when it is not all the lake might hold.
+        let (mut covers, mut left) = (Vec::new(), Vec::new());
         if !self.not_judged.is_empty() {
-            s += &format!(
-                " (in the lake as read; {} part(s) of an earlier checkpoint's proof not judged: whether the lake \
-                 still holds those rows is not known)",
+            covers.push("the lake as read");
+            left.push(format!(
+                "{} part(s) of an earlier checkpoint's proof not judged: whether the lake still holds \
+                 those rows is not known",
                 self.not_judged.len()
-            );
+            ));
+        }
+        if !self.files_ignored.is_empty() {
+            covers.push("the lake files as named");
+            left.push(format!(
+                "{} object(s) ending in .parquet beside them not read",
+                self.files_ignored.len()
+            ));
+        }
+        if !left.is_empty() {
+            s += &format!(" (in {}; {})", covers.join(" and "), left.join("; "));
         }
         if let Some(by) = self.decided_by_ms {
             s += &format!(

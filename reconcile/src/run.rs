@@ -628,6 +628,10 @@ struct TableRun {
     inc: Incremental,
     /// The table's files, as listed.
     files: Vec<LakeFileInfo>,
+    /// The `.parquet` objects beside them that are not lake files, when
+    /// this proof listed the table (a resumed run lists every table before
+    /// its proofs: [`Resume::ignored`]).
+    ignored: Vec<String>,
     /// An account stream the pre-proof scan cleared (its old rows chain to
     /// its tail) had a row that does not hash to its recorded hash: its
     /// history's transfers were not pulled back, so only a full proof
@@ -674,8 +678,8 @@ async fn prove_table(
     let handoff = handoff.filter(|_| proof.facts.transfers.is_empty());
     let mut stats = ScanStats::default();
     let mut inc = Incremental::default();
-    let files = match listed {
-        Some(files) => files,
+    let (files, ignored) = match listed {
+        Some(files) => (files, Vec::new()),
         None => listed_warning_ignored(lake, table).await?,
     };
     let new = new_files(&files, prior_files);
@@ -827,6 +831,7 @@ async fn prove_table(
         stats,
         inc,
         files,
+        ignored,
         copies_failed,
         reopened,
     })
@@ -1139,11 +1144,15 @@ fn warn_custody(custody: &Custody) {
     }
 }
 
-/// The lake files of `table`; a warning on stderr names the `.parquet`
-/// objects beside them that are not lake files and so are not proved
-/// ([`Lake::files_and_ignored`]): printed even without progress, since it
-/// says what the verdict does not cover.
-async fn listed_warning_ignored(lake: &Lake, table: Table) -> Result<Vec<LakeFileInfo>, Error> {
+/// The lake files of `table`, and the `.parquet` objects beside them that
+/// are not lake files and so are not proved ([`Lake::files_and_ignored`]),
+/// for the report's `files_ignored`. A warning on stderr names them too:
+/// printed even without progress, since it says what the verdict does not
+/// cover.
+async fn listed_warning_ignored(
+    lake: &Lake,
+    table: Table,
+) -> Result<(Vec<LakeFileInfo>, Vec<String>), Error> {
     let (files, ignored) = lake.files_and_ignored(table).await?;
     if let Some(first) = ignored.first() {
         eprintln!(
@@ -1154,7 +1163,7 @@ async fn listed_warning_ignored(lake: &Lake, table: Table) -> Result<Vec<LakeFil
             ignored.len()
         );
     }
-    Ok(files)
+    Ok((files, ignored))
 }
 
 /// Pulls back from `prior`'s archive every transfer the lake's new files
@@ -1310,16 +1319,20 @@ async fn start(
     // ([`crate::retained`]): the tails found not held before, and every
     // tail of a proof set aside (lost files, or `--full`).
     let owed = std::mem::take(&mut set_aside.as_mut().unwrap_or(&mut prior).owed);
+    // The `.parquet` objects a resumed run's listing below finds not named
+    // as lake files (a full run's tables are listed by their proofs, which
+    // report their own).
+    let mut ignored = Vec::new();
     // A resumed run lists the lake first and accounts for every version it
     // proved that is gone (`custody`): one that compaction did not replace
     // may have taken rows with it, which only a proof of the lake as it is
     // judges.
     let (listed, custody) = if resumed {
-        let listed = [
-            listed_warning_ignored(lake, Table::Account).await?,
-            listed_warning_ignored(lake, Table::Transfer).await?,
-            listed_warning_ignored(lake, Table::Subscription).await?,
-        ];
+        let (a, a_ignored) = listed_warning_ignored(lake, Table::Account).await?;
+        let (t, t_ignored) = listed_warning_ignored(lake, Table::Transfer).await?;
+        let (s, s_ignored) = listed_warning_ignored(lake, Table::Subscription).await?;
+        ignored = [a_ignored, t_ignored, s_ignored].concat();
+        let listed = [a, t, s];
         let custody = crate::custody::check(
             lake,
             &prior.files,
@@ -1385,6 +1398,7 @@ async fn start(
         transfer_files,
         subscription_files,
         custody: &custody,
+        ignored: &ignored,
         cleared: cleared.as_ref(),
         owing,
     };
@@ -1406,6 +1420,7 @@ async fn start(
         transfer_files: listed.1,
         subscription_files: listed.2,
         custody: &custody,
+        ignored: &ignored,
         cleared: None,
         owing,
     };
@@ -1426,6 +1441,10 @@ struct Resume<'a> {
     subscription_files: Option<Vec<LakeFileInfo>>,
     /// What became of the files the checkpoint proved.
     custody: &'a Custody,
+    /// The `.parquet` objects not named as lake files, found when the
+    /// tables were listed before the proofs (a table listed by its own
+    /// proof reports them in [`TableRun::ignored`]).
+    ignored: &'a [String],
     /// See [`RunCtx::cleared`].
     cleared: Option<&'a HashSet<String>>,
     /// The proved tails the lake must still hold.
@@ -1449,6 +1468,7 @@ async fn prove_resumed(
         transfer_files,
         subscription_files,
         custody,
+        ignored,
         cleared,
         owing,
     } = resume;
@@ -1569,14 +1589,14 @@ async fn prove_resumed(
                     None,
                 )
                 .await?;
-                Ok((t.stats, t.inc, t.files, t.reopened, s))
+                Ok((t.stats, t.inc, t.files, t.ignored, t.reopened, s))
             })
         });
         (a.join(), x.join())
     });
     let panicked = |_| Error::Scan("a table's proof panicked".into());
     let (ra, helped, upper) = ra.map_err(panicked)??;
-    let (xstats, xinc, xfiles, xreopened, mut rs) = rx.map_err(panicked)??;
+    let (xstats, xinc, xfiles, xignored, xreopened, mut rs) = rx.map_err(panicked)??;
     if ra.copies_failed {
         return Ok(None);
     }
@@ -1599,6 +1619,16 @@ async fn prove_resumed(
         inc.rows_already_proved += i.rows_already_proved;
     }
     let listed: Vec<LakeFileInfo> = ra.files.into_iter().chain(xfiles).chain(rs.files).collect();
+    // Each table was listed once, by its proof or before the proofs
+    // (resumed), so no object is named twice.
+    let mut files_ignored: Vec<String> = ignored
+        .iter()
+        .cloned()
+        .chain(ra.ignored)
+        .chain(xignored)
+        .chain(rs.ignored)
+        .collect();
+    files_ignored.sort();
     let all_files: std::collections::BTreeMap<String, String> =
         listed.iter().map(|f| (f.key.clone(), f.stamp())).collect();
     if all_files.is_empty() {
@@ -1780,6 +1810,7 @@ async fn prove_resumed(
             .max()
             .map(|t| t.saturating_add(opts.settle_ms)),
         files: all_files.len(),
+        files_ignored,
         stats,
         accounts: f.currencies.values().map(|c| c.accounts).sum(),
         transfers: f.transfers.len() as u64 + archive.live,

@@ -2597,8 +2597,7 @@ fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
             .clone();
         let last = events
             .iter()
-            .filter(|e| e.stream_key == first.stream_key)
-            .next_back()
+            .rfind(|e| e.stream_key == first.stream_key)
             .unwrap();
         let mut again = Event::new(
             Stream::Account,

@@ -9,7 +9,10 @@
 //! - `--alert-webhook` against a local HTTP server: new violations only,
 //!   state advanced only after delivery, retries then exit 2 on a 500;
 //! - `--sweep-url` against a local HTTP server: chunks of 100, the admin key
-//!   from the environment, exit 2 with the status and body on a refusal.
+//!   from the environment, exit 2 with the status and body on a refusal;
+//! - `.parquet` objects under events/ not named as lake files: listed in the
+//!   report, counted in the metrics and named in the summary, full runs and
+//!   resumed ones alike, the exit code the lake files' verdict.
 
 mod common;
 
@@ -1092,4 +1095,149 @@ fn the_dangling_list_is_published_into_the_lake_for_the_sweeper() {
     );
     let (_, all) = report.dangling_document(NOW_MS, 1 << 20);
     assert_eq!(all, 150, "everything fits in the sweeper's 1 MiB");
+}
+
+// ---- objects under events/ the proof does not read ----
+
+/// Puts a copy of the first lake file of `table` beside it under a name
+/// that is not a lake file's (an export, a copy made by hand): it holds
+/// events, but the proof does not read it. Returns its key.
+fn misnamed_copy(dir: &Path, table: &str) -> String {
+    let real = common::files_under(dir, &format!("events/{table}")).swap_remove(0);
+    let key = format!("{}/part-0.parquet", real.rsplit_once('/').unwrap().0);
+    std::fs::copy(dir.join(&real), dir.join(&key)).unwrap();
+    key
+}
+
+/// What a run of `reconcile LAKE --json --metrics ARGS…` says of the
+/// objects it did not read: the run, its JSON report, the metric
+/// `reconcile_files_ignored`, and the summary's `IGNORED` and verdict lines.
+struct Ignored {
+    run: Run,
+    report: serde_json::Value,
+    metric: String,
+    lines: Vec<String>,
+}
+
+fn ignored(dir: &Path, args: &[&str]) -> Ignored {
+    let out = tempfile::tempdir().unwrap();
+    let (json, prom) = (out.path().join("r.json"), out.path().join("m.prom"));
+    let mut all = vec![s(dir), "--quiet", "--json", s(&json), "--metrics", s(&prom)];
+    all.extend(args);
+    let run = run_bin(&all, &[]);
+    let report = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let metric = std::fs::read_to_string(&prom)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("reconcile_files_ignored "))
+        .unwrap_or_else(|| panic!("no reconcile_files_ignored in {}", prom.display()))
+        .to_owned();
+    let lines = run
+        .stdout
+        .lines()
+        .filter(|l| l.contains("IGNORED") || l.starts_with("verdict"))
+        .map(str::to_owned)
+        .collect();
+    Ignored {
+        run,
+        report,
+        metric,
+        lines,
+    }
+}
+
+/// A `.parquet` object under events/ that is not named as a lake file is
+/// not read: the JSON report lists it, the metric counts it, the summary
+/// names it and says the verdict covers the lake files as named; the exit
+/// code stays the lake files' verdict (0 or 1).
+#[test]
+fn objects_not_named_as_lake_files_are_listed_counted_and_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    clean_lake(&dir);
+    let clean = ignored(&dir, &[]);
+    assert_eq!(clean.run.code, 0, "{}", clean.run.stderr);
+    assert!(
+        clean.report.get("files_ignored").is_none(),
+        "{}",
+        clean.report
+    );
+    assert_eq!(clean.metric, "0");
+    assert_eq!(clean.lines, ["verdict: every invariant holds"]);
+
+    // Copies of real lake files, so each holds events: one per table.
+    let t = misnamed_copy(&dir, "transfer");
+    let a = misnamed_copy(&dir, "account");
+    let got = ignored(&dir, &[]);
+    assert_eq!(got.run.code, 0, "{}\n{}", got.run.stdout, got.run.stderr);
+    assert_eq!(got.report["files_ignored"], serde_json::json!([a, t]));
+    assert_eq!(got.metric, "2");
+    assert_eq!(got.lines.len(), 2, "{:?}", got.lines);
+    assert!(
+        got.lines[0].contains("IGNORED   2 object(s)") && got.lines[0].ends_with(&a),
+        "{:?}",
+        got.lines
+    );
+    assert_eq!(
+        got.lines[1],
+        "verdict: every invariant holds (in the lake files as named; \
+         2 object(s) ending in .parquet beside them not read)"
+    );
+    // Not read indeed: the same files and rows as without them.
+    for member in ["files", "stats"] {
+        assert_eq!(got.report[member], clean.report[member], "{member}");
+    }
+
+    // A violated lake stays exit 1, and still lists them.
+    let bad = corrupted_lake(tmp.path(), &[Class::Overdraft]);
+    let a = misnamed_copy(&bad, "account");
+    let got = ignored(&bad, &[]);
+    assert_eq!(got.run.code, 1, "{}\n{}", got.run.stdout, got.run.stderr);
+    assert_eq!(got.report["files_ignored"], serde_json::json!([a]));
+    assert_eq!(got.metric, "1");
+    assert_eq!(
+        got.lines.last().unwrap(),
+        "verdict: VIOLATED (in the lake files as named; 1 object(s) ending in .parquet beside them not read)"
+    );
+}
+
+/// A run resumed from a checkpoint lists the tables before its proofs, and
+/// a `--full` run past a checkpoint proves from the first event: each lists
+/// the objects it did not read, as a run without a checkpoint does.
+#[test]
+fn resumed_and_full_runs_past_a_checkpoint_list_them_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    clean_lake(&dir);
+    let a = misnamed_copy(&dir, "account");
+    let ckpt = tmp.path().join("ckpt");
+    let ck = s(&ckpt);
+    for (args, resumed) in [
+        (&["--checkpoint", ck][..], false),
+        (&["--checkpoint", ck][..], true),
+        (&["--checkpoint", ck, "--full"][..], false),
+    ] {
+        let got = ignored(&dir, args);
+        let args = format!("{args:?} (resumed: {resumed})");
+        assert_eq!(got.run.code, 0, "{args}: {}", got.run.stderr);
+        assert_eq!(
+            got.report.get("incremental").is_some(),
+            resumed,
+            "{args}: {}",
+            got.report
+        );
+        assert_eq!(
+            got.report["files_ignored"],
+            serde_json::json!([a]),
+            "{args}"
+        );
+        assert_eq!(got.metric, "1", "{args}");
+        assert!(
+            got.lines.len() == 2
+                && got.lines[0].ends_with(&a)
+                && got.lines[1].contains("in the lake files as named"),
+            "{args}: {:?}",
+            got.lines
+        );
+    }
 }

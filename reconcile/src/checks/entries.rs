@@ -129,7 +129,7 @@ impl EntryIds {
 
 /// Sorts `v` whose first `old` and the rest are each sorted by their first
 /// field, merging from the back in place.
-fn merge_tail(v: &mut Vec<(u64, u64)>, old: usize) {
+fn merge_tail(v: &mut [(u64, u64)], old: usize) {
     let new: Vec<(u64, u64)> = v[old..].to_vec();
     let (mut i, mut j, mut k) = (old, new.len(), v.len());
     while j > 0 {

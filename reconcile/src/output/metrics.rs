@@ -168,6 +168,11 @@ pub fn render(report: &Report, wall_clock_ms: i64, outputs_failed: usize) -> Str
         report.files,
     );
     t.single(
+        "reconcile_files_ignored",
+        "Objects under events/ ending in .parquet that the last run did not read because they are not named as lake files (events/TABLE/date=YYYY-MM-DD/{i,c}-<32 hex>.parquet; the report's files_ignored): the verdict does not cover them, and a misnamed file of events is not proved; alert on any.",
+        report.files_ignored.len(),
+    );
+    t.single(
         "reconcile_streams",
         "Event streams (accounts, transfers) on the last run.",
         report.stats.streams,
@@ -252,6 +257,7 @@ mod tests {
             pending: 0,
             decided_by_ms: None,
             files: 2,
+            files_ignored: Vec::new(),
             stats: Default::default(),
             accounts: 0,
             transfers: 0,
@@ -305,6 +311,12 @@ mod tests {
                 "reconcile_checkpoint_parts_not_judged"
             ),
             "2"
+        );
+        assert_eq!(value(&full, "reconcile_files_ignored"), "0");
+        report.files_ignored = vec!["events/account/date=2026-01-01/part-0.parquet".into()];
+        assert_eq!(
+            value(&render(&report, 0, 0), "reconcile_files_ignored"),
+            "1"
         );
         // A check whose findings rest on young absent rows: pending, held.
         use crate::finding::{CheckResult, Finding, Settle};
