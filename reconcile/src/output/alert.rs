@@ -336,6 +336,7 @@ mod tests {
                 pending: pending.iter().map(|f| (*f).clone()).collect(),
             }],
             not_judged: Vec::new(),
+            files_ignored: Vec::new(),
         }
     }
 
