@@ -113,6 +113,31 @@ pub struct Incremental {
 }
 
 impl Report {
+    /// A report of a run that read `files` files and found nothing, for
+    /// the outputs' unit tests.
+    #[cfg(test)]
+    pub(crate) fn empty(files: usize) -> Report {
+        Report {
+            version: REPORT_VERSION,
+            lake: "lake".into(),
+            now_ms: 0,
+            settle_ms: 0,
+            holds: true,
+            pending: 0,
+            decided_by_ms: None,
+            files,
+            files_ignored: Vec::new(),
+            stats: Default::default(),
+            accounts: 0,
+            transfers: 0,
+            elapsed_ms: 0,
+            dangling: Vec::new(),
+            incremental: None,
+            checks: Vec::new(),
+            not_judged: Vec::new(),
+        }
+    }
+
     pub fn check(&self, name: &str) -> &CheckResult {
         self.checks
             .iter()

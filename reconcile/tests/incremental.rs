@@ -804,10 +804,20 @@ fn a_stream_in_the_wrong_table_is_one_finding_however_many_nights_bring_its_rows
             write_object(&root, &moved, &bytes).unwrap();
         }
     };
-    misplace(&mine[..2], "m1");
-    let first = night(&root, &ckpt);
-    misplace(&mine[2..], "m2");
-    let second = night(&root, &ckpt);
+    one_wrong_table_over_two_nights(&root, &ckpt, |night| match night {
+        0 => misplace(&mine[..2], "m1"),
+        _ => misplace(&mine[2..], "m2"),
+    });
+}
+
+/// Two nights, each after `bring(night)` put rows of one stream in the
+/// wrong table: the stream is one `wrong_table` finding on each night's
+/// report (found on the first, kept by the second), as `--full` says.
+fn one_wrong_table_over_two_nights(root: &Path, ckpt: &Path, mut bring: impl FnMut(usize)) {
+    bring(0);
+    let first = night(root, ckpt);
+    bring(1);
+    let second = night(root, ckpt);
     let wrong = |r: &Report| {
         r.checks[0]
             .findings
@@ -821,7 +831,7 @@ fn a_stream_in_the_wrong_table_is_one_finding_however_many_nights_bring_its_rows
         "{}",
         verdicts(&second)
     );
-    assert_same(2, &second, &full(&root));
+    assert_same(2, &second, &full(root));
 }
 
 #[test]
@@ -2716,24 +2726,7 @@ fn a_stream_of_seq_0_rows_in_the_wrong_table_is_one_finding_however_many_nights_
             write_object(&root, &moved, &f.bytes).unwrap();
         }
     };
-    misplace(1);
-    let first = night(&root, &ckpt);
-    misplace(2);
-    let second = night(&root, &ckpt);
-    let wrong = |r: &Report| {
-        r.checks[0]
-            .findings
-            .iter()
-            .filter(|f| f.code == "wrong_table")
-            .count()
-    };
-    assert_eq!(
-        (wrong(&first), wrong(&second)),
-        (1, 1),
-        "{}",
-        verdicts(&second)
-    );
-    assert_same(2, &second, &full(&root));
+    one_wrong_table_over_two_nights(&root, &ckpt, |night| misplace(night as i64 + 1));
 }
 
 #[test]

@@ -307,25 +307,13 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
 mod tests {
     use super::*;
     use crate::finding::{CheckResult, Finding};
-    use crate::report::REPORT_VERSION;
 
     /// A report whose one check has `violated` and `pending` findings.
     fn report(violated: &[&Finding], pending: &[&Finding]) -> Report {
         Report {
-            version: REPORT_VERSION,
-            lake: "lake".into(),
-            now_ms: 0,
             settle_ms: 600_000,
             holds: violated.is_empty(),
             pending: pending.len(),
-            decided_by_ms: None,
-            files: 1,
-            stats: Default::default(),
-            accounts: 0,
-            transfers: 0,
-            elapsed_ms: 0,
-            dangling: Vec::new(),
-            incremental: None,
             checks: vec![CheckResult {
                 name: "completeness",
                 invariant: "lake",
@@ -335,8 +323,7 @@ mod tests {
                 findings: violated.iter().map(|f| (*f).clone()).collect(),
                 pending: pending.iter().map(|f| (*f).clone()).collect(),
             }],
-            not_judged: Vec::new(),
-            files_ignored: Vec::new(),
+            ..Report::empty(1)
         }
     }
 

@@ -247,26 +247,8 @@ mod tests {
 
     #[test]
     fn a_resumed_run_says_what_it_read_and_a_full_run_is_zeros() {
-        use crate::report::{Incremental, REPORT_VERSION};
-        let mut report = Report {
-            version: REPORT_VERSION,
-            lake: "lake".into(),
-            now_ms: 0,
-            settle_ms: 0,
-            holds: true,
-            pending: 0,
-            decided_by_ms: None,
-            files: 2,
-            files_ignored: Vec::new(),
-            stats: Default::default(),
-            accounts: 0,
-            transfers: 0,
-            elapsed_ms: 0,
-            dangling: Vec::new(),
-            incremental: None,
-            checks: Vec::new(),
-            not_judged: Vec::new(),
-        };
+        use crate::report::Incremental;
+        let mut report = Report::empty(2);
         let value = |text: &str, name: &str| -> String {
             let lines: Vec<&str> = text
                 .lines()
