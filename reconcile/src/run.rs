@@ -303,6 +303,16 @@ impl Proof {
     /// Takes in the streams `other` proved for this table on another
     /// thread (with its own names).
     fn absorb(&mut self, other: Proof) {
+        // Account streams are folded by one proof (the account table's):
+        // entry ids fingerprinted under another key would never meet.
+        debug_assert!(
+            other.facts.entry_key == self.facts.entry_key
+                || other
+                    .streams
+                    .values()
+                    .all(|st| st.account.as_ref().is_none_or(|a| a.entries.is_empty())),
+            "account entries absorbed from a proof under another key"
+        );
         self.facts.absorb_transfers(other.facts);
         self.streams.extend(other.streams);
         self.findings.extend(other.findings);

@@ -560,13 +560,20 @@ fn one_date_at_a_time_is_the_same_proof_as_merging_every_date() {
     // lake, and a tampered file is unreadable to it).
     let bad = tmp.path().join("bad");
     copy_lake(&clean, &bad).unwrap();
+    // A deposit posted again at its stream's end: the first posting in an
+    // early date, the second in the last (each date proved apart).
+    let mut twice = None;
     for class in [
         Class::Overdraft,
         Class::Nonconservation,
         Class::Leaked,
+        Class::EntryTwice,
         Class::Tamper,
     ] {
-        inject(&bad, class, NOW_MS).unwrap();
+        let injected = inject(&bad, class, NOW_MS).unwrap();
+        if class == Class::EntryTwice {
+            twice = injected.expected[0].event_id.clone();
+        }
     }
 
     for dir in [&clean, &late, &bad] {
@@ -578,6 +585,16 @@ fn one_date_at_a_time_is_the_same_proof_as_merging_every_date() {
             dir.display()
         );
     }
+    let found = run_with(&bad, true, false, true);
+    let entries: Vec<&serde_json::Value> = found["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["findings"].as_array().unwrap())
+        .filter(|f| f["code"] == "entry_posted_twice")
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!(entries[0]["event_id"].as_str(), twice.as_deref());
     let stats = |dir: &Path| run_with(dir, true, false, true)["stats"].clone();
     let extra = stats(&late)["plain_duplicates"].as_u64().unwrap()
         - stats(&clean)["plain_duplicates"].as_u64().unwrap();
