@@ -101,46 +101,47 @@ impl EntryIds {
         // Stable: the postings of one fingerprint stay in seq order, so the
         // first of them is the one kept.
         batch.sort_by_key(|p| p.fp);
-        let old = self.0.len();
+        // `batch` keeps, in fingerprint order, the first posting of each
+        // fingerprint not kept before: merged in from the back, in place.
+        let mut kept = 0;
         let mut first: Option<(u64, u64)> = None;
-        for p in batch.drain(..) {
+        for r in 0..batch.len() {
+            let p = batch[r];
             match first {
                 Some((fp, seq)) if fp == p.fp => twice.push((p, seq)),
                 _ => {
-                    let before = self.0[..old]
+                    let before = self
+                        .0
                         .binary_search_by_key(&p.fp, |e| e.0)
                         .ok()
                         .map(|i| self.0[i].1);
                     match before {
                         Some(seq) => twice.push((p, seq)),
-                        None => self.0.push((p.fp, p.seq)),
+                        None => {
+                            batch[kept] = p;
+                            kept += 1;
+                        }
                     }
                     first = Some((p.fp, before.unwrap_or(p.seq)));
                 }
             }
         }
-        if self.0.len() > old {
-            merge_tail(&mut self.0, old);
+        let (mut i, mut j) = (self.0.len(), kept);
+        self.0.resize(i + kept, (0, 0));
+        let mut k = self.0.len();
+        while j > 0 {
+            k -= 1;
+            if i > 0 && self.0[i - 1].0 > batch[j - 1].fp {
+                self.0[k] = self.0[i - 1];
+                i -= 1;
+            } else {
+                self.0[k] = (batch[j - 1].fp, batch[j - 1].seq);
+                j -= 1;
+            }
         }
+        batch.clear();
         twice.sort_by_key(|(p, _)| p.seq);
         twice
-    }
-}
-
-/// Sorts `v` whose first `old` and the rest are each sorted by their first
-/// field, merging from the back in place.
-fn merge_tail(v: &mut [(u64, u64)], old: usize) {
-    let new: Vec<(u64, u64)> = v[old..].to_vec();
-    let (mut i, mut j, mut k) = (old, new.len(), v.len());
-    while j > 0 {
-        k -= 1;
-        if i > 0 && v[i - 1].0 > new[j - 1].0 {
-            v[k] = v[i - 1];
-            i -= 1;
-        } else {
-            v[k] = new[j - 1];
-            j -= 1;
-        }
     }
 }
 
