@@ -8,7 +8,8 @@
 //! - amounts are JSON integers (no fraction, no exponent, no string) in
 //!   `1..=Limits::amount_max` minor units, the configured maximum applied to a
 //!   new operation only, once its key is found unused ([`Limits::before_lookup`]);
-//!   an overdraft limit is `0..=amount_max`;
+//!   an overdraft limit is `0..=AMOUNT_MINOR_MAX` (the core's bound, not the
+//!   configured maximum of one operation);
 //! - currencies are active upper-case ISO 4217 codes;
 //! - account ids are client keys (`[A-Za-z0-9._-]`), at most 64 bytes once
 //!   namespaced as `{tenant}.{id}`.

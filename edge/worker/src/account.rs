@@ -560,6 +560,7 @@ impl AccountDO {
                     "outbox": outbox::OutboxStats::default(),
                     "alarm": storage.get_alarm().await?,
                     "alarm_runs": 0,
+                    "alarm_heals": 0,
                     "delayed_commands": 0,
                     "stored": false,
                 });
@@ -569,19 +570,38 @@ impl AccountDO {
                 crate::json_text(200, json!({ "header": null, "entries": [] }).to_string())
             }
             (Method::Get, "/state") => {
+                #[derive(Deserialize)]
+                struct Q {
+                    heal: Option<String>,
+                }
+                let heal = req.query::<Q>().ok().and_then(|q| q.heal).as_deref() == Some("1");
                 let sql = storage.sql();
                 let stats = outbox::stats(&sql)?;
-                // The alarm as found; a read arms none. Unsent rows with no alarm behind them
-                // are a bug in the writers (every command arms the safety net before it
-                // writes, an alarm handler re-arms while rows wait): the state is what
-                // operators and the tests' drain checks measure, and a read that armed a
-                // missing alarm before reporting it would hide that bug from both. The next
-                // command to the account arms one again.
+                // The alarm as found: unsent rows with no alarm behind them are a lost alarm
+                // (an alarm handler that failed before it re-armed, past the platform's
+                // retries), which operators and the tests' drain checks must see, so the
+                // admin read reports it and arms nothing. The gateway's reads (`heal=1`: a
+                // balance, a statement, the accounts a transfer names) re-arm it and count
+                // the heal (`alarm_heals`, to alert on): an idle account's events are not
+                // left waiting for its next write. Any command re-arms it too.
+                let alarm = storage.get_alarm().await?;
+                let mut heals = kv_i64(&sql, "alarm.heals")?.unwrap_or(0);
+                if heal && stats.pending > 0 && alarm.is_none() {
+                    outbox::set_alarm_at(&storage, now_ms()).await?;
+                    heals += 1;
+                    kv_set(&sql, "alarm.heals", V::from(heals))?;
+                    worker::console_error!(
+                        "account {}: {} unsent outbox row(s) had no alarm behind them; re-armed (heal {heals})",
+                        req.headers().get("x-ledger-name")?.unwrap_or_default(),
+                        stats.pending
+                    );
+                }
                 let body = json!({
                     "header": load_header(&sql)?,
                     "outbox": stats,
-                    "alarm": storage.get_alarm().await?,
+                    "alarm": alarm,
                     "alarm_runs": kv_i64(&sql, "alarm.runs")?.unwrap_or(0),
+                    "alarm_heals": heals,
                     "delayed_commands": kv_i64(&sql, "fault.delayed_commands")?.unwrap_or(0),
                     "stored": true,
                 });

@@ -259,6 +259,9 @@ describe("account API", () => {
     await acme.open("corrupt");
     await acme.open("corrupt-peer");
     await acme.deposit("corrupt", 7, "c1");
+    const paid = { source: "corrupt", destination: "corrupt-peer", amount: 3, currency: "USD" };
+    const first = await acme.post("/v1/transfers", paid, "c0");
+    assert.deepEqual([first.status, first.json.phase], [200, "captured"], first.text);
     const f = await led.admin("POST", "/v1/admin/accounts/acme.corrupt/faults", { corrupt_header: true });
     assert.equal(f.status, 200, f.text);
     // A stored value the object cannot decode fails every read and command alike.
@@ -270,8 +273,16 @@ describe("account API", () => {
     assertProblem(t, 500, "internal");
     assert.doesNotMatch(t.json.detail, /did not answer/);
     assert.equal((await acme.get("/v1/transfers/c3")).status, 404, "no transfer admitted");
+    // The retry of a transfer admitted before answers its record: it does not depend on its
+    // accounts answering now.
+    const retry = await acme.post("/v1/transfers", paid, "c0");
+    assert.deepEqual(
+      [retry.status, retry.json.phase, retry.headers.get("idempotent-replayed")],
+      [200, "captured", "true"],
+      retry.text,
+    );
     // A failed write is still a failed call: 503, retry (the rollback test above).
-    assert.equal((await acme.account("corrupt-peer")).balance, 0);
+    assert.equal((await acme.account("corrupt-peer")).balance, 3);
   });
 
   test("state survives dispose() + a new runtime on the same directory", async () => {

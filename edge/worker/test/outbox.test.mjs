@@ -130,7 +130,7 @@ describe("outbox", () => {
     assert.deepEqual([s.outbox.fail_streak, s.outbox.last_error, s.outbox.sent], [0, null, 2]);
   });
 
-  test("a lost alarm is reported as lost: reading the state does not re-arm it; the next command does", async () => {
+  test("a lost alarm is reported as lost by the admin read; a client's read re-arms it and counts the heal", async () => {
     // The state is what the tests' drain checks measure: a read that armed a missing alarm
     // before reporting it would hide exactly the bug those checks exist to catch.
     const cap = new QueueCapture();
@@ -153,13 +153,22 @@ describe("outbox", () => {
       const s = await state(led, "acme.lost");
       assert.deepEqual([s.outbox.pending, s.alarm], [1, null], `read ${i + 1}: unsent rows with no alarm behind them`);
     }
-    // Sends work again. The next command, even a replay that writes nothing, arms the safety
-    // net before it writes, and the row goes out.
+    assert.equal((await state(led, "acme.lost")).alarm_heals, 0);
+    // Sends work again. A client reading the balance (no command, nothing written to the
+    // ledger) re-arms the lost alarm, counted, and the row goes out: an idle account's events
+    // do not wait for its next write.
     await faults(led, "acme.lost", { fail_sends: 0 });
+    const read = await acme.get("/v1/accounts/lost");
+    assert.equal(read.status, 200, read.text);
+    await cap.waitForEvents((all) => all.some((e) => e.event_id === "account:acme.lost:2"), { timeout: 10_000 });
+    const healed = await waitFor(async () => {
+      const s = await state(led, "acme.lost");
+      return s.outbox.pending === 0 && s;
+    });
+    assert.equal(healed.alarm_heals, 1);
+    // A replay, which writes nothing, also arms the safety net before it writes.
     const replay = await acme.post("/v1/accounts/lost/deposits", { amount: 7, currency: "USD" }, "k1");
     assert.deepEqual([replay.status, replay.headers.get("idempotent-replayed")], [200, "true"], replay.text);
-    await cap.waitForEvents((all) => all.some((e) => e.event_id === "account:acme.lost:2"), { timeout: 10_000 });
-    await waitFor(async () => (await state(led, "acme.lost")).outbox.pending === 0);
   });
 
   test("an undrained outbox is delivered by the alarm after dispose() + restart", async () => {
