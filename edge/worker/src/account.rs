@@ -11,7 +11,7 @@
 //! except a transfer's reserve, credit or release, whose refusal is recorded (the core's
 //! `unknown_account`: another delivery of the step may land once the account is opened). A
 //! client cannot reach that recording by naming accounts at random: the gateway reads both
-//! accounts of a transfer before it admits it (`GET /state`, which stores nothing) and refuses
+//! accounts of a transfer before it admits it (`GET /header`, which stores nothing) and refuses
 //! one nobody opened with a 404, and an account once open stays open. So a saga step meets an
 //! unopened account only for a transfer admitted before that check existed; the recording
 //! stays, as the saga's own guarantee rather than one borrowed from the gateway.
@@ -26,8 +26,10 @@
 //!   invariant, a stored value the object cannot read: `crate::bug`), which a retry would meet
 //!   again; any other failure throws, and its caller sees no answer.
 //! - `GET /state` → `{"header": AccountHeader|null, "outbox": stats, "alarm": ms|null,
-//!   "alarm_runs", "delayed_commands", "stored"}`: read only; `alarm` as found (a read arms
-//!   none, so a lost alarm shows).
+//!   "alarm_runs", "alarm_heals", "delayed_commands", "stored"}` (the admin read): read only;
+//!   `alarm` as found (this read arms none, so a lost alarm shows).
+//! - `GET /header` → `{"header": AccountHeader|null}` (the gateway's read): re-arms an alarm
+//!   lost behind unsent rows, counted in `alarm_heals`; stores nothing for a name nobody opened.
 //! - `GET /entries?after_seq=&limit=` → `{"header": ..., "entries": [Entry...]}` in seq order.
 //! - `POST /_admin/faults {"fail_sends"?: n, "fail_commands"?: n, "fail_after_write"?: n,
 //!   "fail_after_commit"?: n, "delay_commands_ms"?: ms, "drop_alarm"?: bool,
@@ -566,46 +568,46 @@ impl AccountDO {
                 });
                 crate::json_text(200, body.to_string())
             }
+            (Method::Get, "/header") if !self.tables.exist(&storage.sql())? => {
+                crate::json_text(200, json!({ "header": null }).to_string())
+            }
             (Method::Get, "/entries") if !self.tables.exist(&storage.sql())? => {
                 crate::json_text(200, json!({ "header": null, "entries": [] }).to_string())
             }
             (Method::Get, "/state") => {
-                #[derive(Deserialize)]
-                struct Q {
-                    heal: Option<String>,
-                }
-                let heal = req.query::<Q>().ok().and_then(|q| q.heal).as_deref() == Some("1");
                 let sql = storage.sql();
-                let stats = outbox::stats(&sql)?;
-                // The alarm as found: unsent rows with no alarm behind them are a lost alarm
-                // (an alarm handler that failed before it re-armed, past the platform's
-                // retries), which operators and the tests' drain checks must see, so the
-                // admin read reports it and arms nothing. The gateway's reads (`heal=1`: a
-                // balance, a statement, the accounts a transfer names) re-arm it and count
-                // the heal (`alarm_heals`, to alert on): an idle account's events are not
-                // left waiting for its next write. Any command re-arms it too.
-                let alarm = storage.get_alarm().await?;
-                let mut heals = kv_i64(&sql, "alarm.heals")?.unwrap_or(0);
-                if heal && stats.pending > 0 && alarm.is_none() {
-                    outbox::set_alarm_at(&storage, now_ms()).await?;
-                    heals += 1;
-                    kv_set(&sql, "alarm.heals", V::from(heals))?;
-                    worker::console_error!(
-                        "account {}: {} unsent outbox row(s) had no alarm behind them; re-armed (heal {heals})",
-                        req.headers().get("x-ledger-name")?.unwrap_or_default(),
-                        stats.pending
-                    );
-                }
+                // The alarm as found, and this read arms none: unsent rows with no alarm
+                // behind them are a lost alarm (an alarm handler that failed before it
+                // re-armed, past the platform's retries), which operators and the tests' drain
+                // checks must see. The gateway's reads (`/header`) re-arm one.
                 let body = json!({
                     "header": load_header(&sql)?,
-                    "outbox": stats,
-                    "alarm": alarm,
+                    "outbox": outbox::stats(&sql)?,
+                    "alarm": storage.get_alarm().await?,
                     "alarm_runs": kv_i64(&sql, "alarm.runs")?.unwrap_or(0),
-                    "alarm_heals": heals,
+                    "alarm_heals": kv_i64(&sql, "alarm.heals")?.unwrap_or(0),
                     "delayed_commands": kv_i64(&sql, "fault.delayed_commands")?.unwrap_or(0),
                     "stored": true,
                 });
                 crate::json_text(200, body.to_string())
+            }
+            (Method::Get, "/header") => {
+                // The gateway's read of an account (a balance, the accounts a transfer names):
+                // the header alone, two indexed reads, not the outbox figures. It re-arms an
+                // alarm lost behind unsent rows and counts the heal (`alarm_heals`, to alert
+                // on): an idle account's events are not left waiting for its next write. Any
+                // command re-arms it too.
+                let sql = storage.sql();
+                if outbox::has_unsent(&sql)? && storage.get_alarm().await?.is_none() {
+                    outbox::set_alarm_at(&storage, now_ms()).await?;
+                    let heals = kv_i64(&sql, "alarm.heals")?.unwrap_or(0) + 1;
+                    kv_set(&sql, "alarm.heals", V::from(heals))?;
+                    worker::console_error!(
+                        "account {}: unsent outbox rows had no alarm behind them; re-armed (heal {heals})",
+                        req.headers().get("x-ledger-name")?.unwrap_or_default()
+                    );
+                }
+                crate::json_text(200, json!({ "header": load_header(&sql)? }).to_string())
             }
             (Method::Get, "/entries") => {
                 #[derive(Deserialize)]

@@ -285,23 +285,22 @@ async fn account_cmd_within(
     Ok((outcome, decision))
 }
 
-/// An account's header, `None` if nobody opened it. `GET /state` of an object nothing was
-/// written to reads (its schema, its alarm) and writes nothing, so reading any name stores
-/// nothing.
+/// An account's header, `None` if nobody opened it. `GET /header` of an object nothing was
+/// written to reads its schema and writes nothing, so reading any name stores nothing.
 async fn account_header_opt(env: &Env, name: &str) -> Api<Option<AccountHeader>> {
-    // `heal`: the gateway's reads re-arm an alarm lost behind unsent rows (counted); the
-    // admin read of the state reports it as found.
-    let (status, text) = call_do_text(env, "ACCOUNT", name, Method::Get, "/state?heal=1", None)
+    // `/header`: the header alone (not the outbox figures `/state` counts), and it re-arms an
+    // alarm lost behind unsent rows, counted; the admin read of the state reports it as found.
+    let (status, text) = call_do_text(env, "ACCOUNT", name, Method::Get, "/header", None)
         .await
-        .map_err(|e| internal("account state", e))?;
+        .map_err(|e| internal("account header", e))?;
     if status != 200 {
-        return Err(object_failed("account state", status, &text));
+        return Err(object_failed("account header", status, &text));
     }
     #[derive(serde::Deserialize)]
     struct S {
         header: Option<AccountHeader>,
     }
-    let s: S = serde_json::from_str(&text).map_err(|e| internal("account state", e))?;
+    let s: S = serde_json::from_str(&text).map_err(|e| internal("account header", e))?;
     Ok(s.header)
 }
 
