@@ -232,6 +232,13 @@ describe("account API", () => {
   test("a commit whose alarm re-check fails still answers its outcome, and its rows still drain", async () => {
     await acme.open("ac");
     await acme.deposit("ac", 10, "a1");
+    // Quiet first: both rows sent and no alarm left, so only what the next command arms can
+    // send its row (the admin read arms nothing; a client's read would re-arm a lost alarm).
+    const adminState = async () => (await led.admin("GET", "/v1/admin/accounts/acme.ac/state")).json;
+    await waitFor(async () => {
+      const s = await adminState();
+      return s.outbox.pending === 0 && s.alarm === null;
+    }, { what: "the outbox drained and no alarm left", timeout: 10_000 });
     const f = await led.admin("POST", "/v1/admin/accounts/acme.ac/faults", { fail_after_commit: 1 });
     assert.equal(f.status, 200, f.text);
     const r = await acme.post("/v1/accounts/ac/deposits", { amount: 5, currency: "USD" }, "a2");
@@ -241,18 +248,18 @@ describe("account API", () => {
       what: "the fault to have fired",
       timeout: 5_000,
     });
-    assert.equal((await acme.account("ac")).balance, 15);
-    const again = await acme.post("/v1/accounts/ac/deposits", { amount: 5, currency: "USD" }, "a2");
-    assert.deepEqual([again.status, again.json, again.headers.get("idempotent-replayed")], [200, r.json, "true"]);
-    // No inline drain ran after that commit: the safety-net alarm armed before it sends the row.
+    // No inline drain ran after that commit and nothing else touches the account: the
+    // safety-net alarm armed before it sends the row.
     await cap.waitForEvents(() => cap.eventsFor("account", "acme.ac").length === 3, { timeout: 10_000 });
     const ev = cap.eventsFor("account", "acme.ac")[2];
     assert.deepEqual([ev.kind, ev.amount, ev.balance_after], ["deposited", 5, 15]);
     const s = await waitFor(async () => {
-      const s = (await led.admin("GET", "/v1/admin/accounts/acme.ac/state")).json;
+      const s = await adminState();
       return s.outbox.pending === 0 && s;
     }, { what: "the outbox drained" });
-    assert.deepEqual([s.header.balance, s.outbox.last_seq], [15, 3]);
+    assert.deepEqual([s.header.balance, s.outbox.last_seq, s.alarm_heals], [15, 3, 0]);
+    const again = await acme.post("/v1/accounts/ac/deposits", { amount: 5, currency: "USD" }, "a2");
+    assert.deepEqual([again.status, again.json, again.headers.get("idempotent-replayed")], [200, r.json, "true"]);
   });
 
   test("a failure a retry would meet again is 500 internal, not 503 retry", async () => {
