@@ -143,12 +143,14 @@ describe("sweeper (cron)", () => {
     }, { what: "the run's progress stored before it ends", timeout: 2_500 });
     assert.deepEqual(progress.last_run.redriven, [{ transfer_id: "t.acme.h-ok", phase: "captured" }]);
     assert.equal(progress.cursor.next_index, 1);
+    assert.equal(progress.last_run.skipped, null, "the list's bad entries are listed once, at the end");
     const r = await run;
     assert.equal(r.outcome, "ok", JSON.stringify(r));
     const elapsed = Date.now() - t0;
     assert.ok(elapsed < 15_000, `the run ended after ${elapsed} ms, not after the 60 s hang`);
     const st = await sweepState(led);
     assert.equal(typeof st.last_run.finished_at_ms, "number");
+    assert.deepEqual(st.last_run.skipped, []);
     assert.deepEqual(st.last_run.redriven.map((x) => [x.transfer_id, x.phase]), [["t.acme.h-ok", "captured"], ["t.acme.h-hung", null]]);
     assert.match(st.last_run.redriven[1].error, /no answer within 3000 ms/);
     assert.equal(st.cursor.next_index, 0, "past the hung transfer: the next run starts over at the top");
