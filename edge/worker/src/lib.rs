@@ -166,6 +166,18 @@ fn object_failed(what: &str, status: u16, text: &str) -> ApiError {
     internal(what, format!("{status} {text}"))
 }
 
+/// `GET path` of the object `name` of `binding`: its 200 body, or the failure as the gateway
+/// answers it (the object's marked internal error `500 internal`, anything else `503`).
+async fn object_get(env: &Env, binding: &str, name: &str, path: &str, what: &str) -> Api<String> {
+    let (status, text) = call_do_text(env, binding, name, Method::Get, path, None)
+        .await
+        .map_err(|e| internal(what, e))?;
+    if status != 200 {
+        return Err(object_failed(what, status, &text));
+    }
+    Ok(text)
+}
+
 fn secret(env: &Env, name: &str) -> Option<String> {
     env.secret(name).ok().map(|s| s.to_string())
 }
@@ -290,12 +302,7 @@ async fn account_cmd_within(
 async fn account_header_opt(env: &Env, name: &str) -> Api<Option<AccountHeader>> {
     // `/header`: the header alone (not the outbox figures `/state` counts), and it re-arms an
     // alarm lost behind unsent rows, counted; the admin read of the state reports it as found.
-    let (status, text) = call_do_text(env, "ACCOUNT", name, Method::Get, "/header", None)
-        .await
-        .map_err(|e| internal("account header", e))?;
-    if status != 200 {
-        return Err(object_failed("account header", status, &text));
-    }
+    let text = object_get(env, "ACCOUNT", name, "/header", "account header").await?;
     #[derive(serde::Deserialize)]
     struct S {
         header: Option<AccountHeader>,
@@ -313,12 +320,7 @@ async fn account_header(env: &Env, name: &str) -> Api<AccountHeader> {
 /// Whether a transfer was ever created under `id` (the TransferDO's `GET /state`, which stores
 /// nothing for an id nobody created).
 async fn transfer_exists(env: &Env, id: &str) -> Api<bool> {
-    let (status, text) = call_do_text(env, "TRANSFER", id, Method::Get, "/state", None)
-        .await
-        .map_err(|e| internal("transfer state", e))?;
-    if status != 200 {
-        return Err(object_failed("transfer state", status, &text));
-    }
+    let text = object_get(env, "TRANSFER", id, "/state", "transfer state").await?;
     #[derive(serde::Deserialize)]
     struct S {
         transfer: Option<Transfer>,
@@ -389,19 +391,8 @@ async fn route(mut req: Request, env: &Env) -> Api<Result<Response>> {
             let name = names::account_name(&tenant, id, "id")?;
             let url = req.url().map_err(|e| internal("url", e))?;
             let page = parse::page(url.query(), &lim)?;
-            let (status, text) = call_do_text(
-                env,
-                "ACCOUNT",
-                &name,
-                Method::Get,
-                &format!("/entries?after_seq={}&limit={}", page.after_seq, page.limit),
-                None,
-            )
-            .await
-            .map_err(|e| internal("entries", e))?;
-            if status != 200 {
-                return Err(object_failed("entries", status, &text));
-            }
+            let path = format!("/entries?after_seq={}&limit={}", page.after_seq, page.limit);
+            let text = object_get(env, "ACCOUNT", &name, &path, "entries").await?;
             #[derive(serde::Deserialize)]
             struct S {
                 header: Option<AccountHeader>,
@@ -535,12 +526,7 @@ async fn route(mut req: Request, env: &Env) -> Api<Result<Response>> {
         }
         (Method::Get, ["transfers", key]) => {
             let id = names::transfer_id(&tenant, key)?;
-            let (status, text) = call_do_text(env, "TRANSFER", &id, Method::Get, "/state", None)
-                .await
-                .map_err(|e| internal("transfer state", e))?;
-            if status != 200 {
-                return Err(object_failed("transfer state", status, &text));
-            }
+            let text = object_get(env, "TRANSFER", &id, "/state", "transfer state").await?;
             transfer_answer(&tenant, &text, false)
         }
         (_, ["accounts", ..] | ["transfers", ..]) => Err(ApiError::MethodNotAllowed),
