@@ -345,9 +345,11 @@ WHERE tbl = 'transfer' AND stream = 'transfer' AND pseq IS DISTINCT FROM seq
 GROUP BY stream_key;
 
 -- Primary transfer rows with their predecessor and the terms of the last `created` row before
--- them: the saga's order (completeness) and the terms every event repeats (conservation).
+-- them: the saga's order (completeness), the terms every event repeats and the `created` rows'
+-- own (conservation).
 CREATE OR REPLACE TEMP TABLE tp AS
-SELECT stream_key, seq, kind, event_id, amount, currency, source, destination,
+SELECT stream_key, seq, kind, event_id, amount, currency, source, destination, occurred_at_ms,
+       deadline_ms,
        lag(seq) OVER t AS p_seq, lag(kind) OVER t AS p_kind,
        last_value(CASE WHEN kind = 'created'
                        THEN {'amount': amount, 'currency': currency, 'source': source,
@@ -374,9 +376,8 @@ INSERT INTO findings
 SELECT 'transfer_conservation', 'deadline_out_of_range', stream_key, seq, event_id,
        format('created at {} with the deadline {}: not 1000 ms to 2592000000 ms after it',
               occurred_at_ms, deadline_ms)
-FROM w
-WHERE tbl = 'transfer' AND stream = 'transfer' AND pseq IS DISTINCT FROM seq AND kind = 'created'
-  AND deadline_ms IS NOT NULL
+FROM tp
+WHERE kind = 'created' AND deadline_ms IS NOT NULL
   AND NOT (deadline_ms::HUGEINT - occurred_at_ms BETWEEN 1000 AND 2592000000);
 
 -- ... between two accounts (the ledger refuses a transfer to its source) of the transfer's tenant:
@@ -385,16 +386,14 @@ WHERE tbl = 'transfer' AND stream = 'transfer' AND pseq IS DISTINCT FROM seq AND
 INSERT INTO findings
 SELECT 'transfer_conservation', 'same_account', stream_key, seq, event_id,
        format('created from {} to itself', source)
-FROM w
-WHERE tbl = 'transfer' AND stream = 'transfer' AND pseq IS DISTINCT FROM seq AND kind = 'created'
-  AND source = destination;
+FROM tp
+WHERE kind = 'created' AND source = destination;
 
 INSERT INTO findings
 SELECT 'transfer_conservation', 'cross_tenant', stream_key, seq, event_id,
        format('created from {} to {}: not accounts of tenant {}', source, destination, tenant)
-FROM (SELECT *, split_part(stream_key, '.', 2) AS tenant FROM w
-      WHERE tbl = 'transfer' AND stream = 'transfer' AND pseq IS DISTINCT FROM seq AND kind = 'created'
-        AND starts_with(stream_key, 't.') AND strpos(substr(stream_key, 3), '.') > 0)
+FROM (SELECT *, split_part(stream_key, '.', 2) AS tenant FROM tp
+      WHERE kind = 'created' AND starts_with(stream_key, 't.') AND strpos(substr(stream_key, 3), '.') > 0)
 WHERE NOT starts_with(coalesce(source, tenant || '.'), tenant || '.')
    OR NOT starts_with(coalesce(destination, tenant || '.'), tenant || '.');
 

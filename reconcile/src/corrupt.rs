@@ -598,16 +598,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
         }
         Class::FrozenDeposit => {
             let (acc, mut evs) = first_account(&l)?;
-            let frozen = evs
-                .iter()
-                .rev()
-                .find_map(|e| match e.kind.as_str() {
-                    "frozen" => Some(true),
-                    "unfrozen" | "opened" => Some(false),
-                    _ => None,
-                })
-                .unwrap_or(false);
-            if !frozen {
+            if !frozen(&evs) {
                 append(&mut evs, "frozen", |_| {});
             }
             let e = append(&mut evs, "deposited", |e| {
