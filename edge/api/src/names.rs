@@ -16,8 +16,13 @@
 //!
 //! Deposit and withdrawal entry ids include the account so that an entry id is
 //! unique across the whole lake even when a client reuses one key on two
-//! accounts (their operation records live in different objects).
+//! accounts (their operation records live in different objects). On one
+//! account a key is one identity: a deposit and a withdrawal cannot share it
+//! (the account object answers the second `idempotency_conflict`:
+//! `ledger_core::account::Command::paired_op_id`), though their entry ids
+//! differ in the prefix.
 
+use ledger_core::account::{DEPOSIT_PREFIX, WITHDRAWAL_PREFIX};
 use ledger_events::ids::{check_client_key, check_derived_id, IdError};
 
 use crate::problem::ApiError;
@@ -111,14 +116,14 @@ pub fn parse_transfer_id(id: &str) -> Result<(&str, &str), String> {
 
 pub fn deposit_entry_id(account_name: &str, key: &str) -> Result<String, ApiError> {
     check_client_key(key).map_err(|w| bad("Idempotency-Key", w))?;
-    let id = format!("dep:{account_name}:{key}");
+    let id = format!("{DEPOSIT_PREFIX}{account_name}:{key}");
     check_derived_id(&id).map_err(|w| bad("Idempotency-Key", w))?;
     Ok(id)
 }
 
 pub fn withdrawal_entry_id(account_name: &str, key: &str) -> Result<String, ApiError> {
     check_client_key(key).map_err(|w| bad("Idempotency-Key", w))?;
-    let id = format!("wd:{account_name}:{key}");
+    let id = format!("{WITHDRAWAL_PREFIX}{account_name}:{key}");
     check_derived_id(&id).map_err(|w| bad("Idempotency-Key", w))?;
     Ok(id)
 }

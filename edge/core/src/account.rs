@@ -5,7 +5,9 @@
 //! - **at most once**: every money-moving command has an operation identity
 //!   ([`Command::op_id`]); its record (fingerprint + outcome) commits with its
 //!   effect, so a replay returns the recorded outcome and never posts twice,
-//!   and a replay with other parameters is refused without effect;
+//!   and a replay with other parameters is refused without effect, as is a
+//!   deposit or withdrawal whose key the other direction already used
+//!   ([`Command::paired_op_id`]);
 //! - **no overdraft (I2)**: only `reserve` and `withdraw` lower `available`, and
 //!   both check `balance − held + overdraft_limit ≥ amount` first;
 //! - **capture is honoured (I0)**: a granted hold is captured whatever the
@@ -119,6 +121,11 @@ pub struct OpRecord {
     pub outcome: Outcome,
 }
 
+/// How a deposit's entry id (and op id) begins: `dep:{account}:{key}`.
+pub const DEPOSIT_PREFIX: &str = "dep:";
+/// How a withdrawal's entry id (and op id) begins: `wd:{account}:{key}`.
+pub const WITHDRAWAL_PREFIX: &str = "wd:";
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Command {
@@ -173,6 +180,21 @@ impl Command {
             // Idempotent by state: freezing a frozen account changes nothing.
             Command::Freeze | Command::Unfreeze => None,
         }
+    }
+
+    /// The record a deposit or withdrawal must not find: the other direction's op id under the
+    /// same key. A key is scoped to its account, not to (account, direction): the deposit
+    /// `dep:{account}:{key}` and the withdrawal `wd:{account}:{key}` are two op records (and two
+    /// entry ids, which the events carry and must keep), but one key, so a new operation whose
+    /// paired record exists is an idempotency conflict and runs nothing. An entry id without
+    /// either prefix pairs with nothing.
+    pub fn paired_op_id(&self) -> Option<String> {
+        let (entry_id, from, to) = match self {
+            Command::Deposit { entry_id, .. } => (entry_id, DEPOSIT_PREFIX, WITHDRAWAL_PREFIX),
+            Command::Withdraw { entry_id, .. } => (entry_id, WITHDRAWAL_PREFIX, DEPOSIT_PREFIX),
+            _ => return None,
+        };
+        entry_id.strip_prefix(from).map(|rest| format!("{to}{rest}"))
     }
 
     /// The transfer whose hold this command reads or writes.
@@ -243,6 +265,9 @@ pub struct View<'a> {
     pub op: Option<&'a OpRecord>,
     /// The hold under `cmd.hold_key()`, if any.
     pub hold: Option<&'a Hold>,
+    /// The record under `cmd.paired_op_id()`, if any: the same key's operation in the other
+    /// direction, whose existence makes a new deposit or withdrawal a conflict.
+    pub paired_op: Option<&'a OpRecord>,
 }
 
 /// Everything one accepted (or recorded-rejected) command writes. The caller
@@ -315,6 +340,18 @@ pub fn decide(account_id: &str, view: View<'_>, cmd: &Command, now_ms: i64) -> D
             Check::New => unreachable!("a stored record is never New"),
         }
     }
+    // Only a new operation gets here (its own record answers a replay first, also for the two
+    // directions of one key recorded before this check existed).
+    if let Some(paired) = view.paired_op {
+        assert_eq!(
+            Some(&paired.op_id),
+            cmd.paired_op_id().as_ref(),
+            "caller loaded the wrong paired op record"
+        );
+        return Decision::Refuse(Rejection::IdempotencyConflict {
+            op_id: paired.op_id.clone(),
+        });
+    }
     if let (Some(key), Some(hold)) = (cmd.hold_key(), view.hold) {
         assert_eq!(hold.transfer_id, key, "caller loaded the wrong hold");
     }
@@ -383,8 +420,9 @@ pub fn decide(account_id: &str, view: View<'_>, cmd: &Command, now_ms: i64) -> D
 /// [`decide`] under a lower amount limit for *new* deposits and withdrawals (the gateway's
 /// configured `AMOUNT_MAX`): an operation already recorded answers its record, a replay or a
 /// conflict, whatever the limit is now, so lowering the limit never turns the retry of a
-/// booked deposit into a refusal; a new one above `amount_max` is refused, unrecorded (its key
-/// stays unused), as [`Rejection::AmountOutOfRange`]. Saga steps are not limited here: their
+/// booked deposit into a refusal (nor a key already used in the other direction into anything
+/// but its conflict); a new one above `amount_max` is refused, unrecorded (its key stays
+/// unused), as [`Rejection::AmountOutOfRange`]. Saga steps are not limited here: their
 /// amount is the transfer's, judged when the transfer was admitted.
 pub fn decide_within(
     account_id: &str,
@@ -393,7 +431,7 @@ pub fn decide_within(
     now_ms: i64,
     amount_max: i64,
 ) -> Decision {
-    if view.op.is_none() {
+    if view.op.is_none() && view.paired_op.is_none() {
         if let Command::Deposit { amount, .. } | Command::Withdraw { amount, .. } = cmd {
             if *amount > amount_max {
                 return Decision::Refuse(Rejection::AmountOutOfRange {

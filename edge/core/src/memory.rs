@@ -42,6 +42,7 @@ impl MemAccount {
             header: self.header.as_ref(),
             op: op_id.as_ref().and_then(|k| self.ops.get(k)),
             hold: cmd.hold_key().and_then(|k| self.holds.get(k)),
+            paired_op: cmd.paired_op_id().and_then(|k| self.ops.get(&k)),
         };
         let decision = account::decide_within(account_id, view, cmd, now_ms, amount_max);
         if let Decision::Commit(t) = &decision {

@@ -1,8 +1,9 @@
 //! The account machine's rules, one scenario each, through the same commit
 //! path the Durable Object uses.
 
-use ledger_core::account::{Command, Decision, HoldState, Outcome, Status};
+use ledger_core::account::{self, Command, Decision, HoldState, Outcome, Status, View};
 use ledger_core::memory::MemAccount;
+use ledger_core::money::AMOUNT_MINOR_MAX;
 use ledger_core::{Currency, Rejection};
 use ledger_events::ChainCursor;
 
@@ -112,6 +113,62 @@ fn same_key_other_amount_is_a_conflict_and_changes_nothing() {
     );
     assert_eq!(a.header, before.header);
     assert_eq!(a.events.len(), before.events.len());
+}
+
+#[test]
+fn a_deposit_and_a_withdrawal_cannot_share_a_key() {
+    let mut a = opened(0);
+    let booked = a.run(ID, &deposit("k1", 100), 2);
+    let before = a.clone();
+    // The same key the other way is a conflict naming the record that holds it, and runs
+    // nothing, whatever the amount or the limit (the key is looked up first).
+    for (cmd, max) in [
+        (withdraw("k1", 10), AMOUNT_MINOR_MAX),
+        (withdraw("k1", 100), AMOUNT_MINOR_MAX),
+        (withdraw("k1", 5_000), 1_000),
+    ] {
+        assert_eq!(
+            a.execute_within(ID, &cmd, 3, max),
+            Decision::Refuse(Rejection::IdempotencyConflict {
+                op_id: "dep:k1".into()
+            })
+        );
+    }
+    assert_eq!(a.header, before.header);
+    assert_eq!(a.ops.len(), before.ops.len());
+    assert_eq!(a.events.len(), before.events.len());
+    // The deposit still replays, and the reverse order is refused alike.
+    assert_eq!(a.execute(ID, &deposit("k1", 100), 4), Decision::Replay(booked));
+    accepted(a.run(ID, &withdraw("w1", 10), 5));
+    assert_eq!(
+        a.execute(ID, &deposit("w1", 10), 6),
+        Decision::Refuse(Rejection::IdempotencyConflict {
+            op_id: "wd:w1".into()
+        })
+    );
+    // Both directions recorded under one key before the check existed: each still replays.
+    let mut old = opened(0);
+    let d = old.run(ID, &deposit("k2", 50), 2);
+    // An older version decided the withdrawal without the paired record, and committed it.
+    let Decision::Commit(t) = account::decide(
+        ID,
+        View {
+            header: old.header.as_ref(),
+            ..View::default()
+        },
+        &withdraw("k2", 20),
+        3,
+    ) else {
+        panic!("a withdrawal decided without the paired record commits")
+    };
+    old.header = t.header.clone();
+    let op = t.op.clone().unwrap();
+    old.ops.insert(op.op_id.clone(), op);
+    assert_eq!(old.execute(ID, &deposit("k2", 50), 4), Decision::Replay(d));
+    assert_eq!(
+        old.execute(ID, &withdraw("k2", 20), 4),
+        Decision::Replay(t.outcome.clone())
+    );
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! AccountDO: one object per account (named `{tenant}.{account_id}`), on the pure core.
 //!
 //! Every command: parse → load exactly the rows `ledger_core::account::View` needs (the header,
-//! the op record under `cmd.op_id()`, the hold under `cmd.hold_key()`) → `account::decide` → on
+//! the op record under `cmd.op_id()`, the hold under `cmd.hold_key()`, the same key's record in
+//! the other direction under `cmd.paired_op_id()`) → `account::decide` → on
 //! `Decision::Commit` write header, hold, entry, op record and the event's outbox row in ONE
 //! `transactionSync` → only then answer (I3) and make sure an alarm drains the outbox. Load,
 //! decide and write all run inside the synchronous transaction callback, so no other request
@@ -324,10 +325,17 @@ fn execute(
         Some(k) => load_hold(sql, k)?,
         None => None,
     };
+    // The same key's record in the other direction (a deposit's withdrawal or the reverse),
+    // read in this transaction: a new operation that finds it is a conflict, not a second run.
+    let paired_op = match cmd.paired_op_id() {
+        Some(id) => load_op(sql, &id)?,
+        None => None,
+    };
     let view = View {
         header: header.as_ref(),
         op: op.as_ref(),
         hold: hold.as_ref(),
+        paired_op: paired_op.as_ref(),
     };
     let decision = account::decide_within(name, view, cmd, now, amount_max);
     let outcome = decision.outcome();
@@ -477,6 +485,7 @@ impl AccountDO {
                         header: None,
                         op: None,
                         hold: None,
+                        paired_op: None,
                     };
                     let decision = account::decide_within(&name, empty, &cmd, now_ms(), amount_max);
                     if !matches!(decision, Decision::Commit(_)) {

@@ -102,6 +102,42 @@ describe("account API", () => {
     assert.equal((await acme.account("idem")).balance, 1_500);
   });
 
+  test("a key is the account's: a deposit and a withdrawal cannot share one (409, nothing runs)", async () => {
+    await acme.open("kk");
+    await acme.deposit("kk", 100, "seed");
+    const d = await acme.post("/v1/accounts/kk/deposits", { amount: 10, currency: "USD" }, "same");
+    assert.equal(d.status, 200, d.text);
+    assert.equal(d.json.entry_id, "dep:acme.kk:same");
+    // The same key the other way, with the same figures or others: refused, nothing runs.
+    for (const amount of [10, 7]) {
+      const w = await acme.post("/v1/accounts/kk/withdrawals", { amount, currency: "USD" }, "same");
+      assertProblem(w, 409, "idempotency_conflict");
+      assert.match(w.json.detail, /dep:acme\.kk:same was already used with other parameters/);
+      assert.equal(w.headers.get("idempotent-replayed"), null);
+    }
+    const acc = await acme.account("kk");
+    assert.deepEqual([acc.balance, acc.last_seq], [110, 3], "the withdrawal did not run");
+    // The original operation still replays, the same answer.
+    const again = await acme.post("/v1/accounts/kk/deposits", { amount: 10, currency: "USD" }, "same");
+    assert.deepEqual([again.status, again.json], [200, d.json]);
+    assert.equal(again.headers.get("idempotent-replayed"), "true");
+    // The other order: a withdrawal's key refuses a deposit; the withdrawal replays.
+    const w = await acme.post("/v1/accounts/kk/withdrawals", { amount: 5, currency: "USD" }, "w-first");
+    assert.equal(w.status, 200, w.text);
+    assert.equal(w.json.entry_id, "wd:acme.kk:w-first");
+    const dd = await acme.post("/v1/accounts/kk/deposits", { amount: 5, currency: "USD" }, "w-first");
+    assertProblem(dd, 409, "idempotency_conflict");
+    assert.match(dd.json.detail, /wd:acme\.kk:w-first/);
+    const w2 = await acme.post("/v1/accounts/kk/withdrawals", { amount: 5, currency: "USD" }, "w-first");
+    assert.deepEqual([w2.status, w2.json, w2.headers.get("idempotent-replayed")], [200, w.json, "true"]);
+    const end = await acme.account("kk");
+    assert.deepEqual([end.balance, end.last_seq], [105, 4]);
+    // A key is scoped to its account: the same key on another account runs there.
+    await acme.open("kk2");
+    const other = await acme.post("/v1/accounts/kk2/withdrawals", { amount: 1, currency: "USD" }, "same");
+    assertProblem(other, 422, "insufficient_funds");
+  });
+
   test("each bad input class answers its problem type and changes nothing", async () => {
     await acme.open("bad");
     await acme.deposit("bad", 100, "seed");
@@ -276,10 +312,15 @@ describe("account API", () => {
     assertProblem(await acme.get("/v1/accounts/corrupt/entries"), 500, "internal");
     assertProblem(await acme.post("/v1/accounts/corrupt/deposits", { amount: 1, currency: "USD" }, "c2"), 500, "internal");
     assertProblem(await acme.post("/v1/accounts/corrupt/freeze"), 500, "internal");
+    const peerBefore = await acme.account("corrupt-peer");
     const t = await acme.post("/v1/transfers", { source: "corrupt-peer", destination: "corrupt", amount: 1, currency: "USD" }, "c3");
     assertProblem(t, 500, "internal");
     assert.doesNotMatch(t.json.detail, /did not answer/);
     assert.equal((await acme.get("/v1/transfers/c3")).status, 404, "no transfer admitted");
+    // Refused, the key stays unused: looking it up (the gateway reads the transfer's object
+    // before it answers a refusal) and the GET above stored nothing there, no table, no alarm.
+    const disk = await led.onDisk("TRANSFER", "t.acme.c3");
+    assert.deepEqual([disk.tables, disk.alarm], [[], null], "nothing stored under the refused key");
     // The retry of a transfer admitted before answers its record: it does not depend on its
     // accounts answering now.
     const retry = await acme.post("/v1/transfers", paid, "c0");
@@ -288,8 +329,9 @@ describe("account API", () => {
       [200, "captured", "true"],
       retry.text,
     );
-    // A failed write is still a failed call: 503, retry (the rollback test above).
-    assert.equal((await acme.account("corrupt-peer")).balance, 3);
+    // Neither the refused transfer nor the replay moved anything at corrupt-peer: nothing
+    // reserved for c3, nothing credited twice for c0.
+    assert.deepEqual(await acme.account("corrupt-peer"), peerBefore);
   });
 
   test("state survives dispose() + a new runtime on the same directory", async () => {
@@ -340,6 +382,8 @@ describe("AMOUNT_MAX lowered after a booking", () => {
     // A reuse with other parameters is still the key's conflict.
     assertProblem(await move("deposits", "K", 4_000), 409, "idempotency_conflict");
     assertProblem(await transfer("T", 1_400), 409, "idempotency_conflict");
+    // So is the deposit's key used for a withdrawal, above the limit or not: the key first.
+    assertProblem(await move("withdrawals", "K", 5_000), 409, "idempotency_conflict");
     // New ones above the limit are refused as before, and nothing runs.
     for (const r of [await move("deposits", "K2", 5_000), await move("withdrawals", "W2", 1_001), await transfer("T2", 1_001)]) {
       assertProblem(r, 422, "amount_out_of_range");

@@ -196,6 +196,61 @@ describe("transfers mid-saga", () => {
     assert.deepEqual([src.balance, src.held, dst.balance], [60, 0, 40]);
   });
 
+  test("the lease of /create and /drive ends after the drive's budget: the alarm does not re-send a step in flight", async () => {
+    // TRANSFER_WAIT_MS 5 s, and every saga step at a slow source takes 3 s: a request's step is
+    // still in flight 2 s after it started, well inside its budget (5 s for /create here, 5 s
+    // for /drive). A lease that ended before the budget would have the alarm send it again.
+    const led = await startLedger({ persistDir: tempPersistDir(), bindings: { TRANSFER_WAIT_MS: "5000" } });
+    const acme = led.as("acme");
+    const accountState = async (name) => (await led.admin("GET", `/v1/admin/accounts/acme.${name}/state`)).json;
+    const transferState = async (key) => (await led.admin("GET", `/v1/admin/transfers/t.acme.${key}/state`)).json;
+    for (const a of ["lc-s", "lc-d", "ld-s", "ld-d"]) await acme.open(a);
+    await acme.deposit("lc-s", 100, "seed");
+    await acme.deposit("ld-s", 100, "seed");
+
+    // /create: reserve (3 s) → credit → capture (3 s), all within the request's drive.
+    await led.admin("POST", "/v1/admin/accounts/acme.lc-s/faults", { delay_commands_ms: 3_000 });
+    const c0 = Date.now();
+    const created = acme.post("/v1/transfers", tr("lc-s", "lc-d", 40), "lease-c");
+    await waitFor(async () => (await accountState("lc-s")).delayed_commands >= 1, { what: "the reserve in flight", timeout: 5_000 });
+    const createAlarm = (await transferState("lease-c")).alarm;
+    const c = await created;
+    assert.deepEqual([c.status, c.json.phase], [200, "captured"], c.text);
+    assert.equal((await accountState("lc-s")).delayed_commands, 2, "the source saw the reserve once and the capture once");
+    assert.ok(createAlarm >= c0 + 5_000, `the lease (${createAlarm - c0} ms after the request) ends after its budget`);
+
+    // /drive (the sweeper's and the admin's re-drive, budget 5 s) of a transfer whose own retry
+    // is far off, so the alarm due next is the lease it arms. Failed credits push the retry out.
+    await led.admin("POST", "/v1/admin/accounts/acme.ld-d/faults", { fail_commands: 1_000 });
+    const d = await acme.post("/v1/transfers", tr("ld-s", "ld-d", 30), "lease-d");
+    assert.deepEqual([d.status, d.json.phase], [202, "reserved"], d.text);
+    await waitFor(async () => {
+      await led.admin("POST", "/v1/admin/transfers/redrive", { transfer_ids: ["t.acme.lease-d"] });
+      return (await acme.get("/v1/transfers/lease-d")).json.attempt >= 10;
+    }, { what: "10 failed credit attempts", timeout: 15_000 });
+    await led.admin("POST", "/v1/admin/accounts/acme.ld-d/faults", { fail_commands: 0 });
+    await led.admin("POST", "/v1/admin/accounts/acme.ld-s/faults", { delay_commands_ms: 3_000 });
+    // The last re-drive's lease has fired (nothing due) and left the alarm at the retry.
+    const quiet = await waitFor(async () => {
+      const s = await transferState("lease-d");
+      return s.alarm === s.transfer.next_attempt_at_ms && s;
+    }, { what: "the alarm back at the transfer's retry", timeout: 12_000 });
+    assert.ok(quiet.alarm > Date.now() + 9_000, "the retry is due well after the lease");
+    assert.equal((await accountState("ld-s")).delayed_commands, 0);
+    const d0 = Date.now();
+    const redriven = led.admin("POST", "/v1/admin/transfers/redrive", { transfer_ids: ["t.acme.lease-d"] });
+    // The credit lands at once, the capture takes 3 s at the source.
+    await waitFor(async () => (await accountState("ld-s")).delayed_commands >= 1, { what: "the capture in flight", timeout: 5_000 });
+    const driveAlarm = (await transferState("lease-d")).alarm;
+    const rd = await redriven;
+    assert.equal(rd.status, 200, rd.text);
+    assert.deepEqual(rd.json.redriven, [{ transfer_id: "t.acme.lease-d", phase: "captured" }]);
+    assert.equal((await accountState("ld-s")).delayed_commands, 1, "the source saw the capture once");
+    assert.ok(driveAlarm >= d0 + 5_000, `the lease (${driveAlarm - d0} ms after the re-drive) ends after its budget`);
+    const [cs, cd, ds, dd] = await Promise.all(["lc-s", "lc-d", "ld-s", "ld-d"].map((a) => acme.account(a)));
+    assert.deepEqual([cs.balance, cs.held, cd.balance, ds.balance, ds.held, dd.balance], [60, 0, 40, 70, 0, 30]);
+  });
+
   test("202 while a step is retried; I0: capture honoured although the source was frozen after reserve", async () => {
     const led = await startLedger({ persistDir: tempPersistDir(), bindings: { TRANSFER_WAIT_MS: "100" } });
     const acme = led.as("acme");
