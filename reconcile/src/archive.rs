@@ -57,9 +57,9 @@ const MAGIC: &[u8; 8] = b"LDGRSEG1";
 /// were committed.
 const SEGMENT_VERSION: u32 = 3;
 const BLOCK_BYTES: usize = 16 << 10;
-const BLOOM_BITS_PER_ID: u64 = 16;
+pub(crate) const BLOOM_BITS_PER_ID: u64 = 16;
 /// Probes per id: with 16 bits an id, ~0.05 % false positives.
-const BLOOM_PROBES: u32 = 11;
+pub(crate) const BLOOM_PROBES: u32 = 11;
 const FOOTER: u64 = 8 + 8 + 32 + 8;
 
 /// Why the files beside a checkpoint could not be carried to the next one.
@@ -83,11 +83,13 @@ pub struct SegmentRef {
     pub index_sha256: String,
 }
 
-/// A Bloom filter over ids: no false negatives, so "absent" is exact.
+/// A Bloom filter: no false negatives, so "absent" is exact. Over ids here
+/// ([`bloom_hashes`]); over an account's entry fingerprints in
+/// `entry_store` (which give their own two hashes).
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Bloom {
-    words: Vec<u64>,
-    probes: u32,
+pub(crate) struct Bloom {
+    pub(crate) words: Vec<u64>,
+    pub(crate) probes: u32,
 }
 
 /// The filter's two hashes of an id (Kirsch–Mitzenmacher double hashing).
@@ -102,7 +104,8 @@ fn bloom_hashes(id: &str) -> (u64, u64) {
 }
 
 impl Bloom {
-    fn new(ids: usize) -> Bloom {
+    /// A filter sized for `ids` keys, [`BLOOM_BITS_PER_ID`] bits each.
+    pub(crate) fn new(ids: usize) -> Bloom {
         let bits = (ids as u64).max(1) * BLOOM_BITS_PER_ID;
         Bloom {
             words: vec![0; bits.div_ceil(64) as usize],
@@ -110,23 +113,31 @@ impl Bloom {
         }
     }
 
-    /// The bits of `id`: an iterator that does not borrow the filter.
-    fn bits(&self, id: &str) -> impl Iterator<Item = usize> + use<> {
+    /// The bits of the key hashed to `(h1, h2)`: an iterator that does not
+    /// borrow the filter.
+    fn bits(&self, (h1, h2): (u64, u64)) -> impl Iterator<Item = usize> + use<> {
         let n = self.words.len() as u64 * 64;
-        let (h1, h2) = bloom_hashes(id);
         (0..u64::from(self.probes)).map(move |i| (h1.wrapping_add(i.wrapping_mul(h2)) % n) as usize)
     }
 
     fn insert(&mut self, id: &str) {
-        for b in self.bits(id) {
+        self.insert_hashed(bloom_hashes(id));
+    }
+
+    fn may_contain(&self, id: &str) -> bool {
+        self.may_contain_hashed(bloom_hashes(id))
+    }
+
+    pub(crate) fn insert_hashed(&mut self, h: (u64, u64)) {
+        for b in self.bits(h) {
             self.words[b / 64] |= 1 << (b % 64);
         }
     }
 
-    fn may_contain(&self, id: &str) -> bool {
+    pub(crate) fn may_contain_hashed(&self, h: (u64, u64)) -> bool {
         !self.words.is_empty()
             && self
-                .bits(id)
+                .bits(h)
                 .all(|b| self.words[b / 64] & (1 << (b % 64)) != 0)
     }
 }
@@ -176,37 +187,81 @@ pub(crate) fn read_at(file: &File, offset: u64, len: u64) -> std::io::Result<Vec
     Ok(buf)
 }
 
+/// Opens a file beside the checkpoint laid out as blocks, an index and the
+/// footer `index_offset:u64 index_len:u64 index_sha:[u8;32] magic:[u8;8]`,
+/// checks it against what the checkpoint recorded (its length and its
+/// index's SHA-256, lower-case hex) and returns the file, the index and
+/// where the index starts (the blocks' end).
+pub(crate) fn open_indexed(
+    path: &Path,
+    bytes: u64,
+    index_sha256: &str,
+    magic: &[u8; 8],
+) -> Result<(File, Vec<u8>, u64), String> {
+    let (file, len) = open_sized(path)?;
+    if len != bytes || len < FOOTER {
+        return Err(format!(
+            "{len} bytes where the checkpoint recorded {bytes} (truncated or replaced)"
+        ));
+    }
+    let footer = read_at(&file, len - FOOTER, FOOTER).map_err(|e| e.to_string())?;
+    let (at, rest) = footer.split_at(8);
+    let (n, rest) = rest.split_at(8);
+    let (sha, found) = rest.split_at(32);
+    if found != magic || ledger_events::event::hex(sha) != index_sha256 {
+        return Err(
+            "damaged: its footer does not match the checkpoint (altered or swapped)".into(),
+        );
+    }
+    let at = u64::from_le_bytes(at.try_into().expect("8 bytes"));
+    let n = u64::from_le_bytes(n.try_into().expect("8 bytes"));
+    if at.checked_add(n) != Some(len - FOOTER) {
+        return Err("damaged: index out of place".into());
+    }
+    let index = read_at(&file, at, n).map_err(|e| e.to_string())?;
+    if Sha256::digest(&index).as_slice() != sha {
+        return Err("damaged: its index's SHA-256 does not match".into());
+    }
+    Ok((file, index, at))
+}
+
+/// Writes a segment's index and footer after its blocks (which end at
+/// `blocks_end`), syncs the file and names it `{stem}.{16 hex}.{ext}` in
+/// `dir`: returns the name, the file's length and the index's SHA-256 (hex).
+pub(crate) fn finish_indexed(
+    mut out: std::io::BufWriter<File>,
+    index: &[u8],
+    blocks_end: u64,
+    magic: &[u8; 8],
+    tmp: &Path,
+    (dir, stem, ext): (&Path, &str, &str),
+) -> std::io::Result<(String, u64, String)> {
+    let sha: [u8; 32] = Sha256::digest(index).into();
+    for part in [
+        index,
+        &blocks_end.to_le_bytes(),
+        &(index.len() as u64).to_le_bytes(),
+        &sha,
+        magic,
+    ] {
+        out.write_all(part)?;
+    }
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    let index_sha256 = ledger_events::event::hex(&sha);
+    let name = format!("{stem}.{}.{ext}", &index_sha256[..16]);
+    std::fs::rename(tmp, dir.join(&name))?;
+    Ok((name, blocks_end + index.len() as u64 + FOOTER, index_sha256))
+}
+
 impl Segment {
     /// Opens the segment `r` in `dir` and checks it against the reference
     /// and the checkpoint's `names`.
     fn open(dir: &Path, r: &SegmentRef, names: &Names) -> Result<Segment, String> {
         let path = dir.join(&r.file);
         let err = |why: String| format!("archive segment {}: {why}", path.display());
-        let (file, len) = open_sized(&path).map_err(err)?;
-        if len != r.bytes || len < FOOTER {
-            return Err(err(format!(
-                "{len} bytes where the checkpoint recorded {} (truncated or replaced)",
-                r.bytes
-            )));
-        }
-        let footer = read_at(&file, len - FOOTER, FOOTER).map_err(|e| err(e.to_string()))?;
-        let (at, rest) = footer.split_at(8);
-        let (n, rest) = rest.split_at(8);
-        let (sha, magic) = rest.split_at(32);
-        if magic != MAGIC || ledger_events::event::hex(sha) != r.index_sha256 {
-            return Err(err(
-                "damaged: its footer does not match the checkpoint (altered or swapped)".into(),
-            ));
-        }
-        let at = u64::from_le_bytes(at.try_into().expect("8 bytes"));
-        let n = u64::from_le_bytes(n.try_into().expect("8 bytes"));
-        if at.checked_add(n) != Some(len - FOOTER) {
-            return Err(err("damaged: index out of place".into()));
-        }
-        let index = read_at(&file, at, n).map_err(|e| err(e.to_string()))?;
-        if Sha256::digest(&index).as_slice() != sha {
-            return Err(err("damaged: its index's SHA-256 does not match".into()));
-        }
+        let (file, index, at) =
+            open_indexed(&path, r.bytes, &r.index_sha256, MAGIC).map_err(err)?;
         Segment::parse_index(&index, at, names)
             .map(|(names, blocks, bloom)| Segment {
                 r: r.clone(),
@@ -576,24 +631,18 @@ impl SegmentWriter {
         for &word in &self.bloom.words {
             ix.u64(word);
         }
-        let sha: [u8; 32] = Sha256::digest(&ix.buf).into();
-        for part in [
-            &ix.buf[..],
-            &self.offset.to_le_bytes(),
-            &(ix.buf.len() as u64).to_le_bytes(),
-            &sha,
+        let (file, bytes, index_sha256) = finish_indexed(
+            self.out,
+            &ix.buf,
+            self.offset,
             MAGIC,
-        ] {
-            self.out.write_all(part).map_err(io)?;
-        }
-        let file = self.out.into_inner().map_err(|e| io(e.into_error()))?;
-        file.sync_all().map_err(io)?;
-        let index_sha256 = ledger_events::event::hex(&sha);
-        let name = format!("{}.{}.seg", self.stem, &index_sha256[..16]);
-        std::fs::rename(&self.tmp, self.dir.join(&name)).map_err(io)?;
+            &self.tmp,
+            (&self.dir, &self.stem, "seg"),
+        )
+        .map_err(io)?;
         Ok(SegmentRef {
-            file: name,
-            bytes: self.offset + ix.buf.len() as u64 + FOOTER,
+            file,
+            bytes,
             records: self.count,
             index_sha256,
         })

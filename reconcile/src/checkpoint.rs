@@ -48,6 +48,7 @@ use crate::archive::{self, Archive, Beside, SegmentRef};
 use crate::codec::{self, Rows};
 
 use crate::checks::entries::{EntryIds, EntryKey};
+use crate::entry_store::{self, EntrySegmentRef, EntryStore};
 use crate::facts::{AccountFacts, Legs, LegsTable, TransferState, Transfers};
 use crate::finding::Finding;
 use crate::names::{FxMap, Names};
@@ -70,8 +71,10 @@ use crate::stream::Tail;
 /// streams it writes note each stream with the seq its stretch of rows in
 /// the lake file starts at (`StreamsRef::starts`). 12: each account's
 /// deposit and withdrawal entry ids (`checks::entries`), in a third binary
-/// section.
-pub const CHECKPOINT_VERSION: u32 = 12;
+/// section. 13: those ids in the entry store's segments beside the file
+/// (`entry_store`), each account's state naming the generation they count
+/// from; no third section.
+pub const CHECKPOINT_VERSION: u32 = 13;
 
 /// Versions this reconciler reads: a version-6 checkpoint is a version-7
 /// one that owes nothing, a version-7 one a version-8 one that knows no
@@ -84,8 +87,11 @@ pub const CHECKPOINT_VERSION: u32 = 12;
 /// alone (a compaction that cuts a stream's start in a file they cover is
 /// found by the stream's re-proof or by `--full`, not by them). Versions
 /// 6–11 are read to be set aside (`ProofState::older_rules`): their tails
-/// judged, the lake proved from its first event once.
-const CHECKPOINT_VERSIONS_READ: [u32; 7] = [6, 7, 8, 9, 10, 11, CHECKPOINT_VERSION];
+/// judged, the lake proved from its first event once. A version-12 one is a
+/// version-13 one whose accounts' entry ids are all in memory, as if proved
+/// from their first event in this run: the next checkpoint writes them to
+/// the entry store.
+const CHECKPOINT_VERSIONS_READ: [u32; 8] = [6, 7, 8, 9, 10, 11, 12, CHECKPOINT_VERSION];
 
 /// Which stream, as the proof keys it: the table it was found in (a stream
 /// in the wrong table is proved apart from its namesake), its kind and key.
@@ -143,6 +149,8 @@ pub struct ProofState {
     pub older_rules: bool,
     /// The key its accounts' entry ids are fingerprinted under.
     pub entry_key: EntryKey,
+    /// The entry ids of earlier nights (`entry_store`).
+    pub entry_store: EntryStore,
 }
 
 // ---- the file format -------------------------------------------------------
@@ -181,6 +189,12 @@ struct Header<'a> {
     /// version 12, which kept none.
     #[serde(default)]
     entry_key: Option<Cow<'a, str>>,
+    /// The entry store's segments, oldest first, and the generation of
+    /// this checkpoint (absent before version 13).
+    #[serde(default)]
+    entry_segments: Vec<EntrySegmentRef>,
+    #[serde(default)]
+    entry_generation: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -190,6 +204,9 @@ struct StreamRec<'a> {
     key: Cow<'a, str>,
     tail: Cow<'a, Tail>,
     account: Option<Cow<'a, AccountFacts>>,
+    /// An account's `AccountFacts::entries_since` (from version 13).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    entries_since: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -279,6 +296,11 @@ pub(crate) const FULL_HELP: &str = "Help: run with --full to re-prove the lake f
 
 /// A run that needs a block of the checkpoint's archive and cannot read it:
 /// exit 2, naming `--full`.
+/// An entry segment a lookup could not read (the run stops: exit 2).
+pub(crate) fn entries_unreadable(e: String) -> crate::lake::Error {
+    crate::lake::Error::Lake(format!("checkpoint entry store: {e}\n{FULL_HELP}"))
+}
+
 pub(crate) fn archive_unreadable(e: String) -> crate::lake::Error {
     crate::lake::Error::Lake(format!("checkpoint archive: {e}\n{FULL_HELP}"))
 }
@@ -428,6 +450,13 @@ impl ProofState {
         let (transfers, legs, entries) =
             read_body(body, names, f.version).map_err(|e| format!("damaged: {e}"))?;
         let names = Names::from_list(f.names.into_iter().map(|n| n.into_owned().into()).collect());
+        // `--full` proves every account from its first event: it reads
+        // no entry ids.
+        let entry_store = if tolerant {
+            EntryStore::default()
+        } else {
+            EntryStore::open(dir, &f.entry_segments, f.entry_generation)?
+        };
         let (archive, left_out) = if tolerant {
             Archive::open_what_opens(dir, &f.archive, f.archived, &names)
         } else {
@@ -448,6 +477,7 @@ impl ProofState {
             },
             older_rules: f.version < 12,
             entry_key: entry_key.unwrap_or_default(),
+            entry_store,
             ..Default::default()
         };
         // Live holds from before version 10 followed other rules: trusted
@@ -455,6 +485,12 @@ impl ProofState {
         let holds_known = f.version >= 10;
         for s in f.streams {
             let table = table_of(&s.table)?;
+            if f.version >= 13 && s.account.is_some() && s.entries_since.is_none() {
+                return Err(format!(
+                    "damaged header: the account {} has no entries_since (version 13 keeps one)",
+                    s.key
+                ));
+            }
             p.streams.insert(
                 (table, s.stream, s.key.into_owned()),
                 StreamState {
@@ -462,6 +498,7 @@ impl ProofState {
                     account: s.account.map(|a| {
                         let mut a = a.into_owned();
                         a.holds_unknown |= !holds_known;
+                        a.entries_since = s.entries_since;
                         Box::new(a)
                     }),
                 },
@@ -541,6 +578,31 @@ impl ProofState {
         .map_err(beside)?;
         let mut streams: Vec<_> = self.streams.iter().collect();
         streams.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        // The entry ids this run added, in account order, as a new
+        // generation of the entry store.
+        let generation = self.entry_store.generation + 1;
+        let accounts: Vec<(&str, &AccountFacts)> = streams
+            .iter()
+            .filter(|(id, _)| id.0 == Table::Account && id.1 == Stream::Account)
+            .filter_map(|(id, st)| Some((id.2.as_str(), st.account.as_deref()?)))
+            .collect();
+        let since_of = |a: &AccountFacts| a.entries_since.unwrap_or(generation);
+        let since = |account: &str| {
+            accounts
+                .binary_search_by_key(&account, |(k, _)| k)
+                .ok()
+                .map(|i| since_of(accounts[i].1))
+        };
+        let entry_segments = entry_store::append(
+            &self.entry_store,
+            path,
+            accounts
+                .iter()
+                .map(|(k, a)| (*k, a.entries.as_slice()))
+                .filter(|(_, e)| !e.is_empty()),
+            &since,
+        )
+        .map_err(beside)?;
         let f = Header {
             version: CHECKPOINT_VERSION,
             lake: Cow::Borrowed(lake),
@@ -561,6 +623,7 @@ impl ProofState {
                     key: Cow::Borrowed(key),
                     tail: Cow::Borrowed(&s.tail),
                     account: s.account.as_deref().map(Cow::Borrowed),
+                    entries_since: s.account.as_deref().map(since_of),
                 })
                 .collect(),
             findings: self
@@ -591,6 +654,7 @@ impl ProofState {
                     key: Cow::Borrowed(key),
                     tail: Cow::Borrowed(tail),
                     account: None,
+                    entries_since: None,
                 })
                 .collect(),
             streams_files: Cow::Borrowed(&streams_files),
@@ -598,6 +662,8 @@ impl ProofState {
                 "{:016x}{:016x}",
                 self.entry_key.0[0], self.entry_key.0[1]
             ))),
+            entry_segments: entry_segments.clone(),
+            entry_generation: generation,
         };
         let header = serde_json::to_vec(&f).map_err(|e| err(e.to_string()))?;
         let tmp = path.with_extension("tmp");
@@ -632,17 +698,6 @@ impl ProofState {
             w.legs(id, l);
             flush(&mut w, &mut out, false).map_err(io)?;
         }
-        let entries: Vec<(&str, &EntryIds)> = streams
-            .iter()
-            .filter(|(id, _)| id.0 == Table::Account && id.1 == Stream::Account)
-            .filter_map(|(id, st)| Some((id.2.as_str(), &st.account.as_ref()?.entries)))
-            .filter(|(_, e)| !e.is_empty())
-            .collect();
-        w.count(entries.len());
-        for (account, e) in entries {
-            w.entries(account, e);
-            flush(&mut w, &mut out, false).map_err(io)?;
-        }
         flush(&mut w, &mut out, true).map_err(io)?;
         let digest = out.sha.finalize();
         let mut inner = out.inner;
@@ -653,6 +708,7 @@ impl ProofState {
         // The segments and files of streams the old checkpoint named and
         // this one does not.
         archive::remove_unreferenced(path, &segments).map_err(err)?;
+        entry_store::remove_unreferenced(path, &entry_segments).map_err(err)?;
         presence_files::remove_unreferenced(path, &streams_files).map_err(err)
     }
 }
@@ -720,7 +776,7 @@ fn split_content(content: &[u8]) -> Result<(&[u8], &[u8]), String> {
 type Entries<'a> = Vec<(&'a str, EntryIds)>;
 
 /// The binary body: every transfer stream's state, then every transfer's
-/// legs, then (from version 12) each account's entry ids.
+/// legs, then (version 12 only) each account's entry ids.
 fn read_body(
     body: &[u8],
     names: usize,
@@ -738,7 +794,7 @@ fn read_body(
         legs.push(r.legs()?);
     }
     let mut entries = Vec::new();
-    if version >= 12 {
+    if version == 12 {
         let n = r.count()?;
         entries.reserve(n);
         for _ in 0..n {

@@ -11,7 +11,8 @@
 //!              seq:u64  at_s:u32 }*){4} }*
 //!              (holds, debits, credits, releases)
 //! entries   := count:u64 { account:str n:u64 { fp:u64 seq:u64 }* }*
-//!              (each account's deposit and withdrawal entry ids, `checks::entries`)
+//!              (each account's deposit and withdrawal entry ids, `checks::entries`:
+//!              version 12 only; since 13 they are in `entry_store`)
 //! record    := transfer legs-without-id        (the settled archive's blocks, `archive`)
 //! hashes    := 0 | 1 [u8;32] | 2 n:u32 str*
 //! str       := len:u32 bytes (UTF-8)      opt_x := 0 | 1 x

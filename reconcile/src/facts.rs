@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::checks::balance::hold_step;
 use crate::checks::entries::{self, EntryIds, EntryKey, Posting};
 use crate::chunked::Chunked;
+use crate::entry_store::EntryStore;
 use crate::finding::Finding;
 use crate::id::Id;
 use crate::names::{FxHasher, FxMap, Names, Sym};
@@ -258,10 +259,17 @@ pub struct AccountFacts {
     /// checkpoints written before it (read as false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub holds_unknown: bool,
-    /// The deposit and withdrawal entry ids posted so far
-    /// (`checks::entries`): in the checkpoint's binary part, not its header.
+    /// The deposit and withdrawal entry ids this run added
+    /// (`checks::entries`); earlier nights' are in the entry store.
     #[serde(skip)]
     pub entries: EntryIds,
+    /// The generation from which the entry store's segments hold this
+    /// account's ids (`entry_store`); `None` while they are all in
+    /// `entries`, because its state started in this run (a new account, or
+    /// one re-proved from its first event). Kept in the checkpoint beside
+    /// the account's state.
+    #[serde(skip)]
+    pub entries_since: Option<u64>,
 }
 
 /// An account's live holds, by transfer id. A hold is placed and then
@@ -355,6 +363,10 @@ pub struct Facts {
     postings: Vec<Posting>,
     /// The key of the accounts' entry-id fingerprints (`checks::entries`).
     pub entry_key: EntryKey,
+    /// The entry ids of earlier nights (`entry_store`), and the first error
+    /// reading them (the run stops on it once the table is proved).
+    pub entry_store: EntryStore,
+    pub entry_store_error: Option<String>,
 }
 
 /// How many strings [`SpareIds`] keeps.
@@ -1398,7 +1410,15 @@ impl Facts {
             };
             self.legs.add(t, kind, leg);
         }
-        for (p, first_seq) in a.entries.add(&mut self.postings) {
+        let (store, error) = (&mut self.entry_store, &mut self.entry_store_error);
+        let stored = |fp| {
+            let since = a.entries_since?;
+            store.first_seq(s.key, since, fp).unwrap_or_else(|e| {
+                error.get_or_insert(e);
+                None
+            })
+        };
+        for (p, first_seq) in a.entries.add(&mut self.postings, stored) {
             let ev = &s.rows[p.row as usize];
             out.push(entries::posted_twice(
                 s.key,

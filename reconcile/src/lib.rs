@@ -22,6 +22,7 @@ pub mod codec;
 pub mod copies;
 pub mod corrupt;
 pub mod custody;
+pub mod entry_store;
 pub mod facts;
 pub mod finding;
 pub mod gen;

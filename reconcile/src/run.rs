@@ -1506,6 +1506,7 @@ async fn prove_resumed(
     }
     acct.facts.legs = prior.legs;
     acct.facts.entry_key = prior.entry_key;
+    acct.facts.entry_store = std::mem::take(&mut prior.entry_store);
     acct.facts.names = prior.names.clone();
     xfer.facts.transfers = prior.transfers;
     xfer.facts.names = prior.names;
@@ -1607,6 +1608,9 @@ async fn prove_resumed(
     let panicked = |_| Error::Scan("a table's proof panicked".into());
     let (ra, helped, upper) = ra.map_err(panicked)??;
     let (xstats, xinc, xfiles, xignored, xreopened, mut rs) = rx.map_err(panicked)??;
+    if let Some(e) = ra.proof.facts.entry_store_error.clone() {
+        return Err(crate::checkpoint::entries_unreadable(e));
+    }
     if ra.copies_failed {
         return Ok(None);
     }
@@ -1870,6 +1874,7 @@ async fn prove_resumed(
         left_out: Vec::new(),
         older_rules: false,
         entry_key: facts.entry_key,
+        entry_store: facts.entry_store,
     };
     Ok(Some((report, state)))
 }

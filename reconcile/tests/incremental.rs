@@ -1082,8 +1082,9 @@ fn downgrade_to_8(ckpt: &Path) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64_at(&bytes, 12) as usize;
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 12);
+    assert_eq!(header["version"], 13);
     header["version"] = 8.into();
+    strip_13(&mut header);
     header.as_object_mut().unwrap().remove("entry_key");
     let lake = std::path::PathBuf::from(header["lake"].as_str().unwrap());
     for r in header["streams_files"].as_array_mut().unwrap() {
@@ -1144,6 +1145,11 @@ fn plain_streams(lake: &Path, key: &str) -> Vec<u64> {
 /// header `json`, the records as they are (before version 12, without the
 /// accounts' entry ids), sealed with its SHA-256.
 fn reseal(ckpt: &Path, version: u32, json: &[u8]) {
+    reseal_with(ckpt, version, json, &[]);
+}
+
+/// [`reseal`], with `extra` after the body (a section the format had).
+fn reseal_with(ckpt: &Path, version: u32, json: &[u8], extra: &[u8]) {
     use sha2::{Digest, Sha256};
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
@@ -1163,6 +1169,7 @@ fn reseal(ckpt: &Path, version: u32, json: &[u8]) {
         body = &body[..r.position()];
     }
     older.extend(body);
+    older.extend(extra);
     let digest = Sha256::digest(&older);
     older.extend(digest);
     std::fs::write(ckpt, older).unwrap();
@@ -1196,7 +1203,10 @@ fn a_version_8_checkpoint_reads_its_first_layout_streams_files_and_writes_the_cu
     // The night's full proof wrote a current checkpoint and files of the
     // current layout only.
     let bytes = std::fs::read(&ckpt).unwrap();
-    assert_eq!(bytes[8..12], 12u32.to_le_bytes());
+    assert_eq!(
+        bytes[8..12],
+        ledger_reconcile::checkpoint::CHECKPOINT_VERSION.to_le_bytes()
+    );
     let files = prs();
     assert!(!files.is_empty());
     assert!(files
@@ -1279,12 +1289,12 @@ fn downgrade(ckpt: &Path, version: u32) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let header = std::str::from_utf8(&bytes[20..20 + len]).unwrap();
-    assert!(header.starts_with("{\"version\":12,"), "{header}");
+    assert!(header.starts_with("{\"version\":13,"), "{header}");
     let at = header
         .find(",\"owed\":[],\"streams_files\":[")
         .expect(header);
     let mut old =
-        header[..at].replacen("{\"version\":12,", &format!("{{\"version\":{version},"), 1);
+        header[..at].replacen("{\"version\":13,", &format!("{{\"version\":{version},"), 1);
     old += if version == 6 { "}" } else { ",\"owed\":[]}" };
     reseal(ckpt, version, old.as_bytes());
 }
@@ -2549,8 +2559,9 @@ fn downgrade_to_9(ckpt: &Path) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 12);
+    assert_eq!(header["version"], 13);
     header["version"] = 9.into();
+    strip_13(&mut header);
     header.as_object_mut().unwrap().remove("entry_key");
     for s in header["streams"].as_array_mut().unwrap() {
         if let Some(a) = s["account"].as_object_mut() {
@@ -2575,14 +2586,64 @@ fn downgrade_to_9(ckpt: &Path) {
     reseal(ckpt, 9, &serde_json::to_vec(&header).unwrap());
 }
 
+/// Removes what version 13 added to a checkpoint's header: the entry
+/// store's segments and generation, and each account's `entries_since`.
+fn strip_13(header: &mut serde_json::Value) {
+    let h = header.as_object_mut().unwrap();
+    h.remove("entry_segments");
+    h.remove("entry_generation");
+    for s in h["streams"].as_array_mut().unwrap() {
+        s.as_object_mut().unwrap().remove("entries_since");
+    }
+}
+
+/// The checkpoint at `ckpt` as version 12 wrote it: every account's entry
+/// ids in a third binary section, read from the entry store (whose files
+/// are then removed); sealed again.
+fn downgrade_to_12(ckpt: &Path) {
+    use ledger_reconcile::entry_store::{EntrySegmentRef, EntryStore};
+    let bytes = std::fs::read(ckpt).unwrap();
+    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
+    let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
+    assert_eq!(header["version"], 13);
+    let refs: Vec<EntrySegmentRef> =
+        serde_json::from_value(header["entry_segments"].clone()).unwrap();
+    let dir = ckpt.parent().unwrap();
+    let store = EntryStore::open(dir, &refs, header["entry_generation"].as_u64().unwrap()).unwrap();
+    let since: std::collections::HashMap<String, u64> = header["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| Some((s["key"].as_str()?.to_owned(), s["entries_since"].as_u64()?)))
+        .collect();
+    let pairs = store.pairs(&|a| since.get(a).copied()).unwrap();
+    assert!(
+        !pairs.is_empty(),
+        "the store holds the first night's entry ids"
+    );
+    header["version"] = 12.into();
+    strip_13(&mut header);
+    let mut w = ledger_reconcile::codec::Writer::default();
+    w.count(pairs.len());
+    for (account, p) in pairs {
+        let ids = ledger_reconcile::checks::entries::EntryIds::from_sorted(p).unwrap();
+        w.entries(&account, &ids);
+    }
+    reseal_with(ckpt, 12, &serde_json::to_vec(&header).unwrap(), &w.buf);
+    for r in refs {
+        std::fs::remove_file(dir.join(r.file)).unwrap();
+    }
+}
+
 /// The checkpoint at `ckpt` as version 11 wrote it (no account's entry
 /// ids); sealed again.
 fn downgrade_to_11(ckpt: &Path) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 12);
+    assert_eq!(header["version"], 13);
     header["version"] = 11.into();
+    strip_13(&mut header);
     let key = header.as_object_mut().unwrap().remove("entry_key").unwrap();
     assert_eq!(key.as_str().unwrap().len(), 32, "{key}");
     reseal(ckpt, 11, &serde_json::to_vec(&header).unwrap());
@@ -2592,11 +2653,13 @@ fn downgrade_to_11(ckpt: &Path) {
 fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
     // Resumed from a current checkpoint, and from one written before entry
     // ids were kept (set aside: the night proves the lake in full once).
-    for version in [12, 11] {
+    for version in [13, 12, 11] {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half) = first_half_proved(dir.path(), 47, 160);
-        if version == 11 {
-            downgrade_to_11(&ckpt);
+        match version {
+            12 => downgrade_to_12(&ckpt),
+            11 => downgrade_to_11(&ckpt),
+            _ => {}
         }
         // A deposit the first night proved, posted again after the
         // account's last event: every balance refolds, deposits add up.
@@ -2651,7 +2714,7 @@ fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
         );
         let i = r.incremental.unwrap();
         assert_eq!(i.reproved_in_full, version < 12, "version {version}: {i:?}");
-        if version == 12 {
+        if version >= 12 {
             assert_eq!(i.streams_reopened, 0, "rows appended only");
         }
         assert_same(1, &r, &full(&root));
@@ -2694,6 +2757,29 @@ fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
             r.summary()
         );
         assert_same(4, &r, &full(&root));
+        // After the reopening, the account's ids count from that night's
+        // generation of the entry store: a fourth posting still names the
+        // first, once.
+        let mut fourth = third.clone();
+        fourth.seq += 1;
+        fourth.event_id = ledger_events::event_id(Stream::Account, &first.stream_key, fourth.seq);
+        fourth.prev_hash = third.hash.clone();
+        fourth.occurred_at_ms += 1_000;
+        fourth.balance_after = third.balance_after.zip(first.amount).map(|(b, a)| b + a);
+        let fourth = fourth.seal();
+        deliver(&root, &[&fourth], "e");
+        let r = night(&root, &ckpt);
+        assert!(
+            r.check("balance_integrity")
+                .findings
+                .iter()
+                .any(|f| f.code == "entry_posted_twice"
+                    && f.event_id.as_deref() == Some(&fourth.event_id)),
+            "version {version}: {}",
+            r.summary()
+        );
+        assert_eq!(r.incremental.as_ref().unwrap().streams_reopened, 0);
+        assert_same(5, &r, &full(&root));
     }
 }
 

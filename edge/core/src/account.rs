@@ -194,7 +194,9 @@ impl Command {
             Command::Withdraw { entry_id, .. } => (entry_id, WITHDRAWAL_PREFIX, DEPOSIT_PREFIX),
             _ => return None,
         };
-        entry_id.strip_prefix(from).map(|rest| format!("{to}{rest}"))
+        entry_id
+            .strip_prefix(from)
+            .map(|rest| format!("{to}{rest}"))
     }
 
     /// The transfer whose hold this command reads or writes.

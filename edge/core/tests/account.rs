@@ -138,7 +138,10 @@ fn a_deposit_and_a_withdrawal_cannot_share_a_key() {
     assert_eq!(a.ops.len(), before.ops.len());
     assert_eq!(a.events.len(), before.events.len());
     // The deposit still replays, and the reverse order is refused alike.
-    assert_eq!(a.execute(ID, &deposit("k1", 100), 4), Decision::Replay(booked));
+    assert_eq!(
+        a.execute(ID, &deposit("k1", 100), 4),
+        Decision::Replay(booked)
+    );
     accepted(a.run(ID, &withdraw("w1", 10), 5));
     assert_eq!(
         a.execute(ID, &deposit("w1", 10), 6),

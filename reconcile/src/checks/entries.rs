@@ -92,8 +92,14 @@ impl EntryIds {
     /// Adds the postings of one visit of the account (`batch`, in seq order,
     /// each after every posting already kept) and returns the ones whose
     /// fingerprint was posted before, each with the seq it was first posted
-    /// at, in seq order. Empties `batch` (a buffer to reuse).
-    pub fn add(&mut self, batch: &mut Vec<Posting>) -> Vec<(Posting, u64)> {
+    /// at, in seq order. A fingerprint these ids lack is asked of `stored`
+    /// (the earlier nights' ids, `entry_store`), in fingerprint order; one it
+    /// knows is not kept again. Empties `batch` (a buffer to reuse).
+    pub fn add(
+        &mut self,
+        batch: &mut Vec<Posting>,
+        mut stored: impl FnMut(u64) -> Option<u64>,
+    ) -> Vec<(Posting, u64)> {
         let mut twice = Vec::new();
         if batch.is_empty() {
             return twice;
@@ -114,7 +120,8 @@ impl EntryIds {
                         .0
                         .binary_search_by_key(&p.fp, |e| e.0)
                         .ok()
-                        .map(|i| self.0[i].1);
+                        .map(|i| self.0[i].1)
+                        .or_else(|| stored(p.fp));
                     match before {
                         Some(seq) => twice.push((p, seq)),
                         None => {
@@ -185,7 +192,7 @@ mod tests {
     fn a_second_posting_names_the_first_across_visits_and_within_one() {
         let mut e = EntryIds::default();
         let mut b = batch(&[("dep:a:1", 1), ("dep:a:2", 2), ("wd:a:3", 3)]);
-        assert!(e.add(&mut b).is_empty());
+        assert!(e.add(&mut b, |_| None).is_empty());
         assert!(b.is_empty());
         assert_eq!(e.len(), 3);
         // Again in a later visit, twice within it, and new ones around.
@@ -196,7 +203,11 @@ mod tests {
             ("dep:a:6", 7),
             ("dep:a:2", 8),
         ]);
-        let twice: Vec<(u64, u64)> = e.add(&mut b).iter().map(|(p, s)| (p.seq, *s)).collect();
+        let twice: Vec<(u64, u64)> = e
+            .add(&mut b, |_| None)
+            .iter()
+            .map(|(p, s)| (p.seq, *s))
+            .collect();
         assert_eq!(twice, [(5, 2), (7, 6), (8, 2)]);
         assert_eq!(e.len(), 5);
         // Sorted and each fingerprint once, whatever the order they came in.
@@ -210,6 +221,27 @@ mod tests {
     }
 
     #[test]
+    fn an_id_an_earlier_night_stored_is_a_second_posting_and_not_kept_again() {
+        let mut e = EntryIds::default();
+        let stored_fp = fingerprint("dep:a:1");
+        let mut asked = Vec::new();
+        let mut b = batch(&[("dep:a:1", 9), ("dep:a:2", 10), ("dep:a:1", 11)]);
+        let twice: Vec<(u64, u64)> = e
+            .add(&mut b, |fp| {
+                asked.push(fp);
+                (fp == stored_fp).then_some(4)
+            })
+            .iter()
+            .map(|(p, s)| (p.seq, *s))
+            .collect();
+        // Both postings name the stored seq; the store is asked once a
+        // fingerprint; only the new id is kept in memory.
+        assert_eq!(twice, [(9, 4), (11, 4)]);
+        assert_eq!(asked.len(), 2);
+        assert_eq!(e.as_slice(), [(fingerprint("dep:a:2"), 10)]);
+    }
+
+    #[test]
     fn the_merge_keeps_every_pair_sorted() {
         let mut e = EntryIds::default();
         for round in 0..20u64 {
@@ -220,7 +252,7 @@ mod tests {
                     row: i as u32,
                 })
                 .collect();
-            assert!(e.add(&mut b).is_empty());
+            assert!(e.add(&mut b, |_| None).is_empty());
         }
         assert_eq!(e.len(), 20 * 37);
         assert!(e.as_slice().windows(2).all(|w| w[0].0 < w[1].0));
