@@ -100,6 +100,12 @@ struct Block {
 /// A block's records: runs of one account's pairs, in (account, fp) order.
 type Runs = Vec<(Arc<str>, Vec<(u64, u64)>)>;
 
+/// One account's pairs (fingerprint, first seq), in fingerprint order.
+pub type AccountPairs = (String, Vec<(u64, u64)>);
+
+/// A pair with its account: (account, fingerprint, first seq).
+type Pair = (Arc<str>, u64, u64);
+
 /// An open segment: its file and its index.
 #[derive(Debug)]
 struct Segment {
@@ -325,10 +331,7 @@ impl EntryStore {
 impl EntryStore {
     /// Every pair that counts (`since`: see [`append`]), by account in
     /// order, each account's in fingerprint order: the whole store read.
-    pub fn pairs(
-        &self,
-        since: &dyn Fn(&str) -> Option<u64>,
-    ) -> Result<Vec<(String, Vec<(u64, u64)>)>, String> {
+    pub fn pairs(&self, since: &dyn Fn(&str) -> Option<u64>) -> Result<Vec<AccountPairs>, String> {
         let mut all: std::collections::BTreeMap<String, Vec<(u64, u64)>> = Default::default();
         for seg in &self.segments {
             let mut c = Cursor::new(seg);
@@ -354,7 +357,7 @@ struct Cursor<'a> {
     seg: &'a Segment,
     next_block: usize,
     /// The current block's pairs, reversed (the next at the end).
-    pending: Vec<(Arc<str>, u64, u64)>,
+    pending: Vec<Pair>,
 }
 
 impl<'a> Cursor<'a> {
@@ -366,7 +369,7 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    fn peek(&mut self) -> Result<Option<&(Arc<str>, u64, u64)>, String> {
+    fn peek(&mut self) -> Result<Option<&Pair>, String> {
         while self.pending.is_empty() && self.next_block < self.seg.blocks.len() {
             let runs = self.seg.records(self.next_block)?;
             self.next_block += 1;
@@ -394,7 +397,7 @@ struct SegmentWriter {
     /// The current block: its encoded runs, its open run, its first key and
     /// its pairs' filter hashes.
     buf: codec::Writer,
-    run: Option<(Box<str>, Vec<(u64, u64)>)>,
+    run: Option<AccountPairs>,
     first: Option<(Box<str>, u64)>,
     hashes: Vec<(u64, u64)>,
     last: Option<(Box<str>, u64)>,
@@ -433,7 +436,7 @@ impl SegmentWriter {
         }
         self.last = Some((account.into(), fp));
         self.first.get_or_insert_with(|| (account.into(), fp));
-        if self.run.as_ref().is_some_and(|(a, _)| &**a != account) {
+        if self.run.as_ref().is_some_and(|(a, _)| a != account) {
             self.end_run();
         }
         self.run
@@ -787,7 +790,7 @@ mod tests {
         let words = s1.segments[0].blocks[0].words as usize;
         bytes[words * 8 + 30] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
-        let mut s = EntryStore::open(dir.path(), &[r.clone()], 1).unwrap();
+        let mut s = EntryStore::open(dir.path(), std::slice::from_ref(&r), 1).unwrap();
         let e = s.first_seq("a", 0, 5).unwrap_err();
         assert!(
             e.contains(&r.file) && e.contains("block 0") && e.contains("SHA-256"),
@@ -801,6 +804,6 @@ mod tests {
         let e = EntryStore::open(dir.path(), &[swapped], 3).unwrap_err();
         assert!(e.contains("generation"), "{e}");
         // Out of order, or past the checkpoint's generation.
-        assert!(EntryStore::open(dir.path(), &[r.clone()], 0).is_err());
+        assert!(EntryStore::open(dir.path(), std::slice::from_ref(&r), 0).is_err());
     }
 }
