@@ -241,7 +241,8 @@ if has incr; then
     cp -a "$W/ck" "$W/ck.before"
     PRE="rm -rf '$W/ck' && cp -a '$W/ck.before' '$W/ck'" measure incr 0 "$BIN/reconcile" "$inc_lake" --now-ms "$NOW_MS" "${incr_args[@]}"
     segs=$(find "$W/ck" -name '*.seg' | wc -l)
-    NOTE[incr]="${NOTE[incr]:-resumed from a checkpoint without $last_day ($held_rows new files); checkpoint $(du -h "$ck" | cut -f1) + archive $(du -ch "$W"/ck/*.seg 2>/dev/null | tail -1 | cut -f1) in $segs segment(s)}"
+    ents=$(find "$W/ck" -name '*.ent' | wc -l)
+    NOTE[incr]="${NOTE[incr]:-resumed from a checkpoint without $last_day ($held_rows new files); checkpoint $(du -h "$ck" | cut -f1) + archive $(du -ch "$W"/ck/*.seg 2>/dev/null | tail -1 | cut -f1) in $segs segment(s) + entry store $(du -ch "$W"/ck/*.ent 2>/dev/null | tail -1 | cut -f1) in $ents segment(s)}"
     sed 's/^/  incr: /' "$W/incr.err" >&2
   else
     NOTE[incr]="skipped: no checkpoint support"

@@ -951,6 +951,51 @@ fn a_damaged_streams_file_stops_the_night_that_needs_it_and_full_rebuilds_it() {
     assert_eq!(cli(&root, &["--checkpoint", ck]).0, 0);
 }
 
+/// A damaged block of the entry store: the night whose postings read it
+/// stops (exit 2, naming the file, nothing written); `--full`, which reads
+/// no entry ids, rebuilds the store, and the nights go on.
+#[test]
+fn a_damaged_entry_store_block_stops_the_night_that_reads_it_and_full_rebuilds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt, events, half) = first_half_proved(dir.path(), 53, 160);
+    let ck = ckpt.to_str().unwrap();
+    let stores: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "ent"))
+        .collect();
+    assert_eq!(stores.len(), 1, "{stores:?}");
+    let name = stores[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let mut bytes = std::fs::read(&stores[0]).unwrap();
+    bytes[20] ^= 1; // the first block's filter
+    std::fs::write(&stores[0], &bytes).unwrap();
+    let later: Vec<&Event> = events[half..].iter().collect();
+    assert!(later.iter().any(|e| e.kind == "deposited"));
+    deliver(&root, &later, "b");
+    let before = std::fs::read(&ckpt).unwrap();
+    let (code, err) = cli(&root, &["--checkpoint", ck]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("entry store")
+            && err.contains(&name)
+            && err.contains("SHA-256")
+            && err.contains("--full"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&ckpt).unwrap(), before, "nothing written");
+    let (code, err) = cli(&root, &["--checkpoint", ck, "--full"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !stores[0].exists(),
+        "the damaged segment is no longer named"
+    );
+    assert_eq!(cli(&root, &["--checkpoint", ck]).0, 0);
+}
+
 /// A damaged block of the checkpoint's archive: `--full`, the remedy its
 /// help names, warns of it and rebuilds the checkpoint (it once failed
 /// too, walking the archive for the tails the lake owes, which left no
