@@ -151,6 +151,10 @@ pub struct ProofState {
     pub entry_key: EntryKey,
     /// The entry ids of earlier nights (`entry_store`).
     pub entry_store: EntryStore,
+    /// The checkpoint file it was loaded from and the lake it was loaded
+    /// for (not saved): a run that must prove the lake from its first event
+    /// after all reads it again, to judge its tails (`run`).
+    pub source: Option<(std::path::PathBuf, String)>,
 }
 
 // ---- the file format -------------------------------------------------------
@@ -407,7 +411,9 @@ impl ProofState {
                     "damaged: its SHA-256 does not match (truncated or altered)".into(),
                 ));
             }
-            parsed.map_err(err)
+            let (mut state, left_out) = parsed.map_err(err)?;
+            state.source = Some((path.to_path_buf(), lake.to_owned()));
+            Ok((state, left_out))
         })
     }
 

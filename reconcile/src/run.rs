@@ -1412,6 +1412,7 @@ async fn start(
         cleared: cleared.as_ref(),
         owing,
     };
+    let source = std::mem::take(&mut prior.source);
     if let Some(done) = prove_resumed(lake, opts, started, prior, resume).await? {
         return Ok(done);
     }
@@ -1423,6 +1424,19 @@ async fn start(
              proving the lake from its first event"
         );
     }
+    // The checkpoint's proof, as on disk, set aside as for lost files: the
+    // proof from the first event sees a stream cut short by the same
+    // compaction as a shorter, whole one, so every tail it proved is judged.
+    let reloaded = match (&set_aside, source) {
+        (None, Some((path, lake))) => {
+            Some(ProofState::load(&path, &lake).map_err(|e| Error::Lake(e.to_string()))?)
+        }
+        _ => None,
+    };
+    let owing = Owing {
+        set_aside: owing.set_aside.or(reloaded.as_ref()),
+        ..owing
+    };
     let full = Resume {
         resumed,
         reproved_in_full: true,
@@ -1875,6 +1889,7 @@ async fn prove_resumed(
         older_rules: false,
         entry_key: facts.entry_key,
         entry_store: facts.entry_store,
+        source: None,
     };
     Ok(Some((report, state)))
 }

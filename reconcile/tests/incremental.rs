@@ -735,9 +735,25 @@ fn proved_lake(
 /// exactly that version, and its output is as written, so the night
 /// accounts for the input). Returns the rows dropped.
 fn compact_dropping(root: &Path, input: &str, drop: impl Fn(&Event) -> bool) -> Vec<Event> {
+    compact_rewriting(root, input, |rows| {
+        let (dropped, kept): (Vec<_>, Vec<_>) = std::mem::take(rows)
+            .into_iter()
+            .partition(|r| drop(&r.event));
+        *rows = kept;
+        dropped.into_iter().map(|r| r.event).collect()
+    })
+}
+
+/// [`compact_dropping`], the rows of the output being what `rewrite` leaves
+/// of the input's; returns what `rewrite` returns.
+fn compact_rewriting<T>(
+    root: &Path,
+    input: &str,
+    rewrite: impl FnOnce(&mut Vec<ledger_ingest::Row>) -> T,
+) -> T {
     use ledger_ingest::{build_files, parse_object_key, FileLayer, Manifest};
-    let rows = rows_of(root, input);
-    let (dropped, kept): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| drop(&r.event));
+    let mut kept = rows_of(root, input);
+    let result = rewrite(&mut kept);
     assert!(!kept.is_empty());
     let before = version_of(root, input);
     let out = build_files(kept, FileLayer::Compacted).unwrap().remove(0);
@@ -746,7 +762,52 @@ fn compact_dropping(root: &Path, input: &str, drop: impl Fn(&Event) -> bool) -> 
     let partition = parse_object_key(input).unwrap().partition;
     let manifest = Manifest::new(&partition, vec![before], vec![version_of(root, &out.key)]);
     write_object(root, &manifest.key(), &manifest.to_json()).unwrap();
-    dropped.into_iter().map(|r| r.event).collect()
+    result
+}
+
+/// A compaction that alters a deposit under its recorded hashes (so its
+/// stream's rows still chain to the proved tail, and the pre-proof scan
+/// takes them for copies until their hashes are checked) and drops another
+/// stream's last proved row: the night proves the lake from its first event
+/// once it finds the copies are not, and must still judge every tail the
+/// checkpoint proved (a proof of the lake alone sees a shorter, whole
+/// stream).
+#[test]
+fn a_night_that_finds_cleared_copies_altered_still_judges_every_proved_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt, input, rows) = proved_lake(dir.path(), "account");
+    let last = rows.last().unwrap().event.clone();
+    let (altered, dropped) = compact_rewriting(&root, &input, |rows| {
+        let deposit = rows
+            .iter_mut()
+            .find(|r| r.event.kind == "deposited" && r.event.stream_key != last.stream_key)
+            .expect("a deposit of another account");
+        *deposit.event.amount.as_mut().unwrap() += 1;
+        let altered = deposit.event.event_id.clone();
+        let at = rows
+            .iter()
+            .position(|r| r.event.event_id == last.event_id)
+            .unwrap();
+        (altered, rows.remove(at).event)
+    });
+    let r = night(&root, &ckpt);
+    let i = r.incremental.as_ref().unwrap();
+    assert!(i.reproved_in_full && i.files_lost == 0, "{i:?}");
+    assert!(
+        serde_json::to_string(&r.checks).unwrap().contains(&altered),
+        "the altered deposit is named: {}",
+        verdicts(&r)
+    );
+    assert_eq!(
+        owed(&r),
+        vec![(
+            "proved_rows_missing",
+            dropped.stream_key.clone(),
+            dropped.seq
+        )],
+        "{}",
+        verdicts(&r)
+    );
 }
 
 #[test]
