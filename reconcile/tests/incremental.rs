@@ -1057,6 +1057,36 @@ fn a_damaged_entry_store_block_stops_the_night_that_reads_it_and_full_rebuilds_i
     assert_eq!(cli(&root, &["--checkpoint", ck]).0, 0);
 }
 
+/// A damaged block of the checkpoint's archive, walked by a night that
+/// proves the lake in full because a proved file was lost: warned of and
+/// left unjudged as `--full` does, not an error (the night builds a fresh
+/// checkpoint, and stopping it would leave no way out but `--full`).
+#[test]
+fn a_damaged_archive_block_is_warned_of_by_a_night_that_proves_in_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt, input, _) = proved_lake(dir.path(), "transfer");
+    let ck = ckpt.to_str().unwrap();
+    let segments: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
+    assert_eq!(segments.len(), 1, "{segments:?}");
+    let mut bytes = std::fs::read(&segments[0]).unwrap();
+    bytes[20] ^= 1; // inside the first block
+    std::fs::write(&segments[0], &bytes).unwrap();
+    std::fs::remove_file(root.join(&input)).unwrap();
+    let (code, listed, metric, lines) = not_judged(&root, &["--checkpoint", ck]);
+    assert_eq!(code, 1, "the lost file's tails are owed: {lines:?}");
+    assert!(
+        listed.len() == 1 && listed[0].contains("block") && metric == "1",
+        "{listed:?} {metric}"
+    );
+    assert!(lines.iter().any(|l| l.contains("NOT JUDGED")), "{lines:?}");
+    assert!(!segments[0].exists(), "the new checkpoint does not name it");
+    assert_ne!(cli(&root, &["--checkpoint", ck]).0, 2);
+}
+
 /// A damaged block of the checkpoint's archive: `--full`, the remedy its
 /// help names, warns of it and rebuilds the checkpoint (it once failed
 /// too, walking the archive for the tails the lake owes, which left no
