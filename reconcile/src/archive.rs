@@ -187,6 +187,29 @@ pub(crate) fn read_at(file: &File, offset: u64, len: u64) -> std::io::Result<Vec
     Ok(buf)
 }
 
+/// A segment's temporary file: directory, stem, path, writer.
+pub(crate) type Created = (PathBuf, String, PathBuf, std::io::BufWriter<File>);
+
+/// Creates `{stem}.{ext}.tmp` beside the checkpoint (`stem` its file name)
+/// for a segment to be written into: returns the directory, the stem, the
+/// temporary path and a buffered writer (or the directory and the error).
+pub(crate) fn create_beside(
+    checkpoint: &Path,
+    ext: &str,
+) -> Result<Created, (PathBuf, std::io::Error)> {
+    let (dir, stem) = place(checkpoint);
+    let tmp = dir.join(format!("{stem}.{ext}.tmp"));
+    match File::create(&tmp) {
+        Ok(file) => Ok((
+            dir,
+            stem,
+            tmp,
+            std::io::BufWriter::with_capacity(1 << 20, file),
+        )),
+        Err(e) => Err((dir, e)),
+    }
+}
+
 /// Opens a file beside the checkpoint laid out as blocks, an index and the
 /// footer `index_offset:u64 index_len:u64 index_sha:[u8;32] magic:[u8;8]`,
 /// checks it against what the checkpoint recorded (its length and its
@@ -559,11 +582,10 @@ struct SegmentWriter {
 impl SegmentWriter {
     /// A writer for at most `capacity` records (the Bloom filter's size).
     fn create(checkpoint: &Path, capacity: usize) -> Result<SegmentWriter, String> {
-        let (dir, stem) = place(checkpoint);
-        let tmp = dir.join(format!("{stem}.seg.tmp"));
-        let file = File::create(&tmp).map_err(|e| write_err(&dir, e))?;
+        let (dir, stem, tmp, out) =
+            create_beside(checkpoint, "seg").map_err(|(dir, e)| write_err(&dir, e))?;
         Ok(SegmentWriter {
-            out: std::io::BufWriter::with_capacity(1 << 20, file),
+            out,
             bloom: Bloom::new(capacity),
             blocks: Vec::new(),
             block: codec::Writer::default(),

@@ -407,11 +407,10 @@ struct SegmentWriter {
 
 impl SegmentWriter {
     fn create(checkpoint: &Path) -> Result<SegmentWriter, String> {
-        let (dir, stem) = archive::place(checkpoint);
-        let tmp = dir.join(format!("{stem}.ent.tmp"));
-        let file = File::create(&tmp).map_err(|e| write_err(&dir, e))?;
+        let (dir, stem, tmp, out) =
+            archive::create_beside(checkpoint, "ent").map_err(|(dir, e)| write_err(&dir, e))?;
         Ok(SegmentWriter {
-            out: std::io::BufWriter::with_capacity(1 << 20, file),
+            out,
             blocks: Vec::new(),
             buf: codec::Writer::default(),
             run: None,

@@ -965,12 +965,7 @@ fn a_damaged_streams_file_stops_the_night_that_needs_it_and_full_rebuilds_it() {
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt, input, _) = proved_lake(dir.path(), "transfer");
     let ck = ckpt.to_str().unwrap();
-    let streams: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "prs"))
-        .collect();
-    assert_eq!(streams.len(), 1, "{streams:?}");
+    let streams = [only_file(dir.path(), "prs")];
     let good = std::fs::read(&streams[0]).unwrap();
     // A byte of the first lake file's set (an account file's: the sets are
     // in key order after a 12-byte header).
@@ -1020,12 +1015,7 @@ fn a_damaged_entry_store_block_stops_the_night_that_reads_it_and_full_rebuilds_i
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt, events, half) = first_half_proved(dir.path(), 53, 160);
     let ck = ckpt.to_str().unwrap();
-    let stores: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "ent"))
-        .collect();
-    assert_eq!(stores.len(), 1, "{stores:?}");
+    let stores = [only_file(dir.path(), "ent")];
     let name = stores[0]
         .file_name()
         .unwrap()
@@ -1066,12 +1056,7 @@ fn a_damaged_archive_block_is_warned_of_by_a_night_that_proves_in_full() {
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt, input, _) = proved_lake(dir.path(), "transfer");
     let ck = ckpt.to_str().unwrap();
-    let segments: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .collect();
-    assert_eq!(segments.len(), 1, "{segments:?}");
+    let segments = [only_file(dir.path(), "seg")];
     let mut bytes = std::fs::read(&segments[0]).unwrap();
     bytes[20] ^= 1; // inside the first block
     std::fs::write(&segments[0], &bytes).unwrap();
@@ -1096,12 +1081,7 @@ fn a_damaged_archive_block_is_warned_of_by_full_which_rebuilds_the_checkpoint() 
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt, _, _) = proved_lake(dir.path(), "transfer");
     let ck = ckpt.to_str().unwrap();
-    let segments: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .collect();
-    assert_eq!(segments.len(), 1, "{segments:?}");
+    let segments = [only_file(dir.path(), "seg")];
     let good = std::fs::read(&segments[0]).unwrap();
     let mut bytes = good.clone();
     bytes[20] ^= 1; // inside the first block
@@ -1657,6 +1637,17 @@ fn a_lake_that_lost_rows_a_night_proved_is_violated_until_they_are_back() {
                 .contains("history was rewritten"));
         }
     }
+}
+
+/// The one file `*.{ext}` in `dir` (a checkpoint's segment or streams file).
+fn only_file(dir: &Path, ext: &str) -> std::path::PathBuf {
+    let found: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.into_iter().next().unwrap()
 }
 
 fn segment_files(dir: &Path) -> Vec<String> {
