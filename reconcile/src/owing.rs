@@ -38,14 +38,14 @@ const FILTER_KEYS_MAX: usize = 1_000;
 pub struct Owing<'a> {
     /// Tails earlier runs found not held (the checkpoint's `owed`).
     pub owed: &'a [Owed],
-    /// The checkpoint's proof, set aside because the run proves the lake
-    /// from its first event (`--full`, proved files lost, a checkpoint of
-    /// older rules, too many streams to reopen, copies that were not). A
-    /// damaged block of its archive is warned of and its transfers left
-    /// unjudged (`not_judged`), not an error: the run builds a fresh
-    /// checkpoint, and an error would leave no way out but deleting the
-    /// checkpoint, and every tail owed with it.
+    /// The checkpoint's proof, set aside because proved files were lost.
     pub set_aside: Option<&'a ProofState>,
+    /// The run is `--full`, the remedy a damaged checkpoint's help names:
+    /// a damaged block of the set-aside proof's archive is warned of and
+    /// its transfers left unjudged, not an error (an error here would
+    /// leave no way out but deleting the checkpoint, and every tail owed
+    /// with it).
+    pub full: bool,
 }
 
 /// The proof's streams, to look a stream's tail up in.
@@ -124,9 +124,15 @@ pub async fn judge(
                 decide(transfer(id), st.tail.clone(), None);
             }
         };
-        for e in p.archive.each_readable(&open, judge) {
-            crate::checkpoint::warn_archive_left_out(&e);
-            left_out.push(e);
+        if owing.full {
+            for e in p.archive.each_readable(&open, judge) {
+                crate::checkpoint::warn_archive_left_out(&e);
+                left_out.push(e);
+            }
+        } else {
+            p.archive
+                .each(&open, judge)
+                .map_err(crate::checkpoint::archive_unreadable)?;
         }
     }
     for (id, tail) in tails {

@@ -1322,6 +1322,7 @@ async fn start(
 ) -> Result<(Report, ProofState), Error> {
     let started = Instant::now();
     let resumed = resume.is_some();
+    let full = set_aside.is_some();
     let mut prior = resume.unwrap_or_default();
     let mut reproved_in_full = false;
     // What earlier runs proved that the lake must still hold
@@ -1398,6 +1399,7 @@ async fn start(
     let owing = Owing {
         owed: &owed,
         set_aside: set_aside.as_ref(),
+        full,
     };
     let resume = Resume {
         resumed,

@@ -1048,28 +1048,36 @@ fn a_damaged_entry_store_block_stops_the_night_that_reads_it_and_full_rebuilds_i
 }
 
 /// A damaged block of the checkpoint's archive, walked by a night that
-/// proves the lake in full because a proved file was lost: warned of and
-/// left unjudged as `--full` does, not an error (the night builds a fresh
-/// checkpoint, and stopping it would leave no way out but `--full`).
+/// proves the lake in full because a proved file was lost: the night stops
+/// (exit 2, naming the block and the remedy) rather than drop the tails of
+/// the transfers settled there with a warning; `--full`, the explicit
+/// remedy, warns of them and rebuilds the checkpoint.
 #[test]
-fn a_damaged_archive_block_is_warned_of_by_a_night_that_proves_in_full() {
+fn a_damaged_archive_block_stops_a_night_that_proves_in_full_until_full_is_run() {
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt, input, _) = proved_lake(dir.path(), "transfer");
     let ck = ckpt.to_str().unwrap();
-    let segments = [only_file(dir.path(), "seg")];
-    let mut bytes = std::fs::read(&segments[0]).unwrap();
+    let segment = only_file(dir.path(), "seg");
+    let mut bytes = std::fs::read(&segment).unwrap();
     bytes[20] ^= 1; // inside the first block
-    std::fs::write(&segments[0], &bytes).unwrap();
+    std::fs::write(&segment, &bytes).unwrap();
     std::fs::remove_file(root.join(&input)).unwrap();
-    let (code, listed, metric, lines) = not_judged(&root, &["--checkpoint", ck]);
+    let before = std::fs::read(&ckpt).unwrap();
+    let (code, err) = cli(&root, &["--checkpoint", ck]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("archive") && err.contains("block 0") && err.contains("--full"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&ckpt).unwrap(), before, "nothing written");
+    let (code, listed, metric, lines) = not_judged(&root, &["--checkpoint", ck, "--full"]);
     assert_eq!(code, 1, "the lost file's tails are owed: {lines:?}");
     assert!(
         listed.len() == 1 && listed[0].contains("block") && metric == "1",
         "{listed:?} {metric}"
     );
-    assert!(lines.iter().any(|l| l.contains("NOT JUDGED")), "{lines:?}");
-    assert!(!segments[0].exists(), "the new checkpoint does not name it");
-    assert_ne!(cli(&root, &["--checkpoint", ck]).0, 2);
+    assert!(!segment.exists(), "the new checkpoint does not name it");
+    assert_eq!(cli(&root, &["--checkpoint", ck]).0, 1, "the tails are still owed");
 }
 
 /// A damaged block of the checkpoint's archive: `--full`, the remedy its
