@@ -25,12 +25,14 @@
 //!
 //! The file: `LDGRCKPT`, the format version ([`CHECKPOINT_VERSION`], u32
 //! LE), the length (u64 LE) of a JSON header (the lake, files, names,
-//! account and other non-transfer streams, findings, the archive's
-//! segments), the binary records of every open transfer stream and its legs
-//! ([`crate::codec`]), and the SHA-256 of everything before it: a truncated
-//! or altered checkpoint is refused (exit 2), never half-used. It is written
-//! to a temporary name, fsynced and renamed, so a crash never leaves half a
-//! checkpoint; the segments and files of streams it names
+//! account and other non-transfer streams, each account with the entry
+//! store's generation its ids count from, findings, the archive's segments,
+//! the entry store's segments and generation), the binary records of every
+//! open transfer stream and its legs ([`crate::codec`]), and the SHA-256 of
+//! everything before it: a truncated or altered checkpoint is refused (exit
+//! 2), never half-used. It is written to a temporary name, fsynced and
+//! renamed, so a crash never leaves half a checkpoint; the archive's and the
+//! entry store's segments and the files of streams it names
 //! (`crate::presence_files`) are written and fsynced before it.
 
 use std::borrow::Cow;
@@ -298,13 +300,14 @@ struct Split<'a> {
 pub(crate) const FULL_HELP: &str = "Help: run with --full to re-prove the lake from its first \
      event (a new checkpoint and its files are written)";
 
-/// A run that needs a block of the checkpoint's archive and cannot read it:
-/// exit 2, naming `--full`.
-/// An entry segment a lookup could not read (the run stops: exit 2).
+/// An entry segment a lookup could not read (the run stops: exit 2, naming
+/// `--full`).
 pub(crate) fn entries_unreadable(e: String) -> crate::lake::Error {
     crate::lake::Error::Lake(format!("checkpoint entry store: {e}\n{FULL_HELP}"))
 }
 
+/// A run that needs a block of the checkpoint's archive and cannot read it:
+/// exit 2, naming `--full`.
 pub(crate) fn archive_unreadable(e: String) -> crate::lake::Error {
     crate::lake::Error::Lake(format!("checkpoint archive: {e}\n{FULL_HELP}"))
 }
@@ -491,10 +494,18 @@ impl ProofState {
         let holds_known = f.version >= 10;
         for s in f.streams {
             let table = table_of(&s.table)?;
-            if f.version >= 13 && s.account.is_some() && s.entries_since.is_none() {
+            // Every account's ids count from a generation the store has
+            // reached: one outside it would skip them, then drop them.
+            if f.version >= 13
+                && s.account.is_some()
+                && !s
+                    .entries_since
+                    .is_some_and(|g| (1..=f.entry_generation).contains(&g))
+            {
                 return Err(format!(
-                    "damaged header: the account {} has no entries_since (version 13 keeps one)",
-                    s.key
+                    "damaged header: the account {} has entries_since {:?} in a checkpoint of entry generation {} \
+                     (version 13 keeps one from 1 to that generation)",
+                    s.key, s.entries_since, f.entry_generation
                 ));
             }
             p.streams.insert(
@@ -831,6 +842,104 @@ mod tests {
             "0123456789abcdef+123456789abcdef",
         ] {
             assert_eq!(parse_entry_key(bad), None, "{bad:?}");
+        }
+    }
+
+    fn account_id(key: &str) -> StreamId {
+        (Table::Account, Stream::Account, key.to_owned())
+    }
+
+    /// Account `key`'s state as a run that proved it from its first event
+    /// holds it: all its ids in memory, counting from no generation yet.
+    fn proved_from_first(key: &str, ids: &[(u64, u64)]) -> (StreamId, StreamState) {
+        let account = AccountFacts {
+            entries: EntryIds::from_sorted(ids.to_vec()).unwrap(),
+            ..AccountFacts::default()
+        };
+        let state = StreamState {
+            account: Some(Box::new(account)),
+            ..StreamState::default()
+        };
+        (account_id(key), state)
+    }
+
+    #[test]
+    fn an_account_proved_from_its_first_event_counts_its_ids_from_that_checkpoints_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ckpt");
+        let lake = "/lake";
+        // Night 1 proves a and b from their first event: generation 1.
+        let mut p = ProofState::default();
+        p.streams.extend([
+            proved_from_first("a", &[(10, 1), (20, 2)]),
+            proved_from_first("b", &[(10, 3)]),
+        ]);
+        p.save(&path, lake, 0).unwrap();
+        let mut p = ProofState::load(&path, lake).unwrap();
+        assert_eq!(p.entry_store.generation, 1);
+        for k in ["a", "b"] {
+            let a = p.streams[&account_id(k)].account.as_ref().unwrap();
+            assert_eq!((a.entries_since, a.entries.len()), (Some(1), 0), "{k}");
+        }
+        assert_eq!(p.entry_store.first_seq("a", 1, 20).unwrap(), Some(2));
+        // Night 2 re-proves a from its first event (its history changed: id
+        // 20 is gone, 30 came) and adds id 40 to b, which it continues.
+        let (id, st) = proved_from_first("a", &[(10, 1), (30, 2)]);
+        p.streams.insert(id, st);
+        let b = p.streams.get_mut(&account_id("b")).unwrap();
+        b.account.as_mut().unwrap().entries = EntryIds::from_sorted(vec![(40, 4)]).unwrap();
+        p.save(&path, lake, 0).unwrap();
+        let mut p = ProofState::load(&path, lake).unwrap();
+        let since = |k: &str| {
+            p.streams[&account_id(k)]
+                .account
+                .as_ref()
+                .unwrap()
+                .entries_since
+        };
+        assert_eq!((since("a"), since("b")), (Some(2), Some(1)));
+        let (a, b) = (since("a").unwrap(), since("b").unwrap());
+        let store = &mut p.entry_store;
+        assert_eq!(
+            store.first_seq("a", a, 20).unwrap(),
+            None,
+            "a's old id no longer counts"
+        );
+        assert_eq!(store.first_seq("a", a, 30).unwrap(), Some(2));
+        assert_eq!(store.first_seq("a", a, 10).unwrap(), Some(1));
+        assert_eq!(
+            store.first_seq("b", b, 10).unwrap(),
+            Some(3),
+            "b's first night counts"
+        );
+        assert_eq!(store.first_seq("b", b, 40).unwrap(), Some(4));
+    }
+
+    #[test]
+    fn an_entries_since_outside_the_stores_generations_is_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ckpt");
+        let mut p = ProofState::default();
+        p.streams.extend([proved_from_first("a", &[(10, 1)])]);
+        p.save(&path, "/lake", 0).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let (content, _) = bytes.split_at(bytes.len() - 32);
+        let (header, body) = split_content(content).unwrap();
+        let header = std::str::from_utf8(header).unwrap();
+        for bad in ["\"entries_since\":2", "\"entries_since\":0", ""] {
+            let json = header
+                .replace("\"entries_since\":1", bad)
+                .replace(",,", ",");
+            let json = json.replace(",}", "}");
+            let mut sealed = bytes[..12].to_vec();
+            sealed.extend((json.len() as u64).to_le_bytes());
+            sealed.extend(json.as_bytes());
+            sealed.extend(body);
+            let digest = Sha256::digest(&sealed);
+            sealed.extend(digest);
+            std::fs::write(&path, &sealed).unwrap();
+            let e = ProofState::load(&path, "/lake").unwrap_err();
+            assert!(e.0.contains("entries_since"), "{bad:?}: {}", e.0);
         }
     }
 }

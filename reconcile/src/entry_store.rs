@@ -1,7 +1,9 @@
 //! The accounts' entry ids (`checks::entries`) from night to night: kept in
 //! immutable segment files beside the checkpoint, not in it, and read back
-//! only for the accounts a night visits and the fingerprints it asks about.
-//! A night's cost follows what it brings, not the history.
+//! only for the accounts a night visits and the fingerprints it asks about:
+//! a night writes what it brings, and reads the index and the filters of the
+//! blocks its new postings fall in (2 bytes a stored id of those blocks),
+//! not the ids.
 //!
 //! Each id is one pair (account, fingerprint) → the seq it was first posted
 //! at. A run keeps in memory only the pairs it adds (`AccountFacts::entries`);
@@ -219,7 +221,16 @@ impl Segment {
         if Sha256::digest(&bytes).as_slice() != b.sha {
             return Err(self.err(i, "damaged: its SHA-256 does not match"));
         }
-        parse_runs(&bytes).map_err(|e| self.err(i, format!("damaged: {e}")))
+        let runs = parse_runs(&bytes).map_err(|e| self.err(i, format!("damaged: {e}")))?;
+        // The index sends a lookup here by the block's first key: it must be
+        // the first pair, and the last pair before the next block's.
+        let first = runs.first().map(|(a, p)| (&**a, p[0].0));
+        let last = runs.last().map(|(a, p)| (&**a, p[p.len() - 1].0));
+        let next = self.blocks.get(i + 1).map(|n| (&*n.account, n.fp));
+        if first != Some((&*b.account, b.fp)) || next.is_some_and(|n| last >= Some(n)) {
+            return Err(self.err(i, "damaged: its pairs do not match the index's keys"));
+        }
+        Ok(runs)
     }
 }
 
@@ -245,7 +256,8 @@ fn parse_runs(bytes: &[u8]) -> Result<Runs, String> {
 
 /// The pair's seq in `runs`, if they hold it.
 fn find(runs: &Runs, account: &str, fp: u64) -> Option<u64> {
-    let (_, pairs) = runs.iter().find(|(a, _)| &**a == account)?;
+    let at = runs.binary_search_by(|(a, _)| (**a).cmp(account)).ok()?;
+    let pairs = &runs[at].1;
     let k = pairs.binary_search_by_key(&fp, |p| p.0).ok()?;
     Some(pairs[k].1)
 }
@@ -668,6 +680,19 @@ mod tests {
             pair_hashes("acme.a1", 0x0123_4567_89ab_cdef),
             (0x41c1_3c6c_ef48_40e7, 0x67c1_0637_a9f1_cce5)
         );
+    }
+
+    #[test]
+    fn a_blocks_filter_is_pinned() {
+        // Segments on disk depend on the filter's size, probes and bit
+        // mapping (shared with the archive's): changing any needs a new
+        // ENTRY_SEGMENT_VERSION.
+        let mut f = Bloom::new(2);
+        f.insert_hashed(pair_hashes("acme.a1", 1));
+        f.insert_hashed(pair_hashes("acme.a2", 1));
+        assert_eq!(f.words.len(), 1);
+        assert_eq!(f.words[0], 0x0518_1222_44c5_8b8a);
+        assert!(f.may_contain_hashed(pair_hashes("acme.a1", 1)));
     }
 
     #[test]

@@ -103,9 +103,11 @@ struct Cli {
     /// copied are recognised by their hash chain, and a proved file that left
     /// the lake otherwise, which compaction's manifests do not account for,
     /// makes the run prove the lake in full), then write the new checkpoint
-    /// there. Settled transfers are kept in archive segments beside it
-    /// (FILE.*.seg; keep them with FILE), and FILE.lock keeps a second run
-    /// off it. Format and guarantees: docs/RECONCILE.md.
+    /// there. Files beside it belong to it (keep them with FILE, back them
+    /// up and restore them together): settled transfers in archive segments
+    /// (FILE.*.seg), the accounts' entry ids in entry-store segments
+    /// (FILE.*.ent), the streams of each proved lake file (FILE.*.prs); and
+    /// FILE.lock keeps a second run off it. Format and guarantees: docs/RECONCILE.md.
     #[arg(long, value_name = "FILE")]
     checkpoint: Option<PathBuf>,
     /// Re-prove the lake from the first event instead of resuming, and

@@ -5,8 +5,10 @@
 //! run); the checkpoint's tails of the streams it re-proved from their
 //! first event (a stream reopened by a late or altered row: its proof
 //! could end short of what was proved, if rows left the lake); and, when
-//! it set its checkpoint's proof aside because proved files were lost, or
-//! is `--full` with a checkpoint, every tail that proof kept: its streams',
+//! it set its checkpoint's proof aside to prove the lake from its first
+//! event (proved files lost, a checkpoint of older rules, most account
+//! streams to reopen, rows taken for copies that were not, or `--full` with
+//! a checkpoint), every tail that proof kept: its streams',
 //! its open transfers', and its archived transfers' (walked in id order,
 //! one block of each segment at a time). Each stream is judged once: a
 //! tail owed stands over the checkpoint's tail of the same stream. Most

@@ -1077,7 +1077,11 @@ fn a_damaged_archive_block_stops_a_night_that_proves_in_full_until_full_is_run()
         "{listed:?} {metric}"
     );
     assert!(!segment.exists(), "the new checkpoint does not name it");
-    assert_eq!(cli(&root, &["--checkpoint", ck]).0, 1, "the tails are still owed");
+    assert_eq!(
+        cli(&root, &["--checkpoint", ck]).0,
+        1,
+        "the tails are still owed"
+    );
 }
 
 /// A damaged block of the checkpoint's archive: `--full`, the remedy its

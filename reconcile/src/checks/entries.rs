@@ -11,8 +11,9 @@
 //! conservation requires exactly one of each per transfer.
 //!
 //! An account's entry ids are kept as 64-bit fingerprints with the seq each
-//! was first posted at, sorted by fingerprint: 16 bytes an entry, carried
-//! from night to night in the checkpoint, so a night that brings the second
+//! was first posted at, sorted by fingerprint: 16 bytes an entry, in memory
+//! for the ids a run adds and carried from night to night in the entry store
+//! beside the checkpoint (`entry_store`), so a night that brings the second
 //! posting names the first as a full proof does. A fingerprint is SipHash-1-3
 //! of the id under a random key ([`EntryKey`]) a proof from the first event
 //! draws and its checkpoint keeps: the ids are partly client-chosen (the
