@@ -721,7 +721,15 @@ impl ProofState {
         inner.write_all(&digest).map_err(io)?;
         let file = inner.into_inner().map_err(|e| err(e.to_string()))?;
         file.sync_all().map_err(io)?;
+        // The names of the segments and files of streams written above are
+        // durable before the checkpoint that names them (a crash must not
+        // leave a checkpoint naming a file the directory lost), and the
+        // checkpoint's own name before the old files go.
+        let dir = archive::place(path).0;
+        let sync_dir = || std::fs::File::open(&dir).and_then(|d| d.sync_all());
+        sync_dir().map_err(io)?;
         std::fs::rename(&tmp, path).map_err(io)?;
+        sync_dir().map_err(io)?;
         // The segments and files of streams the old checkpoint named and
         // this one does not.
         archive::remove_unreferenced(path, &segments).map_err(err)?;
