@@ -423,6 +423,8 @@ SELECT l.t AS id,
        count(*) FILTER (WHERE l.kind = 'hold_placed' AND l.account = coalesce(t.c.source, '')) AS n_src_holds,
        arg_min(l.amount, l.seq) FILTER (WHERE l.kind = 'hold_placed' AND l.account = coalesce(t.c.source, '')) AS hold_amount,
        arg_min(l.currency, l.seq) FILTER (WHERE l.kind = 'hold_placed' AND l.account = coalesce(t.c.source, '')) AS hold_currency,
+       min(l.seq) FILTER (WHERE l.kind = 'hold_placed' AND l.account = coalesce(t.c.source, '')) AS hold_seq,
+       arg_min(l.event_id, l.seq) FILTER (WHERE l.kind = 'hold_placed' AND l.account = coalesce(t.c.source, '')) AS hold_event_id,
        coalesce(bool_or(l.kind = 'hold_placed' AND l.account <> coalesce(t.c.source, '')), false) AS wrong_hold,
        count(*) FILTER (WHERE l.kind = 'captured' AND l.account = coalesce(t.c.source, '')) AS n_src_debits,
        coalesce(bool_or(l.kind = 'hold_released' AND l.amount > 0 AND l.account = coalesce(t.c.source, '')), false) AS src_released,
@@ -508,6 +510,7 @@ INSERT INTO findings
 WITH x AS (
     SELECT tf.id, tf.phase, tf.c.amount AS amount, coalesce(tf.c.currency, '') AS currency,
            coalesce(lt.n_src_holds, 0) AS n_src_holds, lt.hold_amount, lt.hold_currency,
+           lt.hold_seq, lt.hold_event_id,
            coalesce(lt.wrong_hold, false) AS wrong_hold,
            coalesce(lt.n_debits, 0) AS n_debits, lt.debit1, coalesce(lt.n_credits, 0) AS n_credits,
            coalesce(lt.released, false) AS released
@@ -538,6 +541,11 @@ FROM x WHERE n_credits > 0 AND (n_src_holds = 0 OR released)
 UNION ALL
 SELECT 'cross_stream_consistency', 'phase_without_credit', id, NULL, NULL, 'phase credited but no credit on the destination'
 FROM x WHERE phase = 'credited' AND n_credits = 0
+UNION ALL
+-- a failed transfer's source refused the reserve: no hold was ever placed there (at the first)
+SELECT 'cross_stream_consistency', 'failed_with_hold', id, hold_seq, hold_event_id,
+       format('phase failed, but {} placed a hold of {} on the source', hold_event_id, hold_amount)
+FROM x WHERE phase = 'failed' AND n_src_holds > 0
 UNION ALL
 -- every leg names the transfer's other party (the destination; the source on a credit); a
 -- release of nothing (amount 0) may name none

@@ -81,6 +81,11 @@ pub enum Class {
     /// A transfer from the lake's first account to itself, only `created`,
     /// past its deadline (the ledger refuses one).
     SameAccount,
+    /// A failed transfer's hold of its amount placed on its source and
+    /// released again, at the end of the source's stream (resealed): money
+    /// neutral, every hold taken whole, nothing left live, yet the source
+    /// refused the reserve of a failed transfer.
+    FailedWithHold,
 }
 
 impl Class {
@@ -105,6 +110,7 @@ impl Class {
         Class::EntryTwice,
         Class::CrossTenant,
         Class::SameAccount,
+        Class::FailedWithHold,
     ];
 }
 
@@ -805,7 +811,16 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             l.replace_stream(&evs);
             (
                 format!("{}: hold for the failed transfer {t} on {src}", e.event_id),
-                one_at("terminal_convergence", "leaked_hold", &t, &e),
+                // Left live: a leak, and a hold the source never granted.
+                vec![
+                    expect("terminal_convergence", "leaked_hold", &t, Some(&e.event_id)),
+                    expect(
+                        "cross_stream_consistency",
+                        "failed_with_hold",
+                        &t,
+                        Some(&e.event_id),
+                    ),
+                ],
             )
         }
         Class::CrossTenant | Class::SameAccount => {
@@ -913,6 +928,48 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                         Some(&created.event_id),
                     ),
                 ],
+            )
+        }
+        Class::FailedWithHold => {
+            let transfers = l.streams(Stream::Transfer);
+            let accounts = l.streams(Stream::Account);
+            // A failed transfer whose source, not frozen and in the
+            // transfer's currency, can hold its amount now.
+            let (t, src, mut evs) = transfers
+                .iter()
+                .filter(|(_, evs)| evs.last().is_some_and(|e| e.kind == "failed"))
+                .find_map(|(t, evs)| {
+                    let src = evs[0].source.clone()?;
+                    let amount = evs[0].amount?;
+                    let acc = accounts
+                        .get(&src)
+                        .filter(|acc| !frozen(acc) && acc[0].currency == evs[0].currency)?;
+                    let last = acc.last()?;
+                    let room = last.balance_after? - last.held_after? + last.overdraft_limit?;
+                    (room >= amount).then(|| (t.clone(), src, acc.clone()))
+                })
+                .ok_or("the lake has no failed transfer whose source can hold its amount now")?;
+            let amount = transfers[&t][0].amount.unwrap_or(0);
+            let dst = transfers[&t][0].destination.clone();
+            let hold = append(&mut evs, "hold_placed", |e| {
+                e.amount = Some(amount);
+                e.held_after = e.held_after.map(|h| h + amount);
+                e.transfer_id = Some(t.clone());
+                e.counterparty = dst.clone();
+            });
+            let release = append(&mut evs, "hold_released", |e| {
+                e.amount = Some(amount);
+                e.held_after = e.held_after.map(|h| h - amount);
+                e.transfer_id = Some(t.clone());
+                e.counterparty = dst.clone();
+            });
+            l.replace_stream(&evs);
+            (
+                format!(
+                    "{}: a hold of {amount} for the failed transfer {t} on {src}, released by {}",
+                    hold.event_id, release.event_id
+                ),
+                one_at("cross_stream_consistency", "failed_with_hold", &t, &hold),
             )
         }
         Class::Nonconservation => {
