@@ -28,6 +28,7 @@ use ledger_reconcile::{
 ///   cross_stream_consistency I1 transfer phases agree with holds, debits and credits
 ///                            (a failed transfer never held money)
 ///   terminal_convergence I4  no transfer non-terminal past its deadline, no leaked hold
+///   protocol_values          every amount, overdraft limit and reason one the ledger core writes
 ///
 /// Exit status: 0 every invariant holds (findings rows still in delivery may explain are
 /// listed as pending: see --settle-ms), 1 at least one is violated (the summary names
