@@ -8,7 +8,7 @@
 #                        (what compacting a proved partition leaves)
 #   reconcile lost       the same, resuming after the last day's files were deleted (no manifest):
 #                        the lake proved in full, and every tail the checkpoint proved judged
-#   duckdb checks        bench/reconcile/checks.sql: the same eight checks in DuckDB SQL
+#   duckdb checks        bench/reconcile/checks.sql: the same nine checks in DuckDB SQL
 #   duckdb scan          bench/reconcile/scan.sql: one plain scan of the same columns (floor)
 #   datafusion scan      reconcile-testdata scan LAKE: the same scan through DataFusion (floor)
 #   verify floor         reconcile-testdata scan LAKE --verify: that scan, every row also encoded,

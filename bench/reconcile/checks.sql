@@ -1,4 +1,4 @@
--- The eight reconcile checks (docs/RECONCILE.md) in DuckDB SQL, over the same lake files.
+-- The nine reconcile checks (docs/RECONCILE.md) in DuckDB SQL, over the same lake files.
 --
 -- Placeholders, substituted textually by bench/reconcile/duckdb_checks.py (or sed):
 --   ${LAKE}    the lake root (the directory holding events/)
@@ -49,7 +49,7 @@ canon AS (
 checked AS (
     SELECT tbl, stream, stream_key, seq, kind, event_id, occurred_at_ms, currency, amount, balance_after,
            held_after, overdraft_limit, entry_id, transfer_id, counterparty, source, destination, deadline_ms,
-           prev_hash, hash, sha256(text) = hash AS hash_ok,
+           reason, prev_hash, hash, sha256(text) = hash AS hash_ok,
            -- 64-bit digest of the whole row: with seq and hash it tells identical copies (the
            -- docs/LAKE.md dedup) without carrying the columns no check reads.
            hash(text, entry_id IS NULL, counterparty IS NULL, reason IS NULL, currency IS NULL) AS content,
@@ -186,7 +186,7 @@ GROUP BY tbl, stream, stream_key, seq;
 -- Primary account rows: the first version of each seq (what reconcile's folds read).
 CREATE OR REPLACE TEMP TABLE pa AS
 SELECT stream_key, seq, kind, event_id, currency, amount, balance_after, held_after,
-       overdraft_limit, entry_id, transfer_id, counterparty,
+       overdraft_limit, entry_id, transfer_id, counterparty, reason,
        lag(seq) OVER a AS p_seq, lag(balance_after) OVER a AS p_bal,
        lag(held_after) OVER a AS p_held, lag(kind) OVER a AS p_kind,
        lag(currency) OVER a AS p_currency, lag(overdraft_limit) OVER a AS p_limit
@@ -349,8 +349,8 @@ GROUP BY stream_key;
 -- own (conservation).
 CREATE OR REPLACE TEMP TABLE tp AS
 SELECT stream_key, seq, kind, event_id, amount, currency, source, destination, occurred_at_ms,
-       deadline_ms,
-       lag(seq) OVER t AS p_seq, lag(kind) OVER t AS p_kind,
+       deadline_ms, reason,
+       lag(seq) OVER t AS p_seq, lag(kind) OVER t AS p_kind, lag(reason) OVER t AS p_reason,
        last_value(CASE WHEN kind = 'created'
                        THEN {'amount': amount, 'currency': currency, 'source': source,
                              'destination': destination} END IGNORE NULLS)
@@ -423,6 +423,8 @@ SELECT l.t AS id,
        count(*) FILTER (WHERE l.kind = 'hold_placed' AND l.account = coalesce(t.c.source, '')) AS n_src_holds,
        arg_min(l.amount, l.seq) FILTER (WHERE l.kind = 'hold_placed' AND l.account = coalesce(t.c.source, '')) AS hold_amount,
        arg_min(l.currency, l.seq) FILTER (WHERE l.kind = 'hold_placed' AND l.account = coalesce(t.c.source, '')) AS hold_currency,
+       min(l.seq) FILTER (WHERE l.kind = 'hold_placed' AND l.account = coalesce(t.c.source, '')) AS hold_seq,
+       arg_min(l.event_id, l.seq) FILTER (WHERE l.kind = 'hold_placed' AND l.account = coalesce(t.c.source, '')) AS hold_event_id,
        coalesce(bool_or(l.kind = 'hold_placed' AND l.account <> coalesce(t.c.source, '')), false) AS wrong_hold,
        count(*) FILTER (WHERE l.kind = 'captured' AND l.account = coalesce(t.c.source, '')) AS n_src_debits,
        coalesce(bool_or(l.kind = 'hold_released' AND l.amount > 0 AND l.account = coalesce(t.c.source, '')), false) AS src_released,
@@ -508,6 +510,7 @@ INSERT INTO findings
 WITH x AS (
     SELECT tf.id, tf.phase, tf.c.amount AS amount, coalesce(tf.c.currency, '') AS currency,
            coalesce(lt.n_src_holds, 0) AS n_src_holds, lt.hold_amount, lt.hold_currency,
+           lt.hold_seq, lt.hold_event_id,
            coalesce(lt.wrong_hold, false) AS wrong_hold,
            coalesce(lt.n_debits, 0) AS n_debits, lt.debit1, coalesce(lt.n_credits, 0) AS n_credits,
            coalesce(lt.released, false) AS released
@@ -538,6 +541,11 @@ FROM x WHERE n_credits > 0 AND (n_src_holds = 0 OR released)
 UNION ALL
 SELECT 'cross_stream_consistency', 'phase_without_credit', id, NULL, NULL, 'phase credited but no credit on the destination'
 FROM x WHERE phase = 'credited' AND n_credits = 0
+UNION ALL
+-- a failed transfer's source refused the reserve: no hold was ever placed there (at the first)
+SELECT 'cross_stream_consistency', 'failed_with_hold', id, hold_seq, hold_event_id,
+       format('phase failed, but {} placed a hold of {} on the source', hold_event_id, hold_amount)
+FROM x WHERE phase = 'failed' AND n_src_holds > 0
 UNION ALL
 -- every leg names the transfer's other party (the destination; the source on a credit); a
 -- release of nothing (amount 0) may name none
@@ -579,6 +587,57 @@ FROM (
 ) l
 LEFT JOIN tf ON tf.id = l.t
 WHERE l.hp IS NOT NULL AND (tf.id IS NULL OR tf.phase IN ('captured', 'failed', 'released'));
+
+-- 9. protocol_values: what the ledger core writes (reconcile's checks::protocol). Amounts of at
+-- most 2^53 − 1 minor units on every row, and the overdraft limit an account is opened with.
+INSERT INTO findings
+SELECT 'protocol_values', 'amount_out_of_range', stream_key, seq, event_id,
+       format('{} of {}: above 9007199254740991', kind, amount)
+FROM pa WHERE amount > 9007199254740991
+UNION ALL
+SELECT 'protocol_values', 'amount_out_of_range', stream_key, seq, event_id,
+       format('{} of {}: above 9007199254740991', kind, amount)
+FROM tp WHERE amount > 9007199254740991
+UNION ALL
+SELECT 'protocol_values', 'overdraft_limit_out_of_range', stream_key, seq, event_id,
+       format('opened with the overdraft limit {}: above 9007199254740991', overdraft_limit)
+FROM pa WHERE kind = 'opened' AND overdraft_limit > 9007199254740991
+UNION ALL
+-- a release of nothing (amount 0, the tombstone) records no_hold, a release of a hold no reason
+SELECT 'protocol_values', 'unexpected_reason', stream_key, seq, event_id,
+       format('hold_released of {} with reason {}', amount, coalesce(reason, 'none'))
+FROM pa
+WHERE kind = 'hold_released' AND amount IS NOT NULL
+  AND CASE WHEN amount = 0 THEN reason IS DISTINCT FROM 'no_hold' ELSE reason IS NOT NULL END;
+
+-- ... and a transfer's reasons: failed, the source's refusal of the reserve; releasing after
+-- created, the reserve given up; after reserved, the destination's refusal of the credit; after
+-- anything else (a gap, a row out of order) either; released, the same as the releasing right
+-- before it (any reason outside those is unexpected).
+INSERT INTO findings
+SELECT 'protocol_values',
+       CASE WHEN NOT coalesce(list_contains(vocab, reason), false) THEN 'unexpected_reason'
+            ELSE 'reason_changed' END,
+       stream_key, seq, event_id,
+       format('{} with reason {} (the row before: {} with {})', kind, coalesce(reason, 'none'),
+              coalesce(p_kind, 'none'), coalesce(p_reason, 'none'))
+FROM (
+    SELECT *,
+           CASE WHEN kind = 'failed'
+                THEN ['account_frozen', 'balance_overflow', 'currency_mismatch', 'insufficient_funds',
+                      'unknown_account']
+                WHEN kind = 'releasing' AND seq > 1 AND p_seq = seq - 1 AND p_kind = 'created'
+                THEN ['deadline_exceeded', 'reserve_unavailable']
+                WHEN kind = 'releasing' AND seq > 1 AND p_seq = seq - 1 AND p_kind = 'reserved'
+                THEN ['account_frozen', 'balance_overflow', 'currency_mismatch', 'unknown_account']
+                ELSE ['deadline_exceeded', 'reserve_unavailable', 'account_frozen', 'balance_overflow',
+                      'currency_mismatch', 'unknown_account'] END AS vocab
+    FROM tp
+    WHERE kind IN ('failed', 'releasing', 'released')
+)
+WHERE NOT coalesce(list_contains(vocab, reason), false)
+   OR (kind = 'released' AND coalesce(seq > 1 AND p_seq = seq - 1 AND p_kind = 'releasing', false)
+       AND p_reason IS DISTINCT FROM reason);
 
 CREATE OR REPLACE TEMP TABLE stats AS
 SELECT (SELECT count(*) FROM read_parquet(['${LAKE}/events/account/date=*/[ic]-*.parquet',

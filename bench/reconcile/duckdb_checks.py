@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Runs bench/reconcile/checks.sql (the eight reconcile checks in DuckDB SQL) over a lake and
+"""Runs bench/reconcile/checks.sql (the nine reconcile checks in DuckDB SQL) over a lake and
 prints the violation count per check, in reconcile's order.
 
     duckdb_checks.py LAKE --now-ms MS [--json OUT] [--compare REPORT.json] [--threads N] [--memory-limit 2GB]
@@ -33,6 +33,7 @@ CHECKS = [
     "global_conservation",
     "cross_stream_consistency",
     "terminal_convergence",
+    "protocol_values",
 ]
 
 

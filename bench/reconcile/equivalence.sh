@@ -21,7 +21,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 BIN="${1:-${CARGO_TARGET_DIR:-$ROOT/target}/release}"
 PY="${PYTHON:-python3}"
 NOW_MS=1798761600000 # 2027-01-01T00:00:00Z, after every generated deadline
-CLASSES="gap tamper conflict unbalanced overdraft dangling leaked nonconservation hidden-overdraft terms-changed phase-skipped frozen-deposit wrong-counterparty credit-lost hold-placed-twice token-hold far-deadline entry-twice cross-tenant same-account"
+CLASSES="gap tamper conflict unbalanced overdraft dangling leaked nonconservation hidden-overdraft terms-changed phase-skipped frozen-deposit wrong-counterparty credit-lost hold-placed-twice token-hold far-deadline entry-twice cross-tenant same-account amount-out-of-range limit-out-of-range failed-with-hold wrong-reason reason-changed"
 for b in reconcile reconcile-testdata; do
   [ -x "$BIN/$b" ] || { echo "equivalence: $BIN/$b not found; build with cargo build --release -p ledger-reconcile --bins" >&2; exit 2; }
 done

@@ -75,8 +75,10 @@ use crate::stream::Tail;
 /// deposit and withdrawal entry ids (`checks::entries`), in a third binary
 /// section. 13: those ids in the entry store's segments beside the file
 /// (`entry_store`), each account's state naming the generation they count
-/// from; no third section.
-pub const CHECKPOINT_VERSION: u32 = 13;
+/// from; no third section. 14: each open transfer's record ends with the
+/// reason its `released` must repeat (`TransferFacts::releasing`), and its
+/// findings include `protocol_values` and a failed transfer's hold.
+pub const CHECKPOINT_VERSION: u32 = 14;
 
 /// Versions this reconciler reads: a version-6 checkpoint is a version-7
 /// one that owes nothing, a version-7 one a version-8 one that knows no
@@ -87,13 +89,15 @@ pub const CHECKPOINT_VERSION: u32 = 13;
 /// is not judged on those streams until a `--full` run re-proves them), a
 /// version-10 one a version-11 one whose files of streams hold streams
 /// alone (a compaction that cuts a stream's start in a file they cover is
-/// found by the stream's re-proof or by `--full`, not by them). Versions
-/// 6–11 are read to be set aside (`ProofState::older_rules`): their tails
-/// judged, the lake proved from its first event once. A version-12 one is a
-/// version-13 one whose accounts' entry ids are all in memory, as if proved
-/// from their first event in this run: the next checkpoint writes them to
-/// the entry store.
-const CHECKPOINT_VERSIONS_READ: [u32; 8] = [6, 7, 8, 9, 10, 11, 12, CHECKPOINT_VERSION];
+/// found by the stream's re-proof or by `--full`, not by them). A
+/// version-12 one is a version-13 one whose accounts' entry ids are all in
+/// memory, as if proved from their first event in this run, a version-13
+/// one a version-14 one whose open transfers' `releasing` reasons are
+/// unknown. Versions 6–13 are read to be set aside
+/// (`ProofState::older_rules`): their tails judged, the lake proved from its
+/// first event once (before 14, no row's amount, limit or reason and no
+/// failed transfer's hold was judged).
+const CHECKPOINT_VERSIONS_READ: [u32; 9] = [6, 7, 8, 9, 10, 11, 12, 13, CHECKPOINT_VERSION];
 
 /// Which stream, as the proof keys it: the table it was found in (a stream
 /// in the wrong table is proved apart from its namesake), its kind and key.
@@ -143,11 +147,12 @@ pub struct ProofState {
     /// Parts of the archive [`ProofState::load_for_full`] left out, each
     /// with why (not saved: the report's `not_judged`).
     pub left_out: Vec<String>,
-    /// Written before version 12: proved by older rules (before 11, a hold
+    /// Written before version 14: proved by older rules (before 11, a hold
     /// of another amount judged only from `reserved` on and deadlines
-    /// unbounded; before 12, no account's entry ids kept), so the next run
-    /// proves the lake from its first event, with this proof set aside (its
-    /// tails judged).
+    /// unbounded; before 12, no account's entry ids kept; before 14, no
+    /// row's amount, limit or reason judged, nor a failed transfer's hold),
+    /// so the next run proves the lake from its first event, with this
+    /// proof set aside (its tails judged).
     pub older_rules: bool,
     /// The key its accounts' entry ids are fingerprinted under.
     pub entry_key: EntryKey,
@@ -484,7 +489,7 @@ impl ProofState {
                 dir: dir.to_path_buf(),
                 refs: f.streams_files.into_owned(),
             },
-            older_rules: f.version < 12,
+            older_rules: f.version < 14,
             entry_key: entry_key.unwrap_or_default(),
             entry_store,
             ..Default::default()
@@ -707,7 +712,7 @@ impl ProofState {
         };
         w.count(open_rows.len());
         for (id, st) in open_rows {
-            w.transfer(id, st);
+            w.open_transfer(id, st);
             flush(&mut w, &mut out, false).map_err(io)?;
         }
         w.count(open_legs.len());
@@ -811,7 +816,7 @@ fn read_body(
     let n = r.count()?;
     let mut transfers = Vec::with_capacity(n);
     for _ in 0..n {
-        transfers.push(r.transfer()?);
+        transfers.push(r.open_transfer(version >= 14)?);
     }
     let n = r.count()?;
     let mut legs = Vec::with_capacity(n);

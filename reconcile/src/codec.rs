@@ -4,16 +4,18 @@
 //! transfer).
 //!
 //! ```text
-//! transfers := count:u64 { id:str  last_seq:u64  hashes  amount:opt_i64  currency:opt_u32
+//! transfers := count:u64 { transfer releasing:u8 }*   (releasing: from checkpoint version 14)
+//! transfer  := id:str  last_seq:u64  hashes  amount:opt_i64  currency:opt_u32
 //!              source:opt_u32  destination:opt_u32  deadline_ms:opt_i64  phase:u32
-//!              terminal:u8  facts_last_seq:u64  last_at_s:u32 }*
+//!              terminal:u8  facts_last_seq:u64  last_at_s:u32
 //! legs      := count:u64 { id:str  (n:u32 { account:u32 amount:i64 currency:u32 counterparty:u32
 //!              seq:u64  at_s:u32 }*){4} }*
 //!              (holds, debits, credits, releases)
 //! entries   := count:u64 { account:str n:u64 { fp:u64 seq:u64 }* }*
 //!              (each account's deposit and withdrawal entry ids, `checks::entries`:
 //!              version 12 only; since 13 they are in `entry_store`)
-//! record    := transfer legs-without-id        (the settled archive's blocks, `archive`)
+//! record    := transfer legs-without-id        (the settled archive's blocks, `archive`:
+//!              terminal transfers, whose last row is not `releasing`)
 //! hashes    := 0 | 1 [u8;32] | 2 n:u32 str*
 //! str       := len:u32 bytes (UTF-8)      opt_x := 0 | 1 x
 //! ```
@@ -21,6 +23,7 @@
 //! Pure: encodes into and decodes from byte slices; `checkpoint` does the I/O.
 
 use crate::checks::entries::EntryIds;
+use crate::checks::protocol;
 use crate::facts::{Leg, LegKind, Legs, TransferFacts, TransferState};
 use crate::id::Id;
 use crate::names::Sym;
@@ -110,6 +113,14 @@ impl Writer {
         self.u32(f.last_at_s);
     }
 
+    /// An open transfer of the checkpoint: [`Writer::transfer`], then the
+    /// reason its next row, a `released`, must repeat
+    /// (`TransferFacts::releasing`).
+    pub fn open_transfer(&mut self, id: &str, s: &TransferState) {
+        self.transfer(id, s);
+        self.u8(s.facts.releasing);
+    }
+
     pub fn legs(&mut self, id: &str, l: &Legs) {
         self.str(id);
         self.legs_body(l);
@@ -127,6 +138,8 @@ impl Writer {
 
     /// A settled transfer in the archive: its stream's state and its legs.
     pub fn record(&mut self, id: &str, s: &TransferState, l: &Legs) {
+        // Settled: terminal, so its last row is not `releasing`.
+        debug_assert_eq!(s.facts.releasing, 0, "{id} is archived while releasing");
         self.transfer(id, s);
         self.legs_body(l);
     }
@@ -287,6 +300,23 @@ impl<'a> Reader<'a> {
         ))
     }
 
+    /// See [`Writer::open_transfer`]; a checkpoint before version 14 wrote
+    /// no `releasing` byte (`with_releasing` false: 0).
+    pub fn open_transfer(&mut self, with_releasing: bool) -> R<(Id, TransferState)> {
+        let (id, mut s) = self.transfer()?;
+        if with_releasing {
+            let code = self.u8()?;
+            if !protocol::is_releasing_code(code) {
+                return Err(format!(
+                    "bad releasing reason {code} at byte {}",
+                    self.pos - 1
+                ));
+            }
+            s.facts.releasing = code;
+        }
+        Ok((id, s))
+    }
+
     pub fn legs(&mut self) -> R<(Id, Legs)> {
         let id = self.str()?.into();
         Ok((id, self.legs_body()?))
@@ -347,7 +377,7 @@ mod tests {
             counterparty: Sym(a + 1),
             seq: s,
         };
-        let t = |id: &str, hashes, amount| {
+        let t = |id: &str, hashes, amount: Option<i64>| {
             (
                 Id::from(id),
                 TransferState {
@@ -365,6 +395,12 @@ mod tests {
                         f.set_terminal(true);
                         f.last_seq = u64::MAX;
                         f.last_at_s = 1_767_225_600;
+                        // A releasing row's reason: one of the list, or another.
+                        f.releasing = match amount {
+                            Some(0) => protocol::OTHER,
+                            Some(_) => 0,
+                            None => 6,
+                        };
                         f
                     },
                 },
@@ -400,7 +436,7 @@ mod tests {
         let mut w = Writer::default();
         w.count(ts.len());
         for (id, s) in &ts {
-            w.transfer(id, s);
+            w.open_transfer(id, s);
         }
         w.count(ls.len());
         for (id, l) in &ls {
@@ -412,7 +448,7 @@ mod tests {
     fn decode(buf: &[u8], names: usize) -> R<(Rows<TransferState>, Rows<Legs>)> {
         let mut r = Reader::new(buf, names);
         let ts = (0..r.count()?)
-            .map(|_| r.transfer())
+            .map(|_| r.open_transfer(true))
             .collect::<R<Vec<_>>>()?;
         let ls = (0..r.count()?).map(|_| r.legs()).collect::<R<Vec<_>>>()?;
         if !r.at_end() {
@@ -434,5 +470,13 @@ mod tests {
         }
         let e = decode(&buf, 3).unwrap_err();
         assert!(e.contains("name 3 out of range"), "{e}");
+        // The first transfer's releasing byte (before the second's id)
+        // names no reason.
+        let mut bad = buf.clone();
+        let at = bad.windows(5).position(|w| w == b"t.a.2").unwrap() - 5;
+        assert_eq!(bad[at], 0);
+        bad[at] = 7;
+        let e = decode(&bad, 4).unwrap_err();
+        assert!(e.contains("bad releasing reason 7"), "{e}");
     }
 }

@@ -81,6 +81,25 @@ pub enum Class {
     /// A transfer from the lake's first account to itself, only `created`,
     /// past its deadline (the ledger refuses one).
     SameAccount,
+    /// A deposit of 2⁵³ (one more than the ledger moves in one command)
+    /// posted at the end of an account's stream, the balance raised by it
+    /// (resealed): every balance refolds and the deposits add up.
+    AmountOutOfRange,
+    /// An account opened with the overdraft limit 2⁵³ (one more than the
+    /// ledger allows), every row of its stream recording it (resealed).
+    LimitOutOfRange,
+    /// A failed transfer's hold of its amount placed on its source and
+    /// released again, at the end of the source's stream (resealed): money
+    /// neutral, every hold taken whole, nothing left live, yet the source
+    /// refused the reserve of a failed transfer.
+    FailedWithHold,
+    /// A released transfer (its credit refused) whose `releasing` and
+    /// `released` rows say `reserve_unavailable` (resealed): a reason of a
+    /// reserve given up, after the reserve was granted.
+    WrongReason,
+    /// A released transfer whose `released` row gives another reason than
+    /// its `releasing` (resealed).
+    ReasonChanged,
 }
 
 impl Class {
@@ -105,6 +124,11 @@ impl Class {
         Class::EntryTwice,
         Class::CrossTenant,
         Class::SameAccount,
+        Class::AmountOutOfRange,
+        Class::LimitOutOfRange,
+        Class::FailedWithHold,
+        Class::WrongReason,
+        Class::ReasonChanged,
     ];
 }
 
@@ -412,6 +436,18 @@ fn first_captured(l: &LocalLake) -> Result<(String, Vec<Event>), String> {
         .into_iter()
         .find(|(_, evs)| evs.len() == 4 && evs[3].kind == "captured")
         .ok_or_else(|| "the lake has no captured transfer to corrupt".to_owned())
+}
+
+/// The first released transfer whose credit was refused (created,
+/// reserved, releasing, released).
+fn first_released(l: &LocalLake) -> Result<(String, Vec<Event>), String> {
+    l.streams(Stream::Transfer)
+        .into_iter()
+        .find(|(_, evs)| {
+            let kinds: Vec<&str> = evs.iter().map(|e| e.kind.as_str()).collect();
+            kinds == ["created", "reserved", "releasing", "released"]
+        })
+        .ok_or_else(|| "the lake has no transfer released after its credit was refused".to_owned())
 }
 
 /// The first captured transfer whose account `party` names (its source or
@@ -805,7 +841,16 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             l.replace_stream(&evs);
             (
                 format!("{}: hold for the failed transfer {t} on {src}", e.event_id),
-                one_at("terminal_convergence", "leaked_hold", &t, &e),
+                // Left live: a leak, and a hold the source never granted.
+                vec![
+                    expect("terminal_convergence", "leaked_hold", &t, Some(&e.event_id)),
+                    expect(
+                        "cross_stream_consistency",
+                        "failed_with_hold",
+                        &t,
+                        Some(&e.event_id),
+                    ),
+                ],
             )
         }
         Class::CrossTenant | Class::SameAccount => {
@@ -915,6 +960,123 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 ],
             )
         }
+        Class::AmountOutOfRange => {
+            let amount = crate::checks::protocol::AMOUNT_MINOR_MAX + 1;
+            // An account not frozen at its end (a deposit there is refused).
+            let (acc, mut evs) = l
+                .streams(Stream::Account)
+                .into_iter()
+                .find(|(_, evs)| !frozen(evs))
+                .ok_or("the lake has no account that is not frozen")?;
+            let e = append(&mut evs, "deposited", |e| {
+                e.amount = Some(amount);
+                e.balance_after = e.balance_after.map(|b| b + amount);
+                e.entry_id = Some(format!("dep:{acc}:injected-amount-out-of-range"));
+            });
+            l.replace_stream(&evs);
+            (
+                format!("{}: a deposit of {amount}", e.event_id),
+                one_at("protocol_values", "amount_out_of_range", &acc, &e),
+            )
+        }
+        Class::LimitOutOfRange => {
+            let limit = crate::checks::protocol::AMOUNT_MINOR_MAX + 1;
+            let (acc, mut evs) = first_account(&l)?;
+            for e in &mut evs {
+                e.overdraft_limit = Some(limit);
+            }
+            reseal_from(&mut evs, 0);
+            let opened = evs[0].clone();
+            l.replace_stream(&evs);
+            (
+                format!("{acc}: opened with the overdraft limit {limit}, every row recording it"),
+                one_at(
+                    "protocol_values",
+                    "overdraft_limit_out_of_range",
+                    &acc,
+                    &opened,
+                ),
+            )
+        }
+        Class::FailedWithHold => {
+            let transfers = l.streams(Stream::Transfer);
+            let accounts = l.streams(Stream::Account);
+            // A failed transfer whose source, not frozen and in the
+            // transfer's currency, can hold its amount now.
+            let (t, src, mut evs) = transfers
+                .iter()
+                .filter(|(_, evs)| evs.last().is_some_and(|e| e.kind == "failed"))
+                .find_map(|(t, evs)| {
+                    let src = evs[0].source.clone()?;
+                    let amount = evs[0].amount?;
+                    let acc = accounts
+                        .get(&src)
+                        .filter(|acc| !frozen(acc) && acc[0].currency == evs[0].currency)?;
+                    let last = acc.last()?;
+                    let room = last.balance_after? - last.held_after? + last.overdraft_limit?;
+                    (room >= amount).then(|| (t.clone(), src, acc.clone()))
+                })
+                .ok_or("the lake has no failed transfer whose source can hold its amount now")?;
+            let amount = transfers[&t][0].amount.unwrap_or(0);
+            let dst = transfers[&t][0].destination.clone();
+            let hold = append(&mut evs, "hold_placed", |e| {
+                e.amount = Some(amount);
+                e.held_after = e.held_after.map(|h| h + amount);
+                e.transfer_id = Some(t.clone());
+                e.counterparty = dst.clone();
+            });
+            let release = append(&mut evs, "hold_released", |e| {
+                e.amount = Some(amount);
+                e.held_after = e.held_after.map(|h| h - amount);
+                e.transfer_id = Some(t.clone());
+                e.counterparty = dst.clone();
+            });
+            l.replace_stream(&evs);
+            (
+                format!(
+                    "{}: a hold of {amount} for the failed transfer {t} on {src}, released by {}",
+                    hold.event_id, release.event_id
+                ),
+                one_at("cross_stream_consistency", "failed_with_hold", &t, &hold),
+            )
+        }
+        Class::WrongReason => {
+            let (t, mut evs) = first_released(&l)?;
+            let was = evs[2].reason.clone().unwrap_or_default();
+            for e in &mut evs[2..] {
+                e.reason = Some("reserve_unavailable".to_owned());
+            }
+            reseal_from(&mut evs, 2);
+            let e = evs[2].clone();
+            l.replace_stream(&evs);
+            (
+                format!(
+                    "{}: releasing after reserved with reason reserve_unavailable (was {was}), its released too",
+                    e.event_id
+                ),
+                one_at("protocol_values", "unexpected_reason", &t, &e),
+            )
+        }
+        Class::ReasonChanged => {
+            let (t, mut evs) = first_released(&l)?;
+            let was = evs[3].reason.clone().unwrap_or_default();
+            let other = if was == "account_frozen" {
+                "currency_mismatch"
+            } else {
+                "account_frozen"
+            };
+            evs[3].reason = Some(other.to_owned());
+            reseal_from(&mut evs, 3);
+            let e = evs[3].clone();
+            l.replace_stream(&evs);
+            (
+                format!(
+                    "{}: released with reason {other}, its releasing with {was}",
+                    e.event_id
+                ),
+                one_at("protocol_values", "reason_changed", &t, &e),
+            )
+        }
         Class::Nonconservation => {
             let (acc, mut evs) = l
                 .streams(Stream::Account)
@@ -981,7 +1143,7 @@ pub fn mutate(root: &Path, seed: u64, count: usize) -> Result<Vec<String>, Strin
         let id = evs[i].event_id.clone();
         let delta = [1, -1, 1_000, -7][rng(4)];
         let bump = |v: &mut Option<i64>| *v = v.map(|x| x.saturating_add(delta));
-        let what = match rng(21) {
+        let what = match rng(22) {
             0 => {
                 bump(&mut evs[i].amount);
                 reseal_from(&mut evs, i);
@@ -1130,6 +1292,21 @@ pub fn mutate(root: &Path, seed: u64, count: usize) -> Result<Vec<String>, Strin
                 evs[i].event_id = format!("{}x", evs[i].event_id);
                 reseal_from(&mut evs, i);
                 format!("{id}: event_id mismatch, resealed")
+            }
+            20 => {
+                // A reason the ledger writes on some kind, or none.
+                let reasons = [
+                    None,
+                    Some("no_hold"),
+                    Some("deadline_exceeded"),
+                    Some("account_frozen"),
+                    Some("insufficient_funds"),
+                    Some("unknown_account"),
+                ];
+                let r = reasons[rng(reasons.len())];
+                evs[i].reason = r.map(str::to_owned);
+                reseal_from(&mut evs, i);
+                format!("{id}: reason {}, resealed", r.unwrap_or("removed"))
             }
             _ => {
                 // Amounts near the top of i64: sums and folds must not wrap.

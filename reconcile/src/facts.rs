@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checks::balance::hold_step;
 use crate::checks::entries::{self, EntryIds, EntryKey, Posting};
+use crate::checks::protocol;
 use crate::chunked::Chunked;
 use crate::entry_store::EntryStore;
 use crate::finding::Finding;
@@ -94,6 +95,10 @@ pub struct TransferFacts {
     /// Which of the terms are known (the `KNOWN_*` bits) and whether the
     /// phase is terminal ([`TERMINAL`]).
     known: u8,
+    /// The last row's reason when that row is `releasing`, which the
+    /// `released` after it repeats (`checks::protocol::releasing_code`; 0
+    /// for any other row).
+    pub releasing: u8,
 }
 
 const KNOWN_AMOUNT: u8 = 1;
@@ -123,6 +128,7 @@ impl TransferFacts {
             phase,
             last_at_s: 0,
             known: 0,
+            releasing: 0,
         }
     }
 
@@ -1495,6 +1501,7 @@ impl Facts {
         if let Some(last) = last {
             f.phase = self.recent.id(&mut self.names, last.kind);
             f.set_terminal(matches!(last.kind, "captured" | "failed" | "released"));
+            f.releasing = protocol::releasing_code(last.kind, last.reason);
             f.last_seq = last.seq;
             f.last_at_s = secs(last.occurred_at_ms);
         }

@@ -81,13 +81,14 @@ fn trace(started: Instant, what: std::fmt::Arguments<'_>) {
 }
 
 /// The per-stream checks, in report order.
-const STREAM_CHECKS: [&str; 5] = [
+const STREAM_CHECKS: [&str; 6] = [
     completeness::NAME,
     duplicates::NAME,
     balance::NAME,
     overdraft::NAME,
     // Its per-row part: a transfer event that changes the transfer's terms.
     transfer_conservation::NAME,
+    protocol::NAME,
 ];
 
 /// The checks that judge each transfer from its state and legs: their
@@ -118,7 +119,7 @@ fn is_transfer(table: Table, stream: Stream) -> bool {
 }
 
 /// The checks every stream gets, continuing from its tail.
-fn check_chain(s: &StreamView, tail: &mut Tail, out: &mut [Vec<Finding>; 5]) {
+fn check_chain(s: &StreamView, tail: &mut Tail, out: &mut [Vec<Finding>; 6]) {
     completeness::check_stream(s, tail, &mut out[0]);
     duplicates::check_stream(s, &mut out[1]);
 }
@@ -230,7 +231,7 @@ impl Proof {
     }
 
     fn visit(&mut self, table: Table, s: &StreamView) {
-        let mut out: [Vec<Finding>; 5] = Default::default();
+        let mut out: [Vec<Finding>; 6] = Default::default();
         if is_transfer(table, s.stream) {
             let mut st = self
                 .facts
@@ -244,6 +245,14 @@ impl Proof {
                 (st.facts.last_seq > 0).then(|| (st.facts.last_seq, names.get(st.facts.phase)));
             completeness::check_phases(s, last, &mut out[0]);
             transfer_conservation::check_terms(s, &st.facts, names, &mut out[4]);
+            let before = last.map(|(seq, kind)| {
+                (
+                    seq,
+                    ledger_events::TransferKind::parse(kind),
+                    st.facts.releasing,
+                )
+            });
+            protocol::check_transfer_stream(s, before, &mut out[5]);
             self.facts.add_transfer(s, &mut st.facts);
             self.facts.transfers.put(s.key, st);
         } else {
@@ -283,6 +292,7 @@ impl Proof {
                     }
                 }
                 overdraft::check_stream(s, &mut out[3]);
+                protocol::check_account_stream(s, &mut out[5]);
                 self.facts.add_account(s, a, last_seq, &mut out[2]);
             }
         }
@@ -1353,8 +1363,9 @@ async fn start(
         warn_custody(&custody);
         if custody.lost.is_empty() && prior.older_rules {
             eprintln!(
-                "reconcile: the checkpoint was written before version 12, by older rules (holds, deadlines, entry ids): \
-                 proving the lake from its first event once (the checkpoint's tails still judged)"
+                "reconcile: the checkpoint was written before version 14, by older rules (holds, deadlines, entry ids, \
+                 protocol values, failed transfers' holds): proving the lake from its first event once (the checkpoint's \
+                 tails still judged)"
             );
         }
         if !custody.lost.is_empty() || prior.older_rules {
@@ -1810,6 +1821,12 @@ async fn prove_resumed(
             convergence::INVARIANT,
             convergence::PROVES,
             converged,
+        ),
+        CheckResult::new(
+            protocol::NAME,
+            protocol::INVARIANT,
+            protocol::PROVES,
+            per_check(protocol::NAME),
         ),
     ];
     trace(started, format_args!("global conservation checked"));

@@ -1210,7 +1210,7 @@ fn downgrade_to_8(ckpt: &Path) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64_at(&bytes, 12) as usize;
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 13);
+    assert_eq!(header["version"], 14);
     header["version"] = 8.into();
     strip_13(&mut header);
     header.as_object_mut().unwrap().remove("entry_key");
@@ -1270,8 +1270,9 @@ fn plain_streams(lake: &Path, key: &str) -> Vec<u64> {
 }
 
 /// Writes the checkpoint at `ckpt` again as format `version` with the JSON
-/// header `json`, the records as they are (before version 12, without the
-/// accounts' entry ids), sealed with its SHA-256.
+/// header `json`, the records as that version wrote them (before version
+/// 14, an open transfer's without the reason its `released` repeats),
+/// sealed with its SHA-256.
 fn reseal(ckpt: &Path, version: u32, json: &[u8]) {
     reseal_with(ckpt, version, json, &[]);
 }
@@ -1285,16 +1286,23 @@ fn reseal_with(ckpt: &Path, version: u32, json: &[u8], extra: &[u8]) {
     older.extend(version.to_le_bytes());
     older.extend((json.len() as u64).to_le_bytes());
     older.extend(json);
-    let mut body = &bytes[20 + len..bytes.len() - 32];
-    if version < 12 {
-        let mut r = ledger_reconcile::codec::Reader::new(body, usize::MAX);
-        for _ in 0..r.count().unwrap() {
-            r.transfer().unwrap();
+    let mut body = bytes[20 + len..bytes.len() - 32].to_vec();
+    if version < 14 {
+        let mut r = ledger_reconcile::codec::Reader::new(&body, usize::MAX);
+        let mut w = ledger_reconcile::codec::Writer::default();
+        let n = r.count().unwrap();
+        w.count(n);
+        for _ in 0..n {
+            let (id, s) = r.open_transfer(true).unwrap();
+            w.transfer(&id, &s);
         }
+        let legs = r.position();
         for _ in 0..r.count().unwrap() {
             r.legs().unwrap();
         }
-        body = &body[..r.position()];
+        assert!(r.at_end());
+        w.buf.extend_from_slice(&body[legs..]);
+        body = w.buf;
     }
     older.extend(body);
     older.extend(extra);
@@ -1417,12 +1425,12 @@ fn downgrade(ckpt: &Path, version: u32) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let header = std::str::from_utf8(&bytes[20..20 + len]).unwrap();
-    assert!(header.starts_with("{\"version\":13,"), "{header}");
+    assert!(header.starts_with("{\"version\":14,"), "{header}");
     let at = header
         .find(",\"owed\":[],\"streams_files\":[")
         .expect(header);
     let mut old =
-        header[..at].replacen("{\"version\":13,", &format!("{{\"version\":{version},"), 1);
+        header[..at].replacen("{\"version\":14,", &format!("{{\"version\":{version},"), 1);
     old += if version == 6 { "}" } else { ",\"owed\":[]}" };
     reseal(ckpt, version, old.as_bytes());
 }
@@ -1440,7 +1448,7 @@ fn version_6_and_7_checkpoints_are_read_and_the_night_proves_the_lake_in_full_on
             .find(|e| e.stream == Stream::Transfer)
             .unwrap();
         deliver(&root, &[first], "c");
-        // Written before version 12 (older rules for the transfers it
+        // Written before version 14 (older rules for the transfers it
         // kept, no entry ids): proved from the first event once, its tails judged (it
         // owes nothing and saw no file's streams).
         let r = night(&root, &ckpt);
@@ -2698,7 +2706,7 @@ fn downgrade_to_9(ckpt: &Path) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 13);
+    assert_eq!(header["version"], 14);
     header["version"] = 9.into();
     strip_13(&mut header);
     header.as_object_mut().unwrap().remove("entry_key");
@@ -2744,7 +2752,7 @@ fn downgrade_to_12(ckpt: &Path) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 13);
+    assert_eq!(header["version"], 14);
     let refs: Vec<EntrySegmentRef> =
         serde_json::from_value(header["entry_segments"].clone()).unwrap();
     let dir = ckpt.parent().unwrap();
@@ -2774,13 +2782,24 @@ fn downgrade_to_12(ckpt: &Path) {
     }
 }
 
+/// The checkpoint at `ckpt` as version 13 wrote it (no open transfer's
+/// `releasing` reason); sealed again.
+fn downgrade_to_13(ckpt: &Path) {
+    let bytes = std::fs::read(ckpt).unwrap();
+    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
+    let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
+    assert_eq!(header["version"], 14);
+    header["version"] = 13.into();
+    reseal(ckpt, 13, &serde_json::to_vec(&header).unwrap());
+}
+
 /// The checkpoint at `ckpt` as version 11 wrote it (no account's entry
 /// ids); sealed again.
 fn downgrade_to_11(ckpt: &Path) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 13);
+    assert_eq!(header["version"], 14);
     header["version"] = 11.into();
     strip_13(&mut header);
     let key = header.as_object_mut().unwrap().remove("entry_key").unwrap();
@@ -2790,12 +2809,13 @@ fn downgrade_to_11(ckpt: &Path) {
 
 #[test]
 fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
-    // Resumed from a current checkpoint, and from one written before entry
-    // ids were kept (set aside: the night proves the lake in full once).
-    for version in [13, 12, 11] {
+    // Resumed from a current checkpoint, and from ones written by older
+    // rules (set aside: the night proves the lake in full once).
+    for version in [14, 13, 12, 11] {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half) = first_half_proved(dir.path(), 47, 160);
         match version {
+            13 => downgrade_to_13(&ckpt),
             12 => downgrade_to_12(&ckpt),
             11 => downgrade_to_11(&ckpt),
             _ => {}
@@ -2852,8 +2872,8 @@ fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
             r.summary()
         );
         let i = r.incremental.unwrap();
-        assert_eq!(i.reproved_in_full, version < 12, "version {version}: {i:?}");
-        if version >= 12 {
+        assert_eq!(i.reproved_in_full, version < 14, "version {version}: {i:?}");
+        if version >= 14 {
             assert_eq!(i.streams_reopened, 0, "rows appended only");
         }
         assert_same(1, &r, &full(&root));
@@ -3007,4 +3027,176 @@ fn an_account_row_of_seq_0_delivered_again_is_judged_as_a_full_proof_judges_it()
         "{}",
         verdicts(&r)
     );
+}
+
+/// The event after `last` in its account's stream: `kind`, the state
+/// `last` left, then `fill`; sealed onto it.
+fn next_account_event(last: &Event, kind: &str, fill: impl FnOnce(&mut Event)) -> Event {
+    let mut e = Event::new(
+        Stream::Account,
+        &last.stream_key,
+        last.seq + 1,
+        kind,
+        last.occurred_at_ms + 1_000,
+        &last.hash,
+    );
+    e.currency = last.currency.clone();
+    e.balance_after = last.balance_after;
+    e.held_after = last.held_after;
+    e.overdraft_limit = last.overdraft_limit;
+    fill(&mut e);
+    e.seal()
+}
+
+/// Across nights, as a full proof judges them: a `released` row delivered
+/// the night after its `releasing` is judged against the reason the
+/// checkpoint kept for that row (one repeats it, one gives another); a
+/// hold placed and released on a later night for a failed transfer (settled
+/// the night before, in the archive) is found when the new rows pull the
+/// transfer back; a deposit beyond the ledger's amounts proved on the first
+/// night is still reported on the nights after.
+#[test]
+fn protocol_values_and_a_failed_transfers_hold_are_judged_across_nights() {
+    use std::collections::BTreeMap;
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(53, 8, 400);
+    let mut transfers: BTreeMap<&str, Vec<&Event>> = BTreeMap::new();
+    let mut last_of: BTreeMap<&str, &Event> = BTreeMap::new();
+    for e in &events {
+        match e.stream {
+            Stream::Transfer => transfers.entry(&e.stream_key).or_default().push(e),
+            _ => {
+                last_of.insert(&e.stream_key, e);
+            }
+        }
+    }
+    let kinds = |evs: &[&Event]| evs.iter().map(|e| e.kind.clone()).collect::<Vec<_>>();
+    let released: Vec<&Event> = transfers
+        .values()
+        .filter(|evs| kinds(evs) == ["created", "reserved", "releasing", "released"])
+        .map(|evs| evs[3])
+        .take(2)
+        .collect();
+    assert_eq!(released.len(), 2, "the history has two refused credits");
+    let right = released[0].clone();
+    let mut changed = released[1].clone();
+    let other = if changed.reason.as_deref() == Some("account_frozen") {
+        "unknown_account"
+    } else {
+        "account_frozen"
+    };
+    changed.reason = Some(other.to_owned());
+    let changed = changed.seal();
+    // Whether an account's stream ends frozen (no hold or deposit then).
+    let frozen = |acc: &str| {
+        events
+            .iter()
+            .rfind(|e| e.stream_key == acc && (e.kind == "frozen" || e.kind == "unfrozen"))
+            .is_some_and(|e| e.kind == "frozen")
+    };
+    // A failed transfer whose source can hold its amount after its last row.
+    let (failed, source) = transfers
+        .values()
+        .filter(|evs| kinds(evs) == ["created", "failed"])
+        .find_map(|evs| {
+            let (src, amount) = (evs[0].source.as_deref()?, evs[0].amount?);
+            let last = last_of[src];
+            let room = last.balance_after? - last.held_after? + last.overdraft_limit?;
+            (room >= amount && !frozen(src) && last.currency == evs[0].currency)
+                .then_some((evs[0], last))
+        })
+        .expect("the history has a failed transfer whose source can hold its amount");
+    let amount = failed.amount.unwrap();
+    let t = failed.stream_key.clone();
+    let hold = next_account_event(source, "hold_placed", |e| {
+        e.amount = Some(amount);
+        e.held_after = e.held_after.map(|h| h + amount);
+        e.transfer_id = Some(t.clone());
+        e.counterparty = failed.destination.clone();
+    });
+    let release = next_account_event(&hold, "hold_released", |e| {
+        e.amount = Some(amount);
+        e.held_after = e.held_after.map(|h| h - amount);
+        e.transfer_id = Some(t.clone());
+        e.counterparty = failed.destination.clone();
+    });
+    // A deposit beyond the ledger's amounts, on another account.
+    let big = ledger_reconcile::checks::protocol::AMOUNT_MINOR_MAX + 1;
+    let (_, depositor) = last_of
+        .iter()
+        .find(|(acc, _)| **acc != source.stream_key && !frozen(acc))
+        .unwrap();
+    let deposit = next_account_event(depositor, "deposited", |e| {
+        e.amount = Some(big);
+        e.balance_after = e.balance_after.map(|b| b + big);
+        e.entry_id = Some(format!("dep:{}:big", e.stream_key));
+    });
+
+    // Night 1: the history without the two `released` rows, and the deposit.
+    let mut first: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.event_id != right.event_id && e.event_id != changed.event_id)
+        .collect();
+    first.push(&deposit);
+    deliver(&root, &first, "a");
+    let r = night(&root, &ckpt);
+    assert_same(1, &r, &full(&root));
+    let codes = |r: &Report| -> Vec<(&'static str, &'static str, Option<String>)> {
+        let mut v: Vec<_> = r
+            .checks
+            .iter()
+            .flat_map(|c| {
+                c.findings
+                    .iter()
+                    .map(|f| (c.name, f.code, f.event_id.clone()))
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let beyond = (
+        "protocol_values",
+        "amount_out_of_range",
+        Some(deposit.event_id.clone()),
+    );
+    // The two transfers wait at `releasing`: past their deadlines a year on.
+    let mut expected: Vec<_> = [&right, &changed]
+        .iter()
+        .map(|e| {
+            let at = ledger_events::event_id(Stream::Transfer, &e.stream_key, e.seq - 1);
+            ("terminal_convergence", "dangling", Some(at))
+        })
+        .chain([beyond.clone()])
+        .collect();
+    expected.sort();
+    assert_eq!(codes(&r), expected, "{}", r.summary());
+
+    // Night 2: both `released` rows, and the failed transfer's hold and its
+    // release.
+    deliver(&root, &[&right, &changed, &hold, &release], "b");
+    let r = night(&root, &ckpt);
+    expected = vec![
+        beyond,
+        (
+            "protocol_values",
+            "reason_changed",
+            Some(changed.event_id.clone()),
+        ),
+        (
+            "cross_stream_consistency",
+            "failed_with_hold",
+            Some(hold.event_id.clone()),
+        ),
+    ];
+    expected.sort();
+    assert_eq!(codes(&r), expected, "{}", r.summary());
+    let i = r.incremental.unwrap();
+    assert!(
+        !i.reproved_in_full && i.streams_reopened == 0 && i.transfers_pulled >= 1,
+        "rows appended only, the failed transfer pulled back: {i:?}"
+    );
+    assert_same(2, &r, &full(&root));
+    // Nothing new: the same.
+    assert_same(3, &night(&root, &ckpt), &full(&root));
 }

@@ -492,7 +492,7 @@ print(json.dumps(out))
 
     // Per check: holds and violations, labelled by check and invariant.
     let checks = report["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 8);
+    assert_eq!(checks.len(), 9);
     let mut violated = 0;
     for c in checks {
         let pick = |name: &str| -> f64 {
@@ -691,7 +691,7 @@ fn the_alert_webhook_posts_only_new_violations_and_advances_after_delivery() {
     assert_eq!(body["counts"]["resolved"], 0);
     assert_eq!(body["new_violations_omitted"], 0);
     assert!(body["new_violations"][0]["detail"].as_str().is_some());
-    assert_eq!(body["checks"].as_array().unwrap().len(), 8);
+    assert_eq!(body["checks"].as_array().unwrap().len(), 9);
     assert!(r.stderr.contains("alert: sent"), "{}", r.stderr);
     assert!(state.exists());
 

@@ -70,7 +70,7 @@ fn a_generated_lake_passes_every_check() {
     let r = run_lib(&dir).unwrap();
     assert_eq!(findings(&r), vec![], "{}", r.summary());
     assert!(r.holds);
-    assert_eq!(r.checks.len(), 8);
+    assert_eq!(r.checks.len(), 9);
     let (events, summary) = generate_events(&config());
     assert_eq!(r.stats.distinct_rows, events.len() as u64);
     assert!(r.stats.plain_duplicates > 0 && r.stats.plain_duplicates <= 8);
@@ -105,7 +105,7 @@ fn a_generated_lake_passes_every_check() {
     let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(j["version"], 2);
     assert_eq!(j["holds"], true);
-    assert_eq!(j["checks"].as_array().unwrap().len(), 8);
+    assert_eq!(j["checks"].as_array().unwrap().len(), 9);
     let d: serde_json::Value = serde_json::from_slice(&std::fs::read(&dangling).unwrap()).unwrap();
     assert_eq!(d["version"], 1);
     assert!(d["generated_at_ms"].as_i64().unwrap() > 0);
@@ -787,4 +787,262 @@ fn within_the_settle_window_only_absent_rows_are_pending() {
     }
     let (code, _, stderr) = run_bin(&[gap.to_str().unwrap(), "--settle-ms", "-1"]);
     assert_eq!(code, 2, "{stderr}");
+}
+
+/// What happens to one delivery of a saga step's command.
+#[derive(Debug, Clone, Copy)]
+enum Fate {
+    Answered,
+    /// The account commits it; the reply is lost.
+    ReplyLost,
+    /// It never reaches the account.
+    Lost,
+}
+
+/// The real ledger core in memory (accounts and sagas), every event it
+/// emits kept in commit order.
+struct Core {
+    accounts: BTreeMap<String, ledger_core::memory::MemAccount>,
+    events: Vec<ledger_events::Event>,
+    now: i64,
+}
+
+impl Core {
+    fn run(&mut self, account: &str, cmd: &ledger_core::account::Command) -> bool {
+        let a = self.accounts.entry(account.to_owned()).or_default();
+        let out = a.run(account, cmd, self.now);
+        self.events.append(&mut a.events);
+        self.now += 1_000;
+        matches!(out, ledger_core::account::Outcome::Accepted(_))
+    }
+
+    fn open(&mut self, account: &str, currency: &str) {
+        let currency = ledger_core::Currency::parse(currency).unwrap();
+        let open = ledger_core::account::Command::Open {
+            currency,
+            overdraft_limit: 0,
+        };
+        assert!(self.run(account, &open));
+    }
+
+    fn deposit(&mut self, account: &str, key: &str, amount: i64) {
+        let currency = self.accounts[account].header().currency;
+        let cmd = ledger_core::account::Command::Deposit {
+            entry_id: format!("dep:{account}:{key}"),
+            amount,
+            currency,
+        };
+        assert!(self.run(account, &cmd), "{account} {key}");
+    }
+
+    /// Runs the saga of transfer `key` (of `amount` USD from `src` to `dst`,
+    /// its deadline `deadline_ms` after its creation) to a terminal phase,
+    /// the `n`th delivery of each step meeting `fate(step, n)`.
+    fn transfer(
+        &mut self,
+        key: &str,
+        (src, dst): (&str, &str),
+        amount: i64,
+        deadline_ms: i64,
+        fate: impl Fn(ledger_core::transfer::Step, u32) -> Fate,
+    ) -> ledger_core::transfer::Transfer {
+        use ledger_core::transfer::{admit, Admission, Advance, Reply, TransferSpec};
+        let spec = TransferSpec {
+            id: format!("t.acme.{key}"),
+            source: src.to_owned(),
+            destination: dst.to_owned(),
+            amount,
+            currency: ledger_core::Currency::parse("USD").unwrap(),
+        };
+        let Admission::Start(mut t, created) = admit(None, spec, self.now, self.now + deadline_ms)
+        else {
+            panic!("{key} is admitted");
+        };
+        self.events.push(created);
+        let mut deliveries: BTreeMap<String, u32> = BTreeMap::new();
+        while let Some(step) = t.next_step() {
+            let n = deliveries.entry(format!("{step:?}")).or_default();
+            *n += 1;
+            let (account, cmd) = t.request(step);
+            let (account, cmd) = (account.to_owned(), cmd);
+            let reply = match fate(step, *n) {
+                Fate::Answered => {
+                    let a = self.accounts.entry(account.clone()).or_default();
+                    let out = a.run(&account, &cmd, self.now);
+                    self.events.append(&mut a.events);
+                    Reply::Outcome(out)
+                }
+                Fate::ReplyLost => {
+                    self.run(&account, &cmd);
+                    Reply::Transient
+                }
+                Fate::Lost => Reply::Transient,
+            };
+            self.now += 1_000;
+            match t.on_reply(step, &reply, self.now) {
+                Advance::Moved(ev) => self.events.push(ev),
+                Advance::RetryAt(at) => self.now = self.now.max(at),
+                other => panic!("{key}: {other:?}"),
+            }
+        }
+        *t
+    }
+}
+
+/// Every path the ledger core takes, each reason it writes written: the
+/// reserve refused (insufficient funds, a frozen source, another currency,
+/// an account nobody opened); the credit refused (frozen, another currency,
+/// nobody's, a balance that would overflow), then released; the reserve
+/// given up after its retries (the release leaves a tombstone, and the
+/// reserve landing after it is refused) or past its deadline (the hold had
+/// landed: released); a release at an account nobody opened; a capture
+/// whose reply was lost. A lake of those rows holds every check: no amount,
+/// reason or hold the core writes is flagged.
+#[test]
+fn every_path_of_the_ledger_core_holds_every_check() {
+    use ledger_core::transfer::{Phase, Step};
+    let mut c = Core {
+        accounts: BTreeMap::new(),
+        events: Vec::new(),
+        now: GEN_START_MS,
+    };
+    for (a, currency) in [
+        ("acme.rich", "USD"),
+        ("acme.b", "USD"),
+        ("acme.poor", "USD"),
+        ("acme.cold", "USD"),
+        ("acme.eur", "EUR"),
+        ("acme.whale", "USD"),
+    ] {
+        c.open(a, currency);
+    }
+    c.deposit("acme.rich", "k1", 1_000_000);
+    c.deposit("acme.cold", "k1", 1_000);
+    c.run("acme.cold", &ledger_core::account::Command::Freeze);
+    // A balance a credit would overflow: 1024 deposits of the most one moves.
+    for i in 0..1024 {
+        c.deposit(
+            "acme.whale",
+            &format!("w{i}"),
+            ledger_core::money::AMOUNT_MINOR_MAX,
+        );
+    }
+    let answered = |_: Step, _: u32| Fate::Answered;
+    let phase = |t: &ledger_core::transfer::Transfer| (t.phase, t.reason.clone());
+    let failed = |r: &str| (Phase::Failed, Some(r.to_owned()));
+    let released = |r: &str| (Phase::Released, Some(r.to_owned()));
+    const T: i64 = 300_000;
+    // The reserve refused.
+    for (key, src, why) in [
+        ("poor", "acme.poor", "insufficient_funds"),
+        ("cold", "acme.cold", "account_frozen"),
+        ("eur", "acme.eur", "currency_mismatch"),
+        ("nobody", "acme.nobody", "unknown_account"),
+    ] {
+        let t = c.transfer(key, (src, "acme.b"), 500, T, answered);
+        assert_eq!(phase(&t), failed(why), "{key}");
+    }
+    // The credit refused.
+    for (key, dst, why) in [
+        ("to-cold", "acme.cold", "account_frozen"),
+        ("to-eur", "acme.eur", "currency_mismatch"),
+        ("to-nobody", "acme.nobody", "unknown_account"),
+        ("to-whale", "acme.whale", "balance_overflow"),
+    ] {
+        let t = c.transfer(key, ("acme.rich", dst), 5_000, T, answered);
+        assert_eq!(phase(&t), released(why), "{key}");
+    }
+    // The reserve never arrives: given up after its retries; the release
+    // leaves a tombstone, and the reserve landing after it is refused.
+    let lost = |s: Step, _: u32| {
+        if s == Step::Reserve {
+            Fate::Lost
+        } else {
+            Fate::Answered
+        }
+    };
+    let t = c.transfer("unavailable", ("acme.rich", "acme.b"), 700, T, lost);
+    assert_eq!(phase(&t), released("reserve_unavailable"));
+    let (src, reserve) = t.request(Step::Reserve);
+    assert!(
+        !c.run(src, &reserve),
+        "a reserve after the tombstone is refused"
+    );
+    // The reserve lands, its reply is lost, the deadline (1 s) passes: the
+    // hold is released.
+    let landed = |s: Step, n: u32| match (s, n) {
+        (Step::Reserve, 1) => Fate::ReplyLost,
+        _ => Fate::Answered,
+    };
+    let t = c.transfer("deadline", ("acme.rich", "acme.b"), 800, 1_000, landed);
+    assert_eq!(phase(&t), released("deadline_exceeded"));
+    // Given up at an account nobody opened: its release leaves a tombstone
+    // there, with no event; opened later, the reserve is refused.
+    let t = c.transfer("late", ("acme.late", "acme.b"), 900, T, lost);
+    assert_eq!(phase(&t), released("reserve_unavailable"));
+    c.open("acme.late", "USD");
+    let (src, reserve) = t.request(Step::Reserve);
+    assert!(!c.run(src, &reserve));
+    // Captured, the capture's first reply lost.
+    let capture_lost = |s: Step, n: u32| match (s, n) {
+        (Step::Capture, 1) => Fate::ReplyLost,
+        _ => Fate::Answered,
+    };
+    let t = c.transfer("ok", ("acme.rich", "acme.b"), 1_500, T, capture_lost);
+    assert_eq!(phase(&t), (Phase::Captured, None));
+
+    // Every reason the core writes is in the lake.
+    let mut reasons: Vec<(String, String)> = c
+        .events
+        .iter()
+        .filter_map(|e| Some((e.kind.clone(), e.reason.clone()?)))
+        .collect();
+    reasons.sort();
+    reasons.dedup();
+    let has = |kind: &str, r: &str| reasons.contains(&(kind.to_owned(), r.to_owned()));
+    assert!(has("hold_released", "no_hold"), "{reasons:?}");
+    for r in ledger_reconcile::checks::protocol::FAILED {
+        // A reserve's held sum overflows only after ~1024 live holds.
+        assert!(
+            r == "balance_overflow" || has("failed", r),
+            "{r}: {reasons:?}"
+        );
+    }
+    for r in ledger_reconcile::checks::protocol::CREDIT_REJECTED
+        .iter()
+        .chain(&ledger_reconcile::checks::protocol::RESERVE_GIVEN_UP)
+    {
+        assert!(
+            has("releasing", r) && has("released", r),
+            "{r}: {reasons:?}"
+        );
+    }
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    let bodies: Vec<Vec<u8>> = c
+        .events
+        .iter()
+        .map(|e| serde_json::to_vec(e).unwrap())
+        .collect();
+    let ids: Vec<String> = (0..bodies.len()).map(|i| format!("m{i}")).collect();
+    for (ids, bodies) in ids
+        .chunks(ledger_ingest::INGEST_BATCH_MESSAGES_MAX)
+        .zip(bodies.chunks(ledger_ingest::INGEST_BATCH_MESSAGES_MAX))
+    {
+        let msgs: Vec<ledger_ingest::Message<'_>> = ids
+            .iter()
+            .zip(bodies)
+            .map(|(id, body)| ledger_ingest::Message { id, body })
+            .collect();
+        let out = ledger_ingest::ingest(&msgs).unwrap();
+        assert!(out.dead_letters.is_empty());
+        for f in &out.files {
+            ledger_reconcile::gen::write_object(&dir, &f.key, &f.bytes).unwrap();
+        }
+    }
+    let r = run_lib_at(&dir, c.now + 86_400_000).unwrap();
+    assert_eq!(findings(&r), vec![], "{}", r.summary());
+    assert!(r.holds);
+    assert_eq!(r.stats.distinct_rows, c.events.len() as u64);
 }

@@ -4,11 +4,17 @@
 //! currency; captured ⇒ that hold converted into the source's
 //! debit (same amount); released ⇒ no debit; every credit ⇒ a hold on the source that
 //! was not released (mid-saga, I1: every credit is matched by a live hold);
-//! holds only on the transfer's source; every leg names the transfer's
-//! other party as its counterparty.
+//! failed ⇒ no hold was ever placed on its source (`failed_with_hold`: a
+//! transfer fails only when its source refused the reserve, and an
+//! account answers every delivery of one reserve alike, so a reserve it
+//! refused never holds; a reserve given up while it landed ends
+//! `releasing`, never `failed`); holds only on the transfer's source; every
+//! leg names the transfer's other party as its counterparty.
 //!
 //! Holds that outlive their transfer are `convergence`'s (leaked holds), so
-//! one defect is reported by one check.
+//! one defect is reported by one check; a failed transfer's hold is wrong
+//! as soon as it is placed, released or not: one still live is both (the
+//! hold should not exist, and it outlives its transfer).
 
 use super::youngest_ms;
 use crate::facts::{LegKind, Legs, TransferFacts};
@@ -17,7 +23,7 @@ use crate::names::Names;
 
 pub const NAME: &str = "cross_stream_consistency";
 pub const INVARIANT: &str = "I1";
-pub const PROVES: &str = "every transfer's phase agrees with the holds, debits and credits on its accounts, and each of them names the transfer's other party";
+pub const PROVES: &str = "every transfer's phase agrees with the holds, debits and credits on its accounts (a failed transfer never held money), and each of them names the transfer's other party";
 
 /// Checks one transfer (its facts when it has a stream, and its legs),
 /// appending its findings to `out` ([`super::per_transfer`] runs it on every
@@ -134,6 +140,23 @@ pub fn check_transfer(
             "phase_without_credit",
             format!("phase credited but no credit on the destination {dst}"),
             true,
+        );
+    }
+    // The source refused the reserve of a failed transfer: no hold, placed
+    // and left or placed and released. At its first hold on the source (a
+    // hold elsewhere is `hold_on_wrong_account`).
+    if let Some(h) = hold.filter(|_| phase == "failed") {
+        let event = h.event_id(n);
+        out.push(
+            Finding::new(
+                "failed_with_hold",
+                id,
+                format!(
+                    "phase failed (the source refused the reserve), but {event} placed a hold of {} on the source {src}",
+                    h.amount
+                ),
+            )
+            .at(h.seq, &event),
         );
     }
     check_counterparties(n, id, t, legs, out);
@@ -254,6 +277,43 @@ mod tests {
         };
         assert!(judge(&mut n, "reserved", usd).is_empty());
         assert_eq!(judge(&mut n, "reserved", eur), ["hold_currency_mismatch"]);
+    }
+
+    /// A failed transfer's source refused its reserve: a hold there, live
+    /// or released again, is found at its row; a transfer whose reserve was
+    /// given up while it landed is released, and its hold is right.
+    #[test]
+    fn a_failed_transfer_never_held_money_on_its_source() {
+        let mut n = Names::default();
+        let (src, dst, usd) = (n.id("src"), n.id("dst"), n.id("USD"));
+        let judge = |n: &mut Names, phase: &str, holds: Vec<u64>, releases: Vec<u64>| {
+            let mut t = TransferFacts::new(n.id(phase));
+            t.set_amount(Some(100));
+            t.set_currency(Some(usd));
+            t.set_source(Some(src));
+            t.set_destination(Some(dst));
+            let leg = |seq, amount| Leg {
+                at_s: 0,
+                account: src,
+                amount,
+                currency: usd,
+                counterparty: dst,
+                seq,
+            };
+            let holds = holds.into_iter().map(|s| leg(s, 100)).collect();
+            let releases = releases.into_iter().map(|s| leg(s, 100)).collect();
+            let legs = Legs::from_lists([holds, vec![], vec![], releases]);
+            let mut out = Vec::new();
+            check_transfer(n, "t", Some(&t), &legs, &mut out);
+            out.iter()
+                .map(|f| (f.code, f.event_id.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert!(judge(&mut n, "failed", vec![], vec![]).is_empty());
+        let found = vec![("failed_with_hold", Some("account:src:7".to_owned()))];
+        assert_eq!(judge(&mut n, "failed", vec![7], vec![8]), found);
+        assert_eq!(judge(&mut n, "failed", vec![7], vec![]), found);
+        assert!(judge(&mut n, "released", vec![7], vec![8]).is_empty());
     }
 
     #[test]

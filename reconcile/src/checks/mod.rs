@@ -12,6 +12,7 @@
 //! | [`global_conservation`] | I1 per currency | facts |
 //! | [`consistency`] | I1: transfer phases vs account legs | facts |
 //! | [`convergence`] | I4: dangling transfers, leaked holds | facts |
+//! | [`protocol`] | protocol: amounts, limits and reasons the core writes | each stream |
 //!
 //! The checks of one transfer at a time ([`TransferCheck`]) run together in
 //! one walk over the transfers ([`per_transfer`]).
@@ -24,6 +25,7 @@ pub mod duplicates;
 pub mod entries;
 pub mod global_conservation;
 pub mod overdraft;
+pub mod protocol;
 pub mod transfer_conservation;
 
 use ledger_events::event::same;
