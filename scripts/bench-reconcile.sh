@@ -291,7 +291,7 @@ if has duckdb; then
   [ -z "${DUCKDB_MEMORY_LIMIT:-}" ] || lim=(--memory-limit "$DUCKDB_MEMORY_LIMIT")
   measure duckdb 0 "$PY" "$ROOT/bench/reconcile/duckdb_checks.py" "$LAKE_DIR" --now-ms "$NOW_MS" "${cmp[@]}" "${lim[@]}"
   held=$(grep -c '^  held' "$W/duckdb.out" || true)
-  NOTE[duckdb]="${NOTE[duckdb]:-$held/8 checks hold}${DUCKDB_MEMORY_LIMIT:+, memory_limit $DUCKDB_MEMORY_LIMIT}"
+  NOTE[duckdb]="${NOTE[duckdb]:-$held/$(grep -c "^  \(held\|VIOLATED\)" "$W/duckdb.out" || echo ?) checks hold}${DUCKDB_MEMORY_LIMIT:+, memory_limit $DUCKDB_MEMORY_LIMIT}"
   if [ ${#cmp[@]} -gt 0 ]; then
     if grep -q '^agree' "$W/duckdb.out"; then
       NOTE[duckdb]+="; same verdicts and findings as reconcile"
