@@ -324,10 +324,10 @@ fn reseal_from(events: &mut [Event], from: usize) {
     }
 }
 
-/// The next event of an account stream: the state of the last one, sealed
-/// onto it after `fill` sets the kind's fields.
-fn append(stream: &mut Vec<Event>, kind: &str, fill: impl FnOnce(&mut Event)) -> Event {
-    let last = stream.last().expect("streams are not empty").clone();
+/// The event after `last` in its stream: `kind`, a second later, the
+/// account state `last` left, then `fill` sets the kind's fields; sealed
+/// onto `last`.
+pub fn next_event(last: &Event, kind: &str, fill: impl FnOnce(&mut Event)) -> Event {
     let mut e = Event::new(
         last.stream,
         &last.stream_key,
@@ -341,7 +341,13 @@ fn append(stream: &mut Vec<Event>, kind: &str, fill: impl FnOnce(&mut Event)) ->
     e.held_after = last.held_after;
     e.overdraft_limit = last.overdraft_limit;
     fill(&mut e);
-    let e = e.seal();
+    e.seal()
+}
+
+/// The next event of an account stream ([`next_event`]), appended to it.
+fn append(stream: &mut Vec<Event>, kind: &str, fill: impl FnOnce(&mut Event)) -> Event {
+    let last = stream.last().expect("streams are not empty");
+    let e = next_event(last, kind, fill);
     stream.push(e.clone());
     e
 }

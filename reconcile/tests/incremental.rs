@@ -3029,25 +3029,6 @@ fn an_account_row_of_seq_0_delivered_again_is_judged_as_a_full_proof_judges_it()
     );
 }
 
-/// The event after `last` in its account's stream: `kind`, the state
-/// `last` left, then `fill`; sealed onto it.
-fn next_account_event(last: &Event, kind: &str, fill: impl FnOnce(&mut Event)) -> Event {
-    let mut e = Event::new(
-        Stream::Account,
-        &last.stream_key,
-        last.seq + 1,
-        kind,
-        last.occurred_at_ms + 1_000,
-        &last.hash,
-    );
-    e.currency = last.currency.clone();
-    e.balance_after = last.balance_after;
-    e.held_after = last.held_after;
-    e.overdraft_limit = last.overdraft_limit;
-    fill(&mut e);
-    e.seal()
-}
-
 /// Across nights, as a full proof judges them: a `released` row delivered
 /// the night after its `releasing` is judged against the reason the
 /// checkpoint kept for that row (one repeats it, one gives another); a
@@ -3109,13 +3090,13 @@ fn protocol_values_and_a_failed_transfers_hold_are_judged_across_nights() {
         .expect("the history has a failed transfer whose source can hold its amount");
     let amount = failed.amount.unwrap();
     let t = failed.stream_key.clone();
-    let hold = next_account_event(source, "hold_placed", |e| {
+    let hold = ledger_reconcile::corrupt::next_event(source, "hold_placed", |e| {
         e.amount = Some(amount);
         e.held_after = e.held_after.map(|h| h + amount);
         e.transfer_id = Some(t.clone());
         e.counterparty = failed.destination.clone();
     });
-    let release = next_account_event(&hold, "hold_released", |e| {
+    let release = ledger_reconcile::corrupt::next_event(&hold, "hold_released", |e| {
         e.amount = Some(amount);
         e.held_after = e.held_after.map(|h| h - amount);
         e.transfer_id = Some(t.clone());
@@ -3127,7 +3108,7 @@ fn protocol_values_and_a_failed_transfers_hold_are_judged_across_nights() {
         .iter()
         .find(|(acc, _)| **acc != source.stream_key && !frozen(acc))
         .unwrap();
-    let deposit = next_account_event(depositor, "deposited", |e| {
+    let deposit = ledger_reconcile::corrupt::next_event(depositor, "deposited", |e| {
         e.amount = Some(big);
         e.balance_after = e.balance_after.map(|b| b + big);
         e.entry_id = Some(format!("dep:{}:big", e.stream_key));
