@@ -104,6 +104,10 @@ pub struct Incremental {
     /// new event names them (all of them when an account stream is
     /// re-proved from its first event).
     pub transfers_pulled: u64,
+    /// Blocks of the entry store whose pairs a lookup read: a new deposit
+    /// or withdrawal whose fingerprint a block's filter may hold
+    /// (`entry_store`; a repeated entry id, or a filter's false positive).
+    pub entry_blocks_read: u64,
     /// The run proved the lake from its first event instead (a new
     /// checkpoint is written): a proved file was lost (`files_lost`), or
     /// most account streams had new rows at or before their tails (a

@@ -1863,6 +1863,7 @@ async fn prove_resumed(
         dangling,
         incremental: resumed.then_some(Incremental {
             transfers_pulled: archive.pulled,
+            entry_blocks_read: facts.entry_store.blocks_read,
             reproved_in_full,
             files_gone: custody.gone,
             files_lost: custody.lost.len(),

@@ -2875,6 +2875,9 @@ fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
         assert_eq!(i.reproved_in_full, version < 14, "version {version}: {i:?}");
         if version >= 14 {
             assert_eq!(i.streams_reopened, 0, "rows appended only");
+            // The first posting is in the entry store only: the night read
+            // the block that holds it.
+            assert!(i.entry_blocks_read >= 1, "{i:?}");
         }
         assert_same(1, &r, &full(&root));
         // The checkpoint keeps the finding, and the entry: a night with

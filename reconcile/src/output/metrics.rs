@@ -57,7 +57,7 @@ impl Text {
 /// run is a run from nothing: all 0. Watch `reconcile_reproved_in_full`: a
 /// nightly run that keeps proving the lake in full costs a full proof every
 /// night.
-pub const INCREMENTAL: [(&str, &str); 8] = [
+pub const INCREMENTAL: [(&str, &str); 9] = [
     (
         "reconcile_resumed",
         "1 when the last run resumed from a checkpoint (--checkpoint), 0 for a full proof from the first event.",
@@ -89,6 +89,10 @@ pub const INCREMENTAL: [(&str, &str); 8] = [
     (
         "reconcile_transfers_pulled",
         "Settled transfers read back from the checkpoint's archive on the last run.",
+    ),
+    (
+        "reconcile_entry_blocks_read",
+        "Blocks of the checkpoint's entry store whose entry ids the last run read (a new deposit or withdrawal whose id a block's filter may hold: an id posted again, or a filter's false positive).",
     ),
 ];
 
@@ -202,6 +206,7 @@ pub fn render(report: &Report, wall_clock_ms: i64, outputs_failed: usize) -> Str
         inc.streams_reopened as u64,
         inc.rows_already_proved,
         inc.transfers_pulled,
+        inc.entry_blocks_read,
     ];
     for ((name, help), value) in INCREMENTAL.iter().zip(values) {
         t.single(name, help, value);
@@ -269,6 +274,7 @@ mod tests {
             streams_reopened: 3,
             rows_already_proved: 334_497,
             transfers_pulled: 59_919,
+            entry_blocks_read: 7,
             reproved_in_full: false,
         });
         let resumed = render(&report, 0, 0);
@@ -280,6 +286,7 @@ mod tests {
         assert_eq!(value(&resumed, "reconcile_streams_reopened"), "3");
         assert_eq!(value(&resumed, "reconcile_rows_already_proved"), "334497");
         assert_eq!(value(&resumed, "reconcile_transfers_pulled"), "59919");
+        assert_eq!(value(&resumed, "reconcile_entry_blocks_read"), "7");
         report.incremental.as_mut().unwrap().reproved_in_full = true;
         assert_eq!(
             value(&render(&report, 0, 0), "reconcile_reproved_in_full"),
