@@ -86,7 +86,7 @@ fn pair_hashes(account: &str, fp: u64) -> (u64, u64) {
     (h1, h2 | 1)
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Block {
     /// Its first pair's key.
     account: Box<str>,
@@ -505,24 +505,11 @@ impl SegmentWriter {
 
     fn finish(mut self, generation: u64) -> Result<EntrySegmentRef, String> {
         self.end_block()?;
-        let mut ix = codec::Writer::default();
-        ix.u32(ENTRY_SEGMENT_VERSION);
-        ix.u64(generation);
-        ix.u64(self.count);
-        ix.count(self.blocks.len());
-        for b in &self.blocks {
-            ix.str(&b.account);
-            ix.u64(b.fp);
-            ix.u64(b.offset);
-            ix.u32(b.words);
-            ix.u32(b.len);
-            ix.bytes(&b.filter_sha);
-            ix.bytes(&b.sha);
-        }
+        let index = encode_index(generation, self.count, &self.blocks);
         let dir = self.dir.clone();
         let (file, bytes, index_sha256) = archive::finish_indexed(
             self.out,
-            &ix.buf,
+            &index,
             self.offset,
             MAGIC,
             &self.tmp,
@@ -537,6 +524,25 @@ impl SegmentWriter {
             generation,
         })
     }
+}
+
+/// A segment's index (see the module's layout).
+fn encode_index(generation: u64, records: u64, blocks: &[Block]) -> Vec<u8> {
+    let mut ix = codec::Writer::default();
+    ix.u32(ENTRY_SEGMENT_VERSION);
+    ix.u64(generation);
+    ix.u64(records);
+    ix.count(blocks.len());
+    for b in blocks {
+        ix.str(&b.account);
+        ix.u64(b.fp);
+        ix.u64(b.offset);
+        ix.u32(b.words);
+        ix.u32(b.len);
+        ix.bytes(&b.filter_sha);
+        ix.bytes(&b.sha);
+    }
+    ix.buf
 }
 
 fn write_err(dir: &Path, e: std::io::Error) -> String {
@@ -795,6 +801,50 @@ mod tests {
         assert_eq!(s2b.first_seq("a", 2, 20).unwrap(), None);
         assert_eq!(s2b.first_seq("a", 1, 20).unwrap(), Some(20));
         assert_eq!(s2b.first_seq("a", 2, 50).unwrap(), Some(60));
+    }
+
+    #[test]
+    fn a_block_whose_pairs_do_not_start_at_its_index_key_is_an_error_not_a_miss() {
+        // A writer bug (say in a merge) that indexes a block by another key
+        // than its first pair's, the index sealed as written: a lookup the
+        // index sends there must stop the run, not answer "never posted".
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("ckpt");
+        let all = |_: &str| Some(0);
+        let s = night(
+            &ckpt,
+            &EntryStore::default(),
+            &pairs("a", (0..3000).map(|i| i * 10), 1),
+            &all,
+        );
+        let seg = &s.segments[0];
+        assert!(seg.blocks.len() >= 2);
+        let mut blocks = seg.blocks.clone();
+        // Block 1 claims to start 5 before its first pair.
+        blocks[1].fp -= 5;
+        let body = std::fs::read(dir.path().join(&seg.r.file)).unwrap();
+        let end = blocks
+            .last()
+            .map(|b| b.offset + u64::from(b.words) * 8 + u64::from(b.len))
+            .unwrap();
+        let (_, stem, tmp, mut out) = archive::create_beside(&ckpt, "ent").unwrap();
+        out.write_all(&body[..end as usize]).unwrap();
+        let index = encode_index(1, seg.r.records, &blocks);
+        let (file, bytes, index_sha256) =
+            archive::finish_indexed(out, &index, end, MAGIC, &tmp, (dir.path(), &stem, "ent"))
+                .unwrap();
+        let r = EntrySegmentRef {
+            file,
+            bytes,
+            records: seg.r.records,
+            index_sha256,
+            generation: 1,
+        };
+        let bad = EntryStore::open(dir.path(), &[r], 1).unwrap();
+        // Reading the block, which a lookup in its claimed range does when
+        // the filter passes, is the error.
+        let e = bad.segments[0].records(1).unwrap_err();
+        assert!(e.contains("block 1") && e.contains("index"), "{e}");
     }
 
     #[test]
