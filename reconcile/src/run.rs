@@ -1337,7 +1337,8 @@ async fn start(
     let mut reproved_in_full = false;
     // What earlier runs proved that the lake must still hold
     // ([`crate::retained`]): the tails found not held before, and every
-    // tail of a proof set aside (lost files, or `--full`).
+    // tail of a proof set aside (a run with a checkpoint that proves the lake
+    // from its first event: `crate::owing` lists when).
     let owed = std::mem::take(&mut set_aside.as_mut().unwrap_or(&mut prior).owed);
     // The `.parquet` objects a resumed run's listing below finds not named
     // as lake files (a full run's tables are listed by their proofs, which
