@@ -33,7 +33,7 @@ use ledger_ingest::{
 };
 
 use crate::merge::{merge, Cursor};
-use crate::rows::{Constants, Row, ROW_MAY_LACK};
+use crate::rows::Row;
 use crate::store::Location;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use object_store::path::Path;
@@ -117,16 +117,6 @@ pub struct LakeFileInfo {
     /// The file's column names, in order: files with the same columns share
     /// one inferred Arrow schema during a scan.
     pub columns: String,
-    /// The columns every row group's statistics say hold only nulls (an
-    /// account file's transfer terms, a transfer file's balances). The
-    /// proof's scan leaves those of them a row may lack out of its
-    /// projection ([`crate::rows::ROW_MAY_LACK`]): DataFusion would read them
-    /// as a null literal, expanded into a zeroed array for every batch.
-    pub null_columns: Vec<String>,
-    /// The `stream` and `v` every row has, where the footer's statistics
-    /// say so: the proof's scan takes them from here instead of reading
-    /// them ([`Constants`]).
-    pub constants: Constants,
     /// Per row group, from the footer's statistics: the least and greatest
     /// `stream_key` and the rows. Only an estimate of where rows lie (a run
     /// splits a table's remaining keys by it); empty when a row group has
@@ -139,8 +129,6 @@ pub struct LakeFileInfo {
 struct Footer {
     rows: i64,
     columns: String,
-    null_columns: Vec<String>,
-    constants: Constants,
     key_groups: Vec<KeyGroup>,
 }
 
@@ -188,51 +176,9 @@ impl Footer {
                         })
                         .collect()
                 });
-                let groups = meta.row_groups();
-                let only_nulls = |c: usize| {
-                    !groups.is_empty()
-                        && groups.iter().all(|rg| {
-                            let nulls = rg.column(c).statistics().and_then(|s| s.null_count_opt());
-                            nulls == u64::try_from(rg.num_rows()).ok()
-                        })
-                };
-                let null_columns = (0..columns.len())
-                    .filter(|&c| only_nulls(c))
-                    .map(|c| columns[c].to_owned())
-                    .collect();
-                // A column's one value: the same exact least and greatest
-                // value and no null in every row group.
-                let one_value = |name: &str| -> Option<&[u8]> {
-                    let c = columns.iter().position(|c| *c == name)?;
-                    let mut value = None;
-                    for rg in groups {
-                        let st = rg.column(c).statistics()?;
-                        let (min, max) = (st.min_bytes_opt()?, st.max_bytes_opt()?);
-                        let exact = st.min_is_exact() && st.max_is_exact();
-                        if !exact || min != max || st.null_count_opt() != Some(0) {
-                            return None;
-                        }
-                        if value.is_some_and(|v| v != min) {
-                            return None;
-                        }
-                        value = Some(min);
-                    }
-                    value
-                };
-                let constants = Constants {
-                    stream: one_value("stream")
-                        .and_then(|s| std::str::from_utf8(s).ok())
-                        .and_then(Stream::parse),
-                    // `v` is a UInt16 stored as INT32: four little-endian bytes.
-                    v: one_value("v")
-                        .and_then(|b| <[u8; 4]>::try_from(b).ok())
-                        .and_then(|b| u16::try_from(i32::from_le_bytes(b)).ok()),
-                };
                 Ok(Footer {
                     rows: fm.num_rows(),
                     columns: columns.join(","),
-                    null_columns,
-                    constants,
                     key_groups,
                 })
             }
@@ -265,22 +211,6 @@ pub struct Select<'a> {
 }
 
 impl LakeFileInfo {
-    /// The columns a scan of this file reads ([`FIELDS`], in order): all but
-    /// the ones a row may lack that the footer says are all null, and the
-    /// ones it gives one value for ([`LakeFileInfo::null_columns`],
-    /// [`LakeFileInfo::constants`]). [`Cols::from_batch_with`] with
-    /// `constants` reads the batches.
-    ///
-    /// [`Cols::from_batch_with`]: crate::rows::Cols::from_batch_with
-    pub fn read_columns(&self) -> Vec<&'static str> {
-        FIELDS
-            .iter()
-            .copied()
-            .filter(|c| !(ROW_MAY_LACK.contains(c) && self.null_columns.iter().any(|n| n == c)))
-            .filter(|c| !self.constants.columns().any(|k| k == *c))
-            .collect()
-    }
-
     /// What a checkpoint remembers to know the file is unchanged, in the
     /// form compaction manifests name versions (`ledger_ingest::stamp`).
     pub fn stamp(&self) -> String {
@@ -294,6 +224,16 @@ impl Lake {
     /// configuration is checked: [`Lake::connect`] also asks the store.
     pub fn open(location: &str) -> Result<Lake, Error> {
         let mut config = SessionConfig::new().with_batch_size(SCAN_BATCH_ROWS);
+        // Every value is read from the pages, never from a file's footer
+        // statistics: with statistics collected, DataFusion reads a column
+        // whose statistics give one value (least = greatest, no null) or
+        // only nulls as that literal, without decoding its pages. A footer
+        // that disagrees with its pages (no honest writer's, but the proof
+        // trusts no writer) would then be proved as the footer describes
+        // it, while an auditor's SQL reads the pages. The footers still
+        // serve the listing (rows, columns, key ranges) and let a keyed scan
+        // skip row groups (`scan_sorted_where`).
+        config.options_mut().execution.collect_statistics = false;
         // The lake's strings are Utf8, and column scans (`scan_columns`)
         // hand Utf8 batches to their callers; only the proof's sorted scan
         // reads views (see `scan_sorted_where`).
@@ -406,8 +346,6 @@ impl Lake {
                 rows: footer.rows,
                 e_tag: m.e_tag.clone(),
                 columns: footer.columns,
-                null_columns: footer.null_columns,
-                constants: footer.constants,
                 key_groups: footer.key_groups,
             });
         }
@@ -589,14 +527,14 @@ impl Lake {
             df = only_keys(df, select.keys).map_err(file_err)?;
             df = only_from(df, select.from).map_err(file_err)?;
             let stream = df
-                .select_columns(&f.read_columns())
+                .select_columns(FIELDS)
                 .map_err(file_err)?
                 .execute_stream()
                 .await
                 .map_err(file_err)?;
             let i = u32::try_from(i)
                 .map_err(|_| Error::Scan("more than 2³² files in one scan".into()))?;
-            cursors.push(Cursor::open(f.key.clone(), i, stream, f.constants).await?);
+            cursors.push(Cursor::open(f.key.clone(), i, stream).await?);
         }
         if trace_enabled() {
             eprintln!(
@@ -692,7 +630,7 @@ mod tests {
     }
 
     #[test]
-    fn a_footer_names_rows_columns_nulls_constants_and_key_ranges() {
+    fn a_footer_names_rows_columns_and_key_ranges() {
         let f = Footer::of(&metadata_of(account_file(3))).expect("a lake file");
         assert_eq!(f.rows, 3);
         assert!(
@@ -700,16 +638,6 @@ mod tests {
             "{}",
             f.columns
         );
-        for absent in ["entry_id", "transfer_id", "source", "destination", "reason"] {
-            assert!(
-                f.null_columns.iter().any(|c| c == absent),
-                "{absent}: {:?}",
-                f.null_columns
-            );
-        }
-        assert!(!f.null_columns.iter().any(|c| c == "amount"));
-        assert_eq!(f.constants.stream, Some(Stream::Account));
-        assert_eq!(f.constants.v, Some(1));
         assert_eq!(f.key_groups.len(), 1);
         assert_eq!(
             (f.key_groups[0].min.as_str(), f.key_groups[0].rows),

@@ -23,7 +23,7 @@ use datafusion::execution::SendableRecordBatchStream;
 use futures::StreamExt;
 
 use crate::lake::Error;
-use crate::rows::{BatchError, Cols, Constants, Row};
+use crate::rows::{BatchError, Cols, Row};
 
 /// One file's rows, one record batch at a time, with the next row at `pos`.
 pub struct Cursor {
@@ -31,8 +31,6 @@ pub struct Cursor {
     /// The file's index among the scan's files ([`Cols::file`]).
     file: u32,
     stream: SendableRecordBatchStream,
-    /// The values the file's batches leave out (every row has them).
-    constants: Constants,
     /// The batch being read (none before the first).
     cols: Option<Arc<Cols>>,
     pos: usize,
@@ -40,19 +38,16 @@ pub struct Cursor {
 
 impl Cursor {
     /// Opens a cursor on `stream` (the rows of the lake file `key`, the
-    /// scan's `file`th, without the columns of `constants`) and reads its
-    /// first batch.
+    /// scan's `file`th) and reads its first batch.
     pub async fn open(
         key: String,
         file: u32,
         stream: SendableRecordBatchStream,
-        constants: Constants,
     ) -> Result<Cursor, Error> {
         let mut c = Cursor {
             key,
             file,
             stream,
-            constants,
             cols: None,
             pos: 0,
         };
@@ -85,7 +80,7 @@ impl Cursor {
             };
             let batch =
                 batch.map_err(|e| self.file_err(format!("not readable as Parquet: {e}")))?;
-            let mut cols = Cols::from_batch_with(&batch, self.constants).map_err(|e| match e {
+            let mut cols = Cols::from_batch(&batch).map_err(|e| match e {
                 BatchError::Layout(why) => self.file_err(format!("not in the lake layout: {why}")),
                 BatchError::Version { event_id, v } => Error::Schema { event_id, v },
             })?;

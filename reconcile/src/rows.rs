@@ -20,14 +20,12 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, Int64Array, StringArray, StringViewArray, UInt16Array};
 use datafusion::arrow::record_batch::RecordBatch;
 use ledger_events::event::same;
-use ledger_events::{EventRef, Stream, FIELDS, SCHEMA_VERSIONS_KNOWN};
+use ledger_events::{EventRef, Stream, SCHEMA_VERSIONS_KNOWN};
 
 /// One record batch's columns, typed, with the per-row values every comparison needs
 /// (stream and seq) decoded once.
 pub struct Cols {
-    /// None: every row's is `v_const` ([`Constants::v`]).
-    v: Option<UInt16Array>,
-    v_const: u16,
+    v: UInt16Array,
     event_id: StringViewArray,
     stream: Vec<Stream>,
     stream_key: StringViewArray,
@@ -54,35 +52,11 @@ pub struct Cols {
 }
 
 /// The columns a row may lack (null), the optional fields of an event
-/// (`currency` to `reason` in [`FIELDS`]' order): a batch without one of them
-/// reads as if it were all null (docs/LAKE.md). The
-/// proof's scan leaves out of its projection those a file's statistics say
-/// are all null ([`crate::lake::LakeFileInfo::null_columns`]); every other
-/// column is required in every file and row.
-pub(crate) const ROW_MAY_LACK: &[&str] = FIELDS.split_at(7).1.split_at(12).0;
-
-/// Values every row of a file has, known from its footer's statistics (the
-/// least and greatest value the same and exact, no nulls, in every row
-/// group): the proof's scan leaves these columns out of the file's
-/// projection and [`Cols::from_batch_with`] takes them from here. DataFusion
-/// would read such a column as a literal expanded into an array for every
-/// batch, which the rows would then parse again one by one.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Constants {
-    /// Every row's `stream`.
-    pub stream: Option<Stream>,
-    /// Every row's `v`.
-    pub v: Option<u16>,
-}
-
-impl Constants {
-    /// The columns the rows take from here rather than from their batch.
-    pub fn columns(&self) -> impl Iterator<Item = &'static str> {
-        [self.stream.map(|_| "stream"), self.v.map(|_| "v")]
-            .into_iter()
-            .flatten()
-    }
-}
+/// (`currency` to `reason` in [`ledger_events::FIELDS`]' order): a batch without one of them
+/// reads as if it were all null (docs/LAKE.md); every other column is
+/// required in every file and row.
+#[cfg(test)]
+const ROW_MAY_LACK: &[&str] = ledger_events::FIELDS.split_at(7).1.split_at(12).0;
 
 /// Why a batch cannot be read as lake rows.
 #[derive(Debug)]
@@ -143,36 +117,22 @@ fn opt_i64(c: &Option<Int64Array>, i: usize) -> Option<i64> {
 }
 
 impl Cols {
-    /// A batch with every column.
+    /// A batch of lake rows, every column read from it (the proof never
+    /// takes a column's values from a file's statistics: see
+    /// [`crate::lake::Lake::open`]).
     pub fn from_batch(b: &RecordBatch) -> Result<Cols, BatchError> {
-        Cols::from_batch_with(b, Constants::default())
-    }
-
-    /// A batch whose columns named in `constants` are left out (and ignored
-    /// if present): every row has those values.
-    pub fn from_batch_with(b: &RecordBatch, constants: Constants) -> Result<Cols, BatchError> {
         let n = b.num_rows();
         let event_id = req::<StringViewArray>(b, "event_id")?;
         let seq_col = req::<Int64Array>(b, "seq")?;
-        let v = match constants.v {
-            Some(_) => None,
-            None => Some(req::<UInt16Array>(b, "v")?),
-        };
-        let v_const = constants.v.unwrap_or_default();
-        let stream = match constants.stream {
-            Some(s) => vec![s; n],
-            None => {
-                let col = req::<StringViewArray>(b, "stream")?;
-                (0..n)
-                    .map(|i| {
-                        let name = col.value(i);
-                        Stream::parse(name).ok_or_else(|| {
-                            BatchError::Layout(format!("row {i}: unknown stream {name:?}"))
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?
-            }
-        };
+        let v = req::<UInt16Array>(b, "v")?;
+        let stream_col = req::<StringViewArray>(b, "stream")?;
+        let stream = (0..n)
+            .map(|i| {
+                let name = stream_col.value(i);
+                Stream::parse(name)
+                    .ok_or_else(|| BatchError::Layout(format!("row {i}: unknown stream {name:?}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let seq = (0..n)
             .map(|i| {
                 let s = seq_col.value(i);
@@ -180,20 +140,14 @@ impl Cols {
                     .map_err(|_| BatchError::Layout(format!("row {i}: negative seq {s}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let version = |i: usize| v.as_ref().map_or(v_const, |v| v.value(i));
-        let unknown = match &v {
-            Some(v) => (0..n).find(|&i| !SCHEMA_VERSIONS_KNOWN.contains(&v.value(i))),
-            None => (n > 0 && !SCHEMA_VERSIONS_KNOWN.contains(&v_const)).then_some(0),
-        };
-        if let Some(i) = unknown {
+        if let Some(i) = (0..n).find(|&i| !SCHEMA_VERSIONS_KNOWN.contains(&v.value(i))) {
             return Err(BatchError::Version {
                 event_id: event_id.value(i).to_owned(),
-                v: version(i),
+                v: v.value(i),
             });
         }
         Ok(Cols {
             v,
-            v_const,
             event_id,
             stream,
             stream_key: req(b, "stream_key")?,
@@ -275,7 +229,7 @@ impl Cols {
     #[inline(always)]
     fn build(&self, i: usize) -> EventRef<'_> {
         EventRef {
-            v: self.v.as_ref().map_or(self.v_const, |v| v.value(i)),
+            v: self.v.value(i),
             event_id: self.event_id.value(i),
             stream: self.stream[i],
             stream_key: self.stream_key.value(i),
@@ -344,6 +298,7 @@ impl<'a> Row<'a> {
 mod tests {
     use super::*;
     use datafusion::arrow::array::ArrayRef;
+    use ledger_events::FIELDS;
 
     /// One row with every column of `names` set, in the types the proof
     /// reads them as.
@@ -364,47 +319,9 @@ mod tests {
         RecordBatch::try_from_iter(columns).unwrap()
     }
 
-    /// A batch without `stream` and `v`, with them given as constants,
-    /// reads as the batch with them; an unknown constant version is the same
-    /// error as an unknown version in the column.
-    #[test]
-    fn constants_stand_for_the_columns_they_replace() {
-        let all = Cols::from_batch(&batch(FIELDS)).unwrap();
-        let without: Vec<&str> = FIELDS
-            .iter()
-            .copied()
-            .filter(|&n| n != "stream" && n != "v")
-            .collect();
-        let k = Constants {
-            stream: Some(Stream::Account),
-            v: Some(1),
-        };
-        assert_eq!(k.columns().collect::<Vec<_>>(), ["stream", "v"]);
-        let with = Cols::from_batch_with(&batch(&without), k).unwrap();
-        let text = |c: &Cols| {
-            let mut t = Vec::new();
-            c.view(0).canonical_into(&mut t);
-            t
-        };
-        assert_eq!(text(&with), text(&all));
-        assert_eq!(with.stream(0), Stream::Account);
-        // Without the constants, the columns are required.
-        assert!(matches!(
-            Cols::from_batch(&batch(&without)),
-            Err(BatchError::Layout(why)) if why.contains("`v`")
-        ));
-        let unknown = Constants { v: Some(999), ..k };
-        match Cols::from_batch_with(&batch(&without), unknown) {
-            Err(BatchError::Version { event_id, v }) => {
-                assert_eq!((event_id.as_str(), v), ("event_id-value", 999));
-            }
-            other => panic!("{:?}", other.err()),
-        }
-    }
-
-    /// The columns the scan may leave out of a file's projection
-    /// (`ROW_MAY_LACK`) are exactly those a batch may lack: leaving out any
-    /// other is an error, not a row read with a field missing.
+    /// The columns a file may lack (`ROW_MAY_LACK`) are exactly those a
+    /// batch may lack: leaving out any other is an error, not a row read
+    /// with a field missing.
     #[test]
     fn only_the_fields_a_row_may_lack_may_be_left_out_of_a_batch() {
         assert_eq!(

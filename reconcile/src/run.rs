@@ -1954,8 +1954,6 @@ mod tests {
             rows,
             e_tag: None,
             columns: String::new(),
-            null_columns: Vec::new(),
-            constants: Default::default(),
             key_groups: Vec::new(),
         };
         let keys = |groups: Vec<&[LakeFileInfo]>| -> Vec<Vec<String>> {

@@ -9,7 +9,6 @@ use std::process::Command;
 mod common;
 
 use common::{config, run_lib, run_lib_at, NOW_MS};
-use ledger_ingest::Table;
 use ledger_reconcile::corrupt::{copy_lake, inject, Class, Expected};
 use ledger_reconcile::gen::{generate_events, generate_lake, GEN_START_MS};
 use ledger_reconcile::Report;
@@ -112,60 +111,95 @@ fn a_generated_lake_passes_every_check() {
     assert_eq!(d["transfers"], serde_json::json!([]));
 }
 
-/// Each file's all-null columns and its constant `stream` and `v` (which the
-/// proof's scan leaves out) are read from its footer: exactly the columns
-/// whose every row is null, and the values every row has.
+/// Rewrites the footer of the lake file at `path` so that column `column`'s
+/// statistics in every row group are `lie(rows of the group)`; the pages,
+/// their page indexes and everything else the footer says stay as written.
+/// No honest writer does this: it stands for a buggy or hostile one.
+fn lie_in_footer(
+    path: &Path,
+    column: &str,
+    lie: impl Fn(i64) -> parquet::file::statistics::Statistics,
+) {
+    use parquet::file::metadata::{ParquetMetaDataReader, ParquetMetaDataWriter};
+    let bytes = std::fs::read(path).unwrap();
+    let file = std::fs::File::open(path).unwrap();
+    let meta = ParquetMetaDataReader::new()
+        .parse_and_finish(&file)
+        .unwrap();
+    let n = bytes.len();
+    let footer = u32::from_le_bytes(bytes[n - 8..n - 4].try_into().unwrap()) as usize;
+    let c = meta
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .position(|d| d.name() == column)
+        .unwrap_or_else(|| panic!("{} has no column {column}", path.display()));
+    let mut b = meta.into_builder();
+    let groups = b
+        .take_row_groups()
+        .into_iter()
+        .map(|rg| {
+            let mut cols = rg.columns().to_vec();
+            cols[c] = cols[c]
+                .clone()
+                .into_builder()
+                .set_statistics(lie(rg.num_rows()))
+                .build()
+                .unwrap();
+            rg.into_builder().set_column_metadata(cols).build().unwrap()
+        })
+        .collect();
+    let meta = b.set_row_groups(groups).build();
+    let mut out = bytes[..n - 8 - footer].to_vec();
+    ParquetMetaDataWriter::new(&mut out, &meta)
+        .finish()
+        .unwrap();
+    std::fs::write(path, out).unwrap();
+}
+
+/// The proof reads every column from its pages, never from the footer's
+/// statistics: a footer that says a transfer file's `reason` is all null and
+/// its `amount` one value, and an account file's `currency` one value
+/// (none of which its rows are), changes nothing. A proof that took the
+/// footer's word would read those rows' values wrong and find their hashes
+/// broken, while an auditor's SQL reads the pages.
 #[test]
-fn a_files_null_columns_and_constants_are_read_from_its_footer() {
+fn the_proof_reads_the_pages_not_the_footer_statistics() {
+    use parquet::file::statistics::Statistics;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("lake");
     clean_lake(&dir);
-    common::runtime().block_on(async {
-        let lake = ledger_reconcile::Lake::open(dir.to_str().unwrap()).unwrap();
-        let mut seen = BTreeMap::new();
-        for (table, stream) in [
-            (Table::Account, ledger_events::Stream::Account),
-            (Table::Transfer, ledger_events::Stream::Transfer),
-        ] {
-            for f in lake.files(table).await.unwrap() {
-                let constants = ledger_reconcile::rows::Constants {
-                    stream: Some(stream),
-                    v: Some(1),
-                };
-                assert_eq!(f.constants, constants, "{}", f.key);
-                let mut rows = 0;
-                let mut nulls: BTreeMap<String, usize> = BTreeMap::new();
-                lake.scan_columns(std::slice::from_ref(&f), ledger_events::FIELDS, None, |b| {
-                    rows += b.num_rows();
-                    for (field, c) in b.schema().fields().iter().zip(b.columns()) {
-                        *nulls.entry(field.name().clone()).or_default() += c.null_count();
-                    }
-                })
-                .await
-                .unwrap();
-                let all_null: Vec<String> = nulls
-                    .into_iter()
-                    .filter(|(_, n)| *n == rows)
-                    .map(|(c, _)| c)
-                    .collect();
-                let mut listed = f.null_columns.clone();
-                listed.sort();
-                assert_eq!(listed, all_null, "{}", f.key);
-                for c in &listed {
-                    *seen.entry((table, c.clone())).or_insert(0) += 1;
-                }
-            }
-        }
-        // The generated lake has such columns in both tables.
-        assert!(
-            seen.contains_key(&(Table::Account, "deadline_ms".to_owned())),
-            "{seen:?}"
-        );
-        assert!(
-            seen.contains_key(&(Table::Transfer, "balance_after".to_owned())),
-            "{seen:?}"
-        );
+    let honest = findings(&run_lib(&dir).unwrap());
+    assert_eq!(honest, vec![]);
+    let files = common::files_under(&dir, "events");
+    let transfer = files
+        .iter()
+        .find(|k| k.contains("/transfer/"))
+        .expect("a transfer file");
+    let account = files
+        .iter()
+        .find(|k| k.contains("/account/"))
+        .expect("an account file");
+    let (transfer, account) = (dir.join(transfer), dir.join(account));
+    lie_in_footer(&transfer, "reason", |rows| {
+        Statistics::byte_array(None, None, None, Some(rows as u64), false)
     });
+    lie_in_footer(&transfer, "amount", |_| {
+        Statistics::int64(Some(1), Some(1), None, Some(0), false)
+    });
+    lie_in_footer(&account, "currency", |_| {
+        let xxx = parquet::data_type::ByteArray::from("XXX");
+        Statistics::byte_array(Some(xxx.clone()), Some(xxx), None, Some(0), false)
+    });
+    let r = run_lib(&dir).unwrap();
+    let found = findings(&r);
+    assert!(
+        found == honest && r.holds,
+        "{} findings, the first: {:?}",
+        found.len(),
+        found.first()
+    );
 }
 
 /// A lake read while sagas are in progress: transfers stopped after their

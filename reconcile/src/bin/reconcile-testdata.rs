@@ -190,6 +190,10 @@ fn scan(location: &str, verify: bool) -> Result<(), String> {
             .execution
             .parquet
             .schema_force_view_types = views;
+        // Every column decoded from its pages, as `reconcile` reads them:
+        // with statistics collected, DataFusion reads a column its footer
+        // gives one value for as that literal.
+        config.options_mut().execution.collect_statistics = false;
         let ctx = SessionContext::new_with_config(config);
         // Row groups read through maps, as reconcile reads a local lake.
         ledger_reconcile::mapped::read_local_files_mapped(&ctx);
