@@ -425,6 +425,9 @@ SELECT l.t AS id,
        arg_min(l.currency, l.seq) FILTER (WHERE l.kind = 'hold_placed' AND l.account = coalesce(t.c.source, '')) AS hold_currency,
        min(l.seq) FILTER (WHERE l.kind = 'hold_placed' AND l.account = coalesce(t.c.source, '')) AS hold_seq,
        arg_min(l.event_id, l.seq) FILTER (WHERE l.kind = 'hold_placed' AND l.account = coalesce(t.c.source, '')) AS hold_event_id,
+       min(l.seq) FILTER (WHERE l.kind = 'hold_released' AND l.account = coalesce(t.c.source, '')) AS release_seq,
+       arg_min(l.event_id, l.seq) FILTER (WHERE l.kind = 'hold_released' AND l.account = coalesce(t.c.source, '')) AS release_event_id,
+       arg_min(l.amount, l.seq) FILTER (WHERE l.kind = 'hold_released' AND l.account = coalesce(t.c.source, '')) AS release_amount,
        coalesce(bool_or(l.kind = 'hold_placed' AND l.account <> coalesce(t.c.source, '')), false) AS wrong_hold,
        count(*) FILTER (WHERE l.kind = 'captured' AND l.account = coalesce(t.c.source, '')) AS n_src_debits,
        coalesce(bool_or(l.kind = 'hold_released' AND l.amount > 0 AND l.account = coalesce(t.c.source, '')), false) AS src_released,
@@ -510,7 +513,7 @@ INSERT INTO findings
 WITH x AS (
     SELECT tf.id, tf.phase, tf.c.amount AS amount, coalesce(tf.c.currency, '') AS currency,
            coalesce(lt.n_src_holds, 0) AS n_src_holds, lt.hold_amount, lt.hold_currency,
-           lt.hold_seq, lt.hold_event_id,
+           lt.hold_seq, lt.hold_event_id, lt.release_seq, lt.release_event_id, lt.release_amount,
            coalesce(lt.wrong_hold, false) AS wrong_hold,
            coalesce(lt.n_debits, 0) AS n_debits, lt.debit1, coalesce(lt.n_credits, 0) AS n_credits,
            coalesce(lt.released, false) AS released
@@ -546,6 +549,12 @@ UNION ALL
 SELECT 'cross_stream_consistency', 'failed_with_hold', id, hold_seq, hold_event_id,
        format('phase failed, but {} placed a hold of {} on the source', hold_event_id, hold_amount)
 FROM x WHERE phase = 'failed' AND n_src_holds > 0
+UNION ALL
+-- nor released anything there, not even a hold never placed (a tombstone): the saga releases
+-- only from releasing (at the first release on the source)
+SELECT 'cross_stream_consistency', 'failed_with_release', id, release_seq, release_event_id,
+       format('phase failed, but {} released {} on the source', release_event_id, release_amount)
+FROM x WHERE phase = 'failed' AND n_src_holds = 0 AND release_seq IS NOT NULL
 UNION ALL
 -- every leg names the transfer's other party (the destination; the source on a credit); a
 -- release of nothing (amount 0) may name none

@@ -93,6 +93,12 @@ pub enum Class {
     /// neutral, every hold taken whole, nothing left live, yet the source
     /// refused the reserve of a failed transfer.
     FailedWithHold,
+    /// A failed transfer's hold released on its source though none was
+    /// placed (a tombstone: amount 0, `no_hold`), at the end of the
+    /// source's stream (resealed): money-neutral, and what the account
+    /// writes for a released transfer whose reserve may still land, yet the
+    /// saga never releases a failed one.
+    FailedWithRelease,
     /// A released transfer (its credit refused) whose `releasing` and
     /// `released` rows say `reserve_unavailable` (resealed): a reason of a
     /// reserve given up, after the reserve was granted.
@@ -127,6 +133,7 @@ impl Class {
         Class::AmountOutOfRange,
         Class::LimitOutOfRange,
         Class::FailedWithHold,
+        Class::FailedWithRelease,
         Class::WrongReason,
         Class::ReasonChanged,
     ];
@@ -1044,6 +1051,36 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                     hold.event_id, release.event_id
                 ),
                 one_at("cross_stream_consistency", "failed_with_hold", &t, &hold),
+            )
+        }
+        Class::FailedWithRelease => {
+            let transfers = l.streams(Stream::Transfer);
+            let accounts = l.streams(Stream::Account);
+            let (t, src, mut evs) = transfers
+                .iter()
+                .filter(|(_, evs)| evs.last().is_some_and(|e| e.kind == "failed"))
+                .find_map(|(t, evs)| {
+                    let src = evs[0].source.clone()?;
+                    Some((t.clone(), src.clone(), accounts.get(&src)?.clone()))
+                })
+                .ok_or("the lake has no failed transfer whose source is in it")?;
+            let release = append(&mut evs, "hold_released", |e| {
+                e.amount = Some(0);
+                e.transfer_id = Some(t.clone());
+                e.reason = Some("no_hold".to_owned());
+            });
+            l.replace_stream(&evs);
+            (
+                format!(
+                    "{}: a release of no hold for the failed transfer {t} on {src}",
+                    release.event_id
+                ),
+                one_at(
+                    "cross_stream_consistency",
+                    "failed_with_release",
+                    &t,
+                    &release,
+                ),
             )
         }
         Class::WrongReason => {

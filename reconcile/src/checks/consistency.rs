@@ -8,7 +8,9 @@
 //! transfer fails only when its source refused the reserve, and an
 //! account answers every delivery of one reserve alike, so a reserve it
 //! refused never holds; a reserve given up while it landed ends
-//! `releasing`, never `failed`); holds only on the transfer's source; every
+//! `releasing`, never `failed`), and nothing was released there, not even
+//! a hold never placed (`failed_with_release`: the saga releases only from
+//! `releasing`); holds only on the transfer's source; every
 //! leg names the transfer's other party as its counterparty.
 //!
 //! Holds that outlive their transfer are `convergence`'s (leaked holds), so
@@ -159,6 +161,30 @@ pub fn check_transfer(
             .at(h.seq, &event),
         );
     }
+    // Nor did it release anything there, not even a hold it never placed
+    // (a tombstone, `no_hold`): the saga releases only from `releasing`,
+    // which a failed transfer never reaches. At the first release on the
+    // source (with a hold, `failed_with_hold` already names the transfer).
+    let release = legs
+        .releases()
+        .iter()
+        .find(|r| Some(r.account) == t.source());
+    if let Some(r) = release.filter(|_| phase == "failed" && hold.is_none()) {
+        let event = r.event_id(n);
+        let what = if r.amount == 0 {
+            "a hold it never placed (a tombstone)".to_owned()
+        } else {
+            format!("{} it never held", r.amount)
+        };
+        out.push(
+            Finding::new(
+                "failed_with_release",
+                id,
+                format!("phase failed (the source refused the reserve), but {event} released {what} on the source {src}"),
+            )
+            .at(r.seq, &event),
+        );
+    }
     check_counterparties(n, id, t, legs, out);
 }
 
@@ -280,13 +306,19 @@ mod tests {
     }
 
     /// A failed transfer's source refused its reserve: a hold there, live
-    /// or released again, is found at its row; a transfer whose reserve was
-    /// given up while it landed is released, and its hold is right.
+    /// or released again, is found at its row, and so is a release there
+    /// without one; a transfer whose reserve was given up while it landed is
+    /// released, and its hold or tombstone is right.
     #[test]
     fn a_failed_transfer_never_held_money_on_its_source() {
         let mut n = Names::default();
         let (src, dst, usd) = (n.id("src"), n.id("dst"), n.id("USD"));
-        let judge = |n: &mut Names, phase: &str, holds: Vec<u64>, releases: Vec<u64>| {
+        let none = n.id("");
+        let judge = |n: &mut Names,
+                     phase: &str,
+                     holds: Vec<u64>,
+                     releases: Vec<u64>,
+                     tombstones: Vec<u64>| {
             let mut t = TransferFacts::new(n.id(phase));
             t.set_amount(Some(100));
             t.set_currency(Some(usd));
@@ -301,7 +333,14 @@ mod tests {
                 seq,
             };
             let holds = holds.into_iter().map(|s| leg(s, 100)).collect();
-            let releases = releases.into_iter().map(|s| leg(s, 100)).collect();
+            let releases = releases
+                .into_iter()
+                .map(|s| leg(s, 100))
+                .chain(tombstones.into_iter().map(|s| Leg {
+                    counterparty: none,
+                    ..leg(s, 0)
+                }))
+                .collect();
             let legs = Legs::from_lists([holds, vec![], vec![], releases]);
             let mut out = Vec::new();
             check_transfer(n, "t", Some(&t), &legs, &mut out);
@@ -309,11 +348,25 @@ mod tests {
                 .map(|f| (f.code, f.event_id.clone()))
                 .collect::<Vec<_>>()
         };
-        assert!(judge(&mut n, "failed", vec![], vec![]).is_empty());
+        assert!(judge(&mut n, "failed", vec![], vec![], vec![]).is_empty());
         let found = vec![("failed_with_hold", Some("account:src:7".to_owned()))];
-        assert_eq!(judge(&mut n, "failed", vec![7], vec![8]), found);
-        assert_eq!(judge(&mut n, "failed", vec![7], vec![]), found);
-        assert!(judge(&mut n, "released", vec![7], vec![8]).is_empty());
+        assert_eq!(judge(&mut n, "failed", vec![7], vec![8], vec![]), found);
+        assert_eq!(judge(&mut n, "failed", vec![7], vec![], vec![]), found);
+        assert!(judge(&mut n, "released", vec![7], vec![8], vec![]).is_empty());
+        // A release of a hold it never placed: a tombstone, or one of money.
+        let released =
+            |seq: &str| vec![("failed_with_release", Some(format!("account:src:{seq}")))];
+        assert_eq!(
+            judge(&mut n, "failed", vec![], vec![], vec![9]),
+            released("9")
+        );
+        assert_eq!(
+            judge(&mut n, "failed", vec![], vec![8], vec![]),
+            released("8")
+        );
+        // A released transfer's tombstone is the saga's: its reserve was
+        // given up, and may still land.
+        assert!(judge(&mut n, "released", vec![], vec![], vec![9]).is_empty());
     }
 
     #[test]
