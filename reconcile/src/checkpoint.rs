@@ -77,8 +77,10 @@ use crate::stream::Tail;
 /// (`entry_store`), each account's state naming the generation they count
 /// from; no third section. 14: each open transfer's record ends with the
 /// reason its `released` must repeat (`TransferFacts::releasing`), and its
-/// findings include `protocol_values` and a failed transfer's hold.
-pub const CHECKPOINT_VERSION: u32 = 14;
+/// findings include `protocol_values` and a failed transfer's hold. 15: the
+/// same layout; its findings include a failed transfer's release
+/// (`failed_with_release`).
+pub const CHECKPOINT_VERSION: u32 = 15;
 
 /// Versions this reconciler reads: a version-6 checkpoint is a version-7
 /// one that owes nothing, a version-7 one a version-8 one that knows no
@@ -93,11 +95,12 @@ pub const CHECKPOINT_VERSION: u32 = 14;
 /// version-12 one is a version-13 one whose accounts' entry ids are all in
 /// memory, as if proved from their first event in this run, a version-13
 /// one a version-14 one whose open transfers' `releasing` reasons are
-/// unknown. Versions 6–13 are read to be set aside
-/// (`ProofState::older_rules`): their tails judged, the lake proved from its
-/// first event once (before 14, no row's amount, limit or reason and no
-/// failed transfer's hold was judged).
-const CHECKPOINT_VERSIONS_READ: [u32; 9] = [6, 7, 8, 9, 10, 11, 12, 13, CHECKPOINT_VERSION];
+/// unknown, a version-14 one a version-15 one. Versions 6–14 are read to be
+/// set aside (`ProofState::older_rules`): their tails judged, the lake
+/// proved from its first event once (before 14, no row's amount, limit or
+/// reason and no failed transfer's hold was judged; before 15, no failed
+/// transfer's release).
+const CHECKPOINT_VERSIONS_READ: [u32; 10] = [6, 7, 8, 9, 10, 11, 12, 13, 14, CHECKPOINT_VERSION];
 
 /// Which stream, as the proof keys it: the table it was found in (a stream
 /// in the wrong table is proved apart from its namesake), its kind and key.
@@ -147,10 +150,11 @@ pub struct ProofState {
     /// Parts of the archive [`ProofState::load_for_full`] left out, each
     /// with why (not saved: the report's `not_judged`).
     pub left_out: Vec<String>,
-    /// Written before version 14: proved by older rules (before 11, a hold
+    /// Written before version 15: proved by older rules (before 11, a hold
     /// of another amount judged only from `reserved` on and deadlines
     /// unbounded; before 12, no account's entry ids kept; before 14, no
-    /// row's amount, limit or reason judged, nor a failed transfer's hold),
+    /// row's amount, limit or reason judged, nor a failed transfer's hold;
+    /// before 15, no failed transfer's release),
     /// so the next run proves the lake from its first event, with this
     /// proof set aside (its tails judged).
     pub older_rules: bool,
@@ -489,7 +493,7 @@ impl ProofState {
                 dir: dir.to_path_buf(),
                 refs: f.streams_files.into_owned(),
             },
-            older_rules: f.version < 14,
+            older_rules: f.version < 15,
             entry_key: entry_key.unwrap_or_default(),
             entry_store,
             ..Default::default()

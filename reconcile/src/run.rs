@@ -1364,8 +1364,8 @@ async fn start(
         warn_custody(&custody);
         if custody.lost.is_empty() && prior.older_rules {
             eprintln!(
-                "reconcile: the checkpoint was written before version 14, by older rules (holds, deadlines, entry ids, \
-                 protocol values, failed transfers' holds): proving the lake from its first event once (the checkpoint's \
+                "reconcile: the checkpoint was written before version 15, by older rules (holds, deadlines, entry ids, \
+                 protocol values, failed transfers' holds and releases): proving the lake from its first event once (the checkpoint's \
                  tails still judged)"
             );
         }

@@ -1210,7 +1210,7 @@ fn downgrade_to_8(ckpt: &Path) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64_at(&bytes, 12) as usize;
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 14);
+    assert_eq!(header["version"], 15);
     header["version"] = 8.into();
     strip_13(&mut header);
     header.as_object_mut().unwrap().remove("entry_key");
@@ -1425,12 +1425,12 @@ fn downgrade(ckpt: &Path, version: u32) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let header = std::str::from_utf8(&bytes[20..20 + len]).unwrap();
-    assert!(header.starts_with("{\"version\":14,"), "{header}");
+    assert!(header.starts_with("{\"version\":15,"), "{header}");
     let at = header
         .find(",\"owed\":[],\"streams_files\":[")
         .expect(header);
     let mut old =
-        header[..at].replacen("{\"version\":14,", &format!("{{\"version\":{version},"), 1);
+        header[..at].replacen("{\"version\":15,", &format!("{{\"version\":{version},"), 1);
     old += if version == 6 { "}" } else { ",\"owed\":[]}" };
     reseal(ckpt, version, old.as_bytes());
 }
@@ -1448,7 +1448,7 @@ fn version_6_and_7_checkpoints_are_read_and_the_night_proves_the_lake_in_full_on
             .find(|e| e.stream == Stream::Transfer)
             .unwrap();
         deliver(&root, &[first], "c");
-        // Written before version 14 (older rules for the transfers it
+        // Written before version 15 (older rules for the transfers it
         // kept, no entry ids): proved from the first event once, its tails judged (it
         // owes nothing and saw no file's streams).
         let r = night(&root, &ckpt);
@@ -2706,7 +2706,7 @@ fn downgrade_to_9(ckpt: &Path) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 14);
+    assert_eq!(header["version"], 15);
     header["version"] = 9.into();
     strip_13(&mut header);
     header.as_object_mut().unwrap().remove("entry_key");
@@ -2752,7 +2752,7 @@ fn downgrade_to_12(ckpt: &Path) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 14);
+    assert_eq!(header["version"], 15);
     let refs: Vec<EntrySegmentRef> =
         serde_json::from_value(header["entry_segments"].clone()).unwrap();
     let dir = ckpt.parent().unwrap();
@@ -2782,13 +2782,24 @@ fn downgrade_to_12(ckpt: &Path) {
     }
 }
 
+/// The checkpoint at `ckpt` as version 14 wrote it (the same layout);
+/// sealed again.
+fn downgrade_to_14(ckpt: &Path) {
+    let bytes = std::fs::read(ckpt).unwrap();
+    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
+    let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
+    assert_eq!(header["version"], 15);
+    header["version"] = 14.into();
+    reseal(ckpt, 14, &serde_json::to_vec(&header).unwrap());
+}
+
 /// The checkpoint at `ckpt` as version 13 wrote it (no open transfer's
 /// `releasing` reason); sealed again.
 fn downgrade_to_13(ckpt: &Path) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 14);
+    assert_eq!(header["version"], 15);
     header["version"] = 13.into();
     reseal(ckpt, 13, &serde_json::to_vec(&header).unwrap());
 }
@@ -2799,7 +2810,7 @@ fn downgrade_to_11(ckpt: &Path) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 14);
+    assert_eq!(header["version"], 15);
     header["version"] = 11.into();
     strip_13(&mut header);
     let key = header.as_object_mut().unwrap().remove("entry_key").unwrap();
@@ -2811,10 +2822,11 @@ fn downgrade_to_11(ckpt: &Path) {
 fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
     // Resumed from a current checkpoint, and from ones written by older
     // rules (set aside: the night proves the lake in full once).
-    for version in [14, 13, 12, 11] {
+    for version in [15, 14, 13, 12, 11] {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half) = first_half_proved(dir.path(), 47, 160);
         match version {
+            14 => downgrade_to_14(&ckpt),
             13 => downgrade_to_13(&ckpt),
             12 => downgrade_to_12(&ckpt),
             11 => downgrade_to_11(&ckpt),
@@ -2872,8 +2884,8 @@ fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
             r.summary()
         );
         let i = r.incremental.unwrap();
-        assert_eq!(i.reproved_in_full, version < 14, "version {version}: {i:?}");
-        if version >= 14 {
+        assert_eq!(i.reproved_in_full, version < 15, "version {version}: {i:?}");
+        if version >= 15 {
             assert_eq!(i.streams_reopened, 0, "rows appended only");
             // The first posting is in the entry store only: the night read
             // the block that holds it.
