@@ -477,15 +477,17 @@ impl Lake {
     /// in order: a k-way merge of the files, each read by DataFusion as
     /// one ordered stream (see [`crate::merge`]). Only the rows `select`
     /// selects (row groups whose statistics exclude them all are not read).
-    /// `visit` may stop the scan ([`ControlFlow::Break`]).
+    /// `visit` may stop the scan ([`ControlFlow::Break`]). Returns how many
+    /// rows of each file it handed to `visit` (the row it stopped at not
+    /// among them).
     pub async fn scan_sorted_where(
         &self,
         files: &[LakeFileInfo],
         select: Select<'_>,
         mut visit: impl FnMut(Row<'_>) -> Result<ControlFlow<()>, Error>,
-    ) -> Result<(), Error> {
+    ) -> Result<Vec<u64>, Error> {
         if files.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         // One batch per open file is the merge's memory: keep the total near
         // MERGE_ROWS_BUDGET rows however many files the table has.

@@ -34,6 +34,8 @@ pub struct Cursor {
     /// The batch being read (none before the first).
     cols: Option<Arc<Cols>>,
     pos: usize,
+    /// Rows of the batches before `cols`, every one handed to the merge.
+    before: u64,
 }
 
 impl Cursor {
@@ -50,6 +52,7 @@ impl Cursor {
             stream,
             cols: None,
             pos: 0,
+            before: 0,
         };
         c.fill().await?;
         Ok(c)
@@ -64,6 +67,11 @@ impl Cursor {
 
     fn live(&self) -> bool {
         self.cols.as_ref().is_some_and(|c| self.pos < c.len())
+    }
+
+    /// Rows of the file the merge has handed on (its head not among them).
+    fn consumed(&self) -> u64 {
+        self.before + self.pos as u64
     }
 
     /// The batch of a live cursor.
@@ -107,7 +115,8 @@ impl Cursor {
                 }
                 prev = Some((&cols, j));
             }
-            self.cols = Some(Arc::new(cols));
+            let done = self.cols.replace(Arc::new(cols)).map_or(0, |c| c.len());
+            self.before += done as u64;
             self.pos = 0;
         }
         Ok(())
@@ -177,11 +186,13 @@ impl Heap {
 }
 
 /// Merges the cursors, handing `visit` every row in the lake's order until
-/// it says stop.
+/// it says stop, and returns how many rows of each cursor's file it handed
+/// on (the row it stopped at not among them).
 pub async fn merge(
     mut cursors: Vec<Cursor>,
     visit: &mut impl FnMut(Row<'_>) -> Result<ControlFlow<()>, Error>,
-) -> Result<(), Error> {
+) -> Result<Vec<u64>, Error> {
+    let consumed = |cursors: &[Cursor]| cursors.iter().map(Cursor::consumed).collect();
     let mut heap = Heap::build(&cursors);
     while let Some(&top) = heap.idx.first() {
         // The run: rows of the top cursor up to the runner-up's head.
@@ -189,7 +200,7 @@ pub async fn merge(
         loop {
             let c = &mut cursors[top];
             if visit(Row::at(c.head(), c.pos))?.is_break() {
-                return Ok(());
+                return Ok(consumed(&cursors));
             }
             c.pos += 1;
             if !c.live() {
@@ -212,5 +223,5 @@ pub async fn merge(
         }
         heap.sift_down(&cursors, 0);
     }
-    Ok(())
+    Ok(consumed(&cursors))
 }

@@ -444,6 +444,16 @@ struct Split {
     asked: AtomicBool,
     state: std::sync::Mutex<SplitState>,
     answered: std::sync::Condvar,
+    /// The rows of each file the transfer thread read before the key, and
+    /// the files the account thread read from it on with the rows it read
+    /// of each: together each file's rows ([`Split::check_rows`]).
+    rows: std::sync::Mutex<SplitRows>,
+}
+
+#[derive(Default)]
+struct SplitRows {
+    lower: Option<Vec<u64>>,
+    upper: Option<(Vec<LakeFileInfo>, Vec<u64>)>,
 }
 
 enum SplitState {
@@ -461,7 +471,52 @@ impl Split {
             asked: AtomicBool::new(false),
             state: std::sync::Mutex::new(SplitState::Open),
             answered: std::sync::Condvar::new(),
+            rows: Default::default(),
         }
+    }
+
+    fn rows(&self) -> std::sync::MutexGuard<'_, SplitRows> {
+        self.rows.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The rows of each of its files the transfer thread read, up to the key.
+    fn note_lower(&self, rows: Vec<u64>) {
+        self.rows().lower = Some(rows);
+    }
+
+    /// The rows of each of `files` the account thread read, from the key on.
+    fn note_upper(&self, files: Vec<LakeFileInfo>, rows: Vec<u64>) {
+        self.rows().upper = Some((files, rows));
+    }
+
+    /// When the table was split, every file gave its two parts all its rows
+    /// between them. The part from the key on is read with a filter, and
+    /// DataFusion skips the row groups and pages whose footer statistics (or
+    /// Bloom filters) say hold no row at or after it: a footer that
+    /// disagrees with its pages would hide rows from both threads. Such a
+    /// file is an error naming it, as a damaged one is.
+    fn check_rows(&self) -> Result<(), Error> {
+        let rows = self.rows();
+        let (Some(lower), Some((files, upper))) = (&rows.lower, &rows.upper) else {
+            return Ok(());
+        };
+        for ((f, l), u) in files.iter().zip(lower).zip(upper) {
+            let read = l + u;
+            if i64::try_from(read).ok() != Some(f.rows) {
+                return Err(Error::File {
+                    key: f.key.clone(),
+                    why: format!(
+                        "its footer says it holds {} rows, but reading it in two parts (the transfer table split at a key, \
+                         each part's row groups and pages chosen by the footer's statistics) gave {read} ({l} before the key, \
+                         {u} from it on): the footer's statistics disagree with its pages\n\
+                         Help: the file was not written by ledger-ingest or ledger-compact as it is now; restore it from its \
+                         source or remove it and re-deliver its events",
+                        f.rows
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, SplitState> {
@@ -590,7 +645,8 @@ fn split_key<'a>(
 /// Proves the streams of `files` (of `table`) that `select` reads and
 /// `keep` keeps into `proof`, in chunks, and returns the scan's statistics
 /// and the streams it noted in each file ([`scan_streams`]): the caller
-/// keeps them only if `select` read the files whole.
+/// keeps them only if `select` read the files whole), and the rows it read
+/// of each file.
 async fn prove_streams(
     lake: &Lake,
     files: &[LakeFileInfo],
@@ -598,7 +654,7 @@ async fn prove_streams(
     table: Table,
     proof: &mut Proof,
     keep: impl Fn(&StreamRows) -> bool,
-) -> Result<(ScanStats, Presence), Error> {
+) -> Result<(ScanStats, Presence, Vec<u64>), Error> {
     let mut own = Chunk::default();
     let read = scan_streams(
         lake,
@@ -619,21 +675,23 @@ async fn prove_streams(
 }
 
 /// Proves the transfer table's rows from (`transfer`, `key`) on, in `files`,
-/// into `proof` (the split's upper part, on the account table's thread).
+/// into `proof` (the split's upper part, on the account table's thread), and
+/// returns the scan's statistics and the rows it read of each file.
 async fn prove_upper(
     lake: &Lake,
     key: &str,
     files: &[LakeFileInfo],
     proof: &mut Proof,
-) -> Result<ScanStats, Error> {
+) -> Result<(ScanStats, Vec<u64>), Error> {
     let from = Select {
         keys: None,
         from: Some((Stream::Transfer, key)),
     };
     // With the transfer thread's part, the split reads the files whole.
-    let (read, noted) = prove_streams(lake, files, from, Table::Transfer, proof, |_| true).await?;
+    let (read, noted, file_rows) =
+        prove_streams(lake, files, from, Table::Transfer, proof, |_| true).await?;
     proof.presence.absorb(noted);
-    Ok(read)
+    Ok((read, file_rows))
 }
 
 /// A run from nothing: reads every lake file.
@@ -748,37 +806,39 @@ async fn prove_table(
                 at: None,
             });
             let stop = |row: &Row<'_>| watch.as_mut().is_some_and(|w| w.stop_at(row));
-            let (read, noted) = scan_streams(lake, &new, Select::default(), stop, |mut s| {
-                // A stream proved before (rows of seq 0 alone leave its tail
-                // at 0) whose new rows start at or before its tail.
-                let tail_seq = proof.proved_tail(table, s.stream, s.key());
-                if tail_seq.is_some_and(|t| s.first_seq() <= t) {
-                    match proof.drop_proved_copies(table, &mut s, cleared, &flagged) {
-                        Ok(n) => copies += n,
-                        Err(failed) => {
-                            copies_failed |= failed;
-                            reopen.insert((table, s.stream, s.key().to_owned()));
-                            return;
+            let (read, noted, file_rows) =
+                scan_streams(lake, &new, Select::default(), stop, |mut s| {
+                    // A stream proved before (rows of seq 0 alone leave its tail
+                    // at 0) whose new rows start at or before its tail.
+                    let tail_seq = proof.proved_tail(table, s.stream, s.key());
+                    if tail_seq.is_some_and(|t| s.first_seq() <= t) {
+                        match proof.drop_proved_copies(table, &mut s, cleared, &flagged) {
+                            Ok(n) => copies += n,
+                            Err(failed) => {
+                                copies_failed |= failed;
+                                reopen.insert((table, s.stream, s.key().to_owned()));
+                                return;
+                            }
+                        }
+                        if s.is_empty() {
+                            return; // nothing but copies: the stream is as proved
                         }
                     }
-                    if s.is_empty() {
-                        return; // nothing but copies: the stream is as proved
+                    if let Some(h) = handoff.filter(|_| is_transfer(table, s.stream)) {
+                        // Each chunk of transfer streams goes to the other thread when it
+                        // is free and has room, else is proved here (in order either way).
+                        if let Some(c) = shared.push(s) {
+                            proof.visit_chunk(table, h.offer(c));
+                        }
+                    } else if let Some(c) = own.push(s) {
+                        proof.visit_chunk(table, c);
                     }
-                }
-                if let Some(h) = handoff.filter(|_| is_transfer(table, s.stream)) {
-                    // Each chunk of transfer streams goes to the other thread when it
-                    // is free and has room, else is proved here (in order either way).
-                    if let Some(c) = shared.push(s) {
-                        proof.visit_chunk(table, h.offer(c));
-                    }
-                } else if let Some(c) = own.push(s) {
-                    proof.visit_chunk(table, c);
-                }
-            })
-            .await?;
+                })
+                .await?;
             proof.presence.absorb(noted);
             if let Some(split) = split {
                 split.close();
+                split.note_lower(file_rows);
             }
             proof.visit_chunk(table, shared.take());
             proof.visit_chunk(table, own.take());
@@ -829,7 +889,7 @@ async fn prove_table(
         };
         // This pass reads some streams of old files: what it notes of them
         // is not their whole set (`crate::presence`), so it is not kept.
-        let (read, _) = prove_streams(lake, &files, only, table, &mut proof, |s| {
+        let (read, _, _) = prove_streams(lake, &files, only, table, &mut proof, |s| {
             reopen.contains(&(table, s.stream, s.key().to_owned()))
         })
         .await?;
@@ -947,7 +1007,7 @@ async fn prove_by_date(
     for files in dates {
         let mut chunk = Chunk::default();
         let mut streams = 0;
-        let (r, noted) = scan_streams(
+        let (r, noted, _) = scan_streams(
             run.lake,
             files,
             Select::default(),
@@ -1256,35 +1316,37 @@ async fn pull_back(
 }
 
 /// Scans `files` in stream order (only the streams of `keys` when given),
-/// hands each whole stream to `take`, and returns the scan's statistics and
-/// the streams it read in each file (`crate::presence`).
+/// hands each whole stream to `take`, and returns the scan's statistics,
+/// the streams it read in each file (`crate::presence`) and the rows it read
+/// of each file.
 async fn scan_streams(
     lake: &Lake,
     files: &[LakeFileInfo],
     select: Select<'_>,
     mut stop: impl FnMut(&Row<'_>) -> bool,
     mut take: impl FnMut(StreamRows),
-) -> Result<(ScanStats, Presence), Error> {
+) -> Result<(ScanStats, Presence, Vec<u64>), Error> {
     let mut g = Grouper::default();
     let mut noter = Noter::new(files.iter().map(|f| f.key.as_str()));
     let mut take = |s: StreamRows| {
         noter.note(s.stream, s.key(), s.starts());
         take(s);
     };
-    lake.scan_sorted_where(files, select, |row| {
-        if stop(&row) {
-            return Ok(ControlFlow::Break(()));
-        }
-        if let Some(s) = g.push(row) {
-            take(s);
-        }
-        Ok(ControlFlow::Continue(()))
-    })
-    .await?;
+    let file_rows = lake
+        .scan_sorted_where(files, select, |row| {
+            if stop(&row) {
+                return Ok(ControlFlow::Break(()));
+            }
+            if let Some(s) = g.push(row) {
+                take(s);
+            }
+            Ok(ControlFlow::Continue(()))
+        })
+        .await?;
     if let Some(s) = g.finish() {
         take(s);
     }
-    Ok((g.stats, noter.finish()))
+    Ok((g.stats, noter.finish(), file_rows))
 }
 
 /// Runs `fut` to completion on a runtime of its own (on the calling thread).
@@ -1566,7 +1628,9 @@ async fn prove_resumed(
                         .map(|g| g.rows)
                         .sum();
                     helped.reserve(Table::Transfer, rows.max(0) as usize);
-                    upper = block_on(prove_upper(lake, &key, &files, helped))?;
+                    let file_rows;
+                    (upper, file_rows) = block_on(prove_upper(lake, &key, &files, helped))?;
+                    sp.note_upper(files.clone(), file_rows);
                     trace(started, format_args!("account thread: the split's upper part proved"));
                     if opts.progress {
                         eprintln!(
@@ -1634,6 +1698,7 @@ async fn prove_resumed(
     let panicked = |_| Error::Scan("a table's proof panicked".into());
     let (ra, helped, upper) = ra.map_err(panicked)??;
     let (xstats, xinc, xfiles, xignored, xreopened, mut rs) = rx.map_err(panicked)??;
+    split.check_rows()?;
     if let Some(e) = ra.proof.facts.entry_store_error.clone() {
         return Err(crate::checkpoint::entries_unreadable(e));
     }

@@ -202,6 +202,61 @@ fn the_proof_reads_the_pages_not_the_footer_statistics() {
     );
 }
 
+/// A full run splits the transfer table between its threads at a key; the
+/// part from the key on is read with a filter, and DataFusion skips the row
+/// groups whose footer statistics say hold no row there. A footer whose
+/// `stream_key` range lies (here every other transfer file's says its keys
+/// are all "t", below every real key) would hide the rows past the key from
+/// both threads: the run stops with an error naming such a file instead.
+/// Without the split the same lake is proved whole (no pruning: it holds).
+#[test]
+fn a_footer_that_would_hide_rows_from_the_split_is_an_error() {
+    use parquet::file::statistics::Statistics;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    sized_lake(&dir, 20_000, 40, 12);
+    let lied: Vec<String> = common::files_under(&dir, "events/transfer")
+        .into_iter()
+        .step_by(2)
+        .collect();
+    assert!(lied.len() >= 3, "{lied:?}");
+    for key in &lied {
+        lie_in_footer(&dir.join(key), "stream_key", |_| {
+            let t = parquet::data_type::ByteArray::from("t");
+            Statistics::byte_array(Some(t.clone()), Some(t), None, Some(0), false)
+        });
+    }
+    assert_eq!(run_with(&dir, false, false, true)["holds"], true);
+    let split = common::runtime().block_on(async {
+        let lake = ledger_reconcile::Lake::open(dir.to_str().unwrap())?;
+        ledger_reconcile::reconcile(
+            &lake,
+            &ledger_reconcile::Options {
+                now_ms: NOW_MS,
+                progress: false,
+                handoff: true,
+                split_first: true,
+                by_date: true,
+                settle_ms: 0,
+            },
+        )
+        .await
+    });
+    match split {
+        Err(ledger_reconcile::Error::File { key, why }) => {
+            assert!(lied.contains(&key), "{key} was not rewritten");
+            assert!(
+                why.contains("footer's statistics disagree with its pages"),
+                "{why}"
+            );
+        }
+        other => panic!(
+            "expected an error naming a rewritten file, got {:?}",
+            other.map(|r| r.summary())
+        ),
+    }
+}
+
 /// A lake read while sagas are in progress: transfers stopped after their
 /// reserve, with their credit committed but not recorded, credited (money
 /// in flight: the destination credited, the source's hold not yet
