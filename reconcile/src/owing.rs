@@ -42,7 +42,8 @@ const FILTER_KEYS_MAX: usize = 1_000;
 /// What the lake owes this run's proof: the tails to judge.
 #[derive(Clone, Copy)]
 pub struct Owing<'a> {
-    /// Tails earlier runs found not held (the checkpoint's `owed`).
+    /// Tails, and conflicts' versions, earlier runs found not held (the
+    /// checkpoint's `owed`).
     pub owed: &'a [Owed],
     /// The checkpoint's proof, set aside because proved files were lost.
     pub set_aside: Option<&'a ProofState>,
