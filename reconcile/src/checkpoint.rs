@@ -7,8 +7,10 @@
 //! (currency, last balance, deposits, withdrawals, live holds); per open
 //! transfer its [`TransferFacts`] and [`Legs`] (settled transfers are in the
 //! archive's segments beside the file, see `archive`); every per-stream
-//! finding so far; the tails earlier runs proved that the lake no longer
-//! holds (`owed`, see [`crate::retained`]); and the lake files already read
+//! finding so far; the tails (and conflicts' versions) earlier runs proved
+//! that the lake no longer holds (`owed`, see [`crate::retained`]: a
+//! conflict's versions are kept as a tail at its seq, so the format is the
+//! same); and the lake files already read
 //! (key → size and the store's version tag: keys are content-derived, and a
 //! file rewritten in place gets a new tag, so it is read again).
 //!

@@ -4,18 +4,22 @@
 //! A run judges the tails its checkpoint owes (found not held by an earlier
 //! run); the checkpoint's tails of the streams it re-proved from their
 //! first event (a stream reopened by a late or altered row: its proof
-//! could end short of what was proved, if rows left the lake); and, when
-//! it set its checkpoint's proof aside to prove the lake from its first
-//! event (proved files lost, a checkpoint of older rules, most account
-//! streams to reopen, rows taken for copies that were not, or `--full` with
-//! a checkpoint), every tail that proof kept: its streams',
-//! its open transfers', and its archived transfers' (walked in id order,
-//! one block of each segment at a time). Each stream is judged once: a
-//! tail owed stands over the checkpoint's tail of the same stream. Most
-//! are decided by this run's tail of the stream; a stream that now ends
-//! after its owed seq is decided by the hashes of its rows at that seq,
-//! read from the lake in one scan of four columns per table (only the
-//! streams concerned, by their keys).
+//! could end short of what was proved, if rows left the lake), and the
+//! versions of the conflicts it withdrew with them
+//! ([`retained::evidence`]); and, when it set its checkpoint's proof aside
+//! to prove the lake from its first event (proved files lost, a checkpoint
+//! of older rules, most account streams to reopen, rows taken for copies
+//! that were not, or `--full` with a checkpoint), every tail that proof
+//! kept: its streams', its open transfers', and its archived transfers'
+//! (walked in id order, one block of each segment at a time), and the
+//! versions of every conflict it found. Each seq of a stream is judged
+//! once: a tail owed stands over the checkpoint's tail at the same seq.
+//! Most are decided by this run's tail of the stream; a stream that now
+//! ends after its owed seq is decided by the hashes of its rows at that
+//! seq, read from the lake in one scan of four columns per table (only the
+//! streams concerned, by their keys). Two seqs of one stream that the lake
+//! misses from the same seq on (the stream now ends before both) are one
+//! finding, the one of the later seq (whose detail spans the other's).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -38,7 +42,8 @@ const FILTER_KEYS_MAX: usize = 1_000;
 /// What the lake owes this run's proof: the tails to judge.
 #[derive(Clone, Copy)]
 pub struct Owing<'a> {
-    /// Tails earlier runs found not held (the checkpoint's `owed`).
+    /// Tails, and conflicts' versions, earlier runs found not held (the
+    /// checkpoint's `owed`).
     pub owed: &'a [Owed],
     /// The checkpoint's proof, set aside because proved files were lost.
     pub set_aside: Option<&'a ProofState>,
@@ -74,7 +79,8 @@ impl Proved<'_> {
 
 /// Judges every tail `owing` names, and the checkpoint's tails of the
 /// streams this run `reopened` (re-proved from their first event: their
-/// rows were read again), against the proof `now`, reading the lake's
+/// rows were read again) with the versions of the conflicts withdrawn with
+/// them ([`retained::evidence`]), against the proof `now`, reading the lake's
 /// `files` (every table's, as the run listed them) where the proof cannot
 /// decide: the completeness findings of the tails not held, in stream
 /// order, those tails (still owed), and the archive blocks a `--full` run
@@ -86,19 +92,25 @@ pub async fn judge(
     reopened: Vec<Owed>,
     now: &Proved<'_>,
 ) -> Result<(Vec<StreamFinding>, Vec<Owed>, Vec<String>), Error> {
-    let mut tails: BTreeMap<StreamId, Tail> = BTreeMap::new();
+    // By stream and owed seq.
+    let mut tails: BTreeMap<(StreamId, u64), Tail> = BTreeMap::new();
+    let mut add = |(id, tail): Owed| {
+        tails.insert((id, tail.last_seq), tail);
+    };
     if let Some(p) = owing.set_aside {
         for (id, st) in &p.streams {
-            tails.insert(id.clone(), st.tail.clone());
+            add((id.clone(), st.tail.clone()));
         }
         for (id, st) in p.transfers.iter() {
-            tails.insert(transfer(id), st.tail.clone());
+            add((transfer(id), st.tail.clone()));
         }
+        p.findings
+            .iter()
+            .filter_map(retained::evidence)
+            .for_each(&mut add);
     }
-    tails.extend(reopened);
-    for (id, tail) in owing.owed {
-        tails.insert(id.clone(), tail.clone());
-    }
+    reopened.into_iter().for_each(&mut add);
+    owing.owed.iter().cloned().for_each(&mut add);
     let mut decided: Vec<(StreamId, Tail, Held)> = Vec::new();
     let mut left_out = Vec::new();
     let mut look: Vec<(StreamId, Tail)> = Vec::new();
@@ -116,8 +128,8 @@ pub async fn judge(
         // Millions of settled transfers: nothing allocated for those held.
         let owed: HashSet<&str> = tails
             .keys()
-            .filter(|id| is_transfer(id))
-            .map(|id| id.2.as_str())
+            .filter(|(id, _)| is_transfer(id))
+            .map(|(id, _)| id.2.as_str())
             .collect();
         let open = |id: &str| p.is_open(id) || owed.contains(id);
         let judge = |id: &str, st: &crate::facts::TransferState| {
@@ -137,21 +149,23 @@ pub async fn judge(
                 .map_err(crate::checkpoint::archive_unreadable)?;
         }
     }
-    for (id, tail) in tails {
+    for ((id, _), tail) in tails {
         decide(id, tail, None);
     }
     let found = hashes_at(lake, files, &look).await?;
     for (id, tail) in &look {
         let at = found
-            .get(&(id.0, id.1.as_str(), id.2.as_str()))
+            .get(&(id.0, id.1.as_str(), id.2.as_str(), tail.last_seq))
             .map_or(&[][..], Vec::as_slice);
         let held = retained::judge(tail, now.tail(id), Some(at));
         if held != Held::Yes {
             decided.push((id.clone(), tail.clone(), held));
         }
     }
-    decided.sort_by(|a, b| a.0.cmp(&b.0));
-    let findings = decided
+    // A stream's later seqs first, so that of two found missing from the
+    // same seq on, the later one's finding is kept (both stay owed).
+    decided.sort_by(|a, b| (&a.0, b.1.last_seq).cmp(&(&b.0, a.1.last_seq)));
+    let mut findings: Vec<StreamFinding> = decided
         .iter()
         .filter_map(|(id, tail, held)| {
             retained::finding(id, tail, held).map(|finding| StreamFinding {
@@ -161,6 +175,9 @@ pub async fn judge(
             })
         })
         .collect();
+    findings.dedup_by(|a, b| {
+        (&a.stream, a.finding.code, a.finding.seq) == (&b.stream, b.finding.code, b.finding.seq)
+    });
     Ok((
         findings,
         decided
@@ -180,16 +197,16 @@ fn transfer(id: &str) -> StreamId {
 }
 
 /// The hashes of the rows of `files` at each `want`ed stream's owed seq, by
-/// (table, stream, key): one scan of `stream`, `stream_key`, `seq` and
+/// (table, stream, key, seq): one scan of `stream`, `stream_key`, `seq` and
 /// `hash` per table with a stream to look at.
 async fn hashes_at<'w>(
     lake: &Lake,
     files: &[LakeFileInfo],
     want: &'w [(StreamId, Tail)],
-) -> Result<HashMap<(Table, &'static str, &'w str), Vec<String>>, Error> {
-    let mut found: HashMap<(Table, &'static str, &'w str), Vec<String>> = HashMap::new();
+) -> Result<HashMap<(Table, &'static str, &'w str, u64), Vec<String>>, Error> {
+    let mut found: HashMap<(Table, &'static str, &'w str, u64), Vec<String>> = HashMap::new();
     for &table in Table::ALL.iter() {
-        // By key: each stream of that key wanted, and its owed seq.
+        // By key: each stream of that key wanted, and its owed seqs.
         let mut seqs: HashMap<&'w str, Vec<(&'static str, u64)>> = HashMap::new();
         for (id, tail) in want.iter().filter(|(id, _)| id.0 == table) {
             seqs.entry(id.2.as_str())
@@ -227,11 +244,14 @@ async fn hashes_at<'w>(
                 let Some((&k, wanted)) = seqs.get_key_value(key.value(i)) else {
                     continue;
                 };
-                let Some(&(s, owed)) = wanted.iter().find(|(s, _)| *s == stream.value(i)) else {
+                let Ok(row_seq) = u64::try_from(seq.value(i)) else {
                     continue;
                 };
-                if u64::try_from(seq.value(i)) == Ok(owed) {
-                    let at = found.entry((table, s, k)).or_default();
+                let wanted = wanted
+                    .iter()
+                    .find(|&&(s, owed)| s == stream.value(i) && owed == row_seq);
+                if let Some(&(s, owed)) = wanted {
+                    let at = found.entry((table, s, k, owed)).or_default();
                     let h = hash.value(i);
                     if !at.iter().any(|x| x == h) {
                         at.push(h.to_owned());

@@ -22,23 +22,88 @@
 //! - `proved_row_changed`: the rows at the owed seq do not have the hashes
 //!   it was proved with (the history was rewritten from there back).
 //!
+//! The chain vouches, through the tail, for one version of each seq before
+//! it: the one each next row's `prev_hash` names. A conflict's other
+//! versions (one event id, other contents: `conflicting_duplicates`) are
+//! outside it, so the lake owes them as it owes a tail: the versions of a
+//! conflict an earlier run proved ([`evidence`]) are judged the same way,
+//! at the conflict's seq, with the same findings.
+//!
 //! Which tails a run judges (`crate::owing`): a resumed run that proves
 //! the lake from its first event because proved files were lost, and
-//! `--full` with a checkpoint, judge every tail the checkpoint kept; a
-//! resumed run judges the tails of the streams it re-proved from their
-//! first event; every run judges the tails earlier runs found not held
-//! (kept in the checkpoint as *owed* until the lake holds them again, say
-//! once the lost file is restored). This module decides one tail; reading
-//! the lake is the run's.
+//! `--full` with a checkpoint, judge every tail the checkpoint kept (and
+//! every conflict's versions it proved); a resumed run judges the tails of
+//! the streams it re-proved from their first event (and the versions of
+//! the conflicts it withdrew with them); every run judges the tails earlier
+//! runs found not held (kept in the checkpoint as *owed* until the lake
+//! holds them again, say once the lost file is restored). This module
+//! decides one tail; reading the lake is the run's.
 
 use ledger_events::event_id;
 
-use crate::checkpoint::StreamId;
+use crate::checkpoint::{StreamFinding, StreamId};
+use crate::checks::duplicates;
 use crate::finding::Finding;
-use crate::stream::Tail;
+use crate::stream::{LastHashes, Tail};
 
-/// A stream's tail an earlier run proved: what the lake owes.
+/// Rows an earlier run proved at one seq of a stream, which the lake owes:
+/// the stream's tail (its last seq, the hashes of its versions there), or
+/// the versions of a conflict before it ([`evidence`]).
 pub type Owed = (StreamId, Tail);
+
+/// What the lake owes of the finding `f` an earlier run proved, when a
+/// proof of the lake's rows alone could lose it without a trace: the
+/// versions of a `conflict`, as a tail at the conflict's seq with each
+/// version's hash. `None` for any other finding.
+///
+/// A stream whose findings a run withdraws (reopened, or its checkpoint's
+/// proof set aside) is proved again from the lake's rows, and a finding
+/// the new proof does not make is gone from the report. That is right when
+/// rows came that resolve it (a gap filled by a late row, a saga's missing
+/// step delivered), so such findings are not kept. It is wrong when rows
+/// the earlier proof rested on left the lake; before the tail, the chain
+/// sees every such loss but one:
+///
+/// - a row on the chain removed leaves a `seq_gap`, one changed a
+///   `chain_break` or `hash_mismatch`, or a changed tail
+///   (`proved_row_changed`): the new proof reports a loss itself, never
+///   a stream clean;
+/// - a `hash_mismatch` of the only row at a seq is resolved only by a row
+///   with the content that hashes to the recorded hash, which the chain
+///   vouches for: a repair, withdrawn;
+/// - a conflict's other version is on no chain: remove it (a compaction
+///   that lies, a lost file) and the stream is whole, the `conflict` gone,
+///   and with it any finding that version alone made (its `hash_mismatch`,
+///   `invalid_event`, or, when it was the seq's first version by hash,
+///   what the folds found of it, there or later). So its versions are
+///   owed: the finding the owed seq gives names the row all those rested
+///   on.
+///
+/// Owed, not kept as it was: a `conflict` kept would name two versions the
+/// lake no longer has, and an auditor who looks finds one and no violation.
+/// What the lake now shows is that a row an earlier run proved is gone:
+/// `proved_row_changed` at the conflict's seq, naming every version proved
+/// and what is there (`proved_rows_missing` when none is), the finding the
+/// tail check gives when a conflict's version at the tail is gone: one rule
+/// for a lost version, whatever its seq. It stays owed in the checkpoint
+/// (its format unchanged: owed seqs are tails) and is judged every run
+/// until the lake holds every version again, when the conflict is found
+/// again by the proof. Rows of seq 0 are outside the chain too, but no
+/// finding about one records its hash, so they are not owed (a limit).
+pub fn evidence(f: &StreamFinding) -> Option<Owed> {
+    if f.check != duplicates::NAME {
+        return None;
+    }
+    let seq = f.finding.seq.filter(|&s| s > 0)?;
+    let versions = duplicates::versions(&f.finding)?;
+    Some((
+        f.stream.clone(),
+        Tail {
+            last_seq: seq,
+            last_hashes: LastHashes::of(versions),
+        },
+    ))
+}
 
 /// Whether the lake holds an owed tail.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -716,7 +716,8 @@ struct TableRun {
     /// reaches the verdicts ([`crate::copies`]).
     copies_failed: bool,
     /// The checkpoint's tails of the streams re-proved from their first
-    /// event: the lake must still hold them ([`crate::retained`]).
+    /// event, and the versions of the conflicts their proof had found: the
+    /// lake must still hold them ([`crate::retained`]).
     reopened: Vec<crate::retained::Owed>,
 }
 
@@ -879,6 +880,16 @@ async fn prove_table(
                 (tail.last_seq > 0).then(|| (id.clone(), tail.clone()))
             })
             .collect();
+        // The versions of their conflicts are owed as their tails are: the
+        // chain does not vouch for them, so a proof of the lake's rows that
+        // lost one would find the stream clean (`retained::evidence`).
+        reopened.extend(
+            proof
+                .findings
+                .iter()
+                .filter(|f| reopen.contains(&f.stream))
+                .filter_map(crate::retained::evidence),
+        );
         proof.withdraw(&reopen);
         let mut keys: Vec<String> = reopen.iter().map(|id| id.2.clone()).collect();
         keys.sort();

@@ -839,6 +839,246 @@ fn a_compaction_that_drops_proved_rows_is_caught_by_the_streams_it_reopens() {
     assert!(full(&root).checks[0].holds);
 }
 
+/// The account row at `seq` of a stream of `events` that goes on past
+/// `seq + 2`, and a second version of it (another content under the same
+/// event id, sealed onto the same predecessor): a conflict whose second
+/// version the chain does not follow (the next row's `prev_hash` names the
+/// first).
+fn second_version(events: &[Event], seq: u64) -> (Event, Event) {
+    let goes_on = |key: &str| {
+        events
+            .iter()
+            .any(|e| e.stream == Stream::Account && e.stream_key == key && e.seq > seq + 2)
+    };
+    let first = events
+        .iter()
+        .find(|e| e.stream == Stream::Account && e.seq == seq && goes_on(&e.stream_key))
+        .expect("an account stream long enough")
+        .clone();
+    let mut other = first.clone();
+    other.occurred_at_ms += 1;
+    (first, other.seal())
+}
+
+/// A night by the CLI, resumed from the checkpoint `ckpt` (with `extra`
+/// arguments): its exit code and its JSON report (written to `json`).
+fn cli_night(root: &Path, ckpt: &Path, json: &Path, extra: &[&str]) -> (i32, serde_json::Value) {
+    let (ck, js) = (ckpt.to_str().unwrap(), json.to_str().unwrap());
+    let (code, stderr) = cli(
+        root,
+        &[&["--checkpoint", ck, "--json", js][..], extra].concat(),
+    );
+    assert!(code == 0 || code == 1, "{stderr}");
+    (
+        code,
+        serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap(),
+    )
+}
+
+/// Every finding of a JSON report: (code, key, seq, event id), in report
+/// order.
+fn named_rows(report: &serde_json::Value) -> Vec<(String, String, u64, String)> {
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["findings"].as_array().unwrap())
+        .map(|f| {
+            (
+                text(&f["code"]),
+                text(&f["key"]),
+                f["seq"].as_u64().unwrap_or(0),
+                text(&f["event_id"]),
+            )
+        })
+        .collect()
+}
+
+/// The lake file of `table` holding a row with `hash`.
+fn file_holding(root: &Path, table: &str, hash: &str) -> String {
+    common::files_under(root, &format!("events/{table}"))
+        .into_iter()
+        .find(|k| rows_of(root, k).iter().any(|r| r.event.hash == hash))
+        .expect("a file holds the row")
+}
+
+/// A compaction that lies drops the second version of a conflict at a seq
+/// before its stream's tail and keeps the version the chain follows: the
+/// stream's rows are whole, so their proof finds it clean, but the
+/// checkpoint proved both versions. The night reports the version gone
+/// (`proved_row_changed` at that seq, naming the event), night after
+/// night, until the version is back and the conflict is found again.
+#[test]
+fn a_compaction_that_drops_a_conflicts_version_before_the_tail_is_still_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let json = dir.path().join("report.json");
+    let events = history(43, 4, 200);
+    let (first, other) = second_version(&events, 3);
+    let mut all: Vec<&Event> = events.iter().collect();
+    all.push(&other);
+    deliver(&root, &all, "a");
+    let at = |code: &str| {
+        let (key, id) = (first.stream_key.clone(), first.event_id.clone());
+        (code.to_owned(), key, 3, id)
+    };
+    let (code, report) = cli_night(&root, &ckpt, &json, &[]);
+    assert_eq!((code, named_rows(&report)), (1, vec![at("conflict")]));
+    // The account file of both versions compacted without the second (the
+    // version kept no longer marked as a conflict), its manifest saying
+    // its rows are all in the output.
+    let input = file_holding(&root, "account", &other.hash);
+    compact_rewriting(&root, &input, |rows| {
+        rows.retain(|r| r.event.hash != other.hash);
+        rows.iter_mut().for_each(|r| r.conflict = false);
+    });
+    let (code, report) = cli_night(&root, &ckpt, &json, &[]);
+    assert_eq!(
+        (code, named_rows(&report)),
+        (1, vec![at("proved_row_changed")]),
+        "{report}"
+    );
+    let i = &report["incremental"];
+    assert_eq!(
+        (&i["files_lost"], &i["reproved_in_full"]),
+        (&0.into(), &false.into())
+    );
+    let detail = report["checks"][0]["findings"][0]["detail"]
+        .as_str()
+        .unwrap();
+    assert!(
+        detail.contains(&other.hash) && detail.ends_with("a version proved there is gone"),
+        "{detail}"
+    );
+    // A proof of the lake alone cannot tell: one version, on the chain.
+    assert!(full(&root).holds);
+    // Owed: a night with nothing new reports it again.
+    let (code, report) = cli_night(&root, &ckpt, &json, &[]);
+    assert_eq!(
+        (code, named_rows(&report)),
+        (1, vec![at("proved_row_changed")])
+    );
+    // The version back: the conflict is found again, nothing is owed.
+    deliver(&root, &[&other], "b");
+    let (code, report) = cli_night(&root, &ckpt, &json, &[]);
+    assert_eq!(
+        (code, named_rows(&report)),
+        (1, vec![at("conflict")]),
+        "{report}"
+    );
+    let (code, report) = cli_night(&root, &ckpt, &json, &[]);
+    assert_eq!(
+        (code, named_rows(&report)),
+        (1, vec![at("conflict")]),
+        "{report}"
+    );
+}
+
+/// The second version of a conflict is its stream's only row in a file, so
+/// a compaction that drops it leaves no row of the stream in its output:
+/// the file is lost and the night proves the lake from its first event,
+/// its checkpoint's proof set aside. The conflict that proof found is
+/// judged as its tails are: the version gone is reported, by the night and
+/// by `--full`.
+#[test]
+fn a_conflicts_version_lost_with_its_file_is_still_reported_by_the_proof_in_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let json = dir.path().join("report.json");
+    let events = history(43, 4, 200);
+    let (first, other) = second_version(&events, 3);
+    deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
+    // A later batch: the second version, and another account's row again.
+    let again = events
+        .iter()
+        .find(|e| e.stream == Stream::Account && e.stream_key != first.stream_key)
+        .unwrap();
+    deliver(&root, &[&other, again], "b");
+    let at = |code: &str| {
+        let (key, id) = (first.stream_key.clone(), first.event_id.clone());
+        (code.to_owned(), key, 3, id)
+    };
+    let (code, report) = cli_night(&root, &ckpt, &json, &[]);
+    assert_eq!((code, named_rows(&report)), (1, vec![at("conflict")]));
+    let input = file_holding(&root, "account", &other.hash);
+    compact_rewriting(&root, &input, |rows| {
+        rows.retain(|r| r.event.hash != other.hash);
+        rows.iter_mut().for_each(|r| r.conflict = false);
+    });
+    let (code, report) = cli_night(&root, &ckpt, &json, &[]);
+    assert_eq!(
+        (code, named_rows(&report)),
+        (1, vec![at("proved_row_changed")]),
+        "{report}"
+    );
+    let i = &report["incremental"];
+    assert_eq!(
+        (&i["files_lost"], &i["reproved_in_full"]),
+        (&1.into(), &true.into())
+    );
+    assert!(full(&root).holds);
+    // Owed from then on: `--full` with the checkpoint, and the night after.
+    for extra in [&["--full"][..], &[]] {
+        let (code, report) = cli_night(&root, &ckpt, &json, extra);
+        assert_eq!(
+            (code, named_rows(&report)),
+            (1, vec![at("proved_row_changed")]),
+            "{extra:?}: {report}"
+        );
+    }
+}
+
+/// A finding that new rows of the lake resolve is withdrawn, not owed: a
+/// gap filled by a late row reopens its stream, whose proof finds the gap
+/// no more. A conflict of the same stream, both versions still in the lake,
+/// is found again as it was (not as a version gone).
+#[test]
+fn a_gap_filled_by_a_late_row_is_withdrawn_while_a_conflict_still_in_the_lake_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let json = dir.path().join("report.json");
+    let events = history(43, 4, 200);
+    let (first, other) = second_version(&events, 3);
+    let late = events
+        .iter()
+        .find(|e| e.stream == Stream::Account && e.stream_key == first.stream_key && e.seq == 5)
+        .unwrap();
+    let mut early: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.event_id != late.event_id)
+        .collect();
+    early.push(&other);
+    deliver(&root, &early, "a");
+    let conflict = (
+        "conflict".to_owned(),
+        first.stream_key.clone(),
+        3,
+        first.event_id.clone(),
+    );
+    let gap = (
+        "seq_gap".to_owned(),
+        first.stream_key.clone(),
+        5,
+        late.event_id.clone(),
+    );
+    let (code, report) = cli_night(&root, &ckpt, &json, &[]);
+    let found = named_rows(&report);
+    assert_eq!(code, 1);
+    assert!(
+        found.contains(&conflict) && found.contains(&gap),
+        "{found:?}"
+    );
+    deliver(&root, &[late], "b");
+    let (code, report) = cli_night(&root, &ckpt, &json, &[]);
+    assert_eq!((code, named_rows(&report)), (1, vec![conflict]), "{report}");
+    assert!(report["incremental"]["streams_reopened"].as_u64() > Some(0));
+    assert_eq!(
+        report["checks"],
+        serde_json::to_value(&full(&root).checks).unwrap()
+    );
+}
+
 #[test]
 fn a_stream_in_the_wrong_table_is_one_finding_however_many_nights_bring_its_rows() {
     let dir = tempfile::tempdir().unwrap();
@@ -2312,28 +2552,39 @@ fn lake_rows(root: &Path) -> Vec<(StreamId, u64, String)> {
     rows
 }
 
+/// The hashes a stream's seq was proved with, by stream and seq.
+type Versions = std::collections::BTreeMap<(StreamId, u64), std::collections::BTreeSet<String>>;
+
 /// What the lake owes, kept as the proof keeps it but from the lake's
 /// files alone: each stream's last seq and its hashes there after a night,
-/// and the tails a night found the lake no longer holds.
+/// the versions of every seq with more than one (a conflict: the chain
+/// follows one), and the seqs a night found the lake no longer holds.
 #[derive(Default)]
 struct Owing {
     tails: std::collections::BTreeMap<StreamId, (u64, std::collections::BTreeSet<String>)>,
-    owed: std::collections::BTreeMap<StreamId, (u64, std::collections::BTreeSet<String>)>,
+    conflicts: Versions,
+    owed: Versions,
 }
 
 impl Owing {
     /// The findings (code, stream key, seq) a night on the lake at `root`
-    /// reports about proved tails, sorted: every tail the last night proved
-    /// that the lake no longer holds, and every one owed before that it
-    /// still does not. (A run judges only the tails it could have lost: all
-    /// of them after lost files, those of the streams it re-proved, those
-    /// owed; a tail not held is always among them.) Then moves to the night.
+    /// reports about proved rows, sorted: every tail and every conflict's
+    /// versions the last night proved that the lake no longer holds, and
+    /// every seq owed before that it still does not (two of a stream
+    /// missing from the same seq on are one finding). (A run judges only
+    /// what it could have lost: all of it after lost files, that of the
+    /// streams it re-proved, what is owed; a seq not held is always among
+    /// them.) Then moves to the night.
     fn night(&mut self, root: &Path) -> Vec<(&'static str, String, u64)> {
         let rows = lake_rows(root);
-        let mut judged = std::mem::take(&mut self.tails);
+        let mut judged: Versions = std::mem::take(&mut self.tails)
+            .into_iter()
+            .map(|(id, (seq, proved))| ((id, seq), proved))
+            .collect();
+        judged.extend(std::mem::take(&mut self.conflicts));
         judged.extend(std::mem::take(&mut self.owed));
         let mut found = Vec::new();
-        for (id, (seq, proved)) in judged {
+        for ((id, seq), proved) in judged {
             let ends = rows
                 .iter()
                 .filter(|r| r.0 == id)
@@ -2349,21 +2600,30 @@ impl Owing {
                 continue;
             }
             found.push(match (at.is_empty(), ends < seq) {
-                (true, true) => ("proved_rows_missing", id.2.clone(), ends + 1),
-                (true, false) => ("proved_rows_missing", id.2.clone(), seq),
-                (false, _) => ("proved_row_changed", id.2.clone(), seq),
+                (true, true) => (id.clone(), "proved_rows_missing", ends + 1),
+                (true, false) => (id.clone(), "proved_rows_missing", seq),
+                (false, _) => (id.clone(), "proved_row_changed", seq),
             });
-            self.owed.insert(id, (seq, proved));
+            self.owed.insert((id, seq), proved);
         }
+        let mut versions = Versions::new();
         for (id, seq, hash) in rows {
-            let tail = self.tails.entry(id).or_default();
+            let tail = self.tails.entry(id.clone()).or_default();
             if seq > tail.0 {
                 *tail = (seq, Default::default());
             }
             if seq == tail.0 {
-                tail.1.insert(hash);
+                tail.1.insert(hash.clone());
             }
+            versions.entry((id, seq)).or_default().insert(hash);
         }
+        self.conflicts = versions.into_iter().filter(|(_, h)| h.len() > 1).collect();
+        found.sort();
+        found.dedup();
+        let mut found: Vec<_> = found
+            .into_iter()
+            .map(|(id, code, seq)| (code, id.2, seq))
+            .collect();
         found.sort();
         found
     }

@@ -33,3 +33,65 @@ pub fn check_stream(s: &StreamView, out: &mut Vec<Finding>) {
         }
     }
 }
+
+/// The hashes of the versions a `conflict` finding names, read back from
+/// the detail [`check_stream`] wrote (`N versions: hashes a, b`); `None`
+/// for any other finding, or a detail not of that form.
+///
+/// A checkpoint keeps each finding with its detail, and the hashes of a
+/// conflict's versions below a stream's tail are kept nowhere else (the
+/// chain vouches for one version a seq: [`crate::retained::evidence`]
+/// says why the others must be). Reading them from the detail needs no
+/// field of their own, so no new checkpoint format, and works for every
+/// checkpoint written so far: the form is this module's own and has not
+/// changed since the first; the test below holds the two together.
+pub fn versions(f: &Finding) -> Option<Vec<&str>> {
+    if f.code != "conflict" {
+        return None;
+    }
+    let (count, hashes) = f.detail.split_once(" versions: hashes ")?;
+    let hashes: Vec<&str> = hashes.split(", ").collect();
+    // A hash with ", " in it (a damaged row's) would split into more than
+    // were counted: not read at all rather than read wrong.
+    let whole = count.parse::<usize>().ok() == Some(hashes.len())
+        && hashes.len() > 1
+        && hashes.iter().all(|h| !h.is_empty());
+    whole.then_some(hashes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::OwnedView;
+    use ledger_events::Stream;
+
+    #[test]
+    fn a_conflicts_versions_are_read_back_from_its_finding() {
+        let (events, _) = crate::gen::generate_events(&crate::gen::GenConfig::default());
+        let key = events[0].stream_key.clone();
+        let mut rows: Vec<_> = events
+            .into_iter()
+            .filter(|e| e.stream == Stream::Account && e.stream_key == key)
+            .collect();
+        let mut other = rows[1].clone();
+        other.occurred_at_ms += 1;
+        let other = other.seal();
+        let (first, second) = (rows[1].hash.clone(), other.hash.clone());
+        rows.insert(2, other);
+        rows.sort_by(|a, b| (a.seq, &a.hash).cmp(&(b.seq, &b.hash)));
+        let s = OwnedView::of_events(Stream::Account, &key, &rows);
+        let mut out = Vec::new();
+        check_stream(&s.view(), &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        let mut read = versions(&out[0]).unwrap();
+        read.sort_unstable();
+        let mut want = [first.as_str(), second.as_str()];
+        want.sort_unstable();
+        assert_eq!(read, want);
+        // Any other finding, or a detail of another form, names none.
+        let gap = Finding::new("seq_gap", &key, "2 versions: hashes a, b".into());
+        assert_eq!(versions(&gap), None);
+        let odd = Finding::new("conflict", &key, "3 versions: hashes a, b".into());
+        assert_eq!(versions(&odd), None);
+    }
+}
