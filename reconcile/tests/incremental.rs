@@ -3309,7 +3309,7 @@ fn an_account_row_of_seq_0_delivered_again_is_judged_as_a_full_proof_judges_it()
 /// checkpoint kept for that row (one repeats it, one gives another); a
 /// hold placed and released on a later night for a failed transfer (settled
 /// the night before, in the archive) is found when the new rows pull the
-/// transfer back; a deposit beyond the ledger's amounts proved on the first
+/// transfer back, and so is a release of no hold for another; a deposit beyond the ledger's amounts proved on the first
 /// night is still reported on the nights after.
 #[test]
 fn protocol_values_and_a_failed_transfers_hold_are_judged_across_nights() {
@@ -3388,6 +3388,22 @@ fn protocol_values_and_a_failed_transfers_hold_are_judged_across_nights() {
         e.balance_after = e.balance_after.map(|b| b + big);
         e.entry_id = Some(format!("dep:{}:big", e.stream_key));
     });
+    // A release of no hold (a tombstone) for another failed transfer, on a
+    // source that none of the rows above is on.
+    let (failed2, source2) = transfers
+        .values()
+        .filter(|evs| kinds(evs) == ["created", "failed"])
+        .find_map(|evs| {
+            let src = evs[0].source.as_deref()?;
+            (src != source.stream_key && src != depositor.stream_key)
+                .then(|| (evs[0], last_of[src]))
+        })
+        .expect("the history has a failed transfer on a third account");
+    let tombstone = ledger_reconcile::corrupt::next_event(source2, "hold_released", |e| {
+        e.amount = Some(0);
+        e.transfer_id = Some(failed2.stream_key.clone());
+        e.reason = Some("no_hold".to_owned());
+    });
 
     // Night 1: the history without the two `released` rows, and the deposit.
     let mut first: Vec<&Event> = events
@@ -3428,9 +3444,9 @@ fn protocol_values_and_a_failed_transfers_hold_are_judged_across_nights() {
     expected.sort();
     assert_eq!(codes(&r), expected, "{}", r.summary());
 
-    // Night 2: both `released` rows, and the failed transfer's hold and its
-    // release.
-    deliver(&root, &[&right, &changed, &hold, &release], "b");
+    // Night 2: both `released` rows, the failed transfer's hold and its
+    // release, and the other failed transfer's tombstone.
+    deliver(&root, &[&right, &changed, &hold, &release, &tombstone], "b");
     let r = night(&root, &ckpt);
     expected = vec![
         beyond,
@@ -3443,6 +3459,11 @@ fn protocol_values_and_a_failed_transfers_hold_are_judged_across_nights() {
             "cross_stream_consistency",
             "failed_with_hold",
             Some(hold.event_id.clone()),
+        ),
+        (
+            "cross_stream_consistency",
+            "failed_with_release",
+            Some(tombstone.event_id.clone()),
         ),
     ];
     expected.sort();

@@ -159,9 +159,9 @@ fn lie_in_footer(
 }
 
 /// The proof reads every column from its pages, never from the footer's
-/// statistics: a footer that says a transfer file's `reason` is all null and
-/// its `amount` one value, and an account file's `currency` one value
-/// (none of which its rows are), changes nothing. A proof that took the
+/// statistics: a footer that says a transfer file's `reason` is all null,
+/// its `amount` one value and its `stream` `account`, and an account file's
+/// `currency` one value (none of which its rows are), changes nothing. A proof that took the
 /// footer's word would read those rows' values wrong and find their hashes
 /// broken, while an auditor's SQL reads the pages.
 #[test]
@@ -182,11 +182,36 @@ fn the_proof_reads_the_pages_not_the_footer_statistics() {
         .find(|k| k.contains("/account/"))
         .expect("an account file");
     let (transfer, account) = (dir.join(transfer), dir.join(account));
+    // The lies are lies: the file has reasons, and more than one amount.
+    let meta = parquet::file::metadata::ParquetMetaDataReader::new()
+        .parse_and_finish(&std::fs::File::open(&transfer).unwrap())
+        .unwrap();
+    let stat = |name: &str| {
+        let c = meta
+            .file_metadata()
+            .schema_descr()
+            .columns()
+            .iter()
+            .position(|d| d.name() == name)
+            .unwrap();
+        meta.row_group(0).column(c).statistics().unwrap().clone()
+    };
+    assert!(stat("reason").null_count_opt().unwrap() < meta.row_group(0).num_rows() as u64);
+    assert_ne!(
+        stat("amount").min_bytes_opt(),
+        stat("amount").max_bytes_opt()
+    );
     lie_in_footer(&transfer, "reason", |rows| {
         Statistics::byte_array(None, None, None, Some(rows as u64), false)
     });
     lie_in_footer(&transfer, "amount", |_| {
         Statistics::int64(Some(1), Some(1), None, Some(0), false)
+    });
+    // The transfer file's `stream` said to be `account` (the proof took a
+    // file's one `stream` from its statistics before).
+    lie_in_footer(&transfer, "stream", |_| {
+        let account = parquet::data_type::ByteArray::from("account");
+        Statistics::byte_array(Some(account.clone()), Some(account), None, Some(0), false)
     });
     lie_in_footer(&account, "currency", |_| {
         let xxx = parquet::data_type::ByteArray::from("XXX");

@@ -360,7 +360,10 @@ mod lanes {
     /// at 400 bytes). AMD's Zen 5 (family 26) has four 512-bit pipes and
     /// two-cycle adds: bound by the chains, where the grouping below was 1.25
     /// times faster than one long chain. Detected once (CPUID's vendor string
-    /// and family), cached.
+    /// and family), cached. Not measured: Zen 5's mobile parts (family 26,
+    /// 512-bit operations in two halves, likely better with the fewest) and
+    /// other vendors' AVX-512 cores (the fewest). Either form is exact (the
+    /// tests hold both to `sha2`); only the speed depends on the choice.
     pub(super) fn fewest_ops() -> bool {
         static FEWEST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         *FEWEST.get_or_init(|| {
@@ -385,9 +388,10 @@ mod lanes {
     /// One SHA-256 compression in each of the 16 lanes: lane i absorbs the
     /// 64 bytes at `blocks[i]` into its state.
     ///
-    /// `FEWEST_OPS` (Intel, [`fewest_ops`]): each round's sums in the fewest
-    /// adds, 17 operations a round. Otherwise (AMD): two more adds a round
-    /// keep each state word's chain at three operations (below).
+    /// `FEWEST_OPS` (Intel, AMD's Zen 4: [`fewest_ops`]): each round's sums
+    /// in the fewest adds, 17 operations a round. Otherwise (AMD's Zen 5):
+    /// two more adds a round keep each state word's chain at three
+    /// operations (below).
     ///
     /// # Safety
     ///
