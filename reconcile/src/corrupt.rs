@@ -419,6 +419,34 @@ fn created_event(
 
 /// Whether the account whose events are `evs` is frozen after the last
 /// (a deposit, hold or credit appended to it would also be `phase_order`).
+/// The first failed transfer of the lake whose source's stream `fits` (given
+/// the transfer's `created` row and that stream): the transfer's id, its
+/// source and the source's stream.
+fn failed_transfer(
+    l: &LocalLake,
+    fits: impl Fn(&Event, &[Event]) -> bool,
+) -> Option<(String, String, Vec<Event>)> {
+    let accounts = l.streams(Stream::Account);
+    l.streams(Stream::Transfer)
+        .into_iter()
+        .filter(|(_, evs)| evs.last().is_some_and(|e| e.kind == "failed"))
+        .find_map(|(t, evs)| {
+            let src = evs[0].source.clone()?;
+            let acc = accounts.get(&src).filter(|acc| fits(&evs[0], acc))?;
+            Some((t, src, acc.clone()))
+        })
+}
+
+/// Whether the account whose stream is `acc` can hold the amount of the
+/// transfer `created` after its last event.
+fn can_hold(created: &Event, acc: &[Event]) -> bool {
+    let room = acc
+        .last()
+        .and_then(|last| Some(last.balance_after? - last.held_after? + last.overdraft_limit?));
+    room.zip(created.amount)
+        .is_some_and(|(room, amount)| room >= amount)
+}
+
 fn frozen(evs: &[Event]) -> bool {
     evs.iter()
         .rev()
@@ -828,19 +856,10 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
         }
         Class::Leaked => {
             let transfers = l.streams(Stream::Transfer);
-            let accounts = l.streams(Stream::Account);
-            let (t, src, mut evs) = transfers
-                .iter()
-                .filter(|(_, evs)| evs.last().is_some_and(|e| e.kind == "failed"))
-                .find_map(|(t, evs)| {
-                    let src = evs[0].source.clone()?;
-                    let amount = evs[0].amount?;
-                    let acc = accounts.get(&src).filter(|acc| !frozen(acc))?;
-                    let last = acc.last()?;
-                    let room = last.balance_after? - last.held_after? + last.overdraft_limit?;
-                    (room >= amount).then(|| (t.clone(), src, acc.clone()))
-                })
-                .ok_or("the lake has no failed transfer whose source can hold its amount now")?;
+            let (t, src, mut evs) =
+                failed_transfer(&l, |created, acc| !frozen(acc) && can_hold(created, acc)).ok_or(
+                    "the lake has no failed transfer whose source can hold its amount now",
+                )?;
             // A hold of the transfer's amount (one of another amount is
             // also `hold_amount_mismatch`): only the leak is wrong.
             let amount = transfers[&t][0].amount.unwrap_or(0);
@@ -1013,23 +1032,12 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
         }
         Class::FailedWithHold => {
             let transfers = l.streams(Stream::Transfer);
-            let accounts = l.streams(Stream::Account);
             // A failed transfer whose source, not frozen and in the
             // transfer's currency, can hold its amount now.
-            let (t, src, mut evs) = transfers
-                .iter()
-                .filter(|(_, evs)| evs.last().is_some_and(|e| e.kind == "failed"))
-                .find_map(|(t, evs)| {
-                    let src = evs[0].source.clone()?;
-                    let amount = evs[0].amount?;
-                    let acc = accounts
-                        .get(&src)
-                        .filter(|acc| !frozen(acc) && acc[0].currency == evs[0].currency)?;
-                    let last = acc.last()?;
-                    let room = last.balance_after? - last.held_after? + last.overdraft_limit?;
-                    (room >= amount).then(|| (t.clone(), src, acc.clone()))
-                })
-                .ok_or("the lake has no failed transfer whose source can hold its amount now")?;
+            let (t, src, mut evs) = failed_transfer(&l, |created, acc| {
+                !frozen(acc) && acc[0].currency == created.currency && can_hold(created, acc)
+            })
+            .ok_or("the lake has no failed transfer whose source can hold its amount now")?;
             let amount = transfers[&t][0].amount.unwrap_or(0);
             let dst = transfers[&t][0].destination.clone();
             let hold = append(&mut evs, "hold_placed", |e| {
@@ -1054,15 +1062,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             )
         }
         Class::FailedWithRelease => {
-            let transfers = l.streams(Stream::Transfer);
-            let accounts = l.streams(Stream::Account);
-            let (t, src, mut evs) = transfers
-                .iter()
-                .filter(|(_, evs)| evs.last().is_some_and(|e| e.kind == "failed"))
-                .find_map(|(t, evs)| {
-                    let src = evs[0].source.clone()?;
-                    Some((t.clone(), src.clone(), accounts.get(&src)?.clone()))
-                })
+            let (t, src, mut evs) = failed_transfer(&l, |_, _| true)
                 .ok_or("the lake has no failed transfer whose source is in it")?;
             let release = append(&mut evs, "hold_released", |e| {
                 e.amount = Some(0);

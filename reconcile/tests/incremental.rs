@@ -903,6 +903,28 @@ fn file_holding(root: &Path, table: &str, hash: &str) -> String {
         .expect("a file holds the row")
 }
 
+/// The finding `code` on the row of `e` (stream key, seq, event id), as
+/// [`named_rows`] names it.
+fn named_at(e: &Event, code: &str) -> (String, String, u64, String) {
+    (
+        code.to_owned(),
+        e.stream_key.clone(),
+        e.seq,
+        e.event_id.clone(),
+    )
+}
+
+/// A compaction that lies: the account file holding `other` compacted
+/// without it (the version kept no longer marked as a conflict), its
+/// manifest saying its rows are all in the output.
+fn compact_without_version(root: &Path, other: &Event) {
+    let input = file_holding(root, "account", &other.hash);
+    compact_rewriting(root, &input, |rows| {
+        rows.retain(|r| r.event.hash != other.hash);
+        rows.iter_mut().for_each(|r| r.conflict = false);
+    });
+}
+
 /// A compaction that lies drops the second version of a conflict at a seq
 /// before its stream's tail and keeps the version the chain follows: the
 /// stream's rows are whole, so their proof finds it clean, but the
@@ -919,20 +941,10 @@ fn a_compaction_that_drops_a_conflicts_version_before_the_tail_is_still_reported
     let mut all: Vec<&Event> = events.iter().collect();
     all.push(&other);
     deliver(&root, &all, "a");
-    let at = |code: &str| {
-        let (key, id) = (first.stream_key.clone(), first.event_id.clone());
-        (code.to_owned(), key, 3, id)
-    };
+    let at = |code: &str| named_at(&first, code);
     let (code, report) = cli_night(&root, &ckpt, &json, &[]);
     assert_eq!((code, named_rows(&report)), (1, vec![at("conflict")]));
-    // The account file of both versions compacted without the second (the
-    // version kept no longer marked as a conflict), its manifest saying
-    // its rows are all in the output.
-    let input = file_holding(&root, "account", &other.hash);
-    compact_rewriting(&root, &input, |rows| {
-        rows.retain(|r| r.event.hash != other.hash);
-        rows.iter_mut().for_each(|r| r.conflict = false);
-    });
+    compact_without_version(&root, &other);
     let (code, report) = cli_night(&root, &ckpt, &json, &[]);
     assert_eq!(
         (code, named_rows(&report)),
@@ -995,17 +1007,10 @@ fn a_conflicts_version_lost_with_its_file_is_still_reported_by_the_proof_in_full
         .find(|e| e.stream == Stream::Account && e.stream_key != first.stream_key)
         .unwrap();
     deliver(&root, &[&other, again], "b");
-    let at = |code: &str| {
-        let (key, id) = (first.stream_key.clone(), first.event_id.clone());
-        (code.to_owned(), key, 3, id)
-    };
+    let at = |code: &str| named_at(&first, code);
     let (code, report) = cli_night(&root, &ckpt, &json, &[]);
     assert_eq!((code, named_rows(&report)), (1, vec![at("conflict")]));
-    let input = file_holding(&root, "account", &other.hash);
-    compact_rewriting(&root, &input, |rows| {
-        rows.retain(|r| r.event.hash != other.hash);
-        rows.iter_mut().for_each(|r| r.conflict = false);
-    });
+    compact_without_version(&root, &other);
     let (code, report) = cli_night(&root, &ckpt, &json, &[]);
     assert_eq!(
         (code, named_rows(&report)),

@@ -111,6 +111,23 @@ fn a_generated_lake_passes_every_check() {
     assert_eq!(d["transfers"], serde_json::json!([]));
 }
 
+/// The decoded footer of the Parquet file at `path`.
+fn footer_of(path: &Path) -> parquet::file::metadata::ParquetMetaData {
+    parquet::file::metadata::ParquetMetaDataReader::new()
+        .parse_and_finish(&std::fs::File::open(path).unwrap())
+        .unwrap()
+}
+
+/// The index of the column `name` in the file `meta` describes.
+fn column_of(meta: &parquet::file::metadata::ParquetMetaData, name: &str) -> usize {
+    meta.file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .position(|d| d.name() == name)
+        .unwrap_or_else(|| panic!("no column {name}"))
+}
+
 /// Rewrites the footer of the lake file at `path` so that column `column`'s
 /// statistics in every row group are `lie(rows of the group)`; the pages,
 /// their page indexes and everything else the footer says stay as written.
@@ -120,21 +137,12 @@ fn lie_in_footer(
     column: &str,
     lie: impl Fn(i64) -> parquet::file::statistics::Statistics,
 ) {
-    use parquet::file::metadata::{ParquetMetaDataReader, ParquetMetaDataWriter};
+    use parquet::file::metadata::ParquetMetaDataWriter;
     let bytes = std::fs::read(path).unwrap();
-    let file = std::fs::File::open(path).unwrap();
-    let meta = ParquetMetaDataReader::new()
-        .parse_and_finish(&file)
-        .unwrap();
+    let meta = footer_of(path);
     let n = bytes.len();
     let footer = u32::from_le_bytes(bytes[n - 8..n - 4].try_into().unwrap()) as usize;
-    let c = meta
-        .file_metadata()
-        .schema_descr()
-        .columns()
-        .iter()
-        .position(|d| d.name() == column)
-        .unwrap_or_else(|| panic!("{} has no column {column}", path.display()));
+    let c = column_of(&meta, column);
     let mut b = meta.into_builder();
     let groups = b
         .take_row_groups()
@@ -183,17 +191,9 @@ fn the_proof_reads_the_pages_not_the_footer_statistics() {
         .expect("an account file");
     let (transfer, account) = (dir.join(transfer), dir.join(account));
     // The lies are lies: the file has reasons, and more than one amount.
-    let meta = parquet::file::metadata::ParquetMetaDataReader::new()
-        .parse_and_finish(&std::fs::File::open(&transfer).unwrap())
-        .unwrap();
+    let meta = footer_of(&transfer);
     let stat = |name: &str| {
-        let c = meta
-            .file_metadata()
-            .schema_descr()
-            .columns()
-            .iter()
-            .position(|d| d.name() == name)
-            .unwrap();
+        let c = column_of(&meta, name);
         meta.row_group(0).column(c).statistics().unwrap().clone()
     };
     assert!(stat("reason").null_count_opt().unwrap() < meta.row_group(0).num_rows() as u64);
@@ -252,21 +252,7 @@ fn a_footer_that_would_hide_rows_from_the_split_is_an_error() {
         });
     }
     assert_eq!(run_with(&dir, false, false, true)["holds"], true);
-    let split = common::runtime().block_on(async {
-        let lake = ledger_reconcile::Lake::open(dir.to_str().unwrap())?;
-        ledger_reconcile::reconcile(
-            &lake,
-            &ledger_reconcile::Options {
-                now_ms: NOW_MS,
-                progress: false,
-                handoff: true,
-                split_first: true,
-                by_date: true,
-                settle_ms: 0,
-            },
-        )
-        .await
-    });
+    let split = try_run_with(&dir, true, true, true);
     match split {
         Err(ledger_reconcile::Error::File { key, why }) => {
             assert!(lied.contains(&key), "{key} was not rewritten");
@@ -617,26 +603,34 @@ fn handing_transfer_streams_to_the_other_thread_changes_nothing() {
     assert_eq!(run(&bad, true, true)["holds"], false);
 }
 
+/// The library's report on `dir` with the run's options.
+fn try_run_with(
+    dir: &Path,
+    handoff: bool,
+    split_first: bool,
+    by_date: bool,
+) -> Result<Report, ledger_reconcile::Error> {
+    common::runtime().block_on(async {
+        let lake = ledger_reconcile::Lake::open(dir.to_str().unwrap())?;
+        ledger_reconcile::reconcile(
+            &lake,
+            &ledger_reconcile::Options {
+                now_ms: NOW_MS,
+                progress: false,
+                handoff,
+                split_first,
+                by_date,
+                settle_ms: 0,
+            },
+        )
+        .await
+    })
+}
+
 /// The library's report on `dir` as JSON (its elapsed time zeroed), with
 /// the run's options.
 fn run_with(dir: &Path, handoff: bool, split_first: bool, by_date: bool) -> serde_json::Value {
-    let mut r = common::runtime()
-        .block_on(async {
-            let lake = ledger_reconcile::Lake::open(dir.to_str().unwrap())?;
-            ledger_reconcile::reconcile(
-                &lake,
-                &ledger_reconcile::Options {
-                    now_ms: NOW_MS,
-                    progress: false,
-                    handoff,
-                    split_first,
-                    by_date,
-                    settle_ms: 0,
-                },
-            )
-            .await
-        })
-        .unwrap();
+    let mut r = try_run_with(dir, handoff, split_first, by_date).unwrap();
     r.elapsed_ms = 0;
     serde_json::to_value(&r).unwrap()
 }
