@@ -208,6 +208,10 @@ pub struct Select<'a> {
     pub keys: Option<&'a [String]>,
     /// Only the rows at or after (`stream`, `stream_key`) in the lake's order.
     pub from: Option<(Stream, &'a str)>,
+    /// Files (by key) read whole even with `keys`: no filter, so nothing of
+    /// them is skipped on their footer's word; rows of other streams are
+    /// the caller's to drop.
+    pub whole: &'a [String],
 }
 
 impl LakeFileInfo {
@@ -526,7 +530,9 @@ impl Lake {
             if !known {
                 schemas.insert(f.columns.as_str(), df.schema().as_arrow().clone());
             }
-            df = only_keys(df, select.keys).map_err(file_err)?;
+            if !select.whole.contains(&f.key) {
+                df = only_keys(df, select.keys).map_err(file_err)?;
+            }
             df = only_from(df, select.from).map_err(file_err)?;
             let stream = df
                 .select_columns(FIELDS)

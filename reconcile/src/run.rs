@@ -684,8 +684,8 @@ async fn prove_upper(
     proof: &mut Proof,
 ) -> Result<(ScanStats, Vec<u64>), Error> {
     let from = Select {
-        keys: None,
         from: Some((Stream::Transfer, key)),
+        ..Select::default()
     };
     // With the transfer thread's part, the split reads the files whole.
     let (read, noted, file_rows) =
@@ -894,9 +894,15 @@ async fn prove_table(
         let mut keys: Vec<String> = reopen.iter().map(|id| id.2.clone()).collect();
         keys.sort();
         keys.dedup();
+        // The new files are read whole: a footer statistic that lies could
+        // otherwise hide their rows of these streams from this pass, and
+        // those past the tail the checkpoint proved would never be proved
+        // (rows of old files up to it that a lie hides are owed: reported).
+        let whole: Vec<String> = new.iter().map(|f| f.key.clone()).collect();
         let only = Select {
             keys: Some(&keys),
             from: None,
+            whole: &whole,
         };
         // This pass reads some streams of old files: what it notes of them
         // is not their whole set (`crate::presence`), so it is not kept.

@@ -903,6 +903,57 @@ fn file_holding(root: &Path, table: &str, hash: &str) -> String {
         .expect("a file holds the row")
 }
 
+/// A new file whose footer lies about its `stream_key` range (every key
+/// "zzz", past every real one) cannot hide its rows of a reopened stream
+/// from their re-proof, which filters the table's files by key: new files
+/// are read whole. Here the night's file holds a second version of a proved
+/// row (which reopens its stream) and the stream's next rows: the night
+/// reports what a full proof does, the conflict included. A re-proof that
+/// took the footer's word would see neither.
+#[test]
+fn a_new_files_footer_cannot_hide_a_reopened_streams_rows_from_its_re_proof() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt, events, half) = first_half_proved(dir.path(), 43, 200);
+    let (first, other) = second_version(&events[..half], 3);
+    let before = common::files_under(&root, "events/account");
+    let mut second: Vec<&Event> = vec![&other];
+    second.extend(
+        events[half..]
+            .iter()
+            .filter(|e| e.stream_key == first.stream_key),
+    );
+    assert!(second.len() > 1, "the stream goes on");
+    deliver(&root, &second, "b");
+    let new: Vec<String> = common::files_under(&root, "events/account")
+        .into_iter()
+        .filter(|k| !before.contains(k))
+        .collect();
+    assert!(!new.is_empty());
+    for key in &new {
+        common::lie_in_footer(&root.join(key), "stream_key", |_| {
+            let z = parquet::data_type::ByteArray::from("zzz");
+            parquet::file::statistics::Statistics::byte_array(
+                Some(z.clone()),
+                Some(z),
+                None,
+                Some(0),
+                false,
+            )
+        });
+    }
+    let r = night(&root, &ckpt);
+    let i = r.incremental.as_ref().unwrap();
+    assert!(i.streams_reopened >= 1 && !i.reproved_in_full, "{i:?}");
+    assert_same(2, &r, &full(&root));
+    let conflicts: Vec<_> = r
+        .check("conflicting_duplicates")
+        .findings
+        .iter()
+        .map(|f| f.event_id.clone())
+        .collect();
+    assert_eq!(conflicts, [Some(first.event_id.clone())], "{}", r.summary());
+}
+
 /// The finding `code` on the row of `e` (stream key, seq, event id), as
 /// [`named_rows`] names it.
 fn named_at(e: &Event, code: &str) -> (String, String, u64, String) {

@@ -111,61 +111,6 @@ fn a_generated_lake_passes_every_check() {
     assert_eq!(d["transfers"], serde_json::json!([]));
 }
 
-/// The decoded footer of the Parquet file at `path`.
-fn footer_of(path: &Path) -> parquet::file::metadata::ParquetMetaData {
-    parquet::file::metadata::ParquetMetaDataReader::new()
-        .parse_and_finish(&std::fs::File::open(path).unwrap())
-        .unwrap()
-}
-
-/// The index of the column `name` in the file `meta` describes.
-fn column_of(meta: &parquet::file::metadata::ParquetMetaData, name: &str) -> usize {
-    meta.file_metadata()
-        .schema_descr()
-        .columns()
-        .iter()
-        .position(|d| d.name() == name)
-        .unwrap_or_else(|| panic!("no column {name}"))
-}
-
-/// Rewrites the footer of the lake file at `path` so that column `column`'s
-/// statistics in every row group are `lie(rows of the group)`; the pages,
-/// their page indexes and everything else the footer says stay as written.
-/// No honest writer does this: it stands for a buggy or hostile one.
-fn lie_in_footer(
-    path: &Path,
-    column: &str,
-    lie: impl Fn(i64) -> parquet::file::statistics::Statistics,
-) {
-    use parquet::file::metadata::ParquetMetaDataWriter;
-    let bytes = std::fs::read(path).unwrap();
-    let meta = footer_of(path);
-    let n = bytes.len();
-    let footer = u32::from_le_bytes(bytes[n - 8..n - 4].try_into().unwrap()) as usize;
-    let c = column_of(&meta, column);
-    let mut b = meta.into_builder();
-    let groups = b
-        .take_row_groups()
-        .into_iter()
-        .map(|rg| {
-            let mut cols = rg.columns().to_vec();
-            cols[c] = cols[c]
-                .clone()
-                .into_builder()
-                .set_statistics(lie(rg.num_rows()))
-                .build()
-                .unwrap();
-            rg.into_builder().set_column_metadata(cols).build().unwrap()
-        })
-        .collect();
-    let meta = b.set_row_groups(groups).build();
-    let mut out = bytes[..n - 8 - footer].to_vec();
-    ParquetMetaDataWriter::new(&mut out, &meta)
-        .finish()
-        .unwrap();
-    std::fs::write(path, out).unwrap();
-}
-
 /// The proof reads every column from its pages, never from the footer's
 /// statistics: a footer that says a transfer file's `reason` is all null,
 /// its `amount` one value and its `stream` `account`, and an account file's
@@ -191,9 +136,9 @@ fn the_proof_reads_the_pages_not_the_footer_statistics() {
         .expect("an account file");
     let (transfer, account) = (dir.join(transfer), dir.join(account));
     // The lies are lies: the file has reasons, and more than one amount.
-    let meta = footer_of(&transfer);
+    let meta = common::footer_of(&transfer);
     let stat = |name: &str| {
-        let c = column_of(&meta, name);
+        let c = common::column_of(&meta, name);
         meta.row_group(0).column(c).statistics().unwrap().clone()
     };
     assert!(stat("reason").null_count_opt().unwrap() < meta.row_group(0).num_rows() as u64);
@@ -201,19 +146,19 @@ fn the_proof_reads_the_pages_not_the_footer_statistics() {
         stat("amount").min_bytes_opt(),
         stat("amount").max_bytes_opt()
     );
-    lie_in_footer(&transfer, "reason", |rows| {
+    common::lie_in_footer(&transfer, "reason", |rows| {
         Statistics::byte_array(None, None, None, Some(rows as u64), false)
     });
-    lie_in_footer(&transfer, "amount", |_| {
+    common::lie_in_footer(&transfer, "amount", |_| {
         Statistics::int64(Some(1), Some(1), None, Some(0), false)
     });
     // The transfer file's `stream` said to be `account` (the proof took a
     // file's one `stream` from its statistics before).
-    lie_in_footer(&transfer, "stream", |_| {
+    common::lie_in_footer(&transfer, "stream", |_| {
         let account = parquet::data_type::ByteArray::from("account");
         Statistics::byte_array(Some(account.clone()), Some(account), None, Some(0), false)
     });
-    lie_in_footer(&account, "currency", |_| {
+    common::lie_in_footer(&account, "currency", |_| {
         let xxx = parquet::data_type::ByteArray::from("XXX");
         Statistics::byte_array(Some(xxx.clone()), Some(xxx), None, Some(0), false)
     });
@@ -246,7 +191,7 @@ fn a_footer_that_would_hide_rows_from_the_split_is_an_error() {
         .collect();
     assert!(lied.len() >= 3, "{lied:?}");
     for key in &lied {
-        lie_in_footer(&dir.join(key), "stream_key", |_| {
+        common::lie_in_footer(&dir.join(key), "stream_key", |_| {
             let t = parquet::data_type::ByteArray::from("t");
             Statistics::byte_array(Some(t.clone()), Some(t), None, Some(0), false)
         });

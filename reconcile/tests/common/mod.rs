@@ -87,3 +87,58 @@ pub fn run_lib_settled(dir: &Path, now_ms: i64, settle_ms: i64) -> Result<Report
         .await
     })
 }
+
+/// The decoded footer of the Parquet file at `path`.
+pub fn footer_of(path: &Path) -> parquet::file::metadata::ParquetMetaData {
+    parquet::file::metadata::ParquetMetaDataReader::new()
+        .parse_and_finish(&std::fs::File::open(path).unwrap())
+        .unwrap()
+}
+
+/// The index of the column `name` in the file `meta` describes.
+pub fn column_of(meta: &parquet::file::metadata::ParquetMetaData, name: &str) -> usize {
+    meta.file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .position(|d| d.name() == name)
+        .unwrap_or_else(|| panic!("no column {name}"))
+}
+
+/// Rewrites the footer of the lake file at `path` so that column `column`'s
+/// statistics in every row group are `lie(rows of the group)`; the pages,
+/// their page indexes and everything else the footer says stay as written.
+/// No honest writer does this: it stands for a buggy or hostile one.
+pub fn lie_in_footer(
+    path: &Path,
+    column: &str,
+    lie: impl Fn(i64) -> parquet::file::statistics::Statistics,
+) {
+    use parquet::file::metadata::ParquetMetaDataWriter;
+    let bytes = std::fs::read(path).unwrap();
+    let meta = footer_of(path);
+    let n = bytes.len();
+    let footer = u32::from_le_bytes(bytes[n - 8..n - 4].try_into().unwrap()) as usize;
+    let c = column_of(&meta, column);
+    let mut b = meta.into_builder();
+    let groups = b
+        .take_row_groups()
+        .into_iter()
+        .map(|rg| {
+            let mut cols = rg.columns().to_vec();
+            cols[c] = cols[c]
+                .clone()
+                .into_builder()
+                .set_statistics(lie(rg.num_rows()))
+                .build()
+                .unwrap();
+            rg.into_builder().set_column_metadata(cols).build().unwrap()
+        })
+        .collect();
+    let meta = b.set_row_groups(groups).build();
+    let mut out = bytes[..n - 8 - footer].to_vec();
+    ParquetMetaDataWriter::new(&mut out, &meta)
+        .finish()
+        .unwrap();
+    std::fs::write(path, out).unwrap();
+}
