@@ -954,6 +954,24 @@ fn a_new_files_footer_cannot_hide_a_reopened_streams_rows_from_its_re_proof() {
     assert_eq!(conflicts, [Some(first.event_id.clone())], "{}", r.summary());
 }
 
+/// A night by the CLI ([`cli_night`]) that must exit 1 naming exactly
+/// `rows` ([`named_rows`]); its report.
+fn night_naming(
+    root: &Path,
+    ckpt: &Path,
+    json: &Path,
+    extra: &[&str],
+    rows: Vec<(String, String, u64, String)>,
+) -> serde_json::Value {
+    let (code, report) = cli_night(root, ckpt, json, extra);
+    assert_eq!(
+        (code, named_rows(&report)),
+        (1, rows),
+        "{extra:?}: {report}"
+    );
+    report
+}
+
 /// The finding `code` on the row of `e` (stream key, seq, event id), as
 /// [`named_rows`] names it.
 fn named_at(e: &Event, code: &str) -> (String, String, u64, String) {
@@ -993,15 +1011,9 @@ fn a_compaction_that_drops_a_conflicts_version_before_the_tail_is_still_reported
     all.push(&other);
     deliver(&root, &all, "a");
     let at = |code: &str| named_at(&first, code);
-    let (code, report) = cli_night(&root, &ckpt, &json, &[]);
-    assert_eq!((code, named_rows(&report)), (1, vec![at("conflict")]));
+    night_naming(&root, &ckpt, &json, &[], vec![at("conflict")]);
     compact_without_version(&root, &other);
-    let (code, report) = cli_night(&root, &ckpt, &json, &[]);
-    assert_eq!(
-        (code, named_rows(&report)),
-        (1, vec![at("proved_row_changed")]),
-        "{report}"
-    );
+    let report = night_naming(&root, &ckpt, &json, &[], vec![at("proved_row_changed")]);
     let i = &report["incremental"];
     assert_eq!(
         (&i["files_lost"], &i["reproved_in_full"]),
@@ -1017,25 +1029,11 @@ fn a_compaction_that_drops_a_conflicts_version_before_the_tail_is_still_reported
     // A proof of the lake alone cannot tell: one version, on the chain.
     assert!(full(&root).holds);
     // Owed: a night with nothing new reports it again.
-    let (code, report) = cli_night(&root, &ckpt, &json, &[]);
-    assert_eq!(
-        (code, named_rows(&report)),
-        (1, vec![at("proved_row_changed")])
-    );
+    night_naming(&root, &ckpt, &json, &[], vec![at("proved_row_changed")]);
     // The version back: the conflict is found again, nothing is owed.
     deliver(&root, &[&other], "b");
-    let (code, report) = cli_night(&root, &ckpt, &json, &[]);
-    assert_eq!(
-        (code, named_rows(&report)),
-        (1, vec![at("conflict")]),
-        "{report}"
-    );
-    let (code, report) = cli_night(&root, &ckpt, &json, &[]);
-    assert_eq!(
-        (code, named_rows(&report)),
-        (1, vec![at("conflict")]),
-        "{report}"
-    );
+    night_naming(&root, &ckpt, &json, &[], vec![at("conflict")]);
+    night_naming(&root, &ckpt, &json, &[], vec![at("conflict")]);
 }
 
 /// The second version of a conflict is its stream's only row in a file, so
@@ -1059,15 +1057,9 @@ fn a_conflicts_version_lost_with_its_file_is_still_reported_by_the_proof_in_full
         .unwrap();
     deliver(&root, &[&other, again], "b");
     let at = |code: &str| named_at(&first, code);
-    let (code, report) = cli_night(&root, &ckpt, &json, &[]);
-    assert_eq!((code, named_rows(&report)), (1, vec![at("conflict")]));
+    night_naming(&root, &ckpt, &json, &[], vec![at("conflict")]);
     compact_without_version(&root, &other);
-    let (code, report) = cli_night(&root, &ckpt, &json, &[]);
-    assert_eq!(
-        (code, named_rows(&report)),
-        (1, vec![at("proved_row_changed")]),
-        "{report}"
-    );
+    let report = night_naming(&root, &ckpt, &json, &[], vec![at("proved_row_changed")]);
     let i = &report["incremental"];
     assert_eq!(
         (&i["files_lost"], &i["reproved_in_full"]),
@@ -1076,12 +1068,7 @@ fn a_conflicts_version_lost_with_its_file_is_still_reported_by_the_proof_in_full
     assert!(full(&root).holds);
     // Owed from then on: `--full` with the checkpoint, and the night after.
     for extra in [&["--full"][..], &[]] {
-        let (code, report) = cli_night(&root, &ckpt, &json, extra);
-        assert_eq!(
-            (code, named_rows(&report)),
-            (1, vec![at("proved_row_changed")]),
-            "{extra:?}: {report}"
-        );
+        night_naming(&root, &ckpt, &json, extra, vec![at("proved_row_changed")]);
     }
 }
 
@@ -1126,8 +1113,7 @@ fn a_gap_filled_by_a_late_row_is_withdrawn_while_a_conflict_still_in_the_lake_st
         "{found:?}"
     );
     deliver(&root, &[late], "b");
-    let (code, report) = cli_night(&root, &ckpt, &json, &[]);
-    assert_eq!((code, named_rows(&report)), (1, vec![conflict]), "{report}");
+    let report = night_naming(&root, &ckpt, &json, &[], vec![conflict]);
     assert!(report["incremental"]["streams_reopened"].as_u64() > Some(0));
     assert_eq!(
         report["checks"],
@@ -1503,10 +1489,7 @@ fn downgrade_to_8(ckpt: &Path) {
     use sha2::{Digest, Sha256};
     let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
     let dir = ckpt.parent().unwrap();
-    let bytes = std::fs::read(ckpt).unwrap();
-    let len = u64_at(&bytes, 12) as usize;
-    let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 15);
+    let mut header = current_header(ckpt);
     header["version"] = 8.into();
     strip_13(&mut header);
     header.as_object_mut().unwrap().remove("entry_key");
@@ -1571,6 +1554,20 @@ fn plain_streams(lake: &Path, key: &str) -> Vec<u64> {
 /// sealed with its SHA-256.
 fn reseal(ckpt: &Path, version: u32, json: &[u8]) {
     reseal_with(ckpt, version, json, &[]);
+}
+
+/// The JSON header of the checkpoint at `ckpt`.
+fn checkpoint_header(ckpt: &Path) -> serde_json::Value {
+    let bytes = std::fs::read(ckpt).unwrap();
+    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
+    serde_json::from_slice(&bytes[20..20 + len]).unwrap()
+}
+
+/// [`checkpoint_header`] of a checkpoint this build wrote (version 15).
+fn current_header(ckpt: &Path) -> serde_json::Value {
+    let header = checkpoint_header(ckpt);
+    assert_eq!(header["version"], 15);
+    header
 }
 
 /// [`reseal`], with `extra` after the body (a section the format had).
@@ -1768,9 +1765,7 @@ fn version_6_and_7_checkpoints_are_read_and_the_night_proves_the_lake_in_full_on
 
 /// The lake files the checkpoint at `ckpt` has files of streams for, sorted.
 fn stored_keys(ckpt: &Path) -> Vec<String> {
-    let bytes = std::fs::read(ckpt).unwrap();
-    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
-    let header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
+    let header = checkpoint_header(ckpt);
     let mut keys: Vec<String> = header["streams_files"]
         .as_array()
         .unwrap()
@@ -3019,10 +3014,7 @@ fn a_hold_released_again_on_a_later_night_is_found_against_the_checkpoints_live_
 /// The checkpoint at `ckpt` as version 9 wrote it (no account flagged
 /// `holds_unknown`); sealed again.
 fn downgrade_to_9(ckpt: &Path) {
-    let bytes = std::fs::read(ckpt).unwrap();
-    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
-    let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 15);
+    let mut header = current_header(ckpt);
     header["version"] = 9.into();
     strip_13(&mut header);
     header.as_object_mut().unwrap().remove("entry_key");
@@ -3065,10 +3057,7 @@ fn strip_13(header: &mut serde_json::Value) {
 /// are then removed); sealed again.
 fn downgrade_to_12(ckpt: &Path) {
     use ledger_reconcile::entry_store::{EntrySegmentRef, EntryStore};
-    let bytes = std::fs::read(ckpt).unwrap();
-    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
-    let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 15);
+    let mut header = current_header(ckpt);
     let refs: Vec<EntrySegmentRef> =
         serde_json::from_value(header["entry_segments"].clone()).unwrap();
     let dir = ckpt.parent().unwrap();
@@ -3101,10 +3090,7 @@ fn downgrade_to_12(ckpt: &Path) {
 /// The checkpoint at `ckpt` as version 14 wrote it (the same layout);
 /// sealed again.
 fn downgrade_to_14(ckpt: &Path) {
-    let bytes = std::fs::read(ckpt).unwrap();
-    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
-    let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 15);
+    let mut header = current_header(ckpt);
     header["version"] = 14.into();
     reseal(ckpt, 14, &serde_json::to_vec(&header).unwrap());
 }
@@ -3112,10 +3098,7 @@ fn downgrade_to_14(ckpt: &Path) {
 /// The checkpoint at `ckpt` as version 13 wrote it (no open transfer's
 /// `releasing` reason); sealed again.
 fn downgrade_to_13(ckpt: &Path) {
-    let bytes = std::fs::read(ckpt).unwrap();
-    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
-    let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 15);
+    let mut header = current_header(ckpt);
     header["version"] = 13.into();
     reseal(ckpt, 13, &serde_json::to_vec(&header).unwrap());
 }
@@ -3123,10 +3106,7 @@ fn downgrade_to_13(ckpt: &Path) {
 /// The checkpoint at `ckpt` as version 11 wrote it (no account's entry
 /// ids); sealed again.
 fn downgrade_to_11(ckpt: &Path) {
-    let bytes = std::fs::read(ckpt).unwrap();
-    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
-    let mut header: serde_json::Value = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
-    assert_eq!(header["version"], 15);
+    let mut header = current_header(ckpt);
     header["version"] = 11.into();
     strip_13(&mut header);
     let key = header.as_object_mut().unwrap().remove("entry_key").unwrap();
