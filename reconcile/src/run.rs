@@ -1647,7 +1647,6 @@ async fn prove_resumed(
                     helped.reserve(Table::Transfer, rows.max(0) as usize);
                     let file_rows;
                     (upper, file_rows) = block_on(prove_upper(lake, &key, &files, helped))?;
-                    sp.note_upper(files.clone(), file_rows);
                     trace(started, format_args!("account thread: the split's upper part proved"));
                     if opts.progress {
                         eprintln!(
@@ -1658,6 +1657,7 @@ async fn prove_resumed(
                             started.elapsed().as_secs_f64()
                         );
                     }
+                    sp.note_upper(files, file_rows);
                 }
                 Ok(())
             };

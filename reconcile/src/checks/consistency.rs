@@ -145,45 +145,42 @@ pub fn check_transfer(
         );
     }
     // The source refused the reserve of a failed transfer: no hold, placed
-    // and left or placed and released. At its first hold on the source (a
-    // hold elsewhere is `hold_on_wrong_account`).
-    if let Some(h) = hold.filter(|_| phase == "failed") {
-        let event = h.event_id(n);
-        out.push(
-            Finding::new(
+    // and left or placed and released, at its first hold on the source (a
+    // hold elsewhere is `hold_on_wrong_account`). Nor did it release
+    // anything there, not even a hold it never placed (a tombstone,
+    // `no_hold`): the saga releases only from `releasing`, which a failed
+    // transfer never reaches. At the first release on the source, when no
+    // hold already names the transfer.
+    if phase == "failed" {
+        let wrong = match hold {
+            Some(h) => Some((
                 "failed_with_hold",
-                id,
-                format!(
-                    "phase failed (the source refused the reserve), but {event} placed a hold of {} on the source {src}",
-                    h.amount
-                ),
-            )
-            .at(h.seq, &event),
-        );
-    }
-    // Nor did it release anything there, not even a hold it never placed
-    // (a tombstone, `no_hold`): the saga releases only from `releasing`,
-    // which a failed transfer never reaches. At the first release on the
-    // source (with a hold, `failed_with_hold` already names the transfer).
-    let release = legs
-        .releases()
-        .iter()
-        .find(|r| Some(r.account) == t.source());
-    if let Some(r) = release.filter(|_| phase == "failed" && hold.is_none()) {
-        let event = r.event_id(n);
-        let what = if r.amount == 0 {
-            "a hold it never placed (a tombstone)".to_owned()
-        } else {
-            format!("{} it never held", r.amount)
+                h,
+                format!("placed a hold of {}", h.amount),
+            )),
+            None => legs
+                .releases()
+                .iter()
+                .find(|r| Some(r.account) == t.source())
+                .map(|r| {
+                    let what = match r.amount {
+                        0 => "released a hold it never placed (a tombstone)".to_owned(),
+                        a => format!("released {a} it never held"),
+                    };
+                    ("failed_with_release", r, what)
+                }),
         };
-        out.push(
-            Finding::new(
-                "failed_with_release",
-                id,
-                format!("phase failed (the source refused the reserve), but {event} released {what} on the source {src}"),
-            )
-            .at(r.seq, &event),
-        );
+        if let Some((code, leg, what)) = wrong {
+            let event = leg.event_id(n);
+            out.push(
+                Finding::new(
+                    code,
+                    id,
+                    format!("phase failed (the source refused the reserve), but {event} {what} on the source {src}"),
+                )
+                .at(leg.seq, &event),
+            );
+        }
     }
     check_counterparties(n, id, t, legs, out);
 }
