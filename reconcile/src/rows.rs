@@ -51,13 +51,6 @@ pub struct Cols {
     pub(crate) file: u32,
 }
 
-/// The columns a row may lack (null), the optional fields of an event
-/// (`currency` to `reason` in [`ledger_events::FIELDS`]' order): a batch without one of them
-/// reads as if it were all null (docs/LAKE.md); every other column is
-/// required in every file and row.
-#[cfg(test)]
-const ROW_MAY_LACK: &[&str] = ledger_events::FIELDS.split_at(7).1.split_at(12).0;
-
 /// Why a batch cannot be read as lake rows.
 #[derive(Debug)]
 pub enum BatchError {
@@ -299,6 +292,12 @@ mod tests {
     use super::*;
     use datafusion::arrow::array::ArrayRef;
     use ledger_events::FIELDS;
+
+    /// The columns a row may lack (null), the optional fields of an event
+    /// (`currency` to `reason` in [`FIELDS`]' order): a batch without one of them
+    /// reads as if it were all null (docs/LAKE.md); every other column is
+    /// required in every file and row.
+    const ROW_MAY_LACK: &[&str] = FIELDS.split_at(7).1.split_at(12).0;
 
     /// One row with every column of `names` set, in the types the proof
     /// reads them as.
