@@ -428,7 +428,8 @@ SELECT l.t AS id,
        min(l.seq) FILTER (WHERE l.kind = 'hold_released' AND l.account = coalesce(t.c.source, '')) AS release_seq,
        arg_min(l.event_id, l.seq) FILTER (WHERE l.kind = 'hold_released' AND l.account = coalesce(t.c.source, '')) AS release_event_id,
        arg_min(l.amount, l.seq) FILTER (WHERE l.kind = 'hold_released' AND l.account = coalesce(t.c.source, '')) AS release_amount,
-       coalesce(bool_or(l.kind = 'hold_placed' AND l.account <> coalesce(t.c.source, '')), false) AS wrong_hold,
+       -- holds, and releases of holds (a tombstone included), only on the source
+       coalesce(bool_or(l.kind IN ('hold_placed', 'hold_released') AND l.account <> coalesce(t.c.source, '')), false) AS wrong_hold,
        count(*) FILTER (WHERE l.kind = 'captured' AND l.account = coalesce(t.c.source, '')) AS n_src_debits,
        coalesce(bool_or(l.kind = 'hold_released' AND l.amount > 0 AND l.account = coalesce(t.c.source, '')), false) AS src_released,
        -- the capture of the source's hold: the source's first debit by seq
@@ -520,7 +521,7 @@ WITH x AS (
     FROM tf LEFT JOIN lt ON lt.id = tf.id
     WHERE tf.c.amount IS NOT NULL
 )
-SELECT 'cross_stream_consistency', 'hold_on_wrong_account', id, NULL::BIGINT, NULL, 'a hold is not on the source'
+SELECT 'cross_stream_consistency', 'hold_on_wrong_account', id, NULL::BIGINT, NULL, 'a hold or a release is not on the source'
 FROM x WHERE wrong_hold
 UNION ALL
 SELECT 'cross_stream_consistency', 'phase_without_hold', id, NULL, NULL, format('phase {} but no hold on the source', phase)
@@ -555,6 +556,14 @@ UNION ALL
 SELECT 'cross_stream_consistency', 'failed_with_release', id, release_seq, release_event_id,
        format('phase failed, but {} released {} on the source', release_event_id, release_amount)
 FROM x WHERE phase = 'failed' AND n_src_holds = 0 AND release_seq IS NOT NULL
+UNION ALL
+-- a release is final: no hold on the source after a release there, of a hold or of nothing (the
+-- account refuses a later reserve; at the first such hold)
+SELECT 'cross_stream_consistency', 'hold_after_release', l.t, min(l.seq), arg_min(l.event_id, l.seq),
+       'a hold placed on the source after a release there'
+FROM lg l JOIN x ON x.id = l.t JOIN tf ON tf.id = l.t
+WHERE l.kind = 'hold_placed' AND l.account = coalesce(tf.c.source, '') AND l.seq > x.release_seq
+GROUP BY l.t
 UNION ALL
 -- every leg names the transfer's other party (the destination; the source on a credit); a
 -- release of nothing (amount 0) may name none

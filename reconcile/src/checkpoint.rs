@@ -81,8 +81,10 @@ use crate::stream::Tail;
 /// reason its `released` must repeat (`TransferFacts::releasing`), and its
 /// findings include `protocol_values` and a failed transfer's hold. 15: the
 /// same layout; its findings include a failed transfer's release
-/// (`failed_with_release`).
-pub const CHECKPOINT_VERSION: u32 = 15;
+/// (`failed_with_release`). 16: the same layout; its findings include a hold
+/// placed after a release (`hold_after_release`) and a release off the
+/// source (`hold_on_wrong_account`).
+pub const CHECKPOINT_VERSION: u32 = 16;
 
 /// Versions this reconciler reads: a version-6 checkpoint is a version-7
 /// one that owes nothing, a version-7 one a version-8 one that knows no
@@ -97,12 +99,14 @@ pub const CHECKPOINT_VERSION: u32 = 15;
 /// version-12 one is a version-13 one whose accounts' entry ids are all in
 /// memory, as if proved from their first event in this run, a version-13
 /// one a version-14 one whose open transfers' `releasing` reasons are
-/// unknown, a version-14 one a version-15 one. Versions 6–14 are read to be
-/// set aside (`ProofState::older_rules`): their tails judged, the lake
-/// proved from its first event once (before 14, no row's amount, limit or
-/// reason and no failed transfer's hold was judged; before 15, no failed
-/// transfer's release).
-const CHECKPOINT_VERSIONS_READ: [u32; 10] = [6, 7, 8, 9, 10, 11, 12, 13, 14, CHECKPOINT_VERSION];
+/// unknown, a version-14 or 15 one a version-16 one. Versions 6–15 are read
+/// to be set aside (`ProofState::older_rules`): their tails judged, the
+/// lake proved from its first event once (before 14, no row's amount, limit
+/// or reason and no failed transfer's hold was judged; before 15, no failed
+/// transfer's release; before 16, no hold after a release and no release
+/// off the source).
+const CHECKPOINT_VERSIONS_READ: [u32; 11] =
+    [6, 7, 8, 9, 10, 11, 12, 13, 14, 15, CHECKPOINT_VERSION];
 
 /// Which stream, as the proof keys it: the table it was found in (a stream
 /// in the wrong table is proved apart from its namesake), its kind and key.
@@ -152,11 +156,12 @@ pub struct ProofState {
     /// Parts of the archive [`ProofState::load_for_full`] left out, each
     /// with why (not saved: the report's `not_judged`).
     pub left_out: Vec<String>,
-    /// Written before version 15: proved by older rules (before 11, a hold
+    /// Written before version 16: proved by older rules (before 11, a hold
     /// of another amount judged only from `reserved` on and deadlines
     /// unbounded; before 12, no account's entry ids kept; before 14, no
     /// row's amount, limit or reason judged, nor a failed transfer's hold;
-    /// before 15, no failed transfer's release),
+    /// before 15, no failed transfer's release; before 16, no hold after a
+    /// release and no release off the source),
     /// so the next run proves the lake from its first event, with this
     /// proof set aside (its tails judged).
     pub older_rules: bool,
@@ -495,7 +500,7 @@ impl ProofState {
                 dir: dir.to_path_buf(),
                 refs: f.streams_files.into_owned(),
             },
-            older_rules: f.version < 15,
+            older_rules: f.version < 16,
             entry_key: entry_key.unwrap_or_default(),
             entry_store,
             ..Default::default()

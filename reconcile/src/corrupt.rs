@@ -99,6 +99,16 @@ pub enum Class {
     /// writes for a released transfer whose reserve may still land, yet the
     /// saga never releases a failed one.
     FailedWithRelease,
+    /// A released transfer's hold of its amount placed on its source again
+    /// after its release, and released again, at the end of the source's
+    /// stream (resealed): money-neutral, every hold taken whole, nothing
+    /// left live, yet the account refuses a reserve after its release.
+    HoldAfterRelease,
+    /// A captured transfer's hold released on its destination though none
+    /// was placed there (a tombstone: amount 0, `no_hold`), at the end of
+    /// the destination's stream (resealed): money-neutral, yet the saga
+    /// releases only on the source.
+    ReleaseOffSource,
     /// A released transfer (its credit refused) whose `releasing` and
     /// `released` rows say `reserve_unavailable` (resealed): a reason of a
     /// reserve given up, after the reserve was granted.
@@ -134,6 +144,8 @@ impl Class {
         Class::LimitOutOfRange,
         Class::FailedWithHold,
         Class::FailedWithRelease,
+        Class::HoldAfterRelease,
+        Class::ReleaseOffSource,
         Class::WrongReason,
         Class::ReasonChanged,
     ];
@@ -417,21 +429,22 @@ fn created_event(
     e.seal()
 }
 
-/// Whether the account whose events are `evs` is frozen after the last
-/// (a deposit, hold or credit appended to it would also be `phase_order`).
-/// The first failed transfer of the lake whose source's stream `fits` (given
-/// the transfer's `created` row and that stream): the transfer's id, its
-/// source and the source's stream.
-fn failed_transfer(
+/// The first transfer of the lake whose last row is `last` and whose
+/// account `party` names (its source or destination) has a stream that
+/// `fits` (given the transfer's `created` row and that stream): the
+/// transfer's id, that account and its stream.
+fn transfer_ending(
     l: &LocalLake,
+    last: &str,
+    party: fn(&Event) -> Option<&str>,
     fits: impl Fn(&Event, &[Event]) -> bool,
 ) -> Option<(String, String, Vec<Event>)> {
     let accounts = l.streams(Stream::Account);
     l.streams(Stream::Transfer)
         .into_iter()
-        .filter(|(_, evs)| evs.last().is_some_and(|e| e.kind == "failed"))
+        .filter(|(_, evs)| evs.last().is_some_and(|e| e.kind == last))
         .find_map(|(t, evs)| {
-            let src = evs[0].source.clone()?;
+            let src = party(&evs[0])?.to_owned();
             let acc = accounts.get(&src).filter(|acc| fits(&evs[0], acc))?;
             Some((t, src, acc.clone()))
         })
@@ -447,6 +460,8 @@ fn can_hold(created: &Event, acc: &[Event]) -> bool {
         .is_some_and(|(room, amount)| room >= amount)
 }
 
+/// Whether the account whose events are `evs` is frozen after the last
+/// (a deposit, hold or credit appended to it would also be `phase_order`).
 fn frozen(evs: &[Event]) -> bool {
     evs.iter()
         .rev()
@@ -856,10 +871,13 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
         }
         Class::Leaked => {
             let transfers = l.streams(Stream::Transfer);
-            let (t, src, mut evs) =
-                failed_transfer(&l, |created, acc| !frozen(acc) && can_hold(created, acc)).ok_or(
-                    "the lake has no failed transfer whose source can hold its amount now",
-                )?;
+            let (t, src, mut evs) = transfer_ending(
+                &l,
+                "failed",
+                |t| t.source.as_deref(),
+                |created, acc| !frozen(acc) && can_hold(created, acc),
+            )
+            .ok_or("the lake has no failed transfer whose source can hold its amount now")?;
             // A hold of the transfer's amount (one of another amount is
             // also `hold_amount_mismatch`): only the leak is wrong.
             let amount = transfers[&t][0].amount.unwrap_or(0);
@@ -1034,9 +1052,14 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             let transfers = l.streams(Stream::Transfer);
             // A failed transfer whose source, not frozen and in the
             // transfer's currency, can hold its amount now.
-            let (t, src, mut evs) = failed_transfer(&l, |created, acc| {
-                !frozen(acc) && acc[0].currency == created.currency && can_hold(created, acc)
-            })
+            let (t, src, mut evs) = transfer_ending(
+                &l,
+                "failed",
+                |t| t.source.as_deref(),
+                |created, acc| {
+                    !frozen(acc) && acc[0].currency == created.currency && can_hold(created, acc)
+                },
+            )
             .ok_or("the lake has no failed transfer whose source can hold its amount now")?;
             let amount = transfers[&t][0].amount.unwrap_or(0);
             let dst = transfers[&t][0].destination.clone();
@@ -1062,8 +1085,9 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             )
         }
         Class::FailedWithRelease => {
-            let (t, src, mut evs) = failed_transfer(&l, |_, _| true)
-                .ok_or("the lake has no failed transfer whose source is in it")?;
+            let (t, src, mut evs) =
+                transfer_ending(&l, "failed", |t| t.source.as_deref(), |_, _| true)
+                    .ok_or("the lake has no failed transfer whose source is in it")?;
             let release = append(&mut evs, "hold_released", |e| {
                 e.amount = Some(0);
                 e.transfer_id = Some(t.clone());
@@ -1081,6 +1105,65 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                     &t,
                     &release,
                 ),
+            )
+        }
+        Class::HoldAfterRelease => {
+            let transfers = l.streams(Stream::Transfer);
+            // A released transfer whose source, not frozen and in the
+            // transfer's currency, can hold its amount again now.
+            let (t, src, mut evs) = transfer_ending(
+                &l,
+                "released",
+                |t| t.source.as_deref(),
+                |created, acc| {
+                    !frozen(acc) && acc[0].currency == created.currency && can_hold(created, acc)
+                },
+            )
+            .ok_or("the lake has no released transfer whose source can hold its amount now")?;
+            let amount = transfers[&t][0].amount.unwrap_or(0);
+            let dst = transfers[&t][0].destination.clone();
+            let hold = append(&mut evs, "hold_placed", |e| {
+                e.amount = Some(amount);
+                e.held_after = e.held_after.map(|h| h + amount);
+                e.transfer_id = Some(t.clone());
+                e.counterparty = dst.clone();
+            });
+            let release = append(&mut evs, "hold_released", |e| {
+                e.amount = Some(amount);
+                e.held_after = e.held_after.map(|h| h - amount);
+                e.transfer_id = Some(t.clone());
+                e.counterparty = dst.clone();
+            });
+            l.replace_stream(&evs);
+            (
+                format!(
+                    "{}: a hold of {amount} for the released transfer {t} placed again on {src}, released by {}",
+                    hold.event_id, release.event_id
+                ),
+                one_at("cross_stream_consistency", "hold_after_release", &t, &hold),
+            )
+        }
+        Class::ReleaseOffSource => {
+            let (t, dst, mut evs) =
+                transfer_ending(&l, "captured", |t| t.destination.as_deref(), |_, _| true)
+                    .ok_or("the lake has no captured transfer whose destination is in it")?;
+            let release = append(&mut evs, "hold_released", |e| {
+                e.amount = Some(0);
+                e.transfer_id = Some(t.clone());
+                e.reason = Some("no_hold".to_owned());
+            });
+            l.replace_stream(&evs);
+            (
+                format!(
+                    "{}: a release of no hold for the captured transfer {t} on its destination {dst}",
+                    release.event_id
+                ),
+                vec![expect(
+                    "cross_stream_consistency",
+                    "hold_on_wrong_account",
+                    &t,
+                    None,
+                )],
             )
         }
         Class::WrongReason => {

@@ -1443,8 +1443,8 @@ async fn start(
         warn_custody(&custody);
         if custody.lost.is_empty() && prior.older_rules {
             eprintln!(
-                "reconcile: the checkpoint was written before version 15, by older rules (holds, deadlines, entry ids, \
-                 protocol values, failed transfers' holds and releases): proving the lake from its first event once (the checkpoint's \
+                "reconcile: the checkpoint was written before version 16, by older rules (holds, deadlines, entry ids, \
+                 protocol values, failed transfers' holds and releases, holds after a release): proving the lake from its first event once (the checkpoint's \
                  tails still judged)"
             );
         }

@@ -1563,10 +1563,10 @@ fn checkpoint_header(ckpt: &Path) -> serde_json::Value {
     serde_json::from_slice(&bytes[20..20 + len]).unwrap()
 }
 
-/// [`checkpoint_header`] of a checkpoint this build wrote (version 15).
+/// [`checkpoint_header`] of a checkpoint this build wrote (version 16).
 fn current_header(ckpt: &Path) -> serde_json::Value {
     let header = checkpoint_header(ckpt);
-    assert_eq!(header["version"], 15);
+    assert_eq!(header["version"], 16);
     header
 }
 
@@ -1718,12 +1718,12 @@ fn downgrade(ckpt: &Path, version: u32) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let header = std::str::from_utf8(&bytes[20..20 + len]).unwrap();
-    assert!(header.starts_with("{\"version\":15,"), "{header}");
+    assert!(header.starts_with("{\"version\":16,"), "{header}");
     let at = header
         .find(",\"owed\":[],\"streams_files\":[")
         .expect(header);
     let mut old =
-        header[..at].replacen("{\"version\":15,", &format!("{{\"version\":{version},"), 1);
+        header[..at].replacen("{\"version\":16,", &format!("{{\"version\":{version},"), 1);
     old += if version == 6 { "}" } else { ",\"owed\":[]}" };
     reseal(ckpt, version, old.as_bytes());
 }
@@ -1741,7 +1741,7 @@ fn version_6_and_7_checkpoints_are_read_and_the_night_proves_the_lake_in_full_on
             .find(|e| e.stream == Stream::Transfer)
             .unwrap();
         deliver(&root, &[first], "c");
-        // Written before version 15 (older rules for the transfers it
+        // Written before version 16 (older rules for the transfers it
         // kept, no entry ids): proved from the first event once, its tails judged (it
         // owes nothing and saw no file's streams).
         let r = night(&root, &ckpt);
@@ -3087,12 +3087,12 @@ fn downgrade_to_12(ckpt: &Path) {
     }
 }
 
-/// The checkpoint at `ckpt` as version 14 wrote it (the same layout);
-/// sealed again.
-fn downgrade_to_14(ckpt: &Path) {
+/// The checkpoint at `ckpt` as version `version` (14 or 15) wrote it (the
+/// same layout); sealed again.
+fn downgrade_to_same_layout(ckpt: &Path, version: u32) {
     let mut header = current_header(ckpt);
-    header["version"] = 14.into();
-    reseal(ckpt, 14, &serde_json::to_vec(&header).unwrap());
+    header["version"] = version.into();
+    reseal(ckpt, version, &serde_json::to_vec(&header).unwrap());
 }
 
 /// The checkpoint at `ckpt` as version 13 wrote it (no open transfer's
@@ -3118,11 +3118,11 @@ fn downgrade_to_11(ckpt: &Path) {
 fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
     // Resumed from a current checkpoint, and from ones written by older
     // rules (set aside: the night proves the lake in full once).
-    for version in [15, 14, 13, 12, 11] {
+    for version in [16, 15, 14, 13, 12, 11] {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half) = first_half_proved(dir.path(), 47, 160);
         match version {
-            14 => downgrade_to_14(&ckpt),
+            14 | 15 => downgrade_to_same_layout(&ckpt, version),
             13 => downgrade_to_13(&ckpt),
             12 => downgrade_to_12(&ckpt),
             11 => downgrade_to_11(&ckpt),
@@ -3180,8 +3180,8 @@ fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
             r.summary()
         );
         let i = r.incremental.unwrap();
-        assert_eq!(i.reproved_in_full, version < 15, "version {version}: {i:?}");
-        if version >= 15 {
+        assert_eq!(i.reproved_in_full, version < 16, "version {version}: {i:?}");
+        if version >= 16 {
             assert_eq!(i.streams_reopened, 0, "rows appended only");
             // The first posting is in the entry store only: the night read
             // the block that holds it.
@@ -3512,4 +3512,119 @@ fn protocol_values_and_a_failed_transfers_hold_are_judged_across_nights() {
     assert_same(2, &r, &full(&root));
     // Nothing new: the same.
     assert_same(3, &night(&root, &ckpt), &full(&root));
+}
+
+/// A hold placed again on its source after its transfer was released
+/// (`hold_after_release`), and a release of no hold on a captured transfer's
+/// destination (`hold_on_wrong_account`), both arriving on a later night:
+/// each transfer is pulled back from the archive and judged with every leg
+/// its accounts hold, as a full proof judges it.
+#[test]
+fn a_hold_after_its_release_and_a_release_off_the_source_are_judged_across_nights() {
+    use std::collections::BTreeMap;
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(53, 8, 400);
+    let mut transfers: BTreeMap<&str, Vec<&Event>> = BTreeMap::new();
+    let mut last_of: BTreeMap<&str, &Event> = BTreeMap::new();
+    for e in &events {
+        match e.stream {
+            Stream::Transfer => transfers.entry(&e.stream_key).or_default().push(e),
+            _ => {
+                last_of.insert(&e.stream_key, e);
+            }
+        }
+    }
+    let kinds = |evs: &[&Event]| evs.iter().map(|e| e.kind.clone()).collect::<Vec<_>>();
+    let frozen = |acc: &str| {
+        events
+            .iter()
+            .rfind(|e| e.stream_key == acc && (e.kind == "frozen" || e.kind == "unfrozen"))
+            .is_some_and(|e| e.kind == "frozen")
+    };
+    // A released transfer whose source can hold its amount again.
+    let (released, source) = transfers
+        .values()
+        .filter(|evs| evs.last().is_some_and(|e| e.kind == "released"))
+        .find_map(|evs| {
+            let (src, amount) = (evs[0].source.as_deref()?, evs[0].amount?);
+            let last = last_of[src];
+            let room = last.balance_after? - last.held_after? + last.overdraft_limit?;
+            (room >= amount && !frozen(src) && last.currency == evs[0].currency)
+                .then_some((evs[0], last))
+        })
+        .expect("the history has a released transfer whose source can hold its amount");
+    let (t, amount) = (released.stream_key.clone(), released.amount.unwrap());
+    let hold = ledger_reconcile::corrupt::next_event(source, "hold_placed", |e| {
+        e.amount = Some(amount);
+        e.held_after = e.held_after.map(|h| h + amount);
+        e.transfer_id = Some(t.clone());
+        e.counterparty = released.destination.clone();
+    });
+    let release = ledger_reconcile::corrupt::next_event(&hold, "hold_released", |e| {
+        e.amount = Some(amount);
+        e.held_after = e.held_after.map(|h| h - amount);
+        e.transfer_id = Some(t.clone());
+        e.counterparty = released.destination.clone();
+    });
+    // A captured transfer whose destination is another account.
+    let (captured, destination) = transfers
+        .values()
+        .filter(|evs| kinds(evs) == ["created", "reserved", "credited", "captured"])
+        .find_map(|evs| {
+            let dst = evs[0].destination.as_deref()?;
+            (dst != source.stream_key).then(|| (evs[0], last_of[dst]))
+        })
+        .expect("the history has a captured transfer to another account");
+    let tombstone = ledger_reconcile::corrupt::next_event(destination, "hold_released", |e| {
+        e.amount = Some(0);
+        e.transfer_id = Some(captured.stream_key.clone());
+        e.reason = Some("no_hold".to_owned());
+    });
+
+    // Night 1: the history, clean.
+    let all: Vec<&Event> = events.iter().collect();
+    deliver(&root, &all, "a");
+    let r = night(&root, &ckpt);
+    assert!(
+        r.checks.iter().all(|c| c.findings.is_empty()),
+        "{}",
+        r.summary()
+    );
+
+    // Night 2: the rows the account core never writes.
+    deliver(&root, &[&hold, &release, &tombstone], "b");
+    let r = night(&root, &ckpt);
+    let mut found: Vec<_> = r
+        .checks
+        .iter()
+        .flat_map(|c| {
+            c.findings
+                .iter()
+                .map(|f| (c.name, f.code, f.key.clone(), f.event_id.clone()))
+        })
+        .collect();
+    found.sort();
+    let mut expected = vec![
+        (
+            "cross_stream_consistency",
+            "hold_after_release",
+            t.clone(),
+            Some(hold.event_id.clone()),
+        ),
+        (
+            "cross_stream_consistency",
+            "hold_on_wrong_account",
+            captured.stream_key.clone(),
+            None,
+        ),
+    ];
+    expected.sort();
+    assert_eq!(found, expected, "{}", r.summary());
+    let i = r.incremental.unwrap();
+    assert!(
+        !i.reproved_in_full && i.streams_reopened == 0 && i.transfers_pulled >= 2,
+        "rows appended only, both transfers pulled back: {i:?}"
+    );
+    assert_same(2, &r, &full(&root));
 }

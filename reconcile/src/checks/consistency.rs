@@ -10,8 +10,11 @@
 //! refused never holds; a reserve given up while it landed ends
 //! `releasing`, never `failed`), and nothing was released there, not even
 //! a hold never placed (`failed_with_release`: the saga releases only from
-//! `releasing`); holds only on the transfer's source; every
-//! leg names the transfer's other party as its counterparty.
+//! `releasing`); holds, and releases of holds, only on the transfer's
+//! source; a release is final: no hold on the source after a release there
+//! (`hold_after_release`: the account refuses a reserve that arrives after
+//! its compensation); every leg names the transfer's other party as its
+//! counterparty.
 //!
 //! Holds that outlive their transfer are `convergence`'s (leaked holds), so
 //! one defect is reported by one check; a failed transfer's hold is wrong
@@ -19,7 +22,7 @@
 //! hold should not exist, and it outlives its transfer).
 
 use super::youngest_ms;
-use crate::facts::{LegKind, Legs, TransferFacts};
+use crate::facts::{Leg, LegKind, Legs, TransferFacts};
 use crate::finding::Finding;
 use crate::names::Names;
 
@@ -30,11 +33,11 @@ pub const PROVES: &str = "every transfer's phase agrees with the holds, debits a
 /// Checks one transfer (its facts when it has a stream, and its legs),
 /// appending its findings to `out` ([`super::per_transfer`] runs it on every
 /// transfer).
-pub fn check_transfer(
+pub fn check_transfer<'a>(
     n: &Names,
     id: &str,
     t: Option<&TransferFacts>,
-    legs: &Legs,
+    legs: &'a Legs,
     out: &mut Vec<Finding>,
 ) {
     let Some(t) = t.filter(|t| t.amount().is_some()) else {
@@ -54,13 +57,23 @@ pub fn check_transfer(
             f
         });
     };
-    if let Some(h) = legs.holds().iter().find(|h| Some(h.account) != t.source()) {
+    // Holds, and the releases of holds, only on the source: the saga
+    // reserves and releases there alone (a release elsewhere, even of
+    // nothing, is one the saga never asked for).
+    let elsewhere = |kind: &'static str, of: &'a [Leg]| {
+        of.iter()
+            .find(|l| Some(l.account) != t.source())
+            .map(|l| (kind, l))
+    };
+    if let Some((kind, l)) =
+        elsewhere("hold", legs.holds()).or(elsewhere("release", legs.releases()))
+    {
         bad(
             "hold_on_wrong_account",
             format!(
-                "hold {} is on {}, the source is {src}",
-                h.event_id(n),
-                n.get(h.account)
+                "{kind} {} is on {}, the source is {src}",
+                l.event_id(n),
+                n.get(l.account)
             ),
             false,
         );
@@ -182,7 +195,50 @@ pub fn check_transfer(
             );
         }
     }
+    hold_after_release(n, id, t, legs, out);
     check_counterparties(n, id, t, legs, out);
+}
+
+/// A release is final: the source keeps the released hold, or the
+/// tombstone of a release that found none, and refuses every later reserve
+/// of the transfer (`HoldReleased`). A hold placed on the source after a
+/// release there is one the core never writes: at the first such hold, with
+/// its row. (A hold placed, released and placed again is money-neutral and
+/// passes the refold: each row moves `held` by its own amount.)
+fn hold_after_release(n: &Names, id: &str, t: &TransferFacts, legs: &Legs, out: &mut Vec<Finding>) {
+    let on_source = |l: &&Leg| Some(l.account) == t.source();
+    let Some(release) = legs
+        .releases()
+        .iter()
+        .filter(on_source)
+        .min_by_key(|r| r.seq)
+    else {
+        return;
+    };
+    let later = legs
+        .holds()
+        .iter()
+        .filter(on_source)
+        .filter(|h| h.seq > release.seq);
+    if let Some(h) = later.min_by_key(|h| h.seq) {
+        let (event, src) = (h.event_id(n), t.source().map_or("", |s| n.get(s)));
+        out.push(
+            Finding::new(
+                "hold_after_release",
+                id,
+                format!(
+                    "{event} placed a hold of {} on the source {src} after {} released {} there (a release is final: the account refuses a later reserve)",
+                    h.amount,
+                    release.event_id(n),
+                    match release.amount {
+                        0 => "a hold it never placed".to_owned(),
+                        a => format!("{a}"),
+                    }
+                ),
+            )
+            .at(h.seq, &event),
+        );
+    }
 }
 
 /// Every leg names the transfer's other party, as the account core writes
@@ -235,7 +291,6 @@ fn check_counterparties(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::Leg;
 
     /// The capture is judged on the source's debit, whatever order the
     /// accounts' legs were added in: a debit on another account (added
@@ -443,6 +498,93 @@ mod tests {
             f.detail.contains("counterparty third") && f.detail.contains("source is src"),
             "{}",
             f.detail
+        );
+    }
+
+    /// A release is final on the source (the core refuses a later reserve),
+    /// and holds and their releases are only on the source.
+    #[test]
+    fn no_hold_after_a_release_and_no_release_off_the_source() {
+        let mut n = Names::default();
+        let (src, dst, none, usd) = (n.id("src"), n.id("dst"), n.id(""), n.id("USD"));
+        let leg = |account, amount, seq| Leg {
+            at_s: 0,
+            account,
+            amount,
+            currency: usd,
+            counterparty: if amount == 0 { none } else { dst },
+            seq,
+        };
+        // (phase, holds, debits, releases) → the findings' codes and rows.
+        let judge = |n: &mut Names, phase: &str, holds, debits, releases| {
+            let mut t = TransferFacts::new(n.id(phase));
+            t.set_amount(Some(100));
+            t.set_currency(Some(usd));
+            t.set_source(Some(src));
+            t.set_destination(Some(dst));
+            let credits = match phase {
+                "captured" => vec![Leg {
+                    counterparty: src,
+                    ..leg(dst, 100, 9)
+                }],
+                _ => vec![],
+            };
+            let legs = Legs::from_lists([holds, debits, credits, releases]);
+            let mut out = Vec::new();
+            check_transfer(n, "t", Some(&t), &legs, &mut out);
+            out.iter()
+                .map(|f| (f.code, f.event_id.clone()))
+                .collect::<Vec<_>>()
+        };
+        let at = |code, seq: u64| vec![(code, Some(format!("account:src:{seq}")))];
+        // What the core writes: a hold then its release; a tombstone alone.
+        let (hold, release) = (leg(src, 100, 1), leg(src, 100, 2));
+        assert!(judge(&mut n, "released", vec![hold], vec![], vec![release]).is_empty());
+        assert!(judge(&mut n, "released", vec![], vec![], vec![leg(src, 0, 1)]).is_empty());
+        // A hold placed again after its release, and a tombstone (a release
+        // that came first) followed by a hold that the saga then captured:
+        // at the hold.
+        assert_eq!(
+            judge(
+                &mut n,
+                "released",
+                vec![hold, leg(src, 100, 3)],
+                vec![],
+                vec![release, leg(src, 100, 4)]
+            ),
+            at("hold_after_release", 3)
+        );
+        assert_eq!(
+            judge(
+                &mut n,
+                "captured",
+                vec![leg(src, 100, 5)],
+                vec![leg(src, 100, 6)],
+                vec![leg(src, 0, 4)]
+            ),
+            at("hold_after_release", 5)
+        );
+        // A release off the source, even of nothing: the transfer's finding.
+        let off = judge(
+            &mut n,
+            "released",
+            vec![hold],
+            vec![],
+            vec![release, leg(dst, 0, 7)],
+        );
+        assert_eq!(off, [("hold_on_wrong_account", None)]);
+        let mut out = Vec::new();
+        let mut t = TransferFacts::new(n.id("released"));
+        t.set_amount(Some(100));
+        t.set_currency(Some(usd));
+        t.set_source(Some(src));
+        t.set_destination(Some(dst));
+        let lists = [vec![hold], vec![], vec![], vec![release, leg(dst, 0, 7)]];
+        check_transfer(&n, "t", Some(&t), &Legs::from_lists(lists), &mut out);
+        assert!(
+            out[0].detail.starts_with("release account:dst:7 is on dst"),
+            "{}",
+            out[0].detail
         );
     }
 }
