@@ -32,6 +32,7 @@ use ledger_ingest::{
     LAKE_LAYOUTS_READABLE,
 };
 
+use crate::keyed::{Keyed, Seen, SEEN_COLUMNS};
 use crate::merge::{merge, Cursor};
 use crate::rows::Row;
 use crate::store::Location;
@@ -440,7 +441,8 @@ impl Lake {
     /// Reads only the `columns` of `files` (a column a file lacks is left
     /// out of its batches), a batch at a time, in no particular order; with
     /// `keys`, only the rows whose `stream_key` is one of them (row groups
-    /// whose statistics exclude every key are not read).
+    /// and pages whose statistics exclude every key are not read: on the
+    /// footer's word, so [`Lake::scan_keyed`] for files a proof has read).
     pub async fn scan_columns(
         &self,
         files: &[LakeFileInfo],
@@ -471,6 +473,43 @@ impl Lake {
                 .map_err(file_err)?;
             while let Some(batch) = stream.try_next().await.map_err(file_err)? {
                 visit(&batch);
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Lake::scan_columns`] of the rows of `keyed`'s keys in `files`, that a
+    /// footer which lies cannot hide a wanted stream from (`crate::keyed`):
+    /// a file `keyed` filters is read by key (with [`SEEN_COLUMNS`] too) and
+    /// then checked, and one whose scan lacks a stretch of a wanted stream
+    /// noted in it stops the scan, naming it; any other file is read whole
+    /// (no filter, so nothing of it is skipped on its footer's word), its
+    /// rows of other keys `visit`'s to drop.
+    pub async fn scan_keyed(
+        &self,
+        files: &[LakeFileInfo],
+        columns: &[&str],
+        keyed: &Keyed<'_>,
+        mut visit: impl FnMut(&RecordBatch),
+    ) -> Result<(), Error> {
+        let mut checked = columns.to_vec();
+        for c in SEEN_COLUMNS {
+            if !checked.contains(&c) {
+                checked.push(c);
+            }
+        }
+        for f in files {
+            let file = std::slice::from_ref(f);
+            if keyed.filters(&f.key) {
+                let mut seen = Seen::default();
+                self.scan_columns(file, &checked, Some(keyed.keys), |b| {
+                    seen.batch(b);
+                    visit(b);
+                })
+                .await?;
+                keyed.check(&f.key, &seen)?;
+            } else {
+                self.scan_columns(file, columns, None, &mut visit).await?;
             }
         }
         Ok(())

@@ -27,6 +27,7 @@ pub mod facts;
 pub mod finding;
 pub mod gen;
 pub mod id;
+pub mod keyed;
 pub mod lake;
 pub mod mapped;
 pub mod merge;

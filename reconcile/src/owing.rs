@@ -24,13 +24,17 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use datafusion::arrow::array::{Array, Int64Array};
+use datafusion::arrow::record_batch::RecordBatch;
 use ledger_ingest::Table;
 
 use crate::checkpoint::{ProofState, StreamFinding, StreamId, StreamState};
 use crate::checks::completeness;
 use crate::facts::Transfers;
+use crate::keyed::Keyed;
 use crate::lake::{Error, Lake, LakeFileInfo};
 use crate::names::FxMap;
+use crate::presence::Presence;
+use crate::presence_files::Stored;
 use crate::retained::{self, Held, Owed};
 use crate::rows::strings;
 use crate::stream::Tail;
@@ -53,6 +57,20 @@ pub struct Owing<'a> {
     /// leave no way out but deleting the checkpoint, and every tail owed
     /// with it).
     pub full: bool,
+}
+
+/// The streams noted in each lake file (`crate::presence`), which the
+/// look-up of hashes at proved tails checks the files it reads by key
+/// against (`crate::keyed`).
+#[derive(Clone, Copy)]
+pub enum Noted<'a> {
+    /// This run's: it read every file whole (it proved the lake from its
+    /// first event).
+    Run(&'a Presence),
+    /// The checkpoint's (its files of streams), for the files it proved
+    /// (key → stamp) as they are now: a resumed night, whose new files have
+    /// none and are read whole, as its re-proof reads them.
+    Proved(&'a Stored, &'a BTreeMap<String, String>),
 }
 
 /// The proof's streams, to look a stream's tail up in.
@@ -82,12 +100,14 @@ impl Proved<'_> {
 /// rows were read again) with the versions of the conflicts withdrawn with
 /// them ([`retained::evidence`]), against the proof `now`, reading the lake's
 /// `files` (every table's, as the run listed them) where the proof cannot
-/// decide: the completeness findings of the tails not held, in stream
-/// order, those tails (still owed), and the archive blocks a `--full` run
-/// could not read (their transfers not judged).
+/// decide (a file read by key checked against the streams `noted` in it):
+/// the completeness findings of the tails not held, in stream order, those
+/// tails (still owed), and the archive blocks a `--full` run could not read
+/// (their transfers not judged).
 pub async fn judge(
     lake: &Lake,
     files: &[LakeFileInfo],
+    noted: Noted<'_>,
     owing: &Owing<'_>,
     reopened: Vec<Owed>,
     now: &Proved<'_>,
@@ -152,7 +172,7 @@ pub async fn judge(
     for ((id, _), tail) in tails {
         decide(id, tail, None);
     }
-    let found = hashes_at(lake, files, &look).await?;
+    let found = hashes_at(lake, files, noted, &look).await?;
     for (id, tail) in &look {
         let at = found
             .get(&(id.0, id.1.as_str(), id.2.as_str(), tail.last_seq))
@@ -198,10 +218,14 @@ fn transfer(id: &str) -> StreamId {
 
 /// The hashes of the rows of `files` at each `want`ed stream's owed seq, by
 /// (table, stream, key, seq): one scan of `stream`, `stream_key`, `seq` and
-/// `hash` per table with a stream to look at.
+/// `hash` per table with a stream to look at. A scan by key checks each
+/// file it filters against the streams `noted` in it ([`Lake::scan_keyed`]):
+/// a row at an owed seq that the footer hid would be a false
+/// `proved_rows_missing`.
 async fn hashes_at<'w>(
     lake: &Lake,
     files: &[LakeFileInfo],
+    noted: Noted<'_>,
     want: &'w [(StreamId, Tail)],
 ) -> Result<HashMap<(Table, &'static str, &'w str, u64), Vec<String>>, Error> {
     let mut found: HashMap<(Table, &'static str, &'w str, u64), Vec<String>> = HashMap::new();
@@ -219,9 +243,8 @@ async fn hashes_at<'w>(
         let mut keys: Vec<String> = seqs.keys().map(|k| (*k).to_owned()).collect();
         keys.sort_unstable();
         let files: Vec<LakeFileInfo> = files.iter().filter(|f| f.table == table).cloned().collect();
-        let filter = (keys.len() <= FILTER_KEYS_MAX).then_some(&keys[..]);
         let columns = ["stream", "stream_key", "seq", "hash"];
-        lake.scan_columns(&files, &columns, filter, |b| {
+        let visit = |b: &RecordBatch| {
             let (Some(stream), Some(key), Some(seq), Some(hash)) = (
                 strings(b, "stream"),
                 strings(b, "stream_key"),
@@ -258,8 +281,30 @@ async fn hashes_at<'w>(
                     }
                 }
             }
-        })
-        .await?;
+        };
+        if keys.len() > FILTER_KEYS_MAX {
+            lake.scan_columns(&files, &columns, None, visit).await?;
+            continue;
+        }
+        let (loaded, none);
+        let (presence, plain) = match noted {
+            Noted::Run(p) => {
+                none = HashSet::new();
+                (p, &none)
+            }
+            Noted::Proved(stored, proved) => {
+                loaded = crate::keyed::proved_sets(stored, proved, &files)?;
+                (&loaded.presence, &loaded.plain)
+            }
+        };
+        // The row at an owed seq is in a stretch that starts at or before it.
+        let streams = want
+            .iter()
+            .filter(|(id, _)| id.0 == table)
+            .map(|(id, tail)| (id.1, id.2.as_str(), tail.last_seq));
+        let reading = "the hashes at the proved tails it judges";
+        let keyed = Keyed::new(&keys, reading, streams, presence, plain);
+        lake.scan_keyed(&files, &columns, &keyed, visit).await?;
     }
     Ok(found)
 }

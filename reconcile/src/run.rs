@@ -33,9 +33,10 @@ use crate::checks::*;
 use crate::custody::Custody;
 use crate::facts::Facts;
 use crate::finding::{CheckResult, Finding, Settle};
+use crate::keyed::Keyed;
 use crate::lake::{Error, KeyGroup, Lake, LakeFileInfo, Select};
 use crate::names::FxMap;
-use crate::owing::{Owing, Proved};
+use crate::owing::{Noted, Owing, Proved};
 use crate::presence::{Noter, Presence};
 use crate::report::{Incremental, Report, REPORT_VERSION};
 use crate::rows::{strings, Row};
@@ -1204,6 +1205,24 @@ fn add_transfer_ids(b: &datafusion::arrow::record_batch::RecordBatch, ids: &mut 
     }
 }
 
+/// Adds the `transfer_id`s of `b`'s rows of the stream keys `keys` to `ids`.
+fn add_transfer_ids_of(
+    b: &datafusion::arrow::record_batch::RecordBatch,
+    keys: &HashSet<&str>,
+    ids: &mut HashSet<String>,
+) {
+    let (Some(k), Some(t)) = (strings(b, "stream_key"), strings(b, "transfer_id")) else {
+        return;
+    };
+    for (k, t) in k.iter().zip(t.iter()) {
+        if let (Some(k), Some(t)) = (k, t) {
+            if keys.contains(k) {
+                ids.insert(t.to_owned());
+            }
+        }
+    }
+}
+
 /// What [`pull_back`] did.
 enum PullBack {
     /// Pulled back what the run needs; the account and transfer tables'
@@ -1302,11 +1321,28 @@ async fn pull_back(
     }
     if !reopened.is_empty() {
         // Their legs are withdrawn and re-proved from seq 1: the transfers
-        // those legs name must be open (row groups of other streams are
-        // skipped by their statistics).
+        // those legs name must be open. The files the checkpoint proved are
+        // read by key (row groups of other streams skipped by their
+        // statistics), and each must show every stretch of these streams
+        // the checkpoint noted in it (`crate::keyed`): a hidden row would
+        // leave its transfer in the archive while its leg is proved again.
+        // The night's new files are read whole.
+        let sets = crate::keyed::proved_sets(&prior.stored, &prior.files, &a)?;
+        let tail = |key: &str| {
+            let id = (Table::Account, Stream::Account, key.to_owned());
+            prior.streams.get(&id).map_or(0, |s| s.tail.last_seq)
+        };
+        // A stretch of a stream in a proved file starts at or before the
+        // last seq the checkpoint proved of it.
+        let streams = reopened
+            .iter()
+            .map(|k| (Stream::Account, k.as_str(), tail(k)));
+        let reading = "the transfers of the account streams it reopens";
+        let keyed = Keyed::new(&reopened, reading, streams, &sets.presence, &sets.plain);
+        let wanted: HashSet<&str> = reopened.iter().map(String::as_str).collect();
         let columns = ["stream_key", "transfer_id"];
-        lake.scan_columns(&a, &columns, Some(&reopened), |b| {
-            add_transfer_ids(b, &mut ids)
+        lake.scan_keyed(&a, &columns, &keyed, |b| {
+            add_transfer_ids_of(b, &wanted, &mut ids)
         })
         .await?;
     }
@@ -1792,8 +1828,15 @@ async fn prove_resumed(
         transfers: &facts.transfers,
     };
     let reopened: Vec<_> = [ra.reopened, xreopened, rs.reopened].concat();
+    // A resumed night read only its new files; a run that proved the lake
+    // from its first event read every file whole, and noted their streams.
+    let noted = if resumed && !reproved_in_full {
+        Noted::Proved(&stored, &prior_files)
+    } else {
+        Noted::Run(&presence)
+    };
     let (owed_findings, owed, blocks_left_out) =
-        crate::owing::judge(lake, &listed, &owing, reopened, &proved).await?;
+        crate::owing::judge(lake, &listed, noted, &owing, reopened, &proved).await?;
     trace(started, format_args!("proved tails judged"));
     if opts.progress && !owed.is_empty() {
         eprintln!(

@@ -930,16 +930,7 @@ fn a_new_files_footer_cannot_hide_a_reopened_streams_rows_from_its_re_proof() {
         .collect();
     assert!(!new.is_empty());
     for key in &new {
-        common::lie_in_footer(&root.join(key), "stream_key", |_| {
-            let z = parquet::data_type::ByteArray::from("zzz");
-            parquet::file::statistics::Statistics::byte_array(
-                Some(z.clone()),
-                Some(z),
-                None,
-                Some(0),
-                false,
-            )
-        });
+        lie_about_keys(&root, key);
     }
     let r = night(&root, &ckpt);
     let i = r.incremental.as_ref().unwrap();
@@ -952,6 +943,145 @@ fn a_new_files_footer_cannot_hide_a_reopened_streams_rows_from_its_re_proof() {
         .map(|f| f.event_id.clone())
         .collect();
     assert_eq!(conflicts, [Some(first.event_id.clone())], "{}", r.summary());
+}
+
+/// Rewrites the footer of the lake file `key` under `root` to say that each
+/// of its row groups holds the stream key "zzz" alone, past every real one:
+/// a scan by key skips the whole file on its word.
+fn lie_about_keys(root: &Path, key: &str) {
+    common::lie_in_footer(&root.join(key), "stream_key", |_| {
+        let z = parquet::data_type::ByteArray::from("zzz");
+        parquet::file::statistics::Statistics::byte_array(
+            Some(z.clone()),
+            Some(z),
+            None,
+            Some(0),
+            false,
+        )
+    });
+}
+
+/// The first half of a history (`history(43, 4, 200)`, cut where no saga
+/// is in flight) delivered, the account file holding the row `pick` picks
+/// of it made to lie about its keys ([`lie_about_keys`]), and proved by a
+/// night (a lake and a checkpoint in `dir`). A full proof reads every value
+/// from the pages, so the lie changes none of its verdicts; it was there
+/// when the file was proved, as a buggy writer's would be (rewritten after,
+/// the file would be another version, which the next night finds lost).
+/// Returns the lake, the checkpoint, the history, where it was cut and the
+/// lying file.
+fn a_lying_file_proved(
+    dir: &Path,
+    pick: impl Fn(&[Event], usize) -> Event,
+) -> (
+    std::path::PathBuf,
+    std::path::PathBuf,
+    Vec<Event>,
+    usize,
+    String,
+) {
+    let (root, ckpt) = (dir.join("lake"), dir.join("checkpoint"));
+    let events = history(43, 4, 200);
+    let half = quiet_cut(&events, events.len() / 2);
+    deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
+    let lying = file_holding(&root, "account", &pick(&events, half).hash);
+    lie_about_keys(&root, &lying);
+    assert!(night(&root, &ckpt).holds);
+    (root, ckpt, events, half, lying)
+}
+
+/// A run by the CLI with the checkpoint `ckpt` (and `extra` arguments) that
+/// must stop with exit 2 on the lake file `lying`, whose footer hid rows
+/// from the scan by key for `reading`, and leave the checkpoint as it was.
+fn night_stopped_by(root: &Path, ckpt: &Path, extra: &[&str], lying: &str, reading: &str) {
+    let before = std::fs::read(ckpt).unwrap();
+    let args = [&["--checkpoint", ckpt.to_str().unwrap()][..], extra].concat();
+    let (code, out, stderr) = cli_out(root, &args);
+    assert_eq!(code, 2, "{out}{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "lake file {lying}: reading it by stream key for {reading}"
+        )) && stderr.contains("the footer's statistics disagree with its pages")
+            && stderr.contains("restore it from its source or remove it and re-deliver its events"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(ckpt).unwrap(),
+        before,
+        "the checkpoint is kept"
+    );
+}
+
+/// A proved file whose footer lies about its `stream_key` range cannot hide
+/// a reopened account stream's rows from the scan that pulls back from the
+/// archive every transfer their history names: that scan reads the proved
+/// files by the stream's key, and a row it missed would leave its transfer
+/// settled in the archive while its leg is proved again. Each proved file
+/// must show every stretch of the stream the checkpoint noted in it: the
+/// night stops with exit 2 naming the file.
+#[test]
+fn a_proved_files_footer_cannot_hide_a_reopened_streams_rows_from_the_pull_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt, events, half, lying) = a_lying_file_proved(dir.path(), |events, half| {
+        second_version(&events[..half], 3).0
+    });
+    assert!(
+        !segment_files(dir.path()).is_empty(),
+        "settled transfers archived"
+    );
+    // A second version of a proved row reopens its stream.
+    let (_, other) = second_version(&events[..half], 3);
+    deliver(&root, &[&other], "b");
+    night_stopped_by(
+        &root,
+        &ckpt,
+        &[],
+        &lying,
+        "the transfers of the account streams it reopens",
+    );
+    // A proof of the lake alone finds the conflict, and nothing else.
+    let fresh = full(&root);
+    let violated: Vec<&str> = fresh
+        .checks
+        .iter()
+        .filter(|c| !c.holds)
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(violated, ["conflicting_duplicates"], "{}", fresh.summary());
+}
+
+/// A proved file whose footer lies about its `stream_key` range cannot hide
+/// the row at a proved tail from its look-up: `--full` with a checkpoint
+/// judges every tail the checkpoint proved, and the hashes at the tail of a
+/// stream that has gone on since are read from the lake by the stream's
+/// key. A row missed there would be a `proved_rows_missing` on a lake that
+/// holds it. Each file must show every stretch of the stream up to that
+/// seq that the proof noted in it: the run stops with exit 2 naming the
+/// file.
+#[test]
+fn a_proved_files_footer_cannot_hide_a_proved_tail_from_its_look_up() {
+    let dir = tempfile::tempdir().unwrap();
+    // The tail, at the cut, of an account stream that goes on after it.
+    let tail = |events: &[Event], half: usize| {
+        let goes_on = |key: &str| events[half..].iter().any(|e| e.stream_key == key);
+        events[..half]
+            .iter()
+            .rev()
+            .find(|e| e.stream == Stream::Account && goes_on(&e.stream_key))
+            .expect("an account stream goes on after the cut")
+            .clone()
+    };
+    let (root, ckpt, events, half, lying) = a_lying_file_proved(dir.path(), tail);
+    deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
+    night_stopped_by(
+        &root,
+        &ckpt,
+        &["--full"],
+        &lying,
+        "the hashes at the proved tails it judges",
+    );
+    // The lake holds: a proof of it alone says so.
+    assert!(full(&root).holds);
 }
 
 /// A night by the CLI ([`cli_night`]) that must exit 1 naming exactly

@@ -1,0 +1,425 @@
+//! Keyed scans of proved files: a footer that lies cannot hide from them
+//! a stretch of rows of a stream they want.
+//!
+//! Two scans read lake files the proof does not read again by the keys of
+//! a few streams (`stream_key IN (…)`): the pull-back of every transfer a
+//! reopened account stream's history names (`run::pull_back`), and the
+//! look-up of the hashes at proved tails the proof cannot decide
+//! (`crate::owing`). DataFusion skips the row groups and pages whose
+//! footer statistics (the page index, Bloom filters) exclude every key,
+//! whatever `collect_statistics` says (`crate::lake`), so a footer that
+//! disagrees with its pages (no honest writer's, but the proof trusts no
+//! writer) could hide a wanted stream's rows: a transfer left in the
+//! archive while the legs that name it are proved again (a wrong verdict
+//! on it), or a tail the lake holds judged missing (a false
+//! `proved_rows_missing`).
+//!
+//! The proof noted, for each file it read whole, the first row of each
+//! stretch of each stream there (`crate::presence`: a fingerprint of the
+//! stream and that row's seq), and the checkpoint keeps those notes. So a
+//! keyed scan of a noted file must see the first row of every stretch
+//! noted there of a stream it wants ([`hidden`]); one it did not see was
+//! hidden by the footer, and the run stops with exit 2 naming the file
+//! ([`footer_hid`]), as the split of a full run does
+//! (`run::Split::check_rows`). A fingerprint does not say its stream, so
+//! the wanted streams' are enumerated ([`Wanted`]): each seq from 0 to the
+//! last a stretch the scan needs can start at.
+//!
+//! A file with no streams noted (new to the night: no proof has read it
+//! whole yet) is not filtered but read whole, so nothing of it is skipped
+//! on its footer's word ([`Keyed::filters`]); so is every file when the
+//! wanted fingerprints would be too many to hold ([`WANTED_STARTS_MAX`]).
+//!
+//! What this cannot see: rows a lie hides inside a stretch whose first row
+//! it leaves (a stream's rows in one file spanning row groups or pages, a
+//! later one skipped). The notes hold where stretches start, not where
+//! they end. The re-proof of a reopened stream reads the same files by the
+//! same keys and reports such rows missing (a `seq_gap`, a proved row
+//! owed), so the night names a violation, as before; a look-up can report
+//! such a row at a proved tail missing.
+//!
+//! Pure, but for [`proved_sets`] (which reads the checkpoint's files of
+//! streams): `Lake::scan_keyed` reads the lake, and calls these.
+
+use std::collections::{BTreeMap, HashSet};
+use std::hash::BuildHasherDefault;
+
+use datafusion::arrow::array::{Array, Int64Array};
+use datafusion::arrow::record_batch::RecordBatch;
+use ledger_events::Stream;
+
+use crate::checkpoint::FULL_HELP;
+use crate::lake::{Error, LakeFileInfo};
+use crate::names::FxHasher;
+use crate::presence::{at_seq, fingerprint, Fingerprint, Presence};
+use crate::presence_files::{Sets, Stored};
+use crate::rows::strings;
+
+/// At most this many fingerprints of wanted stretches are enumerated (a
+/// hash set of about 40 MB); with more, a keyed scan reads every file
+/// whole.
+pub const WANTED_STARTS_MAX: usize = 1 << 21;
+
+/// The columns a keyed scan adds to its caller's, to see each row's stream
+/// and seq.
+pub const SEEN_COLUMNS: [&str; 3] = ["stream", "stream_key", "seq"];
+
+/// Every fingerprint a stretch of a wanted stream that the scan needs can
+/// have been noted with in a file: its stream's with each seq from 0 to
+/// the last such a stretch can start at, and (for sets noted before
+/// checkpoint version 11, `presence_files::Sets::plain`) its stream's alone.
+#[derive(Debug)]
+pub struct Wanted {
+    starts: Fingerprints,
+    streams: Fingerprints,
+}
+
+/// Fingerprints are well mixed already: FxHash is enough to spread them.
+type Fingerprints = HashSet<Fingerprint, BuildHasherDefault<FxHasher>>;
+
+impl Wanted {
+    /// The fingerprints of `streams`: each a kind, a key and the last seq a
+    /// stretch of it the scan needs can start at (the greatest given for a
+    /// stream counts). `None` when they are more than [`WANTED_STARTS_MAX`].
+    pub fn new<'k>(streams: impl IntoIterator<Item = (Stream, &'k str, u64)>) -> Option<Wanted> {
+        let mut last: BTreeMap<(Stream, &str), u64> = BTreeMap::new();
+        for (kind, key, seq) in streams {
+            let at = last.entry((kind, key)).or_default();
+            *at = (*at).max(seq);
+        }
+        let total = last
+            .values()
+            .try_fold(0usize, |n, &seq| {
+                n.checked_add(usize::try_from(seq).ok()?.checked_add(1)?)
+            })
+            .filter(|&n| n <= WANTED_STARTS_MAX)?;
+        let mut starts = Fingerprints::with_capacity_and_hasher(total, Default::default());
+        let mut alone = Fingerprints::with_capacity_and_hasher(last.len(), Default::default());
+        for ((kind, key), seq) in last {
+            let fp = fingerprint(kind, key);
+            alone.insert(fp);
+            starts.extend((0..=seq).map(|s| at_seq(fp, s)));
+        }
+        Some(Wanted {
+            starts,
+            streams: alone,
+        })
+    }
+}
+
+/// What a keyed scan saw of one file: the fingerprint of each row's stream
+/// at its seq, and of each row's stream.
+#[derive(Debug, Default)]
+pub struct Seen {
+    rows: Fingerprints,
+    streams: Fingerprints,
+}
+
+impl Seen {
+    /// Notes a row of the stream `key` of kind `stream` at `seq`.
+    pub fn row(&mut self, stream: Stream, key: &str, seq: u64) {
+        let fp = fingerprint(stream, key);
+        self.streams.insert(fp);
+        self.rows.insert(at_seq(fp, seq));
+    }
+
+    /// Notes the rows of `b` (its [`SEEN_COLUMNS`]; a row that names no
+    /// known stream or no seq is left to the proof to name).
+    pub fn batch(&mut self, b: &RecordBatch) {
+        let (Some(stream), Some(key), Some(seq)) = (
+            strings(b, "stream"),
+            strings(b, "stream_key"),
+            crate::rows::col::<Int64Array>(b, "seq").ok().flatten(),
+        ) else {
+            return; // not the lake layout: the proof says so
+        };
+        // Rows come grouped by stream: each stream's fingerprint once.
+        let mut last: Option<(&str, &str, Fingerprint)> = None;
+        for i in 0..b.num_rows() {
+            if stream.is_null(i) || key.is_null(i) || seq.is_null(i) {
+                continue;
+            }
+            let (s, k) = (stream.value(i), key.value(i));
+            let fp = match last {
+                Some((ls, lk, fp)) if (ls, lk) == (s, k) => fp,
+                _ => {
+                    let Some(kind) = Stream::parse(s) else {
+                        continue;
+                    };
+                    let fp = fingerprint(kind, k);
+                    self.streams.insert(fp);
+                    last = Some((s, k, fp));
+                    fp
+                }
+            };
+            if let Ok(seq) = u64::try_from(seq.value(i)) {
+                self.rows.insert(at_seq(fp, seq));
+            }
+        }
+    }
+}
+
+/// How many of the stretches `noted` in a file (sorted and distinct; of
+/// streams alone when `plain`) are of a stream `wanted` wants and were not
+/// `seen` by a keyed scan of that file: rows its footer hid.
+pub fn hidden(noted: &[Fingerprint], plain: bool, wanted: &Wanted, seen: &Seen) -> usize {
+    let (want, saw) = if plain {
+        (&wanted.streams, &seen.streams)
+    } else {
+        (&wanted.starts, &seen.rows)
+    };
+    noted
+        .iter()
+        .filter(|fp| want.contains(fp) && !saw.contains(fp))
+        .count()
+}
+
+/// What a keyed scan reads by key, and what it checks each file it filters
+/// against.
+pub struct Keyed<'a> {
+    /// The keys of the rows wanted (every kind's).
+    pub keys: &'a [String],
+    /// What the scan is for, as its error says it.
+    pub reading: &'static str,
+    /// `None`: too many to enumerate; every file is read whole.
+    wanted: Option<Wanted>,
+    /// The streams noted in each file (`crate::presence`).
+    noted: &'a Presence,
+    /// The files whose sets hold streams alone (noted before checkpoint
+    /// version 11).
+    plain: &'a HashSet<String>,
+}
+
+impl<'a> Keyed<'a> {
+    /// A scan of the rows of `keys`, for `reading` (its error's words):
+    /// `streams` are the streams whose rows it must not miss, each with the
+    /// last seq a stretch of it the scan needs can start at ([`Wanted::new`]);
+    /// `noted` (and `plain`) the streams noted in each file.
+    pub fn new<'k>(
+        keys: &'a [String],
+        reading: &'static str,
+        streams: impl IntoIterator<Item = (Stream, &'k str, u64)>,
+        noted: &'a Presence,
+        plain: &'a HashSet<String>,
+    ) -> Keyed<'a> {
+        Keyed {
+            keys,
+            reading,
+            wanted: Wanted::new(streams),
+            noted,
+            plain,
+        }
+    }
+
+    /// Whether the scan filters the lake file `file` by key (and then
+    /// checks it): only when streams are noted in it, else it is read
+    /// whole, its rows of other keys the caller's to drop.
+    pub fn filters(&self, file: &str) -> bool {
+        self.wanted.is_some() && !self.noted.get(file).is_empty()
+    }
+
+    /// Whether the keyed scan of `file` that `seen` saw lacks a stretch
+    /// noted there: the error naming the file when it does.
+    pub fn check(&self, file: &str, seen: &Seen) -> Result<(), Error> {
+        let Some(wanted) = &self.wanted else {
+            return Ok(());
+        };
+        let n = hidden(
+            &self.noted.set(file),
+            self.plain.contains(file),
+            wanted,
+            seen,
+        );
+        match n {
+            0 => Ok(()),
+            n => Err(footer_hid(file, self.reading, n)),
+        }
+    }
+}
+
+/// The error of a lake file whose keyed scan, for `reading`, lacked the
+/// first rows of `hidden` stretches of the streams it wanted that a proof
+/// found in the file.
+pub fn footer_hid(file: &str, reading: &str, hidden: usize) -> Error {
+    Error::File {
+        key: file.to_owned(),
+        why: format!(
+            "reading it by stream key for {reading} (its row groups and pages chosen by the footer's statistics) \
+             gave no first row of {hidden} stretch(es) of those streams that a proof found in it: the footer's \
+             statistics disagree with its pages\n\
+             Help: the file was not written by ledger-ingest or ledger-compact as it is now; restore it from its \
+             source or remove it and re-deliver its events"
+        ),
+    }
+}
+
+/// The streams the checkpoint noted (`stored`) in those of `files` it
+/// proved (`proved`: key → stamp) as they are now: what a resumed night's
+/// keyed scans check those files against (the night's new files have none,
+/// so they are read whole). Reads the checkpoint's files of streams.
+pub fn proved_sets(
+    stored: &Stored,
+    proved: &BTreeMap<String, String>,
+    files: &[LakeFileInfo],
+) -> Result<Sets, Error> {
+    let keys = files
+        .iter()
+        .filter(|f| proved.get(&f.key) == Some(&f.stamp()))
+        .map(|f| f.key.as_str())
+        .collect();
+    stored
+        .of(&keys)
+        .map_err(|e| Error::Lake(format!("checkpoint: {e}\n{FULL_HELP}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::presence::Noter;
+
+    /// The notes of one file holding stretches of `a` from seqs 1 and 9 (a
+    /// file merged with one that held seqs 4 to 8), of `b` from 4, and of a
+    /// transfer stream `a` from 1.
+    fn noted() -> Presence {
+        let mut n = Noter::new(["f", "g"].into_iter());
+        n.note(Stream::Account, "a", [(0, 1), (1, 4), (0, 9)].into_iter());
+        n.note(Stream::Account, "b", [(0, 4)].into_iter());
+        n.note(Stream::Transfer, "a", [(0, 1)].into_iter());
+        n.finish()
+    }
+
+    #[test]
+    fn a_wanted_stretch_noted_in_a_file_and_not_seen_was_hidden() {
+        let noted = noted();
+        let set = noted.set("f");
+        let wanted = Wanted::new([(Stream::Account, "a", 20)]).unwrap();
+        let mut seen = Seen::default();
+        // Nothing seen: both stretches of `a` hidden; `b` and the transfer
+        // stream `a` not wanted.
+        assert_eq!(hidden(&set, false, &wanted, &seen), 2);
+        // The rows of the first stretch seen, from its first on.
+        (1..=3).for_each(|seq| seen.row(Stream::Account, "a", seq));
+        assert_eq!(hidden(&set, false, &wanted, &seen), 1);
+        // A row of the second seen, but not its first: still hidden.
+        seen.row(Stream::Account, "a", 10);
+        assert_eq!(hidden(&set, false, &wanted, &seen), 1);
+        seen.row(Stream::Account, "a", 9);
+        assert_eq!(hidden(&set, false, &wanted, &seen), 0);
+        // Another kind's rows of the same key do not stand for them.
+        let mut other = Seen::default();
+        (1..=20).for_each(|seq| other.row(Stream::Transfer, "a", seq));
+        assert_eq!(hidden(&set, false, &wanted, &other), 2);
+    }
+
+    #[test]
+    fn a_batch_is_seen_row_by_row_by_its_stream_key_and_seq() {
+        use datafusion::arrow::array::{ArrayRef, StringArray};
+        use std::sync::Arc;
+        let batch = RecordBatch::try_from_iter([
+            (
+                "stream",
+                Arc::new(StringArray::from(vec![
+                    Some("account"),
+                    Some("account"),
+                    Some("transfer"),
+                    Some("account"),
+                    None,
+                    Some("other"),
+                ])) as ArrayRef,
+            ),
+            (
+                "stream_key",
+                Arc::new(StringArray::from(vec!["a", "a", "a", "b", "a", "a"])) as ArrayRef,
+            ),
+            (
+                "seq",
+                Arc::new(Int64Array::from(vec![1, 9, 4, 4, 9, 9])) as ArrayRef,
+            ),
+        ])
+        .unwrap();
+        let mut seen = Seen::default();
+        seen.batch(&batch);
+        let mut expected = Seen::default();
+        expected.row(Stream::Account, "a", 1);
+        expected.row(Stream::Account, "a", 9);
+        expected.row(Stream::Transfer, "a", 4);
+        expected.row(Stream::Account, "b", 4);
+        assert_eq!((seen.rows, seen.streams), (expected.rows, expected.streams));
+    }
+
+    #[test]
+    fn only_stretches_starting_by_the_last_seq_wanted_are_checked() {
+        let noted = noted();
+        let set = noted.set("f");
+        // The scan needs the stretches of `a` that can hold seq 5: the one
+        // from 9 is not among them.
+        let wanted = Wanted::new([(Stream::Account, "a", 5), (Stream::Account, "a", 2)]).unwrap();
+        assert_eq!(hidden(&set, false, &wanted, &Seen::default()), 1);
+        // Up to seq 9: both.
+        let later = Wanted::new([(Stream::Account, "a", 9)]).unwrap();
+        assert_eq!(hidden(&set, false, &later, &Seen::default()), 2);
+    }
+
+    #[test]
+    fn sets_of_streams_alone_are_checked_by_stream() {
+        let set = vec![
+            fingerprint(Stream::Account, "a"),
+            fingerprint(Stream::Account, "b"),
+        ];
+        let wanted = Wanted::new([(Stream::Account, "a", 0)]).unwrap();
+        let mut seen = Seen::default();
+        assert_eq!(hidden(&set, true, &wanted, &seen), 1);
+        seen.row(Stream::Account, "a", 7);
+        assert_eq!(hidden(&set, true, &wanted, &seen), 0);
+    }
+
+    #[test]
+    fn too_many_wanted_fingerprints_are_not_enumerated() {
+        let half = (WANTED_STARTS_MAX / 2) as u64;
+        assert!(Wanted::new([
+            (Stream::Account, "a", half - 1),
+            (Stream::Account, "b", half - 1)
+        ])
+        .is_some());
+        assert!(Wanted::new([
+            (Stream::Account, "a", half),
+            (Stream::Account, "b", half - 1)
+        ])
+        .is_none());
+        assert!(Wanted::new([(Stream::Account, "a", u64::MAX)]).is_none());
+    }
+
+    #[test]
+    fn a_file_without_notes_is_read_whole_and_a_hidden_stretch_names_the_file() {
+        let noted = noted();
+        let plain = HashSet::new();
+        let keys = ["a".to_owned()];
+        let keyed = Keyed::new(
+            &keys,
+            "a test",
+            [(Stream::Account, "a", 20)],
+            &noted,
+            &plain,
+        );
+        assert!(keyed.filters("f") && keyed.filters("g") && !keyed.filters("h"));
+        let err = keyed.check("f", &Seen::default()).unwrap_err().to_string();
+        assert!(
+            err.starts_with("lake file f: reading it by stream key for a test")
+                && err.contains("no first row of 2 stretch(es)")
+                && err.contains("the footer's statistics disagree with its pages"),
+            "{err}"
+        );
+        let mut seen = Seen::default();
+        seen.row(Stream::Account, "a", 4);
+        assert!(keyed.check("g", &seen).is_ok());
+        // Too many fingerprints to enumerate: every file is read whole.
+        let all = Keyed::new(
+            &keys,
+            "a test",
+            [(Stream::Account, "a", u64::MAX)],
+            &noted,
+            &plain,
+        );
+        assert!(!all.filters("f") && all.check("f", &Seen::default()).is_ok());
+    }
+}
