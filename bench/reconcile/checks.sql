@@ -428,6 +428,7 @@ SELECT l.t AS id,
        min(l.seq) FILTER (WHERE l.kind = 'hold_released' AND l.account = coalesce(t.c.source, '')) AS release_seq,
        arg_min(l.event_id, l.seq) FILTER (WHERE l.kind = 'hold_released' AND l.account = coalesce(t.c.source, '')) AS release_event_id,
        arg_min(l.amount, l.seq) FILTER (WHERE l.kind = 'hold_released' AND l.account = coalesce(t.c.source, '')) AS release_amount,
+       min(l.seq) FILTER (WHERE l.kind = 'captured' AND l.account = coalesce(t.c.source, '')) AS capture_seq,
        -- holds, and releases of holds (a tombstone included), only on the source
        coalesce(bool_or(l.kind IN ('hold_placed', 'hold_released') AND l.account <> coalesce(t.c.source, '')), false) AS wrong_hold,
        count(*) FILTER (WHERE l.kind = 'captured' AND l.account = coalesce(t.c.source, '')) AS n_src_debits,
@@ -515,6 +516,7 @@ WITH x AS (
     SELECT tf.id, tf.phase, tf.c.amount AS amount, coalesce(tf.c.currency, '') AS currency,
            coalesce(lt.n_src_holds, 0) AS n_src_holds, lt.hold_amount, lt.hold_currency,
            lt.hold_seq, lt.hold_event_id, lt.release_seq, lt.release_event_id, lt.release_amount,
+           least(lt.release_seq, lt.capture_seq) AS end_seq,
            coalesce(lt.wrong_hold, false) AS wrong_hold,
            coalesce(lt.n_debits, 0) AS n_debits, lt.debit1, coalesce(lt.n_credits, 0) AS n_credits,
            coalesce(lt.released, false) AS released
@@ -557,13 +559,14 @@ SELECT 'cross_stream_consistency', 'failed_with_release', id, release_seq, relea
        format('phase failed, but {} released {} on the source', release_event_id, release_amount)
 FROM x WHERE phase = 'failed' AND n_src_holds = 0 AND release_seq IS NOT NULL
 UNION ALL
--- a release is final: no hold on the source after a release there, of a hold or of nothing (the
--- account refuses a later reserve; at the first such hold)
-SELECT 'cross_stream_consistency', 'hold_after_release', l.t, min(l.seq), arg_min(l.event_id, l.seq),
-       'a hold placed on the source after a release there'
+-- a hold's end on the source (its first capture or release there, a tombstone included) is final:
+-- the account refuses a later reserve or release; at the first hold, and the first release, after it
+SELECT 'cross_stream_consistency',
+       CASE l.kind WHEN 'hold_placed' THEN 'hold_after_end' ELSE 'release_after_end' END,
+       l.t, min(l.seq), arg_min(l.event_id, l.seq), 'a hold or a release on the source after its hold''s end'
 FROM lg l JOIN x ON x.id = l.t JOIN tf ON tf.id = l.t
-WHERE l.kind = 'hold_placed' AND l.account = coalesce(tf.c.source, '') AND l.seq > x.release_seq
-GROUP BY l.t
+WHERE l.kind IN ('hold_placed', 'hold_released') AND l.account = coalesce(tf.c.source, '') AND l.seq > x.end_seq
+GROUP BY l.t, l.kind
 UNION ALL
 -- every leg names the transfer's other party (the destination; the source on a credit); a
 -- release of nothing (amount 0) may name none

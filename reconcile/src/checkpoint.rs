@@ -82,8 +82,9 @@ use crate::stream::Tail;
 /// findings include `protocol_values` and a failed transfer's hold. 15: the
 /// same layout; its findings include a failed transfer's release
 /// (`failed_with_release`). 16: the same layout; its findings include a hold
-/// placed after a release (`hold_after_release`) and a release off the
-/// source (`hold_on_wrong_account`).
+/// or a release on the source after its hold's end (`hold_after_end`,
+/// `release_after_end`) and a release off the source
+/// (`hold_on_wrong_account`).
 pub const CHECKPOINT_VERSION: u32 = 16;
 
 /// Versions this reconciler reads: a version-6 checkpoint is a version-7
@@ -103,8 +104,8 @@ pub const CHECKPOINT_VERSION: u32 = 16;
 /// to be set aside (`ProofState::older_rules`): their tails judged, the
 /// lake proved from its first event once (before 14, no row's amount, limit
 /// or reason and no failed transfer's hold was judged; before 15, no failed
-/// transfer's release; before 16, no hold after a release and no release
-/// off the source).
+/// transfer's release; before 16, no hold or release after a hold's end
+/// and no release off the source).
 const CHECKPOINT_VERSIONS_READ: [u32; 11] =
     [6, 7, 8, 9, 10, 11, 12, 13, 14, 15, CHECKPOINT_VERSION];
 
@@ -160,8 +161,8 @@ pub struct ProofState {
     /// of another amount judged only from `reserved` on and deadlines
     /// unbounded; before 12, no account's entry ids kept; before 14, no
     /// row's amount, limit or reason judged, nor a failed transfer's hold;
-    /// before 15, no failed transfer's release; before 16, no hold after a
-    /// release and no release off the source),
+    /// before 15, no failed transfer's release; before 16, no hold or
+    /// release after a hold's end and no release off the source),
     /// so the next run proves the lake from its first event, with this
     /// proof set aside (its tails judged).
     pub older_rules: bool,

@@ -102,8 +102,14 @@ pub enum Class {
     /// A released transfer's hold of its amount placed on its source again
     /// after its release, and released again, at the end of the source's
     /// stream (resealed): money-neutral, every hold taken whole, nothing
-    /// left live, yet the account refuses a reserve after its release.
+    /// left live, yet the account refuses a reserve, and answers a release,
+    /// after its hold's end.
     HoldAfterRelease,
+    /// A captured transfer's hold released on its source after the capture,
+    /// though none is left (a tombstone: amount 0, `no_hold`), at the end of
+    /// the source's stream (resealed): money-neutral, yet the account
+    /// refuses a release after a capture.
+    ReleaseAfterCapture,
     /// A captured transfer's hold released on its destination though none
     /// was placed there (a tombstone: amount 0, `no_hold`), at the end of
     /// the destination's stream (resealed): money-neutral, yet the saga
@@ -145,6 +151,7 @@ impl Class {
         Class::FailedWithHold,
         Class::FailedWithRelease,
         Class::HoldAfterRelease,
+        Class::ReleaseAfterCapture,
         Class::ReleaseOffSource,
         Class::WrongReason,
         Class::ReasonChanged,
@@ -830,7 +837,17 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                     first.transfer_id.as_deref().unwrap_or_default(),
                     first.event_id
                 ),
-                one_at("balance_integrity", "release_without_hold", &acc, &e),
+                [
+                    one_at("balance_integrity", "release_without_hold", &acc, &e),
+                    // On the transfer's source, after its hold's end.
+                    one_at(
+                        "cross_stream_consistency",
+                        "release_after_end",
+                        first.transfer_id.as_deref().unwrap_or_default(),
+                        &e,
+                    ),
+                ]
+                .concat(),
             )
         }
         Class::WrongCounterparty => {
@@ -1140,7 +1157,34 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                     "{}: a hold of {amount} for the released transfer {t} placed again on {src}, released by {}",
                     hold.event_id, release.event_id
                 ),
-                one_at("cross_stream_consistency", "hold_after_release", &t, &hold),
+                [
+                    one_at("cross_stream_consistency", "hold_after_end", &t, &hold),
+                    one_at("cross_stream_consistency", "release_after_end", &t, &release),
+                ]
+                .concat(),
+            )
+        }
+        Class::ReleaseAfterCapture => {
+            let (t, src, mut evs) =
+                transfer_ending(&l, "captured", |t| t.source.as_deref(), |_, _| true)
+                    .ok_or("the lake has no captured transfer whose source is in it")?;
+            let release = append(&mut evs, "hold_released", |e| {
+                e.amount = Some(0);
+                e.transfer_id = Some(t.clone());
+                e.reason = Some("no_hold".to_owned());
+            });
+            l.replace_stream(&evs);
+            (
+                format!(
+                    "{}: a release of no hold for the captured transfer {t} on its source {src}",
+                    release.event_id
+                ),
+                one_at(
+                    "cross_stream_consistency",
+                    "release_after_end",
+                    &t,
+                    &release,
+                ),
             )
         }
         Class::ReleaseOffSource => {

@@ -49,7 +49,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use ledger_events::Stream;
 
 use crate::checkpoint::FULL_HELP;
-use crate::lake::{Error, LakeFileInfo};
+use crate::lake::{Error, LakeFileInfo, FOOTER_DISAGREES};
 use crate::names::FxHasher;
 use crate::presence::{at_seq, fingerprint, Fingerprint, Presence};
 use crate::presence_files::{Sets, Stored};
@@ -159,19 +159,24 @@ impl Seen {
     }
 }
 
-/// How many of the stretches `noted` in a file (sorted and distinct; of
-/// streams alone when `plain`) are of a stream `wanted` wants and were not
-/// `seen` by a keyed scan of that file: rows its footer hid.
+/// How many of the stretches `noted` in a file (in any order, perhaps
+/// repeated: a run's own notes; of streams alone when `plain`) are of a
+/// stream `wanted` wants and were not `seen` by a keyed scan of that file:
+/// rows its footer hid. Each counted once.
 pub fn hidden(noted: &[Fingerprint], plain: bool, wanted: &Wanted, seen: &Seen) -> usize {
     let (want, saw) = if plain {
         (&wanted.streams, &seen.streams)
     } else {
         (&wanted.starts, &seen.rows)
     };
-    noted
+    let mut gone: Vec<Fingerprint> = noted
         .iter()
+        .copied()
         .filter(|fp| want.contains(fp) && !saw.contains(fp))
-        .count()
+        .collect();
+    gone.sort_unstable();
+    gone.dedup();
+    gone.len()
 }
 
 /// What a keyed scan reads by key, and what it checks each file it filters
@@ -225,7 +230,7 @@ impl<'a> Keyed<'a> {
             return Ok(());
         };
         let n = hidden(
-            &self.noted.set(file),
+            self.noted.get(file),
             self.plain.contains(file),
             wanted,
             seen,
@@ -245,10 +250,7 @@ pub fn footer_hid(file: &str, reading: &str, hidden: usize) -> Error {
         key: file.to_owned(),
         why: format!(
             "reading it by stream key for {reading} (its row groups and pages chosen by the footer's statistics) \
-             gave no first row of {hidden} stretch(es) of those streams that a proof found in it: the footer's \
-             statistics disagree with its pages\n\
-             Help: the file was not written by ledger-ingest or ledger-compact as it is now; restore it from its \
-             source or remove it and re-deliver its events"
+             gave no first row of {hidden} stretch(es) of those streams that a proof found in it: {FOOTER_DISAGREES}"
         ),
     }
 }

@@ -633,6 +633,12 @@ fn only_from(
     })
 }
 
+/// How an error names a lake file whose footer's statistics left out rows
+/// its pages hold (the run's split, a keyed scan): no file ledger-ingest or
+/// ledger-compact writes does that. [`Error::File`]'s Help follows it.
+pub const FOOTER_DISAGREES: &str = "the footer's statistics disagree with its pages \
+     (no file ledger-ingest or ledger-compact writes does that: restore the file from its source, or re-deliver its events)";
+
 /// The error of a lake file DataFusion cannot read.
 fn unreadable(key: &str) -> impl Fn(datafusion::error::DataFusionError) -> Error + Copy + '_ {
     move |e| Error::File {

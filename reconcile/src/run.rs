@@ -34,7 +34,7 @@ use crate::custody::Custody;
 use crate::facts::Facts;
 use crate::finding::{CheckResult, Finding, Settle};
 use crate::keyed::Keyed;
-use crate::lake::{Error, KeyGroup, Lake, LakeFileInfo, Select};
+use crate::lake::{Error, KeyGroup, Lake, LakeFileInfo, Select, FOOTER_DISAGREES};
 use crate::names::FxMap;
 use crate::owing::{Noted, Owing, Proved};
 use crate::presence::{Noter, Presence};
@@ -509,9 +509,7 @@ impl Split {
                     why: format!(
                         "its footer says it holds {} rows, but reading it in two parts (the transfer table split at a key, \
                          each part's row groups and pages chosen by the footer's statistics) gave {read} ({l} before the key, \
-                         {u} from it on): the footer's statistics disagree with its pages\n\
-                         Help: the file was not written by ledger-ingest or ledger-compact as it is now; restore it from its \
-                         source or remove it and re-deliver its events",
+                         {u} from it on): {FOOTER_DISAGREES}",
                         f.rows
                     ),
                 });
@@ -1480,7 +1478,7 @@ async fn start(
         if custody.lost.is_empty() && prior.older_rules {
             eprintln!(
                 "reconcile: the checkpoint was written before version 16, by older rules (holds, deadlines, entry ids, \
-                 protocol values, failed transfers' holds and releases, holds after a release): proving the lake from its first event once (the checkpoint's \
+                 protocol values, failed transfers' holds and releases, rows after a hold's end): proving the lake from its first event once (the checkpoint's \
                  tails still judged)"
             );
         }

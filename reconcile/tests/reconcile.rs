@@ -202,9 +202,12 @@ fn a_footer_that_would_hide_rows_from_the_split_is_an_error() {
         Err(ledger_reconcile::Error::File { key, why }) => {
             assert!(lied.contains(&key), "{key} was not rewritten");
             assert!(
-                why.contains("footer's statistics disagree with its pages"),
+                why.contains(ledger_reconcile::lake::FOOTER_DISAGREES),
                 "{why}"
             );
+            // One Help line: the file error's own.
+            let shown = ledger_reconcile::Error::File { key, why }.to_string();
+            assert_eq!(shown.matches("Help:").count(), 1, "{shown}");
         }
         other => panic!(
             "expected an error naming a rewritten file, got {:?}",

@@ -11,15 +11,21 @@
 //! `releasing`, never `failed`), and nothing was released there, not even
 //! a hold never placed (`failed_with_release`: the saga releases only from
 //! `releasing`); holds, and releases of holds, only on the transfer's
-//! source; a release is final: no hold on the source after a release there
-//! (`hold_after_release`: the account refuses a reserve that arrives after
-//! its compensation); every leg names the transfer's other party as its
+//! source; a hold's end (its capture or its release, a tombstone included)
+//! is final: no hold (`hold_after_end`: the account refuses a reserve that
+//! arrives after its compensation) and no release (`release_after_end`) on
+//! the source after it; every leg names the transfer's other party as its
 //! counterparty.
 //!
 //! Holds that outlive their transfer are `convergence`'s (leaked holds), so
 //! one defect is reported by one check; a failed transfer's hold is wrong
 //! as soon as it is placed, released or not: one still live is both (the
-//! hold should not exist, and it outlives its transfer).
+//! hold should not exist, and it outlives its transfer). Likewise a hold
+//! placed after its hold's end is `hold_after_end` and, by the same row,
+//! `leaked_hold` when left live, `hold_placed_twice` while another is live,
+//! `failed_with_hold` on a failed transfer; a release of money after it is
+//! `release_after_end` and the refold's `release_without_hold`: each rule
+//! it breaks reports it.
 
 use super::youngest_ms;
 use crate::facts::{Leg, LegKind, Legs, TransferFacts};
@@ -195,48 +201,61 @@ pub fn check_transfer<'a>(
             );
         }
     }
-    hold_after_release(n, id, t, legs, out);
+    after_the_end(n, id, t, legs, out);
     check_counterparties(n, id, t, legs, out);
 }
 
-/// A release is final: the source keeps the released hold, or the
-/// tombstone of a release that found none, and refuses every later reserve
-/// of the transfer (`HoldReleased`). A hold placed on the source after a
-/// release there is one the core never writes: at the first such hold, with
-/// its row. (A hold placed, released and placed again is money-neutral and
-/// passes the refold: each row moves `held` by its own amount.)
-fn hold_after_release(n: &Names, id: &str, t: &TransferFacts, legs: &Legs, out: &mut Vec<Finding>) {
+/// A hold's end is final: once the source captured the transfer's hold or
+/// released it (or left the tombstone of a release that found none), it
+/// answers a repeated reserve or release from its record, refuses a reserve
+/// after a release (`HoldReleased`) and a release after a capture
+/// (`HoldCaptured`). So a hold placed on the source after that end
+/// (`hold_after_end`) and a release there after it (`release_after_end`) are
+/// rows the core never writes: each at the first such row. (A hold placed,
+/// released and placed again is money-neutral and passes the refold: each
+/// row moves `held` by its own amount; so does a tombstone after the end.)
+fn after_the_end(n: &Names, id: &str, t: &TransferFacts, legs: &Legs, out: &mut Vec<Finding>) {
     let on_source = |l: &&Leg| Some(l.account) == t.source();
-    let Some(release) = legs
-        .releases()
-        .iter()
-        .filter(on_source)
-        .min_by_key(|r| r.seq)
+    let first = |of: &'_ [Leg]| of.iter().filter(on_source).min_by_key(|l| l.seq).copied();
+    let (release, capture) = (first(legs.releases()), first(legs.debits()));
+    let Some(end) = [release, capture]
+        .into_iter()
+        .flatten()
+        .min_by_key(|l| l.seq)
     else {
         return;
     };
-    let later = legs
-        .holds()
-        .iter()
-        .filter(on_source)
-        .filter(|h| h.seq > release.seq);
-    if let Some(h) = later.min_by_key(|h| h.seq) {
-        let (event, src) = (h.event_id(n), t.source().map_or("", |s| n.get(s)));
+    let ended = match (end.amount, release.is_some_and(|r| r.seq == end.seq)) {
+        (_, false) => format!("captured {}", end.amount),
+        (0, true) => "released a hold it never placed (a tombstone)".to_owned(),
+        (a, true) => format!("released {a}"),
+    };
+    let src = t.source().map_or("", |s| n.get(s));
+    let after = |of: &'_ [Leg]| {
+        of.iter()
+            .filter(on_source)
+            .filter(|l| l.seq > end.seq)
+            .min_by_key(|l| l.seq)
+            .copied()
+    };
+    for (code, leg, what) in [
+        ("hold_after_end", after(legs.holds()), "placed a hold of"),
+        ("release_after_end", after(legs.releases()), "released"),
+    ] {
+        let Some(leg) = leg else { continue };
+        let event = leg.event_id(n);
         out.push(
             Finding::new(
-                "hold_after_release",
+                code,
                 id,
                 format!(
-                    "{event} placed a hold of {} on the source {src} after {} released {} there (a release is final: the account refuses a later reserve)",
-                    h.amount,
-                    release.event_id(n),
-                    match release.amount {
-                        0 => "a hold it never placed".to_owned(),
-                        a => format!("{a}"),
-                    }
+                    "{event} {what} {} on the source {src} after {} {ended} there (the account answers a repeated \
+                     reserve or release from its record and refuses one after the hold's end)",
+                    leg.amount,
+                    end.event_id(n),
                 ),
             )
-            .at(h.seq, &event),
+            .at(leg.seq, &event),
         );
     }
 }
@@ -501,10 +520,11 @@ mod tests {
         );
     }
 
-    /// A release is final on the source (the core refuses a later reserve),
-    /// and holds and their releases are only on the source.
+    /// A hold's end (capture or release) is final on the source (the core
+    /// refuses a later reserve or release), and holds and their releases
+    /// are only on the source.
     #[test]
-    fn no_hold_after_a_release_and_no_release_off_the_source() {
+    fn nothing_on_the_source_after_its_holds_end_and_no_release_off_it() {
         let mut n = Names::default();
         let (src, dst, none, usd) = (n.id("src"), n.id("dst"), n.id(""), n.id("USD"));
         let leg = |account, amount, seq| Leg {
@@ -541,9 +561,8 @@ mod tests {
         let (hold, release) = (leg(src, 100, 1), leg(src, 100, 2));
         assert!(judge(&mut n, "released", vec![hold], vec![], vec![release]).is_empty());
         assert!(judge(&mut n, "released", vec![], vec![], vec![leg(src, 0, 1)]).is_empty());
-        // A hold placed again after its release, and a tombstone (a release
-        // that came first) followed by a hold that the saga then captured:
-        // at the hold.
+        // A hold placed again after its release, and released again: both
+        // rows after the hold's end.
         assert_eq!(
             judge(
                 &mut n,
@@ -552,8 +571,10 @@ mod tests {
                 vec![],
                 vec![release, leg(src, 100, 4)]
             ),
-            at("hold_after_release", 3)
+            [at("hold_after_end", 3), at("release_after_end", 4)].concat()
         );
+        // A tombstone (a release that came first) followed by a hold that
+        // the saga then captured: at the hold.
         assert_eq!(
             judge(
                 &mut n,
@@ -562,7 +583,55 @@ mod tests {
                 vec![leg(src, 100, 6)],
                 vec![leg(src, 0, 4)]
             ),
-            at("hold_after_release", 5)
+            at("hold_after_end", 5)
+        );
+        // A release after a capture (the core refuses it) or after a
+        // release (answered from its record), of money or of nothing.
+        let (capture, tombstone) = (leg(src, 100, 2), leg(src, 0, 3));
+        assert_eq!(
+            judge(
+                &mut n,
+                "captured",
+                vec![hold],
+                vec![capture],
+                vec![tombstone]
+            ),
+            at("release_after_end", 3)
+        );
+        assert_eq!(
+            judge(
+                &mut n,
+                "released",
+                vec![hold],
+                vec![],
+                vec![release, tombstone]
+            ),
+            at("release_after_end", 3)
+        );
+        assert_eq!(
+            judge(
+                &mut n,
+                "released",
+                vec![],
+                vec![],
+                vec![leg(src, 0, 1), tombstone]
+            ),
+            at("release_after_end", 3)
+        );
+        // The finding names the end.
+        let mut t = TransferFacts::new(n.id("captured"));
+        t.set_amount(Some(100));
+        t.set_currency(Some(usd));
+        t.set_source(Some(src));
+        t.set_destination(Some(dst));
+        let lists = [vec![hold], vec![capture], vec![], vec![tombstone]];
+        let mut out = Vec::new();
+        check_transfer(&n, "t", Some(&t), &Legs::from_lists(lists), &mut out);
+        let f = out.iter().find(|f| f.code == "release_after_end").unwrap();
+        assert!(
+            f.detail.contains("after account:src:2 captured 100 there"),
+            "{}",
+            f.detail
         );
         // A release off the source, even of nothing: the transfer's finding.
         let off = judge(
