@@ -436,25 +436,96 @@ fn created_event(
     e.seal()
 }
 
+/// Which account of a transfer.
+#[derive(Clone, Copy)]
+enum Party {
+    Source,
+    Destination,
+}
+
+impl Party {
+    fn of(self, created: &Event) -> Option<&str> {
+        match self {
+            Party::Source => created.source.as_deref(),
+            Party::Destination => created.destination.as_deref(),
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Party::Source => "source",
+            Party::Destination => "destination",
+        }
+    }
+}
+
 /// The first transfer of the lake whose last row is `last` and whose
-/// account `party` names (its source or destination) has a stream that
-/// `fits` (given the transfer's `created` row and that stream): the
-/// transfer's id, that account and its stream.
+/// `party` has a stream that `fits` (given the transfer's `created` row and
+/// that stream): the transfer's id, the transfer's `created` row, that
+/// account and its stream.
 fn transfer_ending(
     l: &LocalLake,
     last: &str,
-    party: fn(&Event) -> Option<&str>,
+    party: Party,
     fits: impl Fn(&Event, &[Event]) -> bool,
-) -> Option<(String, String, Vec<Event>)> {
+) -> Option<(String, Event, String, Vec<Event>)> {
     let accounts = l.streams(Stream::Account);
     l.streams(Stream::Transfer)
         .into_iter()
         .filter(|(_, evs)| evs.last().is_some_and(|e| e.kind == last))
         .find_map(|(t, evs)| {
-            let src = party(&evs[0])?.to_owned();
-            let acc = accounts.get(&src).filter(|acc| fits(&evs[0], acc))?;
-            Some((t, src, acc.clone()))
+            let acc = party.of(&evs[0])?.to_owned();
+            let stream = accounts.get(&acc).filter(|s| fits(&evs[0], s))?;
+            Some((t, evs[0].clone(), acc, stream.clone()))
         })
+}
+
+/// A hold of its amount placed on the source of the first transfer whose
+/// last row is `last` and whose source, not frozen and in the transfer's
+/// currency, can hold it now, and released again, at the end of the
+/// source's stream (resealed): money-neutral, every hold taken whole.
+/// The transfer, its source, the hold and the release.
+fn hold_again(l: &mut LocalLake, last: &str) -> Result<(String, String, Event, Event), String> {
+    let (t, created, src, mut evs) = transfer_ending(l, last, Party::Source, |created, acc| {
+        !frozen(acc) && acc[0].currency == created.currency && can_hold(created, acc)
+    })
+    .ok_or_else(|| {
+        format!("the lake has no {last} transfer whose source can hold its amount now")
+    })?;
+    let amount = created.amount.unwrap_or(0);
+    let leg = |e: &mut Event, held: i64| {
+        e.amount = Some(amount);
+        e.held_after = e.held_after.map(|h| h + held);
+        e.transfer_id = Some(t.clone());
+        e.counterparty = created.destination.clone();
+    };
+    let hold = append(&mut evs, "hold_placed", |e| leg(e, amount));
+    let release = append(&mut evs, "hold_released", |e| leg(e, -amount));
+    l.replace_stream(&evs);
+    Ok((t, src, hold, release))
+}
+
+/// A release of no hold (a tombstone: amount 0, `no_hold`) of the first
+/// transfer whose last row is `last`, at the end of its `party`'s stream
+/// (resealed): the transfer, that account and the release.
+fn tombstone(
+    l: &mut LocalLake,
+    last: &str,
+    party: Party,
+) -> Result<(String, String, Event), String> {
+    let (t, _, acc, mut evs) = transfer_ending(l, last, party, |_, _| true).ok_or_else(|| {
+        format!(
+            "the lake has no {last} transfer whose {} is in it",
+            party.as_str()
+        )
+    })?;
+    let release = append(&mut evs, "hold_released", |e| {
+        e.amount = Some(0);
+        e.transfer_id = Some(t.clone());
+        e.reason = Some("no_hold".to_owned());
+    });
+    l.replace_stream(&evs);
+    Ok((t, acc, release))
 }
 
 /// Whether the account whose stream is `acc` can hold the amount of the
@@ -887,18 +958,15 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             )
         }
         Class::Leaked => {
-            let transfers = l.streams(Stream::Transfer);
-            let (t, src, mut evs) = transfer_ending(
-                &l,
-                "failed",
-                |t| t.source.as_deref(),
-                |created, acc| !frozen(acc) && can_hold(created, acc),
-            )
-            .ok_or("the lake has no failed transfer whose source can hold its amount now")?;
+            let (t, created, src, mut evs) =
+                transfer_ending(&l, "failed", Party::Source, |created, acc| {
+                    !frozen(acc) && can_hold(created, acc)
+                })
+                .ok_or("the lake has no failed transfer whose source can hold its amount now")?;
             // A hold of the transfer's amount (one of another amount is
             // also `hold_amount_mismatch`): only the leak is wrong.
-            let amount = transfers[&t][0].amount.unwrap_or(0);
-            let dst = transfers[&t][0].destination.clone();
+            let amount = created.amount.unwrap_or(0);
+            let dst = created.destination;
             let e = append(&mut evs, "hold_placed", |e| {
                 e.amount = Some(amount);
                 e.held_after = e.held_after.map(|h| h + amount);
@@ -1066,51 +1134,17 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             )
         }
         Class::FailedWithHold => {
-            let transfers = l.streams(Stream::Transfer);
-            // A failed transfer whose source, not frozen and in the
-            // transfer's currency, can hold its amount now.
-            let (t, src, mut evs) = transfer_ending(
-                &l,
-                "failed",
-                |t| t.source.as_deref(),
-                |created, acc| {
-                    !frozen(acc) && acc[0].currency == created.currency && can_hold(created, acc)
-                },
-            )
-            .ok_or("the lake has no failed transfer whose source can hold its amount now")?;
-            let amount = transfers[&t][0].amount.unwrap_or(0);
-            let dst = transfers[&t][0].destination.clone();
-            let hold = append(&mut evs, "hold_placed", |e| {
-                e.amount = Some(amount);
-                e.held_after = e.held_after.map(|h| h + amount);
-                e.transfer_id = Some(t.clone());
-                e.counterparty = dst.clone();
-            });
-            let release = append(&mut evs, "hold_released", |e| {
-                e.amount = Some(amount);
-                e.held_after = e.held_after.map(|h| h - amount);
-                e.transfer_id = Some(t.clone());
-                e.counterparty = dst.clone();
-            });
-            l.replace_stream(&evs);
+            let (t, src, hold, release) = hold_again(&mut l, "failed")?;
             (
                 format!(
-                    "{}: a hold of {amount} for the failed transfer {t} on {src}, released by {}",
+                    "{}: a hold for the failed transfer {t} on {src}, released by {}",
                     hold.event_id, release.event_id
                 ),
                 one_at("cross_stream_consistency", "failed_with_hold", &t, &hold),
             )
         }
         Class::FailedWithRelease => {
-            let (t, src, mut evs) =
-                transfer_ending(&l, "failed", |t| t.source.as_deref(), |_, _| true)
-                    .ok_or("the lake has no failed transfer whose source is in it")?;
-            let release = append(&mut evs, "hold_released", |e| {
-                e.amount = Some(0);
-                e.transfer_id = Some(t.clone());
-                e.reason = Some("no_hold".to_owned());
-            });
-            l.replace_stream(&evs);
+            let (t, src, release) = tombstone(&mut l, "failed", Party::Source)?;
             (
                 format!(
                     "{}: a release of no hold for the failed transfer {t} on {src}",
@@ -1125,36 +1159,10 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             )
         }
         Class::HoldAfterRelease => {
-            let transfers = l.streams(Stream::Transfer);
-            // A released transfer whose source, not frozen and in the
-            // transfer's currency, can hold its amount again now.
-            let (t, src, mut evs) = transfer_ending(
-                &l,
-                "released",
-                |t| t.source.as_deref(),
-                |created, acc| {
-                    !frozen(acc) && acc[0].currency == created.currency && can_hold(created, acc)
-                },
-            )
-            .ok_or("the lake has no released transfer whose source can hold its amount now")?;
-            let amount = transfers[&t][0].amount.unwrap_or(0);
-            let dst = transfers[&t][0].destination.clone();
-            let hold = append(&mut evs, "hold_placed", |e| {
-                e.amount = Some(amount);
-                e.held_after = e.held_after.map(|h| h + amount);
-                e.transfer_id = Some(t.clone());
-                e.counterparty = dst.clone();
-            });
-            let release = append(&mut evs, "hold_released", |e| {
-                e.amount = Some(amount);
-                e.held_after = e.held_after.map(|h| h - amount);
-                e.transfer_id = Some(t.clone());
-                e.counterparty = dst.clone();
-            });
-            l.replace_stream(&evs);
+            let (t, src, hold, release) = hold_again(&mut l, "released")?;
             (
                 format!(
-                    "{}: a hold of {amount} for the released transfer {t} placed again on {src}, released by {}",
+                    "{}: a hold for the released transfer {t} placed again on {src}, released by {}",
                     hold.event_id, release.event_id
                 ),
                 [
@@ -1165,15 +1173,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             )
         }
         Class::ReleaseAfterCapture => {
-            let (t, src, mut evs) =
-                transfer_ending(&l, "captured", |t| t.source.as_deref(), |_, _| true)
-                    .ok_or("the lake has no captured transfer whose source is in it")?;
-            let release = append(&mut evs, "hold_released", |e| {
-                e.amount = Some(0);
-                e.transfer_id = Some(t.clone());
-                e.reason = Some("no_hold".to_owned());
-            });
-            l.replace_stream(&evs);
+            let (t, src, release) = tombstone(&mut l, "captured", Party::Source)?;
             (
                 format!(
                     "{}: a release of no hold for the captured transfer {t} on its source {src}",
@@ -1188,15 +1188,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             )
         }
         Class::ReleaseOffSource => {
-            let (t, dst, mut evs) =
-                transfer_ending(&l, "captured", |t| t.destination.as_deref(), |_, _| true)
-                    .ok_or("the lake has no captured transfer whose destination is in it")?;
-            let release = append(&mut evs, "hold_released", |e| {
-                e.amount = Some(0);
-                e.transfer_id = Some(t.clone());
-                e.reason = Some("no_hold".to_owned());
-            });
-            l.replace_stream(&evs);
+            let (t, dst, release) = tombstone(&mut l, "captured", Party::Destination)?;
             (
                 format!(
                     "{}: a release of no hold for the captured transfer {t} on its destination {dst}",

@@ -3479,22 +3479,80 @@ fn an_account_row_of_seq_0_delivered_again_is_judged_as_a_full_proof_judges_it()
 /// the night before, in the archive) is found when the new rows pull the
 /// transfer back, and so is a release of no hold for another; a deposit beyond the ledger's amounts proved on the first
 /// night is still reported on the nights after.
+/// The transfer streams of `events` by id, each account's last event, and
+/// whether an account's stream ends frozen (no hold or deposit then).
+struct Streams<'e> {
+    transfers: std::collections::BTreeMap<&'e str, Vec<&'e Event>>,
+    last_of: std::collections::BTreeMap<&'e str, &'e Event>,
+    events: &'e [Event],
+}
+
+impl<'e> Streams<'e> {
+    fn of(events: &'e [Event]) -> Streams<'e> {
+        let mut transfers = std::collections::BTreeMap::<&str, Vec<&Event>>::new();
+        let mut last_of = std::collections::BTreeMap::new();
+        for e in events {
+            match e.stream {
+                Stream::Transfer => transfers.entry(&e.stream_key).or_default().push(e),
+                _ => {
+                    last_of.insert(e.stream_key.as_str(), e);
+                }
+            }
+        }
+        Streams {
+            transfers,
+            last_of,
+            events,
+        }
+    }
+
+    fn frozen(&self, acc: &str) -> bool {
+        self.events
+            .iter()
+            .rfind(|e| e.stream_key == acc && (e.kind == "frozen" || e.kind == "unfrozen"))
+            .is_some_and(|e| e.kind == "frozen")
+    }
+
+    /// The `created` row of the first transfer whose kinds `fit` and whose
+    /// source, not frozen and in its currency, can hold its amount after
+    /// its last row, with that row.
+    fn holdable(&self, fit: impl Fn(&[&Event]) -> bool) -> Option<(&'e Event, &'e Event)> {
+        self.transfers
+            .values()
+            .filter(|evs| fit(evs))
+            .find_map(|evs| {
+                let (src, amount) = (evs[0].source.as_deref()?, evs[0].amount?);
+                let last = self.last_of[src];
+                let room = last.balance_after? - last.held_after? + last.overdraft_limit?;
+                (room >= amount && !self.frozen(src) && last.currency == evs[0].currency)
+                    .then_some((evs[0], last))
+            })
+    }
+}
+
+/// A hold of the amount of the transfer `created` placed on its source
+/// after that account's `last` row, and its release after it.
+fn hold_and_release(created: &Event, last: &Event) -> (Event, Event) {
+    let leg = |e: &mut Event, held: i64| {
+        e.amount = created.amount;
+        e.held_after = e.held_after.map(|h| h + held);
+        e.transfer_id = Some(created.stream_key.clone());
+        e.counterparty = created.destination.clone();
+    };
+    let amount = created.amount.unwrap();
+    let hold = ledger_reconcile::corrupt::next_event(last, "hold_placed", |e| leg(e, amount));
+    let release =
+        ledger_reconcile::corrupt::next_event(&hold, "hold_released", |e| leg(e, -amount));
+    (hold, release)
+}
+
 #[test]
 fn protocol_values_and_a_failed_transfers_hold_are_judged_across_nights() {
-    use std::collections::BTreeMap;
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
     let events = history(53, 8, 400);
-    let mut transfers: BTreeMap<&str, Vec<&Event>> = BTreeMap::new();
-    let mut last_of: BTreeMap<&str, &Event> = BTreeMap::new();
-    for e in &events {
-        match e.stream {
-            Stream::Transfer => transfers.entry(&e.stream_key).or_default().push(e),
-            _ => {
-                last_of.insert(&e.stream_key, e);
-            }
-        }
-    }
+    let streams = Streams::of(&events);
+    let (transfers, last_of) = (&streams.transfers, &streams.last_of);
     let kinds = |evs: &[&Event]| evs.iter().map(|e| e.kind.clone()).collect::<Vec<_>>();
     let released: Vec<&Event> = transfers
         .values()
@@ -3512,44 +3570,16 @@ fn protocol_values_and_a_failed_transfers_hold_are_judged_across_nights() {
     };
     changed.reason = Some(other.to_owned());
     let changed = changed.seal();
-    // Whether an account's stream ends frozen (no hold or deposit then).
-    let frozen = |acc: &str| {
-        events
-            .iter()
-            .rfind(|e| e.stream_key == acc && (e.kind == "frozen" || e.kind == "unfrozen"))
-            .is_some_and(|e| e.kind == "frozen")
-    };
     // A failed transfer whose source can hold its amount after its last row.
-    let (failed, source) = transfers
-        .values()
-        .filter(|evs| kinds(evs) == ["created", "failed"])
-        .find_map(|evs| {
-            let (src, amount) = (evs[0].source.as_deref()?, evs[0].amount?);
-            let last = last_of[src];
-            let room = last.balance_after? - last.held_after? + last.overdraft_limit?;
-            (room >= amount && !frozen(src) && last.currency == evs[0].currency)
-                .then_some((evs[0], last))
-        })
+    let (failed, source) = streams
+        .holdable(|evs| kinds(evs) == ["created", "failed"])
         .expect("the history has a failed transfer whose source can hold its amount");
-    let amount = failed.amount.unwrap();
-    let t = failed.stream_key.clone();
-    let hold = ledger_reconcile::corrupt::next_event(source, "hold_placed", |e| {
-        e.amount = Some(amount);
-        e.held_after = e.held_after.map(|h| h + amount);
-        e.transfer_id = Some(t.clone());
-        e.counterparty = failed.destination.clone();
-    });
-    let release = ledger_reconcile::corrupt::next_event(&hold, "hold_released", |e| {
-        e.amount = Some(amount);
-        e.held_after = e.held_after.map(|h| h - amount);
-        e.transfer_id = Some(t.clone());
-        e.counterparty = failed.destination.clone();
-    });
+    let (hold, release) = hold_and_release(failed, source);
     // A deposit beyond the ledger's amounts, on another account.
     let big = ledger_reconcile::checks::protocol::AMOUNT_MINOR_MAX + 1;
     let (_, depositor) = last_of
         .iter()
-        .find(|(acc, _)| **acc != source.stream_key && !frozen(acc))
+        .find(|(acc, _)| **acc != source.stream_key && !streams.frozen(acc))
         .unwrap();
     let deposit = ledger_reconcile::corrupt::next_event(depositor, "deposited", |e| {
         e.amount = Some(big);
@@ -3654,52 +3684,18 @@ fn protocol_values_and_a_failed_transfers_hold_are_judged_across_nights() {
 /// its accounts hold, as a full proof judges it.
 #[test]
 fn rows_after_a_holds_end_and_a_release_off_the_source_are_judged_across_nights() {
-    use std::collections::BTreeMap;
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
     let events = history(53, 8, 400);
-    let mut transfers: BTreeMap<&str, Vec<&Event>> = BTreeMap::new();
-    let mut last_of: BTreeMap<&str, &Event> = BTreeMap::new();
-    for e in &events {
-        match e.stream {
-            Stream::Transfer => transfers.entry(&e.stream_key).or_default().push(e),
-            _ => {
-                last_of.insert(&e.stream_key, e);
-            }
-        }
-    }
+    let streams = Streams::of(&events);
+    let (transfers, last_of) = (&streams.transfers, &streams.last_of);
     let kinds = |evs: &[&Event]| evs.iter().map(|e| e.kind.clone()).collect::<Vec<_>>();
-    let frozen = |acc: &str| {
-        events
-            .iter()
-            .rfind(|e| e.stream_key == acc && (e.kind == "frozen" || e.kind == "unfrozen"))
-            .is_some_and(|e| e.kind == "frozen")
-    };
     // A released transfer whose source can hold its amount again.
-    let (released, source) = transfers
-        .values()
-        .filter(|evs| evs.last().is_some_and(|e| e.kind == "released"))
-        .find_map(|evs| {
-            let (src, amount) = (evs[0].source.as_deref()?, evs[0].amount?);
-            let last = last_of[src];
-            let room = last.balance_after? - last.held_after? + last.overdraft_limit?;
-            (room >= amount && !frozen(src) && last.currency == evs[0].currency)
-                .then_some((evs[0], last))
-        })
+    let (released, source) = streams
+        .holdable(|evs| evs.last().is_some_and(|e| e.kind == "released"))
         .expect("the history has a released transfer whose source can hold its amount");
-    let (t, amount) = (released.stream_key.clone(), released.amount.unwrap());
-    let hold = ledger_reconcile::corrupt::next_event(source, "hold_placed", |e| {
-        e.amount = Some(amount);
-        e.held_after = e.held_after.map(|h| h + amount);
-        e.transfer_id = Some(t.clone());
-        e.counterparty = released.destination.clone();
-    });
-    let release = ledger_reconcile::corrupt::next_event(&hold, "hold_released", |e| {
-        e.amount = Some(amount);
-        e.held_after = e.held_after.map(|h| h - amount);
-        e.transfer_id = Some(t.clone());
-        e.counterparty = released.destination.clone();
-    });
+    let t = released.stream_key.clone();
+    let (hold, release) = hold_and_release(released, source);
     // A captured transfer whose destination is another account.
     let (captured, destination) = transfers
         .values()
