@@ -26,7 +26,8 @@ use ledger_reconcile::{
 ///   transfer_conservation I1 captured = one debit −a on the source + one credit +a on the destination
 ///   global_conservation I1   per currency: Σ balances = deposits − withdrawals + credits in flight
 ///   cross_stream_consistency I1 transfer phases agree with holds, debits and credits
-///                            (a failed transfer never held money)
+///                            (a failed transfer never held money; nothing held or released
+///                            on the source after its hold's end, nor released elsewhere)
 ///   terminal_convergence I4  no transfer non-terminal past its deadline, no leaked hold
 ///   protocol_values          every amount, overdraft limit and reason one the ledger core writes
 ///

@@ -34,7 +34,7 @@ use crate::names::Names;
 
 pub const NAME: &str = "cross_stream_consistency";
 pub const INVARIANT: &str = "I1";
-pub const PROVES: &str = "every transfer's phase agrees with the holds, debits and credits on its accounts (a failed transfer never held money), and each of them names the transfer's other party";
+pub const PROVES: &str = "every transfer's phase agrees with the holds, debits and credits on its accounts (a failed transfer never held money; nothing is held or released on the source after its hold's end, nor released elsewhere), and each of them names the transfer's other party";
 
 /// Checks one transfer (its facts when it has a stream, and its legs),
 /// appending its findings to `out` ([`super::per_transfer`] runs it on every
