@@ -29,15 +29,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use ledger_events::Stream;
 use ledger_ingest::{parse_object_key, Unaccounted};
 
 use crate::checkpoint::FULL_HELP;
 use crate::lake::{Error, Lake, LakeFileInfo};
-use crate::presence::{at_seq, fingerprint, Fingerprint};
+use crate::presence::{at_seq, Fingerprint};
 use crate::presence_files::Stored;
-use crate::rows::strings;
-use datafusion::arrow::array::Int64Array;
 
 /// A proved file version that is gone and whose rows the lake may no
 /// longer hold.
@@ -220,34 +217,15 @@ async fn streams_in(
 ) -> Result<Held, Error> {
     let mut now = Held::default();
     lake.scan_columns(files, &["stream", "stream_key", "seq"], None, |b| {
-        let (Some(stream), Some(keys)) = (strings(b, "stream"), strings(b, "stream_key")) else {
-            return;
-        };
-        let Some(seqs) = crate::rows::col::<Int64Array>(b, "seq").ok().flatten() else {
-            return; // not the lake layout: the proof says so
-        };
-        let mut last: Option<(&str, &str, Fingerprint)> = None;
-        for ((s, k), seq) in stream.iter().zip(keys.iter()).zip(seqs.iter()) {
-            let (Some(s), Some(k)) = (s, k) else { continue };
-            let fp = match last {
-                Some((ls, lk, fp)) if (ls, lk) == (s, k) => fp, // rows come grouped by stream
-                _ => {
-                    let Some(kind) = Stream::parse(s) else {
-                        continue;
-                    };
-                    let fp = fingerprint(kind, k);
-                    now.streams.insert(fp);
-                    last = Some((s, k, fp));
-                    fp
-                }
-            };
+        crate::rows::stream_fingerprints(b, |fp, seq| {
+            now.streams.insert(fp);
             if let Some(seq) = seq.and_then(|q| u64::try_from(q).ok()) {
                 let at = at_seq(fp, seq);
                 if wanted.contains(&at) {
                     now.rows.insert(at);
                 }
             }
-        }
+        });
     })
     .await?;
     Ok(now)

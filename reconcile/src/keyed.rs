@@ -44,7 +44,6 @@
 use std::collections::{BTreeMap, HashSet};
 use std::hash::BuildHasherDefault;
 
-use datafusion::arrow::array::{Array, Int64Array};
 use datafusion::arrow::record_batch::RecordBatch;
 use ledger_events::Stream;
 
@@ -53,7 +52,6 @@ use crate::lake::{Error, LakeFileInfo, FOOTER_DISAGREES};
 use crate::names::FxHasher;
 use crate::presence::{at_seq, fingerprint, Fingerprint, Presence};
 use crate::presence_files::{Sets, Stored};
-use crate::rows::strings;
 
 /// At most this many fingerprints of wanted stretches are enumerated (a
 /// hash set of about 40 MB); with more, a keyed scan reads every file
@@ -126,36 +124,13 @@ impl Seen {
     /// Notes the rows of `b` (its [`SEEN_COLUMNS`]; a row that names no
     /// known stream or no seq is left to the proof to name).
     pub fn batch(&mut self, b: &RecordBatch) {
-        let (Some(stream), Some(key), Some(seq)) = (
-            strings(b, "stream"),
-            strings(b, "stream_key"),
-            crate::rows::col::<Int64Array>(b, "seq").ok().flatten(),
-        ) else {
-            return; // not the lake layout: the proof says so
-        };
-        // Rows come grouped by stream: each stream's fingerprint once.
-        let mut last: Option<(&str, &str, Fingerprint)> = None;
-        for i in 0..b.num_rows() {
-            if stream.is_null(i) || key.is_null(i) || seq.is_null(i) {
-                continue;
-            }
-            let (s, k) = (stream.value(i), key.value(i));
-            let fp = match last {
-                Some((ls, lk, fp)) if (ls, lk) == (s, k) => fp,
-                _ => {
-                    let Some(kind) = Stream::parse(s) else {
-                        continue;
-                    };
-                    let fp = fingerprint(kind, k);
-                    self.streams.insert(fp);
-                    last = Some((s, k, fp));
-                    fp
-                }
-            };
-            if let Ok(seq) = u64::try_from(seq.value(i)) {
+        crate::rows::stream_fingerprints(b, |fp, seq| {
+            let Some(seq) = seq else { return };
+            self.streams.insert(fp);
+            if let Ok(seq) = u64::try_from(seq) {
                 self.rows.insert(at_seq(fp, seq));
             }
-        }
+        });
     }
 }
 
@@ -315,7 +290,7 @@ mod tests {
 
     #[test]
     fn a_batch_is_seen_row_by_row_by_its_stream_key_and_seq() {
-        use datafusion::arrow::array::{ArrayRef, StringArray};
+        use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
         use std::sync::Arc;
         let batch = RecordBatch::try_from_iter([
             (

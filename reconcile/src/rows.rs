@@ -87,6 +87,42 @@ pub(crate) fn strings(b: &RecordBatch, name: &str) -> Option<StringArray> {
     col(b, name).ok().flatten()
 }
 
+/// Calls `row` with the fingerprint of each row's stream
+/// ([`crate::presence::fingerprint`]) and its seq, for every row of `b`
+/// (its `stream`, `stream_key` and `seq` columns, as
+/// [`crate::lake::Lake::scan_columns`] reads them) that names a known
+/// stream; nothing when `b` lacks one of them (not the lake layout: the
+/// proof says so). Rows come grouped by stream: each stream's fingerprint
+/// is computed once.
+pub(crate) fn stream_fingerprints(
+    b: &RecordBatch,
+    mut row: impl FnMut(crate::presence::Fingerprint, Option<i64>),
+) {
+    let (Some(stream), Some(keys), Some(seqs)) = (
+        strings(b, "stream"),
+        strings(b, "stream_key"),
+        col::<Int64Array>(b, "seq").ok().flatten(),
+    ) else {
+        return;
+    };
+    let mut last: Option<(&str, &str, crate::presence::Fingerprint)> = None;
+    for ((s, k), seq) in stream.iter().zip(keys.iter()).zip(seqs.iter()) {
+        let (Some(s), Some(k)) = (s, k) else { continue };
+        let fp = match last {
+            Some((ls, lk, fp)) if (ls, lk) == (s, k) => fp,
+            _ => {
+                let Some(kind) = Stream::parse(s) else {
+                    continue;
+                };
+                let fp = crate::presence::fingerprint(kind, k);
+                last = Some((s, k, fp));
+                fp
+            }
+        };
+        row(fp, seq);
+    }
+}
+
 fn req<T: Array + Clone + 'static>(b: &RecordBatch, name: &str) -> Result<T, BatchError> {
     let c = col::<T>(b, name)?.ok_or_else(|| {
         BatchError::Layout(format!(

@@ -1129,7 +1129,7 @@ async fn touched(
             strings(b, "prev_hash"),
         ) else {
             // Not the lake layout: the proof will say so.
-            add_transfer_ids(b, &mut ids);
+            add_transfer_ids(b, None, &mut ids);
             return;
         };
         let transfer = strings(b, "transfer_id");
@@ -1196,20 +1196,21 @@ struct Touched {
     cleared: HashSet<String>,
 }
 
-/// Adds the `transfer_id`s of `b`'s rows to `ids`.
-fn add_transfer_ids(b: &datafusion::arrow::record_batch::RecordBatch, ids: &mut HashSet<String>) {
-    if let Some(t) = strings(b, "transfer_id") {
-        ids.extend(t.iter().flatten().map(str::to_owned));
-    }
-}
-
-/// Adds the `transfer_id`s of `b`'s rows of the stream keys `keys` to `ids`.
-fn add_transfer_ids_of(
+/// Adds the `transfer_id`s of `b`'s rows to `ids`: of every row, or with
+/// `keys` only of the rows of those stream keys.
+fn add_transfer_ids(
     b: &datafusion::arrow::record_batch::RecordBatch,
-    keys: &HashSet<&str>,
+    keys: Option<&HashSet<&str>>,
     ids: &mut HashSet<String>,
 ) {
-    let (Some(k), Some(t)) = (strings(b, "stream_key"), strings(b, "transfer_id")) else {
+    let Some(t) = strings(b, "transfer_id") else {
+        return;
+    };
+    let Some(keys) = keys else {
+        ids.extend(t.iter().flatten().map(str::to_owned));
+        return;
+    };
+    let Some(k) = strings(b, "stream_key") else {
         return;
     };
     for (k, t) in k.iter().zip(t.iter()) {
@@ -1340,7 +1341,7 @@ async fn pull_back(
         let wanted: HashSet<&str> = reopened.iter().map(String::as_str).collect();
         let columns = ["stream_key", "transfer_id"];
         lake.scan_keyed(&a, &columns, &keyed, |b| {
-            add_transfer_ids_of(b, &wanted, &mut ids)
+            add_transfer_ids(b, Some(&wanted), &mut ids)
         })
         .await?;
     }

@@ -39,11 +39,11 @@ pub const PROVES: &str = "every transfer's phase agrees with the holds, debits a
 /// Checks one transfer (its facts when it has a stream, and its legs),
 /// appending its findings to `out` ([`super::per_transfer`] runs it on every
 /// transfer).
-pub fn check_transfer<'a>(
+pub fn check_transfer(
     n: &Names,
     id: &str,
     t: Option<&TransferFacts>,
-    legs: &'a Legs,
+    legs: &Legs,
     out: &mut Vec<Finding>,
 ) {
     let Some(t) = t.filter(|t| t.amount().is_some()) else {
@@ -66,14 +66,15 @@ pub fn check_transfer<'a>(
     // Holds, and the releases of holds, only on the source: the saga
     // reserves and releases there alone (a release elsewhere, even of
     // nothing, is one the saga never asked for).
-    let elsewhere = |kind: &'static str, of: &'a [Leg]| {
-        of.iter()
-            .find(|l| Some(l.account) != t.source())
-            .map(|l| (kind, l))
-    };
-    if let Some((kind, l)) =
-        elsewhere("hold", legs.holds()).or(elsewhere("release", legs.releases()))
-    {
+    let off_source = |l: &&Leg| Some(l.account) != t.source();
+    let hold_off = legs.holds().iter().find(off_source).map(|l| ("hold", l));
+    let off = hold_off.or_else(|| {
+        legs.releases()
+            .iter()
+            .find(off_source)
+            .map(|l| ("release", l))
+    });
+    if let Some((kind, l)) = off {
         bad(
             "hold_on_wrong_account",
             format!(
@@ -215,9 +216,18 @@ pub fn check_transfer<'a>(
 /// released and placed again is money-neutral and passes the refold: each
 /// row moves `held` by its own amount; so does a tombstone after the end.)
 fn after_the_end(n: &Names, id: &str, t: &TransferFacts, legs: &Legs, out: &mut Vec<Finding>) {
-    let on_source = |l: &&Leg| Some(l.account) == t.source();
-    let first = |of: &'_ [Leg]| of.iter().filter(on_source).min_by_key(|l| l.seq).copied();
-    let (release, capture) = (first(legs.releases()), first(legs.debits()));
+    // The first leg of `of` on the source after the seq `from` (any seq
+    // with `None`).
+    let first_after = |of: &'_ [Leg], from: Option<u64>| {
+        of.iter()
+            .filter(|l| Some(l.account) == t.source() && from.is_none_or(|s| l.seq > s))
+            .min_by_key(|l| l.seq)
+            .copied()
+    };
+    let (release, capture) = (
+        first_after(legs.releases(), None),
+        first_after(legs.debits(), None),
+    );
     let Some(end) = [release, capture]
         .into_iter()
         .flatten()
@@ -231,16 +241,18 @@ fn after_the_end(n: &Names, id: &str, t: &TransferFacts, legs: &Legs, out: &mut 
         (a, true) => format!("released {a}"),
     };
     let src = t.source().map_or("", |s| n.get(s));
-    let after = |of: &'_ [Leg]| {
-        of.iter()
-            .filter(on_source)
-            .filter(|l| l.seq > end.seq)
-            .min_by_key(|l| l.seq)
-            .copied()
-    };
+    let after = Some(end.seq);
     for (code, leg, what) in [
-        ("hold_after_end", after(legs.holds()), "placed a hold of"),
-        ("release_after_end", after(legs.releases()), "released"),
+        (
+            "hold_after_end",
+            first_after(legs.holds(), after),
+            "placed a hold of",
+        ),
+        (
+            "release_after_end",
+            first_after(legs.releases(), after),
+            "released",
+        ),
     ] {
         let Some(leg) = leg else { continue };
         let event = leg.event_id(n);
