@@ -41,7 +41,7 @@
 //! Pure, but for [`proved_sets`] (which reads the checkpoint's files of
 //! streams): `Lake::scan_keyed` reads the lake, and calls these.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::BuildHasherDefault;
 
 use datafusion::arrow::record_batch::RecordBatch;
@@ -54,8 +54,8 @@ use crate::presence::{at_seq, fingerprint, Fingerprint, Presence};
 use crate::presence_files::{Sets, Stored};
 
 /// At most this many fingerprints of wanted stretches are enumerated (a
-/// hash set of about 40 MB); with more, a keyed scan reads every file
-/// whole.
+/// hash map of about 70 MB: each with its stream's); with more, a keyed
+/// scan reads every file whole.
 pub const WANTED_STARTS_MAX: usize = 1 << 21;
 
 /// The columns a keyed scan adds to its caller's, to see each row's stream
@@ -64,16 +64,18 @@ pub const SEEN_COLUMNS: [&str; 3] = ["stream", "stream_key", "seq"];
 
 /// Every fingerprint a stretch of a wanted stream that the scan needs can
 /// have been noted with in a file: its stream's with each seq from 0 to
-/// the last such a stretch can start at, and (for sets noted before
-/// checkpoint version 11, `presence_files::Sets::plain`) its stream's alone.
+/// the last such a stretch can start at, each with its stream's (to add
+/// the rows noted up by stream), and (for sets noted before checkpoint
+/// version 11, `presence_files::Sets::plain`) its stream's alone.
 #[derive(Debug)]
 pub struct Wanted {
-    starts: Fingerprints,
+    starts: HashMap<Fingerprint, Fingerprint, Mix>,
     streams: Fingerprints,
 }
 
 /// Fingerprints are well mixed already: FxHash is enough to spread them.
-type Fingerprints = HashSet<Fingerprint, BuildHasherDefault<FxHasher>>;
+type Mix = BuildHasherDefault<FxHasher>;
+type Fingerprints = HashSet<Fingerprint, Mix>;
 
 impl Wanted {
     /// The fingerprints of `streams`: each a kind, a key and the last seq a
@@ -91,12 +93,12 @@ impl Wanted {
                 n.checked_add(usize::try_from(seq).ok()?.checked_add(1)?)
             })
             .filter(|&n| n <= WANTED_STARTS_MAX)?;
-        let mut starts = Fingerprints::with_capacity_and_hasher(total, Default::default());
+        let mut starts = HashMap::with_capacity_and_hasher(total, Mix::default());
         let mut alone = Fingerprints::with_capacity_and_hasher(last.len(), Default::default());
         for ((kind, key), seq) in last {
             let fp = fingerprint(kind, key);
             alone.insert(fp);
-            starts.extend((0..=seq).map(|s| at_seq(fp, s)));
+            starts.extend((0..=seq).map(|s| (at_seq(fp, s), fp)));
         }
         Some(Wanted {
             starts,
@@ -106,52 +108,84 @@ impl Wanted {
 }
 
 /// What a keyed scan saw of one file: the fingerprint of each row's stream
-/// at its seq, and of each row's stream.
+/// at its seq, and how many rows it saw of each stream.
 #[derive(Debug, Default)]
 pub struct Seen {
     rows: Fingerprints,
-    streams: Fingerprints,
+    streams: HashMap<Fingerprint, u64, Mix>,
 }
 
 impl Seen {
     /// Notes a row of the stream `key` of kind `stream` at `seq`.
     pub fn row(&mut self, stream: Stream, key: &str, seq: u64) {
-        let fp = fingerprint(stream, key);
-        self.streams.insert(fp);
-        self.rows.insert(at_seq(fp, seq));
+        self.saw(fingerprint(stream, key), seq);
+    }
+
+    fn saw(&mut self, stream: Fingerprint, seq: u64) {
+        *self.streams.entry(stream).or_default() += 1;
+        self.rows.insert(at_seq(stream, seq));
     }
 
     /// Notes the rows of `b` (its [`SEEN_COLUMNS`]; a row that names no
-    /// known stream or no seq is left to the proof to name).
+    /// known stream or no seq a proof takes is left to the proof to name:
+    /// no proved file holds one).
     pub fn batch(&mut self, b: &RecordBatch) {
         crate::rows::stream_fingerprints(b, |fp, seq| {
-            let Some(seq) = seq else { return };
-            self.streams.insert(fp);
-            if let Ok(seq) = u64::try_from(seq) {
-                self.rows.insert(at_seq(fp, seq));
+            if let Some(seq) = seq.and_then(|s| u64::try_from(s).ok()) {
+                self.saw(fp, seq);
             }
         });
     }
 }
 
-/// How many of the stretches `noted` in a file (in any order, perhaps
-/// repeated: a run's own notes; of streams alone when `plain`) are of a
-/// stream `wanted` wants and were not `seen` by a keyed scan of that file:
-/// rows its footer hid. Each counted once.
-pub fn hidden(noted: &[Fingerprint], plain: bool, wanted: &Wanted, seen: &Seen) -> usize {
-    let (want, saw) = if plain {
-        (&wanted.streams, &seen.streams)
-    } else {
-        (&wanted.starts, &seen.rows)
-    };
-    let mut gone: Vec<Fingerprint> = noted
-        .iter()
-        .copied()
-        .filter(|fp| want.contains(fp) && !saw.contains(fp))
-        .collect();
-    gone.sort_unstable();
-    gone.dedup();
-    gone.len()
+/// How many rows of the streams `wanted` wants a keyed scan of a file did
+/// not see (`seen`) that a proof noted there (`noted`: the stretches, in
+/// any order, perhaps repeated; `rows`: how many rows each holds, when
+/// counted; of streams alone when `plain`): rows its footer hid, at
+/// least. Per wanted stream, the more of: the rows its stretches noted
+/// there hold past those seen (none when not counted), and its stretches
+/// whose first row was not seen (each once). A stream alone (`plain`)
+/// counts one when none of its rows was seen. More rows seen than noted
+/// hide nothing: a stretch that starts after the last seq wanted is not
+/// enumerated ([`Wanted`]), and its rows are seen too.
+pub fn hidden(
+    noted: &[Fingerprint],
+    rows: Option<&[u32]>,
+    plain: bool,
+    wanted: &Wanted,
+    seen: &Seen,
+) -> u64 {
+    if plain {
+        let mut gone: Vec<Fingerprint> = noted
+            .iter()
+            .copied()
+            .filter(|fp| wanted.streams.contains(fp) && !seen.streams.contains_key(fp))
+            .collect();
+        gone.sort_unstable();
+        gone.dedup();
+        return gone.len() as u64;
+    }
+    // By stream: the rows noted, and the first rows not seen.
+    let mut by_stream: BTreeMap<Fingerprint, (u64, Vec<Fingerprint>)> = BTreeMap::new();
+    for (i, fp) in noted.iter().enumerate() {
+        let Some(&stream) = wanted.starts.get(fp) else {
+            continue;
+        };
+        let (n, gone) = by_stream.entry(stream).or_default();
+        *n += rows.map_or(0, |r| u64::from(r[i]));
+        if !seen.rows.contains(fp) {
+            gone.push(*fp);
+        }
+    }
+    by_stream
+        .into_iter()
+        .map(|(stream, (n, mut gone))| {
+            gone.sort_unstable();
+            gone.dedup();
+            let saw = seen.streams.get(&stream).copied().unwrap_or(0);
+            n.saturating_sub(saw).max(gone.len() as u64)
+        })
+        .sum()
 }
 
 /// What a keyed scan reads by key, and what it checks each file it filters
@@ -198,14 +232,16 @@ impl<'a> Keyed<'a> {
         self.wanted.is_some() && !self.noted.get(file).is_empty()
     }
 
-    /// Whether the keyed scan of `file` that `seen` saw lacks a stretch
-    /// noted there: the error naming the file when it does.
+    /// Whether the keyed scan of `file` that `seen` saw lacks rows of a
+    /// wanted stream noted there ([`hidden`]): the error naming the file
+    /// when it does.
     pub fn check(&self, file: &str, seen: &Seen) -> Result<(), Error> {
         let Some(wanted) = &self.wanted else {
             return Ok(());
         };
         let n = hidden(
             self.noted.get(file),
+            self.noted.rows(file),
             self.plain.contains(file),
             wanted,
             seen,
@@ -217,15 +253,15 @@ impl<'a> Keyed<'a> {
     }
 }
 
-/// The error of a lake file whose keyed scan, for `reading`, lacked the
-/// first rows of `hidden` stretches of the streams it wanted that a proof
-/// found in the file.
-pub fn footer_hid(file: &str, reading: &str, hidden: usize) -> Error {
+/// The error of a lake file whose keyed scan, for `reading`, lacked at
+/// least `hidden` rows of the streams it wanted that a proof found in the
+/// file.
+pub fn footer_hid(file: &str, reading: &str, hidden: u64) -> Error {
     Error::File {
         key: file.to_owned(),
         why: format!(
             "reading it by stream key for {reading} (its row groups and pages chosen by the footer's statistics) \
-             gave no first row of {hidden} stretch(es) of those streams that a proof found in it: {FOOTER_DISAGREES}"
+             gave at least {hidden} fewer row(s) of those streams than a proof found in it: {FOOTER_DISAGREES}"
         ),
     }
 }
@@ -254,38 +290,102 @@ mod tests {
     use super::*;
     use crate::presence::Noter;
 
-    /// The notes of one file holding stretches of `a` from seqs 1 and 9 (a
-    /// file merged with one that held seqs 4 to 8), of `b` from 4, and of a
-    /// transfer stream `a` from 1.
+    /// The notes of one file "f" holding stretches of `a` from seq 1 (three
+    /// rows) and 9 (two: a file merged with "g", which held seqs 4 to 8),
+    /// of `b` from 4 (one), and of a transfer stream `a` from 1 (one).
     fn noted() -> Presence {
         let mut n = Noter::new(["f", "g"].into_iter());
-        n.note(Stream::Account, "a", [(0, 1), (1, 4), (0, 9)].into_iter());
-        n.note(Stream::Account, "b", [(0, 4)].into_iter());
-        n.note(Stream::Transfer, "a", [(0, 1)].into_iter());
+        n.note(
+            Stream::Account,
+            "a",
+            [(0, 1, 3), (1, 4, 5), (0, 9, 2)].into_iter(),
+        );
+        n.note(Stream::Account, "b", [(0, 4, 1)].into_iter());
+        n.note(Stream::Transfer, "a", [(0, 1, 1)].into_iter());
         n.finish()
+    }
+
+    /// [`hidden`] of the notes of `file`, counted or not.
+    fn hidden_in(p: &Presence, file: &str, counted: bool, wanted: &Wanted, seen: &Seen) -> u64 {
+        let rows = p.rows(file).filter(|_| counted);
+        hidden(p.get(file), rows, false, wanted, seen)
     }
 
     #[test]
     fn a_wanted_stretch_noted_in_a_file_and_not_seen_was_hidden() {
         let noted = noted();
-        let set = noted.set("f");
         let wanted = Wanted::new([(Stream::Account, "a", 20)]).unwrap();
         let mut seen = Seen::default();
-        // Nothing seen: both stretches of `a` hidden; `b` and the transfer
-        // stream `a` not wanted.
-        assert_eq!(hidden(&set, false, &wanted, &seen), 2);
+        // Nothing seen: the five rows of `a`'s two stretches hidden (two
+        // first rows, uncounted); `b` and the transfer stream `a` not wanted.
+        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 5);
+        assert_eq!(hidden_in(&noted, "f", false, &wanted, &seen), 2);
         // The rows of the first stretch seen, from its first on.
         (1..=3).for_each(|seq| seen.row(Stream::Account, "a", seq));
-        assert_eq!(hidden(&set, false, &wanted, &seen), 1);
+        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 2);
+        assert_eq!(hidden_in(&noted, "f", false, &wanted, &seen), 1);
         // A row of the second seen, but not its first: still hidden.
         seen.row(Stream::Account, "a", 10);
-        assert_eq!(hidden(&set, false, &wanted, &seen), 1);
+        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
         seen.row(Stream::Account, "a", 9);
-        assert_eq!(hidden(&set, false, &wanted, &seen), 0);
+        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 0);
         // Another kind's rows of the same key do not stand for them.
         let mut other = Seen::default();
         (1..=20).for_each(|seq| other.row(Stream::Transfer, "a", seq));
-        assert_eq!(hidden(&set, false, &wanted, &other), 2);
+        assert_eq!(hidden_in(&noted, "f", true, &wanted, &other), 5);
+    }
+
+    #[test]
+    fn rows_hidden_inside_a_stretch_whose_first_row_was_seen_are_counted() {
+        let noted = noted();
+        let wanted = Wanted::new([(Stream::Account, "a", 20)]).unwrap();
+        // Every stretch's first row seen, the third row of the first not
+        // (a later row group or page skipped on the footer's word).
+        let mut seen = Seen::default();
+        [1, 2, 9, 10]
+            .into_iter()
+            .for_each(|seq| seen.row(Stream::Account, "a", seq));
+        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
+        // Without the counts (a set of layout 2), the first rows say nothing.
+        assert_eq!(hidden_in(&noted, "f", false, &wanted, &seen), 0);
+        // "g"'s one stretch: four of its five rows seen.
+        let mut seen = Seen::default();
+        (4..=7).for_each(|seq| seen.row(Stream::Account, "a", seq));
+        assert_eq!(hidden_in(&noted, "g", true, &wanted, &seen), 1);
+        seen.row(Stream::Account, "a", 8);
+        assert_eq!(hidden_in(&noted, "g", true, &wanted, &seen), 0);
+        // More rows seen than noted hide none.
+        seen.row(Stream::Account, "a", 30);
+        assert_eq!(hidden_in(&noted, "g", true, &wanted, &seen), 0);
+    }
+
+    #[test]
+    fn a_repeated_fingerprints_rows_add_up() {
+        // Two stretches of `a` in "f" both from seq 3 (two versions of the
+        // row at 3, another file's copy between them): one fingerprint,
+        // noted twice, two rows then three.
+        let mut n = Noter::new(["f", "g"].into_iter());
+        n.note(
+            Stream::Account,
+            "a",
+            [(0, 3, 2), (1, 3, 1), (0, 3, 3)].into_iter(),
+        );
+        let noted = n.finish();
+        let at3 = at_seq(fingerprint(Stream::Account, "a"), 3);
+        assert_eq!(
+            (noted.get("f"), noted.rows("f")),
+            (&[at3, at3][..], Some(&[2, 3][..]))
+        );
+        let counted = noted.counted("f");
+        assert_eq!((counted.fps, counted.rows), (vec![at3], Some(vec![5])));
+        let wanted = Wanted::new([(Stream::Account, "a", 3)]).unwrap();
+        let mut seen = Seen::default();
+        (0..4).for_each(|_| seen.row(Stream::Account, "a", 3));
+        // The run's own notes (repeated) and the written ones agree.
+        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
+        assert_eq!(hidden(&[at3], Some(&[5]), false, &wanted, &seen), 1);
+        seen.row(Stream::Account, "a", 4);
+        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 0);
     }
 
     #[test]
@@ -302,15 +402,16 @@ mod tests {
                     Some("account"),
                     None,
                     Some("other"),
+                    Some("account"),
                 ])) as ArrayRef,
             ),
             (
                 "stream_key",
-                Arc::new(StringArray::from(vec!["a", "a", "a", "b", "a", "a"])) as ArrayRef,
+                Arc::new(StringArray::from(vec!["a", "a", "a", "b", "a", "a", "a"])) as ArrayRef,
             ),
             (
                 "seq",
-                Arc::new(Int64Array::from(vec![1, 9, 4, 4, 9, 9])) as ArrayRef,
+                Arc::new(Int64Array::from(vec![1, 9, 4, 4, 9, 9, 9])) as ArrayRef,
             ),
         ])
         .unwrap();
@@ -321,20 +422,31 @@ mod tests {
         expected.row(Stream::Account, "a", 9);
         expected.row(Stream::Transfer, "a", 4);
         expected.row(Stream::Account, "b", 4);
+        expected.row(Stream::Account, "a", 9);
         assert_eq!((seen.rows, seen.streams), (expected.rows, expected.streams));
     }
 
     #[test]
     fn only_stretches_starting_by_the_last_seq_wanted_are_checked() {
         let noted = noted();
-        let set = noted.set("f");
         // The scan needs the stretches of `a` that can hold seq 5: the one
         // from 9 is not among them.
         let wanted = Wanted::new([(Stream::Account, "a", 5), (Stream::Account, "a", 2)]).unwrap();
-        assert_eq!(hidden(&set, false, &wanted, &Seen::default()), 1);
+        assert_eq!(hidden_in(&noted, "f", true, &wanted, &Seen::default()), 3);
+        // Its rows seen make up for none of the first's.
+        let mut seen = Seen::default();
+        [1, 2]
+            .into_iter()
+            .for_each(|seq| seen.row(Stream::Account, "a", seq));
+        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
+        seen.row(Stream::Account, "a", 3);
+        [9, 10]
+            .into_iter()
+            .for_each(|seq| seen.row(Stream::Account, "a", seq));
+        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 0);
         // Up to seq 9: both.
         let later = Wanted::new([(Stream::Account, "a", 9)]).unwrap();
-        assert_eq!(hidden(&set, false, &later, &Seen::default()), 2);
+        assert_eq!(hidden_in(&noted, "f", true, &later, &Seen::default()), 5);
     }
 
     #[test]
@@ -345,9 +457,9 @@ mod tests {
         ];
         let wanted = Wanted::new([(Stream::Account, "a", 0)]).unwrap();
         let mut seen = Seen::default();
-        assert_eq!(hidden(&set, true, &wanted, &seen), 1);
+        assert_eq!(hidden(&set, None, true, &wanted, &seen), 1);
         seen.row(Stream::Account, "a", 7);
-        assert_eq!(hidden(&set, true, &wanted, &seen), 0);
+        assert_eq!(hidden(&set, None, true, &wanted, &seen), 0);
     }
 
     #[test]
@@ -367,7 +479,7 @@ mod tests {
     }
 
     #[test]
-    fn a_file_without_notes_is_read_whole_and_a_hidden_stretch_names_the_file() {
+    fn a_file_without_notes_is_read_whole_and_hidden_rows_name_the_file() {
         let noted = noted();
         let plain = HashSet::new();
         let keys = ["a".to_owned()];
@@ -382,13 +494,22 @@ mod tests {
         let err = keyed.check("f", &Seen::default()).unwrap_err().to_string();
         assert!(
             err.starts_with("lake file f: reading it by stream key for a test")
-                && err.contains("no first row of 2 stretch(es)")
+                && err.contains(
+                    "gave at least 5 fewer row(s) of those streams than a proof found in it"
+                )
                 && err.contains("the footer's statistics disagree with its pages"),
             "{err}"
         );
         let mut seen = Seen::default();
-        seen.row(Stream::Account, "a", 4);
+        (4..=8).for_each(|seq| seen.row(Stream::Account, "a", seq));
         assert!(keyed.check("g", &seen).is_ok());
+        // A row inside the stretch hidden.
+        let mut seen = Seen::default();
+        [4, 5, 6, 8]
+            .into_iter()
+            .for_each(|seq| seen.row(Stream::Account, "a", seq));
+        let err = keyed.check("g", &seen).unwrap_err().to_string();
+        assert!(err.contains("gave at least 1 fewer row(s)"), "{err}");
         // Too many fingerprints to enumerate: every file is read whole.
         let all = Keyed::new(
             &keys,

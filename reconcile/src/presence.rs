@@ -78,22 +78,54 @@ pub fn at_seq(stream: Fingerprint, seq: u64) -> Fingerprint {
 }
 
 /// Per lake file (key), the fingerprints of the streams with a row in it
-/// (a run appends; repeats are dropped when it is written).
+/// (a run appends; repeats are dropped when it is written), and how many
+/// rows each such stretch holds ([`Noter`]; none for sets read from a file
+/// of streams before layout 3, checkpoint version 17).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Presence {
-    parts: BTreeMap<String, Vec<Fingerprint>>,
+    parts: BTreeMap<String, Part>,
+}
+
+/// One file's notes: fingerprints, and the rows of each (a parallel vector,
+/// so a note costs 12 bytes, not the 16 a pair would; `None`: not counted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Part {
+    fps: Vec<Fingerprint>,
+    rows: Option<Vec<u32>>,
+}
+
+/// One file's notes sorted by fingerprint, each once ([`Presence::counted`]):
+/// a repeated fingerprint's rows are the sum of its repeats' (saturating at
+/// `u32::MAX`, which so reads "at least that many").
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Counted {
+    pub fps: Vec<Fingerprint>,
+    /// As many as `fps`; `None` when the notes hold no counts.
+    pub rows: Option<Vec<u32>>,
 }
 
 impl Presence {
-    /// Notes the streams `fps` as having rows in `file`.
-    pub fn add(&mut self, file: &str, fps: &[Fingerprint]) {
+    /// Notes the streams `fps` as having rows in `file`, each with as many
+    /// rows as `rows` says at its index (`None`: not counted, as the sets of
+    /// a file of streams before layout 3; a file's notes are counted only
+    /// while every one added is).
+    pub fn add(&mut self, file: &str, fps: &[Fingerprint], rows: Option<&[u32]>) {
         if fps.is_empty() {
             return;
         }
+        if let Some(r) = rows {
+            assert_eq!(r.len(), fps.len(), "one count per fingerprint");
+        }
         match self.parts.get_mut(file) {
-            Some(v) => v.extend_from_slice(fps),
+            Some(p) => p.extend(fps, rows),
             None => {
-                self.parts.insert(file.to_owned(), fps.to_vec());
+                self.parts.insert(
+                    file.to_owned(),
+                    Part {
+                        fps: fps.to_vec(),
+                        rows: rows.map(<[u32]>::to_vec),
+                    },
+                );
             }
         }
     }
@@ -105,11 +137,11 @@ impl Presence {
 
     /// Adds everything `other` notes.
     pub fn absorb(&mut self, other: Presence) {
-        for (p, fps) in other.parts {
-            match self.parts.get_mut(&p) {
-                Some(v) => v.extend(fps),
+        for (f, part) in other.parts {
+            match self.parts.get_mut(&f) {
+                Some(p) => p.extend(&part.fps, part.rows.as_deref()),
                 None => {
-                    self.parts.insert(p, fps);
+                    self.parts.insert(f, part);
                 }
             }
         }
@@ -118,11 +150,16 @@ impl Presence {
     /// How many fingerprints, over every file (repeats counted: none once
     /// read back).
     pub fn len(&self) -> u64 {
-        self.parts.values().map(|v| v.len() as u64).sum()
+        self.parts.values().map(|p| p.fps.len() as u64).sum()
     }
 
     pub fn is_empty(&self) -> bool {
         self.parts.is_empty()
+    }
+
+    /// Whether every file's notes hold counts (what layout 3 writes).
+    pub fn is_counted(&self) -> bool {
+        self.parts.values().all(|p| p.rows.is_some())
     }
 
     /// The files noted.
@@ -132,7 +169,13 @@ impl Presence {
 
     /// The streams noted in `file` (none: not noted, or no stream).
     pub fn get(&self, file: &str) -> &[Fingerprint] {
-        self.parts.get(file).map_or(&[], Vec::as_slice)
+        self.parts.get(file).map_or(&[], |p| p.fps.as_slice())
+    }
+
+    /// How many rows each stream [`Presence::get`] gives for `file` holds
+    /// there, at its index (`None`: not counted, or not noted).
+    pub fn rows(&self, file: &str) -> Option<&[u32]> {
+        self.parts.get(file).and_then(|p| p.rows.as_deref())
     }
 
     /// How many of the streams noted in `file` are not `present` (in the
@@ -163,6 +206,38 @@ impl Presence {
         }
     }
 
+    /// The notes of `file` as they are written: sorted, each fingerprint
+    /// once with the sum of its repeats' rows.
+    pub fn counted(&self, file: &str) -> Counted {
+        let Some(p) = self.parts.get(file) else {
+            return Counted::default();
+        };
+        let Some(rows) = &p.rows else {
+            return Counted {
+                fps: self.set(file).into_owned(),
+                rows: None,
+            };
+        };
+        let mut pairs: Vec<(Fingerprint, u32)> =
+            p.fps.iter().copied().zip(rows.iter().copied()).collect();
+        pairs.sort_unstable_by_key(|&(fp, _)| fp);
+        let mut out = Counted {
+            fps: Vec::with_capacity(pairs.len()),
+            rows: Some(Vec::with_capacity(pairs.len())),
+        };
+        let counts = out.rows.as_mut().expect("counted");
+        for (fp, n) in pairs {
+            if out.fps.last() == Some(&fp) {
+                let last = counts.last_mut().expect("as many as fps");
+                *last = last.saturating_add(n);
+            } else {
+                out.fps.push(fp);
+                counts.push(n);
+            }
+        }
+        out
+    }
+
     /// Appends the sets in the first streams-file layout (version 1,
     /// `count:u64 { file:str n:u64 fp:u64* }*`); returns how many
     /// fingerprints that is. Only tests write it now.
@@ -182,7 +257,7 @@ impl Presence {
         total
     }
 
-    /// Reads the first layout ([`Presence::write`]).
+    /// Reads the first layout ([`Presence::write`]): not counted.
     pub fn read(r: &mut Reader<'_>) -> Result<Presence, String> {
         let n = r.count()?;
         let mut parts = BTreeMap::new();
@@ -190,11 +265,22 @@ impl Presence {
             let p = r.str()?.to_owned();
             let k = r.count()?;
             let fps = read_set(&p, r, k)?;
-            if parts.insert(p, fps).is_some() {
+            if parts.insert(p, Part { fps, rows: None }).is_some() {
                 return Err("a file named twice".into());
             }
         }
         Ok(Presence { parts })
+    }
+}
+
+impl Part {
+    /// Appends `fps` (with `rows`): counted while both are.
+    fn extend(&mut self, fps: &[Fingerprint], rows: Option<&[u32]>) {
+        self.fps.extend_from_slice(fps);
+        match (&mut self.rows, rows) {
+            (Some(have), Some(more)) => have.extend_from_slice(more),
+            (have, _) => *have = None,
+        }
     }
 }
 
@@ -214,31 +300,38 @@ pub fn read_set(file: &str, r: &mut Reader<'_>, n: usize) -> Result<Vec<Fingerpr
 
 /// Notes the streams one scan reads, by the file their rows are from.
 pub struct Noter<'a> {
-    /// Per file of the scan, in the scan's order: its key and streams.
-    files: Vec<(&'a str, Vec<Fingerprint>)>,
+    /// Per file of the scan, in the scan's order: its key, the stretches
+    /// noted there and the rows of each.
+    files: Vec<(&'a str, Vec<Fingerprint>, Vec<u32>)>,
 }
 
 impl<'a> Noter<'a> {
     /// For a scan of the files `keys`, in the scan's order.
     pub fn new(keys: impl Iterator<Item = &'a str>) -> Noter<'a> {
         Noter {
-            files: keys.map(|k| (k, Vec::new())).collect(),
+            files: keys.map(|k| (k, Vec::new(), Vec::new())).collect(),
         }
     }
 
     /// Notes the stream `key` of kind `stream`, whose rows are from the
-    /// scan's files as `starts` gives them, in seq order: (file index, seq of
-    /// the first row of a run from it), a run at a time (one file may come
-    /// again, after another's). Each file's set gets the stream with the
-    /// seq where each of its stretches of the stream starts
-    /// ([`fingerprint_at`]).
-    pub fn note(&mut self, stream: Stream, key: &str, starts: impl Iterator<Item = (u32, u64)>) {
+    /// scan's files as `runs` gives them, in seq order: (file index, seq of
+    /// the first row of a run from it, rows in the run), a run at a time
+    /// (one file may come again, after another's). Each file's set gets the
+    /// stream with the seq where each of its stretches of the stream starts
+    /// ([`fingerprint_at`]), and the rows of that stretch: every row, so a
+    /// seq held twice (two versions, copies) counts twice.
+    pub fn note(&mut self, stream: Stream, key: &str, runs: impl Iterator<Item = (u32, u64, u32)>) {
         let fp = fingerprint(stream, key);
         let mut last = u32::MAX;
-        for (f, seq) in starts {
+        for (f, seq, rows) in runs {
+            let (_, fps, counts) = &mut self.files[f as usize];
             if f != last {
-                self.files[f as usize].1.push(at_seq(fp, seq));
+                fps.push(at_seq(fp, seq));
+                counts.push(rows);
                 last = f;
+            } else {
+                let n = counts.last_mut().expect("a stretch noted");
+                *n = n.saturating_add(rows);
             }
         }
     }
@@ -246,8 +339,8 @@ impl<'a> Noter<'a> {
     /// What was noted.
     pub fn finish(self) -> Presence {
         let mut p = Presence::default();
-        for (k, fps) in self.files {
-            p.add(k, &fps);
+        for (k, fps, rows) in self.files {
+            p.add(k, &fps, Some(&rows));
         }
         p
     }
@@ -304,16 +397,53 @@ mod tests {
             fingerprint_at(Stream::Transfer, "t-0000000000000001", 1),
             PINNED_TRANSFER_AT_1
         );
-        // A file's stretches of a stream: one fingerprint each.
+        // A file's stretches of a stream: one fingerprint each, with the
+        // rows of its runs (two runs of "f0" one after the other are one
+        // stretch).
         let mut n = Noter::new(["f0", "f1"].into_iter());
         n.note(
             Stream::Account,
             "a",
-            [(0, 1), (0, 4), (1, 6), (0, 9)].into_iter(),
+            [(0, 1, 3), (0, 4, 2), (1, 6, 3), (0, 9, 1)].into_iter(),
         );
         let p = n.finish();
         assert_eq!(p.get("f0"), &[at("a", 1), at("a", 9)]);
+        assert_eq!(p.rows("f0"), Some(&[5, 1][..]));
         assert_eq!(p.get("f1"), &[at("a", 6)]);
+        assert_eq!(p.rows("f1"), Some(&[3][..]));
+    }
+
+    #[test]
+    fn a_files_notes_are_counted_while_every_one_added_is() {
+        let (a, b) = (
+            fingerprint_at(Stream::Account, "a", 1),
+            fingerprint_at(Stream::Account, "b", 1),
+        );
+        let mut p = Presence::default();
+        p.add("f", &[b, a], Some(&[2, 7]));
+        let mut q = Presence::default();
+        q.add("f", &[b], Some(&[u32::MAX]));
+        q.add("g", &[a], Some(&[1]));
+        p.absorb(q);
+        assert!(p.is_counted());
+        assert_eq!(
+            (p.get("f"), p.rows("f")),
+            (&[b, a, b][..], Some(&[2, 7, u32::MAX][..]))
+        );
+        // Sorted, each once, a repeat's rows added (saturating: at least).
+        let c = p.counted("f");
+        let mut expected = vec![(a, 7), (b, u32::MAX)];
+        expected.sort_unstable();
+        assert_eq!(c.fps, expected.iter().map(|e| e.0).collect::<Vec<_>>());
+        assert_eq!(c.rows, Some(expected.iter().map(|e| e.1).collect()));
+        // A set read from an older file of streams (no counts) makes the
+        // file's notes uncounted.
+        p.add("g", &[b], None);
+        assert!(!p.is_counted());
+        assert_eq!((p.get("g"), p.rows("g")), (&[a, b][..], None));
+        assert_eq!(p.counted("g").rows, None);
+        assert_eq!(p.rows("f"), Some(&[2, 7, u32::MAX][..]));
+        assert_eq!(p.counted("h"), Counted::default());
     }
 
     const PINNED_TRANSFER_AT_1: u64 = 6932500525478127177;
@@ -326,10 +456,10 @@ mod tests {
             fingerprint(Stream::Account, "b"),
             fingerprint(Stream::Transfer, "c"),
         );
-        p.add("events/account/date=2026-01-01", &[a, b, a]);
+        p.add("events/account/date=2026-01-01", &[a, b, a], None);
         let mut q = Presence::default();
-        q.add("events/account/date=2026-01-01", &[b]);
-        q.add("events/transfer/date=2026-01-01", &[c]);
+        q.add("events/account/date=2026-01-01", &[b], None);
+        q.add("events/transfer/date=2026-01-01", &[c], None);
         p.absorb(q);
         let now: HashSet<_> = [a, c].into_iter().collect();
         assert_eq!(

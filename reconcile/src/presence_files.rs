@@ -3,14 +3,25 @@
 //! streams of the files it read and no more (a lake file's streams never
 //! change: a file is written once under a content-derived key).
 //!
-//! A file of streams (`{checkpoint}.{16 hex}.prs`), version 2:
+//! A file of streams (`{checkpoint}.{16 hex}.prs`), version 3:
 //!
 //! ```text
 //! header  := "LDGRPRES" version:u32
-//! sets    := { fp:u64* }*                one per lake file, sorted and distinct
+//! sets    := { fp:u64* rows:u32* }*      one per lake file: fps sorted and distinct,
+//!                                        then the rows of each (as many, each > 0)
 //! index   := files:u64 { key:str offset:u64 fps:u64 sha:[u8;32] }*    keys in order
-//! footer  := index_offset:u64 index_len:u64 index_sha:[u8;32] "LDGRPRS2"
+//! footer  := index_offset:u64 index_len:u64 index_sha:[u8;32] "LDGRPRS3"
 //! ```
+//!
+//! A set's rows are how many rows of the lake file each noted stretch
+//! holds (`presence::Noter`; a fingerprint noted more than once in a file,
+//! the sum), which the keyed scans check (`crate::keyed`): 12 bytes a note,
+//! four more than version 2's. Version 2 is version 3 without the rows
+//! (`fp:u64*` a set, the footer's magic `LDGRPRS2`), written by checkpoint
+//! versions 9 to 16: still read (a night reads the files of streams of
+//! the checkpoint it sets aside to account for what compaction replaced,
+//! `crate::custody`), its sets not counted, and written again only for sets
+//! read from one (a rewrite or a merge keeps them in it).
 //!
 //! The checkpoint names each with its index's SHA-256 (the name's hex is its
 //! start) and the lake files it covers ([`StreamsRef`]), and each set is
@@ -24,7 +35,7 @@
 //! (`crate::custody`), when it is merged (every set), or when it is
 //! rewritten (the sets of the lake files left). Version 1 (the sets one
 //! after another and the SHA-256 of the whole file, read whole; checkpoint
-//! version 8) is still read.
+//! version 8) is still read, not counted either.
 //!
 //! Each run that read files not yet covered writes one such file for them.
 //! A file whose lake files are mostly gone (compacted away) is rewritten
@@ -41,13 +52,18 @@ use sha2::{Digest, Sha256};
 
 use crate::archive::{open_sized, place, read_at, Beside};
 use crate::codec::{Reader, Writer};
-use crate::presence::{read_set, Fingerprint, Presence};
+use crate::presence::{read_set, Counted, Presence};
 
 const MAGIC: &[u8; 8] = b"LDGRPRES";
 /// 1: the sets one after another and the SHA-256 of the whole file (read
-/// whole). 2: the sets, an index with a SHA-256 per set, a footer.
-const VERSION: u32 = 2;
-const FOOTER_MAGIC: &[u8; 8] = b"LDGRPRS2";
+/// whole). 2: the sets, an index with a SHA-256 per set, a footer. 3: each
+/// set with the rows of each of its stretches.
+const VERSION: u32 = 3;
+/// Version 2: version 3 without the rows (sets read from one are written
+/// in it again, not counted).
+const UNCOUNTED: u32 = 2;
+const FOOTER_MAGIC: &[u8; 8] = b"LDGRPRS3";
+const UNCOUNTED_FOOTER_MAGIC: &[u8; 8] = b"LDGRPRS2";
 const HEADER: u64 = 12;
 const FOOTER: u64 = 8 + 8 + 32 + 8;
 
@@ -107,8 +123,16 @@ enum Opened {
         path: PathBuf,
         file: File,
         entries: BTreeMap<String, Entry>,
+        /// Version 3: each set with its stretches' rows.
+        counted: bool,
     },
     Whole(Presence),
+}
+
+/// The bytes of a set of `fps` fingerprints in layout `version` (2 or 3);
+/// `None` past `u64`.
+fn set_bytes(fps: u64, version: u32) -> Option<u64> {
+    fps.checked_mul(if version == VERSION { 8 + 4 } else { 8 })
 }
 
 impl Opened {
@@ -138,10 +162,11 @@ impl Opened {
         }
         let opened = match version {
             1 => Opened::Whole(read_whole(&file, len, r).map_err(err)?),
-            VERSION => Opened::Indexed {
-                entries: read_index(&file, len, r).map_err(err)?,
+            UNCOUNTED | VERSION => Opened::Indexed {
+                entries: read_index(&file, len, r, version).map_err(err)?,
                 path: path.clone(),
                 file,
+                counted: version == VERSION,
             },
             version => return Err(err(format!("format version {version}"))),
         };
@@ -160,28 +185,39 @@ impl Opened {
         Ok(opened)
     }
 
-    /// The streams of the lake file `key` (none if it does not cover it),
-    /// the set checked against its SHA-256.
-    fn set(&self, key: &str) -> Result<Vec<Fingerprint>, String> {
+    /// The streams of the lake file `key` (none if it does not cover it)
+    /// and the rows of each (version 3), the set checked against its
+    /// SHA-256.
+    fn set(&self, key: &str) -> Result<Counted, String> {
         match self {
-            Opened::Whole(p) => Ok(p.get(key).to_vec()),
+            Opened::Whole(p) => Ok(p.counted(key)),
             Opened::Indexed {
                 path,
                 file,
                 entries,
+                counted,
             } => {
                 let Some(e) = entries.get(key) else {
-                    return Ok(Vec::new());
+                    return Ok(Counted::default());
                 };
                 let err = |why: String| {
                     format!("streams file {}: the set of {key}: {why}", path.display())
                 };
-                let bytes = read_at(file, e.offset, e.fps * 8).map_err(|e| err(e.to_string()))?;
+                let version = if *counted { VERSION } else { UNCOUNTED };
+                let len = set_bytes(e.fps, version).expect("checked with the index");
+                let bytes = read_at(file, e.offset, len).map_err(|e| err(e.to_string()))?;
                 if Sha256::digest(&bytes).as_slice() != e.sha {
                     return Err(err("damaged: its SHA-256 does not match the index".into()));
                 }
-                read_set(key, &mut Reader::new(&bytes, 0), e.fps as usize)
-                    .map_err(|e| err(format!("damaged: {e}")))
+                let mut r = Reader::new(&bytes, 0);
+                let damaged = |e: String| err(format!("damaged: {e}"));
+                let fps = read_set(key, &mut r, e.fps as usize).map_err(damaged)?;
+                let rows = if *counted {
+                    Some(read_rows(key, &mut r, fps.len()).map_err(damaged)?)
+                } else {
+                    None
+                };
+                Ok(Counted { fps, rows })
             }
         }
     }
@@ -193,7 +229,8 @@ impl Opened {
             Opened::Indexed { entries, .. } => {
                 let mut p = Presence::default();
                 for key in entries.keys() {
-                    p.add(key, &self.set(key)?);
+                    let set = self.set(key)?;
+                    p.add(key, &set.fps, set.rows.as_deref());
                 }
                 Ok(p)
             }
@@ -201,14 +238,26 @@ impl Opened {
     }
 }
 
+/// Reads the rows of each of the `n` stretches of a set of `file`: none
+/// holds no row (anything else is damage).
+fn read_rows(file: &str, r: &mut Reader<'_>, n: usize) -> Result<Vec<u32>, String> {
+    let mut rows = Vec::with_capacity(n);
+    for _ in 0..n {
+        match r.u32()? {
+            0 => return Err(format!("a stretch of {file} noted with no row")),
+            k => rows.push(k),
+        }
+    }
+    Ok(rows)
+}
+
 /// The length of the file `r` names in layout `version`, and of its index
-/// (version 2): both follow from the lake files it covers and how many
+/// (versions 2 and 3): both follow from the lake files it covers and how many
 /// fingerprints it holds. `None`: a version this reconciler does not read
 /// (or lengths past `u64`).
 fn sizes(r: &StreamsRef, version: u32) -> Option<(u64, u64)> {
     let keys: u64 = r.keys.iter().map(|k| k.len() as u64).sum();
     let n = r.keys.len() as u64;
-    let sets = r.fingerprints.checked_mul(8)?;
     match version {
         // count { key:str n:u64 } fp:u64* ... digest
         1 => {
@@ -216,18 +265,18 @@ fn sizes(r: &StreamsRef, version: u32) -> Option<(u64, u64)> {
             Some((
                 HEADER
                     .checked_add(body)?
-                    .checked_add(sets)?
+                    .checked_add(r.fingerprints.checked_mul(8)?)?
                     .checked_add(32)?,
                 0,
             ))
         }
         // count { key:str offset:u64 fps:u64 sha:[u8;32] }
-        VERSION => {
+        UNCOUNTED | VERSION => {
             let index = 8u64
                 .checked_add(keys)?
                 .checked_add(n.checked_mul(4 + 8 + 8 + 32)?)?;
             let whole = HEADER
-                .checked_add(sets)?
+                .checked_add(set_bytes(r.fingerprints, version)?)?
                 .checked_add(index)?
                 .checked_add(FOOTER)?;
             Some((whole, index))
@@ -256,9 +305,19 @@ fn read_whole(file: &File, len: u64, r: &StreamsRef) -> Result<Presence, String>
     Ok(p)
 }
 
-/// A version-2 file's index, found by its footer and checked against `r`'s
-/// SHA-256; every set inside the file, the keys in order.
-fn read_index(file: &File, len: u64, r: &StreamsRef) -> Result<BTreeMap<String, Entry>, String> {
+/// A version-2 or 3 file's index, found by its footer and checked against
+/// `r`'s SHA-256; every set inside the file, the keys in order.
+fn read_index(
+    file: &File,
+    len: u64,
+    r: &StreamsRef,
+    version: u32,
+) -> Result<BTreeMap<String, Entry>, String> {
+    let magic_of = if version == VERSION {
+        FOOTER_MAGIC
+    } else {
+        UNCOUNTED_FOOTER_MAGIC
+    };
     if len < HEADER + FOOTER {
         return Err("damaged: truncated".into());
     }
@@ -266,7 +325,7 @@ fn read_index(file: &File, len: u64, r: &StreamsRef) -> Result<BTreeMap<String, 
     let (at, rest) = footer.split_at(8);
     let (n, rest) = rest.split_at(8);
     let (sha, magic) = rest.split_at(32);
-    if magic != FOOTER_MAGIC || ledger_events::event::hex(sha) != r.sha256 {
+    if magic != magic_of || ledger_events::event::hex(sha) != r.sha256 {
         return Err(
             "damaged: its footer does not match the checkpoint (altered, truncated or swapped)"
                 .into(),
@@ -274,7 +333,7 @@ fn read_index(file: &File, len: u64, r: &StreamsRef) -> Result<BTreeMap<String, 
     }
     let at = u64::from_le_bytes(at.try_into().expect("8 bytes"));
     let n = u64::from_le_bytes(n.try_into().expect("8 bytes"));
-    let index_len = sizes(r, VERSION).map(|(_, index)| index);
+    let index_len = sizes(r, version).map(|(_, index)| index);
     if Some(n) != index_len || at.checked_add(n) != Some(len - FOOTER) {
         return Err("damaged: index out of place".into());
     }
@@ -292,7 +351,7 @@ fn read_index(file: &File, len: u64, r: &StreamsRef) -> Result<BTreeMap<String, 
             fps: ix.u64().map_err(bad)?,
             sha: ix.take(32).map_err(bad)?.try_into().expect("32 bytes"),
         };
-        let end = e.fps.checked_mul(8).and_then(|b| b.checked_add(e.offset));
+        let end = set_bytes(e.fps, version).and_then(|b| b.checked_add(e.offset));
         if e.offset < HEADER || end.is_none_or(|end| end > at) {
             return Err(bad(format!("the set of {key} out of place")));
         }
@@ -317,23 +376,34 @@ pub fn read(dir: &Path, r: &StreamsRef) -> Result<Presence, String> {
 }
 
 /// Writes `p` as a new file beside `checkpoint` (temporary name, fsync,
-/// rename) and returns its reference (`starts`: what its sets hold).
+/// rename) and returns its reference (`starts`: what its sets hold): in
+/// layout 3 when every set of it is counted, else in layout 2 (sets read
+/// from one), the counts left out.
 fn write(checkpoint: &Path, p: &Presence, starts: bool) -> Result<StreamsRef, String> {
+    let (version, footer) = if p.is_counted() {
+        (VERSION, FOOTER_MAGIC)
+    } else {
+        (UNCOUNTED, UNCOUNTED_FOOTER_MAGIC)
+    };
     let (dir, stem) = place(checkpoint);
     let io = |e: std::io::Error| format!("cannot write a streams file in {}: {e}", dir.display());
     let tmp = dir.join(format!("{stem}.prs.tmp"));
     let mut out = std::io::BufWriter::with_capacity(1 << 20, File::create(&tmp).map_err(io)?);
     out.write_all(MAGIC).map_err(io)?;
-    out.write_all(&VERSION.to_le_bytes()).map_err(io)?;
+    out.write_all(&version.to_le_bytes()).map_err(io)?;
     let mut ix = Writer::default();
     ix.count(p.files().count());
     let (mut offset, mut fingerprints) = (HEADER, 0);
     let mut set = Writer::default();
     for key in p.files() {
         set.buf.clear();
-        let fps = p.set(key);
-        for &fp in fps.iter() {
+        let counted = p.counted(key);
+        let fps = &counted.fps;
+        for &fp in fps {
             set.u64(fp);
+        }
+        if version == VERSION {
+            counted.rows.iter().flatten().for_each(|&n| set.u32(n));
         }
         out.write_all(&set.buf).map_err(io)?;
         ix.str(key);
@@ -349,7 +419,7 @@ fn write(checkpoint: &Path, p: &Presence, starts: bool) -> Result<StreamsRef, St
         &offset.to_le_bytes(),
         &(ix.buf.len() as u64).to_le_bytes(),
         &sha,
-        FOOTER_MAGIC,
+        footer,
     ] {
         out.write_all(part).map_err(io)?;
     }
@@ -388,7 +458,7 @@ pub fn save(
         .collect();
     let mut fresh = Presence::default();
     for k in noted.files().filter(|k| listed(k) && !covered.contains(k)) {
-        fresh.add(k, noted.get(k));
+        fresh.add(k, noted.get(k), noted.rows(k));
     }
     // The sets of files of the older kind (streams alone) stay of that kind.
     let mut plain = Presence::default();
@@ -403,7 +473,8 @@ pub fn save(
             let old = Opened::open(&dir, r).map_err(Unreadable)?;
             let into = if r.starts { &mut fresh } else { &mut plain };
             for k in r.keys.iter().filter(|k| listed(k)) {
-                into.add(k, &old.set(k).map_err(Unreadable)?);
+                let set = old.set(k).map_err(Unreadable)?;
+                into.add(k, &set.fps, set.rows.as_deref());
             }
             continue;
         }
@@ -442,10 +513,10 @@ pub fn streams_of(dir: &Path, refs: &[StreamsRef], keys: &BTreeSet<&str>) -> Res
         let file = Opened::open(dir, r)?;
         for k in keys {
             let set = file.set(k)?;
-            if !r.starts && !set.is_empty() {
+            if !r.starts && !set.fps.is_empty() {
                 out.plain.insert((*k).to_owned());
             }
-            out.presence.add(k, &set);
+            out.presence.add(k, &set.fps, set.rows.as_deref());
         }
     }
     Ok(out)
@@ -462,12 +533,86 @@ pub fn remove_unreferenced(checkpoint: &Path, keep: &[StreamsRef]) -> Result<(),
 mod tests {
     use super::*;
 
+    /// Two stretches noted in each of `keys`, the i-th holding i + 1 rows
+    /// and 7 rows.
     fn noted(keys: &[&str]) -> Presence {
         let mut p = Presence::default();
         for (i, k) in keys.iter().enumerate() {
-            p.add(k, &[i as u64 + 1, 100]);
+            p.add(k, &[i as u64 + 1, 100], Some(&[i as u32 + 1, 7]));
         }
         p
+    }
+
+    /// [`noted`] without the rows (as a set before layout 3).
+    fn uncounted(keys: &[&str]) -> Presence {
+        let mut p = Presence::default();
+        for (i, k) in keys.iter().enumerate() {
+            p.add(k, &[i as u64 + 1, 100], None);
+        }
+        p
+    }
+
+    #[test]
+    fn the_rows_of_each_stretch_are_written_read_and_merged() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("ck");
+        let all = |_: &str| true;
+        // A run's own notes: a fingerprint twice in "a", out of order.
+        let mut p = Presence::default();
+        p.add("a", &[100, 5, 100], Some(&[2, 1, 3]));
+        p.add("b", &[7], Some(&[4]));
+        let first = save(&ckpt, &[], &p, &all).unwrap();
+        assert_eq!(first[0].fingerprints, 3);
+        let bytes = std::fs::read(dir.path().join(&first[0].file)).unwrap();
+        assert_eq!(&bytes[8..12], &VERSION.to_le_bytes());
+        assert_eq!(&bytes[bytes.len() - 8..], FOOTER_MAGIC);
+        let back = read(dir.path(), &first[0]).unwrap();
+        assert_eq!(
+            (back.get("a"), back.rows("a")),
+            (&[5, 100][..], Some(&[1, 5][..]))
+        );
+        assert_eq!(back.rows("b"), Some(&[4][..]));
+        // Merged with a night's (as large): still counted.
+        let refs = save(&ckpt, &first, &noted(&["c", "d"]), &all).unwrap();
+        assert_eq!(refs.len(), 1, "{refs:?}");
+        let got = streams_of(dir.path(), &refs, &["a", "d"].into_iter().collect()).unwrap();
+        assert_eq!(got.presence.rows("a"), Some(&[1, 5][..]));
+        assert_eq!(
+            (got.presence.get("d"), got.presence.rows("d")),
+            (&[2, 100][..], Some(&[2, 7][..]))
+        );
+        // A set that says a stretch holds no row is damage (sealed as the
+        // writer seals it, so only the reader's check stands).
+        let mut zero = Presence::default();
+        zero.add("z", &[1], Some(&[0]));
+        let r = write(&ckpt, &zero, true).unwrap();
+        let e = read(dir.path(), &r).unwrap_err();
+        assert!(e.contains("a stretch of z noted with no row"), "{e}");
+    }
+
+    #[test]
+    fn a_version_2_file_is_still_read_not_counted_and_kept_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("ck");
+        let refs = save(&ckpt, &[], &uncounted(&["a", "b", "c"]), &|_| true).unwrap();
+        let bytes = std::fs::read(dir.path().join(&refs[0].file)).unwrap();
+        assert_eq!(&bytes[8..12], &UNCOUNTED.to_le_bytes());
+        assert_eq!(&bytes[bytes.len() - 8..], UNCOUNTED_FOOTER_MAGIC);
+        assert_eq!(bytes.len() as u64, sizes(&refs[0], UNCOUNTED).unwrap().0);
+        let got = streams_of(dir.path(), &refs, &["b"].into_iter().collect()).unwrap();
+        assert_eq!(
+            (got.presence.get("b"), got.presence.rows("b")),
+            (&[2, 100][..], None)
+        );
+        assert_eq!(
+            read(dir.path(), &refs[0]).unwrap(),
+            uncounted(&["a", "b", "c"])
+        );
+        // Its version changed to 3 (as if counted): refused by its length.
+        let mut as3 = bytes.clone();
+        as3[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        std::fs::write(dir.path().join(&refs[0].file), &as3).unwrap();
+        assert!(read(dir.path(), &refs[0]).is_err());
     }
 
     #[test]
@@ -528,7 +673,7 @@ mod tests {
         let ckpt = dir.path().join("ck");
         let all = |_: &str| true;
         let mut big = Presence::default();
-        big.add("c-1", &(0..100).collect::<Vec<u64>>());
+        big.add("c-1", &(0..100).collect::<Vec<u64>>(), Some(&[1; 100]));
         let mut refs = save(&ckpt, &[], &big, &all).unwrap();
         let first = refs[0].clone();
         for night in ["i-1", "i-2", "i-3"] {
@@ -585,8 +730,9 @@ mod tests {
         let refs = save(&ckpt, &[], &noted(&["a", "b", "c"]), &all).unwrap();
         let path = dir.path().join(&refs[0].file);
         let good = std::fs::read(&path).unwrap();
-        // The sets are in key order after the header: "b"'s is the second.
-        let b_set = HEADER as usize + 16;
+        // The sets are in key order after the header: "b"'s is the second
+        // (two fingerprints and their rows each).
+        let b_set = HEADER as usize + 24;
         let mut bad = good.clone();
         bad[b_set] ^= 1;
         std::fs::write(&path, &bad).unwrap();
@@ -609,7 +755,7 @@ mod tests {
     fn a_version_1_file_is_still_read_and_rewritten_as_version_2() {
         let dir = tempfile::tempdir().unwrap();
         let ckpt = dir.path().join("ck");
-        let p = noted(&["a", "b", "c"]);
+        let p = uncounted(&["a", "b", "c"]);
         let mut w = Writer::default();
         w.bytes(MAGIC);
         w.u32(1);
@@ -645,14 +791,14 @@ mod tests {
         .unwrap();
         assert_eq!(got.presence.get("b"), &[2, 100]);
         assert!(got.plain.contains("b"), "streams alone: {:?}", got.plain);
-        // Mostly gone: rewritten in the current layout with what is left,
-        // still of streams alone.
+        // Mostly gone: rewritten in the indexed layout with what is left,
+        // still of streams alone (and not counted: version 2).
         let refs = save(&ckpt, &[v1], &Presence::default(), &|k| k == "c").unwrap();
         assert_eq!(refs.len(), 1);
         assert_eq!(refs[0].keys, vec!["c"]);
         assert!(!refs[0].starts);
         let bytes = std::fs::read(dir.path().join(&refs[0].file)).unwrap();
-        assert_eq!(&bytes[bytes.len() - 8..], FOOTER_MAGIC);
+        assert_eq!(&bytes[bytes.len() - 8..], UNCOUNTED_FOOTER_MAGIC);
         assert_eq!(read(dir.path(), &refs[0]).unwrap().get("c"), &[3, 100]);
     }
 

@@ -1381,7 +1381,7 @@ async fn scan_streams(
     let mut g = Grouper::default();
     let mut noter = Noter::new(files.iter().map(|f| f.key.as_str()));
     let mut take = |s: StreamRows| {
-        noter.note(s.stream, s.key(), s.starts());
+        noter.note(s.stream, s.key(), s.file_runs());
         take(s);
     };
     let file_rows = lake
@@ -1478,9 +1478,9 @@ async fn start(
         warn_custody(&custody);
         if custody.lost.is_empty() && prior.older_rules {
             eprintln!(
-                "reconcile: the checkpoint was written before version 16, by older rules (holds, deadlines, entry ids, \
-                 protocol values, failed transfers' holds and releases, rows after a hold's end): proving the lake from its first event once (the checkpoint's \
-                 tails still judged)"
+                "reconcile: the checkpoint was written before version 17, by older rules (holds, deadlines, entry ids, \
+                 protocol values, failed transfers' holds and releases, rows after a hold's end, rows per stretch of each file): \
+                 proving the lake from its first event once (the checkpoint's tails still judged)"
             );
         }
         if !custody.lost.is_empty() || prior.older_rules {

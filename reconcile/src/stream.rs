@@ -34,6 +34,10 @@ pub struct StreamRows {
     pub stream: Stream,
     runs: smallvec::SmallVec<[Run; 1]>,
     len: usize,
+    /// The plain duplicates dropped ([`Grouper::push`]), for the notes'
+    /// counts of rows per file (`crate::presence`): each after how many
+    /// runs, its file and seq. Rare: empty, it allocates nothing.
+    dropped: Vec<(u32, u32, u64)>,
 }
 
 impl StreamRows {
@@ -42,6 +46,7 @@ impl StreamRows {
             stream,
             runs: smallvec::SmallVec::new(),
             len: 0,
+            dropped: Vec::new(),
         }
     }
 
@@ -60,12 +65,24 @@ impl StreamRows {
         self.len == 0
     }
 
-    /// The scan's files its rows are from, with the seq each run starts at,
-    /// a run at a time in seq order (a file may come again).
-    pub fn starts(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
-        self.runs
-            .iter()
-            .map(|r| (r.cols.file, r.cols.seq(r.start as usize)))
+    /// The scan's files its rows are from, with the seq each run starts at
+    /// and its rows, a run at a time in the scan's order (a file may come
+    /// again): the plain duplicates dropped among them, each a run of one
+    /// row, so every row the scan read of the stream is in one.
+    pub fn file_runs(&self) -> impl Iterator<Item = (u32, u64, u32)> + '_ {
+        let mut dropped = self.dropped.iter().peekable();
+        self.runs.iter().enumerate().flat_map(move |(i, r)| {
+            let run = (r.cols.file, r.cols.seq(r.start as usize), r.end - r.start);
+            let mut after = Vec::new();
+            while let Some(&&(at, file, seq)) = dropped.peek() {
+                if at as usize > i + 1 {
+                    break;
+                }
+                after.push((file, seq, 1));
+                dropped.next();
+            }
+            std::iter::once(run).chain(after)
+        })
     }
 
     /// The seq of the first row.
@@ -107,6 +124,12 @@ impl StreamRows {
             whole += 1;
         }
         self.runs.drain(..whole);
+        // The duplicates dropped after the runs gone go with them.
+        self.dropped.retain_mut(|(after, _, _)| {
+            let keep = *after as usize > whole;
+            *after = after.saturating_sub(whole as u32);
+            keep
+        });
     }
 
     /// Appends `row`: to the last run when it is the row after it.
@@ -424,6 +447,8 @@ impl Grouper {
                 // arrive in seq order); a copy equal to any is a redelivery.
                 if cur.has_copy_of(row) {
                     self.stats.plain_duplicates += 1;
+                    let after = u32::try_from(cur.runs.len()).expect("fewer than 2³² runs");
+                    cur.dropped.push((after, row.batch().0.file, row.seq()));
                     return None;
                 }
                 None
