@@ -1085,6 +1085,177 @@ fn a_proved_files_footer_cannot_hide_a_proved_tail_from_its_look_up() {
     assert!(full(&root).holds);
 }
 
+/// Where a footer's lie hides the rows of a stretch after its first
+/// ([`a_file_hiding_inside_a_stretch_proved`]).
+#[derive(Debug, Clone, Copy)]
+enum Inside {
+    /// A row group of their own, its statistics lying.
+    RowGroup,
+    /// Pages of their own (one row each), the page index lying.
+    Pages,
+}
+
+/// As [`a_lying_file_proved`], but the account file holding the row `pick`
+/// picks is first laid out again (every statistic honest) so that its rows
+/// of that row's stream after the first there are a row group of their
+/// own, or pages of their own (`inside`), and then its footer says that
+/// group or those pages hold the stream key "zzz" alone: a scan by the
+/// stream's key sees its first row there, and none of the others. Returns
+/// the lake, the checkpoint, the history, where it was cut and the lying
+/// file.
+fn a_file_hiding_inside_a_stretch_proved(
+    dir: &Path,
+    pick: impl Fn(&[Event], usize) -> Event,
+    inside: Inside,
+) -> (
+    std::path::PathBuf,
+    std::path::PathBuf,
+    Vec<Event>,
+    usize,
+    String,
+) {
+    let (root, ckpt) = (dir.join("lake"), dir.join("checkpoint"));
+    let events = history(43, 4, 200);
+    let half = quiet_cut(&events, events.len() / 2);
+    deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
+    let picked = pick(&events, half);
+    let lying = file_holding(&root, "account", &picked.hash);
+    let of_stream: Vec<usize> = rows_of(&root, &lying)
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.event.stream == picked.stream && r.event.stream_key == picked.stream_key)
+        .map(|(i, _)| i)
+        .collect();
+    let (first, end) = (of_stream[0], of_stream[of_stream.len() - 1] + 1);
+    assert!(
+        end - first >= 2 && end - first == of_stream.len(),
+        "one stretch of two rows or more: {of_stream:?}"
+    );
+    let path = root.join(&lying);
+    let zzz = parquet::data_type::ByteArray::from("zzz");
+    match inside {
+        Inside::RowGroup => {
+            common::relayout(&path, &[first + 1, end], 20_000);
+            common::lie_in_row_groups(&path, "stream_key", |g, _| {
+                (g == 1).then(|| {
+                    parquet::file::statistics::Statistics::byte_array(
+                        Some(zzz.clone()),
+                        Some(zzz.clone()),
+                        None,
+                        Some(0),
+                        false,
+                    )
+                })
+            });
+        }
+        Inside::Pages => {
+            common::relayout(&path, &[], 1);
+            common::lie_in_page_index(&path, "stream_key", 0, |rows| {
+                rows.start > first && rows.end <= end
+            });
+        }
+    }
+    // What a scan by the stream's key sees of the file now: its first row.
+    let seen = runtime().block_on(async {
+        let lake = Lake::open(root.to_str().unwrap()).unwrap();
+        let ctx = datafusion::prelude::SessionContext::new();
+        let df = ctx
+            .read_parquet(
+                root.join(&lying).to_str().unwrap(),
+                datafusion::prelude::ParquetReadOptions::default(),
+            )
+            .await
+            .unwrap()
+            .filter(datafusion::prelude::col("stream_key").in_list(
+                vec![datafusion::prelude::lit(picked.stream_key.as_str())],
+                false,
+            ))
+            .unwrap();
+        drop(lake);
+        df.count().await.unwrap()
+    });
+    assert_eq!(
+        seen, 1,
+        "{inside:?}: the lie hides all but the stretch's first row"
+    );
+    assert!(night(&root, &ckpt).holds);
+    (root, ckpt, events, half, lying)
+}
+
+/// A proved file whose footer hides a reopened account stream's rows
+/// inside its stretch there, its first row left (a row group or pages of
+/// its later rows skipped on the footer's word), cannot hide them from the
+/// pull-back: the scan must see as many rows of the stream there as the
+/// proof noted, not only the first. The night stops with exit 2 naming the
+/// file, as for a lie that hides the whole stretch.
+#[test]
+fn a_proved_files_footer_cannot_hide_rows_inside_a_reopened_streams_stretch_from_the_pull_back() {
+    for inside in [Inside::RowGroup, Inside::Pages] {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, ckpt, events, half, lying) = a_file_hiding_inside_a_stretch_proved(
+            dir.path(),
+            |events, half| second_version(&events[..half], 3).0,
+            inside,
+        );
+        let (_, other) = second_version(&events[..half], 3);
+        deliver(&root, &[&other], "b");
+        night_stopped_by(
+            &root,
+            &ckpt,
+            &[],
+            &lying,
+            "the transfers of the account streams it reopens",
+        );
+        let fresh = full(&root);
+        let violated: Vec<&str> = fresh
+            .checks
+            .iter()
+            .filter(|c| !c.holds)
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(
+            violated,
+            ["conflicting_duplicates"],
+            "{inside:?}: {}",
+            fresh.summary()
+        );
+    }
+}
+
+/// A proved file whose footer hides the row at a proved tail inside its
+/// stream's stretch there (the stretch's first row left) cannot hide it
+/// from the tail's look-up (`--full` with a checkpoint): a row missed would
+/// be a `proved_rows_missing` on a lake that holds it. The run stops with
+/// exit 2 naming the file.
+#[test]
+fn a_proved_files_footer_cannot_hide_a_proved_tail_inside_its_stretch_from_its_look_up() {
+    for inside in [Inside::RowGroup, Inside::Pages] {
+        let dir = tempfile::tempdir().unwrap();
+        // The tail, at the cut, of an account stream that goes on after
+        // it, with a row before it in the same file.
+        let tail = |events: &[Event], half: usize| {
+            let goes_on = |key: &str| events[half..].iter().any(|e| e.stream_key == key);
+            events[..half]
+                .iter()
+                .rev()
+                .find(|e| e.stream == Stream::Account && e.seq > 1 && goes_on(&e.stream_key))
+                .expect("an account stream goes on after the cut")
+                .clone()
+        };
+        let (root, ckpt, events, half, lying) =
+            a_file_hiding_inside_a_stretch_proved(dir.path(), tail, inside);
+        deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
+        night_stopped_by(
+            &root,
+            &ckpt,
+            &["--full"],
+            &lying,
+            "the hashes at the proved tails it judges",
+        );
+        assert!(full(&root).holds, "{inside:?}");
+    }
+}
+
 /// A night by the CLI ([`cli_night`]) that must exit 1 naming exactly
 /// `rows` ([`named_rows`]); its report.
 fn night_naming(
@@ -1694,10 +1865,10 @@ fn checkpoint_header(ckpt: &Path) -> serde_json::Value {
     serde_json::from_slice(&bytes[20..20 + len]).unwrap()
 }
 
-/// [`checkpoint_header`] of a checkpoint this build wrote (version 16).
+/// [`checkpoint_header`] of a checkpoint this build wrote (version 17).
 fn current_header(ckpt: &Path) -> serde_json::Value {
     let header = checkpoint_header(ckpt);
-    assert_eq!(header["version"], 16);
+    assert_eq!(header["version"], 17);
     header
 }
 
@@ -1771,7 +1942,7 @@ fn a_version_8_checkpoint_reads_its_first_layout_streams_files_and_writes_the_cu
     assert!(!files.is_empty());
     assert!(files
         .iter()
-        .all(|b| b[8..12] == 2u32.to_le_bytes() && b.ends_with(b"LDGRPRS2")));
+        .all(|b| b[8..12] == 3u32.to_le_bytes() && b.ends_with(b"LDGRPRS3")));
 }
 
 /// A history of `operations` on 4 accounts (`seed`) cut where no saga is
@@ -1849,12 +2020,12 @@ fn downgrade(ckpt: &Path, version: u32) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let header = std::str::from_utf8(&bytes[20..20 + len]).unwrap();
-    assert!(header.starts_with("{\"version\":16,"), "{header}");
+    assert!(header.starts_with("{\"version\":17,"), "{header}");
     let at = header
         .find(",\"owed\":[],\"streams_files\":[")
         .expect(header);
     let mut old =
-        header[..at].replacen("{\"version\":16,", &format!("{{\"version\":{version},"), 1);
+        header[..at].replacen("{\"version\":17,", &format!("{{\"version\":{version},"), 1);
     old += if version == 6 { "}" } else { ",\"owed\":[]}" };
     reseal(ckpt, version, old.as_bytes());
 }
@@ -1872,7 +2043,7 @@ fn version_6_and_7_checkpoints_are_read_and_the_night_proves_the_lake_in_full_on
             .find(|e| e.stream == Stream::Transfer)
             .unwrap();
         deliver(&root, &[first], "c");
-        // Written before version 16 (older rules for the transfers it
+        // Written before version 17 (older rules for the transfers it
         // kept, no entry ids): proved from the first event once, its tails judged (it
         // owes nothing and saw no file's streams).
         let r = night(&root, &ckpt);
@@ -3161,7 +3332,7 @@ fn downgrade_to_9(ckpt: &Path) {
     for r in header["streams_files"].as_array().unwrap() {
         for k in r["keys"].as_array().unwrap() {
             let k = k.as_str().unwrap();
-            plain.add(k, &plain_streams(&lake, k));
+            plain.add(k, &plain_streams(&lake, k), None);
         }
     }
     let refs = ledger_reconcile::presence_files::save(ckpt, &[], &plain, &|_| true).unwrap();
@@ -3190,6 +3361,7 @@ fn strip_13(header: &mut serde_json::Value) {
 fn downgrade_to_12(ckpt: &Path) {
     use ledger_reconcile::entry_store::{EntrySegmentRef, EntryStore};
     let mut header = current_header(ckpt);
+    uncount_streams_files(ckpt, &mut header);
     let refs: Vec<EntrySegmentRef> =
         serde_json::from_value(header["entry_segments"].clone()).unwrap();
     let dir = ckpt.parent().unwrap();
@@ -3219,12 +3391,39 @@ fn downgrade_to_12(ckpt: &Path) {
     }
 }
 
-/// The checkpoint at `ckpt` as version `version` (14 or 15) wrote it (the
-/// same layout); sealed again.
+/// The checkpoint at `ckpt` as version `version` (14, 15 or 16) wrote it
+/// (the same layout, its files of streams in layout 2: no stretch's rows
+/// counted); sealed again.
 fn downgrade_to_same_layout(ckpt: &Path, version: u32) {
     let mut header = current_header(ckpt);
     header["version"] = version.into();
+    uncount_streams_files(ckpt, &mut header);
     reseal(ckpt, version, &serde_json::to_vec(&header).unwrap());
+}
+
+/// The files of streams the checkpoint header `header` names (beside
+/// `ckpt`) written again as one in layout 2, as checkpoint versions 9 to
+/// 16 wrote them: the same stretches, their rows not counted.
+fn uncount_streams_files(ckpt: &Path, header: &mut serde_json::Value) {
+    use ledger_reconcile::presence_files::{read, save, StreamsRef};
+    let dir = ckpt.parent().unwrap();
+    let refs: Vec<StreamsRef> = serde_json::from_value(header["streams_files"].clone()).unwrap();
+    let mut uncounted = ledger_reconcile::presence::Presence::default();
+    for r in &refs {
+        assert!(r.starts);
+        let counted = read(dir, r).unwrap();
+        for k in counted.files() {
+            assert!(counted.rows(k).is_some(), "version 17 counts");
+            uncounted.add(k, counted.get(k), None);
+        }
+        std::fs::remove_file(dir.join(&r.file)).unwrap();
+    }
+    let written = save(ckpt, &[], &uncounted, &|_| true).unwrap();
+    for r in &written {
+        let bytes = std::fs::read(dir.join(&r.file)).unwrap();
+        assert_eq!(&bytes[8..12], &2u32.to_le_bytes(), "layout 2");
+    }
+    header["streams_files"] = serde_json::to_value(written).unwrap();
 }
 
 /// The checkpoint at `ckpt` as version 13 wrote it (no open transfer's
@@ -3232,6 +3431,7 @@ fn downgrade_to_same_layout(ckpt: &Path, version: u32) {
 fn downgrade_to_13(ckpt: &Path) {
     let mut header = current_header(ckpt);
     header["version"] = 13.into();
+    uncount_streams_files(ckpt, &mut header);
     reseal(ckpt, 13, &serde_json::to_vec(&header).unwrap());
 }
 
@@ -3240,6 +3440,7 @@ fn downgrade_to_13(ckpt: &Path) {
 fn downgrade_to_11(ckpt: &Path) {
     let mut header = current_header(ckpt);
     header["version"] = 11.into();
+    uncount_streams_files(ckpt, &mut header);
     strip_13(&mut header);
     let key = header.as_object_mut().unwrap().remove("entry_key").unwrap();
     assert_eq!(key.as_str().unwrap().len(), 32, "{key}");
@@ -3250,11 +3451,11 @@ fn downgrade_to_11(ckpt: &Path) {
 fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
     // Resumed from a current checkpoint, and from ones written by older
     // rules (set aside: the night proves the lake in full once).
-    for version in [16, 15, 14, 13, 12, 11] {
+    for version in [17, 16, 15, 14, 13, 12, 11] {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half) = first_half_proved(dir.path(), 47, 160);
         match version {
-            14 | 15 => downgrade_to_same_layout(&ckpt, version),
+            14..=16 => downgrade_to_same_layout(&ckpt, version),
             13 => downgrade_to_13(&ckpt),
             12 => downgrade_to_12(&ckpt),
             11 => downgrade_to_11(&ckpt),
@@ -3312,8 +3513,8 @@ fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
             r.summary()
         );
         let i = r.incremental.unwrap();
-        assert_eq!(i.reproved_in_full, version < 16, "version {version}: {i:?}");
-        if version >= 16 {
+        assert_eq!(i.reproved_in_full, version < 17, "version {version}: {i:?}");
+        if version >= 17 {
             assert_eq!(i.streams_reopened, 0, "rows appended only");
             // The first posting is in the entry store only: the night read
             // the block that holds it.

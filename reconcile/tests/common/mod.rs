@@ -114,6 +114,17 @@ pub fn lie_in_footer(
     column: &str,
     lie: impl Fn(i64) -> parquet::file::statistics::Statistics,
 ) {
+    lie_in_row_groups(path, column, |_, rows| Some(lie(rows)));
+}
+
+/// [`lie_in_footer`] in the row groups `lie` picks: it is given each row
+/// group's index and rows, and says the statistics to write there (`None`:
+/// the group's own, kept).
+pub fn lie_in_row_groups(
+    path: &Path,
+    column: &str,
+    lie: impl Fn(usize, i64) -> Option<parquet::file::statistics::Statistics>,
+) {
     use parquet::file::metadata::ParquetMetaDataWriter;
     let bytes = std::fs::read(path).unwrap();
     let meta = footer_of(path);
@@ -124,12 +135,16 @@ pub fn lie_in_footer(
     let groups = b
         .take_row_groups()
         .into_iter()
-        .map(|rg| {
+        .enumerate()
+        .map(|(i, rg)| {
+            let Some(stats) = lie(i, rg.num_rows()) else {
+                return rg;
+            };
             let mut cols = rg.columns().to_vec();
             cols[c] = cols[c]
                 .clone()
                 .into_builder()
-                .set_statistics(lie(rg.num_rows()))
+                .set_statistics(stats)
                 .build()
                 .unwrap();
             rg.into_builder().set_column_metadata(cols).build().unwrap()
@@ -141,4 +156,125 @@ pub fn lie_in_footer(
         .finish()
         .unwrap();
     std::fs::write(path, out).unwrap();
+}
+
+/// Writes the lake file at `path` again with the same rows, footer metadata
+/// and statistics (row groups' and pages'), but its row groups ending after
+/// each of the rows `cuts` counts (in order) and its pages holding
+/// `page_rows` rows each: an honest writer's file, laid out so that one
+/// stream's rows span row groups or pages.
+pub fn relayout(path: &Path, cuts: &[usize], page_rows: usize) {
+    use datafusion::arrow::compute::concat_batches;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::{EnabledStatistics, WriterProperties};
+    let meta = footer_of(path);
+    let fm = meta.file_metadata();
+    let kv: Vec<_> = fm
+        .key_value_metadata()
+        .into_iter()
+        .flatten()
+        .filter(|e| e.key != "ARROW:schema")
+        .cloned()
+        .collect();
+    let props = WriterProperties::builder()
+        .set_created_by(fm.created_by().unwrap_or_default().to_owned())
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_sorting_columns(meta.row_group(0).sorting_columns().cloned())
+        .set_key_value_metadata(Some(kv))
+        .set_data_page_row_count_limit(page_rows)
+        .set_write_batch_size(page_rows)
+        .set_max_row_group_row_count(None)
+        .build();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap())
+        .unwrap()
+        .build()
+        .unwrap();
+    let batches: Vec<_> = reader.collect::<Result<_, _>>().unwrap();
+    let schema = batches[0].schema();
+    let all = concat_batches(&schema, &batches).unwrap();
+    let mut w = ArrowWriter::try_new(Vec::new(), schema, Some(props)).unwrap();
+    let mut from = 0;
+    for &to in cuts.iter().chain([all.num_rows()].iter()) {
+        if to == from {
+            continue; // no empty row group
+        }
+        w.write(&all.slice(from, to - from)).unwrap();
+        w.flush().unwrap();
+        from = to;
+    }
+    std::fs::write(path, w.into_inner().unwrap()).unwrap();
+}
+
+/// Rewrites the page index of the lake file at `path` so that column
+/// `column`'s pages in row group `group` that `lie` picks (by the rows of
+/// the group each holds) say their least value is one past every real one
+/// (each byte of it made a `z`, so its length stays): a scan that filters
+/// on the column skips them. The pages, the row groups' statistics and
+/// everything else stay as written, byte for byte. No honest writer does
+/// this.
+pub fn lie_in_page_index(
+    path: &Path,
+    column: &str,
+    group: usize,
+    lie: impl Fn(std::ops::Range<usize>) -> bool,
+) {
+    use parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
+    let mut bytes = std::fs::read(path).unwrap();
+    let meta = ParquetMetaDataReader::new()
+        .with_page_index_policy(PageIndexPolicy::Required)
+        .parse_and_finish(&std::fs::File::open(path).unwrap())
+        .unwrap();
+    let c = column_of(&meta, column);
+    let pages = meta.offset_index().unwrap()[group][c].page_locations();
+    let rows = meta.row_group(group).num_rows() as usize;
+    let page_rows = |p: usize| {
+        let end = pages
+            .get(p + 1)
+            .map_or(rows, |l| l.first_row_index as usize);
+        pages[p].first_row_index as usize..end
+    };
+    let chunk = meta.row_group(group).column(c);
+    let at = chunk.column_index_offset().unwrap() as usize;
+    let len = chunk.column_index_length().unwrap() as usize;
+    // The column index, in Thrift's compact protocol: field 1, a list of
+    // booleans (a byte each), then field 2, a list of binaries (a varint
+    // length each, then the bytes): the pages' least values.
+    let index = &mut bytes[at..at + len];
+    let varint = |b: &[u8], i: &mut usize| {
+        let (mut v, mut shift) = (0usize, 0);
+        loop {
+            let byte = b[*i];
+            *i += 1;
+            v |= ((byte & 0x7f) as usize) << shift;
+            if byte & 0x80 == 0 {
+                return v;
+            }
+            shift += 7;
+        }
+    };
+    let list = |b: &[u8], i: &mut usize| {
+        assert_eq!(b[*i] & 0x0f, 9, "a list field");
+        *i += 1;
+        let size = (b[*i] >> 4) as usize;
+        *i += 1;
+        if size == 15 {
+            varint(b, i)
+        } else {
+            size
+        }
+    };
+    let mut i = 0;
+    let nulls = list(index, &mut i);
+    i += nulls;
+    let mins = list(index, &mut i);
+    assert_eq!(mins, pages.len());
+    for p in 0..mins {
+        let n = varint(index, &mut i);
+        if lie(page_rows(p)) {
+            index[i..i + n].fill(b'z');
+        }
+        i += n;
+    }
+    std::fs::write(path, bytes).unwrap();
 }
