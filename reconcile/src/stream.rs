@@ -479,6 +479,75 @@ impl Grouper {
 mod tests {
     use super::*;
 
+    /// A batch of account rows of the scan's file `file`, each (key, seq,
+    /// hash), every other column the same.
+    fn cols(file: u32, rows: &[(&str, i64, &str)]) -> Arc<Cols> {
+        use datafusion::arrow::array::{ArrayRef, Int64Array, StringViewArray, UInt16Array};
+        use datafusion::arrow::record_batch::RecordBatch;
+        let n = rows.len();
+        let columns: Vec<(&str, ArrayRef)> = ledger_events::FIELDS
+            .iter()
+            .map(|&name| {
+                let array: ArrayRef = match name {
+                    "v" => Arc::new(UInt16Array::from(vec![1; n])),
+                    "seq" => Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+                    "stream_key" => {
+                        Arc::new(StringViewArray::from_iter_values(rows.iter().map(|r| r.0)))
+                    }
+                    "hash" => Arc::new(StringViewArray::from_iter_values(rows.iter().map(|r| r.2))),
+                    "stream" => Arc::new(StringViewArray::from(vec!["account"; n])),
+                    "occurred_at_ms" | "amount" | "balance_after" | "held_after"
+                    | "overdraft_limit" | "deadline_ms" => Arc::new(Int64Array::from(vec![7; n])),
+                    _ => Arc::new(StringViewArray::from(vec![format!("{name}-value"); n])),
+                };
+                (name, array)
+            })
+            .collect();
+        let mut cols = Cols::from_batch(&RecordBatch::try_from_iter(columns).unwrap()).unwrap();
+        cols.file = file;
+        Arc::new(cols)
+    }
+
+    #[test]
+    fn a_streams_runs_by_file_hold_every_row_the_plain_duplicates_dropped_included() {
+        // File 0 holds seqs 1, 2 and 3 of `a`; file 1 a plain duplicate of
+        // seq 2 (a redelivery), and file 0 another, merged in that order.
+        let f0 = cols(
+            0,
+            &[
+                ("a", 1, "h1"),
+                ("a", 2, "h2"),
+                ("a", 2, "h2"),
+                ("a", 3, "h3"),
+            ],
+        );
+        let f1 = cols(1, &[("a", 2, "h2")]);
+        let mut g = Grouper::default();
+        for (c, i) in [(&f0, 0), (&f0, 1), (&f1, 0), (&f0, 2), (&f0, 3)] {
+            assert!(g.push(Row::at(c, i)).is_none());
+        }
+        let s = g.finish().unwrap();
+        assert_eq!((s.len(), g.stats.plain_duplicates), (3, 2));
+        let runs: Vec<(u32, u64, u32)> = s.file_runs().collect();
+        assert_eq!(runs, [(0, 1, 2), (1, 2, 1), (0, 2, 1), (0, 3, 1)]);
+        // Noted: file 0's two stretches (from 1: two rows; from 2: its
+        // duplicate and seq 3), file 1's one; as many rows as each holds.
+        let mut n = crate::presence::Noter::new(["f0", "f1"].into_iter());
+        n.note(s.stream, s.key(), s.file_runs());
+        let p = n.finish();
+        let at = |seq| crate::presence::fingerprint_at(Stream::Account, "a", seq);
+        assert_eq!(
+            (p.get("f0"), p.rows("f0")),
+            (&[at(1), at(2)][..], Some(&[2, 2][..]))
+        );
+        assert_eq!((p.get("f1"), p.rows("f1")), (&[at(2)][..], Some(&[1][..])));
+        // The first row skipped (a copy of a proved row): what is left.
+        let mut s = s;
+        s.skip_first(1);
+        let runs: Vec<(u32, u64, u32)> = s.file_runs().collect();
+        assert_eq!(runs, [(0, 2, 1), (1, 2, 1), (0, 2, 1), (0, 3, 1)]);
+    }
+
     /// `unhex` one digit at a time, as the reference.
     fn unhex_by_digit(h: &str) -> Option<[u8; 32]> {
         let b = h.as_bytes();
