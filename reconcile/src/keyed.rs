@@ -16,27 +16,42 @@
 //!
 //! The proof noted, for each file it read whole, the first row of each
 //! stretch of each stream there (`crate::presence`: a fingerprint of the
-//! stream and that row's seq), and the checkpoint keeps those notes. So a
-//! keyed scan of a noted file must see the first row of every stretch
-//! noted there of a stream it wants ([`hidden`]); one it did not see was
-//! hidden by the footer, and the run stops with exit 2 naming the file
-//! ([`footer_hid`]), as the split of a full run does
-//! (`run::Split::check_rows`). A fingerprint does not say its stream, so
-//! the wanted streams' are enumerated ([`Wanted`]): each seq from 0 to the
-//! last a stretch the scan needs can start at.
+//! stream and that row's seq) and how many rows the stretch holds (every
+//! row the proof read of it: a plain duplicate, a second version), and
+//! the checkpoint keeps those notes (from version 17). So a keyed scan of
+//! a noted file must see, of each stream it wants, the first row of every
+//! stretch noted there, and at least as many rows as those stretches hold
+//! ([`hidden`]); rows it did not see were hidden by the footer, and the
+//! run stops with exit 2 naming the file ([`footer_hid`]), as the split of
+//! a full run does (`run::Split::check_rows`). A fingerprint does not say
+//! its stream, so the wanted streams' are enumerated ([`Wanted`]): each
+//! seq from 0 to the last a stretch the scan needs can start at, each
+//! with its stream's, by which the rows noted are added up.
 //!
 //! A file with no streams noted (new to the night: no proof has read it
 //! whole yet) is not filtered but read whole, so nothing of it is skipped
 //! on its footer's word ([`Keyed::filters`]); so is every file when the
 //! wanted fingerprints would be too many to hold ([`WANTED_STARTS_MAX`]).
 //!
-//! What this cannot see: rows a lie hides inside a stretch whose first row
-//! it leaves (a stream's rows in one file spanning row groups or pages, a
-//! later one skipped). The notes hold where stretches start, not where
-//! they end. The re-proof of a reopened stream reads the same files by the
-//! same keys and reports such rows missing (a `seq_gap`, a proved row
-//! owed), so the night names a violation, as before; a look-up can report
-//! such a row at a proved tail missing.
+//! Rows a lie hides inside a stretch whose first row it leaves (a stream's
+//! rows in one file spanning row groups or pages, a later one skipped on
+//! its statistics or the page index's) are seen by the counts. What this
+//! cannot see: rows are added up by stream, not attributed to stretches,
+//! and more rows seen than noted hide nothing (the rows of a stretch that
+//! starts after the last seq wanted, which is not enumerated, are seen
+//! too). So a look-up at a proved tail misses a lie in a file whose later
+//! stretch of the stream (one past the tail) shows at least as many rows
+//! as the lie hides; the pull-back wants every stretch of a proved file
+//! (none starts past the proved tail), and sees every lie. Sets without
+//! counts (a file of streams before layout 3) are checked by their starts
+//! alone; no checkpoint this reconciler resumes from names one (older
+//! ones are set aside, `checkpoint::ProofState::older_rules`). The re-proof
+//! of a reopened stream reads the same files by the same keys without
+//! these checks (`run::prove_table`, pass 2), and reports rows a lie hides
+//! there missing (a `seq_gap`, a proved row owed): a violation named, not
+//! a clean verdict (for a reopened account stream, the pull-back before it
+//! reads the same proved files by the same key, checked, whenever the
+//! archive holds settled transfers, and stops the night first).
 //!
 //! Pure, but for [`proved_sets`] (which reads the checkpoint's files of
 //! streams): `Lake::scan_keyed` reads the lake, and calls these.

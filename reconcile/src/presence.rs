@@ -17,7 +17,14 @@
 //!
 //! A run notes the streams of every file it reads (a full run: all of them;
 //! a resumed run: the new ones, added to its checkpoint's) and keeps those
-//! of the files the lake lists.
+//! of the files the lake lists: per stretch of a stream's rows in a file (a
+//! run of that file's rows of it in the proof's merged order), the stream
+//! with the seq the stretch starts at ([`fingerprint_at`]) and how many
+//! rows the stretch holds ([`Noter`]; every row, a plain duplicate the
+//! proof drops or a second version too), which the keyed scans check
+//! (`crate::keyed`): 12 bytes a note (a parallel `u32`, not a pair, which
+//! would take 16). Notes read from a file of streams before layout 3
+//! (checkpoint version 17) hold no counts.
 //!
 //! A fingerprint is 64 bits of a fixed hash of the stream kind and key
 //! ([`fingerprint`], stable across builds: it is written to checkpoints). A
@@ -432,7 +439,7 @@ mod tests {
         );
         // Sorted, each once, a repeat's rows added (saturating: at least).
         let c = p.counted("f");
-        let mut expected = vec![(a, 7), (b, u32::MAX)];
+        let mut expected = [(a, 7), (b, u32::MAX)];
         expected.sort_unstable();
         assert_eq!(c.fps, expected.iter().map(|e| e.0).collect::<Vec<_>>());
         assert_eq!(c.rows, Some(expected.iter().map(|e| e.1).collect()));
