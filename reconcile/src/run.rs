@@ -33,7 +33,7 @@ use crate::checks::*;
 use crate::custody::Custody;
 use crate::facts::Facts;
 use crate::finding::{CheckResult, Finding, Settle};
-use crate::keyed::Keyed;
+use crate::keyed::{Keyed, Seen};
 use crate::lake::{Error, KeyGroup, Lake, LakeFileInfo, Select, FOOTER_DISAGREES};
 use crate::names::FxMap;
 use crate::owing::{Noted, Owing, Proved};
@@ -652,14 +652,29 @@ async fn prove_streams(
     select: Select<'_>,
     table: Table,
     proof: &mut Proof,
+    keyed: Option<&Keyed<'_>>,
     keep: impl Fn(&StreamRows) -> bool,
 ) -> Result<(ScanStats, Presence, Vec<u64>), Error> {
     let mut own = Chunk::default();
+    // What the scan saw of each file `keyed` checks (it reads them by key).
+    let mut seen: Vec<Option<Seen>> = files
+        .iter()
+        .map(|f| {
+            keyed
+                .filter(|k| k.filters(&f.key) && !select.whole.contains(&f.key))
+                .map(|_| Seen::default())
+        })
+        .collect();
     let read = scan_streams(
         lake,
         files,
         select,
-        |_| false,
+        |row| {
+            if let Some(s) = seen[row.batch().0.file as usize].as_mut() {
+                s.row(row.stream(), row.key(), row.seq());
+            }
+            false
+        },
         |s| {
             if keep(&s) {
                 if let Some(c) = own.push(s) {
@@ -669,6 +684,13 @@ async fn prove_streams(
         },
     )
     .await?;
+    if let Some(k) = keyed {
+        for (f, s) in files.iter().zip(&seen) {
+            if let Some(s) = s {
+                k.check(&f.key, s)?;
+            }
+        }
+    }
     proof.visit_chunk(table, own.take());
     Ok(read)
 }
@@ -688,7 +710,7 @@ async fn prove_upper(
     };
     // With the transfer thread's part, the split reads the files whole.
     let (read, noted, file_rows) =
-        prove_streams(lake, files, from, Table::Transfer, proof, |_| true).await?;
+        prove_streams(lake, files, from, Table::Transfer, proof, None, |_| true).await?;
     proof.presence.absorb(noted);
     Ok((read, file_rows))
 }
@@ -726,6 +748,9 @@ struct RunCtx<'a> {
     lake: &'a Lake,
     /// Lake files the checkpoint has proved: key → stamp.
     prior_files: &'a std::collections::BTreeMap<String, String>,
+    /// The checkpoint's notes of the streams of those files (the keyed
+    /// re-proof's check, `crate::keyed`).
+    stored: &'a crate::presence_files::Stored,
     /// Account streams whose rows at or before their tails the pre-proof
     /// scan found chained to them ([`crate::copies::ChainScan`]); `None`: no
     /// such scan ran (nothing archived, so nothing to pull back), and the
@@ -748,6 +773,7 @@ async fn prove_table(
     let RunCtx {
         lake,
         prior_files,
+        stored,
         cleared,
         opts,
         started,
@@ -895,9 +921,25 @@ async fn prove_table(
         keys.dedup();
         // The new files are read whole: a footer statistic that lies could
         // otherwise hide their rows of these streams from this pass, and
-        // those past the tail the checkpoint proved would never be proved
-        // (rows of old files up to it that a lie hides are owed: reported).
-        let whole: Vec<String> = new.iter().map(|f| f.key.clone()).collect();
+        // those past the tail the checkpoint proved would never be proved.
+        // The files the checkpoint proved are read by key, and each must
+        // show every row of these streams the checkpoint noted in it
+        // (`crate::keyed`, as the pull-back's scan): a row a lie hid would
+        // be reported missing, a violation the lake does not hold. A proved
+        // file with no notes is read whole.
+        let sets = crate::keyed::proved_sets(stored, prior_files, &files)?;
+        // A stretch of a stream in a proved file starts at or before the
+        // last seq the checkpoint proved of it.
+        let streams = reopened
+            .iter()
+            .map(|(id, tail)| (id.1, id.2.as_str(), tail.last_seq));
+        let reading = "the re-proof of the streams it reopens";
+        let keyed = Keyed::new(&keys, reading, streams, &sets.presence, &sets.plain);
+        let whole: Vec<String> = files
+            .iter()
+            .filter(|f| new.iter().any(|n| n.key == f.key) || !keyed.filters(&f.key))
+            .map(|f| f.key.clone())
+            .collect();
         let only = Select {
             keys: Some(&keys),
             from: None,
@@ -905,10 +947,11 @@ async fn prove_table(
         };
         // This pass reads some streams of old files: what it notes of them
         // is not their whole set (`crate::presence`), so it is not kept.
-        let (read, _, _) = prove_streams(lake, &files, only, table, &mut proof, |s| {
-            reopen.contains(&(table, s.stream, s.key().to_owned()))
-        })
-        .await?;
+        let (read, _, _) =
+            prove_streams(lake, &files, only, table, &mut proof, Some(&keyed), |s| {
+                reopen.contains(&(table, s.stream, s.key().to_owned()))
+            })
+            .await?;
         proof.end_pass();
         add_stats(&mut stats, &read);
     }
@@ -1653,6 +1696,7 @@ async fn prove_resumed(
     let ctx = &RunCtx {
         lake,
         prior_files: &prior_files,
+        stored: &stored,
         cleared,
         opts,
         started,
