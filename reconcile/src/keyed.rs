@@ -1,9 +1,10 @@
 //! Keyed scans of proved files: a footer that lies cannot hide from them
 //! a stretch of rows of a stream they want.
 //!
-//! Two scans read lake files the proof does not read again by the keys of
-//! a few streams (`stream_key IN (…)`): the pull-back of every transfer a
-//! reopened account stream's history names (`run::pull_back`), and the
+//! Three scans read lake files the proof does not read again by the keys
+//! of a few streams (`stream_key IN (…)`): the pull-back of every transfer
+//! a reopened account stream's history names (`run::pull_back`), the
+//! re-proof of reopened streams (`run::prove_table`, pass 2), and the
 //! look-up of the hashes at proved tails the proof cannot decide
 //! (`crate::owing`). DataFusion skips the row groups and pages whose
 //! footer statistics (the page index, Bloom filters) exclude every key,
@@ -46,12 +47,8 @@
 //! counts (a file of streams before layout 3) are checked by their starts
 //! alone; no checkpoint this reconciler resumes from names one (older
 //! ones are set aside, `checkpoint::ProofState::older_rules`). The re-proof
-//! of a reopened stream reads the same files by the same keys without
-//! these checks (`run::prove_table`, pass 2), and reports rows a lie hides
-//! there missing (a `seq_gap`, a proved row owed): a violation named, not
-//! a clean verdict (for a reopened account stream, the pull-back before it
-//! reads the same proved files by the same key, checked, whenever the
-//! archive holds settled transfers, and stops the night first).
+//! sees rows in the order of the merge, not file by file: it checks each
+//! file it filtered once the merge is done, before anything is judged.
 //!
 //! Pure, but for [`proved_sets`] (which reads the checkpoint's files of
 //! streams): `Lake::scan_keyed` reads the lake, and calls these.

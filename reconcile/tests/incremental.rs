@@ -1095,8 +1095,8 @@ enum Inside {
     Pages,
 }
 
-/// As [`a_lying_file_proved`], but the account file holding the row `pick`
-/// picks is first laid out again (every statistic honest) so that its rows
+/// As [`a_lying_file_proved`], but the file (of its stream's table)
+/// holding the row `pick` picks is first laid out again (every statistic honest) so that its rows
 /// of that row's stream after the first there are a row group of their
 /// own, or pages of their own (`inside`), and then its footer says that
 /// group or those pages hold the stream key "zzz" alone: a scan by the
@@ -1119,7 +1119,11 @@ fn a_file_hiding_inside_a_stretch_proved(
     let half = quiet_cut(&events, events.len() / 2);
     deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
     let picked = pick(&events, half);
-    let lying = file_holding(&root, "account", &picked.hash);
+    let table = match picked.stream {
+        Stream::Transfer => "transfer",
+        _ => "account",
+    };
+    let lying = file_holding(&root, table, &picked.hash);
     let of_stream: Vec<usize> = rows_of(&root, &lying)
         .iter()
         .enumerate()
@@ -1216,6 +1220,54 @@ fn a_proved_files_footer_cannot_hide_rows_inside_a_reopened_streams_stretch_from
         assert_eq!(
             violated,
             ["conflicting_duplicates"],
+            "{inside:?}: {}",
+            fresh.summary()
+        );
+    }
+}
+
+/// A proved file whose footer hides a reopened transfer stream's rows
+/// inside its stretch there (its first row left) cannot hide them from the
+/// stream's re-proof, which reads the files the checkpoint proved by key:
+/// it must see as many rows of the stream there as the proof noted. The
+/// night stops with exit 2 naming the file; without the check it reported
+/// the hidden rows missing (a violation the lake does not hold).
+#[test]
+fn a_proved_files_footer_cannot_hide_rows_inside_a_reopened_streams_stretch_from_its_re_proof() {
+    // A transfer's row at seq 2, its stream going on after it.
+    let second = |events: &[Event], half: usize| {
+        let first_half = &events[..half];
+        first_half
+            .iter()
+            .find(|e| {
+                e.stream == Stream::Transfer
+                    && e.seq == 2
+                    && first_half
+                        .iter()
+                        .any(|x| x.stream_key == e.stream_key && x.seq == 3)
+            })
+            .expect("a transfer with three rows")
+            .clone()
+    };
+    for inside in [Inside::RowGroup, Inside::Pages] {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, ckpt, events, half, lying) =
+            a_file_hiding_inside_a_stretch_proved(dir.path(), second, inside);
+        // A second version of that row reopens the stream.
+        let mut other = second(&events, half);
+        other.occurred_at_ms += 1;
+        let other = other.seal();
+        deliver(&root, &[&other], "b");
+        night_stopped_by(
+            &root,
+            &ckpt,
+            &[],
+            &lying,
+            "the re-proof of the streams it reopens",
+        );
+        let fresh = full(&root);
+        assert!(
+            !fresh.check("conflicting_duplicates").holds,
             "{inside:?}: {}",
             fresh.summary()
         );
