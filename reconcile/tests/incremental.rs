@@ -1114,6 +1114,25 @@ fn a_file_hiding_inside_a_stretch_proved(
     usize,
     String,
 ) {
+    a_file_laid_out_inside_a_stretch_proved(dir, pick, inside, true)
+}
+
+/// [`a_file_hiding_inside_a_stretch_proved`], the footer lying about the
+/// stretch's later rows only when `lie`: without, the file is an honest
+/// writer's, its stretch across row groups or pages, and a scan by the
+/// stream's key sees every row of it.
+fn a_file_laid_out_inside_a_stretch_proved(
+    dir: &Path,
+    pick: impl Fn(&[Event], usize) -> Event,
+    inside: Inside,
+    lie: bool,
+) -> (
+    std::path::PathBuf,
+    std::path::PathBuf,
+    Vec<Event>,
+    usize,
+    String,
+) {
     let (root, ckpt) = (dir.join("lake"), dir.join("checkpoint"));
     let events = history(43, 4, 200);
     let half = quiet_cut(&events, events.len() / 2);
@@ -1138,8 +1157,12 @@ fn a_file_hiding_inside_a_stretch_proved(
     let path = root.join(&lying);
     let zzz = parquet::data_type::ByteArray::from("zzz");
     match inside {
+        Inside::RowGroup => common::relayout(&path, &[first + 1, end], 20_000),
+        Inside::Pages => common::relayout(&path, &[], 1),
+    }
+    match inside {
+        _ if !lie => {}
         Inside::RowGroup => {
-            common::relayout(&path, &[first + 1, end], 20_000);
             common::lie_in_row_groups(&path, "stream_key", |g, _| {
                 (g == 1).then(|| {
                     parquet::file::statistics::Statistics::byte_array(
@@ -1153,13 +1176,12 @@ fn a_file_hiding_inside_a_stretch_proved(
             });
         }
         Inside::Pages => {
-            common::relayout(&path, &[], 1);
             common::lie_in_page_index(&path, "stream_key", 0, |rows| {
                 rows.start > first && rows.end <= end
             });
         }
     }
-    // What a scan by the stream's key sees of the file now: its first row.
+    // What a scan by the stream's key sees of the file now: under a lie, its first row.
     let seen = runtime().block_on(async {
         let lake = Lake::open(root.to_str().unwrap()).unwrap();
         let ctx = datafusion::prelude::SessionContext::new();
@@ -1179,8 +1201,9 @@ fn a_file_hiding_inside_a_stretch_proved(
         df.count().await.unwrap()
     });
     assert_eq!(
-        seen, 1,
-        "{inside:?}: the lie hides all but the stretch's first row"
+        seen,
+        if lie { 1 } else { of_stream.len() },
+        "{inside:?}: a lie hides all but the stretch's first row; an honest footer none"
     );
     assert!(night(&root, &ckpt).holds);
     (root, ckpt, events, half, lying)
@@ -1305,6 +1328,72 @@ fn a_proved_files_footer_cannot_hide_a_proved_tail_inside_its_stretch_from_its_l
             "the hashes at the proved tails it judges",
         );
         assert!(full(&root).holds, "{inside:?}");
+    }
+}
+
+/// The row at seq 2 of a `stream` stream of `events[..half]` that goes on
+/// to seq 3 there: a stretch of two rows or more in its file.
+fn a_second_row(stream: Stream, events: &[Event], half: usize) -> Event {
+    let first_half = &events[..half];
+    first_half
+        .iter()
+        .find(|e| {
+            e.stream == stream
+                && e.seq == 2
+                && first_half
+                    .iter()
+                    .any(|x| x.stream_key == e.stream_key && x.seq == 3)
+        })
+        .expect("a stream with three rows")
+        .clone()
+}
+
+/// The count check against an honest writer's layouts: a proved file whose
+/// stream's stretch spans two row groups, or one-row pages, every statistic
+/// true, passes the pull-back of a reopened account stream, the re-proof of
+/// a reopened transfer stream and the look-up of a proved tail, and each
+/// night reaches a full proof's verdicts. No exit 2 on a correct lake.
+#[test]
+fn an_honest_file_with_a_stretch_across_row_groups_or_pages_passes_every_keyed_scan() {
+    for inside in [Inside::RowGroup, Inside::Pages] {
+        for stream in [Stream::Account, Stream::Transfer] {
+            let dir = tempfile::tempdir().unwrap();
+            let pick = |events: &[Event], half: usize| a_second_row(stream, events, half);
+            let (root, ckpt, events, half, _) =
+                a_file_laid_out_inside_a_stretch_proved(dir.path(), pick, inside, false);
+            // A second version of that row reopens its stream.
+            let mut other = pick(&events, half);
+            other.occurred_at_ms += 1;
+            deliver(&root, &[&other.seal()], "b");
+            let resumed = night(&root, &ckpt);
+            assert!(
+                !resumed.check("conflicting_duplicates").holds,
+                "{inside:?} {stream:?}: {}",
+                resumed.summary()
+            );
+            assert_same(1, &resumed, &full(&root));
+        }
+        // The tail at the cut of an account stream that goes on after it,
+        // judged by `--full` with the checkpoint: its hashes looked up.
+        let dir = tempfile::tempdir().unwrap();
+        let tail = |events: &[Event], half: usize| {
+            let goes_on = |key: &str| events[half..].iter().any(|e| e.stream_key == key);
+            events[..half]
+                .iter()
+                .rev()
+                .find(|e| e.stream == Stream::Account && e.seq > 1 && goes_on(&e.stream_key))
+                .expect("an account stream goes on after the cut")
+                .clone()
+        };
+        let (root, ckpt, events, half, _) =
+            a_file_laid_out_inside_a_stretch_proved(dir.path(), tail, inside, false);
+        deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
+        let (code, report) = cli_night(&root, &ckpt, &dir.path().join("r.json"), &["--full"]);
+        assert_eq!(
+            (code, &report["holds"]),
+            (0, &serde_json::json!(true)),
+            "{inside:?}: {report}"
+        );
     }
 }
 
