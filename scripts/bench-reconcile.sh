@@ -37,6 +37,9 @@
 #                    0) and print each pair's ratio and their median: the three-scans target
 #                    judged on runs a minute apart, not on fastest-ofs taken minutes apart on a
 #                    host whose speed drifts
+#   PGO=1            time the reconcile runs with the binary scripts/build-pgo.sh builds
+#                    (profile-guided; its first build takes two release builds); the generator,
+#                    compaction and the scans stay on the plain release build
 #   ONLY             space-separated subset of: full incr recompact lost duckdb dscan fscan vscan
 #   INCREMENTAL_ARGS arguments of the incremental run (default: --checkpoint FILE)
 #   RESULTS          also append the table (markdown) to this file
@@ -77,6 +80,11 @@ fi
 for b in reconcile reconcile-testdata ledger-compact; do
   [ -x "$BIN/$b" ] || { log "$BIN/$b missing (release build)"; exit 2; }
 done
+RECONCILE="$BIN/reconcile"
+if [ "${PGO:-0}" = 1 ]; then
+  log "PGO=1: the reconcile runs use a build guided by a training lake's profile (scripts/build-pgo.sh)"
+  RECONCILE="$(bash "$ROOT/scripts/build-pgo.sh")"
+fi
 W="$(mktemp -d "${TMPDIR:-/tmp}/bench-reconcile.XXXXXX")"
 trap 'rm -rf "$W"' EXIT
 
@@ -182,7 +190,7 @@ has() { [[ " $ONLY " == *" $1 "* ]]; }
 checkpointed_copy() {
   mkdir -p "$W/$1"
   cp -al "$LAKE_DIR" "$W/$1-lake"
-  nice -n 10 "$BIN/reconcile" "$W/$1-lake" --now-ms "$NOW_MS" --quiet --checkpoint "$W/$1/checkpoint" >/dev/null || true
+  nice -n 10 "$RECONCILE" "$W/$1-lake" --now-ms "$NOW_MS" --quiet --checkpoint "$W/$1/checkpoint" >/dev/null || true
   LAST_DAY=$(find "$W/$1-lake/events" -mindepth 2 -maxdepth 2 -type d -name 'date=*' -printf '%f\n' | sort | tail -1)
 }
 # The CPU's model, family/model numbers and the flags the proof's hashing path depends on.
@@ -213,12 +221,12 @@ if has vscan; then
   NOTE[vscan]="${NOTE[vscan]:-$(grep -o '[0-9]* rows encoded, hashed and validated ([0-9]* failed)' "$W/vscan.out" | head -1)}"
 fi
 if has full; then
-  measure full 0 "$BIN/reconcile" "$LAKE_DIR" --now-ms "$NOW_MS" --json "$W/report.json"
+  measure full 0 "$RECONCILE" "$LAKE_DIR" --now-ms "$NOW_MS" --json "$W/report.json"
   NOTE[full]="${NOTE[full]:-$(head -1 "$W/full.out" | sed 's/^reconcile [^:]*: //')}"
   sed 's/^/  full: /' "$W/full.err" >&2 # reconcile's own progress: where the time went
 fi
 if has incr; then
-  if "$BIN/reconcile" --help | grep -q -- '--checkpoint'; then
+  if "$RECONCILE" --help | grep -q -- '--checkpoint'; then
     # The nightly run: a checkpoint of the lake without its last day (a hard-linked copy with
     # that day's partition moved aside; not timed), then the day lands and the timed run
     # resumes from the checkpoint: it reads the new day only.
@@ -233,13 +241,13 @@ if has incr; then
       [ -d "$t$last_day" ] && mv "$t$last_day" "$W/held/$(basename "$t")"
     done
     read -r -a incr_args <<<"${INCREMENTAL_ARGS:---checkpoint $ck}"
-    nice -n 10 "$BIN/reconcile" "$inc_lake" --now-ms "$NOW_MS" --quiet "${incr_args[@]}" >/dev/null || true
+    nice -n 10 "$RECONCILE" "$inc_lake" --now-ms "$NOW_MS" --quiet "${incr_args[@]}" >/dev/null || true
     for t in "$W"/held/*; do mv "$t" "$inc_lake/events/$(basename "$t")/$last_day"; done
     held_rows=$(find "$inc_lake/events" -path "*/$last_day/*.parquet" | wc -l)
     # Every repetition resumes from the same checkpoint (a run rewrites it and may merge
     # archive segments: without the restore, the second run would find nothing new).
     cp -a "$W/ck" "$W/ck.before"
-    PRE="rm -rf '$W/ck' && cp -a '$W/ck.before' '$W/ck'" measure incr 0 "$BIN/reconcile" "$inc_lake" --now-ms "$NOW_MS" "${incr_args[@]}"
+    PRE="rm -rf '$W/ck' && cp -a '$W/ck.before' '$W/ck'" measure incr 0 "$RECONCILE" "$inc_lake" --now-ms "$NOW_MS" "${incr_args[@]}"
     segs=$(find "$W/ck" -name '*.seg' | wc -l)
     ents=$(find "$W/ck" -name '*.ent' | wc -l)
     NOTE[incr]="${NOTE[incr]:-resumed from a checkpoint without $last_day ($held_rows new files); checkpoint $(du -h "$ck" | cut -f1) + archive $(du -ch "$W"/ck/*.seg 2>/dev/null | tail -1 | cut -f1) in $segs segment(s) + entry store $(du -ch "$W"/ck/*.ent 2>/dev/null | tail -1 | cut -f1) in $ents segment(s)}"
@@ -261,7 +269,7 @@ if has recompact; then
   # would find the proved files lost and prove the lake in full).
   "$BIN/reconcile-testdata" rekey "$rc_lake" --date "${last_day#date=}" >/dev/null
   cp -a "$W/rck" "$W/rck.before"
-  PRE="rm -rf '$W/rck' && cp -a '$W/rck.before' '$W/rck'" measure recompact 0 "$BIN/reconcile" "$rc_lake" --now-ms "$NOW_MS" --checkpoint "$rck"
+  PRE="rm -rf '$W/rck' && cp -a '$W/rck.before' '$W/rck'" measure recompact 0 "$RECONCILE" "$rc_lake" --now-ms "$NOW_MS" --checkpoint "$rck"
   copies=$(grep -o '[0-9]* new rows are copies' "$W/recompact.err" | awk '{s += $1} END {print s + 0}')
   full_instead=$(grep -q 'a full proof is cheaper\|proving the lake from its first event' "$W/recompact.err" && echo "; proved in full instead" || true)
   NOTE[recompact]="${NOTE[recompact]:-resumed from a checkpoint of the whole lake after the $moved files of $last_day were rewritten under new keys: $copies rows recognised as copies of proved rows$full_instead}"
@@ -278,7 +286,7 @@ if has lost; then
   removed=$(find "$lo_lake"/events/*/"$last_day" -name '*.parquet' | wc -l)
   rm -rf "$lo_lake"/events/*/"$last_day"
   cp -a "$W/lck" "$W/lck.before"
-  PRE="rm -rf '$W/lck' && cp -a '$W/lck.before' '$W/lck'" measure lost 1 "$BIN/reconcile" "$lo_lake" --now-ms "$NOW_MS" --checkpoint "$lck" --json "$W/lost.json"
+  PRE="rm -rf '$W/lck' && cp -a '$W/lck.before' '$W/lck'" measure lost 1 "$RECONCILE" "$lo_lake" --now-ms "$NOW_MS" --checkpoint "$lck" --json "$W/lost.json"
   owed=$("$PY" -c 'import json, sys; r = json.load(open(sys.argv[1])); print(sum(f["code"] == "proved_rows_missing" for c in r["checks"] for f in c["findings"]))' "$W/lost.json")
   NOTE[lost]="${NOTE[lost]:-resumed from a checkpoint of the whole lake after the $removed files of $last_day were deleted: proved in full, proved rows missing in $owed streams}"
   sed 's/^/  lost: /' "$W/lost.err" >&2
@@ -303,7 +311,7 @@ fi
 PAIRS_LINE=""
 if [ "${PAIRS:-0}" -gt 0 ] && has full && has dscan; then
   ratios=()
-  pair_full=(nice -n 10 "$BIN/reconcile" "$LAKE_DIR" --now-ms "$NOW_MS" --quiet)
+  pair_full=(nice -n 10 "$RECONCILE" "$LAKE_DIR" --now-ms "$NOW_MS" --quiet)
   pair_scan=(nice -n 10 "$PY" "$ROOT/bench/reconcile/duckdb_checks.py" "$LAKE_DIR" --scan)
   for ((i = 1; i <= WARMUP; i++)); do
     "${pair_full[@]}" >/dev/null 2>&1 || true
