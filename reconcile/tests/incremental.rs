@@ -158,6 +158,15 @@ fn not_judged(root: &Path, args: &[&str]) -> (i32, Vec<String>, String, Vec<Stri
     (code, listed, metric, lines)
 }
 
+/// The checks `r` finds violated, in report order.
+fn violated(r: &Report) -> Vec<&str> {
+    r.checks
+        .iter()
+        .filter(|c| !c.holds)
+        .map(|c| c.name)
+        .collect()
+}
+
 /// The verdicts: per check, holds and every finding in order; the dangling list.
 fn verdicts(r: &Report) -> String {
     let checks = serde_json::to_string_pretty(&r.checks).unwrap();
@@ -1030,25 +1039,31 @@ fn a_proved_files_footer_cannot_hide_a_reopened_streams_rows_from_the_pull_back(
         !segment_files(dir.path()).is_empty(),
         "settled transfers archived"
     );
-    // A second version of a proved row reopens its stream.
-    let (_, other) = second_version(&events[..half], 3);
-    deliver(&root, &[&other], "b");
+    pull_back_stopped_by(&root, &ckpt, &events[..half], &lying, "");
+}
+
+/// Delivers a second version of the row of `proved` that `second_version`
+/// picks (reopening its account stream): the night resumed from `ckpt` must
+/// stop in the pull-back on the lake file `lying`, and a proof of the lake
+/// alone finds the conflict, and nothing else. `case` names the case in
+/// failures.
+fn pull_back_stopped_by(root: &Path, ckpt: &Path, proved: &[Event], lying: &str, case: &str) {
+    let (_, other) = second_version(proved, 3);
+    deliver(root, &[&other], "b");
     night_stopped_by(
-        &root,
-        &ckpt,
+        root,
+        ckpt,
         &[],
-        &lying,
+        lying,
         "the transfers of the account streams it reopens",
     );
-    // A proof of the lake alone finds the conflict, and nothing else.
-    let fresh = full(&root);
-    let violated: Vec<&str> = fresh
-        .checks
-        .iter()
-        .filter(|c| !c.holds)
-        .map(|c| c.name)
-        .collect();
-    assert_eq!(violated, ["conflicting_duplicates"], "{}", fresh.summary());
+    let fresh = full(root);
+    assert_eq!(
+        violated(&fresh),
+        ["conflicting_duplicates"],
+        "{case}: {}",
+        fresh.summary()
+    );
 }
 
 /// A proved file whose footer lies about its `stream_key` range cannot hide
@@ -1224,27 +1239,12 @@ fn a_proved_files_footer_cannot_hide_rows_inside_a_reopened_streams_stretch_from
             |events, half| second_version(&events[..half], 3).0,
             inside,
         );
-        let (_, other) = second_version(&events[..half], 3);
-        deliver(&root, &[&other], "b");
-        night_stopped_by(
+        pull_back_stopped_by(
             &root,
             &ckpt,
-            &[],
+            &events[..half],
             &lying,
-            "the transfers of the account streams it reopens",
-        );
-        let fresh = full(&root);
-        let violated: Vec<&str> = fresh
-            .checks
-            .iter()
-            .filter(|c| !c.holds)
-            .map(|c| c.name)
-            .collect();
-        assert_eq!(
-            violated,
-            ["conflicting_duplicates"],
-            "{inside:?}: {}",
-            fresh.summary()
+            &format!("{inside:?}"),
         );
     }
 }
@@ -1258,20 +1258,7 @@ fn a_proved_files_footer_cannot_hide_rows_inside_a_reopened_streams_stretch_from
 #[test]
 fn a_proved_files_footer_cannot_hide_rows_inside_a_reopened_streams_stretch_from_its_re_proof() {
     // A transfer's row at seq 2, its stream going on after it.
-    let second = |events: &[Event], half: usize| {
-        let first_half = &events[..half];
-        first_half
-            .iter()
-            .find(|e| {
-                e.stream == Stream::Transfer
-                    && e.seq == 2
-                    && first_half
-                        .iter()
-                        .any(|x| x.stream_key == e.stream_key && x.seq == 3)
-            })
-            .expect("a transfer with three rows")
-            .clone()
-    };
+    let second = |events: &[Event], half: usize| a_second_row(Stream::Transfer, events, half);
     for inside in [Inside::RowGroup, Inside::Pages] {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half, lying) =
@@ -1306,19 +1293,8 @@ fn a_proved_files_footer_cannot_hide_rows_inside_a_reopened_streams_stretch_from
 fn a_proved_files_footer_cannot_hide_a_proved_tail_inside_its_stretch_from_its_look_up() {
     for inside in [Inside::RowGroup, Inside::Pages] {
         let dir = tempfile::tempdir().unwrap();
-        // The tail, at the cut, of an account stream that goes on after
-        // it, with a row before it in the same file.
-        let tail = |events: &[Event], half: usize| {
-            let goes_on = |key: &str| events[half..].iter().any(|e| e.stream_key == key);
-            events[..half]
-                .iter()
-                .rev()
-                .find(|e| e.stream == Stream::Account && e.seq > 1 && goes_on(&e.stream_key))
-                .expect("an account stream goes on after the cut")
-                .clone()
-        };
         let (root, ckpt, events, half, lying) =
-            a_file_hiding_inside_a_stretch_proved(dir.path(), tail, inside);
+            a_file_hiding_inside_a_stretch_proved(dir.path(), a_tail_going_on, inside);
         deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
         night_stopped_by(
             &root,
@@ -1345,6 +1321,18 @@ fn a_second_row(stream: Stream, events: &[Event], half: usize) -> Event {
                     .any(|x| x.stream_key == e.stream_key && x.seq == 3)
         })
         .expect("a stream with three rows")
+        .clone()
+}
+
+/// The tail at the cut `half` of an account stream that goes on after it,
+/// with a row before it in the same file.
+fn a_tail_going_on(events: &[Event], half: usize) -> Event {
+    let goes_on = |key: &str| events[half..].iter().any(|e| e.stream_key == key);
+    events[..half]
+        .iter()
+        .rev()
+        .find(|e| e.stream == Stream::Account && e.seq > 1 && goes_on(&e.stream_key))
+        .expect("an account stream goes on after the cut")
         .clone()
 }
 
@@ -1376,17 +1364,8 @@ fn an_honest_file_with_a_stretch_across_row_groups_or_pages_passes_every_keyed_s
         // The tail at the cut of an account stream that goes on after it,
         // judged by `--full` with the checkpoint: its hashes looked up.
         let dir = tempfile::tempdir().unwrap();
-        let tail = |events: &[Event], half: usize| {
-            let goes_on = |key: &str| events[half..].iter().any(|e| e.stream_key == key);
-            events[..half]
-                .iter()
-                .rev()
-                .find(|e| e.stream == Stream::Account && e.seq > 1 && goes_on(&e.stream_key))
-                .expect("an account stream goes on after the cut")
-                .clone()
-        };
         let (root, ckpt, events, half, _) =
-            a_file_laid_out_inside_a_stretch_proved(dir.path(), tail, inside, false);
+            a_file_laid_out_inside_a_stretch_proved(dir.path(), a_tail_going_on, inside, false);
         deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
         let (code, report) = cli_night(&root, &ckpt, &dir.path().join("r.json"), &["--full"]);
         assert_eq!(
