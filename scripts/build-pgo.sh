@@ -15,6 +15,8 @@
 #   TRAIN_EVENTS     the training lake's size in events (default 1000000)
 #   TRAIN_LAKE       where it is kept (default /var/tmp/pgo-train-lake-$TRAIN_EVENTS; generated
 #                    once, reused)
+#   PGO_RETRAIN=1    make the profile again (it is kept in $PGO_TARGET_DIR.profdata and reused:
+#                    rustc rebuilds every crate when it changes)
 #
 # Needs llvm-profdata of rustc's own LLVM: the rustup component llvm-tools, added when missing
 # (its download needs the network once). Each build is a full release build (~20 min on 2 cores
@@ -54,6 +56,16 @@ if [ ! -f "$TRAIN_LAKE/.pgo-train" ]; then
   echo "reconcile-testdata generate ${args[*]}, compacted" >"$TRAIN_LAKE/.pgo-train"
 fi
 
+# rustc tracks the profile as an input: a new one rebuilds every crate. So the profile is made
+# once and kept; after changes to the code, PGO_RETRAIN=1 makes it again (a stale profile still
+# builds a correct binary: code it does not match is optimised without it).
+if [ -f "$PGO_TARGET_DIR.profdata" ] && [ "${PGO_RETRAIN:-0}" != 1 ]; then
+  log "optimised build with the kept profile $PGO_TARGET_DIR.profdata (PGO_RETRAIN=1 makes it again)"
+  (cd "$ROOT" && CARGO_TARGET_DIR="$PGO_TARGET_DIR" RUSTFLAGS="-Cprofile-use=$PGO_TARGET_DIR.profdata" \
+    cargo build --release -q -p ledger-reconcile --bin reconcile)
+  echo "$PGO_TARGET_DIR/release/reconcile"
+  exit 0
+fi
 raw="$PGO_TARGET_DIR-gen/pgo-raw"
 rm -rf "$raw" && mkdir -p "$raw"
 log "instrumented build (CARGO_TARGET_DIR=$PGO_TARGET_DIR-gen)"
