@@ -343,11 +343,26 @@ impl<'a> Noter<'a> {
         }
     }
 
-    /// What was noted.
+    /// What was noted: each file's vectors moved in, not copied (at 50M
+    /// events ~9M notes, ~110 MB).
     pub fn finish(self) -> Presence {
         let mut p = Presence::default();
         for (k, fps, rows) in self.files {
-            p.add(k, &fps, Some(&rows));
+            if fps.is_empty() {
+                continue;
+            }
+            match p.parts.get_mut(k) {
+                Some(part) => part.extend(&fps, Some(&rows)),
+                None => {
+                    p.parts.insert(
+                        k.to_owned(),
+                        Part {
+                            fps,
+                            rows: Some(rows),
+                        },
+                    );
+                }
+            }
         }
         p
     }
