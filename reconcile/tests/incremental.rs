@@ -970,6 +970,27 @@ fn lie_about_keys(root: &Path, key: &str) {
     });
 }
 
+/// What a test of a lying (or honest) file starts from: the lake, the
+/// checkpoint, the history, where it was cut and the file.
+type FileProved = (
+    std::path::PathBuf,
+    std::path::PathBuf,
+    Vec<Event>,
+    usize,
+    String,
+);
+
+/// A generated history's first half (cut where nothing is in flight)
+/// delivered to a lake in `dir`: the lake, where its checkpoint goes, the
+/// history and the cut.
+fn first_half_delivered(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, Vec<Event>, usize) {
+    let (root, ckpt) = (dir.join("lake"), dir.join("checkpoint"));
+    let events = history(43, 4, 200);
+    let half = quiet_cut(&events, events.len() / 2);
+    deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
+    (root, ckpt, events, half)
+}
+
 /// The first half of a history (`history(43, 4, 200)`, cut where no saga
 /// is in flight) delivered, the account file holding the row `pick` picks
 /// of it made to lie about its keys ([`lie_about_keys`]), and proved by a
@@ -979,20 +1000,8 @@ fn lie_about_keys(root: &Path, key: &str) {
 /// the file would be another version, which the next night finds lost).
 /// Returns the lake, the checkpoint, the history, where it was cut and the
 /// lying file.
-fn a_lying_file_proved(
-    dir: &Path,
-    pick: impl Fn(&[Event], usize) -> Event,
-) -> (
-    std::path::PathBuf,
-    std::path::PathBuf,
-    Vec<Event>,
-    usize,
-    String,
-) {
-    let (root, ckpt) = (dir.join("lake"), dir.join("checkpoint"));
-    let events = history(43, 4, 200);
-    let half = quiet_cut(&events, events.len() / 2);
-    deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
+fn a_lying_file_proved(dir: &Path, pick: impl Fn(&[Event], usize) -> Event) -> FileProved {
+    let (root, ckpt, events, half) = first_half_delivered(dir);
     let lying = file_holding(&root, "account", &pick(&events, half).hash);
     lie_about_keys(&root, &lying);
     assert!(night(&root, &ckpt).holds);
@@ -1122,13 +1131,7 @@ fn a_file_hiding_inside_a_stretch_proved(
     dir: &Path,
     pick: impl Fn(&[Event], usize) -> Event,
     inside: Inside,
-) -> (
-    std::path::PathBuf,
-    std::path::PathBuf,
-    Vec<Event>,
-    usize,
-    String,
-) {
+) -> FileProved {
     a_file_laid_out_inside_a_stretch_proved(dir, pick, inside, true)
 }
 
@@ -1141,17 +1144,8 @@ fn a_file_laid_out_inside_a_stretch_proved(
     pick: impl Fn(&[Event], usize) -> Event,
     inside: Inside,
     lie: bool,
-) -> (
-    std::path::PathBuf,
-    std::path::PathBuf,
-    Vec<Event>,
-    usize,
-    String,
-) {
-    let (root, ckpt) = (dir.join("lake"), dir.join("checkpoint"));
-    let events = history(43, 4, 200);
-    let half = quiet_cut(&events, events.len() / 2);
-    deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
+) -> FileProved {
+    let (root, ckpt, events, half) = first_half_delivered(dir);
     let picked = pick(&events, half);
     let table = match picked.stream {
         Stream::Transfer => "transfer",
