@@ -78,10 +78,49 @@ pub fn fingerprint_at(stream: Stream, key: &str, seq: u64) -> Fingerprint {
 
 /// [`fingerprint_at`] from the stream's [`fingerprint`].
 pub fn at_seq(stream: Fingerprint, seq: u64) -> Fingerprint {
-    let mut h = stream ^ seq.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    h = (h ^ (h >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    h = (h ^ (h >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    let mut h = stream ^ seq.wrapping_mul(SEQ_MUL);
+    h = (h ^ (h >> 30)).wrapping_mul(MIX_1);
+    h = (h ^ (h >> 27)).wrapping_mul(MIX_2);
     h ^ (h >> 31)
+}
+
+const SEQ_MUL: u64 = 0x9E37_79B9_7F4A_7C15;
+const MIX_1: u64 = 0xBF58_476D_1CE4_E5B9;
+const MIX_2: u64 = 0x94D0_49BB_1331_11EB;
+
+/// The seq at which `at` is the fingerprint of the stream `stream`
+/// ([`at_seq`] undone: every step of its mix is a bijection of `u64`).
+/// Any fingerprint gives some seq for any stream; one noted for another
+/// stream gives a seq spread over all of `u64`, so a small one (at most
+/// the stream's last) is a false match with odds of about last / 2⁶⁴.
+pub fn seq_at(stream: Fingerprint, at: Fingerprint) -> u64 {
+    let mut h = unshift(at, 31).wrapping_mul(inverse(MIX_2));
+    h = unshift(h, 27).wrapping_mul(inverse(MIX_1));
+    h = unshift(h, 30);
+    (h ^ stream).wrapping_mul(inverse(SEQ_MUL))
+}
+
+/// `x` from `x ^ (x >> s)`.
+const fn unshift(y: u64, s: u32) -> u64 {
+    let mut x = y;
+    let mut k = s;
+    while k < 64 {
+        x = y ^ (x >> s);
+        k += s;
+    }
+    x
+}
+
+/// The inverse of the odd `m` modulo 2⁶⁴ (Newton's iteration: each step
+/// doubles the bits that are right, from the 3 that `m` itself gets).
+const fn inverse(m: u64) -> u64 {
+    let mut x = m;
+    let mut i = 0;
+    while i < 5 {
+        x = x.wrapping_mul(2u64.wrapping_sub(m.wrapping_mul(x)));
+        i += 1;
+    }
+    x
 }
 
 /// Per lake file (key), the fingerprints of the streams with a row in it
@@ -372,6 +411,23 @@ impl<'a> Noter<'a> {
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    #[test]
+    fn seq_at_undoes_at_seq() {
+        for m in [SEQ_MUL, MIX_1, MIX_2] {
+            assert_eq!(m.wrapping_mul(inverse(m)), 1);
+        }
+        let a = fingerprint(Stream::Account, "acct-1");
+        let b = fingerprint(Stream::Transfer, "acct-1");
+        for seq in [0, 1, 2, 7, 1 << 21, 1 << 40, u64::MAX - 1, u64::MAX] {
+            assert_eq!(seq_at(a, at_seq(a, seq)), seq);
+            assert_eq!(seq_at(b, at_seq(b, seq)), seq);
+        }
+        // Another stream's fingerprint gives a seq nowhere near a history.
+        for seq in 0..1_000 {
+            assert!(seq_at(a, at_seq(b, seq)) > 1 << 40, "{seq}");
+        }
+    }
 
     #[test]
     fn fingerprints_are_fixed_and_tell_kind_and_key_apart() {
