@@ -18,6 +18,8 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, Int64Array, StringArray, StringViewArray, UInt16Array};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
 use ledger_events::event::same;
 use ledger_events::{EventRef, Stream, SCHEMA_VERSIONS_KNOWN};
@@ -84,7 +86,17 @@ pub(crate) fn col<T: Array + Clone + 'static>(
 /// reads it), if it has one of that type (any other shape is the proof's
 /// to report).
 pub(crate) fn strings(b: &RecordBatch, name: &str) -> Option<StringArray> {
-    col(b, name).ok().flatten()
+    let c = b.column_by_name(name)?;
+    match c.data_type() {
+        // Another writer's strings (an Arrow schema asking for large
+        // strings or views): the same Parquet column, which the proof reads
+        // as views alike, so a column scan takes it too.
+        DataType::LargeUtf8 | DataType::Utf8View => {
+            let c = cast(c, &DataType::Utf8).ok()?;
+            c.as_any().downcast_ref::<StringArray>().cloned()
+        }
+        _ => col(b, name).ok().flatten(),
+    }
 }
 
 /// Calls `row` with the fingerprint of each row's stream

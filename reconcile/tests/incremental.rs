@@ -4078,3 +4078,45 @@ fn rows_after_a_holds_end_and_a_release_off_the_source_are_judged_across_nights(
     );
     assert_same(2, &r, &full(&root));
 }
+
+/// A lake laid out with large strings (`LargeUtf8` in each file's Arrow
+/// schema: the same Parquet columns, as another Arrow writer lays them out)
+/// and proved: a second version of a proved row reopens its stream (the
+/// pull-back, the re-proof), and `--full` from the checkpoint looks up the
+/// hashes at a proved tail. Each keyed scan reads those files as the proof
+/// does, so each night reaches a full proof's verdicts and none stops on a
+/// footer.
+#[test]
+fn a_lake_of_large_strings_passes_every_keyed_scan() {
+    let proved = |dir: &Path| {
+        let (root, ckpt, events, half) = first_half_delivered(dir);
+        for f in common::files_under(&root, "events") {
+            common::large_strings(&root.join(f));
+        }
+        assert!(night(&root, &ckpt).holds);
+        (root, ckpt, events, half)
+    };
+    for stream in [Stream::Account, Stream::Transfer] {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, ckpt, events, half) = proved(dir.path());
+        let mut other = a_second_row(stream, &events, half);
+        other.occurred_at_ms += 1;
+        deliver(&root, &[&other.seal()], "b");
+        let resumed = night(&root, &ckpt);
+        assert!(
+            !resumed.check("conflicting_duplicates").holds,
+            "{stream:?}: {}",
+            resumed.summary()
+        );
+        assert_same(1, &resumed, &full(&root));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt, events, half) = proved(dir.path());
+    deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
+    let (code, report) = cli_night(&root, &ckpt, &dir.path().join("r.json"), &["--full"]);
+    assert_eq!(
+        (code, &report["holds"]),
+        (0, &serde_json::json!(true)),
+        "{report}"
+    );
+}

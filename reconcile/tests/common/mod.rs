@@ -164,6 +164,46 @@ pub fn lie_in_row_groups(
 /// `page_rows` rows each: an honest writer's file, laid out so that one
 /// stream's rows span row groups or pages.
 pub fn relayout(path: &Path, cuts: &[usize], page_rows: usize) {
+    rewrite(path, cuts, page_rows, |all| all);
+}
+
+/// Writes the lake file at `path` again as [`relayout`] does, with every
+/// string column large (`LargeUtf8` in its Arrow schema): the same Parquet
+/// columns, as another Arrow writer might lay them out.
+pub fn large_strings(path: &Path) {
+    use datafusion::arrow::compute::cast;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::arrow::record_batch::RecordBatch;
+    let rows = footer_of(path).file_metadata().num_rows() as usize;
+    rewrite(path, &[], rows.max(1), |all| {
+        let large = |t: &DataType| match t {
+            DataType::Utf8 | DataType::Utf8View => DataType::LargeUtf8,
+            t => t.clone(),
+        };
+        let schema = Schema::new(
+            all.schema()
+                .fields()
+                .iter()
+                .map(|f| Field::new(f.name(), large(f.data_type()), f.is_nullable()))
+                .collect::<Vec<_>>(),
+        );
+        let columns = all
+            .columns()
+            .iter()
+            .map(|c| cast(c, &large(c.data_type())).unwrap())
+            .collect();
+        RecordBatch::try_new(std::sync::Arc::new(schema), columns).unwrap()
+    });
+}
+
+fn rewrite(
+    path: &Path,
+    cuts: &[usize],
+    page_rows: usize,
+    map: impl FnOnce(
+        datafusion::arrow::record_batch::RecordBatch,
+    ) -> datafusion::arrow::record_batch::RecordBatch,
+) {
     use datafusion::arrow::compute::concat_batches;
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     use parquet::arrow::ArrowWriter;
@@ -191,9 +231,8 @@ pub fn relayout(path: &Path, cuts: &[usize], page_rows: usize) {
         .build()
         .unwrap();
     let batches: Vec<_> = reader.collect::<Result<_, _>>().unwrap();
-    let schema = batches[0].schema();
-    let all = concat_batches(&schema, &batches).unwrap();
-    let mut w = ArrowWriter::try_new(Vec::new(), schema, Some(props)).unwrap();
+    let all = map(concat_batches(&batches[0].schema(), &batches).unwrap());
+    let mut w = ArrowWriter::try_new(Vec::new(), all.schema(), Some(props)).unwrap();
     let mut from = 0;
     for &to in cuts.iter().chain([all.num_rows()].iter()) {
         if to == from {
