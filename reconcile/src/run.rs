@@ -35,7 +35,7 @@ use crate::facts::Facts;
 use crate::finding::{CheckResult, Finding, Settle};
 use crate::keyed::{Keyed, Seen};
 use crate::lake::{Error, KeyGroup, Lake, LakeFileInfo, Select, FOOTER_DISAGREES};
-use crate::names::FxMap;
+use crate::names::{FxMap, FxSet};
 use crate::owing::{Noted, Owing, Proved};
 use crate::presence::{Noter, Presence};
 use crate::report::{Incremental, Report, REPORT_VERSION};
@@ -661,7 +661,7 @@ async fn prove_streams(
         .iter()
         .map(|f| {
             keyed
-                .filter(|k| k.filters(&f.key) && !select.whole.contains(&f.key))
+                .filter(|k| k.filters(&f.key) && !select.reads_whole(&f.key))
                 .map(|_| Seen::default())
         })
         .collect();
@@ -935,15 +935,16 @@ async fn prove_table(
             .map(|(id, tail)| (id.1, id.2.as_str(), tail.last_seq));
         let reading = "the re-proof of the streams it reopens";
         let keyed = Keyed::new(&keys, reading, streams, &sets.presence, &sets.plain);
-        let whole: Vec<String> = files
+        let new_keys: FxSet<&str> = new.iter().map(|f| f.key.as_str()).collect();
+        let whole: FxSet<&str> = files
             .iter()
-            .filter(|f| new.iter().any(|n| n.key == f.key) || !keyed.filters(&f.key))
-            .map(|f| f.key.clone())
+            .map(|f| f.key.as_str())
+            .filter(|k| new_keys.contains(k) || !keyed.filters(k))
             .collect();
         let only = Select {
             keys: Some(&keys),
             from: None,
-            whole: &whole,
+            whole: Some(&whole),
         };
         // This pass reads some streams of old files: what it notes of them
         // is not their whole set (`crate::presence`), so it is not kept.
