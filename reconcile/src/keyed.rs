@@ -32,7 +32,9 @@
 //! A file with no streams noted (new to the night: no proof has read it
 //! whole yet) is not filtered but read whole, so nothing of it is skipped
 //! on its footer's word ([`Keyed::filters`]); so is every file when the
-//! wanted fingerprints would be too many to hold ([`WANTED_STARTS_MAX`]).
+//! wanted fingerprints would be too many to hold ([`WANTED_STARTS_MAX`],
+//! [`Keyed::whole`]), and then no notes are read: a caller enumerates the
+//! wanted stretches before it reads the notes ([`proved_sets`]).
 //!
 //! Rows a lie hides inside a stretch whose first row it leaves (a stream's
 //! rows in one file spanning row groups or pages, a later one skipped on
@@ -207,8 +209,14 @@ pub struct Keyed<'a> {
     pub keys: &'a [String],
     /// What the scan is for, as its error says it.
     pub reading: &'static str,
-    /// `None`: too many to enumerate; every file is read whole.
-    wanted: Option<Wanted>,
+    /// `None`: the wanted stretches too many to enumerate; every file is
+    /// read whole, none checked.
+    check: Option<Check<'a>>,
+}
+
+/// The wanted stretches, and the streams noted in each file.
+struct Check<'a> {
+    wanted: Wanted,
     /// The streams noted in each file (`crate::presence`).
     noted: &'a Presence,
     /// The files whose sets hold streams alone (noted before checkpoint
@@ -217,23 +225,36 @@ pub struct Keyed<'a> {
 }
 
 impl<'a> Keyed<'a> {
-    /// A scan of the rows of `keys`, for `reading` (its error's words):
-    /// `streams` are the streams whose rows it must not miss, each with the
-    /// last seq a stretch of it the scan needs can start at ([`Wanted::new`]);
-    /// `noted` (and `plain`) the streams noted in each file.
-    pub fn new<'k>(
+    /// A scan of the rows of `keys`, for `reading` (its error's words),
+    /// that reads every file whole: the stretches it must not miss are too
+    /// many to enumerate ([`Wanted::new`] gave none), so it needs no notes
+    /// (a caller decides this before it reads any).
+    pub fn whole(keys: &'a [String], reading: &'static str) -> Keyed<'a> {
+        Keyed {
+            keys,
+            reading,
+            check: None,
+        }
+    }
+
+    /// A scan of the rows of `keys`, for `reading` (its error's words),
+    /// that must not miss the stretches `wanted` enumerates; `noted` (and
+    /// `plain`) the streams noted in each file.
+    pub fn checked(
         keys: &'a [String],
         reading: &'static str,
-        streams: impl IntoIterator<Item = (Stream, &'k str, u64)>,
+        wanted: Wanted,
         noted: &'a Presence,
         plain: &'a HashSet<String>,
     ) -> Keyed<'a> {
         Keyed {
             keys,
             reading,
-            wanted: Wanted::new(streams),
-            noted,
-            plain,
+            check: Some(Check {
+                wanted,
+                noted,
+                plain,
+            }),
         }
     }
 
@@ -241,21 +262,23 @@ impl<'a> Keyed<'a> {
     /// checks it): only when streams are noted in it, else it is read
     /// whole, its rows of other keys the caller's to drop.
     pub fn filters(&self, file: &str) -> bool {
-        self.wanted.is_some() && !self.noted.get(file).is_empty()
+        self.check
+            .as_ref()
+            .is_some_and(|c| !c.noted.get(file).is_empty())
     }
 
     /// Whether the keyed scan of `file` that `seen` saw lacks rows of a
     /// wanted stream noted there ([`hidden`]): the error naming the file
     /// when it does.
     pub fn check(&self, file: &str, seen: &Seen) -> Result<(), Error> {
-        let Some(wanted) = &self.wanted else {
+        let Some(c) = &self.check else {
             return Ok(());
         };
         let n = hidden(
-            self.noted.get(file),
-            self.noted.rows(file),
-            self.plain.contains(file),
-            wanted,
+            c.noted.get(file),
+            c.noted.rows(file),
+            c.plain.contains(file),
+            &c.wanted,
             seen,
         );
         match n {
@@ -281,7 +304,9 @@ pub fn footer_hid(file: &str, reading: &str, hidden: u64) -> Error {
 /// The streams the checkpoint noted (`stored`) in those of `files` it
 /// proved (`proved`: key → stamp) as they are now: what a resumed night's
 /// keyed scans check those files against (the night's new files have none,
-/// so they are read whole). Reads the checkpoint's files of streams.
+/// so they are read whole). Reads the checkpoint's files of streams (every
+/// set of the table's proved files: called only once it is known that a
+/// check will use them, [`Keyed::checked`]).
 pub fn proved_sets(
     stored: &Stored,
     proved: &BTreeMap<String, String>,
@@ -495,13 +520,8 @@ mod tests {
         let noted = noted();
         let plain = HashSet::new();
         let keys = ["a".to_owned()];
-        let keyed = Keyed::new(
-            &keys,
-            "a test",
-            [(Stream::Account, "a", 20)],
-            &noted,
-            &plain,
-        );
+        let wanted = Wanted::new([(Stream::Account, "a", 20)]).unwrap();
+        let keyed = Keyed::checked(&keys, "a test", wanted, &noted, &plain);
         assert!(keyed.filters("f") && keyed.filters("g") && !keyed.filters("h"));
         let err = keyed.check("f", &Seen::default()).unwrap_err().to_string();
         assert!(
@@ -523,13 +543,7 @@ mod tests {
         let err = keyed.check("g", &seen).unwrap_err().to_string();
         assert!(err.contains("gave at least 1 fewer row(s)"), "{err}");
         // Too many fingerprints to enumerate: every file is read whole.
-        let all = Keyed::new(
-            &keys,
-            "a test",
-            [(Stream::Account, "a", u64::MAX)],
-            &noted,
-            &plain,
-        );
+        let all = Keyed::whole(&keys, "a test");
         assert!(!all.filters("f") && all.check("f", &Seen::default()).is_ok());
     }
 }
