@@ -49,8 +49,11 @@
 //! counts (a file of streams before layout 3) are checked by their starts
 //! alone; no checkpoint this reconciler resumes from names one (older
 //! ones are set aside, `checkpoint::ProofState::older_rules`). The re-proof
-//! sees rows in the order of the merge, not file by file: it checks each
-//! file it filtered once the merge is done, before anything is judged.
+//! sees rows in the order of the merge, not file by file, a whole stream at
+//! a time (its rows, the plain duplicates dropped included, by file:
+//! [`Keyed::see_stream`]): it checks each file it filtered once the merge
+//! is done, before anything is judged. A scan keeps of a file only what
+//! the check asks ([`Seen`]).
 //!
 //! Pure, but for [`proved_sets`] (which reads the checkpoint's files of
 //! streams): `Lake::scan_keyed` reads the lake, and calls these.
@@ -66,6 +69,7 @@ use crate::lake::{Error, LakeFileInfo, FOOTER_DISAGREES};
 use crate::names::FxHasher;
 use crate::presence::{at_seq, fingerprint, Fingerprint, Presence};
 use crate::presence_files::{Sets, Stored};
+use crate::stream::StreamRows;
 
 /// At most this many fingerprints of wanted stretches are enumerated (a
 /// hash map of about 70 MB: each with its stream's); with more, a keyed
@@ -121,8 +125,11 @@ impl Wanted {
     }
 }
 
-/// What a keyed scan saw of one file: the fingerprint of each row's stream
-/// at its seq, and how many rows it saw of each stream.
+/// What a keyed scan saw of one file, of the streams it wants: how many
+/// rows of each, and the fingerprint of each of their rows at its seq
+/// that a wanted stretch can start at. Nothing else: [`hidden`] asks
+/// nothing else of it, and a scan can see many rows a file holds past the
+/// stretches it wants (a re-proof keeps a file's until the merge ends).
 #[derive(Debug, Default)]
 pub struct Seen {
     rows: Fingerprints,
@@ -130,25 +137,14 @@ pub struct Seen {
 }
 
 impl Seen {
-    /// Notes a row of the stream `key` of kind `stream` at `seq`.
-    pub fn row(&mut self, stream: Stream, key: &str, seq: u64) {
-        self.saw(fingerprint(stream, key), seq);
-    }
-
-    fn saw(&mut self, stream: Fingerprint, seq: u64) {
+    /// Notes a row of the wanted stream `stream` (its [`fingerprint`]) at
+    /// `seq`.
+    fn saw(&mut self, wanted: &Wanted, stream: Fingerprint, seq: u64) {
         *self.streams.entry(stream).or_default() += 1;
-        self.rows.insert(at_seq(stream, seq));
-    }
-
-    /// Notes the rows of `b` (its [`SEEN_COLUMNS`]; a row that names no
-    /// known stream or no seq a proof takes is left to the proof to name:
-    /// no proved file holds one).
-    pub fn batch(&mut self, b: &RecordBatch) {
-        crate::rows::stream_fingerprints(b, |fp, seq| {
-            if let Some(seq) = seq.and_then(|s| u64::try_from(s).ok()) {
-                self.saw(fp, seq);
-            }
-        });
+        let at = at_seq(stream, seq);
+        if wanted.starts.contains_key(&at) {
+            self.rows.insert(at);
+        }
     }
 }
 
@@ -267,6 +263,42 @@ impl<'a> Keyed<'a> {
             .is_some_and(|c| !c.noted.get(file).is_empty())
     }
 
+    /// Notes in `seen` the rows of `b` (its [`SEEN_COLUMNS`]; a row that
+    /// names no known stream or no seq a proof takes is left to the proof
+    /// to name: no proved file holds one), those of wanted streams.
+    pub fn see_batch(&self, seen: &mut Seen, b: &RecordBatch) {
+        let Some(c) = &self.check else {
+            return;
+        };
+        crate::rows::stream_fingerprints(b, |fp, seq| {
+            if let Some(seq) = seq.and_then(|s| u64::try_from(s).ok()) {
+                if c.wanted.streams.contains(&fp) {
+                    seen.saw(&c.wanted, fp, seq);
+                }
+            }
+        });
+    }
+
+    /// Notes every row of `s` (one stream's, the plain duplicates the
+    /// proof drops too: [`StreamRows::file_rows`]) in the `seen` of its file,
+    /// by the scan's index (`None`: a file not checked), when the stream is
+    /// wanted: its fingerprint once, not a row at a time (a re-proof sees
+    /// rows as the merge gives them, each whole stream at once).
+    pub fn see_stream(&self, seen: &mut [Option<Seen>], s: &StreamRows) {
+        let Some(c) = &self.check else {
+            return;
+        };
+        let stream = fingerprint(s.stream, s.key());
+        if !c.wanted.streams.contains(&stream) {
+            return;
+        }
+        for (file, seq) in s.file_rows() {
+            if let Some(seen) = &mut seen[file as usize] {
+                seen.saw(&c.wanted, stream, seq);
+            }
+        }
+    }
+
     /// Whether the keyed scan of `file` that `seen` saw lacks rows of a
     /// wanted stream noted there ([`hidden`]): the error naming the file
     /// when it does.
@@ -342,6 +374,17 @@ mod tests {
         n.finish()
     }
 
+    impl Seen {
+        /// Notes a row of the stream `key` of kind `stream` at `seq`, as a
+        /// scan that wants `wanted` does.
+        fn row(&mut self, wanted: &Wanted, stream: Stream, key: &str, seq: u64) {
+            let fp = fingerprint(stream, key);
+            if wanted.streams.contains(&fp) {
+                self.saw(wanted, fp, seq);
+            }
+        }
+    }
+
     /// [`hidden`] of the notes of `file`, counted or not.
     fn hidden_in(p: &Presence, file: &str, counted: bool, wanted: &Wanted, seen: &Seen) -> u64 {
         let rows = p.rows(file).filter(|_| counted);
@@ -358,17 +401,17 @@ mod tests {
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 5);
         assert_eq!(hidden_in(&noted, "f", false, &wanted, &seen), 2);
         // The rows of the first stretch seen, from its first on.
-        (1..=3).for_each(|seq| seen.row(Stream::Account, "a", seq));
+        (1..=3).for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 2);
         assert_eq!(hidden_in(&noted, "f", false, &wanted, &seen), 1);
         // A row of the second seen, but not its first: still hidden.
-        seen.row(Stream::Account, "a", 10);
+        seen.row(&wanted, Stream::Account, "a", 10);
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
-        seen.row(Stream::Account, "a", 9);
+        seen.row(&wanted, Stream::Account, "a", 9);
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 0);
         // Another kind's rows of the same key do not stand for them.
         let mut other = Seen::default();
-        (1..=20).for_each(|seq| other.row(Stream::Transfer, "a", seq));
+        (1..=20).for_each(|seq| other.row(&wanted, Stream::Transfer, "a", seq));
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &other), 5);
     }
 
@@ -381,18 +424,18 @@ mod tests {
         let mut seen = Seen::default();
         [1, 2, 9, 10]
             .into_iter()
-            .for_each(|seq| seen.row(Stream::Account, "a", seq));
+            .for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
         // Without the counts (a set of layout 2), the first rows say nothing.
         assert_eq!(hidden_in(&noted, "f", false, &wanted, &seen), 0);
         // "g"'s one stretch: four of its five rows seen.
         let mut seen = Seen::default();
-        (4..=7).for_each(|seq| seen.row(Stream::Account, "a", seq));
+        (4..=7).for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
         assert_eq!(hidden_in(&noted, "g", true, &wanted, &seen), 1);
-        seen.row(Stream::Account, "a", 8);
+        seen.row(&wanted, Stream::Account, "a", 8);
         assert_eq!(hidden_in(&noted, "g", true, &wanted, &seen), 0);
         // More rows seen than noted hide none.
-        seen.row(Stream::Account, "a", 30);
+        seen.row(&wanted, Stream::Account, "a", 30);
         assert_eq!(hidden_in(&noted, "g", true, &wanted, &seen), 0);
     }
 
@@ -417,16 +460,16 @@ mod tests {
         assert_eq!((counted.fps, counted.rows), (vec![at3], Some(vec![5])));
         let wanted = Wanted::new([(Stream::Account, "a", 3)]).unwrap();
         let mut seen = Seen::default();
-        (0..4).for_each(|_| seen.row(Stream::Account, "a", 3));
+        (0..4).for_each(|_| seen.row(&wanted, Stream::Account, "a", 3));
         // The run's own notes (repeated) and the written ones agree.
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
         assert_eq!(hidden(&[at3], Some(&[5]), false, &wanted, &seen), 1);
-        seen.row(Stream::Account, "a", 4);
+        seen.row(&wanted, Stream::Account, "a", 4);
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 0);
     }
 
     #[test]
-    fn a_batch_is_seen_row_by_row_by_its_stream_key_and_seq() {
+    fn a_batch_is_seen_row_by_row_by_its_stream_key_and_seq_and_only_what_is_wanted_kept() {
         use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
         use std::sync::Arc;
         let batch = RecordBatch::try_from_iter([
@@ -452,14 +495,34 @@ mod tests {
             ),
         ])
         .unwrap();
+        // The stretches of account `a` up to seq 5 and of transfer `a` up
+        // to 4 wanted; account `b` not.
+        let wanted = || Wanted::new([(Stream::Account, "a", 5), (Stream::Transfer, "a", 4)]);
+        let (noted, plain, keys) = (Presence::default(), HashSet::new(), ["a".to_owned()]);
+        let keyed = Keyed::checked(&keys, "a test", wanted().unwrap(), &noted, &plain);
         let mut seen = Seen::default();
-        seen.batch(&batch);
+        keyed.see_batch(&mut seen, &batch);
+        let wanted = wanted().unwrap();
         let mut expected = Seen::default();
-        expected.row(Stream::Account, "a", 1);
-        expected.row(Stream::Account, "a", 9);
-        expected.row(Stream::Transfer, "a", 4);
-        expected.row(Stream::Account, "b", 4);
-        expected.row(Stream::Account, "a", 9);
+        expected.row(&wanted, Stream::Account, "a", 1);
+        expected.row(&wanted, Stream::Account, "a", 9);
+        expected.row(&wanted, Stream::Transfer, "a", 4);
+        expected.row(&wanted, Stream::Account, "b", 4);
+        expected.row(&wanted, Stream::Account, "a", 9);
+        // Every row of a wanted stream counted; of their first rows, those
+        // a wanted stretch can start at (not `a`'s at 9); nothing of `b`.
+        let a = fingerprint(Stream::Account, "a");
+        let t = fingerprint(Stream::Transfer, "a");
+        assert_eq!(
+            seen.streams,
+            [(a, 3), (t, 1)].into_iter().collect::<HashMap<_, _, Mix>>()
+        );
+        assert_eq!(
+            seen.rows,
+            [at_seq(a, 1), at_seq(t, 4)]
+                .into_iter()
+                .collect::<Fingerprints>()
+        );
         assert_eq!((seen.rows, seen.streams), (expected.rows, expected.streams));
     }
 
@@ -474,12 +537,12 @@ mod tests {
         let mut seen = Seen::default();
         [1, 2]
             .into_iter()
-            .for_each(|seq| seen.row(Stream::Account, "a", seq));
+            .for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
-        seen.row(Stream::Account, "a", 3);
+        seen.row(&wanted, Stream::Account, "a", 3);
         [9, 10]
             .into_iter()
-            .for_each(|seq| seen.row(Stream::Account, "a", seq));
+            .for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 0);
         // Up to seq 9: both.
         let later = Wanted::new([(Stream::Account, "a", 9)]).unwrap();
@@ -495,7 +558,7 @@ mod tests {
         let wanted = Wanted::new([(Stream::Account, "a", 0)]).unwrap();
         let mut seen = Seen::default();
         assert_eq!(hidden(&set, None, true, &wanted, &seen), 1);
-        seen.row(Stream::Account, "a", 7);
+        seen.row(&wanted, Stream::Account, "a", 7);
         assert_eq!(hidden(&set, None, true, &wanted, &seen), 0);
     }
 
@@ -520,8 +583,9 @@ mod tests {
         let noted = noted();
         let plain = HashSet::new();
         let keys = ["a".to_owned()];
-        let wanted = Wanted::new([(Stream::Account, "a", 20)]).unwrap();
-        let keyed = Keyed::checked(&keys, "a test", wanted, &noted, &plain);
+        let wanted = || Wanted::new([(Stream::Account, "a", 20)]).unwrap();
+        let keyed = Keyed::checked(&keys, "a test", wanted(), &noted, &plain);
+        let wanted = wanted();
         assert!(keyed.filters("f") && keyed.filters("g") && !keyed.filters("h"));
         let err = keyed.check("f", &Seen::default()).unwrap_err().to_string();
         assert!(
@@ -533,13 +597,13 @@ mod tests {
             "{err}"
         );
         let mut seen = Seen::default();
-        (4..=8).for_each(|seq| seen.row(Stream::Account, "a", seq));
+        (4..=8).for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
         assert!(keyed.check("g", &seen).is_ok());
         // A row inside the stretch hidden.
         let mut seen = Seen::default();
         [4, 5, 6, 8]
             .into_iter()
-            .for_each(|seq| seen.row(Stream::Account, "a", seq));
+            .for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
         let err = keyed.check("g", &seen).unwrap_err().to_string();
         assert!(err.contains("gave at least 1 fewer row(s)"), "{err}");
         // Too many fingerprints to enumerate: every file is read whole.

@@ -512,7 +512,7 @@ impl Lake {
             if keyed.filters(&f.key) {
                 let mut seen = Seen::default();
                 self.scan_columns(file, &checked, Some(keyed.keys), |b| {
-                    seen.batch(b);
+                    keyed.see_batch(&mut seen, b);
                     visit(b);
                 })
                 .await?;

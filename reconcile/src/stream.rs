@@ -85,6 +85,16 @@ impl StreamRows {
         })
     }
 
+    /// Every row the scan read of the stream, as its file and seq: the rows
+    /// kept, then the plain duplicates dropped.
+    pub fn file_rows(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        let kept = self
+            .runs
+            .iter()
+            .flat_map(|r| (r.start as usize..r.end as usize).map(|i| (r.cols.file, r.cols.seq(i))));
+        kept.chain(self.dropped.iter().map(|&(_, file, seq)| (file, seq)))
+    }
+
     /// The seq of the first row.
     pub fn first_seq(&self) -> u64 {
         let first = &self.runs[0];
@@ -546,6 +556,57 @@ mod tests {
         s.skip_first(1);
         let runs: Vec<(u32, u64, u32)> = s.file_runs().collect();
         assert_eq!(runs, [(0, 2, 1), (1, 2, 1), (0, 2, 1), (0, 3, 1)]);
+    }
+
+    #[test]
+    fn a_keyed_re_proof_sees_every_row_of_a_stream_by_file_the_plain_duplicates_included() {
+        use crate::keyed::{Keyed, Seen, Wanted};
+        use crate::presence::Noter;
+        // As above: file 0 holds seqs 1, 2, 2 (a plain duplicate) and 3 of
+        // `a`, file 1 a plain duplicate of seq 2; merged in that order.
+        let merged = |f0: &[(&str, i64, &str)]| {
+            let (f0, f1) = (cols(0, f0), cols(1, &[("a", 2, "h2")]));
+            let mut g = Grouper::default();
+            let mut order = vec![(&f0, 0), (&f0, 1), (&f1, 0)];
+            order.extend((2..f0.len()).map(|i| (&f0, i)));
+            for (c, i) in order {
+                assert!(g.push(Row::at(c, i)).is_none());
+            }
+            g.finish().unwrap()
+        };
+        let f0 = [
+            ("a", 1, "h1"),
+            ("a", 2, "h2"),
+            ("a", 2, "h2"),
+            ("a", 3, "h3"),
+        ];
+        let s = merged(&f0);
+        let mut rows: Vec<(u32, u64)> = s.file_rows().collect();
+        rows.sort_unstable();
+        assert_eq!(rows, [(0, 1), (0, 2), (0, 2), (0, 3), (1, 2)]);
+        // The proof's notes of the two files, and a re-proof's check of them.
+        let mut n = Noter::new(["f0", "f1"].into_iter());
+        n.note(s.stream, s.key(), s.file_runs());
+        let noted = n.finish();
+        let (keys, plain) = (["a".to_owned()], std::collections::HashSet::new());
+        let wanted = Wanted::new([(Stream::Account, "a", 3)]).unwrap();
+        let keyed = Keyed::checked(&keys, "a test", wanted, &noted, &plain);
+        let seen_of = |s: &StreamRows| {
+            let mut seen = vec![Some(Seen::default()), Some(Seen::default())];
+            keyed.see_stream(&mut seen, s);
+            seen.into_iter().map(Option::unwrap).collect::<Vec<_>>()
+        };
+        let seen = seen_of(&s);
+        assert!(keyed.check("f0", &seen[0]).is_ok() && keyed.check("f1", &seen[1]).is_ok());
+        // A file not checked (read whole) is skipped.
+        let mut one = vec![Some(Seen::default()), None];
+        keyed.see_stream(&mut one, &s);
+        assert!(keyed.check("f0", one[0].as_ref().unwrap()).is_ok());
+        // File 0's duplicate not read (its footer hid it): one row fewer.
+        let hid = seen_of(&merged(&[f0[0], f0[1], f0[3]]));
+        let err = keyed.check("f0", &hid[0]).unwrap_err().to_string();
+        assert!(err.contains("gave at least 1 fewer row(s)"), "{err}");
+        assert!(keyed.check("f1", &hid[1]).is_ok());
     }
 
     /// `unhex` one digit at a time, as the reference.
