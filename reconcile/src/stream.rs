@@ -35,8 +35,9 @@ pub struct StreamRows {
     runs: smallvec::SmallVec<[Run; 1]>,
     len: usize,
     /// The plain duplicates dropped ([`Grouper::push`]), for the notes'
-    /// counts of rows per file (`crate::presence`): each after how many
-    /// runs, its file and seq. Rare: empty, it allocates nothing.
+    /// counts of rows per file (`crate::presence`) and a re-proof's check
+    /// (`crate::keyed`): each after how many runs, its file and seq. Rare:
+    /// empty, it allocates nothing.
     dropped: Vec<(u32, u32, u64)>,
 }
 
@@ -119,7 +120,11 @@ impl StreamRows {
     }
 
     /// Drops the first `n` rows (all of them if there are fewer): what is
-    /// left starts at the row after them, in the same order.
+    /// left starts at the row after them, in the same order. The plain
+    /// duplicates dropped are forgotten: only the notes and a re-proof's
+    /// check read them ([`StreamRows::file_runs`], [`StreamRows::file_rows`]),
+    /// and both take a stream before any of its rows is skipped (copies of
+    /// proved rows, `run::Proof::drop_proved_copies`).
     pub fn skip_first(&mut self, mut n: usize) {
         n = n.min(self.len);
         self.len -= n;
@@ -134,12 +139,7 @@ impl StreamRows {
             whole += 1;
         }
         self.runs.drain(..whole);
-        // The duplicates dropped after the runs gone go with them.
-        self.dropped.retain_mut(|(after, _, _)| {
-            let keep = *after as usize > whole;
-            *after = after.saturating_sub(whole as u32);
-            keep
-        });
+        self.dropped.clear();
     }
 
     /// Appends `row`: to the last run when it is the row after it.
@@ -551,11 +551,13 @@ mod tests {
             (&[at(1), at(2)][..], Some(&[2, 2][..]))
         );
         assert_eq!((p.get("f1"), p.rows("f1")), (&[at(2)][..], Some(&[1][..])));
-        // The first row skipped (a copy of a proved row): what is left.
+        // The first row skipped (a copy of a proved row): the rows left,
+        // from seq 2 on.
         let mut s = s;
         s.skip_first(1);
+        assert_eq!((s.len(), s.first_seq()), (2, 2));
         let runs: Vec<(u32, u64, u32)> = s.file_runs().collect();
-        assert_eq!(runs, [(0, 2, 1), (1, 2, 1), (0, 2, 1), (0, 3, 1)]);
+        assert_eq!(runs, [(0, 2, 1), (0, 3, 1)]);
     }
 
     #[test]
