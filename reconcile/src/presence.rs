@@ -115,7 +115,8 @@ impl Presence {
     /// Notes the streams `fps` as having rows in `file`, each with as many
     /// rows as `rows` says at its index (`None`: not counted, as the sets of
     /// a file of streams before layout 3; a file's notes are counted only
-    /// while every one added is).
+    /// while every one added is, and are never counted and not: a debug
+    /// build asserts it, [`Part::extend`]).
     pub fn add(&mut self, file: &str, fps: &[Fingerprint], rows: Option<&[u32]>) {
         if fps.is_empty() {
             return;
@@ -167,6 +168,11 @@ impl Presence {
     /// Whether every file's notes hold counts (what layout 3 writes).
     pub fn is_counted(&self) -> bool {
         self.parts.values().all(|p| p.rows.is_some())
+    }
+
+    /// Whether no file's notes hold counts (what layout 2 writes).
+    pub fn is_uncounted(&self) -> bool {
+        self.parts.values().all(|p| p.rows.is_none())
     }
 
     /// The files noted.
@@ -281,8 +287,18 @@ impl Presence {
 }
 
 impl Part {
-    /// Appends `fps` (with `rows`): counted while both are.
+    /// Appends `fps` (with `rows`): counted while both are. Counted notes
+    /// and uncounted ones of one file never meet (a file's notes come from
+    /// one proof, or from one file of streams: the checkpoints this
+    /// reconciler resumes from name only counted ones); should they, the
+    /// counted would lose their counts for good once written, so a debug
+    /// build stops here.
     fn extend(&mut self, fps: &[Fingerprint], rows: Option<&[u32]>) {
+        debug_assert_eq!(
+            self.rows.is_some(),
+            rows.is_some(),
+            "counted and uncounted notes of one lake file mixed: the counted would lose their counts"
+        );
         self.fps.extend_from_slice(fps);
         match (&mut self.rows, rows) {
             (Some(have), Some(more)) => have.extend_from_slice(more),
@@ -458,14 +474,24 @@ mod tests {
         expected.sort_unstable();
         assert_eq!(c.fps, expected.iter().map(|e| e.0).collect::<Vec<_>>());
         assert_eq!(c.rows, Some(expected.iter().map(|e| e.1).collect()));
-        // A set read from an older file of streams (no counts) makes the
-        // file's notes uncounted.
-        p.add("g", &[b], None);
-        assert!(!p.is_counted());
-        assert_eq!((p.get("g"), p.rows("g")), (&[a, b][..], None));
-        assert_eq!(p.counted("g").rows, None);
-        assert_eq!(p.rows("f"), Some(&[2, 7, u32::MAX][..]));
         assert_eq!(p.counted("h"), Counted::default());
+        // Sets read from an older file of streams (no counts).
+        let mut q = Presence::default();
+        q.add("g", &[b], None);
+        q.add("g", &[a], None);
+        assert!(q.is_uncounted() && !q.is_counted() && !p.is_uncounted());
+        assert_eq!((q.get("g"), q.rows("g")), (&[b, a][..], None));
+        assert_eq!(q.counted("g").rows, None);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "counted and uncounted notes of one lake file mixed")]
+    fn counted_notes_of_a_file_and_uncounted_ones_are_never_mixed() {
+        let a = fingerprint_at(Stream::Account, "a", 1);
+        let mut p = Presence::default();
+        p.add("f", &[a], Some(&[2]));
+        p.add("f", &[a], None);
     }
 
     const PINNED_TRANSFER_AT_1: u64 = 6932500525478127177;
