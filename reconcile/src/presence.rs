@@ -17,14 +17,21 @@
 //!
 //! A run notes the streams of every file it reads (a full run: all of them;
 //! a resumed run: the new ones, added to its checkpoint's) and keeps those
-//! of the files the lake lists: per stretch of a stream's rows in a file (a
-//! run of that file's rows of it in the proof's merged order), the stream
-//! with the seq the stretch starts at ([`fingerprint_at`]) and how many
-//! rows the stretch holds ([`Noter`]; every row, a plain duplicate the
-//! proof drops or a second version too), which the keyed scans check
+//! of the files the lake lists: per stretch of a stream's rows in a file,
+//! the stream with the seq the stretch starts at ([`fingerprint_at`]) and
+//! how many rows the stretch holds ([`Noter`]; every row, a plain duplicate
+//! the proof drops or a second version too), which the keyed scans check
 //! (`crate::keyed`): 12 bytes a note (a parallel `u32`, not a pair, which
 //! would take 16). Notes read from a file of streams before layout 3
 //! (checkpoint version 17) hold no counts.
+//!
+//! A stretch is a run of that file's rows of the stream in the proof's
+//! merged order, but for the plain duplicates the proof drops: each comes
+//! right after the run of kept rows it was dropped behind, even when that
+//! run goes on past it (`stream::StreamRows::file_runs`), so a stretch's
+//! bounds may be off the merged order's by such a row. How many rows each
+//! file holds of each stream, the sum over its stretches, is exact, and
+//! that is what the keyed scans check.
 //!
 //! A fingerprint is 64 bits of a fixed hash of the stream kind and key
 //! ([`fingerprint`], stable across builds: it is written to checkpoints). A

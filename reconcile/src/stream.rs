@@ -69,7 +69,9 @@ impl StreamRows {
     /// The scan's files its rows are from, with the seq each run starts at
     /// and its rows, a run at a time in the scan's order (a file may come
     /// again): the plain duplicates dropped among them, each a run of one
-    /// row, so every row the scan read of the stream is in one.
+    /// row right after the run of kept rows it was dropped behind (even
+    /// when that run goes on past it), so every row the scan read of the
+    /// stream is in one.
     pub fn file_runs(&self) -> impl Iterator<Item = (u32, u64, u32)> + '_ {
         let mut dropped = self.dropped.iter().peekable();
         self.runs.iter().enumerate().flat_map(move |(i, r)| {
@@ -558,6 +560,30 @@ mod tests {
         assert_eq!((s.len(), s.first_seq()), (2, 2));
         let runs: Vec<(u32, u64, u32)> = s.file_runs().collect();
         assert_eq!(runs, [(0, 2, 1), (0, 3, 1)]);
+    }
+
+    #[test]
+    fn a_duplicate_comes_after_the_run_it_was_dropped_behind_and_each_files_rows_add_up() {
+        // File 0 holds seqs 1 to 3 of `a` in one batch, file 1 a plain
+        // duplicate of seq 2, merged between file 0's 2 and 3: file 0's
+        // run goes on past the duplicate, which comes after it.
+        let (f0, f1) = (
+            cols(0, &[("a", 1, "h1"), ("a", 2, "h2"), ("a", 3, "h3")]),
+            cols(1, &[("a", 2, "h2")]),
+        );
+        let mut g = Grouper::default();
+        for (c, i) in [(&f0, 0), (&f0, 1), (&f1, 0), (&f0, 2)] {
+            assert!(g.push(Row::at(c, i)).is_none());
+        }
+        let s = g.finish().unwrap();
+        let runs: Vec<(u32, u64, u32)> = s.file_runs().collect();
+        assert_eq!(runs, [(0, 1, 3), (1, 2, 1)]);
+        // Each file's rows of the stream, over its stretches, are exact.
+        let mut n = crate::presence::Noter::new(["f0", "f1"].into_iter());
+        n.note(s.stream, s.key(), s.file_runs());
+        let p = n.finish();
+        let total = |f: &str| p.rows(f).unwrap().iter().sum::<u32>();
+        assert_eq!((total("f0"), total("f1")), (3, 1));
     }
 
     #[test]
