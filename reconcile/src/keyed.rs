@@ -32,7 +32,9 @@
 //! A file with no streams noted (new to the night: no proof has read it
 //! whole yet) is not filtered but read whole, so nothing of it is skipped
 //! on its footer's word ([`Keyed::filters`]); so is every file when the
-//! wanted fingerprints would be too many to hold ([`WANTED_STARTS_MAX`]).
+//! wanted fingerprints would be too many to hold ([`WANTED_STARTS_MAX`],
+//! [`Keyed::whole`]), and then no notes are read: a caller enumerates the
+//! wanted stretches before it reads the notes ([`proved_sets`]).
 //!
 //! Rows a lie hides inside a stretch whose first row it leaves (a stream's
 //! rows in one file spanning row groups or pages, a later one skipped on
@@ -47,8 +49,11 @@
 //! counts (a file of streams before layout 3) are checked by their starts
 //! alone; no checkpoint this reconciler resumes from names one (older
 //! ones are set aside, `checkpoint::ProofState::older_rules`). The re-proof
-//! sees rows in the order of the merge, not file by file: it checks each
-//! file it filtered once the merge is done, before anything is judged.
+//! sees rows in the order of the merge, not file by file, a whole stream at
+//! a time (its rows, the plain duplicates dropped included, by file:
+//! [`Keyed::see_stream`]): it checks each file it filtered once the merge
+//! is done, before anything is judged. A scan keeps of a file only what
+//! the check asks ([`Seen`]).
 //!
 //! Pure, but for [`proved_sets`] (which reads the checkpoint's files of
 //! streams): `Lake::scan_keyed` reads the lake, and calls these.
@@ -64,6 +69,7 @@ use crate::lake::{Error, LakeFileInfo, FOOTER_DISAGREES};
 use crate::names::FxHasher;
 use crate::presence::{at_seq, fingerprint, Fingerprint, Presence};
 use crate::presence_files::{Sets, Stored};
+use crate::stream::StreamRows;
 
 /// At most this many fingerprints of wanted stretches are enumerated (a
 /// hash map of about 70 MB: each with its stream's); with more, a keyed
@@ -119,8 +125,11 @@ impl Wanted {
     }
 }
 
-/// What a keyed scan saw of one file: the fingerprint of each row's stream
-/// at its seq, and how many rows it saw of each stream.
+/// What a keyed scan saw of one file, of the streams it wants: how many
+/// rows of each, and the fingerprint of each of their rows at its seq
+/// that a wanted stretch can start at. Nothing else: [`hidden`] asks
+/// nothing else of it, and a scan can see many rows a file holds past the
+/// stretches it wants (a re-proof keeps a file's until the merge ends).
 #[derive(Debug, Default)]
 pub struct Seen {
     rows: Fingerprints,
@@ -128,25 +137,14 @@ pub struct Seen {
 }
 
 impl Seen {
-    /// Notes a row of the stream `key` of kind `stream` at `seq`.
-    pub fn row(&mut self, stream: Stream, key: &str, seq: u64) {
-        self.saw(fingerprint(stream, key), seq);
-    }
-
-    fn saw(&mut self, stream: Fingerprint, seq: u64) {
+    /// Notes a row of the wanted stream `stream` (its [`fingerprint`]) at
+    /// `seq`.
+    fn saw(&mut self, wanted: &Wanted, stream: Fingerprint, seq: u64) {
         *self.streams.entry(stream).or_default() += 1;
-        self.rows.insert(at_seq(stream, seq));
-    }
-
-    /// Notes the rows of `b` (its [`SEEN_COLUMNS`]; a row that names no
-    /// known stream or no seq a proof takes is left to the proof to name:
-    /// no proved file holds one).
-    pub fn batch(&mut self, b: &RecordBatch) {
-        crate::rows::stream_fingerprints(b, |fp, seq| {
-            if let Some(seq) = seq.and_then(|s| u64::try_from(s).ok()) {
-                self.saw(fp, seq);
-            }
-        });
+        let at = at_seq(stream, seq);
+        if wanted.starts.contains_key(&at) {
+            self.rows.insert(at);
+        }
     }
 }
 
@@ -207,8 +205,14 @@ pub struct Keyed<'a> {
     pub keys: &'a [String],
     /// What the scan is for, as its error says it.
     pub reading: &'static str,
-    /// `None`: too many to enumerate; every file is read whole.
-    wanted: Option<Wanted>,
+    /// `None`: the wanted stretches too many to enumerate; every file is
+    /// read whole, none checked.
+    check: Option<Check<'a>>,
+}
+
+/// The wanted stretches, and the streams noted in each file.
+struct Check<'a> {
+    wanted: Wanted,
     /// The streams noted in each file (`crate::presence`).
     noted: &'a Presence,
     /// The files whose sets hold streams alone (noted before checkpoint
@@ -217,23 +221,36 @@ pub struct Keyed<'a> {
 }
 
 impl<'a> Keyed<'a> {
-    /// A scan of the rows of `keys`, for `reading` (its error's words):
-    /// `streams` are the streams whose rows it must not miss, each with the
-    /// last seq a stretch of it the scan needs can start at ([`Wanted::new`]);
-    /// `noted` (and `plain`) the streams noted in each file.
-    pub fn new<'k>(
+    /// A scan of the rows of `keys`, for `reading` (its error's words),
+    /// that reads every file whole: the stretches it must not miss are too
+    /// many to enumerate ([`Wanted::new`] gave none), so it needs no notes
+    /// (a caller decides this before it reads any).
+    pub fn whole(keys: &'a [String], reading: &'static str) -> Keyed<'a> {
+        Keyed {
+            keys,
+            reading,
+            check: None,
+        }
+    }
+
+    /// A scan of the rows of `keys`, for `reading` (its error's words),
+    /// that must not miss the stretches `wanted` enumerates; `noted` (and
+    /// `plain`) the streams noted in each file.
+    pub fn checked(
         keys: &'a [String],
         reading: &'static str,
-        streams: impl IntoIterator<Item = (Stream, &'k str, u64)>,
+        wanted: Wanted,
         noted: &'a Presence,
         plain: &'a HashSet<String>,
     ) -> Keyed<'a> {
         Keyed {
             keys,
             reading,
-            wanted: Wanted::new(streams),
-            noted,
-            plain,
+            check: Some(Check {
+                wanted,
+                noted,
+                plain,
+            }),
         }
     }
 
@@ -241,21 +258,59 @@ impl<'a> Keyed<'a> {
     /// checks it): only when streams are noted in it, else it is read
     /// whole, its rows of other keys the caller's to drop.
     pub fn filters(&self, file: &str) -> bool {
-        self.wanted.is_some() && !self.noted.get(file).is_empty()
+        self.check
+            .as_ref()
+            .is_some_and(|c| !c.noted.get(file).is_empty())
+    }
+
+    /// Notes in `seen` the rows of `b` (its [`SEEN_COLUMNS`]; a row that
+    /// names no known stream or no seq a proof takes is left to the proof
+    /// to name: no proved file holds one), those of wanted streams.
+    pub fn see_batch(&self, seen: &mut Seen, b: &RecordBatch) {
+        let Some(c) = &self.check else {
+            return;
+        };
+        crate::rows::stream_fingerprints(b, |fp, seq| {
+            if let Some(seq) = seq.and_then(|s| u64::try_from(s).ok()) {
+                if c.wanted.streams.contains(&fp) {
+                    seen.saw(&c.wanted, fp, seq);
+                }
+            }
+        });
+    }
+
+    /// Notes every row of `s` (one stream's, the plain duplicates the
+    /// proof drops too: [`StreamRows::file_rows`]) in the `seen` of its file,
+    /// by the scan's index (`None`: a file not checked), when the stream is
+    /// wanted: its fingerprint once, not a row at a time (a re-proof sees
+    /// rows as the merge gives them, each whole stream at once).
+    pub fn see_stream(&self, seen: &mut [Option<Seen>], s: &StreamRows) {
+        let Some(c) = &self.check else {
+            return;
+        };
+        let stream = fingerprint(s.stream, s.key());
+        if !c.wanted.streams.contains(&stream) {
+            return;
+        }
+        for (file, seq) in s.file_rows() {
+            if let Some(seen) = &mut seen[file as usize] {
+                seen.saw(&c.wanted, stream, seq);
+            }
+        }
     }
 
     /// Whether the keyed scan of `file` that `seen` saw lacks rows of a
     /// wanted stream noted there ([`hidden`]): the error naming the file
     /// when it does.
     pub fn check(&self, file: &str, seen: &Seen) -> Result<(), Error> {
-        let Some(wanted) = &self.wanted else {
+        let Some(c) = &self.check else {
             return Ok(());
         };
         let n = hidden(
-            self.noted.get(file),
-            self.noted.rows(file),
-            self.plain.contains(file),
-            wanted,
+            c.noted.get(file),
+            c.noted.rows(file),
+            c.plain.contains(file),
+            &c.wanted,
             seen,
         );
         match n {
@@ -281,7 +336,9 @@ pub fn footer_hid(file: &str, reading: &str, hidden: u64) -> Error {
 /// The streams the checkpoint noted (`stored`) in those of `files` it
 /// proved (`proved`: key → stamp) as they are now: what a resumed night's
 /// keyed scans check those files against (the night's new files have none,
-/// so they are read whole). Reads the checkpoint's files of streams.
+/// so they are read whole). Reads the checkpoint's files of streams (every
+/// set of the table's proved files: called only once it is known that a
+/// check will use them, [`Keyed::checked`]).
 pub fn proved_sets(
     stored: &Stored,
     proved: &BTreeMap<String, String>,
@@ -317,6 +374,17 @@ mod tests {
         n.finish()
     }
 
+    impl Seen {
+        /// Notes a row of the stream `key` of kind `stream` at `seq`, as a
+        /// scan that wants `wanted` does.
+        fn row(&mut self, wanted: &Wanted, stream: Stream, key: &str, seq: u64) {
+            let fp = fingerprint(stream, key);
+            if wanted.streams.contains(&fp) {
+                self.saw(wanted, fp, seq);
+            }
+        }
+    }
+
     /// [`hidden`] of the notes of `file`, counted or not.
     fn hidden_in(p: &Presence, file: &str, counted: bool, wanted: &Wanted, seen: &Seen) -> u64 {
         let rows = p.rows(file).filter(|_| counted);
@@ -333,17 +401,17 @@ mod tests {
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 5);
         assert_eq!(hidden_in(&noted, "f", false, &wanted, &seen), 2);
         // The rows of the first stretch seen, from its first on.
-        (1..=3).for_each(|seq| seen.row(Stream::Account, "a", seq));
+        (1..=3).for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 2);
         assert_eq!(hidden_in(&noted, "f", false, &wanted, &seen), 1);
         // A row of the second seen, but not its first: still hidden.
-        seen.row(Stream::Account, "a", 10);
+        seen.row(&wanted, Stream::Account, "a", 10);
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
-        seen.row(Stream::Account, "a", 9);
+        seen.row(&wanted, Stream::Account, "a", 9);
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 0);
         // Another kind's rows of the same key do not stand for them.
         let mut other = Seen::default();
-        (1..=20).for_each(|seq| other.row(Stream::Transfer, "a", seq));
+        (1..=20).for_each(|seq| other.row(&wanted, Stream::Transfer, "a", seq));
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &other), 5);
     }
 
@@ -356,18 +424,18 @@ mod tests {
         let mut seen = Seen::default();
         [1, 2, 9, 10]
             .into_iter()
-            .for_each(|seq| seen.row(Stream::Account, "a", seq));
+            .for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
         // Without the counts (a set of layout 2), the first rows say nothing.
         assert_eq!(hidden_in(&noted, "f", false, &wanted, &seen), 0);
         // "g"'s one stretch: four of its five rows seen.
         let mut seen = Seen::default();
-        (4..=7).for_each(|seq| seen.row(Stream::Account, "a", seq));
+        (4..=7).for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
         assert_eq!(hidden_in(&noted, "g", true, &wanted, &seen), 1);
-        seen.row(Stream::Account, "a", 8);
+        seen.row(&wanted, Stream::Account, "a", 8);
         assert_eq!(hidden_in(&noted, "g", true, &wanted, &seen), 0);
         // More rows seen than noted hide none.
-        seen.row(Stream::Account, "a", 30);
+        seen.row(&wanted, Stream::Account, "a", 30);
         assert_eq!(hidden_in(&noted, "g", true, &wanted, &seen), 0);
     }
 
@@ -392,16 +460,16 @@ mod tests {
         assert_eq!((counted.fps, counted.rows), (vec![at3], Some(vec![5])));
         let wanted = Wanted::new([(Stream::Account, "a", 3)]).unwrap();
         let mut seen = Seen::default();
-        (0..4).for_each(|_| seen.row(Stream::Account, "a", 3));
+        (0..4).for_each(|_| seen.row(&wanted, Stream::Account, "a", 3));
         // The run's own notes (repeated) and the written ones agree.
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
         assert_eq!(hidden(&[at3], Some(&[5]), false, &wanted, &seen), 1);
-        seen.row(Stream::Account, "a", 4);
+        seen.row(&wanted, Stream::Account, "a", 4);
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 0);
     }
 
     #[test]
-    fn a_batch_is_seen_row_by_row_by_its_stream_key_and_seq() {
+    fn a_batch_is_seen_row_by_row_by_its_stream_key_and_seq_and_only_what_is_wanted_kept() {
         use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
         use std::sync::Arc;
         let batch = RecordBatch::try_from_iter([
@@ -427,14 +495,34 @@ mod tests {
             ),
         ])
         .unwrap();
+        // The stretches of account `a` up to seq 5 and of transfer `a` up
+        // to 4 wanted; account `b` not.
+        let wanted = || Wanted::new([(Stream::Account, "a", 5), (Stream::Transfer, "a", 4)]);
+        let (noted, plain, keys) = (Presence::default(), HashSet::new(), ["a".to_owned()]);
+        let keyed = Keyed::checked(&keys, "a test", wanted().unwrap(), &noted, &plain);
         let mut seen = Seen::default();
-        seen.batch(&batch);
+        keyed.see_batch(&mut seen, &batch);
+        let wanted = wanted().unwrap();
         let mut expected = Seen::default();
-        expected.row(Stream::Account, "a", 1);
-        expected.row(Stream::Account, "a", 9);
-        expected.row(Stream::Transfer, "a", 4);
-        expected.row(Stream::Account, "b", 4);
-        expected.row(Stream::Account, "a", 9);
+        expected.row(&wanted, Stream::Account, "a", 1);
+        expected.row(&wanted, Stream::Account, "a", 9);
+        expected.row(&wanted, Stream::Transfer, "a", 4);
+        expected.row(&wanted, Stream::Account, "b", 4);
+        expected.row(&wanted, Stream::Account, "a", 9);
+        // Every row of a wanted stream counted; of their first rows, those
+        // a wanted stretch can start at (not `a`'s at 9); nothing of `b`.
+        let a = fingerprint(Stream::Account, "a");
+        let t = fingerprint(Stream::Transfer, "a");
+        assert_eq!(
+            seen.streams,
+            [(a, 3), (t, 1)].into_iter().collect::<HashMap<_, _, Mix>>()
+        );
+        assert_eq!(
+            seen.rows,
+            [at_seq(a, 1), at_seq(t, 4)]
+                .into_iter()
+                .collect::<Fingerprints>()
+        );
         assert_eq!((seen.rows, seen.streams), (expected.rows, expected.streams));
     }
 
@@ -449,12 +537,12 @@ mod tests {
         let mut seen = Seen::default();
         [1, 2]
             .into_iter()
-            .for_each(|seq| seen.row(Stream::Account, "a", seq));
+            .for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
-        seen.row(Stream::Account, "a", 3);
+        seen.row(&wanted, Stream::Account, "a", 3);
         [9, 10]
             .into_iter()
-            .for_each(|seq| seen.row(Stream::Account, "a", seq));
+            .for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 0);
         // Up to seq 9: both.
         let later = Wanted::new([(Stream::Account, "a", 9)]).unwrap();
@@ -470,7 +558,7 @@ mod tests {
         let wanted = Wanted::new([(Stream::Account, "a", 0)]).unwrap();
         let mut seen = Seen::default();
         assert_eq!(hidden(&set, None, true, &wanted, &seen), 1);
-        seen.row(Stream::Account, "a", 7);
+        seen.row(&wanted, Stream::Account, "a", 7);
         assert_eq!(hidden(&set, None, true, &wanted, &seen), 0);
     }
 
@@ -495,13 +583,9 @@ mod tests {
         let noted = noted();
         let plain = HashSet::new();
         let keys = ["a".to_owned()];
-        let keyed = Keyed::new(
-            &keys,
-            "a test",
-            [(Stream::Account, "a", 20)],
-            &noted,
-            &plain,
-        );
+        let wanted = || Wanted::new([(Stream::Account, "a", 20)]).unwrap();
+        let keyed = Keyed::checked(&keys, "a test", wanted(), &noted, &plain);
+        let wanted = wanted();
         assert!(keyed.filters("f") && keyed.filters("g") && !keyed.filters("h"));
         let err = keyed.check("f", &Seen::default()).unwrap_err().to_string();
         assert!(
@@ -513,23 +597,17 @@ mod tests {
             "{err}"
         );
         let mut seen = Seen::default();
-        (4..=8).for_each(|seq| seen.row(Stream::Account, "a", seq));
+        (4..=8).for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
         assert!(keyed.check("g", &seen).is_ok());
         // A row inside the stretch hidden.
         let mut seen = Seen::default();
         [4, 5, 6, 8]
             .into_iter()
-            .for_each(|seq| seen.row(Stream::Account, "a", seq));
+            .for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
         let err = keyed.check("g", &seen).unwrap_err().to_string();
         assert!(err.contains("gave at least 1 fewer row(s)"), "{err}");
         // Too many fingerprints to enumerate: every file is read whole.
-        let all = Keyed::new(
-            &keys,
-            "a test",
-            [(Stream::Account, "a", u64::MAX)],
-            &noted,
-            &plain,
-        );
+        let all = Keyed::whole(&keys, "a test");
         assert!(!all.filters("f") && all.check("f", &Seen::default()).is_ok());
     }
 }

@@ -34,6 +34,7 @@ use ledger_ingest::{
 
 use crate::keyed::{Keyed, Seen, SEEN_COLUMNS};
 use crate::merge::{merge, Cursor};
+use crate::names::FxSet;
 use crate::rows::Row;
 use crate::store::Location;
 use datafusion::execution::object_store::ObjectStoreUrl;
@@ -211,8 +212,16 @@ pub struct Select<'a> {
     pub from: Option<(Stream, &'a str)>,
     /// Files (by key) read whole even with `keys`: no filter, so nothing of
     /// them is skipped on their footer's word; rows of other streams are
-    /// the caller's to drop.
-    pub whole: &'a [String],
+    /// the caller's to drop. A set, looked up once per file: every file of
+    /// a table (~30k small ones before compaction) can be in it.
+    pub whole: Option<&'a FxSet<&'a str>>,
+}
+
+impl Select<'_> {
+    /// Whether the file `key` is read whole ([`Select::whole`]).
+    pub fn reads_whole(&self, key: &str) -> bool {
+        self.whole.is_some_and(|w| w.contains(key))
+    }
 }
 
 impl LakeFileInfo {
@@ -503,7 +512,7 @@ impl Lake {
             if keyed.filters(&f.key) {
                 let mut seen = Seen::default();
                 self.scan_columns(file, &checked, Some(keyed.keys), |b| {
-                    seen.batch(b);
+                    keyed.see_batch(&mut seen, b);
                     visit(b);
                 })
                 .await?;
@@ -569,7 +578,7 @@ impl Lake {
             if !known {
                 schemas.insert(f.columns.as_str(), df.schema().as_arrow().clone());
             }
-            if !select.whole.contains(&f.key) {
+            if !select.reads_whole(&f.key) {
                 df = only_keys(df, select.keys).map_err(file_err)?;
             }
             df = only_from(df, select.from).map_err(file_err)?;

@@ -3,7 +3,7 @@
 //! transfers name into 4-byte [`Sym`]s, and [`FxHasher`] hashes the ids the
 //! proof's tables are keyed by.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use serde::{Deserialize, Serialize};
@@ -54,6 +54,7 @@ impl Hasher for FxHasher {
 }
 
 pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+pub type FxSet<K> = HashSet<K, BuildHasherDefault<FxHasher>>;
 
 /// An interned string: an index into [`Names`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -30,7 +30,7 @@ use ledger_ingest::Table;
 use crate::checkpoint::{ProofState, StreamFinding, StreamId, StreamState};
 use crate::checks::completeness;
 use crate::facts::Transfers;
-use crate::keyed::Keyed;
+use crate::keyed::{Keyed, Wanted};
 use crate::lake::{Error, Lake, LakeFileInfo};
 use crate::names::FxMap;
 use crate::presence::Presence;
@@ -286,24 +286,30 @@ async fn hashes_at<'w>(
             lake.scan_columns(&files, &columns, None, visit).await?;
             continue;
         }
-        let (loaded, none);
-        let (presence, plain) = match noted {
-            Noted::Run(p) => {
-                none = HashSet::new();
-                (p, &none)
-            }
-            Noted::Proved(stored, proved) => {
-                loaded = crate::keyed::proved_sets(stored, proved, &files)?;
-                (&loaded.presence, &loaded.plain)
-            }
-        };
         // The row at an owed seq is in a stretch that starts at or before it.
         let streams = want
             .iter()
             .filter(|(id, _)| id.0 == table)
             .map(|(id, tail)| (id.1, id.2.as_str(), tail.last_seq));
         let reading = "the hashes at the proved tails it judges";
-        let keyed = Keyed::new(&keys, reading, streams, presence, plain);
+        // The notes are read only for a check that uses them.
+        let (loaded, none);
+        let keyed = match Wanted::new(streams) {
+            None => Keyed::whole(&keys, reading),
+            Some(wanted) => {
+                let (presence, plain) = match noted {
+                    Noted::Run(p) => {
+                        none = HashSet::new();
+                        (p, &none)
+                    }
+                    Noted::Proved(stored, proved) => {
+                        loaded = crate::keyed::proved_sets(stored, proved, &files)?;
+                        (&loaded.presence, &loaded.plain)
+                    }
+                };
+                Keyed::checked(&keys, reading, wanted, presence, plain)
+            }
+        };
         lake.scan_keyed(&files, &columns, &keyed, visit).await?;
     }
     Ok(found)

@@ -17,14 +17,21 @@
 //!
 //! A run notes the streams of every file it reads (a full run: all of them;
 //! a resumed run: the new ones, added to its checkpoint's) and keeps those
-//! of the files the lake lists: per stretch of a stream's rows in a file (a
-//! run of that file's rows of it in the proof's merged order), the stream
-//! with the seq the stretch starts at ([`fingerprint_at`]) and how many
-//! rows the stretch holds ([`Noter`]; every row, a plain duplicate the
-//! proof drops or a second version too), which the keyed scans check
+//! of the files the lake lists: per stretch of a stream's rows in a file,
+//! the stream with the seq the stretch starts at ([`fingerprint_at`]) and
+//! how many rows the stretch holds ([`Noter`]; every row, a plain duplicate
+//! the proof drops or a second version too), which the keyed scans check
 //! (`crate::keyed`): 12 bytes a note (a parallel `u32`, not a pair, which
 //! would take 16). Notes read from a file of streams before layout 3
 //! (checkpoint version 17) hold no counts.
+//!
+//! A stretch is a run of that file's rows of the stream in the proof's
+//! merged order, but for the plain duplicates the proof drops: each comes
+//! right after the run of kept rows it was dropped behind, even when that
+//! run goes on past it (`stream::StreamRows::file_runs`), so a stretch's
+//! bounds may be off the merged order's by such a row. How many rows each
+//! file holds of each stream, the sum over its stretches, is exact, and
+//! that is what the keyed scans check.
 //!
 //! A fingerprint is 64 bits of a fixed hash of the stream kind and key
 //! ([`fingerprint`], stable across builds: it is written to checkpoints). A
@@ -154,7 +161,8 @@ impl Presence {
     /// Notes the streams `fps` as having rows in `file`, each with as many
     /// rows as `rows` says at its index (`None`: not counted, as the sets of
     /// a file of streams before layout 3; a file's notes are counted only
-    /// while every one added is).
+    /// while every one added is, and are never counted and not: a debug
+    /// build asserts it, [`Part::extend`]).
     pub fn add(&mut self, file: &str, fps: &[Fingerprint], rows: Option<&[u32]>) {
         if fps.is_empty() {
             return;
@@ -206,6 +214,11 @@ impl Presence {
     /// Whether every file's notes hold counts (what layout 3 writes).
     pub fn is_counted(&self) -> bool {
         self.parts.values().all(|p| p.rows.is_some())
+    }
+
+    /// Whether no file's notes hold counts (what layout 2 writes).
+    pub fn is_uncounted(&self) -> bool {
+        self.parts.values().all(|p| p.rows.is_none())
     }
 
     /// The files noted.
@@ -320,8 +333,18 @@ impl Presence {
 }
 
 impl Part {
-    /// Appends `fps` (with `rows`): counted while both are.
+    /// Appends `fps` (with `rows`): counted while both are. Counted notes
+    /// and uncounted ones of one file never meet (a file's notes come from
+    /// one proof, or from one file of streams: the checkpoints this
+    /// reconciler resumes from name only counted ones); should they, the
+    /// counted would lose their counts for good once written, so a debug
+    /// build stops here.
     fn extend(&mut self, fps: &[Fingerprint], rows: Option<&[u32]>) {
+        debug_assert_eq!(
+            self.rows.is_some(),
+            rows.is_some(),
+            "counted and uncounted notes of one lake file mixed: the counted would lose their counts"
+        );
         self.fps.extend_from_slice(fps);
         match (&mut self.rows, rows) {
             (Some(have), Some(more)) => have.extend_from_slice(more),
@@ -514,14 +537,24 @@ mod tests {
         expected.sort_unstable();
         assert_eq!(c.fps, expected.iter().map(|e| e.0).collect::<Vec<_>>());
         assert_eq!(c.rows, Some(expected.iter().map(|e| e.1).collect()));
-        // A set read from an older file of streams (no counts) makes the
-        // file's notes uncounted.
-        p.add("g", &[b], None);
-        assert!(!p.is_counted());
-        assert_eq!((p.get("g"), p.rows("g")), (&[a, b][..], None));
-        assert_eq!(p.counted("g").rows, None);
-        assert_eq!(p.rows("f"), Some(&[2, 7, u32::MAX][..]));
         assert_eq!(p.counted("h"), Counted::default());
+        // Sets read from an older file of streams (no counts).
+        let mut q = Presence::default();
+        q.add("g", &[b], None);
+        q.add("g", &[a], None);
+        assert!(q.is_uncounted() && !q.is_counted() && !p.is_uncounted());
+        assert_eq!((q.get("g"), q.rows("g")), (&[b, a][..], None));
+        assert_eq!(q.counted("g").rows, None);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "counted and uncounted notes of one lake file mixed")]
+    fn counted_notes_of_a_file_and_uncounted_ones_are_never_mixed() {
+        let a = fingerprint_at(Stream::Account, "a", 1);
+        let mut p = Presence::default();
+        p.add("f", &[a], Some(&[2]));
+        p.add("f", &[a], None);
     }
 
     const PINNED_TRANSFER_AT_1: u64 = 6932500525478127177;

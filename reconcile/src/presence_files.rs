@@ -20,8 +20,14 @@
 //! (`fp:u64*` a set, the footer's magic `LDGRPRS2`), written by checkpoint
 //! versions 9 to 16: still read (a night reads the files of streams of
 //! the checkpoint it sets aside to account for what compaction replaced,
-//! `crate::custody`), its sets not counted, and written again only for sets
-//! read from one (a rewrite or a merge keeps them in it).
+//! `crate::custody`), its sets not counted. A file is written in version 3
+//! when every set in it is counted, in version 2 when none is (what is
+//! left of a version-1 or version-2 file, rewritten). A rewrite or a merge
+//! that mixed the two would write every set in version 2, the counted
+//! sets' rows lost for good: none does, as no checkpoint this reconciler
+//! resumes from names a file before version 3 (one before checkpoint
+//! version 17 is set aside, `checkpoint::ProofState::older_rules`, and its
+//! files of streams are not carried over), and a debug build asserts it.
 //!
 //! The checkpoint names each with its index's SHA-256 (the name's hex is its
 //! start) and the lake files it covers ([`StreamsRef`]), and each set is
@@ -377,9 +383,14 @@ pub fn read(dir: &Path, r: &StreamsRef) -> Result<Presence, String> {
 
 /// Writes `p` as a new file beside `checkpoint` (temporary name, fsync,
 /// rename) and returns its reference (`starts`: what its sets hold): in
-/// layout 3 when every set of it is counted, else in layout 2 (sets read
-/// from one), the counts left out.
+/// layout 3 when every set of it is counted, in layout 2 when none is
+/// (sets read from one). Never both: the counted sets would lose their
+/// counts (a debug build stops here; the module says why it cannot be).
 fn write(checkpoint: &Path, p: &Presence, starts: bool) -> Result<StreamsRef, String> {
+    debug_assert!(
+        p.is_counted() || p.is_uncounted(),
+        "counted and uncounted sets in one file of streams: the counted would lose their counts"
+    );
     let (version, footer) = if p.is_counted() {
         (VERSION, FOOTER_MAGIC)
     } else {
@@ -590,11 +601,41 @@ mod tests {
         assert!(e.contains("a stretch of z noted with no row"), "{e}");
     }
 
+    /// A version-2 file of "a", "b", "c" (as a checkpoint before version 17
+    /// named) and its reference.
+    fn version_2(ckpt: &Path) -> Vec<StreamsRef> {
+        save(ckpt, &[], &uncounted(&["a", "b", "c"]), &|_| true).unwrap()
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "counted and uncounted sets in one file of streams")]
+    fn a_version_2_files_sets_left_are_not_rewritten_with_a_nights_counted_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("ck");
+        // "a" and "b" gone: "c"'s set would join the night's file.
+        let _ = save(&ckpt, &version_2(&ckpt), &noted(&["d"]), &|k| {
+            !["a", "b"].contains(&k)
+        });
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "counted and uncounted sets in one file of streams")]
+    fn a_version_2_file_is_not_merged_with_a_counted_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("ck");
+        // A night's file as large as it: the two would merge.
+        let _ = save(&ckpt, &version_2(&ckpt), &noted(&["d", "e", "f"]), &|_| {
+            true
+        });
+    }
+
     #[test]
     fn a_version_2_file_is_still_read_not_counted_and_kept_so() {
         let dir = tempfile::tempdir().unwrap();
         let ckpt = dir.path().join("ck");
-        let refs = save(&ckpt, &[], &uncounted(&["a", "b", "c"]), &|_| true).unwrap();
+        let refs = version_2(&ckpt);
         let bytes = std::fs::read(dir.path().join(&refs[0].file)).unwrap();
         assert_eq!(&bytes[8..12], &UNCOUNTED.to_le_bytes());
         assert_eq!(&bytes[bytes.len() - 8..], UNCOUNTED_FOOTER_MAGIC);

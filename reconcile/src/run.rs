@@ -33,11 +33,12 @@ use crate::checks::*;
 use crate::custody::Custody;
 use crate::facts::Facts;
 use crate::finding::{CheckResult, Finding, Settle};
-use crate::keyed::{Keyed, Seen};
+use crate::keyed::{Keyed, Seen, Wanted};
 use crate::lake::{Error, KeyGroup, Lake, LakeFileInfo, Select, FOOTER_DISAGREES};
-use crate::names::FxMap;
+use crate::names::{FxMap, FxSet};
 use crate::owing::{Noted, Owing, Proved};
 use crate::presence::{Noter, Presence};
+use crate::presence_files::Sets;
 use crate::report::{Incremental, Report, REPORT_VERSION};
 use crate::rows::{strings, Row};
 use crate::stream::{Grouper, ScanStats, StreamRows, StreamView, Tail, Views};
@@ -661,21 +662,21 @@ async fn prove_streams(
         .iter()
         .map(|f| {
             keyed
-                .filter(|k| k.filters(&f.key) && !select.whole.contains(&f.key))
+                .filter(|k| k.filters(&f.key) && !select.reads_whole(&f.key))
                 .map(|_| Seen::default())
         })
         .collect();
+    // Seen a stream at a time (nothing a row), so a proof with no check
+    // (the split's upper part) pays nothing for it.
     let read = scan_streams(
         lake,
         files,
         select,
-        |row| {
-            if let Some(s) = seen[row.batch().0.file as usize].as_mut() {
-                s.row(row.stream(), row.key(), row.seq());
-            }
-            false
-        },
+        |_| false,
         |s| {
+            if let Some(k) = keyed {
+                k.see_stream(&mut seen, &s);
+            }
             if keep(&s) {
                 if let Some(c) = own.push(s) {
                     proof.visit_chunk(table, c);
@@ -761,7 +762,9 @@ struct RunCtx<'a> {
 }
 
 /// Proves one table: pass 1 over the files the checkpoint has not proved,
-/// pass 2 over every file for the streams pass 1 reopened.
+/// pass 2 over every file for the streams pass 1 reopened (`noted`: the
+/// checkpoint's notes of the table's proved files, when the pull-back read
+/// them).
 async fn prove_table(
     run: &RunCtx<'_>,
     table: Table,
@@ -769,6 +772,7 @@ async fn prove_table(
     mut proof: Proof,
     handoff: Option<&Handoff>,
     split: Option<&Split>,
+    noted: Option<Sets>,
 ) -> Result<TableRun, Error> {
     let RunCtx {
         lake,
@@ -926,29 +930,48 @@ async fn prove_table(
         // show every row of these streams the checkpoint noted in it
         // (`crate::keyed`, as the pull-back's scan): a row a lie hid would
         // be reported missing, a violation the lake does not hold. A proved
-        // file with no notes is read whole.
-        let sets = crate::keyed::proved_sets(stored, prior_files, &files)?;
+        // file with no notes is read whole. The notes are read only once a
+        // check will use them (for the account table, the pull-back's
+        // serve again).
+        //
         // A stretch of a stream in a proved file starts at or before the
         // last seq the checkpoint proved of it.
         let streams = reopened
             .iter()
             .map(|(id, tail)| (id.1, id.2.as_str(), tail.last_seq));
         let reading = "the re-proof of the streams it reopens";
-        let keyed = Keyed::new(&keys, reading, streams, &sets.presence, &sets.plain);
-        let whole: Vec<String> = files
+        let sets;
+        let keyed = if reopened.is_empty() {
+            // Each reopened stream proved at seq 0 alone: no stretch to
+            // check, the proved files read by key.
+            None
+        } else {
+            Some(match Wanted::new(streams) {
+                None => Keyed::whole(&keys, reading),
+                Some(wanted) => {
+                    sets = match noted {
+                        Some(sets) => sets,
+                        None => crate::keyed::proved_sets(stored, prior_files, &files)?,
+                    };
+                    Keyed::checked(&keys, reading, wanted, &sets.presence, &sets.plain)
+                }
+            })
+        };
+        let new_keys: FxSet<&str> = new.iter().map(|f| f.key.as_str()).collect();
+        let whole: FxSet<&str> = files
             .iter()
-            .filter(|f| new.iter().any(|n| n.key == f.key) || !keyed.filters(&f.key))
-            .map(|f| f.key.clone())
+            .map(|f| f.key.as_str())
+            .filter(|k| new_keys.contains(k) || keyed.as_ref().is_some_and(|c| !c.filters(k)))
             .collect();
         let only = Select {
             keys: Some(&keys),
             from: None,
-            whole: &whole,
+            whole: Some(&whole),
         };
         // This pass reads some streams of old files: what it notes of them
         // is not their whole set (`crate::presence`), so it is not kept.
         let (read, _, _) =
-            prove_streams(lake, &files, only, table, &mut proof, Some(&keyed), |s| {
+            prove_streams(lake, &files, only, table, &mut proof, keyed.as_ref(), |s| {
                 reopen.contains(&(table, s.stream, s.key().to_owned()))
             })
             .await?;
@@ -1268,8 +1291,16 @@ fn add_transfer_ids(
 /// What [`pull_back`] did.
 enum PullBack {
     /// Pulled back what the run needs; the account and transfer tables'
-    /// files, and the account streams whose old rows chain to their tails.
-    Pulled(Vec<LakeFileInfo>, Vec<LakeFileInfo>, HashSet<String>),
+    /// files, the account streams whose old rows chain to their tails, and
+    /// the checkpoint's notes of the proved account files when the keyed
+    /// scan read them (the account table's re-proof checks against them
+    /// too).
+    Pulled(
+        Vec<LakeFileInfo>,
+        Vec<LakeFileInfo>,
+        HashSet<String>,
+        Option<Sets>,
+    ),
     /// Nothing: most account streams must be re-proved from their first
     /// event, and a full proof reads less than re-proving each of them over
     /// every file (the verdicts are the same either way). The same files.
@@ -1361,6 +1392,7 @@ async fn pull_back(
         }
         return Ok(PullBack::FullIsCheaper(a, t));
     }
+    let mut noted = None;
     if !reopened.is_empty() {
         // Their legs are withdrawn and re-proved from seq 1: the transfers
         // those legs name must be open. The files the checkpoint proved are
@@ -1369,7 +1401,6 @@ async fn pull_back(
         // the checkpoint noted in it (`crate::keyed`): a hidden row would
         // leave its transfer in the archive while its leg is proved again.
         // The night's new files are read whole.
-        let sets = crate::keyed::proved_sets(&prior.stored, &prior.files, &a)?;
         let tail = |key: &str| {
             let id = (Table::Account, Stream::Account, key.to_owned());
             prior.streams.get(&id).map_or(0, |s| s.tail.last_seq)
@@ -1380,7 +1411,15 @@ async fn pull_back(
             .iter()
             .map(|k| (Stream::Account, k.as_str(), tail(k)));
         let reading = "the transfers of the account streams it reopens";
-        let keyed = Keyed::new(&reopened, reading, streams, &sets.presence, &sets.plain);
+        // The notes are read only for a check that uses them.
+        let keyed = match Wanted::new(streams) {
+            None => Keyed::whole(&reopened, reading),
+            Some(wanted) => {
+                let sets = crate::keyed::proved_sets(&prior.stored, &prior.files, &a)?;
+                let sets = noted.insert(sets);
+                Keyed::checked(&reopened, reading, wanted, &sets.presence, &sets.plain)
+            }
+        };
         let wanted: HashSet<&str> = reopened.iter().map(String::as_str).collect();
         let columns = ["stream_key", "transfer_id"];
         lake.scan_keyed(&a, &columns, &keyed, |b| {
@@ -1407,7 +1446,7 @@ async fn pull_back(
         *prior.legs.entry(&id) = legs;
     }
     prior.transfers.end_pass();
-    Ok(PullBack::Pulled(a, t, cleared))
+    Ok(PullBack::Pulled(a, t, cleared, noted))
 }
 
 /// Scans `files` in stream order (only the streams of `keys` when given),
@@ -1538,15 +1577,16 @@ async fn start(
         listed.map_or([None, None, None], |l| l.map(Some));
     // Transfers the new files name come back from the archive first, so the
     // proof below sees every transfer it touches (see `archive`).
-    let mut cleared = None;
+    let (mut cleared, mut account_noted) = (None, None);
     if let (false, Some(a), Some(t)) = (
         prior.archive.is_empty(),
         account_files.take(),
         transfer_files.take(),
     ) {
         let (a, t) = match pull_back(lake, &mut prior, a, t, opts, started).await? {
-            PullBack::Pulled(a, t, c) => {
+            PullBack::Pulled(a, t, c, n) => {
                 cleared = Some(c);
+                account_noted = n;
                 (a, t)
             }
             PullBack::FullIsCheaper(a, t) => {
@@ -1579,6 +1619,7 @@ async fn start(
         custody: &custody,
         ignored: &ignored,
         cleared: cleared.as_ref(),
+        account_noted,
         owing,
     };
     let source = std::mem::take(&mut prior.source);
@@ -1615,6 +1656,7 @@ async fn start(
         custody: &custody,
         ignored: &ignored,
         cleared: None,
+        account_noted: None,
         owing,
     };
     prove_resumed(lake, opts, started, ProofState::default(), full)
@@ -1640,6 +1682,9 @@ struct Resume<'a> {
     ignored: &'a [String],
     /// See [`RunCtx::cleared`].
     cleared: Option<&'a HashSet<String>>,
+    /// The checkpoint's notes of the proved account files, when the
+    /// pull-back read them ([`PullBack::Pulled`]).
+    account_noted: Option<Sets>,
     /// The proved tails the lake must still hold.
     owing: Owing<'a>,
 }
@@ -1663,6 +1708,7 @@ async fn prove_resumed(
         custody,
         ignored,
         cleared,
+        account_noted,
         owing,
     } = resume;
     let archive = std::mem::take(&mut prior.archive);
@@ -1750,6 +1796,7 @@ async fn prove_resumed(
                 acct,
                 None,
                 None,
+                account_noted,
             ))?;
             if opts.handoff && !opts.split_first {
                 take_upper(&mut helped)?;
@@ -1774,14 +1821,23 @@ async fn prove_resumed(
             let closing = Closing(h, sp);
             block_on(async {
                 let offer = opts.handoff.then_some(h);
-                let t = prove_table(ctx, Table::Transfer, transfer_files, xfer, offer, Some(sp))
-                    .await?;
+                let t = prove_table(
+                    ctx,
+                    Table::Transfer,
+                    transfer_files,
+                    xfer,
+                    offer,
+                    Some(sp),
+                    None,
+                )
+                .await?;
                 drop(closing);
                 let s = prove_table(
                     ctx,
                     Table::Subscription,
                     subscription_files,
                     t.proof,
+                    None,
                     None,
                     None,
                 )

@@ -35,8 +35,9 @@ pub struct StreamRows {
     runs: smallvec::SmallVec<[Run; 1]>,
     len: usize,
     /// The plain duplicates dropped ([`Grouper::push`]), for the notes'
-    /// counts of rows per file (`crate::presence`): each after how many
-    /// runs, its file and seq. Rare: empty, it allocates nothing.
+    /// counts of rows per file (`crate::presence`) and a re-proof's check
+    /// (`crate::keyed`): each after how many runs, its file and seq. Rare:
+    /// empty, it allocates nothing.
     dropped: Vec<(u32, u32, u64)>,
 }
 
@@ -68,7 +69,9 @@ impl StreamRows {
     /// The scan's files its rows are from, with the seq each run starts at
     /// and its rows, a run at a time in the scan's order (a file may come
     /// again): the plain duplicates dropped among them, each a run of one
-    /// row, so every row the scan read of the stream is in one.
+    /// row right after the run of kept rows it was dropped behind (even
+    /// when that run goes on past it), so every row the scan read of the
+    /// stream is in one.
     pub fn file_runs(&self) -> impl Iterator<Item = (u32, u64, u32)> + '_ {
         let mut dropped = self.dropped.iter().peekable();
         self.runs.iter().enumerate().flat_map(move |(i, r)| {
@@ -83,6 +86,16 @@ impl StreamRows {
             }
             std::iter::once(run).chain(after)
         })
+    }
+
+    /// Every row the scan read of the stream, as its file and seq: the rows
+    /// kept, then the plain duplicates dropped.
+    pub fn file_rows(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        let kept = self
+            .runs
+            .iter()
+            .flat_map(|r| (r.start as usize..r.end as usize).map(|i| (r.cols.file, r.cols.seq(i))));
+        kept.chain(self.dropped.iter().map(|&(_, file, seq)| (file, seq)))
     }
 
     /// The seq of the first row.
@@ -109,7 +122,11 @@ impl StreamRows {
     }
 
     /// Drops the first `n` rows (all of them if there are fewer): what is
-    /// left starts at the row after them, in the same order.
+    /// left starts at the row after them, in the same order. The plain
+    /// duplicates dropped are forgotten: only the notes and a re-proof's
+    /// check read them ([`StreamRows::file_runs`], [`StreamRows::file_rows`]),
+    /// and both take a stream before any of its rows is skipped (copies of
+    /// proved rows, `run::Proof::drop_proved_copies`).
     pub fn skip_first(&mut self, mut n: usize) {
         n = n.min(self.len);
         self.len -= n;
@@ -124,12 +141,7 @@ impl StreamRows {
             whole += 1;
         }
         self.runs.drain(..whole);
-        // The duplicates dropped after the runs gone go with them.
-        self.dropped.retain_mut(|(after, _, _)| {
-            let keep = *after as usize > whole;
-            *after = after.saturating_sub(whole as u32);
-            keep
-        });
+        self.dropped.clear();
     }
 
     /// Appends `row`: to the last run when it is the row after it.
@@ -541,11 +553,88 @@ mod tests {
             (&[at(1), at(2)][..], Some(&[2, 2][..]))
         );
         assert_eq!((p.get("f1"), p.rows("f1")), (&[at(2)][..], Some(&[1][..])));
-        // The first row skipped (a copy of a proved row): what is left.
+        // The first row skipped (a copy of a proved row): the rows left,
+        // from seq 2 on.
         let mut s = s;
         s.skip_first(1);
+        assert_eq!((s.len(), s.first_seq()), (2, 2));
         let runs: Vec<(u32, u64, u32)> = s.file_runs().collect();
-        assert_eq!(runs, [(0, 2, 1), (1, 2, 1), (0, 2, 1), (0, 3, 1)]);
+        assert_eq!(runs, [(0, 2, 1), (0, 3, 1)]);
+    }
+
+    #[test]
+    fn a_duplicate_comes_after_the_run_it_was_dropped_behind_and_each_files_rows_add_up() {
+        // File 0 holds seqs 1 to 3 of `a` in one batch, file 1 a plain
+        // duplicate of seq 2, merged between file 0's 2 and 3: file 0's
+        // run goes on past the duplicate, which comes after it.
+        let (f0, f1) = (
+            cols(0, &[("a", 1, "h1"), ("a", 2, "h2"), ("a", 3, "h3")]),
+            cols(1, &[("a", 2, "h2")]),
+        );
+        let mut g = Grouper::default();
+        for (c, i) in [(&f0, 0), (&f0, 1), (&f1, 0), (&f0, 2)] {
+            assert!(g.push(Row::at(c, i)).is_none());
+        }
+        let s = g.finish().unwrap();
+        let runs: Vec<(u32, u64, u32)> = s.file_runs().collect();
+        assert_eq!(runs, [(0, 1, 3), (1, 2, 1)]);
+        // Each file's rows of the stream, over its stretches, are exact.
+        let mut n = crate::presence::Noter::new(["f0", "f1"].into_iter());
+        n.note(s.stream, s.key(), s.file_runs());
+        let p = n.finish();
+        let total = |f: &str| p.rows(f).unwrap().iter().sum::<u32>();
+        assert_eq!((total("f0"), total("f1")), (3, 1));
+    }
+
+    #[test]
+    fn a_keyed_re_proof_sees_every_row_of_a_stream_by_file_the_plain_duplicates_included() {
+        use crate::keyed::{Keyed, Seen, Wanted};
+        use crate::presence::Noter;
+        // As above: file 0 holds seqs 1, 2, 2 (a plain duplicate) and 3 of
+        // `a`, file 1 a plain duplicate of seq 2; merged in that order.
+        let merged = |f0: &[(&str, i64, &str)]| {
+            let (f0, f1) = (cols(0, f0), cols(1, &[("a", 2, "h2")]));
+            let mut g = Grouper::default();
+            let mut order = vec![(&f0, 0), (&f0, 1), (&f1, 0)];
+            order.extend((2..f0.len()).map(|i| (&f0, i)));
+            for (c, i) in order {
+                assert!(g.push(Row::at(c, i)).is_none());
+            }
+            g.finish().unwrap()
+        };
+        let f0 = [
+            ("a", 1, "h1"),
+            ("a", 2, "h2"),
+            ("a", 2, "h2"),
+            ("a", 3, "h3"),
+        ];
+        let s = merged(&f0);
+        let mut rows: Vec<(u32, u64)> = s.file_rows().collect();
+        rows.sort_unstable();
+        assert_eq!(rows, [(0, 1), (0, 2), (0, 2), (0, 3), (1, 2)]);
+        // The proof's notes of the two files, and a re-proof's check of them.
+        let mut n = Noter::new(["f0", "f1"].into_iter());
+        n.note(s.stream, s.key(), s.file_runs());
+        let noted = n.finish();
+        let (keys, plain) = (["a".to_owned()], std::collections::HashSet::new());
+        let wanted = Wanted::new([(Stream::Account, "a", 3)]).unwrap();
+        let keyed = Keyed::checked(&keys, "a test", wanted, &noted, &plain);
+        let seen_of = |s: &StreamRows| {
+            let mut seen = vec![Some(Seen::default()), Some(Seen::default())];
+            keyed.see_stream(&mut seen, s);
+            seen.into_iter().map(Option::unwrap).collect::<Vec<_>>()
+        };
+        let seen = seen_of(&s);
+        assert!(keyed.check("f0", &seen[0]).is_ok() && keyed.check("f1", &seen[1]).is_ok());
+        // A file not checked (read whole) is skipped.
+        let mut one = vec![Some(Seen::default()), None];
+        keyed.see_stream(&mut one, &s);
+        assert!(keyed.check("f0", one[0].as_ref().unwrap()).is_ok());
+        // File 0's duplicate not read (its footer hid it): one row fewer.
+        let hid = seen_of(&merged(&[f0[0], f0[1], f0[3]]));
+        let err = keyed.check("f0", &hid[0]).unwrap_err().to_string();
+        assert!(err.contains("gave at least 1 fewer row(s)"), "{err}");
+        assert!(keyed.check("f1", &hid[1]).is_ok());
     }
 
     /// `unhex` one digit at a time, as the reference.

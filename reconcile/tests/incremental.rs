@@ -3709,27 +3709,79 @@ fn a_stream_of_seq_0_rows_in_the_wrong_table_is_one_finding_however_many_nights_
     let events = history(44, 3, 40);
     deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
     let at = events[0].occurred_at_ms;
-    // A writer that puts a transfer's rows (of seq 0) under events/account/.
-    let misplace = |n: i64| {
-        let e = Event::new(
-            Stream::Transfer,
-            "t.acme.zero",
-            0,
-            "created",
-            at + n,
-            ledger_events::GENESIS_HASH,
-        )
-        .seal();
-        let rows = vec![ledger_ingest::Row {
-            event: e,
-            conflict: false,
-        }];
-        for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
-            let moved = f.key.replacen("events/transfer/", "events/account/", 1);
-            write_object(&root, &moved, &f.bytes).unwrap();
-        }
+    one_wrong_table_over_two_nights(&root, &ckpt, |night| {
+        misplace_at_seq_0(&root, at + night as i64 + 1)
+    });
+}
+
+/// A writer that puts a transfer's row of seq 0 (occurred at `at`) under
+/// events/account/.
+fn misplace_at_seq_0(root: &Path, at: i64) {
+    let e = Event::new(
+        Stream::Transfer,
+        "t.acme.zero",
+        0,
+        "created",
+        at,
+        ledger_events::GENESIS_HASH,
+    )
+    .seal();
+    let rows = vec![ledger_ingest::Row {
+        event: e,
+        conflict: false,
+    }];
+    for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
+        let moved = f.key.replacen("events/transfer/", "events/account/", 1);
+        write_object(root, &moved, &f.bytes).unwrap();
+    }
+}
+
+#[test]
+fn a_re_proof_with_no_stretch_to_check_reads_no_notes_of_the_proved_files() {
+    // The account table's only reopened stream, a misplaced transfer stream
+    // of seq-0 rows, has no stretch a keyed check could want (its proved
+    // tail is at 0): the notes are not read, so a night with an account
+    // file's set damaged reaches a full proof's verdicts. A night that
+    // reopens an account stream with proved rows past seq 0 needs them, and
+    // stops on the damage.
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(44, 3, 40);
+    deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
+    let at = events[0].occurred_at_ms;
+    misplace_at_seq_0(&root, at + 1);
+    assert!(!night(&root, &ckpt).holds);
+    // A byte of the first lake file's set (an account file's: the sets are
+    // in key order after a 12-byte header).
+    let streams = only_file(dir.path(), "prs");
+    let mut bytes = std::fs::read(&streams).unwrap();
+    bytes[20] ^= 1;
+    std::fs::write(&streams, &bytes).unwrap();
+    let resumed = |root: &Path| {
+        let name = root.to_str().unwrap();
+        runtime().block_on(async {
+            let lake = Lake::open(name).unwrap();
+            let prior = ProofState::load(&ckpt, name).unwrap();
+            reconcile_from(&lake, &opts(), Some(prior)).await
+        })
     };
-    one_wrong_table_over_two_nights(&root, &ckpt, |night| misplace(night as i64 + 1));
+    misplace_at_seq_0(&root, at + 2);
+    let (r, _) = resumed(&root).unwrap_or_else(|e| panic!("the night read the notes: {e}"));
+    let i = r.incremental.unwrap();
+    assert!(i.streams_reopened == 1 && !i.reproved_in_full, "{i:?}");
+    assert_same(1, &r, &full(&root));
+    // An account row redelivered before its stream's tail: its re-proof
+    // checks the files it reads by key against their notes.
+    let old = events
+        .iter()
+        .find(|e| e.stream == Stream::Account && e.seq == 1)
+        .unwrap();
+    deliver(&root, &[old], "r");
+    let Err(e) = resumed(&root) else {
+        panic!("the night went on without the damaged notes");
+    };
+    let e = e.to_string();
+    assert!(e.contains("streams file") && e.contains("SHA-256"), "{e}");
 }
 
 #[test]
