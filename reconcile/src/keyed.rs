@@ -27,14 +27,21 @@
 //! a full run does (`run::Split::check_rows`). A fingerprint does not say
 //! its stream, so the wanted streams' are enumerated ([`Wanted`]): each
 //! seq from 0 to the last a stretch the scan needs can start at, each
-//! with its stream's, by which the rows noted are added up.
+//! with its stream's, by which the rows noted are added up. Past
+//! [`WANTED_STARTS_MAX`] of them, the longest histories (a hot account's)
+//! are matched instead: the fingerprint's mix undone with the stream's
+//! gives the seq it was noted at, one of that stream's when it is no more
+//! than the last wanted (a note of another stream gives one anywhere in
+//! `u64`: a false match has the same odds as an enumerated fingerprint
+//! taken by chance, kept within [`LONG_MATCH_BUDGET`]).
 //!
 //! A file with no streams noted (new to the night: no proof has read it
 //! whole yet) is not filtered but read whole, so nothing of it is skipped
 //! on its footer's word ([`Keyed::filters`]); so is every file when the
-//! wanted fingerprints would be too many to hold ([`WANTED_STARTS_MAX`],
-//! [`Keyed::whole`]), and then no notes are read: a caller enumerates the
-//! wanted stretches before it reads the notes ([`proved_sets`]).
+//! wanted stretches would be too many to match ([`LONG_STREAMS_MAX`],
+//! [`LONG_MATCH_BUDGET`], [`Keyed::whole`]), and then no notes are read: a
+//! caller enumerates the wanted stretches before it reads the notes
+//! ([`proved_sets`]).
 //!
 //! Rows a lie hides inside a stretch whose first row it leaves (a stream's
 //! rows in one file spanning row groups or pages, a later one skipped on
@@ -67,14 +74,32 @@ use ledger_events::Stream;
 use crate::checkpoint::FULL_HELP;
 use crate::lake::{Error, LakeFileInfo, FOOTER_DISAGREES};
 use crate::names::FxHasher;
-use crate::presence::{at_seq, fingerprint, Fingerprint, Presence};
+use crate::presence::{at_seq, fingerprint, seq_at, Fingerprint, Presence};
 use crate::presence_files::{Sets, Stored};
 use crate::stream::StreamRows;
 
 /// At most this many fingerprints of wanted stretches are enumerated (a
-/// hash map of about 70 MB: each with its stream's); with more, a keyed
-/// scan reads every file whole.
+/// hash map of about 70 MB: each with its stream's), the streams of the
+/// shortest histories first; the rest are matched by undoing each noted
+/// fingerprint's mix ([`Wanted`], [`LONG_STREAMS_MAX`]).
 pub const WANTED_STARTS_MAX: usize = 1 << 21;
+
+/// At most this many streams are matched by undoing the mix
+/// ([`crate::presence::seq_at`]) rather than enumerated: each costs a step
+/// for every note of a checked file that no enumerated stretch matches.
+/// With more, a keyed scan reads every file whole.
+pub const LONG_STREAMS_MAX: usize = 64;
+
+/// A note of a stream the scan does not want matches a wanted stretch by
+/// chance with odds of about (the stretches' seqs) / 2⁶⁴, so checking `n`
+/// notes against `s` seqs raises a false alarm with odds about `s · n` /
+/// 2⁶⁴. The streams not enumerated may take `s · n` up to this (odds 2⁻¹⁹
+/// a night: what the enumeration's own cap gives a table of 16M notes, the
+/// transfer table at 50M events); past it, a keyed scan reads every file
+/// whole. So a hot account (the account table's notes are its accounts
+/// times its files: ~300,000 at 10,000 accounts and 30 files) is checked
+/// up to ~100M events, not read whole past 2M.
+pub const LONG_MATCH_BUDGET: u128 = 1 << 45;
 
 /// The columns a keyed scan adds to its caller's, to see each row's stream
 /// and seq.
@@ -85,9 +110,19 @@ pub const SEEN_COLUMNS: [&str; 3] = ["stream", "stream_key", "seq"];
 /// the last such a stretch can start at, each with its stream's (to add
 /// the rows noted up by stream), and (for sets noted before checkpoint
 /// version 11, `presence_files::Sets::plain`) its stream's alone.
+///
+/// Enumerated for the streams of the shortest histories, up to
+/// [`WANTED_STARTS_MAX`] fingerprints; a longer one (a hot account's) is
+/// kept as its fingerprint and last seq, and a noted fingerprint is its
+/// stretch when undoing the mix with it gives a seq up to that last
+/// ([`Wanted::stream_of`]).
 #[derive(Debug)]
 pub struct Wanted {
     starts: HashMap<Fingerprint, Fingerprint, Mix>,
+    long: HashMap<Fingerprint, u64, Mix>,
+    /// How many seqs the long streams span: with the notes checked, the
+    /// odds of a false match ([`LONG_MATCH_BUDGET`]).
+    long_seqs: u128,
     streams: Fingerprints,
 }
 
@@ -98,30 +133,74 @@ type Fingerprints = HashSet<Fingerprint, Mix>;
 impl Wanted {
     /// The fingerprints of `streams`: each a kind, a key and the last seq a
     /// stretch of it the scan needs can start at (the greatest given for a
-    /// stream counts). `None` when they are more than [`WANTED_STARTS_MAX`].
+    /// stream counts). `None` when, past the [`WANTED_STARTS_MAX`]
+    /// enumerated, more than [`LONG_STREAMS_MAX`] streams are left, or
+    /// they span more than [`LONG_MATCH_BUDGET`] seqs.
     pub fn new<'k>(streams: impl IntoIterator<Item = (Stream, &'k str, u64)>) -> Option<Wanted> {
+        Wanted::capped(WANTED_STARTS_MAX, streams)
+    }
+
+    /// [`Wanted::new`], enumerating at most `starts_max` fingerprints.
+    fn capped<'k>(
+        starts_max: usize,
+        streams: impl IntoIterator<Item = (Stream, &'k str, u64)>,
+    ) -> Option<Wanted> {
         let mut last: BTreeMap<(Stream, &str), u64> = BTreeMap::new();
         for (kind, key, seq) in streams {
             let at = last.entry((kind, key)).or_default();
             *at = (*at).max(seq);
         }
-        let total = last
-            .values()
-            .try_fold(0usize, |n, &seq| {
-                n.checked_add(usize::try_from(seq).ok()?.checked_add(1)?)
+        // The shortest histories first, each with its fingerprints' count.
+        let mut by_length: Vec<(u128, Fingerprint)> = last
+            .into_iter()
+            .map(|((kind, key), seq)| (u128::from(seq) + 1, fingerprint(kind, key)))
+            .collect();
+        by_length.sort_unstable();
+        let enumerated = by_length
+            .iter()
+            .scan(0u128, |total, &(n, _)| {
+                *total += n;
+                Some(*total)
             })
-            .filter(|&n| n <= WANTED_STARTS_MAX)?;
-        let mut starts = HashMap::with_capacity_and_hasher(total, Mix::default());
-        let mut alone = Fingerprints::with_capacity_and_hasher(last.len(), Default::default());
-        for ((kind, key), seq) in last {
-            let fp = fingerprint(kind, key);
-            alone.insert(fp);
-            starts.extend((0..=seq).map(|s| (at_seq(fp, s), fp)));
+            .take_while(|&total| total <= starts_max as u128)
+            .count();
+        let (short, long) = by_length.split_at(enumerated);
+        let long_seqs: u128 = long.iter().map(|&(n, _)| n).sum();
+        if long.len() > LONG_STREAMS_MAX || long_seqs > LONG_MATCH_BUDGET {
+            return None;
+        }
+        let total: u128 = short.iter().map(|&(n, _)| n).sum();
+        let mut starts = HashMap::with_capacity_and_hasher(total as usize, Mix::default());
+        for &(n, fp) in short {
+            starts.extend((0..n as u64).map(|s| (at_seq(fp, s), fp)));
         }
         Some(Wanted {
             starts,
-            streams: alone,
+            long: long.iter().map(|&(n, fp)| (fp, (n - 1) as u64)).collect(),
+            long_seqs,
+            streams: by_length.iter().map(|&(_, fp)| fp).collect(),
         })
+    }
+
+    /// The wanted stream whose stretch the noted fingerprint `at` is, if
+    /// any: enumerated, or a long stream's at a seq up to its last.
+    fn stream_of(&self, at: Fingerprint) -> Option<Fingerprint> {
+        if let Some(&stream) = self.starts.get(&at) {
+            return Some(stream);
+        }
+        self.long
+            .iter()
+            .find(|&(&stream, &last)| seq_at(stream, at) <= last)
+            .map(|(&stream, _)| stream)
+    }
+
+    /// Whether a wanted stretch of the wanted stream `stream` can start at
+    /// `seq` (its fingerprint there `at`).
+    fn starts_at(&self, stream: Fingerprint, seq: u64, at: Fingerprint) -> bool {
+        match self.long.get(&stream) {
+            Some(&last) => seq <= last,
+            None => self.starts.contains_key(&at),
+        }
     }
 }
 
@@ -142,7 +221,7 @@ impl Seen {
     fn saw(&mut self, wanted: &Wanted, stream: Fingerprint, seq: u64) {
         *self.streams.entry(stream).or_default() += 1;
         let at = at_seq(stream, seq);
-        if wanted.starts.contains_key(&at) {
+        if wanted.starts_at(stream, seq, at) {
             self.rows.insert(at);
         }
     }
@@ -178,7 +257,7 @@ pub fn hidden(
     // By stream: the rows noted, and the first rows not seen.
     let mut by_stream: BTreeMap<Fingerprint, (u64, Vec<Fingerprint>)> = BTreeMap::new();
     for (i, fp) in noted.iter().enumerate() {
-        let Some(&stream) = wanted.starts.get(fp) else {
+        let Some(stream) = wanted.stream_of(*fp) else {
             continue;
         };
         let (n, gone) = by_stream.entry(stream).or_default();
@@ -223,8 +302,8 @@ struct Check<'a> {
 impl<'a> Keyed<'a> {
     /// A scan of the rows of `keys`, for `reading` (its error's words),
     /// that reads every file whole: the stretches it must not miss are too
-    /// many to enumerate ([`Wanted::new`] gave none), so it needs no notes
-    /// (a caller decides this before it reads any).
+    /// many to match ([`Wanted::new`] gave none), so it needs no notes (a
+    /// caller decides this before it reads any).
     pub fn whole(keys: &'a [String], reading: &'static str) -> Keyed<'a> {
         Keyed {
             keys,
@@ -234,8 +313,10 @@ impl<'a> Keyed<'a> {
     }
 
     /// A scan of the rows of `keys`, for `reading` (its error's words),
-    /// that must not miss the stretches `wanted` enumerates; `noted` (and
-    /// `plain`) the streams noted in each file.
+    /// that must not miss the stretches `wanted` names; `noted` (and
+    /// `plain`) the streams noted in each file. Read whole instead
+    /// ([`Keyed::whole`]) when `wanted`'s long streams, matched against
+    /// that many notes, would pass [`LONG_MATCH_BUDGET`].
     pub fn checked(
         keys: &'a [String],
         reading: &'static str,
@@ -243,6 +324,9 @@ impl<'a> Keyed<'a> {
         noted: &'a Presence,
         plain: &'a HashSet<String>,
     ) -> Keyed<'a> {
+        if wanted.long_seqs * u128::from(noted.len()) > LONG_MATCH_BUDGET {
+            return Keyed::whole(keys, reading);
+        }
         Keyed {
             keys,
             reading,
@@ -393,160 +477,179 @@ mod tests {
 
     #[test]
     fn a_wanted_stretch_noted_in_a_file_and_not_seen_was_hidden() {
-        let noted = noted();
-        let wanted = Wanted::new([(Stream::Account, "a", 20)]).unwrap();
-        let mut seen = Seen::default();
-        // Nothing seen: the five rows of `a`'s two stretches hidden (two
-        // first rows, uncounted); `b` and the transfer stream `a` not wanted.
-        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 5);
-        assert_eq!(hidden_in(&noted, "f", false, &wanted, &seen), 2);
-        // The rows of the first stretch seen, from its first on.
-        (1..=3).for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
-        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 2);
-        assert_eq!(hidden_in(&noted, "f", false, &wanted, &seen), 1);
-        // A row of the second seen, but not its first: still hidden.
-        seen.row(&wanted, Stream::Account, "a", 10);
-        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
-        seen.row(&wanted, Stream::Account, "a", 9);
-        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 0);
-        // Another kind's rows of the same key do not stand for them.
-        let mut other = Seen::default();
-        (1..=20).for_each(|seq| other.row(&wanted, Stream::Transfer, "a", seq));
-        assert_eq!(hidden_in(&noted, "f", true, &wanted, &other), 5);
+        // Enumerated, and matched by undoing the mix.
+        for cap in [WANTED_STARTS_MAX, 0] {
+            let noted = noted();
+            let wanted = Wanted::capped(cap, [(Stream::Account, "a", 20)]).unwrap();
+            let mut seen = Seen::default();
+            // Nothing seen: the five rows of `a`'s two stretches hidden (two
+            // first rows, uncounted); `b` and the transfer stream `a` not wanted.
+            assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 5);
+            assert_eq!(hidden_in(&noted, "f", false, &wanted, &seen), 2);
+            // The rows of the first stretch seen, from its first on.
+            (1..=3).for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
+            assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 2);
+            assert_eq!(hidden_in(&noted, "f", false, &wanted, &seen), 1);
+            // A row of the second seen, but not its first: still hidden.
+            seen.row(&wanted, Stream::Account, "a", 10);
+            assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
+            seen.row(&wanted, Stream::Account, "a", 9);
+            assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 0);
+            // Another kind's rows of the same key do not stand for them.
+            let mut other = Seen::default();
+            (1..=20).for_each(|seq| other.row(&wanted, Stream::Transfer, "a", seq));
+            assert_eq!(hidden_in(&noted, "f", true, &wanted, &other), 5);
+        }
     }
 
     #[test]
     fn rows_hidden_inside_a_stretch_whose_first_row_was_seen_are_counted() {
-        let noted = noted();
-        let wanted = Wanted::new([(Stream::Account, "a", 20)]).unwrap();
-        // Every stretch's first row seen, the third row of the first not
-        // (a later row group or page skipped on the footer's word).
-        let mut seen = Seen::default();
-        [1, 2, 9, 10]
-            .into_iter()
-            .for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
-        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
-        // Without the counts (a set of layout 2), the first rows say nothing.
-        assert_eq!(hidden_in(&noted, "f", false, &wanted, &seen), 0);
-        // "g"'s one stretch: four of its five rows seen.
-        let mut seen = Seen::default();
-        (4..=7).for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
-        assert_eq!(hidden_in(&noted, "g", true, &wanted, &seen), 1);
-        seen.row(&wanted, Stream::Account, "a", 8);
-        assert_eq!(hidden_in(&noted, "g", true, &wanted, &seen), 0);
-        // More rows seen than noted hide none.
-        seen.row(&wanted, Stream::Account, "a", 30);
-        assert_eq!(hidden_in(&noted, "g", true, &wanted, &seen), 0);
+        // Enumerated, and matched by undoing the mix.
+        for cap in [WANTED_STARTS_MAX, 0] {
+            let noted = noted();
+            let wanted = Wanted::capped(cap, [(Stream::Account, "a", 20)]).unwrap();
+            // Every stretch's first row seen, the third row of the first not
+            // (a later row group or page skipped on the footer's word).
+            let mut seen = Seen::default();
+            [1, 2, 9, 10]
+                .into_iter()
+                .for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
+            assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
+            // Without the counts (a set of layout 2), the first rows say nothing.
+            assert_eq!(hidden_in(&noted, "f", false, &wanted, &seen), 0);
+            // "g"'s one stretch: four of its five rows seen.
+            let mut seen = Seen::default();
+            (4..=7).for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
+            assert_eq!(hidden_in(&noted, "g", true, &wanted, &seen), 1);
+            seen.row(&wanted, Stream::Account, "a", 8);
+            assert_eq!(hidden_in(&noted, "g", true, &wanted, &seen), 0);
+            // More rows seen than noted hide none.
+            seen.row(&wanted, Stream::Account, "a", 30);
+            assert_eq!(hidden_in(&noted, "g", true, &wanted, &seen), 0);
+        }
     }
 
     #[test]
     fn a_repeated_fingerprints_rows_add_up() {
-        // Two stretches of `a` in "f" both from seq 3 (two versions of the
-        // row at 3, another file's copy between them): one fingerprint,
-        // noted twice, two rows then three.
-        let mut n = Noter::new(["f", "g"].into_iter());
-        n.note(
-            Stream::Account,
-            "a",
-            [(0, 3, 2), (1, 3, 1), (0, 3, 3)].into_iter(),
-        );
-        let noted = n.finish();
-        let at3 = at_seq(fingerprint(Stream::Account, "a"), 3);
-        assert_eq!(
-            (noted.get("f"), noted.rows("f")),
-            (&[at3, at3][..], Some(&[2, 3][..]))
-        );
-        let counted = noted.counted("f");
-        assert_eq!((counted.fps, counted.rows), (vec![at3], Some(vec![5])));
-        let wanted = Wanted::new([(Stream::Account, "a", 3)]).unwrap();
-        let mut seen = Seen::default();
-        (0..4).for_each(|_| seen.row(&wanted, Stream::Account, "a", 3));
-        // The run's own notes (repeated) and the written ones agree.
-        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
-        assert_eq!(hidden(&[at3], Some(&[5]), false, &wanted, &seen), 1);
-        seen.row(&wanted, Stream::Account, "a", 4);
-        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 0);
+        // Enumerated, and matched by undoing the mix.
+        for cap in [WANTED_STARTS_MAX, 0] {
+            // Two stretches of `a` in "f" both from seq 3 (two versions of the
+            // row at 3, another file's copy between them): one fingerprint,
+            // noted twice, two rows then three.
+            let mut n = Noter::new(["f", "g"].into_iter());
+            n.note(
+                Stream::Account,
+                "a",
+                [(0, 3, 2), (1, 3, 1), (0, 3, 3)].into_iter(),
+            );
+            let noted = n.finish();
+            let at3 = at_seq(fingerprint(Stream::Account, "a"), 3);
+            assert_eq!(
+                (noted.get("f"), noted.rows("f")),
+                (&[at3, at3][..], Some(&[2, 3][..]))
+            );
+            let counted = noted.counted("f");
+            assert_eq!((counted.fps, counted.rows), (vec![at3], Some(vec![5])));
+            let wanted = Wanted::capped(cap, [(Stream::Account, "a", 3)]).unwrap();
+            let mut seen = Seen::default();
+            (0..4).for_each(|_| seen.row(&wanted, Stream::Account, "a", 3));
+            // The run's own notes (repeated) and the written ones agree.
+            assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
+            assert_eq!(hidden(&[at3], Some(&[5]), false, &wanted, &seen), 1);
+            seen.row(&wanted, Stream::Account, "a", 4);
+            assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 0);
+        }
     }
 
     #[test]
     fn a_batch_is_seen_row_by_row_by_its_stream_key_and_seq_and_only_what_is_wanted_kept() {
-        use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
-        use std::sync::Arc;
-        let batch = RecordBatch::try_from_iter([
-            (
-                "stream",
-                Arc::new(StringArray::from(vec![
-                    Some("account"),
-                    Some("account"),
-                    Some("transfer"),
-                    Some("account"),
-                    None,
-                    Some("other"),
-                    Some("account"),
-                ])) as ArrayRef,
-            ),
-            (
-                "stream_key",
-                Arc::new(StringArray::from(vec!["a", "a", "a", "b", "a", "a", "a"])) as ArrayRef,
-            ),
-            (
-                "seq",
-                Arc::new(Int64Array::from(vec![1, 9, 4, 4, 9, 9, 9])) as ArrayRef,
-            ),
-        ])
-        .unwrap();
-        // The stretches of account `a` up to seq 5 and of transfer `a` up
-        // to 4 wanted; account `b` not.
-        let wanted = || Wanted::new([(Stream::Account, "a", 5), (Stream::Transfer, "a", 4)]);
-        let (noted, plain, keys) = (Presence::default(), HashSet::new(), ["a".to_owned()]);
-        let keyed = Keyed::checked(&keys, "a test", wanted().unwrap(), &noted, &plain);
-        let mut seen = Seen::default();
-        keyed.see_batch(&mut seen, &batch);
-        let wanted = wanted().unwrap();
-        let mut expected = Seen::default();
-        expected.row(&wanted, Stream::Account, "a", 1);
-        expected.row(&wanted, Stream::Account, "a", 9);
-        expected.row(&wanted, Stream::Transfer, "a", 4);
-        expected.row(&wanted, Stream::Account, "b", 4);
-        expected.row(&wanted, Stream::Account, "a", 9);
-        // Every row of a wanted stream counted; of their first rows, those
-        // a wanted stretch can start at (not `a`'s at 9); nothing of `b`.
-        let a = fingerprint(Stream::Account, "a");
-        let t = fingerprint(Stream::Transfer, "a");
-        assert_eq!(
-            seen.streams,
-            [(a, 3), (t, 1)].into_iter().collect::<HashMap<_, _, Mix>>()
-        );
-        assert_eq!(
-            seen.rows,
-            [at_seq(a, 1), at_seq(t, 4)]
-                .into_iter()
-                .collect::<Fingerprints>()
-        );
-        assert_eq!((seen.rows, seen.streams), (expected.rows, expected.streams));
+        // Enumerated, and matched by undoing the mix.
+        for cap in [WANTED_STARTS_MAX, 0] {
+            use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
+            use std::sync::Arc;
+            let batch = RecordBatch::try_from_iter([
+                (
+                    "stream",
+                    Arc::new(StringArray::from(vec![
+                        Some("account"),
+                        Some("account"),
+                        Some("transfer"),
+                        Some("account"),
+                        None,
+                        Some("other"),
+                        Some("account"),
+                    ])) as ArrayRef,
+                ),
+                (
+                    "stream_key",
+                    Arc::new(StringArray::from(vec!["a", "a", "a", "b", "a", "a", "a"]))
+                        as ArrayRef,
+                ),
+                (
+                    "seq",
+                    Arc::new(Int64Array::from(vec![1, 9, 4, 4, 9, 9, 9])) as ArrayRef,
+                ),
+            ])
+            .unwrap();
+            // The stretches of account `a` up to seq 5 and of transfer `a` up
+            // to 4 wanted; account `b` not.
+            let wanted =
+                || Wanted::capped(cap, [(Stream::Account, "a", 5), (Stream::Transfer, "a", 4)]);
+            let (noted, plain, keys) = (Presence::default(), HashSet::new(), ["a".to_owned()]);
+            let keyed = Keyed::checked(&keys, "a test", wanted().unwrap(), &noted, &plain);
+            let mut seen = Seen::default();
+            keyed.see_batch(&mut seen, &batch);
+            let wanted = wanted().unwrap();
+            let mut expected = Seen::default();
+            expected.row(&wanted, Stream::Account, "a", 1);
+            expected.row(&wanted, Stream::Account, "a", 9);
+            expected.row(&wanted, Stream::Transfer, "a", 4);
+            expected.row(&wanted, Stream::Account, "b", 4);
+            expected.row(&wanted, Stream::Account, "a", 9);
+            // Every row of a wanted stream counted; of their first rows, those
+            // a wanted stretch can start at (not `a`'s at 9); nothing of `b`.
+            let a = fingerprint(Stream::Account, "a");
+            let t = fingerprint(Stream::Transfer, "a");
+            assert_eq!(
+                seen.streams,
+                [(a, 3), (t, 1)].into_iter().collect::<HashMap<_, _, Mix>>()
+            );
+            assert_eq!(
+                seen.rows,
+                [at_seq(a, 1), at_seq(t, 4)]
+                    .into_iter()
+                    .collect::<Fingerprints>()
+            );
+            assert_eq!((seen.rows, seen.streams), (expected.rows, expected.streams));
+        }
     }
 
     #[test]
     fn only_stretches_starting_by_the_last_seq_wanted_are_checked() {
-        let noted = noted();
-        // The scan needs the stretches of `a` that can hold seq 5: the one
-        // from 9 is not among them.
-        let wanted = Wanted::new([(Stream::Account, "a", 5), (Stream::Account, "a", 2)]).unwrap();
-        assert_eq!(hidden_in(&noted, "f", true, &wanted, &Seen::default()), 3);
-        // Its rows seen make up for none of the first's.
-        let mut seen = Seen::default();
-        [1, 2]
-            .into_iter()
-            .for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
-        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
-        seen.row(&wanted, Stream::Account, "a", 3);
-        [9, 10]
-            .into_iter()
-            .for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
-        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 0);
-        // Up to seq 9: both.
-        let later = Wanted::new([(Stream::Account, "a", 9)]).unwrap();
-        assert_eq!(hidden_in(&noted, "f", true, &later, &Seen::default()), 5);
+        // Enumerated, and matched by undoing the mix.
+        for cap in [WANTED_STARTS_MAX, 0] {
+            let noted = noted();
+            // The scan needs the stretches of `a` that can hold seq 5: the one
+            // from 9 is not among them.
+            let wanted =
+                Wanted::capped(cap, [(Stream::Account, "a", 5), (Stream::Account, "a", 2)])
+                    .unwrap();
+            assert_eq!(hidden_in(&noted, "f", true, &wanted, &Seen::default()), 3);
+            // Its rows seen make up for none of the first's.
+            let mut seen = Seen::default();
+            [1, 2]
+                .into_iter()
+                .for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
+            assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
+            seen.row(&wanted, Stream::Account, "a", 3);
+            [9, 10]
+                .into_iter()
+                .for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
+            assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 0);
+            // Up to seq 9: both.
+            let later = Wanted::capped(cap, [(Stream::Account, "a", 9)]).unwrap();
+            assert_eq!(hidden_in(&noted, "f", true, &later, &Seen::default()), 5);
+        }
     }
 
     #[test]
@@ -563,19 +666,64 @@ mod tests {
     }
 
     #[test]
-    fn too_many_wanted_fingerprints_are_not_enumerated() {
+    fn the_longest_histories_past_the_cap_are_matched_not_enumerated() {
         let half = (WANTED_STARTS_MAX / 2) as u64;
-        assert!(Wanted::new([
+        let a = fingerprint(Stream::Account, "a");
+        let split = |w: Wanted| {
+            let mut long: Vec<_> = w.long.into_iter().collect();
+            long.sort_unstable();
+            (w.starts.len(), long)
+        };
+        // Both fit: every fingerprint enumerated.
+        let w = Wanted::new([
             (Stream::Account, "a", half - 1),
-            (Stream::Account, "b", half - 1)
-        ])
-        .is_some());
-        assert!(Wanted::new([
+            (Stream::Account, "b", half - 1),
+        ]);
+        assert_eq!(split(w.unwrap()), (WANTED_STARTS_MAX, vec![]));
+        // One more: the longer history is matched instead, the shorter
+        // still enumerated.
+        let w = Wanted::new([
             (Stream::Account, "a", half),
-            (Stream::Account, "b", half - 1)
-        ])
-        .is_none());
+            (Stream::Account, "b", half - 1),
+        ]);
+        assert_eq!(split(w.unwrap()), (WANTED_STARTS_MAX / 2, vec![(a, half)]));
+        // A hot account of 50M events is matched, not enumerated.
+        let w = Wanted::new([(Stream::Account, "a", 50_000_000)]).unwrap();
+        assert_eq!(split(w), (0, vec![(a, 50_000_000)]));
+        // Past the budget of seqs, or of streams: none (every file read
+        // whole).
         assert!(Wanted::new([(Stream::Account, "a", u64::MAX)]).is_none());
+        assert!(Wanted::new([(Stream::Account, "a", LONG_MATCH_BUDGET as u64)]).is_none());
+        assert!(Wanted::new([(Stream::Account, "a", LONG_MATCH_BUDGET as u64 - 1)]).is_some());
+        let keys: Vec<String> = (0..=LONG_STREAMS_MAX).map(|i| format!("k{i}")).collect();
+        let many = |n: usize| {
+            Wanted::capped(
+                0,
+                keys[..n].iter().map(|k| (Stream::Account, k.as_str(), 1)),
+            )
+        };
+        assert!(many(LONG_STREAMS_MAX).is_some());
+        assert!(many(LONG_STREAMS_MAX + 1).is_none());
+    }
+
+    #[test]
+    fn a_check_whose_long_streams_would_match_too_many_notes_by_chance_reads_whole() {
+        // Long streams spanning `seqs` seqs, against a file of `notes`
+        // notes (a note per stream at seq 1).
+        let keyed_over = |seqs: u64, notes: usize| {
+            let keys: Vec<String> = (0..notes).map(|i| format!("n{i}")).collect();
+            let mut n = Noter::new(["f"].into_iter());
+            for k in &keys {
+                n.note(Stream::Account, k, [(0, 1, 1)].into_iter());
+            }
+            let noted = n.finish();
+            let wanted = Wanted::new([(Stream::Account, "hot", seqs - 1)]).unwrap();
+            let (plain, keys) = (HashSet::new(), ["hot".to_owned()]);
+            Keyed::checked(&keys, "a test", wanted, &noted, &plain).filters("f")
+        };
+        let budget = LONG_MATCH_BUDGET as u64;
+        assert!(keyed_over(budget / 4, 4));
+        assert!(!keyed_over(budget / 4 + 1, 4));
     }
 
     #[test]
