@@ -6,6 +6,9 @@
 #   reconcile incr.      reconcile with its checkpoint option, if `reconcile --help` shows one
 #   reconcile recompact  the same, resuming after the last day's files were rewritten under new keys
 #                        (what compacting a proved partition leaves)
+#   reconcile redeliver  the same, resuming after one row in REDELIVER_EVERY of the last day was
+#                        delivered again (new ingest files): each stream a copy reopens is pulled
+#                        back and re-proved, its proved files read by key and checked
 #   reconcile lost       the same, resuming after the last day's files were deleted (no manifest):
 #                        the lake proved in full, and every tail the checkpoint proved judged
 #   duckdb checks        bench/reconcile/checks.sql: the same nine checks in DuckDB SQL
@@ -40,7 +43,9 @@
 #   PGO=1            time the reconcile runs with the binary scripts/build-pgo.sh builds
 #                    (profile-guided; its first build takes two release builds); the generator,
 #                    compaction and the scans stay on the plain release build
-#   ONLY             space-separated subset of: full incr recompact lost duckdb dscan fscan vscan
+#   ONLY             space-separated subset of: full incr recompact redeliver lost duckdb dscan fscan vscan
+#   REDELIVER_EVERY  one row in this many of the last day delivered again (default 10000: a few
+#                    dozen streams reopened; many more reopened accounts prove the lake in full)
 #   INCREMENTAL_ARGS arguments of the incremental run (default: --checkpoint FILE)
 #   RESULTS          also append the table (markdown) to this file
 #   DUCKDB_MEMORY_LIMIT  DuckDB's memory_limit for checks.sql (default: DuckDB's own, 80 % of RAM)
@@ -61,7 +66,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/ledger-target-release}"
 BIN="$CARGO_TARGET_DIR/release"
 REPEAT="${REPEAT:-1}"
 WARMUP="${WARMUP:-1}"
-ONLY="${ONLY:-full incr recompact lost duckdb dscan fscan vscan}"
+ONLY="${ONLY:-full incr recompact redeliver lost duckdb dscan fscan vscan}"
+REDELIVER_EVERY="${REDELIVER_EVERY:-10000}"
 PY="${PYTHON:-python3}"
 # Far after every generated deadline (2100-01-01): the proof is reproducible, nothing dangles.
 NOW_MS=4102444800000
@@ -275,6 +281,23 @@ if has recompact; then
   NOTE[recompact]="${NOTE[recompact]:-resumed from a checkpoint of the whole lake after the $moved files of $last_day were rewritten under new keys: $copies rows recognised as copies of proved rows$full_instead}"
   sed 's/^/  recompact: /' "$W/recompact.err" >&2
 fi
+if has redeliver; then
+  # The night after the queue delivered again some of a day the last run proved: a checkpoint
+  # of the whole lake (a hard-linked copy; not timed), one row in REDELIVER_EVERY of the last
+  # day written again by the ingest writer as new files, and the timed run resumes: each
+  # stream such a copy lands at or before the proved tail of is reopened, its history's
+  # transfers pulled back, and re-proved from seq 1 over its proved files read by key (each
+  # checked against the checkpoint's notes: reconcile/src/keyed.rs).
+  checkpointed_copy dck
+  dck="$W/dck/checkpoint" rd_lake="$W/dck-lake" last_day=$LAST_DAY
+  again=$("$BIN/reconcile-testdata" redeliver "$rd_lake" --date "${last_day#date=}" --every "$REDELIVER_EVERY")
+  cp -a "$W/dck" "$W/dck.before"
+  PRE="rm -rf '$W/dck' && cp -a '$W/dck.before' '$W/dck'" measure redeliver 0 "$RECONCILE" "$rd_lake" --now-ms "$NOW_MS" --checkpoint "$dck"
+  reopened=$(grep -o '[0-9]* stream(s) have new rows at or before' "$W/redeliver.err" | awk '{s += $1} END {print s + 0}')
+  full_instead=$(grep -q 'a full proof is cheaper\|proving the lake from its first event' "$W/redeliver.err" && echo "; proved in full instead" || true)
+  NOTE[redeliver]="${NOTE[redeliver]:-resumed from a checkpoint of the whole lake after ${again#*: }: $reopened streams reopened$full_instead}"
+  sed 's/^/  redeliver: /' "$W/redeliver.err" >&2
+fi
 if has lost; then
   # The night after the last day's files vanished (deleted by hand: no manifest accounts for
   # them): a checkpoint of the whole lake (a hard-linked copy; not timed), the day's files of
@@ -357,10 +380,11 @@ done
   echo
   echo "| run | seconds | peak RSS MB | × floor (fastest scan) | notes |"
   echo "|---|---:|---:|---:|---|"
-  for key in full incr recompact lost duckdb dscan fscan vscan; do
+  for key in full incr recompact redeliver lost duckdb dscan fscan vscan; do
     case $key in
       full) name="reconcile full proof";; incr) name="reconcile incremental";;
       recompact) name="reconcile after a re-compacted day";;
+      redeliver) name="reconcile after a redelivery";;
       lost) name="reconcile after a day's files were lost";;
       duckdb) name="DuckDB checks.sql";; dscan) name="DuckDB scan (floor)";; fscan) name="DataFusion scan (floor)";;
       vscan) name="verifying every event (DataFusion scan, hash, validation)";;

@@ -74,7 +74,7 @@ use ledger_events::Stream;
 use crate::checkpoint::FULL_HELP;
 use crate::lake::{Error, LakeFileInfo, FOOTER_DISAGREES};
 use crate::names::FxHasher;
-use crate::presence::{at_seq, fingerprint, seq_at, Fingerprint, Presence};
+use crate::presence::{at_seq, fingerprint, seq_of_unmixed, unmix, Fingerprint, Presence};
 use crate::presence_files::{Sets, Stored};
 use crate::stream::StreamRows;
 
@@ -94,11 +94,11 @@ pub const LONG_STREAMS_MAX: usize = 64;
 /// chance with odds of about (the stretches' seqs) / 2⁶⁴, so checking `n`
 /// notes against `s` seqs raises a false alarm with odds about `s · n` /
 /// 2⁶⁴. The streams not enumerated may take `s · n` up to this (odds 2⁻¹⁹
-/// a night: what the enumeration's own cap gives a table of 16M notes, the
-/// transfer table at 50M events); past it, a keyed scan reads every file
-/// whole. So a hot account (the account table's notes are its accounts
-/// times its files: ~300,000 at 10,000 accounts and 30 files) is checked
-/// up to ~100M events, not read whole past 2M.
+/// a scan: what the enumeration's own cap gives a scan of 16M notes),
+/// `n` being every note the scan may check; past it, a keyed scan reads
+/// every file whole. So against 300,000 notes (10,000 accounts in 30
+/// files of a day each) a hot account is checked up to ~100M events, not
+/// read whole past 2M.
 pub const LONG_MATCH_BUDGET: u128 = 1 << 45;
 
 /// The columns a keyed scan adds to its caller's, to see each row's stream
@@ -123,6 +123,10 @@ pub struct Wanted {
     /// How many seqs the long streams span: with the notes checked, the
     /// odds of a false match ([`LONG_MATCH_BUDGET`]).
     long_seqs: u128,
+    /// The notes of the long streams' wanted stretches, in every file
+    /// checked ([`Wanted::noted_in`]): the only rows of theirs a scan keeps
+    /// ([`Seen`]), so a hot account's rows are not kept one by one.
+    long_noted: Fingerprints,
     streams: Fingerprints,
 }
 
@@ -141,7 +145,7 @@ impl Wanted {
     }
 
     /// [`Wanted::new`], enumerating at most `starts_max` fingerprints.
-    fn capped<'k>(
+    pub(crate) fn capped<'k>(
         starts_max: usize,
         streams: impl IntoIterator<Item = (Stream, &'k str, u64)>,
     ) -> Option<Wanted> {
@@ -178,8 +182,26 @@ impl Wanted {
             starts,
             long: long.iter().map(|&(n, fp)| (fp, (n - 1) as u64)).collect(),
             long_seqs,
+            long_noted: Fingerprints::default(),
             streams: by_length.iter().map(|&(_, fp)| fp).collect(),
         })
+    }
+
+    /// Takes, of `noted`'s notes (every file a scan may check), those of
+    /// the long streams' wanted stretches.
+    pub fn noted_in(mut self, noted: &Presence) -> Wanted {
+        if !self.long.is_empty() {
+            for file in noted.files() {
+                for &at in noted.get(file) {
+                    if let Some(stream) = self.stream_of(at) {
+                        if self.long.contains_key(&stream) {
+                            self.long_noted.insert(at);
+                        }
+                    }
+                }
+            }
+        }
+        self
     }
 
     /// The wanted stream whose stretch the noted fingerprint `at` is, if
@@ -188,18 +210,24 @@ impl Wanted {
         if let Some(&stream) = self.starts.get(&at) {
             return Some(stream);
         }
+        if self.long.is_empty() {
+            return None;
+        }
+        let unmixed = unmix(at);
         self.long
             .iter()
-            .find(|&(&stream, &last)| seq_at(stream, at) <= last)
+            .find(|&(&stream, &last)| seq_of_unmixed(stream, unmixed) <= last)
             .map(|(&stream, _)| stream)
     }
 
-    /// Whether a wanted stretch of the wanted stream `stream` can start at
-    /// `seq` (its fingerprint there `at`).
-    fn starts_at(&self, stream: Fingerprint, seq: u64, at: Fingerprint) -> bool {
-        match self.long.get(&stream) {
-            Some(&last) => seq <= last,
-            None => self.starts.contains_key(&at),
+    /// Whether a scan keeps the row of the wanted stream `stream` whose
+    /// fingerprint is `at`: when a wanted stretch can start there
+    /// (enumerated), or one of a long stream's does ([`Wanted::noted_in`]).
+    fn starts_at(&self, stream: Fingerprint, at: Fingerprint) -> bool {
+        if self.long.contains_key(&stream) {
+            self.long_noted.contains(&at)
+        } else {
+            self.starts.contains_key(&at)
         }
     }
 }
@@ -221,7 +249,7 @@ impl Seen {
     fn saw(&mut self, wanted: &Wanted, stream: Fingerprint, seq: u64) {
         *self.streams.entry(stream).or_default() += 1;
         let at = at_seq(stream, seq);
-        if wanted.starts_at(stream, seq, at) {
+        if wanted.starts_at(stream, at) {
             self.rows.insert(at);
         }
     }
@@ -327,6 +355,7 @@ impl<'a> Keyed<'a> {
         if wanted.long_seqs * u128::from(noted.len()) > LONG_MATCH_BUDGET {
             return Keyed::whole(keys, reading);
         }
+        let wanted = wanted.noted_in(noted);
         Keyed {
             keys,
             reading,
@@ -480,7 +509,9 @@ mod tests {
         // Enumerated, and matched by undoing the mix.
         for cap in [WANTED_STARTS_MAX, 0] {
             let noted = noted();
-            let wanted = Wanted::capped(cap, [(Stream::Account, "a", 20)]).unwrap();
+            let wanted = Wanted::capped(cap, [(Stream::Account, "a", 20)])
+                .unwrap()
+                .noted_in(&noted);
             let mut seen = Seen::default();
             // Nothing seen: the five rows of `a`'s two stretches hidden (two
             // first rows, uncounted); `b` and the transfer stream `a` not wanted.
@@ -507,7 +538,9 @@ mod tests {
         // Enumerated, and matched by undoing the mix.
         for cap in [WANTED_STARTS_MAX, 0] {
             let noted = noted();
-            let wanted = Wanted::capped(cap, [(Stream::Account, "a", 20)]).unwrap();
+            let wanted = Wanted::capped(cap, [(Stream::Account, "a", 20)])
+                .unwrap()
+                .noted_in(&noted);
             // Every stretch's first row seen, the third row of the first not
             // (a later row group or page skipped on the footer's word).
             let mut seen = Seen::default();
@@ -550,7 +583,9 @@ mod tests {
             );
             let counted = noted.counted("f");
             assert_eq!((counted.fps, counted.rows), (vec![at3], Some(vec![5])));
-            let wanted = Wanted::capped(cap, [(Stream::Account, "a", 3)]).unwrap();
+            let wanted = Wanted::capped(cap, [(Stream::Account, "a", 3)])
+                .unwrap()
+                .noted_in(&noted);
             let mut seen = Seen::default();
             (0..4).for_each(|_| seen.row(&wanted, Stream::Account, "a", 3));
             // The run's own notes (repeated) and the written ones agree.
@@ -614,12 +649,14 @@ mod tests {
                 seen.streams,
                 [(a, 3), (t, 1)].into_iter().collect::<HashMap<_, _, Mix>>()
             );
-            assert_eq!(
-                seen.rows,
-                [at_seq(a, 1), at_seq(t, 4)]
-                    .into_iter()
-                    .collect::<Fingerprints>()
-            );
+            // (A stream matched, not enumerated, keeps only the rows noted:
+            // none here.)
+            let kept = if cap == 0 {
+                vec![]
+            } else {
+                vec![at_seq(a, 1), at_seq(t, 4)]
+            };
+            assert_eq!(seen.rows, kept.into_iter().collect::<Fingerprints>());
             assert_eq!((seen.rows, seen.streams), (expected.rows, expected.streams));
         }
     }
@@ -633,7 +670,8 @@ mod tests {
             // from 9 is not among them.
             let wanted =
                 Wanted::capped(cap, [(Stream::Account, "a", 5), (Stream::Account, "a", 2)])
-                    .unwrap();
+                    .unwrap()
+                    .noted_in(&noted);
             assert_eq!(hidden_in(&noted, "f", true, &wanted, &Seen::default()), 3);
             // Its rows seen make up for none of the first's.
             let mut seen = Seen::default();
@@ -647,7 +685,9 @@ mod tests {
                 .for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
             assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 0);
             // Up to seq 9: both.
-            let later = Wanted::capped(cap, [(Stream::Account, "a", 9)]).unwrap();
+            let later = Wanted::capped(cap, [(Stream::Account, "a", 9)])
+                .unwrap()
+                .noted_in(&noted);
             assert_eq!(hidden_in(&noted, "f", true, &later, &Seen::default()), 5);
         }
     }
@@ -663,6 +703,30 @@ mod tests {
         assert_eq!(hidden(&set, None, true, &wanted, &seen), 1);
         seen.row(&wanted, Stream::Account, "a", 7);
         assert_eq!(hidden(&set, None, true, &wanted, &seen), 0);
+    }
+
+    #[test]
+    fn an_enumerated_and_a_matched_stream_are_checked_together() {
+        // `b`'s 5 seqs fit a cap of 5, `a`'s 21 do not: `a` is matched.
+        let noted = noted();
+        let streams = [(Stream::Account, "a", 20), (Stream::Account, "b", 4)];
+        let wanted = Wanted::capped(5, streams).unwrap().noted_in(&noted);
+        let a = fingerprint(Stream::Account, "a");
+        assert_eq!((wanted.starts.len(), wanted.long.len()), (5, 1));
+        assert!(wanted.long.contains_key(&a));
+        // `a`'s two stretches (five rows) and `b`'s one, in the same file.
+        let mut seen = Seen::default();
+        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 6);
+        [1, 2, 3, 9, 10]
+            .into_iter()
+            .for_each(|seq| seen.row(&wanted, Stream::Account, "a", seq));
+        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 1);
+        seen.row(&wanted, Stream::Account, "b", 4);
+        assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 0);
+        // Of `a`'s rows, only its noted first rows are kept (in "f" and "g").
+        let kept: Fingerprints = [1, 4, 9].into_iter().map(|s| at_seq(a, s)).collect();
+        assert_eq!(wanted.long_noted, kept);
+        assert!(seen.rows.contains(&at_seq(a, 1)) && !seen.rows.contains(&at_seq(a, 2)));
     }
 
     #[test]

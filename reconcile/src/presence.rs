@@ -101,11 +101,24 @@ const MIX_2: u64 = 0x94D0_49BB_1331_11EB;
 /// stream gives a seq spread over all of `u64`, so a small one (at most
 /// the stream's last) is a false match with odds of about last / 2⁶⁴.
 pub fn seq_at(stream: Fingerprint, at: Fingerprint) -> u64 {
-    let mut h = unshift(at, 31).wrapping_mul(inverse(MIX_2));
-    h = unshift(h, 27).wrapping_mul(inverse(MIX_1));
-    h = unshift(h, 30);
-    (h ^ stream).wrapping_mul(inverse(SEQ_MUL))
+    seq_of_unmixed(stream, unmix(at))
 }
+
+/// The part of [`seq_at`] that does not depend on the stream: `at` with
+/// its final mix undone (to match one fingerprint against many streams).
+pub fn unmix(at: Fingerprint) -> u64 {
+    let h = unshift(at, 31).wrapping_mul(INVERSE_MIX_2);
+    unshift(unshift(h, 27).wrapping_mul(INVERSE_MIX_1), 30)
+}
+
+/// [`seq_at`] from [`unmix`]'s value.
+pub fn seq_of_unmixed(stream: Fingerprint, unmixed: u64) -> u64 {
+    (unmixed ^ stream).wrapping_mul(INVERSE_SEQ_MUL)
+}
+
+const INVERSE_SEQ_MUL: u64 = inverse(SEQ_MUL);
+const INVERSE_MIX_1: u64 = inverse(MIX_1);
+const INVERSE_MIX_2: u64 = inverse(MIX_2);
 
 /// `x` from `x ^ (x >> s)`.
 const fn unshift(y: u64, s: u32) -> u64 {

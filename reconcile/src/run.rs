@@ -929,10 +929,10 @@ async fn prove_table(
         // The files the checkpoint proved are read by key, and each must
         // show every row of these streams the checkpoint noted in it
         // (`crate::keyed`, as the pull-back's scan): a row a lie hid would
-        // be reported missing, a violation the lake does not hold. A proved
-        // file with no notes is read whole. The notes are read only once a
-        // check will use them (for the account table, the pull-back's
-        // serve again).
+        // be reported missing, a violation the lake does not hold. When a
+        // check runs, a proved file with no notes is read whole. The notes
+        // are read only once a check will use them (for the account table,
+        // the pull-back's serve again).
         //
         // A stretch of a stream in a proved file starts at or before the
         // last seq the checkpoint proved of it.

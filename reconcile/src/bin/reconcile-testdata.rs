@@ -97,6 +97,20 @@ enum Cmd {
         #[arg(long)]
         date: String,
     },
+    /// Deliver again one row in EVERY of DATE's lake files (every table): exact copies,
+    /// written by the ingest writer as new files of the partition, as a queue that
+    /// redelivers a batch does. Each copy at or before a stream's proved tail reopens
+    /// the stream (the benchmark's `redeliver` night: the pull-back, the re-proof and
+    /// their keyed scans at scale).
+    Redeliver {
+        lake: PathBuf,
+        /// The date partition, YYYY-MM-DD.
+        #[arg(long)]
+        date: String,
+        /// One row in this many is delivered again.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+        every: u64,
+    },
 }
 
 /// See [`Cmd::Rekey`].
@@ -157,6 +171,62 @@ fn rekey(lake: &std::path::Path, date: &str) -> Result<(), String> {
             ));
         }
         println!("{name}: {moved} files of {date} moved under new keys, with their manifests");
+        Ok(())
+    })
+}
+
+/// See [`Cmd::Redeliver`].
+fn redeliver(lake: &std::path::Path, date: &str, every: u64) -> Result<(), String> {
+    use ledger_ingest::{build_files, read_file, FileLayer, Table};
+    use object_store::{path::Path, ObjectStoreExt};
+
+    let name = lake.to_str().ok_or("the lake path is not UTF-8")?;
+    let lake = &ledger_compact::Lake::open(name).map_err(|e| e.to_string())?;
+    let store = &lake.store;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let (mut read, mut again) = (0u64, Vec::new());
+        for table in Table::ALL {
+            let partition = ledger_ingest::Partition {
+                table: *table,
+                date: date.to_owned(),
+            };
+            for f in lake
+                .lake_files(&partition.prefix())
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                let key = Path::from(f.key.as_str());
+                let read_all = async { store.get(&key).await?.bytes().await };
+                let bytes = read_all.await.map_err(|e| format!("read {}: {e}", f.key))?;
+                for row in read_file(&f.key, bytes).map_err(|e| e.to_string())? {
+                    if read % every == 0 {
+                        again.push(row);
+                    }
+                    read += 1;
+                }
+            }
+        }
+        if read == 0 {
+            return Err(format!(
+                "{name} holds no lake file of {date}\nHelp: DATE is a partition's date, \
+                 YYYY-MM-DD (the date=... directories under events/)"
+            ));
+        }
+        let copies = again.len();
+        let files = build_files(again, FileLayer::Ingest).map_err(|e| e.to_string())?;
+        for f in &files {
+            store
+                .put(&Path::from(f.key.as_str()), f.bytes.clone().into())
+                .await
+                .map_err(|e| format!("put {}: {e}", f.key))?;
+        }
+        println!(
+            "{name}: {copies} of {read} rows of {date} delivered again, in {} new file(s)",
+            files.len()
+        );
         Ok(())
     })
 }
@@ -346,6 +416,7 @@ fn main() -> ExitCode {
             }),
         Cmd::Scan { lake, verify } => scan(&lake, verify),
         Cmd::Rekey { lake, date } => rekey(&lake, &date),
+        Cmd::Redeliver { lake, date, every } => redeliver(&lake, &date, every),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
