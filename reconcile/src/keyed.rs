@@ -498,6 +498,16 @@ mod tests {
         }
     }
 
+    /// The notes of [`noted`], and the stretches of `a` up to seq 20 wanted
+    /// (enumerated within `cap`, else matched).
+    fn a_up_to_20(cap: usize) -> (Presence, Wanted) {
+        let noted = noted();
+        let wanted = Wanted::capped(cap, [(Stream::Account, "a", 20)])
+            .unwrap()
+            .noted_in(&noted);
+        (noted, wanted)
+    }
+
     /// [`hidden`] of the notes of `file`, counted or not.
     fn hidden_in(p: &Presence, file: &str, counted: bool, wanted: &Wanted, seen: &Seen) -> u64 {
         let rows = p.rows(file).filter(|_| counted);
@@ -508,10 +518,7 @@ mod tests {
     fn a_wanted_stretch_noted_in_a_file_and_not_seen_was_hidden() {
         // Enumerated, and matched by undoing the mix.
         for cap in [WANTED_STARTS_MAX, 0] {
-            let noted = noted();
-            let wanted = Wanted::capped(cap, [(Stream::Account, "a", 20)])
-                .unwrap()
-                .noted_in(&noted);
+            let (noted, wanted) = a_up_to_20(cap);
             let mut seen = Seen::default();
             // Nothing seen: the five rows of `a`'s two stretches hidden (two
             // first rows, uncounted); `b` and the transfer stream `a` not wanted.
@@ -537,10 +544,7 @@ mod tests {
     fn rows_hidden_inside_a_stretch_whose_first_row_was_seen_are_counted() {
         // Enumerated, and matched by undoing the mix.
         for cap in [WANTED_STARTS_MAX, 0] {
-            let noted = noted();
-            let wanted = Wanted::capped(cap, [(Stream::Account, "a", 20)])
-                .unwrap()
-                .noted_in(&noted);
+            let (noted, wanted) = a_up_to_20(cap);
             // Every stretch's first row seen, the third row of the first not
             // (a later row group or page skipped on the footer's word).
             let mut seen = Seen::default();

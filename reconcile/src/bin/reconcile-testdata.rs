@@ -113,18 +113,26 @@ enum Cmd {
     },
 }
 
+/// The local lake at `lake` (its name as given), and a runtime to drive it.
+fn open_lake(
+    lake: &std::path::Path,
+) -> Result<(String, ledger_compact::Lake, tokio::runtime::Runtime), String> {
+    let name = lake.to_str().ok_or("the lake path is not UTF-8")?;
+    let lake = ledger_compact::Lake::open(name).map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| e.to_string())?;
+    Ok((name.to_owned(), lake, rt))
+}
+
 /// See [`Cmd::Rekey`].
 fn rekey(lake: &std::path::Path, date: &str) -> Result<(), String> {
     use ledger_ingest::{object_key, FileLayer, Manifest, Table};
     use object_store::{path::Path, ObjectStoreExt};
     use sha2::{Digest, Sha256};
 
-    let name = lake.to_str().ok_or("the lake path is not UTF-8")?;
-    let lake = &ledger_compact::Lake::open(name).map_err(|e| e.to_string())?;
-    let store = &lake.store;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let (name, lake, rt) = open_lake(lake)?;
+    let (name, lake, store) = (name.as_str(), &lake, &lake.store);
     let list =
         |prefix: String| async move { lake.lake_files(&prefix).await.map_err(|e| e.to_string()) };
     rt.block_on(async {
@@ -180,12 +188,8 @@ fn redeliver(lake: &std::path::Path, date: &str, every: u64) -> Result<(), Strin
     use ledger_ingest::{build_files, read_file, FileLayer, Table};
     use object_store::{path::Path, ObjectStoreExt};
 
-    let name = lake.to_str().ok_or("the lake path is not UTF-8")?;
-    let lake = &ledger_compact::Lake::open(name).map_err(|e| e.to_string())?;
-    let store = &lake.store;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let (name, lake, rt) = open_lake(lake)?;
+    let (name, lake, store) = (name.as_str(), &lake, &lake.store);
     rt.block_on(async {
         let (mut read, mut again) = (0u64, Vec::new());
         for table in Table::ALL {
