@@ -909,6 +909,17 @@ async fn prove_table(
                 (tail.last_seq > 0).then(|| (id.clone(), tail.clone()))
             })
             .collect();
+        // Streams proved at seq 0 alone (invalid rows, each noted): their
+        // stretches start at 0.
+        let at_zero: Vec<(Stream, String)> = reopen
+            .iter()
+            .filter(|id| {
+                proof
+                    .tail(id.0, id.1, &id.2)
+                    .is_some_and(|t| t.last_seq == 0)
+            })
+            .map(|id| (id.1, id.2.clone()))
+            .collect();
         // The versions of their conflicts are owed as their tails are: the
         // chain does not vouch for them, so a proof of the lake's rows that
         // lost one would find the stream clean (`retained::evidence`).
@@ -938,12 +949,13 @@ async fn prove_table(
         // last seq the checkpoint proved of it.
         let streams = reopened
             .iter()
-            .map(|(id, tail)| (id.1, id.2.as_str(), tail.last_seq));
+            .map(|(id, tail)| (id.1, id.2.as_str(), tail.last_seq))
+            .chain(at_zero.iter().map(|(kind, key)| (*kind, key.as_str(), 0)));
         let reading = "the re-proof of the streams it reopens";
         let sets;
-        let keyed = if reopened.is_empty() {
-            // Each reopened stream proved at seq 0 alone: no stretch to
-            // check, the proved files read by key.
+        let keyed = if reopened.is_empty() && at_zero.is_empty() {
+            // No reopened stream has a proved row: no stretch to check, the
+            // proved files read by key.
             None
         } else {
             Some(match Wanted::new(streams) {

@@ -3737,13 +3737,12 @@ fn misplace_at_seq_0(root: &Path, at: i64) {
 }
 
 #[test]
-fn a_re_proof_with_no_stretch_to_check_reads_no_notes_of_the_proved_files() {
+fn a_re_proof_of_a_stream_proved_at_seq_0_alone_reads_the_notes_it_checks() {
     // The account table's only reopened stream, a misplaced transfer stream
-    // of seq-0 rows, has no stretch a keyed check could want (its proved
-    // tail is at 0): the notes are not read, so a night with an account
-    // file's set damaged reaches a full proof's verdicts. A night that
-    // reopens an account stream with proved rows past seq 0 needs them, and
-    // stops on the damage.
+    // of seq-0 rows (its proved tail at 0), has a stretch a keyed check
+    // wants (from seq 0: a_proved_files_footer_cannot_hide_a_streams_seq_0_rows_from_its_re_proof):
+    // the night reads the account files' notes, and stops on an account
+    // file's set damaged, as any night that needs them.
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
     let events = history(44, 3, 40);
@@ -3757,27 +3756,14 @@ fn a_re_proof_with_no_stretch_to_check_reads_no_notes_of_the_proved_files() {
     let mut bytes = std::fs::read(&streams).unwrap();
     bytes[20] ^= 1;
     std::fs::write(&streams, &bytes).unwrap();
-    let resumed = |root: &Path| {
-        let name = root.to_str().unwrap();
-        runtime().block_on(async {
-            let lake = Lake::open(name).unwrap();
-            let prior = ProofState::load(&ckpt, name).unwrap();
-            reconcile_from(&lake, &opts(), Some(prior)).await
-        })
-    };
     misplace_at_seq_0(&root, at + 2);
-    let (r, _) = resumed(&root).unwrap_or_else(|e| panic!("the night read the notes: {e}"));
-    let i = r.incremental.unwrap();
-    assert!(i.streams_reopened == 1 && !i.reproved_in_full, "{i:?}");
-    assert_same(1, &r, &full(&root));
-    // An account row redelivered before its stream's tail: its re-proof
-    // checks the files it reads by key against their notes.
-    let old = events
-        .iter()
-        .find(|e| e.stream == Stream::Account && e.seq == 1)
-        .unwrap();
-    deliver(&root, &[old], "r");
-    let Err(e) = resumed(&root) else {
+    let name = root.to_str().unwrap();
+    let resumed = runtime().block_on(async {
+        let lake = Lake::open(name).unwrap();
+        let prior = ProofState::load(&ckpt, name).unwrap();
+        reconcile_from(&lake, &opts(), Some(prior)).await
+    });
+    let Err(e) = resumed else {
         panic!("the night went on without the damaged notes");
     };
     let e = e.to_string();
@@ -4170,5 +4156,34 @@ fn a_lake_of_large_strings_passes_every_keyed_scan() {
         (code, &report["holds"]),
         (0, &serde_json::json!(true)),
         "{report}"
+    );
+}
+
+#[test]
+fn a_proved_files_footer_cannot_hide_a_streams_seq_0_rows_from_its_re_proof() {
+    // A misplaced transfer stream of seq-0 rows (its proved tail at 0) in
+    // an account file whose footer lies about its keys, proved; then a
+    // second version of its row reopens it. The re-proof reads that file by
+    // key and must see the row the proof noted there.
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(44, 3, 40);
+    deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
+    let at = events[0].occurred_at_ms;
+    let before = common::files_under(&root, "events/account");
+    misplace_at_seq_0(&root, at + 1);
+    let lying = common::files_under(&root, "events/account")
+        .into_iter()
+        .find(|k| !before.contains(k))
+        .unwrap();
+    lie_about_keys(&root, &lying);
+    assert!(!night(&root, &ckpt).holds);
+    misplace_at_seq_0(&root, at + 2);
+    night_stopped_by(
+        &root,
+        &ckpt,
+        &[],
+        &lying,
+        "the re-proof of the streams it reopens",
     );
 }
