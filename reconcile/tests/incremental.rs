@@ -1343,31 +1343,59 @@ fn an_honest_file_with_a_stretch_across_row_groups_or_pages_passes_every_keyed_s
             let pick = |events: &[Event], half: usize| a_second_row(stream, events, half);
             let (root, ckpt, events, half, _) =
                 a_file_laid_out_inside_a_stretch_proved(dir.path(), pick, inside, false);
-            // A second version of that row reopens its stream.
-            let mut other = pick(&events, half);
-            other.occurred_at_ms += 1;
-            deliver(&root, &[&other.seal()], "b");
-            let resumed = night(&root, &ckpt);
-            assert!(
-                !resumed.check("conflicting_duplicates").holds,
-                "{inside:?} {stream:?}: {}",
-                resumed.summary()
-            );
-            assert_same(1, &resumed, &full(&root));
+            let what = format!("{inside:?} {stream:?}");
+            a_second_version_night(&root, &ckpt, &events, half, stream, &what);
         }
-        // The tail at the cut of an account stream that goes on after it,
-        // judged by `--full` with the checkpoint: its hashes looked up.
+        // The tail at the cut of an account stream that goes on after it.
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half, _) =
             a_file_laid_out_inside_a_stretch_proved(dir.path(), a_tail_going_on, inside, false);
-        deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
-        let (code, report) = cli_night(&root, &ckpt, &dir.path().join("r.json"), &["--full"]);
-        assert_eq!(
-            (code, &report["holds"]),
-            (0, &serde_json::json!(true)),
-            "{inside:?}: {report}"
-        );
+        a_full_night_looking_up_tails(&root, &ckpt, &events, half, &format!("{inside:?}"));
     }
+}
+
+/// A second version of `stream`'s row [`a_second_row`] picks, delivered to
+/// the lake at `root` proved into `ckpt`: it reopens the stream (the
+/// pull-back, the re-proof), and the night finds the conflict and reaches a
+/// full proof's verdicts (`what` names the case).
+fn a_second_version_night(
+    root: &Path,
+    ckpt: &Path,
+    events: &[Event],
+    half: usize,
+    stream: Stream,
+    what: &str,
+) {
+    let mut other = a_second_row(stream, events, half);
+    other.occurred_at_ms += 1;
+    deliver(root, &[&other.seal()], "b");
+    let resumed = night(root, ckpt);
+    assert!(
+        !resumed.check("conflicting_duplicates").holds,
+        "{what}: {}",
+        resumed.summary()
+    );
+    assert_same(1, &resumed, &full(root));
+}
+
+/// The history's second half delivered to the lake at `root` proved into
+/// `ckpt`, judged by `--full` with the checkpoint (the proved tails' hashes
+/// looked up; its report beside the checkpoint): every invariant holds
+/// (`what` names the case).
+fn a_full_night_looking_up_tails(
+    root: &Path,
+    ckpt: &Path,
+    events: &[Event],
+    half: usize,
+    what: &str,
+) {
+    deliver(root, &events[half..].iter().collect::<Vec<_>>(), "b");
+    let (code, report) = cli_night(root, ckpt, &ckpt.with_file_name("r.json"), &["--full"]);
+    assert_eq!(
+        (code, &report["holds"]),
+        (0, &serde_json::json!(true)),
+        "{what}: {report}"
+    );
 }
 
 /// A night by the CLI ([`cli_night`]) that must exit 1 naming exactly
@@ -4137,26 +4165,11 @@ fn a_lake_of_large_strings_passes_every_keyed_scan() {
     for stream in [Stream::Account, Stream::Transfer] {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half) = proved(dir.path());
-        let mut other = a_second_row(stream, &events, half);
-        other.occurred_at_ms += 1;
-        deliver(&root, &[&other.seal()], "b");
-        let resumed = night(&root, &ckpt);
-        assert!(
-            !resumed.check("conflicting_duplicates").holds,
-            "{stream:?}: {}",
-            resumed.summary()
-        );
-        assert_same(1, &resumed, &full(&root));
+        a_second_version_night(&root, &ckpt, &events, half, stream, &format!("{stream:?}"));
     }
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt, events, half) = proved(dir.path());
-    deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
-    let (code, report) = cli_night(&root, &ckpt, &dir.path().join("r.json"), &["--full"]);
-    assert_eq!(
-        (code, &report["holds"]),
-        (0, &serde_json::json!(true)),
-        "{report}"
-    );
+    a_full_night_looking_up_tails(&root, &ckpt, &events, half, "large strings");
 }
 
 #[test]
