@@ -115,18 +115,16 @@ pub const SEEN_COLUMNS: [&str; 3] = ["stream", "stream_key", "seq"];
 /// [`WANTED_STARTS_MAX`] fingerprints; a longer one (a hot account's) is
 /// kept as its fingerprint and last seq, and a noted fingerprint is its
 /// stretch when undoing the mix with it gives a seq up to that last
-/// ([`Wanted::stream_of`]).
+/// ([`Wanted::noted_in`]).
 #[derive(Debug)]
 pub struct Wanted {
     starts: HashMap<Fingerprint, Fingerprint, Mix>,
     long: HashMap<Fingerprint, u64, Mix>,
-    /// How many seqs the long streams span: with the notes checked, the
-    /// odds of a false match ([`LONG_MATCH_BUDGET`]).
-    long_seqs: u128,
     /// The notes of the long streams' wanted stretches, in every file
-    /// checked ([`Wanted::noted_in`]): the only rows of theirs a scan keeps
-    /// ([`Seen`]), so a hot account's rows are not kept one by one.
-    long_noted: Fingerprints,
+    /// checked, each with its stream's ([`Wanted::noted_in`]): the only
+    /// rows of theirs a scan keeps ([`Seen`]), so a hot account's rows are
+    /// not kept one by one, and what [`hidden`] adds them up by.
+    long_noted: HashMap<Fingerprint, Fingerprint, Mix>,
     streams: Fingerprints,
 }
 
@@ -169,8 +167,9 @@ impl Wanted {
             .take_while(|&total| total <= starts_max as u128)
             .count();
         let (short, long) = by_length.split_at(enumerated);
-        let long_seqs: u128 = long.iter().map(|&(n, _)| n).sum();
-        if long.len() > LONG_STREAMS_MAX || long_seqs > LONG_MATCH_BUDGET {
+        if long.len() > LONG_STREAMS_MAX
+            || long.iter().map(|&(n, _)| n).sum::<u128>() > LONG_MATCH_BUDGET
+        {
             return None;
         }
         let total: u128 = short.iter().map(|&(n, _)| n).sum();
@@ -181,23 +180,37 @@ impl Wanted {
         Some(Wanted {
             starts,
             long: long.iter().map(|&(n, fp)| (fp, (n - 1) as u64)).collect(),
-            long_seqs,
-            long_noted: Fingerprints::default(),
+            long_noted: HashMap::default(),
             streams: by_length.iter().map(|&(_, fp)| fp).collect(),
         })
     }
 
+    /// How many seqs the long streams span: with the notes checked, the
+    /// odds of a false match ([`LONG_MATCH_BUDGET`]).
+    fn long_seqs(&self) -> u128 {
+        self.long.values().map(|&last| u128::from(last) + 1).sum()
+    }
+
     /// Takes, of `noted`'s notes (every file a scan may check), those of
-    /// the long streams' wanted stretches.
+    /// the long streams' wanted stretches: each note no enumerated stretch
+    /// is, its mix undone once and tried with each long stream, a match
+    /// when that gives a seq up to the stream's last.
     pub fn noted_in(mut self, noted: &Presence) -> Wanted {
-        if !self.long.is_empty() {
-            for file in noted.files() {
-                for &at in noted.get(file) {
-                    if let Some(stream) = self.stream_of(at) {
-                        if self.long.contains_key(&stream) {
-                            self.long_noted.insert(at);
-                        }
-                    }
+        if self.long.is_empty() {
+            return self;
+        }
+        for file in noted.files() {
+            for &at in noted.get(file) {
+                if self.starts.contains_key(&at) {
+                    continue;
+                }
+                let unmixed = unmix(at);
+                if let Some((&stream, _)) = self
+                    .long
+                    .iter()
+                    .find(|&(&stream, &last)| seq_of_unmixed(stream, unmixed) <= last)
+                {
+                    self.long_noted.insert(at, stream);
                 }
             }
         }
@@ -205,19 +218,12 @@ impl Wanted {
     }
 
     /// The wanted stream whose stretch the noted fingerprint `at` is, if
-    /// any: enumerated, or a long stream's at a seq up to its last.
+    /// any: enumerated, or a long stream's ([`Wanted::noted_in`]).
     fn stream_of(&self, at: Fingerprint) -> Option<Fingerprint> {
-        if let Some(&stream) = self.starts.get(&at) {
-            return Some(stream);
-        }
-        if self.long.is_empty() {
-            return None;
-        }
-        let unmixed = unmix(at);
-        self.long
-            .iter()
-            .find(|&(&stream, &last)| seq_of_unmixed(stream, unmixed) <= last)
-            .map(|(&stream, _)| stream)
+        self.starts
+            .get(&at)
+            .or_else(|| self.long_noted.get(&at))
+            .copied()
     }
 
     /// Whether a scan keeps the row of the wanted stream `stream` whose
@@ -225,7 +231,7 @@ impl Wanted {
     /// (enumerated), or one of a long stream's does ([`Wanted::noted_in`]).
     fn starts_at(&self, stream: Fingerprint, at: Fingerprint) -> bool {
         if self.long.contains_key(&stream) {
-            self.long_noted.contains(&at)
+            self.long_noted.contains_key(&at)
         } else {
             self.starts.contains_key(&at)
         }
@@ -352,7 +358,7 @@ impl<'a> Keyed<'a> {
         noted: &'a Presence,
         plain: &'a HashSet<String>,
     ) -> Keyed<'a> {
-        if wanted.long_seqs * u128::from(noted.len()) > LONG_MATCH_BUDGET {
+        if wanted.long_seqs() * u128::from(noted.len()) > LONG_MATCH_BUDGET {
             return Keyed::whole(keys, reading);
         }
         let wanted = wanted.noted_in(noted);
@@ -729,7 +735,10 @@ mod tests {
         assert_eq!(hidden_in(&noted, "f", true, &wanted, &seen), 0);
         // Of `a`'s rows, only its noted first rows are kept (in "f" and "g").
         let kept: Fingerprints = [1, 4, 9].into_iter().map(|s| at_seq(a, s)).collect();
-        assert_eq!(wanted.long_noted, kept);
+        assert_eq!(
+            wanted.long_noted.keys().copied().collect::<Fingerprints>(),
+            kept
+        );
         assert!(seen.rows.contains(&at_seq(a, 1)) && !seen.rows.contains(&at_seq(a, 2)));
     }
 
