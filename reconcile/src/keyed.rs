@@ -143,7 +143,7 @@ impl Wanted {
     }
 
     /// [`Wanted::new`], enumerating at most `starts_max` fingerprints.
-    pub(crate) fn capped<'k>(
+    pub fn capped<'k>(
         starts_max: usize,
         streams: impl IntoIterator<Item = (Stream, &'k str, u64)>,
     ) -> Option<Wanted> {
@@ -195,11 +195,20 @@ impl Wanted {
     /// the long streams' wanted stretches: each note no enumerated stretch
     /// is, its mix undone once and tried with each long stream, a match
     /// when that gives a seq up to the stream's last.
-    pub fn noted_in(mut self, noted: &Presence) -> Wanted {
+    pub fn noted_in(self, noted: &Presence) -> Wanted {
+        self.noted_in_files(noted.files(), noted)
+    }
+
+    /// [`Wanted::noted_in`], of the notes of `files` alone.
+    fn noted_in_files<'f>(
+        mut self,
+        files: impl Iterator<Item = &'f str>,
+        noted: &Presence,
+    ) -> Wanted {
         if self.long.is_empty() {
             return self;
         }
-        for file in noted.files() {
+        for file in files {
             for &at in noted.get(file) {
                 if self.starts.contains_key(&at) {
                     continue;
@@ -350,18 +359,22 @@ impl<'a> Keyed<'a> {
     /// that must not miss the stretches `wanted` names; `noted` (and
     /// `plain`) the streams noted in each file. Read whole instead
     /// ([`Keyed::whole`]) when `wanted`'s long streams, matched against
-    /// that many notes, would pass [`LONG_MATCH_BUDGET`].
+    /// the notes of the scan's `files` (those it may check, not every
+    /// file `noted` holds: a full run's notes are every table's), would
+    /// pass [`LONG_MATCH_BUDGET`].
     pub fn checked(
         keys: &'a [String],
         reading: &'static str,
         wanted: Wanted,
+        files: &[&str],
         noted: &'a Presence,
         plain: &'a HashSet<String>,
     ) -> Keyed<'a> {
-        if wanted.long_seqs() * u128::from(noted.len()) > LONG_MATCH_BUDGET {
+        let notes: u128 = files.iter().map(|f| noted.get(f).len() as u128).sum();
+        if wanted.long_seqs() * notes > LONG_MATCH_BUDGET {
             return Keyed::whole(keys, reading);
         }
-        let wanted = wanted.noted_in(noted);
+        let wanted = wanted.noted_in_files(files.iter().copied(), noted);
         Keyed {
             keys,
             reading,
@@ -641,7 +654,14 @@ mod tests {
             let wanted =
                 || Wanted::capped(cap, [(Stream::Account, "a", 5), (Stream::Transfer, "a", 4)]);
             let (noted, plain, keys) = (Presence::default(), HashSet::new(), ["a".to_owned()]);
-            let keyed = Keyed::checked(&keys, "a test", wanted().unwrap(), &noted, &plain);
+            let keyed = Keyed::checked(
+                &keys,
+                "a test",
+                wanted().unwrap(),
+                &["f", "g"],
+                &noted,
+                &plain,
+            );
             let mut seen = Seen::default();
             keyed.see_batch(&mut seen, &batch);
             let wanted = wanted().unwrap();
@@ -785,18 +805,23 @@ mod tests {
 
     #[test]
     fn a_check_whose_long_streams_would_match_too_many_notes_by_chance_reads_whole() {
-        // Long streams spanning `seqs` seqs, against a file of `notes`
-        // notes (a note per stream at seq 1).
+        // Long streams spanning `seqs` seqs, against a file "f" of `notes`
+        // notes (a note per stream at seq 1); a file "t" the scan does not
+        // read (another table's, in a full run's notes) holds a thousand
+        // more, which do not count.
         let keyed_over = |seqs: u64, notes: usize| {
-            let keys: Vec<String> = (0..notes).map(|i| format!("n{i}")).collect();
-            let mut n = Noter::new(["f"].into_iter());
-            for k in &keys {
-                n.note(Stream::Account, k, [(0, 1, 1)].into_iter());
+            let mut n = Noter::new(["f", "t"].into_iter());
+            for (file, count) in [(0, notes), (1, 1000)] {
+                for i in 0..count {
+                    let runs = [(file, 1, 1)].into_iter();
+                    n.note(Stream::Account, &format!("n{file}-{i}"), runs);
+                }
             }
             let noted = n.finish();
+            assert_eq!(noted.get("t").len(), 1000);
             let wanted = Wanted::new([(Stream::Account, "hot", seqs - 1)]).unwrap();
             let (plain, keys) = (HashSet::new(), ["hot".to_owned()]);
-            Keyed::checked(&keys, "a test", wanted, &noted, &plain).filters("f")
+            Keyed::checked(&keys, "a test", wanted, &["f"], &noted, &plain).filters("f")
         };
         let budget = LONG_MATCH_BUDGET as u64;
         assert!(keyed_over(budget / 4, 4));
@@ -809,7 +834,7 @@ mod tests {
         let plain = HashSet::new();
         let keys = ["a".to_owned()];
         let wanted = || Wanted::new([(Stream::Account, "a", 20)]).unwrap();
-        let keyed = Keyed::checked(&keys, "a test", wanted(), &noted, &plain);
+        let keyed = Keyed::checked(&keys, "a test", wanted(), &["f", "g"], &noted, &plain);
         let wanted = wanted();
         assert!(keyed.filters("f") && keyed.filters("g") && !keyed.filters("h"));
         let err = keyed.check("f", &Seen::default()).unwrap_err().to_string();

@@ -448,7 +448,8 @@ impl Lake {
     }
 
     /// Reads only the `columns` of `files` (a column a file lacks is left
-    /// out of its batches), a batch at a time, in no particular order; with
+    /// out of its batches; strings as Utf8 whatever the file's writer asked
+    /// for, `rows::as_utf8`), a batch at a time, in no particular order; with
     /// `keys`, only the rows whose `stream_key` is one of them (row groups
     /// and pages whose statistics exclude every key are not read: on the
     /// footer's word, so [`Lake::scan_keyed`] for files a proof has read).
@@ -481,6 +482,10 @@ impl Lake {
                 .await
                 .map_err(file_err)?;
             while let Some(batch) = stream.try_next().await.map_err(file_err)? {
+                let batch = crate::rows::as_utf8(&batch).map_err(|why| Error::File {
+                    key: f.key.clone(),
+                    why,
+                })?;
                 visit(&batch);
             }
         }

@@ -421,6 +421,18 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_ERROR as u8);
         }
     };
+    // Tests and comparisons only (docs/RECONCILE.md): how many stretches a
+    // keyed scan enumerates before it matches the longest histories.
+    let wanted_starts_max = match std::env::var("RECONCILE_WANTED_STARTS_MAX") {
+        Err(_) => ledger_reconcile::keyed::WANTED_STARTS_MAX,
+        Ok(v) => match v.parse() {
+            Ok(n) => n,
+            Err(e) => {
+                eprintln!("error: RECONCILE_WANTED_STARTS_MAX={v:?}: {e}");
+                return ExitCode::from(EXIT_ERROR as u8);
+            }
+        },
+    };
     let opts = Options {
         now_ms: cli.now_ms.unwrap_or_else(wall_clock_ms),
         progress: !cli.quiet,
@@ -428,6 +440,7 @@ fn main() -> ExitCode {
         split_first: false,
         by_date: std::env::var_os("RECONCILE_MERGE_ALL_DATES").is_none(),
         settle_ms: cli.settle_ms,
+        wanted_starts_max,
     };
     let result = rt.block_on(async {
         let lake = Lake::connect(&cli.lake).await?;

@@ -111,6 +111,7 @@ pub async fn judge(
     owing: &Owing<'_>,
     reopened: Vec<Owed>,
     now: &Proved<'_>,
+    opts: &crate::run::Options,
 ) -> Result<(Vec<StreamFinding>, Vec<Owed>, Vec<String>), Error> {
     // By stream and owed seq.
     let mut tails: BTreeMap<(StreamId, u64), Tail> = BTreeMap::new();
@@ -172,7 +173,7 @@ pub async fn judge(
     for ((id, _), tail) in tails {
         decide(id, tail, None);
     }
-    let found = hashes_at(lake, files, noted, &look).await?;
+    let found = hashes_at(lake, files, noted, &look, opts.wanted_starts_max).await?;
     for (id, tail) in &look {
         let at = found
             .get(&(id.0, id.1.as_str(), id.2.as_str(), tail.last_seq))
@@ -227,6 +228,7 @@ async fn hashes_at<'w>(
     files: &[LakeFileInfo],
     noted: Noted<'_>,
     want: &'w [(StreamId, Tail)],
+    starts_max: usize,
 ) -> Result<HashMap<(Table, &'static str, &'w str, u64), Vec<String>>, Error> {
     let mut found: HashMap<(Table, &'static str, &'w str, u64), Vec<String>> = HashMap::new();
     for &table in Table::ALL.iter() {
@@ -294,7 +296,7 @@ async fn hashes_at<'w>(
         let reading = "the hashes at the proved tails it judges";
         // The notes are read only for a check that uses them.
         let (loaded, none);
-        let keyed = match Wanted::new(streams) {
+        let keyed = match Wanted::capped(starts_max, streams) {
             None => Keyed::whole(&keys, reading),
             Some(wanted) => {
                 let (presence, plain) = match noted {
@@ -307,7 +309,8 @@ async fn hashes_at<'w>(
                         (&loaded.presence, &loaded.plain)
                     }
                 };
-                Keyed::checked(&keys, reading, wanted, presence, plain)
+                let files: Vec<&str> = files.iter().map(|f| f.key.as_str()).collect();
+                Keyed::checked(&keys, reading, wanted, &files, presence, plain)
             }
         };
         lake.scan_keyed(&files, &columns, &keyed, visit).await?;

@@ -619,7 +619,10 @@ mod tests {
         let ckpt = dir.path().join("ck");
         match save(&ckpt, &version_2(&ckpt), &noted(night), keep) {
             Err(Beside::Unwritable(e)) => {
-                assert!(e.contains("counted and uncounted sets in one file of streams"), "{e}")
+                assert!(
+                    e.contains("counted and uncounted sets in one file of streams"),
+                    "{e}"
+                )
             }
             other => panic!("saved: {other:?}"),
         }

@@ -83,20 +83,49 @@ pub(crate) fn col<T: Array + Clone + 'static>(
 }
 
 /// The string column `name` of `b` (as [`crate::lake::Lake::scan_columns`]
-/// reads it), if it has one of that type (any other shape is the proof's
-/// to report).
+/// hands it over: every string type the proof takes as Utf8,
+/// [`as_utf8`]), if it has one of that type (any other shape is the
+/// proof's to report: it reads no other as strings).
 pub(crate) fn strings(b: &RecordBatch, name: &str) -> Option<StringArray> {
-    let c = b.column_by_name(name)?;
-    match c.data_type() {
-        // Another writer's strings (an Arrow schema asking for large
-        // strings or views): the same Parquet column, which the proof reads
-        // as views alike, so a column scan takes it too.
-        DataType::LargeUtf8 | DataType::Utf8View => {
-            let c = cast(c, &DataType::Utf8).ok()?;
-            c.as_any().downcast_ref::<StringArray>().cloned()
-        }
-        _ => col(b, name).ok().flatten(),
+    col(b, name).ok().flatten()
+}
+
+/// Whether the proof reads a column of type `t` as strings: Utf8, and the
+/// large strings and views another Arrow writer's schema may ask for (the
+/// same Parquet column, which `Lake::scan_sorted_where` reads as views
+/// alike).
+fn proof_strings(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+}
+
+/// `b` with every column the proof reads as strings ([`proof_strings`]) as
+/// Utf8, so a column scan takes every file the proof takes, whatever
+/// strings its writer asked for; any other column as it is. The error says
+/// why a column could not be cast (large strings of more than 2 GiB in one
+/// batch).
+pub(crate) fn as_utf8(b: &RecordBatch) -> Result<RecordBatch, String> {
+    let schema = b.schema();
+    let other = |t: &DataType| proof_strings(t) && *t != DataType::Utf8;
+    if !schema.fields().iter().any(|f| other(f.data_type())) {
+        return Ok(b.clone());
     }
+    let mut fields = Vec::with_capacity(b.num_columns());
+    let mut columns = Vec::with_capacity(b.num_columns());
+    for (f, c) in schema.fields().iter().zip(b.columns()) {
+        if other(f.data_type()) {
+            let utf8 = cast(c, &DataType::Utf8).map_err(|e| {
+                format!("column `{}` ({}) as strings: {e}", f.name(), f.data_type())
+            })?;
+            fields.push(f.as_ref().clone().with_data_type(DataType::Utf8));
+            columns.push(utf8);
+        } else {
+            fields.push(f.as_ref().clone());
+            columns.push(Arc::clone(c));
+        }
+    }
+    let schema =
+        datafusion::arrow::datatypes::Schema::new_with_metadata(fields, schema.metadata().clone());
+    RecordBatch::try_new(Arc::new(schema), columns).map_err(|e| e.to_string())
 }
 
 /// Calls `row` with the fingerprint of each row's stream
@@ -340,6 +369,49 @@ mod tests {
     use super::*;
     use datafusion::arrow::array::ArrayRef;
     use ledger_events::FIELDS;
+
+    /// Every string type the proof reads as strings, a column scan takes as
+    /// the same Utf8 values (a file another Arrow writer laid out with large
+    /// strings or views is read alike by both); a column of another type is
+    /// left as it is, and is no strings.
+    #[test]
+    fn a_column_scan_takes_every_string_type_the_proof_takes() {
+        use datafusion::arrow::array::{DictionaryArray, LargeStringArray};
+        use datafusion::arrow::datatypes::Int32Type;
+        let values = [Some("account"), None, Some("transfer")];
+        let of_type: [(DataType, ArrayRef); 3] = [
+            (DataType::Utf8, Arc::new(StringArray::from(values.to_vec()))),
+            (
+                DataType::LargeUtf8,
+                Arc::new(LargeStringArray::from(values.to_vec())),
+            ),
+            (
+                DataType::Utf8View,
+                Arc::new(StringViewArray::from(values.to_vec())),
+            ),
+        ];
+        let dictionary: DictionaryArray<Int32Type> = values.into_iter().collect();
+        for (t, stream) in of_type {
+            assert!(proof_strings(&t) && stream.data_type() == &t);
+            let b = RecordBatch::try_from_iter([
+                ("stream", stream),
+                ("seq", Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef),
+                ("kind", Arc::new(dictionary.clone()) as ArrayRef),
+            ])
+            .unwrap();
+            let b = as_utf8(&b).unwrap();
+            let got = strings(&b, "stream").unwrap();
+            assert_eq!(got.iter().collect::<Vec<_>>(), values, "{t}");
+            assert_eq!(
+                b.column_by_name("seq").unwrap().data_type(),
+                &DataType::Int64
+            );
+            assert!(
+                strings(&b, "kind").is_none(),
+                "{t}: a dictionary is left as it is"
+            );
+        }
+    }
 
     /// The columns a row may lack (null), the optional fields of an event
     /// (`currency` to `reason` in [`FIELDS`]' order): a batch without one of them

@@ -68,6 +68,12 @@ pub struct Options {
     /// (the row may still be in delivery: [`crate::settle`]). 0: every
     /// finding is judged on the lake as delivered.
     pub settle_ms: i64,
+    /// How many fingerprints of wanted stretches a keyed scan enumerates
+    /// before it matches the longest histories instead (`crate::keyed`):
+    /// [`crate::keyed::WANTED_STARTS_MAX`] in the CLI. Tests set 0 so that
+    /// every history takes the path only a hot account's takes otherwise;
+    /// the verdicts are the same.
+    pub wanted_starts_max: usize,
 }
 
 /// A line of the run's timeline on stderr, with `RECONCILE_TRACE=1`: where
@@ -958,14 +964,22 @@ async fn prove_table(
             // proved files read by key.
             None
         } else {
-            Some(match Wanted::new(streams) {
+            Some(match Wanted::capped(opts.wanted_starts_max, streams) {
                 None => Keyed::whole(&keys, reading),
                 Some(wanted) => {
                     sets = match noted {
                         Some(sets) => sets,
                         None => crate::keyed::proved_sets(stored, prior_files, &files)?,
                     };
-                    Keyed::checked(&keys, reading, wanted, &sets.presence, &sets.plain)
+                    let keys_of: Vec<&str> = files.iter().map(|f| f.key.as_str()).collect();
+                    Keyed::checked(
+                        &keys,
+                        reading,
+                        wanted,
+                        &keys_of,
+                        &sets.presence,
+                        &sets.plain,
+                    )
                 }
             })
         };
@@ -1424,12 +1438,20 @@ async fn pull_back(
             .map(|k| (Stream::Account, k.as_str(), tail(k)));
         let reading = "the transfers of the account streams it reopens";
         // The notes are read only for a check that uses them.
-        let keyed = match Wanted::new(streams) {
+        let keyed = match Wanted::capped(opts.wanted_starts_max, streams) {
             None => Keyed::whole(&reopened, reading),
             Some(wanted) => {
                 let sets = crate::keyed::proved_sets(&prior.stored, &prior.files, &a)?;
                 let sets = noted.insert(sets);
-                Keyed::checked(&reopened, reading, wanted, &sets.presence, &sets.plain)
+                let files: Vec<&str> = a.iter().map(|f| f.key.as_str()).collect();
+                Keyed::checked(
+                    &reopened,
+                    reading,
+                    wanted,
+                    &files,
+                    &sets.presence,
+                    &sets.plain,
+                )
             }
         };
         let wanted: HashSet<&str> = reopened.iter().map(String::as_str).collect();
@@ -1947,7 +1969,7 @@ async fn prove_resumed(
         Noted::Run(&presence)
     };
     let (owed_findings, owed, blocks_left_out) =
-        crate::owing::judge(lake, &listed, noted, &owing, reopened, &proved).await?;
+        crate::owing::judge(lake, &listed, noted, &owing, reopened, &proved, opts).await?;
     trace(started, format_args!("proved tails judged"));
     if opts.progress && !owed.is_empty() {
         eprintln!(

@@ -620,7 +620,7 @@ mod tests {
         // Its stretches enumerated, and matched by undoing the mix.
         for cap in [crate::keyed::WANTED_STARTS_MAX, 0] {
             let wanted = Wanted::capped(cap, [(Stream::Account, "a", 3)]).unwrap();
-            let keyed = Keyed::checked(&keys, "a test", wanted, &noted, &plain);
+            let keyed = Keyed::checked(&keys, "a test", wanted, &["f0", "f1"], &noted, &plain);
             let seen_of = |s: &StreamRows| {
                 let mut seen = vec![Some(Seen::default()), Some(Seen::default())];
                 keyed.see_stream(&mut seen, s);

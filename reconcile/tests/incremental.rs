@@ -24,6 +24,7 @@ fn opts() -> Options {
         split_first: false,
         by_date: true,
         settle_ms: 0,
+        wanted_starts_max: ledger_reconcile::keyed::WANTED_STARTS_MAX,
     }
 }
 
@@ -116,13 +117,32 @@ fn cli(root: &Path, args: &[&str]) -> (i32, String) {
 
 /// [`cli`], with the summary on stdout too.
 fn cli_out(root: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_reconcile"))
-        .arg(root.to_str().unwrap())
+    cli_out_finding(root, args, Stretches::Enumerated)
+}
+
+/// How a run's keyed scans find the stretches of the streams they want in
+/// the notes (`ledger_reconcile::keyed::Wanted`).
+#[derive(Debug, Clone, Copy)]
+enum Stretches {
+    /// Enumerated, as every history of a small lake is by default.
+    Enumerated,
+    /// Matched by undoing each note's mix, as only a hot account's history
+    /// is by default (`RECONCILE_WANTED_STARTS_MAX=0`).
+    Matched,
+}
+
+/// [`cli_out`], its keyed scans finding stretches as `stretches` says.
+fn cli_out_finding(root: &Path, args: &[&str], stretches: Stretches) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reconcile"));
+    cmd.arg(root.to_str().unwrap())
         .args(["--quiet", "--now-ms", &NOW_MS.to_string()])
         .args(args)
         .env_remove("LEDGER_LAKE")
-        .output()
-        .unwrap();
+        .env_remove("RECONCILE_WANTED_STARTS_MAX");
+    if let Stretches::Matched = stretches {
+        cmd.env("RECONCILE_WANTED_STARTS_MAX", "0");
+    }
+    let out = cmd.output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -1012,9 +1032,22 @@ fn a_lying_file_proved(dir: &Path, pick: impl Fn(&[Event], usize) -> Event) -> F
 /// must stop with exit 2 on the lake file `lying`, whose footer hid rows
 /// from the scan by key for `reading`, and leave the checkpoint as it was.
 fn night_stopped_by(root: &Path, ckpt: &Path, extra: &[&str], lying: &str, reading: &str) {
+    night_finding_stopped_by(root, ckpt, extra, Stretches::Enumerated, lying, reading)
+}
+
+/// [`night_stopped_by`], the night's keyed scans finding stretches as
+/// `stretches` says.
+fn night_finding_stopped_by(
+    root: &Path,
+    ckpt: &Path,
+    extra: &[&str],
+    stretches: Stretches,
+    lying: &str,
+    reading: &str,
+) {
     let before = std::fs::read(ckpt).unwrap();
     let args = [&["--checkpoint", ckpt.to_str().unwrap()][..], extra].concat();
-    let (code, out, stderr) = cli_out(root, &args);
+    let (code, out, stderr) = cli_out_finding(root, &args, stretches);
     assert_eq!(code, 2, "{out}{stderr}");
     assert!(
         stderr.contains(&format!(
@@ -1048,7 +1081,14 @@ fn a_proved_files_footer_cannot_hide_a_reopened_streams_rows_from_the_pull_back(
         !segment_files(dir.path()).is_empty(),
         "settled transfers archived"
     );
-    pull_back_stopped_by(&root, &ckpt, &events[..half], &lying, "");
+    pull_back_stopped_by(
+        &root,
+        &ckpt,
+        &events[..half],
+        Stretches::Enumerated,
+        &lying,
+        "",
+    );
 }
 
 /// Delivers a second version of the row of `proved` that `second_version`
@@ -1056,13 +1096,21 @@ fn a_proved_files_footer_cannot_hide_a_reopened_streams_rows_from_the_pull_back(
 /// stop in the pull-back on the lake file `lying`, and a proof of the lake
 /// alone finds the conflict, and nothing else. `case` names the case in
 /// failures.
-fn pull_back_stopped_by(root: &Path, ckpt: &Path, proved: &[Event], lying: &str, case: &str) {
+fn pull_back_stopped_by(
+    root: &Path,
+    ckpt: &Path,
+    proved: &[Event],
+    stretches: Stretches,
+    lying: &str,
+    case: &str,
+) {
     let (_, other) = second_version(proved, 3);
     deliver(root, &[&other], "b");
-    night_stopped_by(
+    night_finding_stopped_by(
         root,
         ckpt,
         &[],
+        stretches,
         lying,
         "the transfers of the account streams it reopens",
     );
@@ -1226,7 +1274,7 @@ fn a_file_laid_out_inside_a_stretch_proved(
 /// file, as for a lie that hides the whole stretch.
 #[test]
 fn a_proved_files_footer_cannot_hide_rows_inside_a_reopened_streams_stretch_from_the_pull_back() {
-    for inside in [Inside::RowGroup, Inside::Pages] {
+    for (inside, stretches) in lies_inside() {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half, lying) = a_file_hiding_inside_a_stretch_proved(
             dir.path(),
@@ -1237,10 +1285,23 @@ fn a_proved_files_footer_cannot_hide_rows_inside_a_reopened_streams_stretch_from
             &root,
             &ckpt,
             &events[..half],
+            stretches,
             &lying,
-            &format!("{inside:?}"),
+            &format!("{inside:?}, {stretches:?}"),
         );
     }
+}
+
+/// Where a lie hides rows inside a stretch, with how the keyed scan finds
+/// the stretch it hides from: each layout once, and the hot account's path
+/// (matched) for both.
+fn lies_inside() -> [(Inside, Stretches); 4] {
+    [
+        (Inside::RowGroup, Stretches::Enumerated),
+        (Inside::Pages, Stretches::Enumerated),
+        (Inside::RowGroup, Stretches::Matched),
+        (Inside::Pages, Stretches::Matched),
+    ]
 }
 
 /// A proved file whose footer hides a reopened transfer stream's rows
@@ -1253,7 +1314,7 @@ fn a_proved_files_footer_cannot_hide_rows_inside_a_reopened_streams_stretch_from
 fn a_proved_files_footer_cannot_hide_rows_inside_a_reopened_streams_stretch_from_its_re_proof() {
     // A transfer's row at seq 2, its stream going on after it.
     let second = |events: &[Event], half: usize| a_second_row(Stream::Transfer, events, half);
-    for inside in [Inside::RowGroup, Inside::Pages] {
+    for (inside, stretches) in lies_inside() {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half, lying) =
             a_file_hiding_inside_a_stretch_proved(dir.path(), second, inside);
@@ -1262,17 +1323,18 @@ fn a_proved_files_footer_cannot_hide_rows_inside_a_reopened_streams_stretch_from
         other.occurred_at_ms += 1;
         let other = other.seal();
         deliver(&root, &[&other], "b");
-        night_stopped_by(
+        night_finding_stopped_by(
             &root,
             &ckpt,
             &[],
+            stretches,
             &lying,
             "the re-proof of the streams it reopens",
         );
         let fresh = full(&root);
         assert!(
             !fresh.check("conflicting_duplicates").holds,
-            "{inside:?}: {}",
+            "{inside:?}, {stretches:?}: {}",
             fresh.summary()
         );
     }
@@ -1285,19 +1347,20 @@ fn a_proved_files_footer_cannot_hide_rows_inside_a_reopened_streams_stretch_from
 /// exit 2 naming the file.
 #[test]
 fn a_proved_files_footer_cannot_hide_a_proved_tail_inside_its_stretch_from_its_look_up() {
-    for inside in [Inside::RowGroup, Inside::Pages] {
+    for (inside, stretches) in lies_inside() {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half, lying) =
             a_file_hiding_inside_a_stretch_proved(dir.path(), a_tail_going_on, inside);
         deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
-        night_stopped_by(
+        night_finding_stopped_by(
             &root,
             &ckpt,
             &["--full"],
+            stretches,
             &lying,
             "the hashes at the proved tails it judges",
         );
-        assert!(full(&root).holds, "{inside:?}");
+        assert!(full(&root).holds, "{inside:?}, {stretches:?}");
     }
 }
 
@@ -1337,25 +1400,36 @@ fn a_tail_going_on(events: &[Event], half: usize) -> Event {
 /// night reaches a full proof's verdicts. No exit 2 on a correct lake.
 #[test]
 fn an_honest_file_with_a_stretch_across_row_groups_or_pages_passes_every_keyed_scan() {
-    for inside in [Inside::RowGroup, Inside::Pages] {
+    for (inside, stretches) in lies_inside() {
         for stream in [Stream::Account, Stream::Transfer] {
             let dir = tempfile::tempdir().unwrap();
             let pick = |events: &[Event], half: usize| a_second_row(stream, events, half);
             let (root, ckpt, events, half, _) =
                 a_file_laid_out_inside_a_stretch_proved(dir.path(), pick, inside, false);
-            let what = format!("{inside:?} {stream:?}");
-            a_second_version_night(&root, &ckpt, &events, half, stream, &what);
+            let what = format!("{inside:?} {stream:?} {stretches:?}");
+            a_second_version_night(
+                &root,
+                &ckpt,
+                &events,
+                half,
+                stream,
+                stretches,
+                |_| {},
+                &what,
+            );
         }
         // The tail at the cut of an account stream that goes on after it.
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half, _) =
             a_file_laid_out_inside_a_stretch_proved(dir.path(), a_tail_going_on, inside, false);
-        a_full_night_looking_up_tails(&root, &ckpt, &events, half, &format!("{inside:?}"));
+        let what = format!("{inside:?} {stretches:?}");
+        a_full_night_looking_up_tails(&root, &ckpt, &events, half, stretches, &what);
     }
 }
 
 /// A second version of `stream`'s row [`a_second_row`] picks, delivered to
-/// the lake at `root` proved into `ckpt`: it reopens the stream (the
+/// the lake at `root` proved into `ckpt` (its new file then laid out again
+/// by `lay_out`): it reopens the stream (the
 /// pull-back, the re-proof), and the night finds the conflict and reaches a
 /// full proof's verdicts (`what` names the case).
 fn a_second_version_night(
@@ -1364,12 +1438,31 @@ fn a_second_version_night(
     events: &[Event],
     half: usize,
     stream: Stream,
+    stretches: Stretches,
+    lay_out: fn(&Path),
     what: &str,
 ) {
     let mut other = a_second_row(stream, events, half);
     other.occurred_at_ms += 1;
+    let before = common::files_under(root, "events");
     deliver(root, &[&other.seal()], "b");
-    let resumed = night(root, ckpt);
+    for f in common::files_under(root, "events") {
+        if !before.contains(&f) {
+            lay_out(&root.join(f));
+        }
+    }
+    let wanted_starts_max = match stretches {
+        Stretches::Enumerated => opts().wanted_starts_max,
+        Stretches::Matched => 0,
+    };
+    let resumed = night_with(
+        root,
+        ckpt,
+        &Options {
+            wanted_starts_max,
+            ..opts()
+        },
+    );
     assert!(
         !resumed.check("conflicting_duplicates").holds,
         "{what}: {}",
@@ -1387,14 +1480,23 @@ fn a_full_night_looking_up_tails(
     ckpt: &Path,
     events: &[Event],
     half: usize,
+    stretches: Stretches,
     what: &str,
 ) {
     deliver(root, &events[half..].iter().collect::<Vec<_>>(), "b");
-    let (code, report) = cli_night(root, ckpt, &ckpt.with_file_name("r.json"), &["--full"]);
+    let json = ckpt.with_file_name("r.json");
+    let args = [
+        "--checkpoint",
+        ckpt.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let (code, _, stderr) = cli_out_finding(root, &[&args[..], &["--full"]].concat(), stretches);
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(
         (code, &report["holds"]),
         (0, &serde_json::json!(true)),
-        "{what}: {report}"
+        "{what}: {stderr}{report}"
     );
 }
 
@@ -4147,8 +4249,10 @@ fn rows_after_a_holds_end_and_a_release_off_the_source_are_judged_across_nights(
 
 /// A lake laid out with large strings (`LargeUtf8` in each file's Arrow
 /// schema: the same Parquet columns, as another Arrow writer lays them out)
-/// and proved: a second version of a proved row reopens its stream (the
-/// pull-back, the re-proof), and `--full` from the checkpoint looks up the
+/// and proved: a second version of a proved row, delivered in such a file
+/// too, reopens its stream (the night's new files read for the streams
+/// they touch, the pull-back, the re-proof), and `--full` from the
+/// checkpoint looks up the
 /// hashes at a proved tail. Each keyed scan reads those files as the proof
 /// does, so each night reaches a full proof's verdicts and none stops on a
 /// footer.
@@ -4165,11 +4269,28 @@ fn a_lake_of_large_strings_passes_every_keyed_scan() {
     for stream in [Stream::Account, Stream::Transfer] {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half) = proved(dir.path());
-        a_second_version_night(&root, &ckpt, &events, half, stream, &format!("{stream:?}"));
+        let what = format!("{stream:?}");
+        a_second_version_night(
+            &root,
+            &ckpt,
+            &events,
+            half,
+            stream,
+            Stretches::Enumerated,
+            common::large_strings,
+            &what,
+        );
     }
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt, events, half) = proved(dir.path());
-    a_full_night_looking_up_tails(&root, &ckpt, &events, half, "large strings");
+    a_full_night_looking_up_tails(
+        &root,
+        &ckpt,
+        &events,
+        half,
+        Stretches::Enumerated,
+        "large strings",
+    );
 }
 
 #[test]

@@ -569,6 +569,7 @@ fn try_run_with(
                 split_first,
                 by_date,
                 settle_ms: 0,
+                wanted_starts_max: ledger_reconcile::keyed::WANTED_STARTS_MAX,
             },
         )
         .await

@@ -82,6 +82,7 @@ pub fn run_lib_settled(dir: &Path, now_ms: i64, settle_ms: i64) -> Result<Report
                 split_first: false,
                 by_date: true,
                 settle_ms,
+                wanted_starts_max: ledger_reconcile::keyed::WANTED_STARTS_MAX,
             },
         )
         .await
