@@ -1407,16 +1407,8 @@ fn an_honest_file_with_a_stretch_across_row_groups_or_pages_passes_every_keyed_s
             let (root, ckpt, events, half, _) =
                 a_file_laid_out_inside_a_stretch_proved(dir.path(), pick, inside, false);
             let what = format!("{inside:?} {stream:?} {stretches:?}");
-            a_second_version_night(
-                &root,
-                &ckpt,
-                &events,
-                half,
-                stream,
-                stretches,
-                |_| {},
-                &what,
-            );
+            let proved = &events[..half];
+            a_second_version_night(&root, &ckpt, proved, stream, stretches, |_| {}, &what);
         }
         // The tail at the cut of an account stream that goes on after it.
         let dir = tempfile::tempdir().unwrap();
@@ -1427,22 +1419,21 @@ fn an_honest_file_with_a_stretch_across_row_groups_or_pages_passes_every_keyed_s
     }
 }
 
-/// A second version of `stream`'s row [`a_second_row`] picks, delivered to
-/// the lake at `root` proved into `ckpt` (its new file then laid out again
-/// by `lay_out`): it reopens the stream (the
-/// pull-back, the re-proof), and the night finds the conflict and reaches a
-/// full proof's verdicts (`what` names the case).
+/// A second version of `stream`'s row [`a_second_row`] picks of the
+/// `proved` history, delivered to the lake at `root` proved into `ckpt`
+/// (its new file then laid out again by `lay_out`): it reopens the stream
+/// (the pull-back, the re-proof), and the night finds the conflict and
+/// reaches a full proof's verdicts (`what` names the case).
 fn a_second_version_night(
     root: &Path,
     ckpt: &Path,
-    events: &[Event],
-    half: usize,
+    proved: &[Event],
     stream: Stream,
     stretches: Stretches,
     lay_out: fn(&Path),
     what: &str,
 ) {
-    let mut other = a_second_row(stream, events, half);
+    let mut other = a_second_row(stream, proved, proved.len());
     other.occurred_at_ms += 1;
     let before = common::files_under(root, "events");
     deliver(root, &[&other.seal()], "b");
@@ -4273,8 +4264,7 @@ fn a_lake_of_large_strings_passes_every_keyed_scan() {
         a_second_version_night(
             &root,
             &ckpt,
-            &events,
-            half,
+            &events[..half],
             stream,
             Stretches::Enumerated,
             common::large_strings,
