@@ -134,6 +134,50 @@ struct Footer {
     key_groups: Vec<KeyGroup>,
 }
 
+/// The columns of the lake layout that hold integers, all `Int64` but `v`
+/// (docs/LAKE.md); every other of [`ledger_events::FIELDS`] holds strings.
+const INT64_FIELDS: [&str; 7] = [
+    "seq",
+    "occurred_at_ms",
+    "amount",
+    "balance_after",
+    "held_after",
+    "overdraft_limit",
+    "deadline_ms",
+];
+
+/// Whether every column of `schema` (a file's, as its footer describes it
+/// to an Arrow reader) that the lake layout names has the layout's type:
+/// `v` UInt16, [`INT64_FIELDS`] Int64, the others strings (Utf8, or the
+/// large strings or views another Arrow writer may ask for: the same
+/// Parquet column). Every scan then reads the file alike: the proof's
+/// sorted scan, which takes the Arrow schema of the first file of a column
+/// list for every later one and would cast a later file's other types to
+/// it (a dictionary, unannotated bytes, a 32-bit `seq`), and the column
+/// scans, which take each file's own (`rows::as_utf8`). Other columns are
+/// ignored, as readers of the lake ignore them.
+fn lake_types(schema: &arrow_schema::Schema) -> Result<(), String> {
+    use arrow_schema::DataType;
+    for f in schema.fields() {
+        let name = f.name().as_str();
+        if !ledger_events::FIELDS.contains(&name) {
+            continue;
+        }
+        let t = f.data_type();
+        let ok = match name {
+            "v" => *t == DataType::UInt16,
+            _ if INT64_FIELDS.contains(&name) => *t == DataType::Int64,
+            _ => matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View),
+        };
+        if !ok {
+            return Err(format!(
+                "column `{name}` is read as {t}, not the lake layout's type (docs/LAKE.md)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Footer {
     /// What a decoded footer says of its file, or why the file is not one
     /// this reconciler reads (its lake layout). No I/O: [`Lake::check_footer`]
@@ -148,14 +192,15 @@ impl Footer {
         let arrow = std::panic::catch_unwind(|| {
             parquet::arrow::parquet_to_arrow_schema(fm.schema_descr(), fm.key_value_metadata())
         });
-        match arrow {
-            Ok(Ok(_)) => {}
+        let arrow = match arrow {
+            Ok(Ok(schema)) => schema,
             Ok(Err(e)) => return Err(format!("corrupt Parquet footer: its Arrow schema: {e}")),
             Err(_) => return Err(
                 "corrupt Parquet footer: its Arrow schema does not decode (the decoder panicked)"
                     .into(),
             ),
-        }
+        };
+        lake_types(&arrow)?;
         match layout {
             Some(l) if LAKE_LAYOUTS_READABLE.contains(&l) => {
                 let columns: Vec<&str> = fm

@@ -84,8 +84,9 @@ pub(crate) fn col<T: Array + Clone + 'static>(
 
 /// The string column `name` of `b` (as [`crate::lake::Lake::scan_columns`]
 /// hands it over: every string type the proof takes as Utf8,
-/// [`as_utf8`]), if it has one of that type (any other shape is the
-/// proof's to report: it reads no other as strings).
+/// [`as_utf8`]), if it has one. A lake file's columns of the layout have
+/// its types (its footer is refused otherwise, `crate::lake`): `None` is a
+/// column the file lacks.
 pub(crate) fn strings(b: &RecordBatch, name: &str) -> Option<StringArray> {
     col(b, name).ok().flatten()
 }
@@ -373,7 +374,8 @@ mod tests {
     /// Every string type the proof reads as strings, a column scan takes as
     /// the same Utf8 values (a file another Arrow writer laid out with large
     /// strings or views is read alike by both); a column of another type is
-    /// left as it is, and is no strings.
+    /// left as it is, and is no strings (no lake file has one: its footer is
+    /// refused first, `lake::lake_types`).
     #[test]
     fn a_column_scan_takes_every_string_type_the_proof_takes() {
         use datafusion::arrow::array::{DictionaryArray, LargeStringArray};

@@ -431,6 +431,45 @@ fn a_corrupt_file_is_an_error_naming_the_file() {
     assert!(stdout.contains("every invariant holds"), "{stdout}");
 }
 
+/// A lake file whose column of the layout has another type (a dictionary
+/// of strings, bytes not marked as text, a 32-bit `seq`: as another writer
+/// may lay out the same rows) is refused by name before any scan reads it,
+/// wherever it sorts among its table's files: the proof's merge would take
+/// the first file's types for every later file and cast, the keyed and
+/// column scans would not, and the two would read the file differently.
+#[test]
+fn a_file_with_a_column_of_another_type_is_an_error_naming_the_file() {
+    use datafusion::arrow::datatypes::DataType;
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    clean_lake(&clean);
+    let dictionary = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+    for (column, to) in [
+        ("stream_key", dictionary),
+        ("hash", DataType::Binary),
+        ("seq", DataType::Int32),
+    ] {
+        let dir = tmp.path().join(column);
+        copy_lake(&clean, &dir).unwrap();
+        // The table's last file: never the first of a merge.
+        let key = common::files_under(&dir, "events/transfer").pop().unwrap();
+        common::retype(&dir.join(&key), |name, t| {
+            if name == column {
+                to.clone()
+            } else {
+                t.clone()
+            }
+        });
+        let (code, stdout, stderr) = run_bin(&[dir.to_str().unwrap()]);
+        assert_eq!(code, 2, "{column}: {stdout}\n{stderr}");
+        assert!(
+            stderr.contains(&key) && stderr.contains(&format!("column `{column}` is read as {to}")),
+            "{column}: {stderr}"
+        );
+        assert!(stdout.is_empty(), "{column}: no verdict: {stdout}");
+    }
+}
+
 #[test]
 fn a_row_of_an_unknown_schema_version_is_an_error() {
     let tmp = tempfile::tempdir().unwrap();

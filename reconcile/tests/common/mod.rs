@@ -172,28 +172,39 @@ pub fn relayout(path: &Path, cuts: &[usize], page_rows: usize) {
 /// string column large (`LargeUtf8` in its Arrow schema): the same Parquet
 /// columns, as another Arrow writer might lay them out.
 pub fn large_strings(path: &Path) {
+    use datafusion::arrow::datatypes::DataType;
+    retype(path, |_, t| match t {
+        DataType::Utf8 | DataType::Utf8View => DataType::LargeUtf8,
+        t => t.clone(),
+    });
+}
+
+/// Rewrites the lake file at `path` with each column of the type `to`
+/// gives it (by its name and type), its rows and the rest of its footer
+/// as they were: another Arrow writer's layout of the same rows, in the
+/// file's own Arrow schema.
+pub fn retype(
+    path: &Path,
+    to: impl Fn(&str, &datafusion::arrow::datatypes::DataType) -> datafusion::arrow::datatypes::DataType,
+) {
     use datafusion::arrow::compute::cast;
-    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::arrow::datatypes::{Field, Schema};
     use datafusion::arrow::record_batch::RecordBatch;
     let rows = footer_of(path).file_metadata().num_rows() as usize;
     rewrite(path, &[], rows.max(1), |all| {
-        let large = |t: &DataType| match t {
-            DataType::Utf8 | DataType::Utf8View => DataType::LargeUtf8,
-            t => t.clone(),
-        };
-        let schema = Schema::new(
-            all.schema()
-                .fields()
-                .iter()
-                .map(|f| Field::new(f.name(), large(f.data_type()), f.is_nullable()))
-                .collect::<Vec<_>>(),
-        );
+        let schema = all.schema();
+        let fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .map(|f| Field::new(f.name(), to(f.name(), f.data_type()), f.is_nullable()))
+            .collect();
         let columns = all
             .columns()
             .iter()
-            .map(|c| cast(c, &large(c.data_type())).unwrap())
+            .zip(&fields)
+            .map(|(c, f)| cast(c, f.data_type()).unwrap())
             .collect();
-        RecordBatch::try_new(std::sync::Arc::new(schema), columns).unwrap()
+        RecordBatch::try_new(std::sync::Arc::new(Schema::new(fields)), columns).unwrap()
     });
 }
 
