@@ -372,9 +372,11 @@ impl<'a> Keyed<'a> {
     ) -> Keyed<'a> {
         let notes: u128 = files.iter().map(|f| noted.get(f).len() as u128).sum();
         if wanted.long_seqs() * notes > LONG_MATCH_BUDGET {
+            trace_check(reading, None);
             return Keyed::whole(keys, reading);
         }
         let wanted = wanted.noted_in_files(files.iter().copied(), noted);
+        trace_check(reading, Some(&wanted));
         Keyed {
             keys,
             reading,
@@ -449,6 +451,25 @@ impl<'a> Keyed<'a> {
             0 => Ok(()),
             n => Err(footer_hid(file, self.reading, n)),
         }
+    }
+}
+
+/// With `RECONCILE_TRACE=1`, a line on stderr saying how the keyed scan
+/// for `reading` finds the stretches it checks: how many it enumerated and
+/// how many histories it matches (`None`: it reads every file whole).
+fn trace_check(reading: &str, wanted: Option<&Wanted>) {
+    if !crate::lake::trace_enabled() {
+        return;
+    }
+    match wanted {
+        Some(w) => eprintln!(
+            "reconcile: trace: keyed scan for {reading}: {} stretches enumerated, {} histories matched",
+            w.starts.len(),
+            w.long.len()
+        ),
+        None => eprintln!(
+            "reconcile: trace: keyed scan for {reading}: too many stretches to match, every file read whole"
+        ),
     }
 }
 

@@ -140,7 +140,9 @@ fn cli_out_finding(root: &Path, args: &[&str], stretches: Stretches) -> (i32, St
         .env_remove("LEDGER_LAKE")
         .env_remove("RECONCILE_WANTED_STARTS_MAX");
     if let Stretches::Matched = stretches {
-        cmd.env("RECONCILE_WANTED_STARTS_MAX", "0");
+        // Its trace says how each keyed scan found its stretches.
+        cmd.env("RECONCILE_WANTED_STARTS_MAX", "0")
+            .env("RECONCILE_TRACE", "1");
     }
     let out = cmd.output().unwrap();
     (
@@ -1049,6 +1051,14 @@ fn night_finding_stopped_by(
     let args = [&["--checkpoint", ckpt.to_str().unwrap()][..], extra].concat();
     let (code, out, stderr) = cli_out_finding(root, &args, stretches);
     assert_eq!(code, 2, "{out}{stderr}");
+    if let Stretches::Matched = stretches {
+        // The scan that stopped matched every history it checks.
+        let how = format!("keyed scan for {reading}: 0 stretches enumerated, ");
+        assert!(
+            stderr.contains(&how) && !stderr.contains(&format!("{how}0 histories")),
+            "{stderr}"
+        );
+    }
     assert!(
         stderr.contains(&format!(
             "lake file {lying}: reading it by stream key for {reading}"
