@@ -41,7 +41,8 @@
 //! wanted stretches would be too many to match ([`LONG_STREAMS_MAX`],
 //! [`LONG_MATCH_BUDGET`], [`Keyed::whole`]), and then no notes are read: a
 //! caller enumerates the wanted stretches before it reads the notes
-//! ([`proved_sets`]).
+//! ([`proved_sets`]), but for the budget's count of the notes of the
+//! scan's files, made once they are read ([`Keyed::checked`]).
 //!
 //! Rows a lie hides inside a stretch whose first row it leaves (a stream's
 //! rows in one file spanning row groups or pages, a later one skipped on
@@ -191,20 +192,11 @@ impl Wanted {
         self.long.values().map(|&last| u128::from(last) + 1).sum()
     }
 
-    /// Takes, of `noted`'s notes (every file a scan may check), those of
+    /// Takes, of `noted`'s notes of `files` (those a scan may check), those of
     /// the long streams' wanted stretches: each note no enumerated stretch
     /// is, its mix undone once and tried with each long stream, a match
     /// when that gives a seq up to the stream's last.
-    pub fn noted_in(self, noted: &Presence) -> Wanted {
-        self.noted_in_files(noted.files(), noted)
-    }
-
-    /// [`Wanted::noted_in`], of the notes of `files` alone.
-    fn noted_in_files<'f>(
-        mut self,
-        files: impl Iterator<Item = &'f str>,
-        noted: &Presence,
-    ) -> Wanted {
+    fn noted_in<'f>(mut self, files: impl Iterator<Item = &'f str>, noted: &Presence) -> Wanted {
         if self.long.is_empty() {
             return self;
         }
@@ -335,6 +327,9 @@ pub struct Keyed<'a> {
 /// The wanted stretches, and the streams noted in each file.
 struct Check<'a> {
     wanted: Wanted,
+    /// The files the scan may check: the only ones whose notes of long
+    /// streams were matched ([`Wanted::noted_in`]).
+    files: HashSet<String>,
     /// The streams noted in each file (`crate::presence`).
     noted: &'a Presence,
     /// The files whose sets hold streams alone (noted before checkpoint
@@ -345,8 +340,8 @@ struct Check<'a> {
 impl<'a> Keyed<'a> {
     /// A scan of the rows of `keys`, for `reading` (its error's words),
     /// that reads every file whole: the stretches it must not miss are too
-    /// many to match ([`Wanted::new`] gave none), so it needs no notes (a
-    /// caller decides this before it reads any).
+    /// many to match ([`Wanted::capped`] gave none, or [`Keyed::checked`]
+    /// found too many notes to match them against), so it needs no notes.
     pub fn whole(keys: &'a [String], reading: &'static str) -> Keyed<'a> {
         Keyed {
             keys,
@@ -375,13 +370,14 @@ impl<'a> Keyed<'a> {
             trace_check(reading, None);
             return Keyed::whole(keys, reading);
         }
-        let wanted = wanted.noted_in_files(files.iter().copied(), noted);
+        let wanted = wanted.noted_in(files.iter().copied(), noted);
         trace_check(reading, Some(&wanted));
         Keyed {
             keys,
             reading,
             check: Some(Check {
                 wanted,
+                files: files.iter().map(|f| (*f).to_owned()).collect(),
                 noted,
                 plain,
             }),
@@ -389,12 +385,13 @@ impl<'a> Keyed<'a> {
     }
 
     /// Whether the scan filters the lake file `file` by key (and then
-    /// checks it): only when streams are noted in it, else it is read
-    /// whole, its rows of other keys the caller's to drop.
+    /// checks it): only when it is one of the scan's files and streams are
+    /// noted in it, else it is read whole, its rows of other keys the
+    /// caller's to drop.
     pub fn filters(&self, file: &str) -> bool {
         self.check
             .as_ref()
-            .is_some_and(|c| !c.noted.get(file).is_empty())
+            .is_some_and(|c| c.files.contains(file) && !c.noted.get(file).is_empty())
     }
 
     /// Notes in `seen` the rows of `b` (its [`SEEN_COLUMNS`]; a row that
@@ -527,6 +524,13 @@ mod tests {
         n.finish()
     }
 
+    impl Wanted {
+        /// [`Wanted::noted_in`] of every file `noted` holds.
+        pub(crate) fn noted_in_all(self, noted: &Presence) -> Wanted {
+            self.noted_in(noted.files(), noted)
+        }
+    }
+
     impl Seen {
         /// Notes a row of the stream `key` of kind `stream` at `seq`, as a
         /// scan that wants `wanted` does.
@@ -544,7 +548,7 @@ mod tests {
         let noted = noted();
         let wanted = Wanted::capped(cap, [(Stream::Account, "a", 20)])
             .unwrap()
-            .noted_in(&noted);
+            .noted_in_all(&noted);
         (noted, wanted)
     }
 
@@ -629,7 +633,7 @@ mod tests {
             assert_eq!((counted.fps, counted.rows), (vec![at3], Some(vec![5])));
             let wanted = Wanted::capped(cap, [(Stream::Account, "a", 3)])
                 .unwrap()
-                .noted_in(&noted);
+                .noted_in_all(&noted);
             let mut seen = Seen::default();
             (0..4).for_each(|_| seen.row(&wanted, Stream::Account, "a", 3));
             // The run's own notes (repeated) and the written ones agree.
@@ -722,7 +726,7 @@ mod tests {
             let wanted =
                 Wanted::capped(cap, [(Stream::Account, "a", 5), (Stream::Account, "a", 2)])
                     .unwrap()
-                    .noted_in(&noted);
+                    .noted_in_all(&noted);
             assert_eq!(hidden_in(&noted, "f", true, &wanted, &Seen::default()), 3);
             // Its rows seen make up for none of the first's.
             let mut seen = Seen::default();
@@ -738,7 +742,7 @@ mod tests {
             // Up to seq 9: both.
             let later = Wanted::capped(cap, [(Stream::Account, "a", 9)])
                 .unwrap()
-                .noted_in(&noted);
+                .noted_in_all(&noted);
             assert_eq!(hidden_in(&noted, "f", true, &later, &Seen::default()), 5);
         }
     }
@@ -761,7 +765,7 @@ mod tests {
         // `b`'s 5 seqs fit a cap of 5, `a`'s 21 do not: `a` is matched.
         let noted = noted();
         let streams = [(Stream::Account, "a", 20), (Stream::Account, "b", 4)];
-        let wanted = Wanted::capped(5, streams).unwrap().noted_in(&noted);
+        let wanted = Wanted::capped(5, streams).unwrap().noted_in_all(&noted);
         let a = fingerprint(Stream::Account, "a");
         assert_eq!((wanted.starts.len(), wanted.long.len()), (5, 1));
         assert!(wanted.long.contains_key(&a));

@@ -423,12 +423,15 @@ fn main() -> ExitCode {
     };
     // Tests and comparisons only (docs/RECONCILE.md): how many stretches a
     // keyed scan enumerates before it matches the longest histories.
-    let wanted_starts_max = match std::env::var("RECONCILE_WANTED_STARTS_MAX") {
-        Err(_) => ledger_reconcile::keyed::WANTED_STARTS_MAX,
-        Ok(v) => match v.parse() {
-            Ok(n) => n,
-            Err(e) => {
-                eprintln!("error: RECONCILE_WANTED_STARTS_MAX={v:?}: {e}");
+    let most = ledger_reconcile::keyed::WANTED_STARTS_MAX;
+    let wanted_starts_max = match std::env::var_os("RECONCILE_WANTED_STARTS_MAX") {
+        None => most,
+        Some(v) => match v.to_str().and_then(|v| v.parse::<usize>().ok()) {
+            Some(n) if n <= most => n,
+            _ => {
+                eprintln!(
+                    "error: RECONCILE_WANTED_STARTS_MAX={v:?}: not a number from 0 to {most}"
+                );
                 return ExitCode::from(EXIT_ERROR as u8);
             }
         },

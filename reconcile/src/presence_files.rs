@@ -27,7 +27,8 @@
 //! sets' rows lost for good: none does, as no checkpoint this reconciler
 //! resumes from names a file before version 3 (one before checkpoint
 //! version 17 is set aside, `checkpoint::ProofState::older_rules`, and its
-//! files of streams are not carried over), and a debug build asserts it.
+//! files of streams are not carried over); should one, the checkpoint is
+//! not written (an error that asks for `--full`).
 //!
 //! The checkpoint names each with its index's SHA-256 (the name's hex is its
 //! start) and the lake files it covers ([`StreamsRef`]), and each set is
@@ -386,15 +387,21 @@ pub fn read(dir: &Path, r: &StreamsRef) -> Result<Presence, String> {
 /// layout 3 when every set of it is counted, in layout 2 when none is
 /// (sets read from one). Never both: the counted sets would lose their
 /// counts, so such a file is not written and the checkpoint with it fails
-/// (the module says why it cannot be).
-fn write(checkpoint: &Path, p: &Presence, starts: bool) -> Result<StreamsRef, String> {
+/// (the module says why it cannot be), as for a file of streams it cannot
+/// carry over: `--full` writes new ones.
+fn write(checkpoint: &Path, p: &Presence, starts: bool) -> Result<StreamsRef, Beside> {
     if !(p.is_counted() || p.is_uncounted()) {
-        return Err(
+        return Err(Beside::Unreadable(
             "counted and uncounted sets in one file of streams: the counted would lose their \
-             counts (a bug; the checkpoint is not written)"
+             counts (a bug in this reconciler; the checkpoint is not written)"
                 .into(),
-        );
+        ));
     }
+    write_sets(checkpoint, p, starts).map_err(Beside::Unwritable)
+}
+
+/// [`write`], of sets all counted or all not.
+fn write_sets(checkpoint: &Path, p: &Presence, starts: bool) -> Result<StreamsRef, String> {
     let (version, footer) = if p.is_counted() {
         (VERSION, FOOTER_MAGIC)
     } else {
@@ -464,7 +471,7 @@ pub fn save(
     noted: &Presence,
     listed: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<StreamsRef>, Beside> {
-    use Beside::{Unreadable, Unwritable};
+    use Beside::Unreadable;
     let dir = place(checkpoint).0;
     let covered: HashSet<&str> = refs
         .iter()
@@ -497,7 +504,7 @@ pub fn save(
     }
     for (p, starts) in [(&plain, false), (&fresh, true)] {
         if p.files().next().is_some() {
-            kept.push(write(checkpoint, p, starts).map_err(Unwritable)?);
+            kept.push(write(checkpoint, p, starts)?);
         }
     }
     while let [.., older, newer] = kept.as_slice() {
@@ -511,7 +518,7 @@ pub fn save(
         let n = kept.len();
         kept.truncate(n - 2);
         if !merged.is_empty() {
-            kept.push(write(checkpoint, &merged, starts).map_err(Unwritable)?);
+            kept.push(write(checkpoint, &merged, starts)?);
         }
     }
     Ok(kept)
@@ -618,7 +625,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ckpt = dir.path().join("ck");
         match save(&ckpt, &version_2(&ckpt), &noted(night), keep) {
-            Err(Beside::Unwritable(e)) => {
+            Err(Beside::Unreadable(e)) => {
                 assert!(
                     e.contains("counted and uncounted sets in one file of streams"),
                     "{e}"

@@ -1534,12 +1534,9 @@ fn a_full_night_looking_up_tails(
         json.to_str().unwrap(),
     ];
     let (code, _, stderr) = cli_out_finding(root, &[&args[..], &["--full"]].concat(), stretches);
+    assert_eq!(code, 0, "{what}: {stderr}");
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!(
-        (code, &report["holds"]),
-        (0, &serde_json::json!(true)),
-        "{what}: {stderr}{report}"
-    );
+    assert_eq!(report["holds"], serde_json::json!(true), "{what}: {report}");
 }
 
 /// A night by the CLI ([`cli_night`]) that must exit 1 naming exactly
