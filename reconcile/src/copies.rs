@@ -20,11 +20,20 @@
 //! compaction deleted the files they were first proved in) as those rows: the
 //! same verdicts either way, so they are skipped.
 //!
+//! **Rows found again.** Rows that stop before the tail (a queue that
+//! delivered an old batch again) are not vouched for by the checkpoint's
+//! tail hash. They are copies when a proved file holds, at each one's seq,
+//! a row with its hash: the row hashes its whole content, so the two are
+//! the same row, which a full run over the lake counts as a plain
+//! duplicate. The run looks those hashes up by key in the proved files
+//! (`run::found_again`, as `crate::owing` looks up tails, each file checked
+//! against the checkpoint's notes: `crate::keyed`), before the proof; the
+//! proof then recomputes each row's hash ([`proved_copies`]).
+//!
 //! Anything else is reopened as before: a stream with a finding (its rows
-//! were not all there, or not all sound), rows that stop before the tail
-//! (a redelivery of an old batch: nothing the checkpoint kept vouches for
-//! them), two versions of a seq, a break in the chain, a row that does not
-//! hash to its recorded hash.
+//! were not all there, or not all sound), old rows not found again in the
+//! proved files, two versions of a seq, a break in the chain, a row that
+//! does not hash to its recorded hash.
 //!
 //! An account stream's decision has two halves, because reopening one pulls
 //! the transfers of its whole history back from the archive before the
@@ -46,7 +55,16 @@ use crate::stream::{unhex, LastHashes, StreamRows, Tail, Views};
 /// recorded hash, and end at the tail's seq with the tail's hash. `None`:
 /// the stream must be reopened. Only for a stream with no finding, whose
 /// first row is at or before its tail.
-pub fn proved_copies(s: &StreamRows, tail: &Tail, hashes: &mut HashCheck) -> Option<usize> {
+///
+/// With `found` (the rows the run found again in the proved files, each
+/// its seq and hash: `run::found_again`), rows that do not chain to the
+/// tail are copies too when each is one of them, one row a seq.
+pub fn proved_copies(
+    s: &StreamRows,
+    tail: &Tail,
+    found: Option<&Found>,
+    hashes: &mut HashCheck,
+) -> Option<usize> {
     if !matches!(tail.last_hashes, LastHashes::One(_)) {
         return None;
     }
@@ -58,12 +76,27 @@ pub fn proved_copies(s: &StreamRows, tail: &Tail, hashes: &mut HashCheck) -> Opt
     let chained = rows
         .windows(2)
         .all(|w| w[1].seq == w[0].seq + 1 && w[1].prev_hash == w[0].hash);
-    (last.seq == tail.last_seq
-        && tail.last_hashes.contains(last.hash)
-        && chained
-        && ok.iter().all(|&ok| ok))
-    .then_some(n)
+    let to_tail = last.seq == tail.last_seq && tail.last_hashes.contains(last.hash) && chained;
+    let found_again = found.is_some_and(|found| {
+        rows.windows(2).all(|w| w[1].seq > w[0].seq)
+            && rows
+                .iter()
+                .all(|r| unhex(r.hash).is_some_and(|h| found.contains(&(r.seq, h))))
+    });
+    ((to_tail || found_again) && ok.iter().all(|&ok| ok)).then_some(n)
 }
+
+/// Rows a run found again in the proved files: each its seq and hash.
+pub type Found = HashSet<(u64, [u8; 32])>;
+
+/// The seq and hash of each of a stream's old rows, one a seq: rows the
+/// run may find again in the proved files.
+pub type OldRows = Vec<(u64, [u8; 32])>;
+
+/// Account streams the pre-proof scan cleared, each with how: its old rows
+/// chain to its tail (`None`), or each is a row of a proved file found
+/// again there (`Some`: those rows).
+pub type Cleared = HashMap<String, Option<Found>>;
 
 /// The pre-proof half of an account stream's decision, on `seq`, `hash` and
 /// `prev_hash` of the new files' rows (in any order): a stream's rows at or
@@ -93,10 +126,11 @@ struct Candidate {
 
 impl Candidate {
     /// Whether the rows are copies of the proved rows, as far as their
-    /// chain can tell.
-    fn chains_to_tail(self) -> bool {
+    /// chain can tell; if not, the seq and hash of each, when they may be
+    /// rows found again ([`ChainScan::finish`]).
+    fn chains_to_tail(self) -> Result<(), Option<OldRows>> {
         let (Some(tail_hash), Some(mut links)) = (self.tail_hash, self.links) else {
-            return false;
+            return Err(None);
         };
         links.sort_unstable();
         links.dedup();
@@ -106,7 +140,11 @@ impl Candidate {
         let at_tail = links
             .last()
             .is_some_and(|l| l.0 == self.tail_seq && l.1 == tail_hash);
-        linked && at_tail
+        if linked && at_tail {
+            return Ok(());
+        }
+        let one_a_seq = links.windows(2).all(|w| w[1].0 > w[0].0);
+        Err(one_a_seq.then(|| links.into_iter().map(|(seq, h, _)| (seq, h)).collect()))
     }
 }
 
@@ -149,14 +187,19 @@ impl ChainScan {
 
     /// The streams with rows at or before their tails: those whose rows
     /// chain to their tails (to be checked again by [`proved_copies`] in the
-    /// proof), and the others (to be reopened).
-    pub fn finish(self) -> (HashSet<String>, HashSet<String>) {
-        let (mut cleared, mut reopened) = (HashSet::new(), HashSet::new());
+    /// proof), and the others (to be reopened unless their rows are found
+    /// again in the proved files), with the seq and hash of each old row of
+    /// those that can be: no finding, one row a seq, every hash well formed.
+    pub fn finish(self) -> (Cleared, HashMap<String, Option<OldRows>>) {
+        let (mut cleared, mut reopened) = (HashMap::new(), HashMap::new());
         for (key, c) in self.streams {
-            if c.chains_to_tail() {
-                cleared.insert(key);
-            } else {
-                reopened.insert(key);
+            match c.chains_to_tail() {
+                Ok(()) => {
+                    cleared.insert(key, None);
+                }
+                Err(rows) => {
+                    reopened.insert(key, rows);
+                }
             }
         }
         (cleared, reopened)
@@ -175,6 +218,16 @@ mod tests {
     /// Feeds `rows` (key, seq, version) with the tails `tails` (key, seq,
     /// no finding) and returns (cleared, reopened), each sorted.
     fn scan(rows: &[(&str, u64, u8)], tails: &[(&str, u64, bool)]) -> (Vec<String>, Vec<String>) {
+        let (cleared, reopened) = scan_rows(rows, tails);
+        (cleared, reopened.into_iter().map(|(k, _)| k).collect())
+    }
+
+    /// [`scan`], each reopened stream with its rows' seqs and hashes when
+    /// they may be found again.
+    fn scan_rows(
+        rows: &[(&str, u64, u8)],
+        tails: &[(&str, u64, bool)],
+    ) -> (Vec<String>, Vec<(String, Option<OldRows>)>) {
         let mut c = ChainScan::default();
         for &(key, seq, v) in rows {
             let t = tails.iter().find(|t| t.0 == key).copied().unwrap();
@@ -190,10 +243,45 @@ mod tests {
             c.row(key, || (tail, t.2), seq, &h(seq, v), &prev);
         }
         let (a, b) = c.finish();
-        let (mut a, mut b): (Vec<_>, Vec<_>) = (a.into_iter().collect(), b.into_iter().collect());
+        assert!(a.values().all(Option::is_none), "cleared by their chains");
+        let mut a: Vec<_> = a.into_keys().collect();
+        let mut b: Vec<_> = b.into_iter().collect();
         a.sort();
         b.sort();
         (a, b)
+    }
+
+    #[test]
+    fn reopened_rows_one_a_seq_of_a_stream_without_a_finding_may_be_found_again() {
+        let tails = [
+            ("b", 3, true),
+            ("c", 3, true),
+            ("d", 3, false),
+            ("e", 3, true),
+        ];
+        // b: stops short of its tail; c: a version of seq 3 that is not the
+        // tail's; d: had a finding; e: two versions of seq 2.
+        let rows = [
+            ("b", 1, 0),
+            ("b", 2, 0),
+            ("c", 2, 0),
+            ("c", 3, 1),
+            ("d", 3, 0),
+            ("e", 2, 0),
+            ("e", 2, 1),
+        ];
+        let at = |seq: u64, v: u8| (seq, unhex(&h(seq, v)).unwrap());
+        let (cleared, reopened) = scan_rows(&rows, &tails);
+        assert!(cleared.is_empty());
+        assert_eq!(
+            reopened,
+            [
+                ("b".to_owned(), Some(vec![at(1, 0), at(2, 0)])),
+                ("c".to_owned(), Some(vec![at(2, 0), at(3, 1)])),
+                ("d".to_owned(), None),
+                ("e".to_owned(), None),
+            ]
+        );
     }
 
     #[test]

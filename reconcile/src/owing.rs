@@ -173,7 +173,8 @@ pub async fn judge(
     for ((id, _), tail) in tails {
         decide(id, tail, None);
     }
-    let found = hashes_at(lake, files, noted, &look, opts.wanted_starts_max).await?;
+    let reading = "the hashes at the proved tails it judges";
+    let found = hashes_at(lake, files, noted, &look, opts.wanted_starts_max, reading).await?;
     for (id, tail) in &look {
         let at = found
             .get(&(id.0, id.1.as_str(), id.2.as_str(), tail.last_seq))
@@ -222,13 +223,16 @@ fn transfer(id: &str) -> StreamId {
 /// `hash` per table with a stream to look at. A scan by key checks each
 /// file it filters against the streams `noted` in it ([`Lake::scan_keyed`]):
 /// a row at an owed seq that the footer hid would be a false
-/// `proved_rows_missing`.
-async fn hashes_at<'w>(
+/// `proved_rows_missing`. `reading` says what for in the error naming such
+/// a file (the look-up of old rows delivered again reads this way too,
+/// `run::found_again`).
+pub(crate) async fn hashes_at<'w>(
     lake: &Lake,
     files: &[LakeFileInfo],
     noted: Noted<'_>,
     want: &'w [(StreamId, Tail)],
     starts_max: usize,
+    reading: &'static str,
 ) -> Result<HashMap<(Table, &'static str, &'w str, u64), Vec<String>>, Error> {
     let mut found: HashMap<(Table, &'static str, &'w str, u64), Vec<String>> = HashMap::new();
     for &table in Table::ALL.iter() {
@@ -293,7 +297,6 @@ async fn hashes_at<'w>(
             .iter()
             .filter(|(id, _)| id.0 == table)
             .map(|(id, tail)| (id.1, id.2.as_str(), tail.last_seq));
-        let reading = "the hashes at the proved tails it judges";
         // The notes are read only for a check that uses them.
         let (loaded, none);
         let keyed = match Wanted::capped(starts_max, streams) {

@@ -26,7 +26,7 @@ use std::time::Instant;
 use ledger_events::Stream;
 use ledger_ingest::Table;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::checkpoint::{ProofState, StreamFinding, StreamId, StreamState};
 use crate::checks::*;
@@ -41,7 +41,7 @@ use crate::presence::{Noter, Presence};
 use crate::presence_files::Sets;
 use crate::report::{Incremental, Report, REPORT_VERSION};
 use crate::rows::{strings, Row};
-use crate::stream::{Grouper, ScanStats, StreamRows, StreamView, Tail, Views};
+use crate::stream::{unhex, Grouper, LastHashes, ScanStats, StreamRows, StreamView, Tail, Views};
 use ledger_events::event::HashCheck;
 
 #[derive(Debug, Clone)]
@@ -185,7 +185,7 @@ impl Proof {
         &mut self,
         table: Table,
         s: &mut StreamRows,
-        cleared: Option<&HashSet<String>>,
+        cleared: Option<&crate::copies::Cleared>,
         flagged: &HashSet<StreamId>,
     ) -> Result<usize, bool> {
         let id: StreamId = (table, s.stream, s.key().to_owned());
@@ -195,16 +195,16 @@ impl Proof {
         // Only an account stream of the account table answers to the
         // pre-proof scan; a transfer stream is pulled back by id whatever its
         // rows, and any other has no legs: the proof alone decides for them.
-        let mut was_cleared = false;
+        let (mut was_cleared, mut found) = (false, None);
         if table == Table::Account && s.stream == Stream::Account {
-            match cleared.map(|c| c.contains(&id.2)) {
-                Some(false) => return Err(false), // reopened before the proof, history pulled back
-                Some(true) => was_cleared = true,
+            match cleared.map(|c| c.get(&id.2)) {
+                Some(None) => return Err(false), // reopened before the proof, history pulled back
+                Some(Some(again)) => (was_cleared, found) = (true, again.as_ref()),
                 None => {}
             }
         }
         let tail = self.tail(table, s.stream, &id.2).cloned().ok_or(false)?;
-        match crate::copies::proved_copies(s, &tail, &mut self.hashes) {
+        match crate::copies::proved_copies(s, &tail, found, &mut self.hashes) {
             Some(n) => {
                 s.skip_first(n);
                 Ok(n)
@@ -759,10 +759,11 @@ struct RunCtx<'a> {
     /// re-proof's check, `crate::keyed`).
     stored: &'a crate::presence_files::Stored,
     /// Account streams whose rows at or before their tails the pre-proof
-    /// scan found chained to them ([`crate::copies::ChainScan`]); `None`: no
-    /// such scan ran (nothing archived, so nothing to pull back), and the
-    /// proof decides alone.
-    cleared: Option<&'a HashSet<String>>,
+    /// scan found chained to them ([`crate::copies::ChainScan`]) or found
+    /// again in the proved files ([`found_again`]); `None`: no such scan ran
+    /// (nothing archived, so nothing to pull back), and the proof decides
+    /// alone.
+    cleared: Option<&'a crate::copies::Cleared>,
     opts: &'a Options,
     started: Instant,
 }
@@ -892,7 +893,7 @@ async fn prove_table(
     if copies > 0 && opts.progress {
         eprintln!(
             "reconcile: {}: {copies} new rows are copies of rows the checkpoint proved (a compacted or redelivered day): \
-             they chain to their streams' checkpointed hashes, so they are not proved again",
+             they chain to their streams' checkpointed hashes, or the proved files hold them, so they are not proved again",
             table.as_str()
         );
     }
@@ -1269,23 +1270,90 @@ async fn touched(
     })
     .await?;
     let (cleared, reopened) = chains.finish();
-    let mut reopened: Vec<String> = reopened.into_iter().collect();
+    let mut unchained = HashMap::new();
+    let mut reopened: Vec<String> = reopened
+        .into_iter()
+        .map(|(key, rows)| {
+            if let Some(rows) = rows {
+                unchained.insert(key.clone(), rows);
+            }
+            key
+        })
+        .collect();
     reopened.sort_unstable();
     Ok(Touched {
         ids,
         reopened,
         cleared,
+        unchained,
     })
+}
+
+/// Of the account streams `unchained` (each with the seq and hash of its
+/// old rows: at or before its tail, one a seq, not chained to it), those
+/// whose every old row a file the checkpoint proved holds at its seq with
+/// its hash, with those rows: copies a queue delivered again
+/// ([`crate::copies`]), not reopened. The hashes are looked up in those of
+/// `files` the checkpoint proved (never the night's new ones, which hold
+/// the copies themselves), by key, as the look-up of proved tails reads
+/// them (`crate::owing`: each file checked against the checkpoint's notes,
+/// so a footer cannot hide the row).
+async fn found_again(
+    lake: &Lake,
+    prior: &ProofState,
+    files: &[LakeFileInfo],
+    unchained: HashMap<String, crate::copies::OldRows>,
+    opts: &Options,
+) -> Result<HashMap<String, crate::copies::Found>, Error> {
+    if unchained.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let proved: Vec<LakeFileInfo> = files
+        .iter()
+        .filter(|f| prior.files.get(&f.key) == Some(&f.stamp()))
+        .cloned()
+        .collect();
+    let want: Vec<(StreamId, Tail)> = unchained
+        .iter()
+        .flat_map(|(key, rows)| {
+            rows.iter().map(move |&(seq, _)| {
+                let id = (Table::Account, Stream::Account, key.clone());
+                let at = Tail {
+                    last_seq: seq,
+                    last_hashes: LastHashes::default(),
+                };
+                (id, at)
+            })
+        })
+        .collect();
+    let noted = Noted::Proved(&prior.stored, &prior.files);
+    let reading = "the proved rows its old rows delivered again may copy";
+    let held =
+        crate::owing::hashes_at(lake, &proved, noted, &want, opts.wanted_starts_max, reading)
+            .await?;
+    let holds = |key: &str, seq: u64, hash: &[u8; 32]| {
+        held.get(&(Table::Account, Stream::Account.as_str(), key, seq))
+            .is_some_and(|hs| hs.iter().any(|h| unhex(h).as_ref() == Some(hash)))
+    };
+    Ok(unchained
+        .into_iter()
+        .filter(|(key, rows)| rows.iter().all(|(seq, hash)| holds(key, *seq, hash)))
+        .map(|(key, rows)| (key, rows.into_iter().collect()))
+        .collect())
 }
 
 /// What [`touched`] found.
 struct Touched {
     /// Transfers to pull back.
     ids: HashSet<String>,
-    /// Account streams to re-prove from their first event (sorted).
+    /// Account streams to re-prove from their first event (sorted), unless
+    /// found again ([`found_again`]).
     reopened: Vec<String>,
     /// Account streams whose old rows chain to their tails.
-    cleared: HashSet<String>,
+    cleared: crate::copies::Cleared,
+    /// Of `reopened`, those whose old rows may be found again in the proved
+    /// files, with each row's seq and hash.
+    unchained: HashMap<String, crate::copies::OldRows>,
 }
 
 /// Adds the `transfer_id`s of `b`'s rows to `ids`: of every row, or with
@@ -1317,14 +1385,14 @@ fn add_transfer_ids(
 /// What [`pull_back`] did.
 enum PullBack {
     /// Pulled back what the run needs; the account and transfer tables'
-    /// files, the account streams whose old rows chain to their tails, and
-    /// the checkpoint's notes of the proved account files when the keyed
-    /// scan read them (the account table's re-proof checks against them
-    /// too).
+    /// files, the account streams whose old rows chain to their tails or
+    /// were found again, and the checkpoint's notes of the proved account
+    /// files when the keyed scan read them (the account table's re-proof
+    /// checks against them too).
     Pulled(
         Vec<LakeFileInfo>,
         Vec<LakeFileInfo>,
-        HashSet<String>,
+        crate::copies::Cleared,
         Option<Sets>,
     ),
     /// Nothing: most account streams must be re-proved from their first
@@ -1394,8 +1462,9 @@ async fn pull_back(
 ) -> Result<PullBack, Error> {
     let Touched {
         mut ids,
-        reopened,
-        cleared,
+        mut reopened,
+        mut cleared,
+        unchained,
     } = touched(
         lake,
         &new_files(&a, &prior.files),
@@ -1403,6 +1472,18 @@ async fn pull_back(
         prior,
     )
     .await?;
+    let again = found_again(lake, prior, &a, unchained, opts).await?;
+    if !again.is_empty() {
+        reopened.retain(|k| !again.contains_key(k));
+        if opts.progress {
+            eprintln!(
+                "reconcile: {} account stream(s) have old rows the proved files hold (delivered again): not reopened ({:.1} s)",
+                again.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        cleared.extend(again.into_iter().map(|(k, rows)| (k, Some(rows))));
+    }
     let accounts = prior
         .streams
         .keys()
@@ -1715,7 +1796,7 @@ struct Resume<'a> {
     /// proof reports them in [`TableRun::ignored`]).
     ignored: &'a [String],
     /// See [`RunCtx::cleared`].
-    cleared: Option<&'a HashSet<String>>,
+    cleared: Option<&'a crate::copies::Cleared>,
     /// The checkpoint's notes of the proved account files, when the
     /// pull-back read them ([`PullBack::Pulled`]).
     account_noted: Option<Sets>,
