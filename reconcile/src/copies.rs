@@ -83,7 +83,12 @@ pub fn proved_copies(
                 .iter()
                 .all(|r| unhex(r.hash).is_some_and(|h| found.contains(&(r.seq, h))))
     });
-    ((to_tail || found_again) && ok.iter().all(|&ok| ok)).then_some(n)
+    // A row with the recorded hash of a proved row is that row but for what
+    // the hash does not tell apart (a missing text field and an empty one
+    // encode alike): a full run keeps such a row beside the proved one and
+    // names it invalid, so it is no copy.
+    let valid = || rows.iter().all(|r| r.validate().is_ok());
+    ((to_tail || found_again) && ok.iter().all(|&ok| ok) && valid()).then_some(n)
 }
 
 /// Rows a run found again in the proved files: each its seq and hash.

@@ -246,6 +246,11 @@ pub(crate) async fn hashes_at<'w>(
         if seqs.is_empty() {
             continue;
         }
+        // Sorted, to look a row up by halves (a redelivered day wants many
+        // seqs of each key).
+        for at in seqs.values_mut() {
+            at.sort_unstable();
+        }
         let mut keys: Vec<String> = seqs.keys().map(|k| (*k).to_owned()).collect();
         keys.sort_unstable();
         let files: Vec<LakeFileInfo> = files.iter().filter(|f| f.table == table).cloned().collect();
@@ -277,9 +282,10 @@ pub(crate) async fn hashes_at<'w>(
                     continue;
                 };
                 let wanted = wanted
-                    .iter()
-                    .find(|&&(s, owed)| s == stream.value(i) && owed == row_seq);
-                if let Some(&(s, owed)) = wanted {
+                    .binary_search_by(|&(s, owed)| (s, owed).cmp(&(stream.value(i), row_seq)))
+                    .ok()
+                    .map(|at| wanted[at]);
+                if let Some((s, owed)) = wanted {
                     let at = found.entry((table, s, k, owed)).or_default();
                     let h = hash.value(i);
                     if !at.iter().any(|x| x == h) {

@@ -1293,7 +1293,8 @@ async fn touched(
 /// old rows: at or before its tail, one a seq, not chained to it), those
 /// whose every old row a file the checkpoint proved holds at its seq with
 /// its hash, with those rows: copies a queue delivered again
-/// ([`crate::copies`]), not reopened. The hashes are looked up in those of
+/// ([`crate::copies`]), not reopened. None while a proved account file is
+/// gone or changed. The hashes are looked up in those of
 /// `files` the checkpoint proved (never the night's new ones, which hold
 /// the copies themselves), by key, as the look-up of proved tails reads
 /// them (`crate::owing`: each file checked against the checkpoint's notes,
@@ -1305,14 +1306,25 @@ async fn found_again(
     unchained: HashMap<String, crate::copies::OldRows>,
     opts: &Options,
 ) -> Result<HashMap<String, crate::copies::Found>, Error> {
-    if unchained.is_empty() {
-        return Ok(HashMap::new());
-    }
+    // A proved account file gone or changed since (compacted away, its
+    // rows in new files): a stream's proved rows may have been cut short
+    // there, which only a re-proof judges (custody checks where a gone
+    // file's rows start in its outputs; the re-proof, where they end), so
+    // no stream is cleared by a look-up.
     let proved: Vec<LakeFileInfo> = files
         .iter()
         .filter(|f| prior.files.get(&f.key) == Some(&f.stamp()))
         .cloned()
         .collect();
+    let account_prefix = format!("events/{}/", Table::Account.as_str());
+    let proved_then = prior
+        .files
+        .keys()
+        .filter(|k| k.starts_with(&account_prefix))
+        .count();
+    if unchained.is_empty() || proved.len() != proved_then {
+        return Ok(HashMap::new());
+    }
     let want: Vec<(StreamId, Tail)> = unchained
         .iter()
         .flat_map(|(key, rows)| {
@@ -1472,7 +1484,18 @@ async fn pull_back(
         prior,
     )
     .await?;
-    let again = found_again(lake, prior, &a, unchained, opts).await?;
+    let accounts = prior
+        .streams
+        .keys()
+        .filter(|id| id.0 == Table::Account && id.1 == Stream::Account)
+        .count();
+    // Not when the streams reopened whatever it finds would make a full
+    // proof cheaper anyway.
+    let again = if (reopened.len() - unchained.len()) * 2 > accounts {
+        HashMap::new()
+    } else {
+        found_again(lake, prior, &a, unchained, opts).await?
+    };
     if !again.is_empty() {
         reopened.retain(|k| !again.contains_key(k));
         if opts.progress {
@@ -1484,11 +1507,6 @@ async fn pull_back(
         }
         cleared.extend(again.into_iter().map(|(k, rows)| (k, Some(rows))));
     }
-    let accounts = prior
-        .streams
-        .keys()
-        .filter(|id| id.0 == Table::Account && id.1 == Stream::Account)
-        .count();
     if reopened.len() * 2 > accounts {
         if opts.progress {
             eprintln!(

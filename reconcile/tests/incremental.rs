@@ -875,6 +875,50 @@ fn a_compaction_that_drops_proved_rows_is_caught_by_the_streams_it_reopens() {
     assert!(full(&root).checks[0].holds);
 }
 
+/// Old rows are not looked up in the proved files while a proved account
+/// file is gone (compacted away): a compactor that lies can leave a
+/// stream's rows cut short while every row it kept is still in a proved
+/// file (a row delivered twice, a delete half done), and only a re-proof
+/// judges where a gone file's rows end (custody checks where they start).
+/// So on a night that compacted a proved file, an old row delivered again
+/// reopens its stream, as before `run::found_again`.
+#[test]
+fn old_rows_are_not_looked_up_while_a_proved_file_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(43, 4, 200);
+    let half = events.len() / 2;
+    deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
+    let first = common::files_under(&root, "events/account");
+    deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
+    assert!(night(&root, &ckpt).holds);
+    // A file of the second delivery, and an old row (mid-history) of an
+    // account with no row there, delivered again.
+    let (later, old) = common::files_under(&root, "events/account")
+        .into_iter()
+        .filter(|k| !first.contains(k))
+        .find_map(|k| {
+            let rows = rows_of(&root, &k);
+            let old = events[..half].iter().find(|e| {
+                e.stream == Stream::Account
+                    && e.seq == 2
+                    && rows.iter().all(|r| r.event.stream_key != e.stream_key)
+            })?;
+            Some((k, old))
+        })
+        .expect("a file of the second delivery without some account");
+    deliver(&root, &[old], "again");
+    // That file compacted: the same rows, a new file.
+    compact_dropping(&root, &later, |_| false);
+    let r = night(&root, &ckpt);
+    let i = r.incremental.as_ref().unwrap();
+    assert!(
+        i.files_gone == 1 && i.files_lost == 0 && !i.reproved_in_full && i.streams_reopened >= 1,
+        "{i:?}"
+    );
+    assert_same(1, &r, &full(&root));
+}
+
 /// The account row at `seq` of a stream of `events` that goes on past
 /// `seq + 2`, and a second version of it (another content under the same
 /// event id, sealed onto the same predecessor): a conflict whose second
