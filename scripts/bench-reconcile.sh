@@ -285,9 +285,10 @@ if has redeliver; then
   # The night after the queue delivered again some of a day the last run proved: a checkpoint
   # of the whole lake (a hard-linked copy; not timed), one row in REDELIVER_EVERY of the last
   # day written again by the ingest writer as new files, and the timed run resumes: each
-  # stream such a copy lands at or before the proved tail of is reopened, its history's
-  # transfers pulled back, and re-proved from seq 1 over its proved files read by key (each
-  # checked against the checkpoint's notes: reconcile/src/keyed.rs).
+  # account copy at or before its stream's proved tail is looked up in the proved files by
+  # key (found there: not reopened), each transfer stream with one is reopened, pulled back
+  # and re-proved from seq 1 over its proved files read by key (each keyed scan checked
+  # against the checkpoint's notes: reconcile/src/keyed.rs).
   checkpointed_copy dck
   dck="$W/dck/checkpoint" rd_lake="$W/dck-lake" last_day=$LAST_DAY
   again=$("$BIN/reconcile-testdata" redeliver "$rd_lake" --date "${last_day#date=}" --every "$REDELIVER_EVERY")

@@ -97,7 +97,8 @@ pub struct Incremental {
     pub streams_reopened: usize,
     /// New rows that are copies of rows the checkpoint proved (a compacted
     /// partition, a redelivered batch): they chain to their streams'
-    /// checkpointed hashes and hash to their recorded hashes, so they were
+    /// checkpointed hashes, or (account streams) the proved files hold them
+    /// at their seqs, and they hash to their recorded hashes, so they were
     /// not proved again (`crate::copies`).
     pub rows_already_proved: u64,
     /// Settled transfers read back from the checkpoint's archive because a

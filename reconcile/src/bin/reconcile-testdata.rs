@@ -99,9 +99,9 @@ enum Cmd {
     },
     /// Deliver again one row in EVERY of DATE's lake files (every table): exact copies,
     /// written by the ingest writer as new files of the partition, as a queue that
-    /// redelivers a batch does. Each copy at or before a stream's proved tail reopens
-    /// the stream (the benchmark's `redeliver` night: the pull-back, the re-proof and
-    /// their keyed scans at scale).
+    /// redelivers a batch does. Each copy at or before a stream's proved tail is looked
+    /// up in the proved files (an account's) or reopens its stream (a transfer's): the
+    /// benchmark's `redeliver` night.
     Redeliver {
         lake: PathBuf,
         /// The date partition, YYYY-MM-DD.
