@@ -2715,21 +2715,50 @@ fn old_account_rows_delivered_again_are_found_in_the_proved_files_not_reopened()
     // would not: it checks hashes): its hash is found again, but the proof
     // recomputes it, and the lake is proved in full.
     use ledger_ingest::{build_files, read_file, FileLayer};
-    let id = &old[old.len() / 2].event_id;
-    let mut rows = Vec::new();
-    for key in common::files_under(&root, "events/account") {
-        let bytes = std::fs::read(root.join(&key)).unwrap();
-        rows.extend(read_file(&key, bytes.into()).unwrap());
-    }
-    let mut altered = rows.into_iter().find(|r| &r.event.event_id == id).unwrap();
-    altered.event.occurred_at_ms += 1;
-    for f in build_files(vec![altered], FileLayer::Ingest).unwrap() {
-        write_object(&root, &f.key, &f.bytes).unwrap();
-    }
+    // The row `id` delivered again as `alter` leaves it.
+    let again = |id: &str, alter: &dyn Fn(&mut Event)| {
+        let mut rows = Vec::new();
+        for key in common::files_under(&root, "events/account") {
+            let bytes = std::fs::read(root.join(&key)).unwrap();
+            // (A file written by an earlier call is not a valid one.)
+            rows.extend(read_file(&key, bytes.into()).unwrap_or_default());
+        }
+        let mut altered = rows.into_iter().find(|r| r.event.event_id == id).unwrap();
+        alter(&mut altered.event);
+        for f in build_files(vec![altered], FileLayer::Ingest).unwrap() {
+            write_object(&root, &f.key, &f.bytes).unwrap();
+        }
+    };
+    let first = old[old.len() / 2];
+    again(&first.event_id, &|e| e.occurred_at_ms += 1);
     let inc = night(&root, &ckpt);
     assert_same(3, &inc, &full(&root));
     assert!(inc.incremental.unwrap().reproved_in_full);
     assert!(!inc.check("completeness").holds);
+    // An old row (of another account) whose missing reason is now empty:
+    // the same recorded hash, which it hashes to (the encoding does not
+    // tell the two apart), but a full run keeps it beside the proved row
+    // and names it invalid; so it is no copy.
+    let other = old
+        .iter()
+        .find(|e| e.stream_key != first.stream_key && e.reason.is_none())
+        .unwrap();
+    let mut empty = (*other).clone();
+    empty.reason = Some(String::new());
+    assert_eq!(empty.view().compute_hash(), other.hash, "hashed alike");
+    again(&other.event_id, &|e| e.reason = Some(String::new()));
+    let inc = night(&root, &ckpt);
+    assert_same(4, &inc, &full(&root));
+    assert!(inc.incremental.as_ref().unwrap().reproved_in_full);
+    assert!(
+        inc.check("completeness")
+            .findings
+            .iter()
+            .any(|f| f.code == "invalid_event"
+                && f.event_id.as_deref() == Some(other.event_id.as_str())),
+        "{}",
+        verdicts(&inc)
+    );
 }
 
 #[test]
