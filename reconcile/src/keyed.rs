@@ -496,7 +496,7 @@ pub fn proved_sets(
 ) -> Result<Sets, Error> {
     let keys = files
         .iter()
-        .filter(|f| proved.get(&f.key) == Some(&f.stamp()))
+        .filter(|f| f.proved_in(proved))
         .map(|f| f.key.as_str())
         .collect();
     stored

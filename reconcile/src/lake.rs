@@ -275,6 +275,12 @@ impl LakeFileInfo {
     pub fn stamp(&self) -> String {
         ledger_ingest::stamp(self.bytes, self.e_tag.as_deref())
     }
+
+    /// Whether a checkpoint proved the file as it is now (`proved`: key →
+    /// stamp of the files it proved).
+    pub fn proved_in(&self, proved: &std::collections::BTreeMap<String, String>) -> bool {
+        proved.get(&self.key) == Some(&self.stamp())
+    }
 }
 
 impl Lake {

@@ -1172,7 +1172,7 @@ fn new_files(
 ) -> Vec<LakeFileInfo> {
     files
         .iter()
-        .filter(|f| prior_files.get(&f.key) != Some(&f.stamp()))
+        .filter(|f| !f.proved_in(prior_files))
         .cloned()
         .collect()
 }
@@ -1293,12 +1293,12 @@ async fn touched(
 /// old rows: at or before its tail, one a seq, not chained to it), those
 /// whose every old row a file the checkpoint proved holds at its seq with
 /// its hash, with those rows: copies a queue delivered again
-/// ([`crate::copies`]), not reopened. None while a proved account file is
-/// gone or changed. The hashes are looked up in those of
+/// ([`crate::copies`]), not reopened. The hashes are looked up in those of
 /// `files` the checkpoint proved (never the night's new ones, which hold
 /// the copies themselves), by key, as the look-up of proved tails reads
 /// them (`crate::owing`: each file checked against the checkpoint's notes,
-/// so a footer cannot hide the row).
+/// so a footer cannot hide the row). Only on a night no proved file is
+/// gone ([`pull_back`] says why).
 async fn found_again(
     lake: &Lake,
     prior: &ProofState,
@@ -1306,25 +1306,14 @@ async fn found_again(
     unchained: HashMap<String, crate::copies::OldRows>,
     opts: &Options,
 ) -> Result<HashMap<String, crate::copies::Found>, Error> {
-    // A proved account file gone or changed since (compacted away, its
-    // rows in new files): a stream's proved rows may have been cut short
-    // there, which only a re-proof judges (custody checks where a gone
-    // file's rows start in its outputs; the re-proof, where they end), so
-    // no stream is cleared by a look-up.
-    let proved: Vec<LakeFileInfo> = files
-        .iter()
-        .filter(|f| prior.files.get(&f.key) == Some(&f.stamp()))
-        .cloned()
-        .collect();
-    let account_prefix = format!("events/{}/", Table::Account.as_str());
-    let proved_then = prior
-        .files
-        .keys()
-        .filter(|k| k.starts_with(&account_prefix))
-        .count();
-    if unchained.is_empty() || proved.len() != proved_then {
+    if unchained.is_empty() {
         return Ok(HashMap::new());
     }
+    let proved: Vec<LakeFileInfo> = files
+        .iter()
+        .filter(|f| f.proved_in(&prior.files))
+        .cloned()
+        .collect();
     let want: Vec<(StreamId, Tail)> = unchained
         .iter()
         .flat_map(|(key, rows)| {
@@ -1463,12 +1452,15 @@ async fn listed_warning_ignored(
 
 /// Pulls back from `prior`'s archive every transfer the lake's new files
 /// name, and every transfer the whole history of a reopened account stream
-/// names, into its open state.
+/// names, into its open state; `gone` proved files no longer in the lake as
+/// proved ([`Custody::gone`]) keep old rows from being looked up
+/// ([`found_again`]).
 async fn pull_back(
     lake: &Lake,
     prior: &mut ProofState,
     a: Vec<LakeFileInfo>,
     t: Vec<LakeFileInfo>,
+    gone: usize,
     opts: &Options,
     started: Instant,
 ) -> Result<PullBack, Error> {
@@ -1489,9 +1481,12 @@ async fn pull_back(
         .keys()
         .filter(|id| id.0 == Table::Account && id.1 == Stream::Account)
         .count();
-    // Not when the streams reopened whatever it finds would make a full
-    // proof cheaper anyway.
-    let again = if (reopened.len() - unchained.len()) * 2 > accounts {
+    // Not on a night a proved file is gone (`gone`: compacted away, its rows
+    // in new files): a stream's proved rows may have been cut short there,
+    // which only a re-proof judges (custody checks where a gone file's rows
+    // start in its outputs; the re-proof, where they end). Nor when the
+    // streams reopened whatever it finds make a full proof cheaper anyway.
+    let again = if gone > 0 || (reopened.len() - unchained.len()) * 2 > accounts {
         HashMap::new()
     } else {
         found_again(lake, prior, &a, unchained, opts).await?
@@ -1716,7 +1711,7 @@ async fn start(
         account_files.take(),
         transfer_files.take(),
     ) {
-        let (a, t) = match pull_back(lake, &mut prior, a, t, opts, started).await? {
+        let (a, t) = match pull_back(lake, &mut prior, a, t, custody.gone, opts, started).await? {
             PullBack::Pulled(a, t, c, n) => {
                 cleared = Some(c);
                 account_noted = n;
