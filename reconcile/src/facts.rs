@@ -986,6 +986,10 @@ impl IdArena {
 /// twice as many, its log entry).
 const LOG_PREFETCH_AHEAD: usize = 8;
 
+/// How many rows ahead [`Facts::add_account`] prefetches the name slot of a
+/// leg's counterparty.
+const COUNTERPARTY_PREFETCH_AHEAD: usize = 8;
+
 /// How many transfers ahead [`Facts::transfer_ids_in`] prefetches the row of
 /// a transfer's legs.
 const LEGS_PREFETCH_AHEAD: usize = 8;
@@ -1327,7 +1331,19 @@ impl Facts {
         out: &mut Vec<Finding>,
     ) {
         let account = self.names.id(s.key);
+        a.entries.prefetch();
         for (i, ev) in s.rows.iter().enumerate() {
+            // A leg interns its counterparty, a random one of the accounts:
+            // at 50M events (10,000 accounts) the lookup missed the cache on
+            // its slot nearly every time (~3 % of the proof's CPU), so the
+            // slot of a row a few ahead is fetched meanwhile.
+            if let Some(cp) = s
+                .rows
+                .get(i + COUNTERPARTY_PREFETCH_AHEAD)
+                .and_then(|r| r.counterparty)
+            {
+                self.names.prefetch(cp);
+            }
             if ev.seq != last_seq + 1 {
                 // A gap, or the same seq again: a conflicting version, whose
                 // other content the facts never read (only the first is).
