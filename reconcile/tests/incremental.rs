@@ -2762,6 +2762,42 @@ fn old_account_rows_delivered_again_are_found_in_the_proved_files_not_reopened()
 }
 
 #[test]
+fn a_stream_whose_old_rows_are_only_partly_found_again_is_reopened() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(5, 8, 300);
+    let half = events.len() / 2;
+    deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
+    assert_same(0, &night(&root, &ckpt), &full(&root));
+    // One account's proved row at seq 2 again as it was (a proved file
+    // holds it), and another version of its proved row at seq 3 (none
+    // does), in the same night.
+    let (_, other) = second_version(&events[..half], 3);
+    let copy = events[..half]
+        .iter()
+        .find(|e| e.stream == Stream::Account && e.stream_key == other.stream_key && e.seq == 2)
+        .unwrap();
+    let mut second: Vec<&Event> = events[half..].iter().collect();
+    second.extend([copy, &other]);
+    deliver(&root, &second, "b");
+    let inc = night(&root, &ckpt);
+    // Found in part is not found: the stream is re-proved from its first
+    // event, and the conflict is reported as a proof of the lake reports it
+    // (cleared with both rows, the other version would pass for a copy).
+    assert_same(1, &inc, &full(&root));
+    let i = inc.incremental.unwrap();
+    assert!(i.streams_reopened >= 1 && !i.reproved_in_full, "{i:?}");
+    let conflicts = &inc.check("conflicting_duplicates").findings;
+    assert!(
+        conflicts
+            .iter()
+            .any(|f| f.key == other.stream_key && f.seq == Some(3)),
+        "{}",
+        verdicts(&inc)
+    );
+}
+
+#[test]
 fn late_redeliveries_and_rewritten_files_reopen_their_streams_and_violations_are_caught() {
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
