@@ -2762,6 +2762,66 @@ fn old_account_rows_delivered_again_are_found_in_the_proved_files_not_reopened()
 }
 
 #[test]
+fn old_rows_of_more_accounts_than_a_scan_filters_by_are_all_found_again() {
+    // More accounts' old rows than a scan filters by (1,000, as many as a
+    // footer prunes by: `lake::PRUNING_KEYS_MAX`): the look-up reads the
+    // proved account files whole and matches the keys itself, and finds
+    // each row (without that scan, all 1,010 streams were re-proved). Twice
+    // as many accounts, so the streams to look up are fewer than half of
+    // them (more would make a full proof cheaper).
+    let wanted = ledger_reconcile::lake::PRUNING_KEYS_MAX + 10;
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(7, 2 * wanted + 2, 16 * wanted);
+    let half = events.len() / 2;
+    // In queue batches the consumer takes.
+    let deliver_all = |events: &[&Event], tag: &str| {
+        for (n, batch) in events.chunks(5_000).enumerate() {
+            deliver(&root, batch, &format!("{tag}{n}"));
+        }
+    };
+    deliver_all(&events[..half].iter().collect::<Vec<_>>(), "a");
+    assert_same(0, &night(&root, &ckpt), &full(&root));
+    let tails: std::collections::HashMap<&str, u64> = events[..half]
+        .iter()
+        .filter(|e| e.stream == Stream::Account)
+        .map(|e| (e.stream_key.as_str(), e.seq))
+        .collect();
+    let mut keys = std::collections::HashSet::new();
+    let old: Vec<&Event> = events[..half]
+        .iter()
+        .filter(|e| {
+            e.stream == Stream::Account
+                && e.seq + 1 < tails[e.stream_key.as_str()]
+                && keys.insert(e.stream_key.as_str())
+        })
+        .take(wanted)
+        .collect();
+    // Not the row before the tail: its hash is the tail's link, so it
+    // chains to the tail and is cleared without a look-up.
+    assert_eq!(
+        old.len(),
+        wanted,
+        "accounts with a proved row two before their tail"
+    );
+    let mut second: Vec<&Event> = events[half..].iter().collect();
+    second.extend(&old);
+    deliver_all(&second, "b");
+    let inc = night(&root, &ckpt);
+    assert_same(1, &inc, &full(&root));
+    let i = inc.incremental.unwrap();
+    assert_eq!(
+        (
+            i.streams_reopened,
+            i.rows_already_proved,
+            i.reproved_in_full
+        ),
+        (0, wanted as u64, false),
+        "{i:?}"
+    );
+}
+
+#[test]
 fn a_stream_whose_old_rows_are_only_partly_found_again_is_reopened() {
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
