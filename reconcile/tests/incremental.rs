@@ -1219,6 +1219,53 @@ fn a_proved_files_footer_cannot_hide_a_proved_tail_from_its_look_up() {
     assert!(full(&root).holds);
 }
 
+/// A proved file whose footer lies about its `stream_key` range cannot hide
+/// the proved row an old row delivered again copies from the look-up that
+/// finds it there (`run::found_again`): that scan reads the proved files by
+/// key, checked against the checkpoint's notes, so the night stops with
+/// exit 2 naming the file instead of re-proving the stream on a lie (or,
+/// were the look-up to find a lying file's other rows, clearing it on one).
+#[test]
+fn a_proved_files_footer_cannot_hide_a_proved_row_from_the_look_up_of_old_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    // A row two or more before the cut's tail of an account stream that
+    // goes on after it: it does not chain to the tail, so it is looked up.
+    let old = |events: &[Event], half: usize| {
+        let goes_on = |key: &str| events[half..].iter().any(|e| e.stream_key == key);
+        let tail = |key: &str| {
+            events[..half]
+                .iter()
+                .filter(|e| e.stream == Stream::Account && e.stream_key == key)
+                .map(|e| e.seq)
+                .max()
+                .unwrap()
+        };
+        events[..half]
+            .iter()
+            .find(|e| {
+                e.stream == Stream::Account
+                    && goes_on(&e.stream_key)
+                    && e.seq + 1 < tail(&e.stream_key)
+            })
+            .expect("an account stream with a row before the one at its tail")
+            .clone()
+    };
+    let (root, ckpt, events, half, lying) = a_lying_file_proved(dir.path(), old);
+    let copy = old(&events, half);
+    let mut second: Vec<&Event> = events[half..].iter().collect();
+    second.push(&copy);
+    deliver(&root, &second, "b");
+    night_stopped_by(
+        &root,
+        &ckpt,
+        &[],
+        &lying,
+        "the proved rows its old rows delivered again may copy",
+    );
+    // The lake holds: a proof of it alone says so.
+    assert!(full(&root).holds);
+}
+
 /// Where a footer's lie hides the rows of a stretch after its first
 /// ([`a_file_hiding_inside_a_stretch_proved`]).
 #[derive(Debug, Clone, Copy)]
