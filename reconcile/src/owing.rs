@@ -17,7 +17,9 @@
 //! Most are decided by this run's tail of the stream; a stream that now
 //! ends after its owed seq is decided by the hashes of its rows at that
 //! seq, read from the lake in one scan of four columns per table (only the
-//! streams concerned, by their keys). Two seqs of one stream that the lake
+//! streams concerned, by their keys; [`hashes_at`] also looks up, for
+//! `run::found_again`, the proved rows that old rows delivered again may
+//! copy). Two seqs of one stream that the lake
 //! misses from the same seq on (the stream now ends before both) are one
 //! finding, the one of the later seq (whose detail spans the other's).
 
@@ -40,8 +42,9 @@ use crate::rows::strings;
 use crate::stream::Tail;
 
 /// At most this many keys go into a scan's filter; with more, every row is
-/// read and the keys are matched here.
-const FILTER_KEYS_MAX: usize = 1_000;
+/// read and the keys are matched here. As many as a footer prunes by: a
+/// longer list would filter without pruning (tests size themselves by it).
+const FILTER_KEYS_MAX: usize = crate::lake::PRUNING_KEYS_MAX;
 
 /// What the lake owes this run's proof: the tails to judge.
 #[derive(Clone, Copy)]

@@ -1222,14 +1222,15 @@ fn a_proved_files_footer_cannot_hide_a_proved_tail_from_its_look_up() {
 /// A proved file whose footer lies about its `stream_key` range cannot hide
 /// the proved row an old row delivered again copies from the look-up that
 /// finds it there (`run::found_again`): that scan reads the proved files by
-/// key, checked against the checkpoint's notes, so the night stops with
-/// exit 2 naming the file instead of re-proving the stream on a lie (or,
-/// were the look-up to find a lying file's other rows, clearing it on one).
+/// key, checked against the checkpoint's notes, and it is the one that
+/// stops the night with exit 2 naming the file (a lie can only hide rows,
+/// so at worst the stream would be reopened, and the pull-back's own scan
+/// would stop it next).
 #[test]
 fn a_proved_files_footer_cannot_hide_a_proved_row_from_the_look_up_of_old_rows() {
     let dir = tempfile::tempdir().unwrap();
-    // A row two or more before the cut's tail of an account stream that
-    // goes on after it: it does not chain to the tail, so it is looked up.
+    // A row before the cut's tail of an account stream that goes on after
+    // it: it does not end at the tail, so it is looked up.
     let old = |events: &[Event], half: usize| {
         let goes_on = |key: &str| events[half..].iter().any(|e| e.stream_key == key);
         let tail = |key: &str| {
@@ -1243,11 +1244,9 @@ fn a_proved_files_footer_cannot_hide_a_proved_row_from_the_look_up_of_old_rows()
         events[..half]
             .iter()
             .find(|e| {
-                e.stream == Stream::Account
-                    && goes_on(&e.stream_key)
-                    && e.seq + 1 < tail(&e.stream_key)
+                e.stream == Stream::Account && goes_on(&e.stream_key) && e.seq < tail(&e.stream_key)
             })
-            .expect("an account stream with a row before the one at its tail")
+            .expect("an account stream with a row before its tail")
             .clone()
     };
     let (root, ckpt, events, half, lying) = a_lying_file_proved(dir.path(), old);
@@ -2814,8 +2813,9 @@ fn old_rows_of_more_accounts_than_a_scan_filters_by_are_all_found_again() {
     // footer prunes by: `lake::PRUNING_KEYS_MAX`): the look-up reads the
     // proved account files whole and matches the keys itself, and finds
     // each row (without that scan, all 1,010 streams were re-proved). Twice
-    // as many accounts, so the streams to look up are fewer than half of
-    // them (more would make a full proof cheaper).
+    // as many accounts, so that a look-up that found nothing would re-prove
+    // those streams (fewer than half) rather than prove the lake in full:
+    // the counts below tell the two apart.
     let wanted = ledger_reconcile::lake::PRUNING_KEYS_MAX + 10;
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
@@ -2834,22 +2834,23 @@ fn old_rows_of_more_accounts_than_a_scan_filters_by_are_all_found_again() {
         .filter(|e| e.stream == Stream::Account)
         .map(|e| (e.stream_key.as_str(), e.seq))
         .collect();
+    // Each account's last row before its tail (not its first, `opened`,
+    // all in the first files): rows across the proved files and dates.
     let mut keys = std::collections::HashSet::new();
     let old: Vec<&Event> = events[..half]
         .iter()
+        .rev()
         .filter(|e| {
             e.stream == Stream::Account
-                && e.seq + 1 < tails[e.stream_key.as_str()]
+                && e.seq < tails[e.stream_key.as_str()]
                 && keys.insert(e.stream_key.as_str())
         })
         .take(wanted)
         .collect();
-    // Not the row before the tail: its hash is the tail's link, so it
-    // chains to the tail and is cleared without a look-up.
     assert_eq!(
         old.len(),
         wanted,
-        "accounts with a proved row two before their tail"
+        "accounts with a proved row before their tail"
     );
     let mut second: Vec<&Event> = events[half..].iter().collect();
     second.extend(&old);
@@ -2884,24 +2885,46 @@ fn a_stream_whose_old_rows_are_only_partly_found_again_is_reopened() {
         .iter()
         .find(|e| e.stream == Stream::Account && e.stream_key == other.stream_key && e.seq == 2)
         .unwrap();
+    // And the mirror, on another account: another version at seq 2, the
+    // row at seq 3 as it was.
+    let row = |key: &str, seq: u64| {
+        events[..half]
+            .iter()
+            .find(|e| e.stream == Stream::Account && e.stream_key == key && e.seq == seq)
+    };
+    let mirror = events[..half]
+        .iter()
+        .find(|e| {
+            e.stream == Stream::Account
+                && e.stream_key != other.stream_key
+                && e.seq == 2
+                && row(&e.stream_key, 4).is_some()
+        })
+        .unwrap();
+    let mut mirror_other = mirror.clone();
+    mirror_other.occurred_at_ms += 1;
+    let mirror_other = mirror_other.seal();
+    let mirror_copy = row(&mirror.stream_key, 3).unwrap();
     let mut second: Vec<&Event> = events[half..].iter().collect();
-    second.extend([copy, &other]);
+    second.extend([copy, &other, &mirror_other, mirror_copy]);
     deliver(&root, &second, "b");
     let inc = night(&root, &ckpt);
-    // Found in part is not found: the stream is re-proved from its first
-    // event, and the conflict is reported as a proof of the lake reports it
-    // (cleared with both rows, the other version would pass for a copy).
+    // Found in part is not found: each stream is re-proved from its first
+    // event, and each conflict is reported as a proof of the lake reports
+    // it (cleared with both rows, the other version would pass for a copy).
     assert_same(1, &inc, &full(&root));
     let i = inc.incremental.unwrap();
-    assert!(i.streams_reopened >= 1 && !i.reproved_in_full, "{i:?}");
+    assert!(i.streams_reopened >= 2 && !i.reproved_in_full, "{i:?}");
     let conflicts = &inc.check("conflicting_duplicates").findings;
-    assert!(
-        conflicts
-            .iter()
-            .any(|f| f.key == other.stream_key && f.seq == Some(3)),
-        "{}",
-        verdicts(&inc)
-    );
+    for (key, seq) in [(&other.stream_key, 3), (&mirror.stream_key, 2)] {
+        assert!(
+            conflicts
+                .iter()
+                .any(|f| &f.key == key && f.seq == Some(seq)),
+            "{key} {seq}: {}",
+            verdicts(&inc)
+        );
+    }
 }
 
 #[test]
