@@ -207,6 +207,19 @@ fn assert_same(night_no: usize, inc: &Report, full: &Report) {
     );
 }
 
+/// `events[..half]` delivered to a lake in `dir` and proved by a night,
+/// as a full run proves them: the lake and its checkpoint.
+fn half_proved(
+    dir: &Path,
+    events: &[Event],
+    half: usize,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (root, ckpt) = (dir.join("lake"), dir.join("checkpoint"));
+    deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
+    assert_same(0, &night(&root, &ckpt), &full(&root));
+    (root, ckpt)
+}
+
 #[test]
 fn nightly_runs_reach_the_verdicts_of_a_full_run_reading_only_new_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -2707,14 +2720,40 @@ fn a_new_event_naming_a_settled_transfer_pulls_it_back_from_the_archive() {
 /// from seq 1, no transfer pulled back for it), and the night reaches a
 /// full proof's verdicts. A row at an old seq with other content is not
 /// found again: its stream is reopened and the conflict found.
+/// `new` rows and `old` ones (proved rows delivered again, none chaining
+/// to its stream's tail) delivered, and a night that finds every old row
+/// in the proved files: no stream reopened, each counted as already proved,
+/// the verdicts of a full run.
+fn night_finding_every_old_row(root: &Path, ckpt: &Path, new: &[Event], old: &[&Event]) {
+    let mut second: Vec<&Event> = new.iter().collect();
+    second.extend(old);
+    deliver_batches(root, &second, "b");
+    let inc = night(root, ckpt);
+    assert_same(1, &inc, &full(root));
+    let i = inc.incremental.unwrap();
+    assert_eq!(
+        (
+            i.streams_reopened,
+            i.rows_already_proved,
+            i.reproved_in_full
+        ),
+        (0, old.len() as u64, false),
+        "{i:?}"
+    );
+}
+
+/// [`deliver`] in queue batches the consumer takes (up to 5,000 messages).
+fn deliver_batches(root: &Path, events: &[&Event], tag: &str) {
+    for (n, batch) in events.chunks(5_000).enumerate() {
+        deliver(root, batch, &format!("{tag}{n}"));
+    }
+}
+
 #[test]
 fn old_account_rows_delivered_again_are_found_in_the_proved_files_not_reopened() {
-    let dir = tempfile::tempdir().unwrap();
-    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-    let events = history(5, 8, 300);
+    let (dir, events) = (tempfile::tempdir().unwrap(), history(5, 8, 300));
     let half = events.len() / 2;
-    deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
-    assert_same(0, &night(&root, &ckpt), &full(&root));
+    let (root, ckpt) = half_proved(dir.path(), &events, half);
     // Every seventh account row of the proved half again, with the rest of
     // the history.
     let old: Vec<&Event> = events[..half]
@@ -2734,21 +2773,7 @@ fn old_account_rows_delivered_again_are_found_in_the_proved_files_not_reopened()
             >= 5,
         "rows before their tails, which do not chain to them"
     );
-    let mut second: Vec<&Event> = events[half..].iter().collect();
-    second.extend(&old);
-    deliver(&root, &second, "b");
-    let inc = night(&root, &ckpt);
-    assert_same(1, &inc, &full(&root));
-    let i = inc.incremental.unwrap();
-    assert_eq!(
-        (
-            i.streams_reopened,
-            i.rows_already_proved,
-            i.reproved_in_full
-        ),
-        (0, old.len() as u64, false),
-        "{i:?}"
-    );
+    night_finding_every_old_row(&root, &ckpt, &events[half..], &old);
     // Another version of a proved row: not found again.
     let (_, other) = second_version(&events[..half], 3);
     deliver(&root, &[&other], "c");
@@ -2821,13 +2846,7 @@ fn old_rows_of_more_accounts_than_a_scan_filters_by_are_all_found_again() {
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
     let events = history(7, 2 * wanted + 2, 16 * wanted);
     let half = events.len() / 2;
-    // In queue batches the consumer takes.
-    let deliver_all = |events: &[&Event], tag: &str| {
-        for (n, batch) in events.chunks(5_000).enumerate() {
-            deliver(&root, batch, &format!("{tag}{n}"));
-        }
-    };
-    deliver_all(&events[..half].iter().collect::<Vec<_>>(), "a");
+    deliver_batches(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
     assert_same(0, &night(&root, &ckpt), &full(&root));
     let tails: std::collections::HashMap<&str, u64> = events[..half]
         .iter()
@@ -2852,31 +2871,14 @@ fn old_rows_of_more_accounts_than_a_scan_filters_by_are_all_found_again() {
         wanted,
         "accounts with a proved row before their tail"
     );
-    let mut second: Vec<&Event> = events[half..].iter().collect();
-    second.extend(&old);
-    deliver_all(&second, "b");
-    let inc = night(&root, &ckpt);
-    assert_same(1, &inc, &full(&root));
-    let i = inc.incremental.unwrap();
-    assert_eq!(
-        (
-            i.streams_reopened,
-            i.rows_already_proved,
-            i.reproved_in_full
-        ),
-        (0, wanted as u64, false),
-        "{i:?}"
-    );
+    night_finding_every_old_row(&root, &ckpt, &events[half..], &old);
 }
 
 #[test]
 fn a_stream_whose_old_rows_are_only_partly_found_again_is_reopened() {
-    let dir = tempfile::tempdir().unwrap();
-    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-    let events = history(5, 8, 300);
+    let (dir, events) = (tempfile::tempdir().unwrap(), history(5, 8, 300));
     let half = events.len() / 2;
-    deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
-    assert_same(0, &night(&root, &ckpt), &full(&root));
+    let (root, ckpt) = half_proved(dir.path(), &events, half);
     // One account's proved row at seq 2 again as it was (a proved file
     // holds it), and another version of its proved row at seq 3 (none
     // does), in the same night.
