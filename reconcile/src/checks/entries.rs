@@ -87,7 +87,8 @@ impl EntryIds {
     /// again (every other account's visits came between), and [`EntryIds::add`]
     /// at the visit's end searches them and merges into them: at 50M events,
     /// waiting for those lines was ~3 % of the proof's CPU. `Facts::add_account`
-    /// hints at the visit's start, before folding its rows. Not past
+    /// hints at the visit's first posting, before folding the rest of its
+    /// rows. Not past
     /// [`PREFETCH_BYTES_MAX`]: a hot account's ids would only evict what
     /// the visit reads before it.
     pub fn prefetch(&self) {
