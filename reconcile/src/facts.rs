@@ -1013,11 +1013,11 @@ pub(crate) fn prefetch<T>(at: *const T) {
 /// bytes or more, at any offset, straddles two or three lines, and
 /// prefetching its first byte alone left the rest a miss at the read (at 50M
 /// events, two thirds of `transfer_conservation::check_transfer`'s samples
-/// were one load of a legs row's second line).
+/// were one load of a legs row's second line). A slice's every line too.
 #[inline(always)]
-pub(crate) fn prefetch_whole<T>(value: &T) {
+pub(crate) fn prefetch_whole<T: ?Sized>(value: &T) {
     let at = (value as *const T).cast::<u8>();
-    let size = std::mem::size_of::<T>();
+    let size = std::mem::size_of_val(value);
     let mut offset = 0;
     while offset < size {
         prefetch(at.wrapping_add(offset));

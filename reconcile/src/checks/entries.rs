@@ -92,16 +92,8 @@ impl EntryIds {
     /// [`PREFETCH_BYTES_MAX`]: a hot account's ids would only evict what
     /// the visit reads before it.
     pub fn prefetch(&self) {
-        let bytes = std::mem::size_of_val(self.0.as_slice());
-        if bytes > PREFETCH_BYTES_MAX {
-            return;
-        }
-        let at = self.0.as_ptr().cast::<u8>();
-        for offset in (0..bytes).step_by(64) {
-            crate::facts::prefetch(at.wrapping_add(offset));
-        }
-        if bytes > 0 {
-            crate::facts::prefetch(at.wrapping_add(bytes - 1));
+        if std::mem::size_of_val(self.0.as_slice()) <= PREFETCH_BYTES_MAX {
+            crate::facts::prefetch_whole(self.0.as_slice());
         }
     }
 
