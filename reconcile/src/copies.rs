@@ -27,8 +27,11 @@
 //! the same row, which a full run over the lake counts as a plain
 //! duplicate. The run looks those hashes up by key in the proved files
 //! (`run::found_again`, as `crate::owing` looks up tails, each file checked
-//! against the checkpoint's notes: `crate::keyed`), before the proof; the
-//! proof then recomputes each row's hash ([`proved_copies`]).
+//! against the checkpoint's notes: `crate::keyed`): an account stream's
+//! before the proof, and the proof then recomputes each row's hash
+//! ([`proved_copies`]); a transfer stream's after the proof's pass over the
+//! new files, which recomputed them ([`OldRowsAre::MaybeFoundAgain`]: its
+//! tail is known once its transfer is pulled back).
 //!
 //! Anything else is reopened as before: a stream with a finding (its rows
 //! were not all there, or not all sound), old rows not found again in the
@@ -49,46 +52,73 @@ use ledger_events::event::HashCheck;
 
 use crate::stream::{unhex, LastHashes, StreamRows, Tail, Views};
 
-/// How many of the first rows of `s` are copies of rows its checkpointed
-/// `tail` proved (see the module docs): all its rows at or before the tail,
-/// when they are one row a seq, linked by `prev_hash`, each hashing to its
-/// recorded hash, and end at the tail's seq with the tail's hash. `None`:
-/// the stream must be reopened. Only for a stream with no finding, whose
-/// first row is at or before its tail.
+/// What [`proved_copies`] makes of a stream's rows at or before its tail.
+#[derive(Debug, PartialEq, Eq)]
+pub enum OldRowsAre {
+    /// The first `n` rows are copies of rows the tail proved.
+    Copies(usize),
+    /// Neither the tail nor `found` vouches for them, but they may be rows
+    /// the proved files hold (a queue that delivered an old batch again):
+    /// the seq and hash of each (one a seq, each hashing to its recorded
+    /// hash and valid), to be looked up there.
+    MaybeFoundAgain(OldRows),
+    /// Anything else: the stream must be reopened.
+    Reopened,
+}
+
+/// What the first rows of `s` are, those at or before its checkpointed
+/// `tail` (see the module docs): copies of rows the tail proved when they
+/// are one row a seq, linked by `prev_hash`, each hashing to its recorded
+/// hash, and end at the tail's seq with the tail's hash. Only for a stream
+/// with no finding, whose first row is at or before its tail.
 ///
 /// With `found` (the rows the run found again in the proved files, each
 /// its seq and hash: `run::found_again`), rows that do not chain to the
-/// tail are copies too when each is one of them, one row a seq.
+/// tail are copies too when each is one of them, one row a seq. Without,
+/// such rows may still be found again.
 pub fn proved_copies(
     s: &StreamRows,
     tail: &Tail,
     found: Option<&Found>,
     hashes: &mut HashCheck,
-) -> Option<usize> {
+) -> OldRowsAre {
     if !matches!(tail.last_hashes, LastHashes::One(_)) {
-        return None;
+        return OldRowsAre::Reopened;
     }
     let views = Views::new(std::slice::from_ref(s), hashes);
-    let v = views.get(0)?;
+    let Some(v) = views.get(0) else {
+        return OldRowsAre::Reopened;
+    };
     let n = v.rows.iter().take_while(|r| r.seq <= tail.last_seq).count();
     let (rows, ok) = (&v.rows[..n], &v.hash_ok[..n]);
-    let last = rows.last()?;
-    let chained = rows
-        .windows(2)
-        .all(|w| w[1].seq == w[0].seq + 1 && w[1].prev_hash == w[0].hash);
-    let to_tail = last.seq == tail.last_seq && tail.last_hashes.contains(last.hash) && chained;
-    let found_again = found.is_some_and(|found| {
-        rows.windows(2).all(|w| w[1].seq > w[0].seq)
-            && rows
-                .iter()
-                .all(|r| unhex(r.hash).is_some_and(|h| found.contains(&(r.seq, h))))
-    });
+    let Some(last) = rows.last() else {
+        return OldRowsAre::Reopened;
+    };
     // A row with the recorded hash of a proved row is that row but for what
     // the hash does not tell apart (a missing text field and an empty one
     // encode alike): a full run keeps such a row beside the proved one and
     // names it invalid, so it is no copy.
-    let valid = || rows.iter().all(|r| r.validate().is_ok());
-    ((to_tail || found_again) && ok.iter().all(|&ok| ok) && valid()).then_some(n)
+    if !ok.iter().all(|&ok| ok) || !rows.iter().all(|r| r.validate().is_ok()) {
+        return OldRowsAre::Reopened;
+    }
+    let chained = rows
+        .windows(2)
+        .all(|w| w[1].seq == w[0].seq + 1 && w[1].prev_hash == w[0].hash);
+    if last.seq == tail.last_seq && tail.last_hashes.contains(last.hash) && chained {
+        return OldRowsAre::Copies(n);
+    }
+    if !rows.windows(2).all(|w| w[1].seq > w[0].seq) {
+        return OldRowsAre::Reopened;
+    }
+    let old: Option<OldRows> = rows
+        .iter()
+        .map(|r| unhex(r.hash).map(|h| (r.seq, h)))
+        .collect();
+    match (old, found) {
+        (Some(old), Some(found)) if old.iter().all(|r| found.contains(r)) => OldRowsAre::Copies(n),
+        (Some(old), None) => OldRowsAre::MaybeFoundAgain(old),
+        _ => OldRowsAre::Reopened,
+    }
 }
 
 /// Rows a run found again in the proved files: each its seq and hash.

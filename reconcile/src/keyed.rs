@@ -394,6 +394,24 @@ impl<'a> Keyed<'a> {
             .is_some_and(|c| c.files.contains(file) && !c.noted.get(file).is_empty())
     }
 
+    /// Whether the notes of `file`, one of the scan's files, show that it
+    /// holds no row the scan wants: streams are noted there (a proof read it
+    /// whole, every stretch of every stream noted), by stretches with their
+    /// seqs, and none of them is a wanted stream's stretch that can hold a
+    /// wanted row (one starting at or before the last seq wanted). Such a
+    /// file need not be read at all: a note of another stream that matches
+    /// a wanted stretch by chance only makes a file read for nothing.
+    pub fn holds_none(&self, file: &str) -> bool {
+        let Some(c) = &self.check else {
+            return false;
+        };
+        let notes = c.noted.get(file);
+        c.files.contains(file)
+            && !c.plain.contains(file)
+            && !notes.is_empty()
+            && notes.iter().all(|&at| c.wanted.stream_of(at).is_none())
+    }
+
     /// Notes in `seen` the rows of `b` (its [`SEEN_COLUMNS`]; a row that
     /// names no known stream or no seq a proof takes is left to the proof
     /// to name: no proved file holds one), those of wanted streams.

@@ -297,10 +297,6 @@ pub(crate) async fn hashes_at<'w>(
                 }
             }
         };
-        if keys.len() > FILTER_KEYS_MAX {
-            lake.scan_columns(&files, &columns, None, visit).await?;
-            continue;
-        }
         // The row at an owed seq is in a stretch that starts at or before it.
         let streams = want
             .iter()
@@ -325,7 +321,19 @@ pub(crate) async fn hashes_at<'w>(
                 Keyed::checked(&keys, reading, wanted, &files, presence, plain)
             }
         };
-        lake.scan_keyed(&files, &columns, &keyed, visit).await?;
+        // A file whose notes hold no wanted stretch is not read (a transfer's
+        // rows lie in a day or two of a table of many).
+        let files: Vec<LakeFileInfo> = files
+            .into_iter()
+            .filter(|f| !keyed.holds_none(&f.key))
+            .collect();
+        if keys.len() > FILTER_KEYS_MAX {
+            // Too many keys to filter by: the files read whole, the keys
+            // matched here.
+            lake.scan_columns(&files, &columns, None, visit).await?;
+        } else {
+            lake.scan_keyed(&files, &columns, &keyed, visit).await?;
+        }
     }
     Ok(found)
 }

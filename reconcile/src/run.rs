@@ -30,6 +30,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::checkpoint::{ProofState, StreamFinding, StreamId, StreamState};
 use crate::checks::*;
+use crate::copies::OldRowsAre;
 use crate::custody::Custody;
 use crate::facts::Facts;
 use crate::finding::{CheckResult, Finding, Settle};
@@ -176,40 +177,45 @@ impl Proof {
 
     /// For a stream of `table` whose first new row is at or before its tail:
     /// drops from `s` the rows that are copies of rows already proved and
-    /// returns how many ([`crate::copies`]), or `Err` when the stream must be
-    /// reopened instead, `Err(true)` if it is an account stream the
-    /// pre-proof scan had `cleared` (a full proof is then needed: see
-    /// [`TableRun::copies_failed`]). Streams in `flagged` (with a finding)
-    /// are always reopened.
+    /// returns how many ([`crate::copies`]), or what to do instead
+    /// ([`Kept`]). Streams in `flagged` (with a finding) are always reopened.
     fn drop_proved_copies(
         &mut self,
         table: Table,
         s: &mut StreamRows,
         cleared: Option<&crate::copies::Cleared>,
         flagged: &HashSet<StreamId>,
-    ) -> Result<usize, bool> {
+    ) -> Result<usize, Kept> {
         let id: StreamId = (table, s.stream, s.key().to_owned());
         if flagged.contains(&id) {
-            return Err(false);
+            return Err(Kept::Reopen(false));
         }
         // Only an account stream of the account table answers to the
         // pre-proof scan; a transfer stream is pulled back by id whatever its
         // rows, and any other has no legs: the proof alone decides for them.
         let (mut was_cleared, mut found) = (false, None);
-        if table == Table::Account && s.stream == Stream::Account {
+        let account = table == Table::Account && s.stream == Stream::Account;
+        if account {
             match cleared.map(|c| c.get(&id.2)) {
-                Some(None) => return Err(false), // reopened before the proof, history pulled back
+                Some(None) => return Err(Kept::Reopen(false)), // reopened before the proof, history pulled back
                 Some(Some(again)) => (was_cleared, found) = (true, again.as_ref()),
                 None => {}
             }
         }
-        let tail = self.tail(table, s.stream, &id.2).cloned().ok_or(false)?;
+        let tail = self
+            .tail(table, s.stream, &id.2)
+            .cloned()
+            .ok_or(Kept::Reopen(false))?;
         match crate::copies::proved_copies(s, &tail, found, &mut self.hashes) {
-            Some(n) => {
+            OldRowsAre::Copies(n) => {
                 s.skip_first(n);
                 Ok(n)
             }
-            None => Err(was_cleared),
+            // An account stream's old rows were looked up before the proof.
+            OldRowsAre::MaybeFoundAgain(old) if is_transfer(table, s.stream) => {
+                Err(Kept::LookUp(old))
+            }
+            _ => Err(Kept::Reopen(was_cleared)),
         }
     }
 
@@ -764,6 +770,9 @@ struct RunCtx<'a> {
     /// (nothing archived, so nothing to pull back), and the proof decides
     /// alone.
     cleared: Option<&'a crate::copies::Cleared>,
+    /// Whether old transfer rows may be looked up in the proved files
+    /// ([`found_again`]): not on a night a proved file is gone.
+    find_again: bool,
     opts: &'a Options,
     started: Instant,
 }
@@ -786,6 +795,7 @@ async fn prove_table(
         prior_files,
         stored,
         cleared,
+        find_again,
         opts,
         started,
     } = *run;
@@ -815,6 +825,10 @@ async fn prove_table(
     // Streams with a finding: their old rows always reopen them.
     let flagged: HashSet<StreamId> = proof.findings.iter().map(|f| f.stream.clone()).collect();
     let (mut copies, mut copies_failed) = (0usize, false);
+    // Transfer streams whose old rows may be copies of rows the proved
+    // files hold (`Kept::LookUp`), each with their seqs and hashes: looked
+    // up after this pass.
+    let mut look_up: HashMap<String, crate::copies::OldRows> = HashMap::new();
     let rows = new.iter().map(|f| f.rows.max(0) as usize).sum();
     // A full proof of the account table goes one date at a time while the
     // dates keep each stream's order (see `prove_by_date`).
@@ -851,8 +865,14 @@ async fn prove_table(
                     if tail_seq.is_some_and(|t| s.first_seq() <= t) {
                         match proof.drop_proved_copies(table, &mut s, cleared, &flagged) {
                             Ok(n) => copies += n,
-                            Err(failed) => {
-                                copies_failed |= failed;
+                            // Old rows alone (a row after the tail is proved with
+                            // its stream, reopened).
+                            Err(Kept::LookUp(old)) if find_again && old.len() == s.len() => {
+                                look_up.insert(s.key().to_owned(), old);
+                                return;
+                            }
+                            Err(kept) => {
+                                copies_failed |= matches!(kept, Kept::Reopen(true));
                                 reopen.insert((table, s.stream, s.key().to_owned()));
                                 return;
                             }
@@ -888,6 +908,27 @@ async fn prove_table(
     );
     proof.end_pass();
     trace(started, format_args!("{}: pass ended", table.as_str()));
+    if !look_up.is_empty() {
+        let rows: HashMap<String, usize> =
+            look_up.iter().map(|(k, r)| (k.clone(), r.len())).collect();
+        let kind = (table, Stream::Transfer);
+        let again = found_again(lake, kind, prior_files, stored, &files, look_up, opts).await?;
+        if opts.progress && !again.is_empty() {
+            eprintln!(
+                "reconcile: {}: {} transfer stream(s) have old rows the proved files hold (delivered again): not reopened ({:.1} s)",
+                table.as_str(),
+                again.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        for (key, n) in rows {
+            if again.contains_key(&key) {
+                copies += n;
+            } else {
+                reopen.insert((table, Stream::Transfer, key));
+            }
+        }
+    }
     add_stats(&mut stats, &read);
     inc.rows_already_proved += copies as u64;
     if copies > 0 && opts.progress {
@@ -1289,7 +1330,7 @@ async fn touched(
     })
 }
 
-/// Of the account streams `unchained` (each with the seq and hash of its
+/// Of the streams `unchained` of `kind` (each with the seq and hash of its
 /// old rows: at or before its tail, one a seq, not chained to it), those
 /// whose every old row a file the checkpoint proved holds at its seq with
 /// its hash, with those rows: copies a queue delivered again
@@ -1298,10 +1339,15 @@ async fn touched(
 /// the copies themselves), by key, as the look-up of proved tails reads
 /// them (`crate::owing`: each file checked against the checkpoint's notes,
 /// so a footer cannot hide the row). Only on a night no proved file is
-/// gone ([`pull_back`] says why).
+/// gone ([`pull_back`] says why). Account streams are looked up before the
+/// proof (reopening one pulls its history's transfers back), transfer
+/// streams after the first pass over the new files (their tails are those
+/// of the transfers pulled back).
 async fn found_again(
     lake: &Lake,
-    prior: &ProofState,
+    kind: (Table, Stream),
+    prior_files: &std::collections::BTreeMap<String, String>,
+    stored: &crate::presence_files::Stored,
     files: &[LakeFileInfo],
     unchained: HashMap<String, crate::copies::OldRows>,
     opts: &Options,
@@ -1311,14 +1357,14 @@ async fn found_again(
     }
     let proved: Vec<LakeFileInfo> = files
         .iter()
-        .filter(|f| f.proved_in(&prior.files))
+        .filter(|f| f.proved_in(prior_files))
         .cloned()
         .collect();
     let want: Vec<(StreamId, Tail)> = unchained
         .iter()
         .flat_map(|(key, rows)| {
             rows.iter().map(move |&(seq, _)| {
-                let id = (Table::Account, Stream::Account, key.clone());
+                let id = (kind.0, kind.1, key.clone());
                 let at = Tail {
                     last_seq: seq,
                     last_hashes: LastHashes::default(),
@@ -1327,13 +1373,13 @@ async fn found_again(
             })
         })
         .collect();
-    let noted = Noted::Proved(&prior.stored, &prior.files);
+    let noted = Noted::Proved(stored, prior_files);
     let reading = "the proved rows its old rows delivered again may copy";
     let held =
         crate::owing::hashes_at(lake, &proved, noted, &want, opts.wanted_starts_max, reading)
             .await?;
     let holds = |key: &str, seq: u64, hash: &[u8; 32]| {
-        held.get(&(Table::Account, Stream::Account.as_str(), key, seq))
+        held.get(&(kind.0, kind.1.as_str(), key, seq))
             .is_some_and(|hs| hs.iter().any(|h| unhex(h).as_ref() == Some(hash)))
     };
     Ok(unchained
@@ -1381,6 +1427,18 @@ fn add_transfer_ids(
             }
         }
     }
+}
+
+/// Why [`Proof::drop_proved_copies`] keeps a stream's old rows.
+enum Kept {
+    /// The stream is reopened; `true` if it is an account stream the
+    /// pre-proof scan had cleared (a full proof is then needed: see
+    /// [`TableRun::copies_failed`]).
+    Reopen(bool),
+    /// A transfer stream's first rows, old rows that may be copies of rows
+    /// the proved files hold, each its seq and hash: looked up there after
+    /// the pass ([`found_again`]).
+    LookUp(crate::copies::OldRows),
 }
 
 /// What [`pull_back`] did.
@@ -1489,7 +1547,17 @@ async fn pull_back(
     let again = if gone > 0 || (reopened.len() - unchained.len()) * 2 > accounts {
         HashMap::new()
     } else {
-        found_again(lake, prior, &a, unchained, opts).await?
+        let account = (Table::Account, Stream::Account);
+        found_again(
+            lake,
+            account,
+            &prior.files,
+            &prior.stored,
+            &a,
+            unchained,
+            opts,
+        )
+        .await?
     };
     if !again.is_empty() {
         reopened.retain(|k| !again.contains_key(k));
@@ -1872,6 +1940,8 @@ async fn prove_resumed(
         prior_files: &prior_files,
         stored: &stored,
         cleared,
+        // A full proof has no tails to look up from.
+        find_again: custody.gone == 0 && !reproved_in_full,
         opts,
         started,
     };
