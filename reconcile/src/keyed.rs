@@ -1,12 +1,14 @@
 //! Keyed scans of proved files: a footer that lies cannot hide from them
 //! a stretch of rows of a stream they want.
 //!
-//! Three scans read lake files the proof does not read again by the keys
+//! Four scans read lake files the proof does not read again by the keys
 //! of a few streams (`stream_key IN (…)`): the pull-back of every transfer
 //! a reopened account stream's history names (`run::pull_back`), the
 //! re-proof of reopened streams (`run::prove_table`, pass 2), and the
-//! look-up of the hashes at proved tails the proof cannot decide
-//! (`crate::owing`). DataFusion skips the row groups and pages whose
+//! look-ups of the hashes at proved tails the proof cannot decide and of
+//! the proved rows that old rows delivered again may copy (`crate::owing`,
+//! `run::found_again`; these skip unread a file whose notes hold no
+//! wanted stretch, [`Keyed::holds_none`]). DataFusion skips the row groups and pages whose
 //! footer statistics (the page index, Bloom filters) exclude every key,
 //! whatever `collect_statistics` says (`crate::lake`), so a footer that
 //! disagrees with its pages (no honest writer's, but the proof trusts no
@@ -869,6 +871,44 @@ mod tests {
         let budget = LONG_MATCH_BUDGET as u64;
         assert!(keyed_over(budget / 4, 4));
         assert!(!keyed_over(budget / 4 + 1, 4));
+    }
+
+    #[test]
+    fn a_file_holds_none_only_when_its_notes_show_no_stretch_that_can_hold_a_wanted_row() {
+        let noted = noted();
+        let none = HashSet::new();
+        let holds_none = |streams: &[(Stream, &str, u64)], files: &[&str], plain, file| {
+            let keys: Vec<String> = streams.iter().map(|s| s.1.to_owned()).collect();
+            let wanted = Wanted::new(streams.iter().copied()).unwrap();
+            Keyed::checked(&keys, "a test", wanted, files, &noted, plain).holds_none(file)
+        };
+        let both = ["f", "g", "h"];
+        // "f": `a` from 1 and 9, `b` from 4, the transfer `a` from 1; "g":
+        // `a` from 4.
+        let a_to_20 = [(Stream::Account, "a", 20)];
+        assert!(!holds_none(&a_to_20, &both, &none, "f"));
+        assert!(!holds_none(&a_to_20, &both, &none, "g"));
+        // Rows of `a` up to seq 3 lie in stretches that start by 3: "g"'s
+        // starts at 4.
+        let a_to_3 = [(Stream::Account, "a", 3)];
+        assert!(!holds_none(&a_to_3, &both, &none, "f"));
+        assert!(holds_none(&a_to_3, &both, &none, "g"));
+        let b = [(Stream::Account, "b", 20)];
+        assert!(!holds_none(&b, &both, &none, "f"));
+        assert!(holds_none(&b, &both, &none, "g"));
+        // The transfer `a` is not the account `a`.
+        let t = [(Stream::Transfer, "a", 20), (Stream::Transfer, "c", 20)];
+        assert!(!holds_none(&t, &both, &none, "f"));
+        assert!(holds_none(&t, &both, &none, "g"));
+        // Read, not skipped: a file with no notes, one not among the scan's
+        // files, one whose notes hold no seqs (before layout 2), and any
+        // file of a scan that reads them whole.
+        assert!(!holds_none(&b, &both, &none, "h"));
+        assert!(!holds_none(&b, &["f"], &none, "g"));
+        let plain: HashSet<String> = ["g".to_owned()].into();
+        assert!(!holds_none(&b, &both, &plain, "g"));
+        let keys = ["b".to_owned()];
+        assert!(!Keyed::whole(&keys, "a test").holds_none("g"));
     }
 
     #[test]

@@ -228,7 +228,10 @@ fn transfer(id: &str) -> StreamId {
 /// a row at an owed seq that the footer hid would be a false
 /// `proved_rows_missing`. `reading` says what for in the error naming such
 /// a file (the look-up of old rows delivered again reads this way too,
-/// `run::found_again`).
+/// `run::found_again`). A file whose notes show that it holds none of the
+/// wanted rows is not read at all ([`Keyed::holds_none`]); past
+/// [`FILTER_KEYS_MAX`] keys of a table, the others are read whole, the keys
+/// matched here.
 pub(crate) async fn hashes_at<'w>(
     lake: &Lake,
     files: &[LakeFileInfo],

@@ -778,9 +778,10 @@ struct RunCtx<'a> {
 }
 
 /// Proves one table: pass 1 over the files the checkpoint has not proved,
-/// pass 2 over every file for the streams pass 1 reopened (`noted`: the
-/// checkpoint's notes of the table's proved files, when the pull-back read
-/// them).
+/// then the look-up of the old rows of transfer streams delivered again
+/// ([`found_again`]), then pass 2 over every file for the streams pass 1
+/// reopened and those the look-up did not find (`noted`: the checkpoint's
+/// notes of the table's proved files, when the pull-back read them).
 async fn prove_table(
     run: &RunCtx<'_>,
     table: Table,

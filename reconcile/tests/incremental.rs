@@ -1439,23 +1439,26 @@ fn a_proved_files_footer_cannot_hide_rows_inside_a_reopened_streams_stretch_from
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half, lying) =
             a_file_hiding_inside_a_stretch_proved(dir.path(), second, inside);
-        // Two other versions of that row reopen the stream (two rows at
-        // one seq are not looked up in the proved files, whose scan would
-        // meet the lie first).
+        // Another version of that row: looked up in the proved files first,
+        // whose scan meets the lie. Two other versions (two rows at one seq
+        // are not looked up) reopen the stream, whose re-proof meets it.
         let other = |later: i64| {
             let mut other = second(&events, half);
             other.occurred_at_ms += later;
             other.seal()
         };
-        deliver(&root, &[&other(1), &other(2)], "b");
-        night_finding_stopped_by(
-            &root,
-            &ckpt,
-            &[],
-            stretches,
-            &lying,
-            "the re-proof of the streams it reopens",
-        );
+        for (versions, reading) in [
+            (1, "the proved rows its old rows delivered again may copy"),
+            (2, "the re-proof of the streams it reopens"),
+        ] {
+            let delivered: Vec<Event> = (1..=versions).map(other).collect();
+            deliver(
+                &root,
+                &delivered.iter().collect::<Vec<_>>(),
+                &format!("b{versions}"),
+            );
+            night_finding_stopped_by(&root, &ckpt, &[], stretches, &lying, reading);
+        }
         let fresh = full(&root);
         assert!(
             !fresh.check("conflicting_duplicates").holds,
@@ -2938,6 +2941,76 @@ fn old_rows_of_more_transfers_than_a_scan_filters_by_are_all_found_again() {
 }
 
 #[test]
+fn a_transfer_with_old_rows_and_newer_ones_is_reopened_not_looked_up() {
+    // A transfer in flight when the history is cut: its first rows proved,
+    // the rest new. Its proved row at seq 1 again with the new ones: the
+    // old row alone could be found again, but the newer rows must be
+    // proved, so the stream is re-proved (looked up and left, its newer
+    // rows would never be: it would stay open, dangling).
+    let (dir, events) = (tempfile::tempdir().unwrap(), history(5, 8, 300));
+    // Cut at a transfer's row at seq 3, past the middle.
+    let half = events.len() / 2
+        + events[events.len() / 2..]
+            .iter()
+            .position(|e| e.stream == Stream::Transfer && e.seq == 3)
+            .expect("a transfer with three rows");
+    let (root, ckpt) = half_proved(dir.path(), &events, half);
+    let key = &events[half].stream_key;
+    let first = events[..half]
+        .iter()
+        .find(|e| e.stream == Stream::Transfer && &e.stream_key == key && e.seq == 1)
+        .unwrap();
+    let mut second: Vec<&Event> = events[half..].iter().collect();
+    second.push(first);
+    deliver(&root, &second, "b");
+    let inc = night(&root, &ckpt);
+    let fresh = full(&root);
+    assert_same(1, &inc, &fresh);
+    assert!(fresh.holds, "{}", fresh.summary());
+    let i = inc.incremental.unwrap();
+    assert!(i.streams_reopened >= 1 && !i.reproved_in_full, "{i:?}");
+}
+
+#[test]
+fn old_transfer_rows_are_not_looked_up_while_a_proved_file_is_gone() {
+    // As for accounts (`old_rows_are_not_looked_up_while_a_proved_file_is_gone`):
+    // on a night a proved file is compacted away, a stream's proved rows
+    // may have been cut short there, which only a re-proof judges.
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(43, 4, 200);
+    let half = events.len() / 2;
+    deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
+    let first = common::files_under(&root, "events/transfer");
+    deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
+    assert!(night(&root, &ckpt).holds);
+    // A transfer file of the second delivery, and an old row (not its
+    // stream's last) of a transfer with no row there, delivered again.
+    let old_rows = transfer_rows_before_their_tails(&events);
+    let (later, old) = common::files_under(&root, "events/transfer")
+        .into_iter()
+        .filter(|k| !first.contains(k))
+        .find_map(|k| {
+            let rows = rows_of(&root, &k);
+            let old = old_rows
+                .iter()
+                .find(|e| rows.iter().all(|r| r.event.stream_key != e.stream_key))?;
+            Some((k, *old))
+        })
+        .expect("a transfer file of the second delivery without some transfer");
+    deliver(&root, &[old], "again");
+    // That file compacted: the same rows, a new file.
+    compact_dropping(&root, &later, |_| false);
+    let r = night(&root, &ckpt);
+    let i = r.incremental.as_ref().unwrap();
+    assert!(
+        i.files_gone == 1 && i.files_lost == 0 && !i.reproved_in_full && i.streams_reopened >= 1,
+        "{i:?}"
+    );
+    assert_same(1, &r, &full(&root));
+}
+
+#[test]
 fn a_transfer_whose_old_rows_are_only_partly_found_again_is_reopened() {
     let (dir, events) = (tempfile::tempdir().unwrap(), history(5, 8, 300));
     let half = events.len() / 2;
@@ -3033,7 +3106,7 @@ fn a_stream_whose_old_rows_are_only_partly_found_again_is_reopened() {
 }
 
 #[test]
-fn late_redeliveries_and_rewritten_files_reopen_their_streams_and_violations_are_caught() {
+fn late_redeliveries_are_copies_and_violations_in_rewritten_files_are_caught() {
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
     let events = history(5, 8, 300);
