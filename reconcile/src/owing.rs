@@ -242,18 +242,18 @@ pub(crate) async fn hashes_at<'w>(
 ) -> Result<HashMap<(Table, &'static str, &'w str, u64), Vec<String>>, Error> {
     let mut found: HashMap<(Table, &'static str, &'w str, u64), Vec<String>> = HashMap::new();
     for &table in Table::ALL.iter() {
-        // By key: each stream of that key wanted, and its owed seqs.
-        let mut seqs: HashMap<&'w str, Vec<(&'static str, u64)>> = HashMap::new();
+        // By key: each owed seq of that key, with its stream's kind.
+        let mut seqs: FxMap<&'w str, Vec<(u64, &'static str)>> = FxMap::default();
         for (id, tail) in want.iter().filter(|(id, _)| id.0 == table) {
             seqs.entry(id.2.as_str())
                 .or_default()
-                .push((id.1.as_str(), tail.last_seq));
+                .push((tail.last_seq, id.1.as_str()));
         }
         if seqs.is_empty() {
             continue;
         }
-        // Sorted, to look a row up by halves (a redelivered day wants many
-        // seqs of each key).
+        // Sorted, to look a row up by halves, by its seq (a redelivered day
+        // wants many seqs of each key).
         for at in seqs.values_mut() {
             at.sort_unstable();
         }
@@ -270,6 +270,8 @@ pub(crate) async fn hashes_at<'w>(
             ) else {
                 return; // not the lake layout: the proof has said so
             };
+            // A stream's rows come together: its key looked up once.
+            let mut last: Option<(&str, Option<(&'w str, &[(u64, &'static str)])>)> = None;
             for i in 0..b.num_rows() {
                 if [
                     stream.is_null(i),
@@ -281,17 +283,29 @@ pub(crate) async fn hashes_at<'w>(
                 {
                     continue;
                 }
-                let Some((&k, wanted)) = seqs.get_key_value(key.value(i)) else {
+                let row_key = key.value(i);
+                let at = match last {
+                    Some((k, at)) if k == row_key => at,
+                    _ => {
+                        let at = seqs.get_key_value(row_key).map(|(&k, v)| (k, v.as_slice()));
+                        last = Some((row_key, at));
+                        at
+                    }
+                };
+                let Some((k, wanted)) = at else {
                     continue;
                 };
                 let Ok(row_seq) = u64::try_from(seq.value(i)) else {
                     continue;
                 };
-                let wanted = wanted
-                    .binary_search_by(|&(s, owed)| (s, owed).cmp(&(stream.value(i), row_seq)))
-                    .ok()
-                    .map(|at| wanted[at]);
-                if let Some((s, owed)) = wanted {
+                let from = wanted.partition_point(|&(owed, _)| owed < row_seq);
+                for &(owed, s) in wanted[from..]
+                    .iter()
+                    .take_while(|&&(owed, _)| owed == row_seq)
+                {
+                    if s != stream.value(i) {
+                        continue;
+                    }
                     let at = found.entry((table, s, k, owed)).or_default();
                     let h = hash.value(i);
                     if !at.iter().any(|x| x == h) {
