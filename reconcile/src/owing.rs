@@ -221,6 +221,9 @@ fn transfer(id: &str) -> StreamId {
     )
 }
 
+/// A wanted key, and its owed seqs with their streams' kinds, by seq.
+type OwedAt<'w, 's> = (&'w str, &'s [(u64, &'static str)]);
+
 /// The hashes of the rows of `files` at each `want`ed stream's owed seq, by
 /// (table, stream, key, seq): one scan of `stream`, `stream_key`, `seq` and
 /// `hash` per table with a stream to look at. A scan by key checks each
@@ -271,7 +274,7 @@ pub(crate) async fn hashes_at<'w>(
                 return; // not the lake layout: the proof has said so
             };
             // A stream's rows come together: its key looked up once.
-            let mut last: Option<(&str, Option<(&'w str, &[(u64, &'static str)])>)> = None;
+            let mut last: Option<(&str, Option<OwedAt<'w, '_>>)> = None;
             for i in 0..b.num_rows() {
                 if [
                     stream.is_null(i),
