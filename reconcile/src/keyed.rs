@@ -8,9 +8,10 @@
 //! look-ups of the hashes at proved tails the proof cannot decide and of
 //! the proved rows that old rows delivered again may copy (`crate::owing`,
 //! `run::found_again`; these skip unread a file whose notes hold no
-//! wanted stretch, [`Keyed::holds_none`]). DataFusion skips the row groups and pages whose
-//! footer statistics (the page index, Bloom filters) exclude every key,
-//! whatever `collect_statistics` says (`crate::lake`), so a footer that
+//! wanted stretch, [`Keyed::holds_none`]). DataFusion skips the row groups
+//! and pages whose footer statistics (the page index, Bloom filters)
+//! exclude every key, whatever `collect_statistics` says (`crate::lake`),
+//! so a footer that
 //! disagrees with its pages (no honest writer's, but the proof trusts no
 //! writer) could hide a wanted stream's rows: a transfer left in the
 //! archive while the legs that name it are proved again (a wrong verdict

@@ -194,8 +194,7 @@ impl Proof {
         // pre-proof scan; a transfer stream is pulled back by id whatever its
         // rows, and any other has no legs: the proof alone decides for them.
         let (mut was_cleared, mut found) = (false, None);
-        let account = table == Table::Account && s.stream == Stream::Account;
-        if account {
+        if table == Table::Account && s.stream == Stream::Account {
             match cleared.map(|c| c.get(&id.2)) {
                 Some(None) => return Err(Kept::Reopen(false)), // reopened before the proof, history pulled back
                 Some(Some(again)) => (was_cleared, found) = (true, again.as_ref()),

@@ -88,9 +88,8 @@ impl EntryIds {
     /// at the visit's end searches them and merges into them: at 50M events,
     /// waiting for those lines was ~3 % of the proof's CPU. `Facts::add_account`
     /// hints at the visit's first posting, before folding the rest of its
-    /// rows. Not past
-    /// [`PREFETCH_BYTES_MAX`]: a hot account's ids would only evict what
-    /// the visit reads before it.
+    /// rows. Not past 64 KiB (`PREFETCH_BYTES_MAX`): a hot account's ids
+    /// would only evict what the visit reads before it.
     pub fn prefetch(&self) {
         if std::mem::size_of_val(self.0.as_slice()) <= PREFETCH_BYTES_MAX {
             crate::facts::prefetch_whole(self.0.as_slice());
