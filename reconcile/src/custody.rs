@@ -25,7 +25,13 @@
 //! the seq its stretch of rows there starts at, so an output that holds a
 //! stream but not the first row of it the version held (its start cut:
 //! the copies after the cut still chain to the proved tail) is caught the
-//! same way.
+//! same way. And it notes how many rows each stretch holds, a stretch
+//! being cut wherever the file skips a seq of the stream: the outputs must
+//! hold at least that many rows of the stream in the seqs the stretch spans
+//! ([`Lost::Cut`]). Without it, a compactor that writes its outputs one
+//! night and deletes its inputs the next goes unseen when it cut a proved
+//! tail or a row in the middle: the night the outputs are new, their rows
+//! are old rows the inputs still hold, so nothing is missing yet.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -52,6 +58,17 @@ pub enum Lost {
         output: String,
         streams: usize,
     },
+    /// Compaction replaced it, and the files that now hold its rows hold the
+    /// first row of each stretch of a stream the checkpoint saw in it, but
+    /// fewer rows than `stretches` of those stretches held, in the seqs
+    /// each spans: they lack rows it held (a proved tail, or a row in the
+    /// middle, whose stream's other rows passed as copies while the version
+    /// was still in the lake).
+    Cut {
+        key: String,
+        output: String,
+        stretches: usize,
+    },
 }
 
 impl std::fmt::Display for Lost {
@@ -66,6 +83,16 @@ impl std::fmt::Display for Lost {
                 f,
                 "{key} was replaced by compaction, but its output {output} lacks the first row of \
                  {streams} stretch(es) of stream(s) the checkpoint proved in it (a compaction keeps every row it reads)"
+            ),
+            Lost::Cut {
+                key,
+                output,
+                stretches,
+            } => write!(
+                f,
+                "{key} was replaced by compaction, but its output {output} holds fewer rows than \
+                 {stretches} stretch(es) of stream(s) the checkpoint proved in it held, in the seqs \
+                 each spans (a compaction keeps every row it reads)"
             ),
         }
     }
@@ -170,11 +197,22 @@ pub async fn check(
             let plain = sets.plain.contains(key);
             let present = |fp| holders.iter().any(|h| read[h].has(fp, plain));
             let streams = presence.missing(key, present);
+            let output = || holders.first().cloned().unwrap_or_default();
             if streams > 0 {
                 lost.push(Lost::Emptied {
                     key: key.to_owned(),
-                    output: holders.first().cloned().unwrap_or_default(),
+                    output: output(),
                     streams,
+                });
+                continue;
+            }
+            let held: Vec<&Held> = holders.iter().map(|h| &read[h]).collect();
+            let stretches = short(presence, key, &held);
+            if stretches > 0 {
+                lost.push(Lost::Cut {
+                    key: key.to_owned(),
+                    output: output(),
+                    stretches,
                 });
             }
         }
@@ -186,13 +224,53 @@ pub async fn check(
     })
 }
 
-/// What the files that hold a replaced version's rows hold: the
-/// fingerprints of their streams, and those of their rows' (stream, seq)
-/// ([`crate::presence::fingerprint_at`]) that a replaced version noted.
+/// How many of the stretches `presence` notes (with their rows) in the
+/// replaced version `key` the files that hold its rows now (`held`) hold
+/// fewer rows of than it did. A stretch noted at seq `s` with `n` rows
+/// holds rows of seqs `s..s + n` only (`crate::presence::Noter::note`), and
+/// compaction keeps every distinct row it reads, each once: so those files
+/// hold at least `n` rows of the stream in those seqs, or they lack one of
+/// the version's. (Rows another input of the compaction held in the same
+/// seqs count too: a row cut where another version of it is kept goes
+/// unseen here; two versions are a conflict the proof reports.) Notes
+/// without counts (before checkpoint version 17) give none.
+fn short(presence: &crate::presence::Presence, key: &str, held: &[&Held]) -> usize {
+    let Some(rows) = presence.rows(key) else {
+        return 0;
+    };
+    let mut short = 0;
+    for (&at, &n) in presence.get(key).iter().zip(rows) {
+        // The stretch's stream and first seq, from the row of the files
+        // that matched it ([`Presence::missing`] found one).
+        let Some(&(stream, first)) = held.iter().find_map(|h| h.rows.get(&at)) else {
+            continue;
+        };
+        let last = first.saturating_add(u64::from(n).saturating_sub(1));
+        let in_stretch: u64 = held
+            .iter()
+            .filter_map(|h| h.seqs.get(&stream))
+            .map(|seqs| {
+                let from = seqs.partition_point(|&q| q < first);
+                let to = seqs.partition_point(|&q| q <= last);
+                (to - from) as u64
+            })
+            .sum();
+        if in_stretch < u64::from(n) {
+            short += 1;
+        }
+    }
+    short
+}
+
+/// What the files that hold a replaced version's rows hold: the seqs of
+/// their rows by stream ([`crate::presence::fingerprint`]), and those of
+/// their rows' (stream, seq) ([`crate::presence::fingerprint_at`]) that a
+/// replaced version noted, with the stream and seq each is.
 #[derive(Default)]
 struct Held {
-    streams: HashSet<Fingerprint>,
-    rows: HashSet<Fingerprint>,
+    /// Per stream, the seqs of its rows, ascending.
+    seqs: HashMap<Fingerprint, Vec<u64>>,
+    rows: HashMap<Fingerprint, (Fingerprint, u64)>,
 }
 
 impl Held {
@@ -200,9 +278,9 @@ impl Held {
     /// checkpoint version 11) or a row's.
     fn has(&self, fp: Fingerprint, plain: bool) -> bool {
         if plain {
-            self.streams.contains(&fp)
+            self.seqs.contains_key(&fp)
         } else {
-            self.rows.contains(&fp)
+            self.rows.contains_key(&fp)
         }
     }
 }
@@ -218,16 +296,24 @@ async fn streams_in(
     let mut now = Held::default();
     lake.scan_columns(files, &["stream", "stream_key", "seq"], None, |b| {
         crate::rows::stream_fingerprints(b, |fp, seq| {
-            now.streams.insert(fp);
+            let seqs = now.seqs.entry(fp).or_default();
             if let Some(seq) = seq.and_then(|q| u64::try_from(q).ok()) {
+                seqs.push(seq);
                 let at = at_seq(fp, seq);
                 if wanted.contains(&at) {
-                    now.rows.insert(at);
+                    now.rows.insert(at, (fp, seq));
                 }
             }
         });
     })
     .await?;
+    // A lake file's rows are in seq order by stream; sorted here all the
+    // same, so the counts above never rest on a file's order.
+    for seqs in now.seqs.values_mut() {
+        if !seqs.is_sorted() {
+            seqs.sort_unstable();
+        }
+    }
     Ok(now)
 }
 

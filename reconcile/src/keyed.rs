@@ -538,10 +538,10 @@ mod tests {
         n.note(
             Stream::Account,
             "a",
-            [(0, 1, 3), (1, 4, 5), (0, 9, 2)].into_iter(),
+            [(0, 1, 3, 3), (1, 4, 8, 5), (0, 9, 10, 2)].into_iter(),
         );
-        n.note(Stream::Account, "b", [(0, 4, 1)].into_iter());
-        n.note(Stream::Transfer, "a", [(0, 1, 1)].into_iter());
+        n.note(Stream::Account, "b", [(0, 4, 4, 1)].into_iter());
+        n.note(Stream::Transfer, "a", [(0, 1, 1, 1)].into_iter());
         n.finish()
     }
 
@@ -642,7 +642,7 @@ mod tests {
             n.note(
                 Stream::Account,
                 "a",
-                [(0, 3, 2), (1, 3, 1), (0, 3, 3)].into_iter(),
+                [(0, 3, 3, 2), (1, 3, 3, 1), (0, 3, 5, 3)].into_iter(),
             );
             let noted = n.finish();
             let at3 = at_seq(fingerprint(Stream::Account, "a"), 3);
@@ -859,7 +859,7 @@ mod tests {
             let mut n = Noter::new(["f", "t"].into_iter());
             for (file, count) in [(0, notes), (1, 1000)] {
                 for i in 0..count {
-                    let runs = [(file, 1, 1)].into_iter();
+                    let runs = [(file, 1, 1, 1)].into_iter();
                     n.note(Stream::Account, &format!("n{file}-{i}"), runs);
                 }
             }

@@ -26,7 +26,11 @@
 //! (checkpoint version 17) hold no counts.
 //!
 //! A stretch is a run of that file's rows of the stream in the proof's
-//! merged order, but for the plain duplicates the proof drops: each comes
+//! merged order that goes on from seq to seq without skipping one (so one
+//! that starts at `s` with `n` rows holds seqs `s..s + n` only, what
+//! `crate::custody` holds a compaction's outputs to; notes written before
+//! that cut were not cut at a skipped seq), but for the plain duplicates the
+//! proof drops: each comes
 //! right after the run of kept rows it was dropped behind, even when that
 //! run goes on past it (`stream::StreamRows::file_runs`), so a stretch's
 //! bounds may be off the merged order's by such a row. How many rows each
@@ -396,24 +400,35 @@ impl<'a> Noter<'a> {
     }
 
     /// Notes the stream `key` of kind `stream`, whose rows are from the
-    /// scan's files as `runs` gives them, in seq order: (file index, seq of
-    /// the first row of a run from it, rows in the run), a run at a time
-    /// (one file may come again, after another's). Each file's set gets the
-    /// stream with the seq where each of its stretches of the stream starts
-    /// ([`fingerprint_at`]), and the rows of that stretch: every row, so a
-    /// seq held twice (two versions, copies) counts twice.
-    pub fn note(&mut self, stream: Stream, key: &str, runs: impl Iterator<Item = (u32, u64, u32)>) {
+    /// scan's files as `runs` gives them, in the scan's order: (file index,
+    /// seqs of the first and last rows of a run from it, rows in the run),
+    /// a run at a time (one file may come again, after another's), each
+    /// run's rows a seq or none apart (`stream::StreamRows::file_runs`).
+    /// Each file's set gets the stream with the seq where each of its
+    /// stretches of the stream starts ([`fingerprint_at`]), and the rows of
+    /// that stretch: every row, so a seq held twice (two versions, copies)
+    /// counts twice. A stretch is the file's runs one after another whose
+    /// rows go on from seq to seq without skipping one: so a stretch that
+    /// starts at seq `s` with `n` rows holds rows of seqs `s..s + n` only
+    /// (what `crate::custody` holds a compaction's outputs to).
+    pub fn note(
+        &mut self,
+        stream: Stream,
+        key: &str,
+        runs: impl Iterator<Item = (u32, u64, u64, u32)>,
+    ) {
         let fp = fingerprint(stream, key);
-        let mut last = u32::MAX;
-        for (f, seq, rows) in runs {
+        let (mut last, mut to) = (u32::MAX, 0u64);
+        for (f, first, end, rows) in runs {
             let (_, fps, counts) = &mut self.files[f as usize];
-            if f != last {
-                fps.push(at_seq(fp, seq));
+            if f != last || first > to.saturating_add(1) {
+                fps.push(at_seq(fp, first));
                 counts.push(rows);
-                last = f;
+                (last, to) = (f, end);
             } else {
                 let n = counts.last_mut().expect("a stretch noted");
                 *n = n.saturating_add(rows);
+                to = to.max(end);
             }
         }
     }
@@ -513,16 +528,24 @@ mod tests {
         );
         // A file's stretches of a stream: one fingerprint each, with the
         // rows of its runs (two runs of "f0" one after the other are one
-        // stretch).
+        // stretch, unless a seq between them is skipped: `b`'s 3).
         let mut n = Noter::new(["f0", "f1"].into_iter());
         n.note(
             Stream::Account,
             "a",
-            [(0, 1, 3), (0, 4, 2), (1, 6, 3), (0, 9, 1)].into_iter(),
+            [(0, 1, 3, 3), (0, 4, 5, 2), (1, 6, 8, 3), (0, 9, 9, 1)].into_iter(),
+        );
+        n.note(
+            Stream::Account,
+            "b",
+            [(0, 1, 2, 2), (0, 2, 2, 1), (0, 4, 4, 1)].into_iter(),
         );
         let p = n.finish();
-        assert_eq!(p.get("f0"), &[at("a", 1), at("a", 9)]);
-        assert_eq!(p.rows("f0"), Some(&[5, 1][..]));
+        assert_eq!(
+            p.get("f0"),
+            &[at("a", 1), at("a", 9), at("b", 1), at("b", 4)]
+        );
+        assert_eq!(p.rows("f0"), Some(&[5, 1, 3, 1][..]));
         assert_eq!(p.get("f1"), &[at("a", 6)]);
         assert_eq!(p.rows("f1"), Some(&[3][..]));
     }

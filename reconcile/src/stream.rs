@@ -66,25 +66,44 @@ impl StreamRows {
         self.len == 0
     }
 
-    /// The scan's files its rows are from, with the seq each run starts at
-    /// and its rows, a run at a time in the scan's order (a file may come
-    /// again): the plain duplicates dropped among them, each a run of one
-    /// row right after the run of kept rows it was dropped behind (even
-    /// when that run goes on past it), so every row the scan read of the
-    /// stream is in one.
-    pub fn file_runs(&self) -> impl Iterator<Item = (u32, u64, u32)> + '_ {
+    /// The scan's files its rows are from, a run at a time in the scan's
+    /// order (a file may come again), each as its file, the seqs of its
+    /// first and last rows, and its rows: the rows of a run step by at
+    /// most one seq from one row to the next (a run is cut where a seq is
+    /// skipped, so its rows lie in its first seq and the `rows - 1` after
+    /// it); the plain duplicates dropped among them, each a run of one row
+    /// right after the run of kept rows it was dropped behind (even when
+    /// that run goes on past it), so every row the scan read of the stream
+    /// is in one.
+    pub fn file_runs(&self) -> impl Iterator<Item = (u32, u64, u64, u32)> + '_ {
         let mut dropped = self.dropped.iter().peekable();
         self.runs.iter().enumerate().flat_map(move |(i, r)| {
-            let run = (r.cols.file, r.cols.seq(r.start as usize), r.end - r.start);
+            let (cols, end) = (&r.cols, r.end as usize);
+            let mut at = r.start as usize;
+            let kept = std::iter::from_fn(move || {
+                if at >= end {
+                    return None;
+                }
+                let (start, first) = (at, cols.seq(at));
+                let mut last = first;
+                at += 1;
+                // A batch's rows are sorted: the seqs of a run never go down.
+                while at < end && cols.seq(at).saturating_sub(last) <= 1 {
+                    last = cols.seq(at);
+                    at += 1;
+                }
+                // `at - start` ≤ the run's rows, under 2³².
+                Some((cols.file, first, last, (at - start) as u32))
+            });
             let mut after = Vec::new();
             while let Some(&&(at, file, seq)) = dropped.peek() {
                 if at as usize > i + 1 {
                     break;
                 }
-                after.push((file, seq, 1));
+                after.push((file, seq, seq, 1));
                 dropped.next();
             }
-            std::iter::once(run).chain(after)
+            kept.chain(after)
         })
     }
 
@@ -540,8 +559,11 @@ mod tests {
         }
         let s = g.finish().unwrap();
         assert_eq!((s.len(), g.stats.plain_duplicates), (3, 2));
-        let runs: Vec<(u32, u64, u32)> = s.file_runs().collect();
-        assert_eq!(runs, [(0, 1, 2), (1, 2, 1), (0, 2, 1), (0, 3, 1)]);
+        let runs: Vec<(u32, u64, u64, u32)> = s.file_runs().collect();
+        assert_eq!(
+            runs,
+            [(0, 1, 2, 2), (1, 2, 2, 1), (0, 2, 2, 1), (0, 3, 3, 1)]
+        );
         // Noted: file 0's two stretches (from 1: two rows; from 2: its
         // duplicate and seq 3), file 1's one; as many rows as each holds.
         let mut n = crate::presence::Noter::new(["f0", "f1"].into_iter());
@@ -558,8 +580,8 @@ mod tests {
         let mut s = s;
         s.skip_first(1);
         assert_eq!((s.len(), s.first_seq()), (2, 2));
-        let runs: Vec<(u32, u64, u32)> = s.file_runs().collect();
-        assert_eq!(runs, [(0, 2, 1), (0, 3, 1)]);
+        let runs: Vec<(u32, u64, u64, u32)> = s.file_runs().collect();
+        assert_eq!(runs, [(0, 2, 2, 1), (0, 3, 3, 1)]);
     }
 
     #[test]
@@ -576,14 +598,48 @@ mod tests {
             assert!(g.push(Row::at(c, i)).is_none());
         }
         let s = g.finish().unwrap();
-        let runs: Vec<(u32, u64, u32)> = s.file_runs().collect();
-        assert_eq!(runs, [(0, 1, 3), (1, 2, 1)]);
+        let runs: Vec<(u32, u64, u64, u32)> = s.file_runs().collect();
+        assert_eq!(runs, [(0, 1, 3, 3), (1, 2, 2, 1)]);
         // Each file's rows of the stream, over its stretches, are exact.
         let mut n = crate::presence::Noter::new(["f0", "f1"].into_iter());
         n.note(s.stream, s.key(), s.file_runs());
         let p = n.finish();
         let total = |f: &str| p.rows(f).unwrap().iter().sum::<u32>();
         assert_eq!((total("f0"), total("f1")), (3, 1));
+    }
+
+    #[test]
+    fn a_run_is_cut_where_a_seq_is_skipped_so_each_stretch_spans_only_its_rows() {
+        // One batch of file 0 holds seqs 1, 2, 2 (two versions), 3 and 6
+        // of `a`: a run from 1 to 3 of four rows, and one at 6.
+        let f0 = cols(
+            0,
+            &[
+                ("a", 1, "h1"),
+                ("a", 2, "h2"),
+                ("a", 2, "h2b"),
+                ("a", 3, "h3"),
+                ("a", 6, "h6"),
+            ],
+        );
+        let mut g = Grouper::default();
+        for i in 0..f0.len() {
+            assert!(g.push(Row::at(&f0, i)).is_none());
+        }
+        let s = g.finish().unwrap();
+        let runs: Vec<(u32, u64, u64, u32)> = s.file_runs().collect();
+        assert_eq!(runs, [(0, 1, 3, 4), (0, 6, 6, 1)]);
+        // Noted as two stretches: seqs 1 to 4 hold the first's four rows,
+        // and 6 the second's one (one stretch of five rows from 1 would
+        // claim seqs up to 5, which the file does not hold).
+        let mut n = crate::presence::Noter::new(["f0"].into_iter());
+        n.note(s.stream, s.key(), s.file_runs());
+        let p = n.finish();
+        let at = |seq| crate::presence::fingerprint_at(Stream::Account, "a", seq);
+        assert_eq!(
+            (p.get("f0"), p.rows("f0")),
+            (&[at(1), at(6)][..], Some(&[4, 1][..]))
+        );
     }
 
     #[test]
