@@ -35,6 +35,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use datafusion::arrow::array::Array;
+
 use ledger_ingest::{parse_object_key, Unaccounted};
 
 use crate::checkpoint::FULL_HELP;
@@ -246,15 +248,24 @@ fn short(presence: &crate::presence::Presence, key: &str, held: &[&Held]) -> usi
             continue;
         };
         let last = first.saturating_add(u64::from(n).saturating_sub(1));
-        let in_stretch: u64 = held
-            .iter()
-            .filter_map(|h| h.seqs.get(&stream))
-            .map(|seqs| {
-                let from = seqs.partition_point(|&q| q < first);
-                let to = seqs.partition_point(|&q| q <= last);
-                (to - from) as u64
-            })
-            .sum();
+        // Each file's rows in the stretch's seqs; a row two files hold
+        // counts once.
+        let mut windows = held.iter().filter_map(|h| h.seqs.get(&stream)).map(|rows| {
+            let from = rows.partition_point(|&(q, _)| q < first);
+            let to = rows.partition_point(|&(q, _)| q <= last);
+            &rows[from..to]
+        });
+        let in_stretch = match (windows.next(), windows.next()) {
+            (None, _) => 0,
+            (Some(one), None) => one.len() as u64,
+            (Some(a), Some(b)) => {
+                let mut all: Vec<(u64, u64)> = [a, b].concat();
+                windows.for_each(|w| all.extend_from_slice(w));
+                all.sort_unstable();
+                all.dedup();
+                all.len() as u64
+            }
+        };
         if in_stretch < u64::from(n) {
             short += 1;
         }
@@ -262,14 +273,16 @@ fn short(presence: &crate::presence::Presence, key: &str, held: &[&Held]) -> usi
     short
 }
 
-/// What the files that hold a replaced version's rows hold: the seqs of
-/// their rows by stream ([`crate::presence::fingerprint`]), and those of
-/// their rows' (stream, seq) ([`crate::presence::fingerprint_at`]) that a
-/// replaced version noted, with the stream and seq each is.
+/// What the files that hold a replaced version's rows hold: their rows by
+/// stream ([`crate::presence::fingerprint`]), and those of their rows'
+/// (stream, seq) ([`crate::presence::fingerprint_at`]) that a replaced
+/// version noted, with the stream and seq each is.
 #[derive(Default)]
 struct Held {
-    /// Per stream, the seqs of its rows, ascending.
-    seqs: HashMap<Fingerprint, Vec<u64>>,
+    /// Per stream, its rows, each once: (seq, a 64-bit hash of the row's
+    /// `hash`), ascending. A row the files hold twice counts once, so a
+    /// second copy of one row cannot stand in for another row cut.
+    seqs: HashMap<Fingerprint, Vec<(u64, u64)>>,
     rows: HashMap<Fingerprint, (Fingerprint, u64)>,
 }
 
@@ -294,11 +307,20 @@ async fn streams_in(
     wanted: &HashSet<Fingerprint>,
 ) -> Result<Held, Error> {
     let mut now = Held::default();
-    lake.scan_columns(files, &["stream", "stream_key", "seq"], None, |b| {
-        crate::rows::stream_fingerprints(b, |fp, seq| {
-            let seqs = now.seqs.entry(fp).or_default();
+    let columns = ["stream", "stream_key", "seq", "hash"];
+    lake.scan_columns(files, &columns, None, |b| {
+        let hashes = crate::rows::strings(b, "hash");
+        crate::rows::stream_fingerprints(b, |fp, seq, i| {
+            let rows = now.seqs.entry(fp).or_default();
             if let Some(seq) = seq.and_then(|q| u64::try_from(q).ok()) {
-                seqs.push(seq);
+                // A null hash is left to the proof to name, like a null seq.
+                let hash = hashes
+                    .as_ref()
+                    .filter(|h| h.is_valid(i))
+                    .map(|h| h.value(i));
+                if let Some(hash) = hash {
+                    rows.push((seq, row_hash(hash)));
+                }
                 let at = at_seq(fp, seq);
                 if wanted.contains(&at) {
                     now.rows.insert(at, (fp, seq));
@@ -307,14 +329,31 @@ async fn streams_in(
         });
     })
     .await?;
-    // A lake file's rows are in seq order by stream; sorted here all the
-    // same, so the counts above never rest on a file's order.
-    for seqs in now.seqs.values_mut() {
-        if !seqs.is_sorted() {
-            seqs.sort_unstable();
-        }
+    // The counts in `short` need each stream's rows in order and each once:
+    // a stream's rows may come from several files (one compaction's
+    // outputs), and a row twice (from two of them, or twice in one).
+    for rows in now.seqs.values_mut() {
+        rows.sort_unstable();
+        rows.dedup();
     }
     Ok(now)
+}
+
+/// 64 bits of a row's `hash` column: the first 8 bytes of the SHA-256 its
+/// 64 hex digits spell (two rows of one seq with other hashes share them by
+/// chance with odds of 2⁻⁶⁴, and then count once, which can only make a
+/// version lost, never hide a cut); of any other string, a fixed hash of it
+/// (the proof names such a row).
+fn row_hash(hash: &str) -> u64 {
+    match crate::stream::unhex(hash) {
+        Some(bytes) => u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")),
+        None => {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::hash::DefaultHasher::new();
+            hash.hash(&mut h);
+            h.finish()
+        }
+    }
 }
 
 #[cfg(test)]

@@ -422,7 +422,7 @@ impl<'a> Keyed<'a> {
         let Some(c) = &self.check else {
             return;
         };
-        crate::rows::stream_fingerprints(b, |fp, seq| {
+        crate::rows::stream_fingerprints(b, |fp, seq, _| {
             if let Some(seq) = seq.and_then(|s| u64::try_from(s).ok()) {
                 if c.wanted.streams.contains(&fp) {
                     seen.saw(&c.wanted, fp, seq);

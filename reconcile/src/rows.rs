@@ -130,7 +130,8 @@ pub(crate) fn as_utf8(b: &RecordBatch) -> Result<RecordBatch, String> {
 }
 
 /// Calls `row` with the fingerprint of each row's stream
-/// ([`crate::presence::fingerprint`]) and its seq, for every row of `b`
+/// ([`crate::presence::fingerprint`]), its seq and its index in `b`, for
+/// every row of `b`
 /// (its `stream`, `stream_key` and `seq` columns, as
 /// [`crate::lake::Lake::scan_columns`] reads them) that names a known
 /// stream; nothing when `b` lacks one of them (not the lake layout: the
@@ -138,7 +139,7 @@ pub(crate) fn as_utf8(b: &RecordBatch) -> Result<RecordBatch, String> {
 /// is computed once.
 pub(crate) fn stream_fingerprints(
     b: &RecordBatch,
-    mut row: impl FnMut(crate::presence::Fingerprint, Option<i64>),
+    mut row: impl FnMut(crate::presence::Fingerprint, Option<i64>, usize),
 ) {
     let (Some(stream), Some(keys), Some(seqs)) = (
         strings(b, "stream"),
@@ -148,7 +149,7 @@ pub(crate) fn stream_fingerprints(
         return;
     };
     let mut last: Option<(&str, &str, crate::presence::Fingerprint)> = None;
-    for ((s, k), seq) in stream.iter().zip(keys.iter()).zip(seqs.iter()) {
+    for (i, ((s, k), seq)) in stream.iter().zip(keys.iter()).zip(seqs.iter()).enumerate() {
         let (Some(s), Some(k)) = (s, k) else { continue };
         let fp = match last {
             Some((ls, lk, fp)) if (ls, lk) == (s, k) => fp,
@@ -161,7 +162,7 @@ pub(crate) fn stream_fingerprints(
                 fp
             }
         };
-        row(fp, seq);
+        row(fp, seq, i);
     }
 }
 

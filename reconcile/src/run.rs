@@ -1478,7 +1478,7 @@ fn warn_custody(custody: &Custody) {
              ({} gone in all), first: {first}; their rows may have gone with them and a resumed run does not re-read \
              what it proved, so this run proves the lake from its first event\n\
              Help: compaction records what it replaces (manifests/, docs/LAKE.md) and keeps every row; a lake file \
-             deleted, renamed or rewritten otherwise, or compacted into files without some of its streams, is lost \
+             deleted, renamed or rewritten otherwise, or compacted into files without some of its rows, is lost \
              evidence: find out what removed it",
             custody.lost.len(),
             custody.gone

@@ -879,6 +879,55 @@ fn a_compaction_that_deletes_its_input_a_night_later_is_still_held_to_every_row_
     assert!(gap, "{}", verdicts(&r));
 }
 
+/// As above, but the compactor also writes a second output holding a copy
+/// of a row it kept, in the same stretch as the row it cut: the outputs
+/// hold as many rows of the stream there as the input did, one of them
+/// twice. A row counts once however many files hold it, so the cut is
+/// still seen.
+#[test]
+fn a_row_written_twice_does_not_stand_in_for_a_row_a_compaction_cut() {
+    use ledger_ingest::{build_files, parse_object_key, FileLayer, Manifest};
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt, input, rows) = proved_lake(dir.path(), "transfer");
+    let long = rows
+        .iter()
+        .map(|r| r.event.stream_key.as_str())
+        .find(|k| rows.iter().filter(|r| r.event.stream_key == *k).count() >= 3)
+        .expect("a transfer of three rows or more")
+        .to_owned();
+    let of_long: Vec<&ledger_ingest::Row> =
+        rows.iter().filter(|r| r.event.stream_key == long).collect();
+    let (cut, twice) = (of_long[1].event.clone(), of_long[2].clone());
+    let kept: Vec<ledger_ingest::Row> = rows
+        .iter()
+        .filter(|r| r.event.event_id != cut.event_id)
+        .cloned()
+        .collect();
+    let before = version_of(&root, &input);
+    let mut outputs = Vec::new();
+    for part in [kept, vec![twice]] {
+        let out = build_files(part, FileLayer::Compacted).unwrap().remove(0);
+        write_object(&root, &out.key, &out.bytes).unwrap();
+        outputs.push(version_of(&root, &out.key));
+    }
+    let partition = parse_object_key(&input).unwrap().partition;
+    let manifest = Manifest::new(&partition, vec![before], outputs);
+    write_object(&root, &manifest.key(), &manifest.to_json()).unwrap();
+    assert!(night(&root, &ckpt).holds);
+    std::fs::remove_file(root.join(&input)).unwrap();
+    let r = night(&root, &ckpt);
+    let i = r.incremental.as_ref().unwrap();
+    assert!(
+        i.files_gone == 1 && i.files_lost == 1 && i.reproved_in_full,
+        "{i:?}"
+    );
+    let gap = r.checks[0]
+        .findings
+        .iter()
+        .any(|f| f.code == "seq_gap" && f.key == cut.stream_key && f.seq == Some(cut.seq));
+    assert!(gap, "{}", verdicts(&r));
+}
+
 /// A file whose rows of a stream skip seqs (an old row delivered again
 /// with the stream's new rows: the seqs between them were proved from
 /// other files), compacted honestly and its input deleted: the output
