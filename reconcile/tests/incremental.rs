@@ -860,23 +860,32 @@ fn a_compaction_that_deletes_its_input_a_night_later_is_still_held_to_every_row_
     let r = night(&root, &ckpt);
     let i = r.incremental.as_ref().unwrap();
     assert!(r.holds && i.files_gone == 0, "{i:?}\n{}", verdicts(&r));
-    std::fs::remove_file(root.join(&input)).unwrap();
-    let r = night(&root, &ckpt);
-    let i = r.incremental.as_ref().unwrap();
-    assert!(
-        i.files_gone == 1 && i.files_lost == 1 && i.reproved_in_full,
-        "{i:?}"
-    );
+    let r = input_deleted_and_lost(&root, &ckpt, &input, &middle);
     assert!(
         owed(&r).contains(&("proved_rows_missing", tail.stream_key.clone(), tail.seq)),
         "{}",
         verdicts(&r)
     );
+}
+
+/// The night after a lying compaction's `input` is deleted (its output
+/// proved the night before): the input is lost, the lake is proved from
+/// its first event, and the row `cut` from the middle of its stream is a
+/// gap there. The night's report.
+fn input_deleted_and_lost(root: &Path, ckpt: &Path, input: &str, cut: &Event) -> Report {
+    std::fs::remove_file(root.join(input)).unwrap();
+    let r = night(root, ckpt);
+    let i = r.incremental.as_ref().unwrap();
+    assert!(
+        i.files_gone == 1 && i.files_lost == 1 && i.reproved_in_full,
+        "{i:?}"
+    );
     let gap = r.checks[0]
         .findings
         .iter()
-        .any(|f| f.code == "seq_gap" && f.key == middle.stream_key && f.seq == Some(middle.seq));
+        .any(|f| f.code == "seq_gap" && f.key == cut.stream_key && f.seq == Some(cut.seq));
     assert!(gap, "{}", verdicts(&r));
+    r
 }
 
 /// As above, but the compactor also writes a second output holding a copy
@@ -914,26 +923,16 @@ fn a_row_written_twice_does_not_stand_in_for_a_row_a_compaction_cut() {
     let manifest = Manifest::new(&partition, vec![before], outputs);
     write_object(&root, &manifest.key(), &manifest.to_json()).unwrap();
     assert!(night(&root, &ckpt).holds);
-    std::fs::remove_file(root.join(&input)).unwrap();
-    let r = night(&root, &ckpt);
-    let i = r.incremental.as_ref().unwrap();
-    assert!(
-        i.files_gone == 1 && i.files_lost == 1 && i.reproved_in_full,
-        "{i:?}"
-    );
-    let gap = r.checks[0]
-        .findings
-        .iter()
-        .any(|f| f.code == "seq_gap" && f.key == cut.stream_key && f.seq == Some(cut.seq));
-    assert!(gap, "{}", verdicts(&r));
+    input_deleted_and_lost(&root, &ckpt, &input, &cut);
 }
 
 /// A file whose rows of a stream skip seqs (an old row delivered again
 /// with the stream's new rows: the seqs between them were proved from
 /// other files), compacted honestly and its input deleted: the output
-/// holds every row it read, so nothing is lost. Its notes cut the stream's rows there into two stretches where
-/// the seq is skipped; one stretch from the old row would claim seqs the
-/// file never held, and the output would seem to lack them.
+/// holds every row it read, so nothing is lost. Its notes cut the stream's
+/// rows there into two stretches where the seq is skipped; one stretch from
+/// the old row would claim seqs the file never held, and the output would
+/// seem to lack them.
 #[test]
 fn an_honest_compaction_of_a_file_whose_rows_skip_seqs_loses_nothing() {
     let (dir, events) = (tempfile::tempdir().unwrap(), history(43, 4, 200));
