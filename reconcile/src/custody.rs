@@ -231,11 +231,11 @@ pub async fn check(
 /// fewer rows of than it did. A stretch noted at seq `s` with `n` rows
 /// holds rows of seqs `s..s + n` only (`crate::presence::Noter::note`), and
 /// compaction keeps every distinct row it reads, each once: so those files
-/// hold at least `n` rows of the stream in those seqs, or they lack one of
-/// the version's. (Rows another input of the compaction held in the same
-/// seqs count too: a row cut where another version of it is kept goes
-/// unseen here; two versions are a conflict the proof reports.) Notes
-/// without counts (before checkpoint version 17) give none.
+/// hold at least `n` rows of the stream in those seqs before any seq they
+/// lack there ([`rows_before_a_hole`]), or they lack one of the version's.
+/// (A row cut where another input's version of it is kept goes unseen
+/// here; two versions are a conflict the proof reports.) Notes without
+/// counts (before checkpoint version 17) give none.
 fn short(presence: &crate::presence::Presence, key: &str, held: &[&Held]) -> usize {
     let Some(rows) = presence.rows(key) else {
         return 0;
@@ -255,22 +255,44 @@ fn short(presence: &crate::presence::Presence, key: &str, held: &[&Held]) -> usi
             let to = rows.partition_point(|&(q, _)| q <= last);
             &rows[from..to]
         });
-        let in_stretch = match (windows.next(), windows.next()) {
-            (None, _) => 0,
-            (Some(one), None) => one.len() as u64,
+        let merged: Vec<(u64, u64)>;
+        let window: &[(u64, u64)] = match (windows.next(), windows.next()) {
+            (None, _) => &[],
+            (Some(one), None) => one,
             (Some(a), Some(b)) => {
                 let mut all: Vec<(u64, u64)> = [a, b].concat();
                 windows.for_each(|w| all.extend_from_slice(w));
                 all.sort_unstable();
                 all.dedup();
-                all.len() as u64
+                merged = all;
+                &merged
             }
         };
-        if in_stretch < u64::from(n) {
+        if rows_before_a_hole(first, window) < u64::from(n) {
             short += 1;
         }
     }
     short
+}
+
+/// How many of `rows` (one stream's, ascending by seq, from seq `first`
+/// on) come before the first seq from `first` on that none of them holds.
+/// A stretch holds every seq from its first to its last, so an output
+/// holding all of its rows has no such hole before its last seq; counting
+/// past one would let the rows after it, or a conflict's second version
+/// (which makes a stretch's count exceed the seqs it spans), stand in for
+/// the row cut there.
+fn rows_before_a_hole(first: u64, rows: &[(u64, u64)]) -> u64 {
+    let mut next = first;
+    let mut n = 0;
+    for &(seq, _) in rows {
+        if seq > next {
+            break;
+        }
+        n += 1;
+        next = seq.saturating_add(1);
+    }
+    n
 }
 
 /// What the files that hold a replaced version's rows hold: their rows by
@@ -359,6 +381,36 @@ fn row_hash(hash: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::presence::{fingerprint, Presence};
+    use ledger_events::Stream;
+
+    /// A version noted a stretch of `a` at seq 1 of `n` rows; the output
+    /// holds `rows` of `a` (seq, hash): is the stretch short?
+    fn cut(n: u32, rows: &[(u64, u64)]) -> bool {
+        let a = fingerprint(Stream::Account, "a");
+        let mut noted = Presence::default();
+        noted.add("f", &[at_seq(a, 1)], Some(&[n]));
+        let mut held = Held::default();
+        held.rows.insert(at_seq(a, 1), (a, 1));
+        held.seqs.insert(a, rows.to_vec());
+        short(&noted, "f", &[&held]) == 1
+    }
+
+    #[test]
+    fn a_stretch_is_short_when_its_outputs_lack_a_row_before_a_seq_they_lack() {
+        // Seqs 1 to 3, whole; and with more rows after them.
+        assert!(!cut(3, &[(1, 0), (2, 0), (3, 0)]));
+        assert!(!cut(3, &[(1, 0), (2, 0), (3, 0), (4, 0), (5, 0)]));
+        // Two versions of seq 2 (a count of 4 over seqs 1 to 3), whole.
+        assert!(!cut(4, &[(1, 0), (2, 0), (2, 7), (3, 0)]));
+        // Seq 2 cut: short, even with rows after it enough to fill the
+        // count (another input's 4, or a conflict's second version).
+        assert!(cut(3, &[(1, 0), (3, 0)]));
+        assert!(cut(3, &[(1, 0), (3, 0), (4, 0)]));
+        assert!(cut(4, &[(1, 0), (2, 0), (2, 7), (4, 0), (5, 0)]));
+        // The tail cut.
+        assert!(cut(3, &[(1, 0), (2, 0)]));
+    }
 
     #[test]
     fn a_version_is_gone_when_its_key_is_not_listed_or_holds_another() {
