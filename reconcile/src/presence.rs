@@ -26,15 +26,15 @@
 //! (checkpoint version 17) hold no counts.
 //!
 //! A stretch is a run of that file's rows of the stream in the proof's
-//! merged order that goes on from seq to seq without skipping one (so one
-//! that starts at `s` with `n` rows holds seqs `s..s + n` only, what
-//! `crate::custody` holds a compaction's outputs to; notes written before
-//! that cut were not cut at a skipped seq), but for the plain duplicates the
-//! proof drops: each comes
-//! right after the run of kept rows it was dropped behind, even when that
-//! run goes on past it (`stream::StreamRows::file_runs`), so a stretch's
-//! bounds may be off the merged order's by such a row. How many rows each
-//! file holds of each stream, the sum over its stretches, is exact, and
+//! merged order, cut wherever the rows skip a seq: one that starts at `s`
+//! with `n` rows holds seqs `s..s + n` only, which `crate::custody` holds a
+//! compaction's outputs to (notes written by earlier builds were not cut
+//! at a skipped seq). The plain duplicates the proof drops are the
+//! exception to the merged order: each comes right after the run of kept
+//! rows it was dropped behind, even when that run goes on past it
+//! (`stream::StreamRows::file_runs`), so a stretch's bounds may be off the
+//! merged order's by such a row. How many rows each file holds of each
+//! stream, the sum over its stretches, is exact, and
 //! that is what the keyed scans check.
 //!
 //! A fingerprint is 64 bits of a fixed hash of the stream kind and key
