@@ -286,6 +286,123 @@ mod tests {
         (a, b)
     }
 
+    /// `events` as the proof's merge hands them over: one stream's rows,
+    /// read from a batch of the lake's columns.
+    fn stream_rows(events: &[ledger_events::Event]) -> StreamRows {
+        use datafusion::arrow::compute::cast;
+        use datafusion::arrow::datatypes::DataType;
+        use datafusion::arrow::record_batch::RecordBatch;
+        use std::sync::Arc;
+        let rows: Vec<ledger_ingest::Row> = events
+            .iter()
+            .map(|e| ledger_ingest::Row {
+                event: e.clone(),
+                conflict: false,
+            })
+            .collect();
+        let b = ledger_ingest::rows_to_batch(&rows).unwrap();
+        // Strings as the scan reads them: views.
+        let schema = b.schema();
+        let columns = schema.fields().iter().zip(b.columns()).map(|(f, c)| {
+            let c = match f.data_type() {
+                DataType::Utf8 => cast(c, &DataType::Utf8View).unwrap(),
+                _ => Arc::clone(c),
+            };
+            (f.name().clone(), c)
+        });
+        let cols = Arc::new(
+            crate::rows::Cols::from_batch(&RecordBatch::try_from_iter(columns).unwrap()).unwrap(),
+        );
+        let mut g = crate::stream::Grouper::default();
+        for i in 0..events.len() {
+            assert!(
+                g.push(crate::rows::Row::at(&cols, i)).is_none(),
+                "one stream"
+            );
+        }
+        g.finish().unwrap()
+    }
+
+    /// What [`proved_copies`] makes of `rows` against a tail proved at
+    /// `events[tail - 1]`.
+    fn old_rows_are(
+        events: &[ledger_events::Event],
+        rows: &[ledger_events::Event],
+        tail: usize,
+        found: Option<&Found>,
+    ) -> OldRowsAre {
+        let t = &events[tail - 1];
+        let tail = Tail {
+            last_seq: t.seq,
+            last_hashes: LastHashes::of([t.hash.as_str()]),
+        };
+        proved_copies(&stream_rows(rows), &tail, found, &mut HashCheck::default())
+    }
+
+    #[test]
+    fn old_rows_are_copies_when_they_chain_to_the_tail_or_were_found_and_reopen_otherwise() {
+        let (events, _) = crate::gen::generate_events(&crate::gen::GenConfig::default());
+        let key = events[0].stream_key.clone();
+        let e: Vec<ledger_events::Event> = events
+            .into_iter()
+            .filter(|e| e.stream == ledger_events::Stream::Account && e.stream_key == key)
+            .take(5)
+            .collect();
+        assert_eq!(e.len(), 5);
+        let at = |e: &ledger_events::Event| (e.seq, unhex(&e.hash).unwrap());
+        // Seqs 1 to 4, the tail at 3: the three up to it chain to it.
+        assert_eq!(old_rows_are(&e, &e[..4], 3, None), OldRowsAre::Copies(3));
+        // Seqs 1 and 2 stop short of the tail: maybe rows the proved files
+        // hold; copies once found there, every one of them.
+        let short = &e[..2];
+        assert_eq!(
+            old_rows_are(&e, short, 3, None),
+            OldRowsAre::MaybeFoundAgain(vec![at(&e[0]), at(&e[1])])
+        );
+        let found: Found = [at(&e[0]), at(&e[1])].into_iter().collect();
+        assert_eq!(
+            old_rows_are(&e, short, 3, Some(&found)),
+            OldRowsAre::Copies(2)
+        );
+        let one: Found = [at(&e[0])].into_iter().collect();
+        assert_eq!(old_rows_are(&e, short, 3, Some(&one)), OldRowsAre::Reopened);
+        // A row whose content no longer hashes to its recorded hash, though
+        // its chain ends at the tail: reopened (so is one found again).
+        let mut altered = e[..3].to_vec();
+        altered[1].amount = altered[1].amount.map(|a| a + 1);
+        assert_eq!(old_rows_are(&e, &altered, 3, None), OldRowsAre::Reopened);
+        assert_eq!(
+            old_rows_are(&e, &altered[..2], 3, Some(&found)),
+            OldRowsAre::Reopened
+        );
+        // Rows that skip a seq before the tail: maybe found again, not
+        // copies by their chain.
+        let skipping = [e[0].clone(), e[2].clone()];
+        assert_eq!(
+            old_rows_are(&e, &skipping, 3, None),
+            OldRowsAre::MaybeFoundAgain(vec![at(&e[0]), at(&e[2])])
+        );
+        // Two versions of one seq: reopened.
+        let mut other = e[1].clone();
+        other.amount = other.amount.map(|a| a + 1);
+        let other = other.seal();
+        let mut twice = vec![e[0].clone(), e[1].clone(), other];
+        twice.sort_by(|a, b| (a.seq, &a.hash).cmp(&(b.seq, &b.hash)));
+        assert_eq!(old_rows_are(&e, &twice, 3, None), OldRowsAre::Reopened);
+        // No row at or before the tail, or a tail of several hashes:
+        // reopened.
+        assert_eq!(old_rows_are(&e, &e[3..], 3, None), OldRowsAre::Reopened);
+        let several = Tail {
+            last_seq: 3,
+            last_hashes: LastHashes::of([e[2].hash.as_str(), e[1].hash.as_str()]),
+        };
+        let rows = stream_rows(&e[..3]);
+        assert_eq!(
+            proved_copies(&rows, &several, None, &mut HashCheck::default()),
+            OldRowsAre::Reopened
+        );
+    }
+
     #[test]
     fn reopened_rows_one_a_seq_of_a_stream_without_a_finding_may_be_found_again() {
         let tails = [

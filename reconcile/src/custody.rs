@@ -250,11 +250,14 @@ fn short(presence: &crate::presence::Presence, key: &str, held: &[&Held]) -> usi
         let last = first.saturating_add(u64::from(n).saturating_sub(1));
         // Each file's rows in the stretch's seqs; a row two files hold
         // counts once.
-        let mut windows = held.iter().filter_map(|h| h.seqs.get(&stream)).map(|rows| {
-            let from = rows.partition_point(|&(q, _)| q < first);
-            let to = rows.partition_point(|&(q, _)| q <= last);
-            &rows[from..to]
-        });
+        let mut windows = held
+            .iter()
+            .filter_map(|h| h.by_stream.get(&stream))
+            .map(|rows| {
+                let from = rows.partition_point(|&(q, _)| q < first);
+                let to = rows.partition_point(|&(q, _)| q <= last);
+                &rows[from..to]
+            });
         let merged: Vec<(u64, u64)>;
         let window: &[(u64, u64)] = match (windows.next(), windows.next()) {
             (None, _) => &[],
@@ -304,7 +307,7 @@ struct Held {
     /// Per stream, its rows, each once: (seq, a 64-bit hash of the row's
     /// `hash`), ascending. A row the files hold twice counts once, so a
     /// second copy of one row cannot stand in for another row cut.
-    seqs: HashMap<Fingerprint, Vec<(u64, u64)>>,
+    by_stream: HashMap<Fingerprint, Vec<(u64, u64)>>,
     rows: HashMap<Fingerprint, (Fingerprint, u64)>,
 }
 
@@ -313,7 +316,7 @@ impl Held {
     /// checkpoint version 11) or a row's.
     fn has(&self, fp: Fingerprint, plain: bool) -> bool {
         if plain {
-            self.seqs.contains_key(&fp)
+            self.by_stream.contains_key(&fp)
         } else {
             self.rows.contains_key(&fp)
         }
@@ -333,7 +336,7 @@ async fn streams_in(
     lake.scan_columns(files, &columns, None, |b| {
         let hashes = crate::rows::strings(b, "hash");
         crate::rows::stream_fingerprints(b, |fp, seq, i| {
-            let rows = now.seqs.entry(fp).or_default();
+            let rows = now.by_stream.entry(fp).or_default();
             if let Some(seq) = seq.and_then(|q| u64::try_from(q).ok()) {
                 // A null hash is left to the proof to name, like a null seq.
                 let hash = hashes
@@ -354,7 +357,7 @@ async fn streams_in(
     // The counts in `short` need each stream's rows in order and each once:
     // a stream's rows may come from several files (one compaction's
     // outputs), and a row twice (from two of them, or twice in one).
-    for rows in now.seqs.values_mut() {
+    for rows in now.by_stream.values_mut() {
         rows.sort_unstable();
         rows.dedup();
     }
@@ -392,7 +395,7 @@ mod tests {
         noted.add("f", &[at_seq(a, 1)], Some(&[n]));
         let mut held = Held::default();
         held.rows.insert(at_seq(a, 1), (a, 1));
-        held.seqs.insert(a, rows.to_vec());
+        held.by_stream.insert(a, rows.to_vec());
         short(&noted, "f", &[&held]) == 1
     }
 

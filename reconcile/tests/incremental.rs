@@ -813,17 +813,27 @@ fn compact_keeping_input<T>(
     input: &str,
     rewrite: impl FnOnce(&mut Vec<ledger_ingest::Row>) -> T,
 ) -> T {
-    use ledger_ingest::{build_files, parse_object_key, FileLayer, Manifest};
     let mut kept = rows_of(root, input);
     let result = rewrite(&mut kept);
-    assert!(!kept.is_empty());
-    let before = version_of(root, input);
-    let out = build_files(kept, FileLayer::Compacted).unwrap().remove(0);
-    write_object(root, &out.key, &out.bytes).unwrap();
-    let partition = parse_object_key(input).unwrap().partition;
-    let manifest = Manifest::new(&partition, vec![before], vec![version_of(root, &out.key)]);
-    write_object(root, &manifest.key(), &manifest.to_json()).unwrap();
+    replace_keeping_input(root, input, vec![kept]);
     result
+}
+
+/// A compaction of `input` into one file per entry of `outputs` and the
+/// manifest that says so, `input` left in the lake.
+fn replace_keeping_input(root: &Path, input: &str, outputs: Vec<Vec<ledger_ingest::Row>>) {
+    use ledger_ingest::{build_files, parse_object_key, FileLayer, Manifest};
+    let before = version_of(root, input);
+    let mut after = Vec::new();
+    for rows in outputs {
+        assert!(!rows.is_empty());
+        let out = build_files(rows, FileLayer::Compacted).unwrap().remove(0);
+        write_object(root, &out.key, &out.bytes).unwrap();
+        after.push(version_of(root, &out.key));
+    }
+    let partition = parse_object_key(input).unwrap().partition;
+    let manifest = Manifest::new(&partition, vec![before], after);
+    write_object(root, &manifest.key(), &manifest.to_json()).unwrap();
 }
 
 /// A compactor that lies and deletes its input a night after it wrote the
@@ -895,7 +905,6 @@ fn input_deleted_and_lost(root: &Path, ckpt: &Path, input: &str, cut: &Event) ->
 /// still seen.
 #[test]
 fn a_row_written_twice_does_not_stand_in_for_a_row_a_compaction_cut() {
-    use ledger_ingest::{build_files, parse_object_key, FileLayer, Manifest};
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt, input, rows) = proved_lake(dir.path(), "transfer");
     let long = rows
@@ -912,16 +921,7 @@ fn a_row_written_twice_does_not_stand_in_for_a_row_a_compaction_cut() {
         .filter(|r| r.event.event_id != cut.event_id)
         .cloned()
         .collect();
-    let before = version_of(&root, &input);
-    let mut outputs = Vec::new();
-    for part in [kept, vec![twice]] {
-        let out = build_files(part, FileLayer::Compacted).unwrap().remove(0);
-        write_object(&root, &out.key, &out.bytes).unwrap();
-        outputs.push(version_of(&root, &out.key));
-    }
-    let partition = parse_object_key(&input).unwrap().partition;
-    let manifest = Manifest::new(&partition, vec![before], outputs);
-    write_object(&root, &manifest.key(), &manifest.to_json()).unwrap();
+    replace_keeping_input(&root, &input, vec![kept, vec![twice]]);
     assert!(night(&root, &ckpt).holds);
     input_deleted_and_lost(&root, &ckpt, &input, &cut);
 }
