@@ -108,15 +108,26 @@ fn young_part(f: &Facts, young: &Young) -> Owed {
     part
 }
 
-/// The difference a `not_conserved` finding's `detail` names (Σ balances
-/// less what they should be), as written: what the alert tells one such
-/// defect from another in the same currency by.
-pub fn difference_in(detail: &str) -> Option<&str> {
+/// The part of a `not_conserved` finding's difference that is decided, read
+/// from its `detail`: the difference it names (Σ balances less what they
+/// should be) less the part it says is on rows younger than the settle
+/// window. What the alert tells one such defect from another in the same
+/// currency by: the young part comes and goes with delivery lag, night by
+/// night, while the defect stays what it is.
+pub fn decided_difference_in(detail: &str) -> Option<i128> {
     let (_, rest) = detail.split_once(DIFFERENCE)?;
-    rest.split(')').next()
+    let (difference, rest) = rest.split_once(')')?;
+    let difference: i128 = difference.parse().ok()?;
+    let young = match rest.strip_prefix("; ").and_then(|r| r.split_once(YOUNG)) {
+        Some((part, _)) => part.parse::<i128>().ok()?,
+        None => 0,
+    };
+    difference.checked_sub(young)
 }
 
 const DIFFERENCE: &str = "(difference ";
+/// Follows the young part of a difference in a `not_conserved` detail.
+const YOUNG: &str = " of it on rows younger than the settle window";
 
 pub fn check(f: &Facts, young: Option<&Young>) -> Vec<Finding> {
     let mut flight: BTreeMap<&str, i128> = BTreeMap::new();
@@ -165,7 +176,7 @@ pub fn check(f: &Facts, young: Option<&Young>) -> Vec<Finding> {
                 .absence(at),
                 Some(&(part, _)) if part != 0 => Finding {
                     detail: format!(
-                        "{}; {part} of it on rows younger than the settle window",
+                        "{}; {part}{YOUNG}",
                         finding.detail
                     ),
                     ..finding
@@ -254,18 +265,18 @@ mod tests {
             None,
         );
         assert_eq!(
-            difference_in(&one[0].detail),
-            Some("100"),
+            decided_difference_in(&one[0].detail),
+            Some(100),
             "{}",
             one[0].detail
         );
         assert_eq!(
-            difference_in(&two[0].detail),
-            Some("150"),
+            decided_difference_in(&two[0].detail),
+            Some(150),
             "{}",
             two[0].detail
         );
-        assert_eq!(difference_in("no such words"), None);
+        assert_eq!(decided_difference_in("no such words"), None);
     }
 
     #[test]
@@ -295,7 +306,9 @@ mod tests {
         assert_eq!(found[0].youngest_ms, None);
         assert!(found[0]
             .detail
-            .ends_with("150 of it on rows younger than the settle window"));
+            .ends_with("(difference 100); 150 of it on rows younger than the settle window"));
+        // What is decided is the difference less the young part.
+        assert_eq!(decided_difference_in(&found[0].detail), Some(-50));
         // The transfer has no pending finding: violated.
         let found = judge_young("captured", &legs, Some(&young(&[], &[])));
         assert_eq!(found[0].youngest_ms, None);

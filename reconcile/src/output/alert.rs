@@ -50,14 +50,19 @@ impl AlertConfig {
 
 /// A violation's identity across runs: the first 128 bits of SHA-256 over
 /// the JSON array `[check, code, key, seq, event_id]` (nulls as null), hex;
-/// a `not_conserved` finding (one per currency, whatever broke it) adds its
-/// difference, so a second defect in the same currency alerts as new.
+/// a `not_conserved` finding (one per currency, whatever broke it) adds the
+/// part of its difference that is decided (not on rows younger than the
+/// settle window, which delivery lag adds and takes away night by night),
+/// so a second defect in the same currency alerts as new and the same one
+/// does not alert again.
 pub fn fingerprint(r: &ViolationRow) -> String {
     let difference = (r.code == "not_conserved")
-        .then(|| crate::checks::global_conservation::difference_in(&r.detail))
+        .then(|| crate::checks::global_conservation::decided_difference_in(&r.detail))
         .flatten();
     let id = match difference {
-        Some(d) => serde_json::json!([r.check, r.code, r.key, r.seq, r.event_id, d]),
+        Some(d) => {
+            serde_json::json!([r.check, r.code, r.key, r.seq, r.event_id, d.to_string()])
+        }
         None => serde_json::json!([r.check, r.code, r.key, r.seq, r.event_id]),
     }
     .to_string();
@@ -351,5 +356,28 @@ mod tests {
         let p = plan(&report(&[], &[]), &p.next);
         assert_eq!((p.resolved, p.next.len()), (1, 0));
         assert_eq!(plan(&report(&[&gap], &[]), &p.next).new.len(), 1);
+    }
+
+    #[test]
+    fn a_currency_not_conserved_alerts_once_however_much_of_it_young_rows_owe_night_by_night() {
+        let usd = |detail: &str| {
+            let mut r = report(&[&Finding::new("not_conserved", "USD", detail.into())], &[]);
+            r.checks[0].name = "global_conservation";
+            r
+        };
+        // A defect of 100 (the difference as the check writes it: its young
+        // part, when there is one, after it).
+        let steady = usd("Σ balances 1100 over 2 accounts ≠ deposits 1000 − withdrawals 0 + in flight 0 = 1000 (difference 100)");
+        let lag = usd("Σ balances 1150 over 2 accounts ≠ deposits 1000 − withdrawals 0 + in flight 0 = 1000 (difference 150); 50 of it on rows younger than the settle window");
+        let second = usd("Σ balances 1170 over 2 accounts ≠ deposits 1000 − withdrawals 0 + in flight 0 = 1000 (difference 170); 50 of it on rows younger than the settle window");
+        let p = plan(&steady, &BTreeSet::new());
+        assert_eq!(p.new.len(), 1);
+        // Rows in delivery add 50 to it, then arrive: the same defect.
+        let p = plan(&lag, &p.next);
+        assert_eq!((p.new.len(), p.known), (0, 1));
+        let p = plan(&steady, &p.next);
+        assert_eq!((p.new.len(), p.known), (0, 1));
+        // A second defect of 20 in the same currency: new.
+        assert_eq!(plan(&second, &p.next).new.len(), 1);
     }
 }
