@@ -4,7 +4,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use ledger_reconcile::output::{alert::AlertConfig, sweep::SweepConfig, Outputs};
+use ledger_reconcile::output::{
+    alert::AlertConfig,
+    sweep::{SweepConfig, SWEEP_MAX_DEFAULT},
+    Outputs,
+};
 use ledger_reconcile::store::Location;
 use ledger_reconcile::{
     reconcile_from, CheckpointLock, Error, Lake, Options, ProofState, EXIT_ERROR, EXIT_HELD,
@@ -148,10 +152,16 @@ struct Cli {
         requires = "alert_webhook"
     )]
     alert_state: Option<PathBuf>,
-    /// POST the dangling transfers to URL/v1/admin/transfers/redrive (chunks of 100);
-    /// the admin key comes from the environment variable LEDGER_ADMIN_KEY, never a flag.
+    /// POST the dangling transfers, most overdue first, to URL/v1/admin/transfers/redrive
+    /// (10 ids a request, each request given 110 s: the edge waits up to 10 s a re-drive); the
+    /// admin key comes from the environment variable LEDGER_ADMIN_KEY, never a flag.
     #[arg(long, value_name = "URL")]
     sweep_url: Option<String>,
+    /// With --sweep-url: re-drive at most N dangling transfers this run, the most overdue
+    /// (the rest are left to the sweeper's cron, --publish-dangling, or the next run).
+    #[arg(long, value_name = "N", default_value_t = SWEEP_MAX_DEFAULT as u32,
+          requires = "sweep_url", value_parser = clap::value_parser!(u32).range(1..))]
+    sweep_max: u32,
     /// No progress lines on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -387,7 +397,10 @@ fn main() -> ExitCode {
                     retry: Default::default(),
                 },
             ),
-            sweep: cli.sweep_url.clone().map(SweepConfig::from_env),
+            sweep: cli
+                .sweep_url
+                .clone()
+                .map(|url| SweepConfig::from_env(url, cli.sweep_max as usize)),
             quiet: cli.quiet,
         };
     if let Err(e) = outputs

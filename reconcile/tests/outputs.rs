@@ -8,7 +8,7 @@
 //!   value for value the JSON report of the same run;
 //! - `--alert-webhook` against a local HTTP server: new violations only,
 //!   state advanced only after delivery, retries then exit 2 on a 500;
-//! - `--sweep-url` against a local HTTP server: chunks of 100, the admin key
+//! - `--sweep-url` against a local HTTP server: chunks of 10, at most `--sweep-max`, the admin key
 //!   from the environment, exit 2 with the status and body on a refusal;
 //! - `.parquet` objects under events/ not named as lake files: listed in the
 //!   report, counted in the metrics and named in the summary, full runs and
@@ -907,7 +907,7 @@ fn add_dangling(dir: &Path, n: usize) -> Vec<String> {
 }
 
 #[test]
-fn the_sweep_posts_dangling_ids_in_chunks_of_100_with_the_admin_key() {
+fn the_sweep_posts_dangling_ids_in_chunks_of_10_with_the_admin_key() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("lake");
     clean_lake(&dir);
@@ -954,9 +954,9 @@ fn the_sweep_posts_dangling_ids_in_chunks_of_100_with_the_admin_key() {
     );
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     let reqs = server.take();
-    assert_eq!(reqs.len(), 2, "150 ids: 100 + 50");
+    assert_eq!(reqs.len(), 15, "150 ids: 15 requests of 10");
     let mut sent = Vec::new();
-    for (req, size) in reqs.iter().zip([100, 50]) {
+    for (req, size) in reqs.iter().zip([10; 15]) {
         assert_eq!(req.method, "POST");
         assert_eq!(req.path, "/v1/admin/transfers/redrive");
         assert_eq!(req.headers["authorization"], format!("Bearer {key}"));
@@ -970,7 +970,7 @@ fn the_sweep_posts_dangling_ids_in_chunks_of_100_with_the_admin_key() {
     assert_eq!(sent, want, "every id once, most overdue first");
     assert!(
         r.stderr.contains(
-            "re-drove 75 of 150 dangling transfer(s) in 2 request(s): 75 now terminal, 75 unknown"
+            "re-drove 75 of 150 dangling transfer(s) in 15 request(s): 75 now terminal, 75 unknown"
         ),
         "{}",
         r.stderr
@@ -1000,12 +1000,45 @@ fn the_sweep_posts_dangling_ids_in_chunks_of_100_with_the_admin_key() {
         &[("LEDGER_ADMIN_KEY", key)],
     );
     assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
-    assert_eq!(server.take().len(), 2, "every chunk is still sent");
+    assert_eq!(server.take().len(), 15, "every chunk is still sent");
     assert!(
-        r.stderr.contains("could not re-drive 2 of 150")
+        r.stderr.contains("could not re-drive 15 of 150")
             && r.stderr
                 .contains(&format!("first: {}: 503 overloaded", want[0]))
             && r.stderr.contains("0 unknown"),
+        "{}",
+        r.stderr
+    );
+
+    // At most --sweep-max, the most overdue; the rest are named not sent.
+    server.set(|req| {
+        let v: serde_json::Value = serde_json::from_str(&req.body).unwrap();
+        let out: Vec<serde_json::Value> = v["transfer_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|id| serde_json::json!({"transfer_id": id, "phase": "captured"}))
+            .collect();
+        (200, serde_json::json!({ "redriven": out }).to_string())
+    });
+    let r = run_bin(
+        &[s(&dir), "--sweep-url", &base, "--sweep-max", "25"],
+        &[("LEDGER_ADMIN_KEY", key)],
+    );
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let sent: Vec<String> = server
+        .take()
+        .iter()
+        .flat_map(|req| {
+            let v: serde_json::Value = serde_json::from_str(&req.body).unwrap();
+            serde_json::from_value::<Vec<String>>(v["transfer_ids"].clone()).unwrap()
+        })
+        .collect();
+    assert_eq!(sent, want[..25], "the 25 most overdue");
+    assert!(
+        r.stderr
+            .contains("re-drove 25 of 25 dangling transfer(s) in 3 request(s)")
+            && r.stderr.contains("125 more not sent (--sweep-max"),
         "{}",
         r.stderr
     );

@@ -175,10 +175,7 @@ pub fn check(f: &Facts, young: Option<&Young>) -> Vec<Finding> {
                 }
                 .absence(at),
                 Some(&(part, _)) if part != 0 => Finding {
-                    detail: format!(
-                        "{}; {part}{YOUNG}",
-                        finding.detail
-                    ),
+                    detail: format!("{}; {part}{YOUNG}", finding.detail),
                     ..finding
                 },
                 _ => finding,

@@ -1,15 +1,36 @@
 //! The dangling list posted to the edge (`--sweep-url URL`): the run's
 //! dangling transfers, most overdue first, go to the admin route
-//! `POST /v1/admin/transfers/redrive` (docs/API.md) in chunks of at most
-//! [`REDRIVE_CHUNK`] ids, with the admin key from `LEDGER_ADMIN_KEY` (never
-//! a flag: a key on the command line shows in every process list).
+//! `POST /v1/admin/transfers/redrive` (docs/API.md) in chunks of
+//! [`REDRIVE_CHUNK`] ids, at most `--sweep-max` of them a run, with the
+//! admin key from `LEDGER_ADMIN_KEY` (never a flag: a key on the command
+//! line shows in every process list). An id the route would refuse (not
+//! `t.{tenant}.{key}`) is not sent: it would make the route refuse its whole
+//! request, every night.
+
+use std::time::Duration;
 
 use crate::checks::convergence::Dangling;
 
 use super::http::{self, RetryPolicy};
 
 /// The route's limit per call (more is `422 too_many_items`).
-pub const REDRIVE_CHUNK: usize = 100;
+pub const REDRIVE_ROUTE_MAX: usize = ledger_api::sweep::SWEEP_MAX_PER_RUN;
+/// Ids per request. The route re-drives its ids one after another and waits
+/// up to [`EDGE_REDRIVE_WAIT`] for each: a request of the route's 100 could
+/// take minutes while a few transfer objects hang, past any timeout a client
+/// should keep, and a timed-out request leaves its last ids never driven.
+pub const REDRIVE_CHUNK: usize = 10;
+/// How long the edge waits for one re-drive by default (its
+/// `SWEEP_REDRIVE_TIMEOUT_MS`, docs/SWEEPER.md).
+pub const EDGE_REDRIVE_WAIT: Duration = Duration::from_secs(10);
+/// Per attempt of one request: every id of a chunk waited for in full, and
+/// 10 s more for the round trip.
+pub const REQUEST_TIMEOUT: Duration =
+    Duration::from_secs(EDGE_REDRIVE_WAIT.as_secs() * REDRIVE_CHUNK as u64 + 10);
+/// The most overdue dangling transfers one run re-drives by default
+/// (`--sweep-max`): a few minutes of requests on a healthy edge. The rest
+/// are left to the sweeper's cron (`--publish-dangling`) or the next run.
+pub const SWEEP_MAX_DEFAULT: usize = 1000;
 /// The route, under the edge's base URL.
 pub const REDRIVE_PATH: &str = "/v1/admin/transfers/redrive";
 /// The environment variable holding the edge's `ADMIN_KEY`.
@@ -21,16 +42,22 @@ pub struct SweepConfig {
     pub base_url: String,
     /// The admin key, read from [`ADMIN_KEY_ENV`].
     pub admin_key: Option<String>,
+    /// At most this many ids a run, the most overdue.
+    pub max: usize,
     pub retry: RetryPolicy,
 }
 
 impl SweepConfig {
     /// The config for `--sweep-url URL`, the key from the environment.
-    pub fn from_env(base_url: String) -> SweepConfig {
+    pub fn from_env(base_url: String, max: usize) -> SweepConfig {
         SweepConfig {
             base_url,
             admin_key: std::env::var(ADMIN_KEY_ENV).ok().filter(|k| !k.is_empty()),
-            retry: RetryPolicy::default(),
+            max,
+            retry: RetryPolicy {
+                timeout: REQUEST_TIMEOUT,
+                ..RetryPolicy::default()
+            },
         }
     }
 
@@ -76,19 +103,44 @@ impl SweepConfig {
     }
 }
 
-/// The request bodies, in order: `{"transfer_ids":[...]}` with at most
-/// [`REDRIVE_CHUNK`] ids each, most overdue first; a duplicate id is sent
-/// once.
-pub fn request_bodies(dangling: &[Dangling]) -> Vec<serde_json::Value> {
+/// What a run sends: the request bodies, in order, `{"transfer_ids":[...]}`
+/// with at most [`REDRIVE_CHUNK`] ids each, the first `max` distinct ids
+/// the route takes, most overdue first (a duplicate id is sent once); and
+/// the ids left out.
+pub fn request_bodies(dangling: &[Dangling], max: usize) -> (Vec<serde_json::Value>, Left) {
     let mut seen = std::collections::HashSet::new();
-    let ids: Vec<&str> = dangling
-        .iter()
-        .map(|d| d.transfer_id.as_str())
-        .filter(|id| seen.insert(*id))
-        .collect();
-    ids.chunks(REDRIVE_CHUNK)
+    let mut left = Left::default();
+    let mut ids: Vec<&str> = Vec::new();
+    for d in dangling {
+        let id = d.transfer_id.as_str();
+        if !seen.insert(id) {
+            continue;
+        }
+        if ledger_api::names::parse_transfer_id(id).is_err() {
+            left.refused += 1;
+            left.first_refused.get_or_insert_with(|| id.to_owned());
+        } else if ids.len() < max {
+            ids.push(id);
+        } else {
+            left.over_max += 1;
+        }
+    }
+    let bodies = ids
+        .chunks(REDRIVE_CHUNK)
         .map(|c| serde_json::json!({ "transfer_ids": c }))
-        .collect()
+        .collect();
+    (bodies, left)
+}
+
+/// Dangling transfers a run does not send.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Left {
+    /// Ids not of the form `t.{tenant}.{key}` (the route refuses a request
+    /// with one), and the first of them.
+    pub refused: usize,
+    pub first_refused: Option<String>,
+    /// Ids past `--sweep-max`.
+    pub over_max: usize,
 }
 
 /// What the edge did.
@@ -107,18 +159,34 @@ pub struct Redriven {
     /// failed re-drive, not an unknown id), and the first of them.
     pub failed: usize,
     pub first_failure: Option<String>,
+    /// Ids not sent.
+    pub left: Left,
 }
 
 impl Redriven {
     /// The one line printed on stderr.
     pub fn line(&self) -> String {
-        if self.sent == 0 {
-            return "sweep: no dangling transfer; nothing to re-drive".to_owned();
+        let mut line = if self.sent == 0 {
+            "sweep: no dangling transfer; nothing to re-drive".to_owned()
+        } else {
+            format!(
+                "sweep: re-drove {} of {} dangling transfer(s) in {} request(s): {} now terminal, {} unknown to the edge",
+                self.redriven, self.sent, self.requests, self.terminal, self.unknown
+            )
+        };
+        if self.left.over_max > 0 {
+            line += &format!(
+                "; {} more not sent (--sweep-max; the sweeper's cron takes the published list, --publish-dangling)",
+                self.left.over_max
+            );
         }
-        format!(
-            "sweep: re-drove {} of {} dangling transfer(s) in {} request(s): {} now terminal, {} unknown to the edge",
-            self.redriven, self.sent, self.requests, self.terminal, self.unknown
-        )
+        if let Some(first) = &self.left.first_refused {
+            line += &format!(
+                "; {} not sent: not a transfer id the edge takes (t.{{tenant}}.{{key}}), first {first:?}",
+                self.left.refused
+            );
+        }
+        line
     }
 
     /// Adds one answer `{"redriven":[{"transfer_id","phase"}]}`.
@@ -162,8 +230,11 @@ pub async fn redrive(cfg: &SweepConfig, dangling: &[Dangling]) -> Result<Redrive
     let key = cfg.admin_key.as_deref().unwrap_or_default();
     let auth = format!("Bearer {key}");
     let url = cfg.url();
-    let bodies = request_bodies(dangling);
-    let mut done = Redriven::default();
+    let (bodies, left) = request_bodies(dangling, cfg.max);
+    let mut done = Redriven {
+        left,
+        ..Redriven::default()
+    };
     let total: usize = bodies
         .iter()
         .map(|b| b["transfer_ids"].as_array().map_or(0, |a| a.len()))
@@ -182,11 +253,14 @@ pub async fn redrive(cfg: &SweepConfig, dangling: &[Dangling]) -> Result<Redrive
                 "sweep: POST {} (request {} of {}, {n} ids) failed: {f}\n\
                  {} of {total} dangling transfer(s) were sent before it.\n\
                  Help: 401/403 mean {ADMIN_KEY_ENV} is not the edge's ADMIN_KEY; 503 that the edge has no \
-                 ADMIN_KEY configured; no answer, that --sweep-url is not the edge's base URL",
+                 ADMIN_KEY configured; no answer, that --sweep-url is not the edge's base URL or that the \
+                 edge took longer than {} s for {REDRIVE_CHUNK} re-drives (transfer objects that hang: see \
+                 its logs); re-driving is idempotent, so the next run may send them again",
                 http::redact(&url),
                 i + 1,
                 bodies.len(),
-                done.sent
+                done.sent,
+                REQUEST_TIMEOUT.as_secs()
             )
         })?;
         done.add(&answer.body).map_err(|e| {
@@ -227,26 +301,65 @@ mod tests {
     }
 
     #[test]
-    fn bodies_are_chunks_of_100_in_order_without_duplicates() {
-        let mut list: Vec<Dangling> = (0..250).map(|i| d(&format!("t.a.k{i}"))).collect();
+    fn bodies_are_chunks_in_order_without_duplicates_up_to_the_max() {
+        let mut list: Vec<Dangling> = (0..25).map(|i| d(&format!("t.a.k{i}"))).collect();
         list.push(d("t.a.k0"));
-        let b = request_bodies(&list);
+        let (b, left) = request_bodies(&list, 1000);
         assert_eq!(b.len(), 3);
-        assert_eq!(b[0]["transfer_ids"].as_array().unwrap().len(), 100);
-        assert_eq!(b[2]["transfer_ids"].as_array().unwrap().len(), 50);
+        assert_eq!(
+            b[0]["transfer_ids"].as_array().unwrap().len(),
+            REDRIVE_CHUNK
+        );
+        assert_eq!(b[2]["transfer_ids"].as_array().unwrap().len(), 5);
         assert_eq!(b[0]["transfer_ids"][0], "t.a.k0");
-        assert_eq!(b[1]["transfer_ids"][0], "t.a.k100");
-        assert_eq!(b[2]["transfer_ids"][49], "t.a.k249");
-        assert!(request_bodies(&[]).is_empty());
+        assert_eq!(b[1]["transfer_ids"][0], "t.a.k10");
+        assert_eq!(b[2]["transfer_ids"][4], "t.a.k24");
+        assert_eq!(left, Left::default());
+        // The most overdue `max` only; a duplicate does not count.
+        let (b, left) = request_bodies(&list, 12);
+        let sent: Vec<&serde_json::Value> = b
+            .iter()
+            .flat_map(|b| b["transfer_ids"].as_array().unwrap())
+            .collect();
+        assert_eq!((sent.len(), left.over_max), (12, 13));
+        assert_eq!(*sent[11], "t.a.k11");
+        assert!(request_bodies(&[], 1000).0.is_empty());
+        assert!(REDRIVE_CHUNK <= REDRIVE_ROUTE_MAX);
+    }
+
+    #[test]
+    fn an_id_the_route_would_refuse_is_left_out_and_named_not_sent() {
+        // The route refuses a whole request with one id not of the form
+        // t.{tenant}.{key}: such an id stays out, the rest go.
+        let list = [d("t.a.k1"), d("t.acme"), d("x.a.k2"), d("t.a.k3")];
+        let (b, left) = request_bodies(&list, 1000);
+        assert_eq!(
+            b,
+            [serde_json::json!({ "transfer_ids": ["t.a.k1", "t.a.k3"] })]
+        );
+        assert_eq!(
+            (left.refused, left.first_refused.as_deref()),
+            (2, Some("t.acme"))
+        );
+        let done = Redriven {
+            sent: 2,
+            requests: 1,
+            redriven: 2,
+            left,
+            ..Redriven::default()
+        };
+        assert!(
+            done.line()
+                .contains("2 not sent: not a transfer id the edge takes"),
+            "{}",
+            done.line()
+        );
     }
 
     #[test]
     fn the_base_url_may_end_with_a_slash() {
-        let mut c = SweepConfig {
-            base_url: "http://h:1/".into(),
-            admin_key: Some("k".into()),
-            retry: RetryPolicy::default(),
-        };
+        let mut c = SweepConfig::from_env("http://h:1/".into(), SWEEP_MAX_DEFAULT);
+        c.admin_key = Some("k".into());
         assert_eq!(c.url(), "http://h:1/v1/admin/transfers/redrive");
         c.admin_key = None;
         assert!(c.validate().unwrap_err().contains(ADMIN_KEY_ENV));
@@ -254,11 +367,8 @@ mod tests {
 
     #[test]
     fn a_key_no_header_can_carry_is_refused_and_plain_http_elsewhere_is_warned_of() {
-        let mut c = SweepConfig {
-            base_url: "https://edge.example".into(),
-            admin_key: Some("k\n".into()),
-            retry: RetryPolicy::default(),
-        };
+        let mut c = SweepConfig::from_env("https://edge.example".into(), SWEEP_MAX_DEFAULT);
+        c.admin_key = Some("k\n".into());
         assert!(c
             .validate()
             .unwrap_err()
