@@ -312,6 +312,22 @@ pub fn check_transfer(
         }
         _ => {}
     }
+    // Before its end (created, reserved, credited, releasing), a credit the
+    // lake holds is the transfer's own: one, on the destination, of the
+    // amount, in the currency (captured: the arm above; failed or released:
+    // none at all). Any other credit pays someone the saga never asked to,
+    // from a hold that covers only the transfer's own credit.
+    if !matches!(phase, "captured" | "failed" | "released") && !legs.credits().is_empty() {
+        if let Err(credit) = one_leg(n, legs.credits(), t.destination(), amount, t.currency()) {
+            out.push(Finding::new(
+                "credit_not_the_transfers",
+                id,
+                format!(
+                    "phase {phase}, crediting {amount} {currency} to {dst}, but the credits are not that credit: {credit}"
+                ),
+            ));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -376,5 +392,63 @@ mod tests {
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!(out[0].code, "leg_without_transfer");
         assert_eq!(out[0].youngest_ms, Some(ms_of(100)));
+    }
+
+    /// Before its end, a transfer's credit is its own: on the destination,
+    /// of its amount, in its currency, one of it.
+    #[test]
+    fn a_credit_before_the_end_is_the_transfers_own_credit_or_a_finding() {
+        let mut n = Names::default();
+        let (a, b, x, usd, eur) = (n.id("a"), n.id("b"), n.id("x"), n.id("USD"), n.id("EUR"));
+        let leg = |account, amount, currency| Leg {
+            account,
+            amount,
+            currency,
+            counterparty: a,
+            seq: 2,
+            at_s: 1,
+        };
+        let judge = |phase: &str, credits: Vec<Leg>, debits: Vec<Leg>| {
+            let mut n = n.clone();
+            let mut t = TransferFacts::default();
+            t.set_amount(Some(100));
+            t.set_currency(Some(usd));
+            t.set_source(Some(a));
+            t.set_destination(Some(b));
+            t.phase = n.id(phase);
+            let legs = Legs::from_lists([vec![leg(a, 100, usd)], debits, credits, vec![]]);
+            let mut out = Vec::new();
+            check_transfer(&n, "t.acme.k", Some(&t), &legs, &mut out);
+            out.iter().map(|f| f.code).collect::<Vec<_>>()
+        };
+        let own = leg(b, 100, usd);
+        for phase in ["created", "reserved", "credited", "releasing"] {
+            assert!(judge(phase, vec![], vec![]).is_empty(), "{phase}");
+            assert!(judge(phase, vec![own], vec![]).is_empty(), "{phase}");
+            for wrong in [
+                vec![leg(x, 100, usd)],
+                vec![leg(b, 90, usd)],
+                vec![leg(b, 100, eur)],
+                vec![own, leg(x, 100, usd)],
+            ] {
+                assert_eq!(
+                    judge(phase, wrong, vec![]),
+                    ["credit_not_the_transfers"],
+                    "{phase}"
+                );
+            }
+        }
+        // Being captured: the source's debit committed, the credit on a
+        // third account (the reviewer's case: every other check held).
+        assert_eq!(
+            judge("credited", vec![leg(x, 100, usd)], vec![leg(a, 100, usd)]),
+            ["credit_not_the_transfers"]
+        );
+        assert!(judge("credited", vec![own], vec![leg(a, 100, usd)]).is_empty());
+        // After the end: the arms above name it, once.
+        assert_eq!(
+            judge("captured", vec![leg(x, 100, usd)], vec![leg(a, 100, usd)]),
+            ["captured_legs_mismatch"]
+        );
     }
 }
