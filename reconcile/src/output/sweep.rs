@@ -20,6 +20,7 @@ pub const REDRIVE_ROUTE_MAX: usize = ledger_api::sweep::SWEEP_MAX_PER_RUN;
 /// take minutes while a few transfer objects hang, past any timeout a client
 /// should keep, and a timed-out request leaves its last ids never driven.
 pub const REDRIVE_CHUNK: usize = 10;
+const _: () = assert!(REDRIVE_CHUNK <= REDRIVE_ROUTE_MAX);
 /// How long the edge waits for one re-drive by default (its
 /// `SWEEP_REDRIVE_TIMEOUT_MS`, docs/SWEEPER.md).
 pub const EDGE_REDRIVE_WAIT: Duration = Duration::from_secs(10);
@@ -324,7 +325,6 @@ mod tests {
         assert_eq!((sent.len(), left.over_max), (12, 13));
         assert_eq!(*sent[11], "t.a.k11");
         assert!(request_bodies(&[], 1000).0.is_empty());
-        assert!(REDRIVE_CHUNK <= REDRIVE_ROUTE_MAX);
     }
 
     #[test]
