@@ -335,6 +335,8 @@ WHERE balance_after::HUGEINT - held_after < -(overdraft_limit::HUGEINT);
 -- The deadline is judged by the ledger's bound at the latest: 30 days after `created`.
 CREATE OR REPLACE TEMP TABLE tf AS
 SELECT stream_key AS id, arg_max(kind, seq) AS phase, max(seq) AS last_seq,
+       -- the latest date its rows record, in whole seconds (as reconcile keeps it)
+       max(occurred_at_ms // 1000) * 1000 AS latest_ms,
        arg_max({'amount': amount, 'currency': currency, 'source': source,
                 'destination': destination,
                 'deadline_ms': least(coalesce(deadline_ms::HUGEINT, occurred_at_ms::HUGEINT + 2592000000),
@@ -466,7 +468,14 @@ WHERE (amount IS NULL AND n_debits + n_credits + n_holds > 0)
    -- in phase credited the source's debit may already be committed (the capture asked for, its
    -- reply not yet recorded): then it must be exactly that capture
    OR (amount IS NOT NULL AND phase NOT IN ('captured', 'failed', 'released') AND n_debits > 0
-       AND NOT (phase = 'credited' AND n_debits = 1 AND debit_ok));
+       AND NOT (phase = 'credited' AND n_debits = 1 AND debit_ok))
+UNION ALL
+-- before its end, a credit is the transfer's own: one, on the destination, of its amount and currency
+SELECT 'transfer_conservation', 'credit_not_the_transfers', id, NULL::BIGINT, NULL,
+       format('phase {}: {} credit(s)', phase, n_credits)
+FROM x
+WHERE amount IS NOT NULL AND phase NOT IN ('captured', 'failed', 'released') AND n_credits > 0
+  AND NOT (n_credits = 1 AND credit_ok);
 
 -- 6. global_conservation: per currency, Σ last balance_after = Σ deposits − Σ withdrawals + in flight.
 INSERT INTO findings
@@ -590,6 +599,13 @@ SELECT 'terminal_convergence', 'dangling', id, last_seq, concat('transfer:', id,
        format('phase {} past its deadline {} by {} ms', phase, c.deadline_ms, ${NOW_MS} - c.deadline_ms)
 FROM tf
 WHERE phase NOT IN ('captured', 'failed', 'released') AND c.deadline_ms < ${NOW_MS}
+UNION ALL
+-- an open transfer a row of which is dated after NOW_MS by more than the settle window
+-- (600000 ms, reconcile's default --settle-ms): its deadline rests on that date
+SELECT 'terminal_convergence', 'committed_in_future', id, NULL::BIGINT, NULL,
+       format('phase {}: a row of it is dated {} ms', phase, latest_ms)
+FROM tf
+WHERE phase NOT IN ('captured', 'failed', 'released') AND latest_ms > ${NOW_MS} + 600000
 UNION ALL
 SELECT 'terminal_convergence', 'leaked_hold', l.t, l.hp.seq, l.hp.event_id,
        format('hold of {} on {} still live; the transfer is {}', l.hp.amount, l.account, coalesce(tf.phase, 'unknown'))

@@ -69,6 +69,11 @@ pub enum Class {
     /// A transfer only `created`, whose deadline is the year 9999 (the
     /// ledger sets one at most 30 days ahead): it would never be dangling.
     FarDeadline,
+    /// A transfer only `created`, that row dated in the year 9999 and its
+    /// deadline 5 minutes after it: a deadline in range of its row, yet
+    /// the transfer would never be dangling (a writer's clock wrong by
+    /// centuries, or a forged row).
+    FutureCreated,
     /// A deposit posted again at the end of its account's stream: its entry
     /// id at a second seq, the balance raised by its amount (resealed).
     /// Every balance refolds and the deposits still add up: money created
@@ -143,6 +148,7 @@ impl Class {
         Class::HoldPlacedTwice,
         Class::TokenHold,
         Class::FarDeadline,
+        Class::FutureCreated,
         Class::EntryTwice,
         Class::CrossTenant,
         Class::SameAccount,
@@ -1031,6 +1037,30 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                         Some(&e.event_id),
                     ),
                 ],
+            )
+        }
+        Class::FutureCreated => {
+            let t = format!("t.{}.injected-future", crate::gen::GEN_TENANT);
+            let accounts = l.streams(Stream::Account);
+            let mut it = accounts.iter();
+            let (src, s_evs) = it.next().ok_or("the lake has no account")?;
+            let (dst, _) = it.next().ok_or("the lake has one account only")?;
+            let at = ledger_events::event::TIME_MS_MAX - 300_000;
+            assert!(at > now_ms, "the row must be dated after `now`");
+            let currency = s_evs[0].currency.clone();
+            let e = created_event(&t, src, dst, currency, 100, at, at + 300_000);
+            l.replace_stream(std::slice::from_ref(&e));
+            (
+                format!(
+                    "{t}: created at {at}, never advanced, deadline {}",
+                    at + 300_000
+                ),
+                vec![expect(
+                    "terminal_convergence",
+                    "committed_in_future",
+                    &t,
+                    None,
+                )],
             )
         }
         Class::TokenHold => {

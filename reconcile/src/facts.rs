@@ -90,7 +90,8 @@ pub struct TransferFacts {
     destination: Sym,
     /// Kind of the last event (the phase entered last).
     pub phase: Sym,
-    /// When the stream's last row was committed ([`secs`]).
+    /// When the stream's last row was committed ([`secs`]): the latest date
+    /// any of its rows records (the same on an honest clock).
     pub last_at_s: u32,
     /// Which of the terms are known (the `KNOWN_*` bits) and whether the
     /// phase is terminal ([`TERMINAL`]).
@@ -1534,7 +1535,11 @@ impl Facts {
             f.set_terminal(matches!(last.kind, "captured" | "failed" | "released"));
             f.releasing = protocol::releasing_code(last.kind, last.reason);
             f.last_seq = last.seq;
-            f.last_at_s = secs(last.occurred_at_ms);
+            // The latest date its rows record: its last row's on an honest
+            // clock, and a row dated ahead of the rest is not forgotten
+            // (`convergence` judges it).
+            let latest = s.primary().map(|ev| secs(ev.occurred_at_ms)).max();
+            f.last_at_s = f.last_at_s.max(latest.unwrap_or(0));
         }
     }
 
@@ -1765,6 +1770,40 @@ fn join_walk(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A transfer's rows keep the latest date any of them records: a
+    /// `created` row dated ahead of the rows after it is not forgotten
+    /// when they come (`convergence` judges it), on one night or two.
+    #[test]
+    fn a_transfer_keeps_the_latest_date_of_its_rows_not_only_its_last_rows() {
+        use ledger_events::{Event, Stream, GENESIS_HASH};
+        let t = "t.acme.k";
+        let row = |seq, kind: &str, at: i64, prev: &str| {
+            let mut e = Event::new(Stream::Transfer, t, seq, kind, at, prev);
+            e.transfer_id = Some(t.into());
+            e.seal()
+        };
+        let created = row(1, "created", 9_000_000_000_000, GENESIS_HASH);
+        let reserved = row(2, "reserved", 1_000_000_000_000, &created.hash);
+        let events = [created, reserved];
+        let (mut f, mut both, mut first, mut then) = (
+            Facts::default(),
+            TransferFacts::default(),
+            TransferFacts::default(),
+            TransferFacts::default(),
+        );
+        let v = crate::stream::OwnedView::of_events(Stream::Transfer, t, &events);
+        f.add_transfer(&v.view(), &mut both);
+        assert_eq!(both.last_at_s, secs(9_000_000_000_000));
+        assert_eq!(both.last_seq, 2);
+        // The rows on two nights: the second night's row is older.
+        let v = crate::stream::OwnedView::of_events(Stream::Transfer, t, &events[..1]);
+        f.add_transfer(&v.view(), &mut first);
+        then.clone_from(&first);
+        let v = crate::stream::OwnedView::of_events(Stream::Transfer, t, &events[1..]);
+        f.add_transfer(&v.view(), &mut then);
+        assert_eq!((then.last_at_s, then.last_seq), (both.last_at_s, 2));
+    }
 
     #[test]
     fn live_holds_are_written_in_id_order_and_read_back_whole() {

@@ -26,7 +26,8 @@ pub const GEN_START_MS: i64 = 1_767_225_600_000;
 /// Time between two generated operations. Chosen so that a few thousand
 /// operations span several UTC days, i.e. several date partitions.
 pub const GEN_STEP_MS: i64 = 97_000;
-/// A generated transfer's deadline, after its creation.
+/// A generated transfer's deadline, after its creation (one left in
+/// progress, [`GenConfig::in_flight`]: the ledger's longest, 30 days).
 pub const GEN_TRANSFER_DEADLINE_MS: i64 = 300_000;
 /// Tenant of every generated account and transfer.
 pub const GEN_TENANT: &str = "gen";
@@ -183,7 +184,14 @@ impl World<'_> {
             currency,
         };
         let now = self.now;
-        let mut t = match transfer::admit(None, spec, now, now + GEN_TRANSFER_DEADLINE_MS) {
+        // One left in progress has the longest deadline the ledger allows:
+        // a lake judged after its last operation is then a live ledger, its
+        // sagas still within their deadlines.
+        let deadline = match stop {
+            Some(_) => ledger_events::TRANSFER_DEADLINE_MS_MAX,
+            None => GEN_TRANSFER_DEADLINE_MS,
+        };
+        let mut t = match transfer::admit(None, spec, now, now + deadline) {
             Admission::Start(t, ev) => {
                 self.emit(ev);
                 t

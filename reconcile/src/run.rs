@@ -2173,7 +2173,7 @@ async fn prove_resumed(
     );
     trace(started, format_args!("per-transfer checks done"));
     let dangling = convergence::dangling(f, opts.now_ms);
-    let converged = convergence::check_with(f, opts.now_ms, &dangling);
+    let converged = convergence::check_with(f, opts.now_ms, opts.settle_ms, &dangling);
     trace(started, format_args!("convergence checked"));
     let window = Settle {
         now_ms: opts.now_ms,

@@ -4221,7 +4221,7 @@ fn a_hold_released_again_on_a_later_night_is_found_against_the_checkpoints_live_
     };
     ledger_reconcile::gen::generate_lake(&cfg, &root).unwrap();
     // Before the in-flight transfers' deadlines: a live ledger.
-    let at = common::first_in_flight_ms(&cfg);
+    let at = common::live_ms(&cfg);
     let opts = Options {
         now_ms: at,
         ..opts()

@@ -233,7 +233,7 @@ fn sagas_in_progress_hold_until_their_deadlines_pass() {
     };
     let s = generate_lake(&cfg, &dir).unwrap();
     assert!(s.transfers_in_flight >= 8, "{s:?}");
-    let first = common::first_in_flight_ms(&cfg);
+    let first = common::live_ms(&cfg);
     let live = run_lib_at(&dir, first).unwrap();
     assert!(live.holds, "{}", live.summary());
     assert!(live.dangling.is_empty());
@@ -264,7 +264,7 @@ fn a_hold_released_twice_is_found_at_the_second_release() {
         ..config()
     };
     generate_lake(&cfg, &dir).unwrap();
-    let first = common::first_in_flight_ms(&cfg);
+    let first = common::live_ms(&cfg);
     assert!(run_lib_at(&dir, first).unwrap().holds);
     let injected = inject(&dir, Class::ReleasedTwice, first).unwrap();
     let r = run_lib_at(&dir, first).unwrap();

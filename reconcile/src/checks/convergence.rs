@@ -2,6 +2,8 @@
 //! released by its deadline (dangling: not terminal and `deadline_ms` before
 //! the run's `now`), and no hold outlives its transfer (leaked: a hold still
 //! live at the account's last event whose transfer is terminal or unknown).
+//! An open transfer with a row dated after the run's `now` (by more than its
+//! settle window) cannot be judged by its deadline: `committed_in_future`.
 //!
 //! Dangling transfers are also what the sweeper re-drives (docs/SWEEPER.md):
 //! [`dangling`] lists them most overdue first.
@@ -44,12 +46,14 @@ pub fn dangling(f: &Facts, now_ms: i64) -> Vec<Dangling> {
     out
 }
 
-pub fn check(f: &Facts, now_ms: i64) -> Vec<Finding> {
-    check_with(f, now_ms, &dangling(f, now_ms))
+/// The findings of a run at `now_ms` whose writers' clocks may be up to
+/// `ahead_ms` ahead of its own (its settle window).
+pub fn check(f: &Facts, now_ms: i64, ahead_ms: i64) -> Vec<Finding> {
+    check_with(f, now_ms, ahead_ms, &dangling(f, now_ms))
 }
 
 /// [`check`], given the transfers [`dangling`] finds (a run also reports them).
-pub fn check_with(f: &Facts, now_ms: i64, dangling: &[Dangling]) -> Vec<Finding> {
+pub fn check_with(f: &Facts, now_ms: i64, ahead_ms: i64, dangling: &[Dangling]) -> Vec<Finding> {
     let mut out: Vec<Finding> = dangling
         .iter()
         .map(|d| {
@@ -74,6 +78,7 @@ pub fn check_with(f: &Facts, now_ms: i64, dangling: &[Dangling]) -> Vec<Finding>
             .absence(d.deadline_ms)
         })
         .collect();
+    out.extend(from_the_future(f, now_ms, ahead_ms));
     let n = &f.names;
     let mut leaked: Vec<&(String, crate::facts::Leg)> = f
         .live_holds
@@ -104,4 +109,41 @@ pub fn check_with(f: &Facts, now_ms: i64, dangling: &[Dangling]) -> Vec<Finding>
         out.push(if absent { f.absence(ms_of(young)) } else { f });
     }
     out
+}
+
+/// Open transfers a row of which is dated more than `ahead_ms` after
+/// `now_ms` (the latest commit time their rows record,
+/// `TransferFacts::last_at_s`): a writer's clock wrong by that much, or a
+/// forged row. Such a transfer's deadline is reckoned from its `created`
+/// row's date (at most 30 days after it), so a `created` row dated years
+/// ahead would keep it from ever being dangling, and the hold its source
+/// keeps from ever leaking, while a credit that hold covers counts as money
+/// in flight: every other check would hold. A wrong row: never pending.
+/// Only open transfers: a terminal one moves to the settled archive, where
+/// an incremental run no longer sees its date, and its holds are judged
+/// ended or leaked by its terminal row.
+fn from_the_future(f: &Facts, now_ms: i64, ahead_ms: i64) -> Vec<Finding> {
+    let latest = now_ms.saturating_add(ahead_ms);
+    let mut out: Vec<(&str, Finding)> = f
+        .transfers
+        .open()
+        .into_iter()
+        .filter(|(_, _, s)| i64::from(s.facts.last_at_s).saturating_mul(1000) > latest)
+        .map(|(_, id, s)| {
+            let at_ms = i64::from(s.facts.last_at_s) * 1000;
+            let f = Finding::new(
+                "committed_in_future",
+                id,
+                format!(
+                    "phase {}: a row of it is dated {at_ms} ms, {} s after this run's now, more than \
+                     the settle window ahead: its deadline, and whether it is dangling, rest on that date",
+                    f.names.get(s.facts.phase),
+                    (at_ms - now_ms) / 1000
+                ),
+            );
+            (id, f)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(b.0));
+    out.into_iter().map(|(_, f)| f).collect()
 }

@@ -26,11 +26,12 @@ pub fn config() -> GenConfig {
     }
 }
 
-/// The instant of the first operation of `cfg` that may leave a transfer
-/// in progress ([`GenConfig::in_flight`]): every such transfer's deadline is
-/// later, so a lake judged then is a live ledger, not a dangling one.
-pub fn first_in_flight_ms(cfg: &GenConfig) -> i64 {
-    GEN_START_MS + (cfg.accounts + cfg.operations - cfg.in_flight) as i64 * GEN_STEP_MS
+/// An instant just after the last operation of `cfg`: every row is
+/// committed by then, and the deadline of every transfer left in progress
+/// ([`GenConfig::in_flight`], 30 days after it began) is later, so a lake
+/// judged then is a live ledger, not a dangling one.
+pub fn live_ms(cfg: &GenConfig) -> i64 {
+    GEN_START_MS + (cfg.accounts + cfg.operations + 1) as i64 * GEN_STEP_MS
 }
 
 /// Every file under `root/under` as a key relative to `root`, sorted.
