@@ -341,7 +341,7 @@ pub(crate) fn archive_unreadable(e: String) -> crate::lake::Error {
 /// does not open, a block that does not read), warned of on stderr: the
 /// transfers settled there are not judged against the lake.
 pub(crate) fn warn_archive_left_out(why: &str) {
-    eprintln!(
+    crate::say!(
         "reconcile: warning: checkpoint archive: {why}\nThe transfers the checkpoint settled there are not judged \
          against the lake in this full proof (every other tail it proved is); the new checkpoint is rebuilt from \
          the lake"

@@ -480,12 +480,12 @@ fn trace_check(reading: &str, wanted: Option<&Wanted>) {
         return;
     }
     match wanted {
-        Some(w) => eprintln!(
+        Some(w) => crate::say!(
             "reconcile: trace: keyed scan for {reading}: {} stretches enumerated, {} histories matched",
             w.starts.len(),
             w.long.len()
         ),
-        None => eprintln!(
+        None => crate::say!(
             "reconcile: trace: keyed scan for {reading}: too many stretches to match, every file read whole"
         ),
     }

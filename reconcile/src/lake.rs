@@ -651,7 +651,7 @@ impl Lake {
             cursors.push(Cursor::open(f.key.clone(), i, stream).await?);
         }
         if trace_enabled() {
-            eprintln!(
+            crate::say!(
                 "reconcile: opened {} files for the merge in {:.1} s ({batch_rows}-row batches)",
                 files.len(),
                 started.elapsed().as_secs_f64()

@@ -14,6 +14,18 @@
 //!
 //! Native only: DataFusion and tokio never reach a wasm crate.
 
+/// `eprintln!` that ignores a failed write: progress, warnings and errors
+/// go to stderr, and a stderr that went away mid-run (a closed pipe, `2>&1 |
+/// head`, a log pipe restarted) must not panic the run (exit 101, the
+/// night's proof and outputs lost) but let it finish with its own exit code.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod archive;
 pub mod checkpoint;
 pub mod checks;

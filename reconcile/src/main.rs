@@ -277,7 +277,7 @@ async fn reconcile_with(
             match ProofState::load_for_full(path, &cli.lake) {
                 Ok(prior) => {
                     if opts.progress {
-                        eprintln!(
+                        ledger_reconcile::say!(
                             "reconcile: full proof from the first event; the tails checkpoint {} proved are judged too \
                              (checkpoint read in {:.1} s)",
                             path.display(),
@@ -290,7 +290,7 @@ async fn reconcile_with(
                     // Its help says to run with --full: this is that run.
                     let e = e.to_string();
                     let why = e.split("\nHelp:").next().unwrap_or(&e);
-                    eprintln!(
+                    ledger_reconcile::say!(
                         "reconcile: warning: {why}\nThis full proof does not judge whether the lake still holds what \
                          that checkpoint proved; it writes a new one"
                     );
@@ -303,7 +303,7 @@ async fn reconcile_with(
     };
     if opts.progress {
         match (&cli.checkpoint, &resume) {
-            (Some(p), Some(state)) => eprintln!(
+            (Some(p), Some(state)) => ledger_reconcile::say!(
                 "reconcile: resuming from checkpoint {} ({} open transfers, {} settled in {} archive segments; read in {:.1} s)",
                 p.display(),
                 state.transfers.len(),
@@ -311,7 +311,7 @@ async fn reconcile_with(
                 state.archive.refs().len(),
                 started.elapsed().as_secs_f64()
             ),
-            (Some(p), None) => eprintln!(
+            (Some(p), None) => ledger_reconcile::say!(
                 "reconcile: full proof from the first event (checkpoint {} will be written)",
                 p.display()
             ),
@@ -336,7 +336,7 @@ async fn settle_wait(
 ) -> Result<(ledger_reconcile::Report, ProofState), Error> {
     let wait_ms = (by - opts.now_ms + 1).clamp(0, opts.settle_ms + 1);
     if opts.progress {
-        eprintln!(
+        ledger_reconcile::say!(
             "reconcile: {} finding(s) pending until {}; waiting {:.1} s to decide them (--settle-wait)",
             first.pending,
             ledger_reconcile::report::utc(by),
@@ -383,7 +383,13 @@ fn no_transparent_huge_pages() {
     }
 }
 
+/// Exit 2 on a panic too (a bug; its message is on stderr): a wrapper that
+/// tells a verdict (0, 1) from an error (2) must not see Rust's 101.
 fn main() -> ExitCode {
+    std::panic::catch_unwind(run).unwrap_or(ExitCode::from(EXIT_ERROR as u8))
+}
+
+fn run() -> ExitCode {
     no_transparent_huge_pages();
     let cli = Cli::parse();
     let outputs =
@@ -407,7 +413,7 @@ fn main() -> ExitCode {
         .validate(&cli.lake)
         .and_then(|()| output_files_placeable(&cli))
     {
-        eprintln!("error: {e}");
+        ledger_reconcile::say!("error: {e}");
         return ExitCode::from(EXIT_ERROR as u8);
     }
     // Held until the new checkpoint is written (the end of main).
@@ -419,7 +425,7 @@ fn main() -> ExitCode {
     {
         Ok(lock) => lock,
         Err(e) => {
-            eprintln!("error: {e}");
+            ledger_reconcile::say!("error: {e}");
             return ExitCode::from(EXIT_ERROR as u8);
         }
     };
@@ -430,7 +436,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
+            ledger_reconcile::say!("error: cannot start the runtime: {e}");
             return ExitCode::from(EXIT_ERROR as u8);
         }
     };
@@ -442,7 +448,7 @@ fn main() -> ExitCode {
         Some(v) => match v.to_str().and_then(|v| v.parse::<usize>().ok()) {
             Some(n) if n <= most => n,
             _ => {
-                eprintln!(
+                ledger_reconcile::say!(
                     "error: RECONCILE_WANTED_STARTS_MAX={v:?}: not a number from 0 to {most}"
                 );
                 return ExitCode::from(EXIT_ERROR as u8);
@@ -478,7 +484,7 @@ fn main() -> ExitCode {
                 },
                 (e, _) => e,
             };
-            eprintln!("error: {e}");
+            ledger_reconcile::say!("error: {e}");
             return ExitCode::from(EXIT_ERROR as u8);
         }
     };
@@ -512,7 +518,7 @@ fn main() -> ExitCode {
             ledger_api::sweep::DANGLING_BYTES_MAX as usize,
         );
         match rt.block_on(lake.put(DANGLING_LIST_KEY, bytes)) {
-            Ok(()) if !cli.quiet => eprintln!(
+            Ok(()) if !cli.quiet => ledger_reconcile::say!(
                 "reconcile: dangling list ({listed} of {} transfers) published at {DANGLING_LIST_KEY}",
                 report.dangling.len()
             ),
@@ -523,7 +529,7 @@ fn main() -> ExitCode {
     if let Some(path) = &cli.checkpoint {
         let started = std::time::Instant::now();
         match state.save(path, &cli.lake, report.now_ms) {
-            Ok(()) if !cli.quiet => eprintln!(
+            Ok(()) if !cli.quiet => ledger_reconcile::say!(
                 "reconcile: checkpoint {} written in {:.1} s",
                 path.display(),
                 started.elapsed().as_secs_f64()
@@ -538,7 +544,7 @@ fn main() -> ExitCode {
     std::mem::forget(state);
     if !errors.is_empty() {
         for e in &errors {
-            eprintln!("error: {e}");
+            ledger_reconcile::say!("error: {e}");
         }
         return ExitCode::from(EXIT_ERROR as u8);
     }

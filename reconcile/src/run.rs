@@ -82,7 +82,7 @@ pub struct Options {
 /// say what was read, not when each part ended).
 fn trace(started: Instant, what: std::fmt::Arguments<'_>) {
     if crate::lake::trace_enabled() {
-        eprintln!(
+        crate::say!(
             "reconcile: trace {:.2} s: {what}",
             started.elapsed().as_secs_f64()
         );
@@ -812,7 +812,7 @@ async fn prove_table(
     inc.files_read += new.len();
     if opts.progress {
         let rows: i64 = new.iter().map(|f| f.rows).sum();
-        eprintln!(
+        crate::say!(
             "reconcile: {}: {} files ({} already proved), {rows} rows to read (footers checked)",
             table.as_str(),
             files.len(),
@@ -914,7 +914,7 @@ async fn prove_table(
         let kind = (table, Stream::Transfer);
         let again = found_again(lake, kind, prior_files, stored, &files, look_up, opts).await?;
         if opts.progress && !again.is_empty() {
-            eprintln!(
+            crate::say!(
                 "reconcile: {}: {} transfer stream(s) have old rows the proved files hold (delivered again): not reopened ({:.1} s)",
                 table.as_str(),
                 again.len(),
@@ -932,7 +932,7 @@ async fn prove_table(
     add_stats(&mut stats, &read);
     inc.rows_already_proved += copies as u64;
     if copies > 0 && opts.progress {
-        eprintln!(
+        crate::say!(
             "reconcile: {}: {copies} new rows are copies of rows the checkpoint proved (a compacted or redelivered day): \
              they chain to their streams' checkpointed hashes, or the proved files hold them, so they are not proved again",
             table.as_str()
@@ -944,7 +944,7 @@ async fn prove_table(
     if !reopen.is_empty() {
         inc.streams_reopened += reopen.len();
         if opts.progress {
-            eprintln!(
+            crate::say!(
                 "reconcile: {}: {} stream(s) have new rows at or before their checkpoint: re-proving them from seq 1",
                 table.as_str(),
                 reopen.len()
@@ -1047,7 +1047,7 @@ async fn prove_table(
         add_stats(&mut stats, &read);
     }
     if opts.progress {
-        eprintln!(
+        crate::say!(
             "reconcile: {}: {} rows read, {} plain duplicates, {} streams ({:.1} s)",
             table.as_str(),
             stats.rows_read,
@@ -1145,7 +1145,7 @@ async fn prove_by_date(
             .iter()
             .flat_map(|g| g.iter().map(partition_of))
             .collect();
-        eprintln!(
+        crate::say!(
             "reconcile: {}: {} date partitions, proved in {} groups of consecutive dates",
             table.as_str(),
             partitions.len(),
@@ -1190,7 +1190,7 @@ async fn prove_by_date(
                 } else {
                     format!("{first} .. {last}")
                 };
-                eprintln!(
+                crate::say!(
                     "reconcile: {}: stream {key:?} has a row in {span} at or before seq {tail_seq}, proved from the dates before: merging every date instead",
                     table.as_str(),
                 );
@@ -1466,14 +1466,14 @@ enum PullBack {
 /// lake from its first event).
 fn warn_custody(custody: &Custody) {
     if let Some(first) = custody.unreadable.first() {
-        eprintln!(
+        crate::say!(
             "reconcile: warning: {} object(s) under manifests/ are not compaction manifests this build reads, first: {first}\n\
              Help: they are ignored; files only they would account for count as lost",
             custody.unreadable.len()
         );
     }
     if let Some(first) = custody.lost.first() {
-        eprintln!(
+        crate::say!(
             "reconcile: warning: {} lake file version(s) the checkpoint proved are gone and not accounted for by compaction \
              ({} gone in all), first: {first}; their rows may have gone with them and a resumed run does not re-read \
              what it proved, so this run proves the lake from its first event\n\
@@ -1497,7 +1497,7 @@ async fn listed_warning_ignored(
 ) -> Result<(Vec<LakeFileInfo>, Vec<String>), Error> {
     let (files, ignored) = lake.files_and_ignored(table).await?;
     if let Some(first) = ignored.first() {
-        eprintln!(
+        crate::say!(
             "reconcile: warning: {}: {} object(s) ending in .parquet are not named as lake files \
              (events/TABLE/date=YYYY-MM-DD/{{i,c}}-<32 hex>.parquet, docs/LAKE.md) and are not read, first {first}\n\
              Help: a file of events under another name is not proved; rename it as the writers do or move it out of events/",
@@ -1562,7 +1562,7 @@ async fn pull_back(
     if !again.is_empty() {
         reopened.retain(|k| !again.contains_key(k));
         if opts.progress {
-            eprintln!(
+            crate::say!(
                 "reconcile: {} account stream(s) have old rows the proved files hold (delivered again): not reopened ({:.1} s)",
                 again.len(),
                 started.elapsed().as_secs_f64()
@@ -1572,7 +1572,7 @@ async fn pull_back(
     }
     if reopened.len() * 2 > accounts {
         if opts.progress {
-            eprintln!(
+            crate::say!(
                 "reconcile: {} of {accounts} account streams have new rows at or before their checkpoint \
                  (a re-compacted or redelivered day): a full proof is cheaper than re-proving each",
                 reopened.len()
@@ -1630,7 +1630,7 @@ async fn pull_back(
         .pull(ids.iter().map(String::as_str))
         .map_err(crate::checkpoint::archive_unreadable)?;
     if opts.progress {
-        eprintln!(
+        crate::say!(
             "reconcile: {} transfers pulled back from the checkpoint's archive ({} account streams reopened; {:.1} s)",
             pulled.len(),
             reopened.len(),
@@ -1755,7 +1755,7 @@ async fn start(
         .await?;
         warn_custody(&custody);
         if custody.lost.is_empty() && prior.older_rules {
-            eprintln!(
+            crate::say!(
                 "reconcile: the checkpoint was written before version 17, by older rules (holds, deadlines, entry ids, \
                  protocol values, failed transfers' holds and releases, rows after a hold's end, rows per stretch of each file): \
                  proving the lake from its first event once (the checkpoint's tails still judged)"
@@ -1825,7 +1825,7 @@ async fn start(
     // Rows the pre-proof scan took for copies of proved rows are not: the
     // transfers of those streams' histories were not pulled back.
     if opts.progress {
-        eprintln!(
+        crate::say!(
             "reconcile: account rows at or before their checkpoint chain to it but do not hash to their recorded hashes: \
              proving the lake from its first event"
         );
@@ -1972,7 +1972,7 @@ async fn prove_resumed(
                     (upper, file_rows) = block_on(prove_upper(lake, &key, &files, helped))?;
                     trace(started, format_args!("account thread: the split's upper part proved"));
                     if opts.progress {
-                        eprintln!(
+                        crate::say!(
                             "reconcile: transfer: {} rows read from key {key:?} on ({} files), {} streams, on the account table's thread ({:.1} s)",
                             upper.rows_read,
                             files.len(),
@@ -2056,7 +2056,7 @@ async fn prove_resumed(
         return Ok(None);
     }
     if opts.progress && !helped.facts.transfers.is_empty() {
-        eprintln!(
+        crate::say!(
             "reconcile: transfer: {} streams proved on the account table's thread once it was done",
             helped.facts.transfers.len()
         );
@@ -2113,7 +2113,7 @@ async fn prove_resumed(
     trace(started, format_args!("transfers joined to their legs"));
     if opts.progress {
         if let Some(p) = owing.set_aside {
-            eprintln!(
+            crate::say!(
                 "reconcile: judging the tails of {} streams the set-aside checkpoint proved ({:.1} s)",
                 p.streams.len() as u64 + p.transfers.len() as u64 + p.archive.live,
                 started.elapsed().as_secs_f64()
@@ -2136,14 +2136,14 @@ async fn prove_resumed(
         crate::owing::judge(lake, &listed, noted, &owing, reopened, &proved, opts).await?;
     trace(started, format_args!("proved tails judged"));
     if opts.progress && !owed.is_empty() {
-        eprintln!(
+        crate::say!(
             "reconcile: {} stream tail(s) an earlier run proved are not in the lake as proved ({:.1} s)",
             owed.len(),
             started.elapsed().as_secs_f64()
         );
     }
     if opts.progress {
-        eprintln!(
+        crate::say!(
             "reconcile: cross-stream checks on {} transfers ({:.1} s)",
             facts.transfers.len(),
             started.elapsed().as_secs_f64()
@@ -2259,7 +2259,7 @@ async fn prove_resumed(
         }
     }
     if opts.progress {
-        eprintln!(
+        crate::say!(
             "reconcile: checks done ({:.1} s)",
             started.elapsed().as_secs_f64()
         );

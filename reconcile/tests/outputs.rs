@@ -373,6 +373,32 @@ fn a_closed_stdout_is_exit_2_and_the_other_outputs_are_still_written() {
     assert!(ck.is_file());
 }
 
+/// stderr closed by its reader (`reconcile … 2>&1 | head -1`, a log pipe
+/// restarted): the progress lines and warnings go nowhere, and the run
+/// still proves the lake, writes its outputs and exits with its verdict
+/// (writing to a closed stderr once panicked: exit 101, nothing written).
+#[test]
+fn a_closed_stderr_changes_nothing_but_the_progress_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = corrupted_lake(tmp.path(), &[Class::Overdraft]);
+    let json = tmp.path().join("r.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+        .args([s(&dir), "--json", s(&json)])
+        .args(["--now-ms", &NOW_MS.to_string()])
+        .env_remove("LEDGER_LAKE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("verdict: VIOLATED"), "{stdout}");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["holds"], false);
+}
+
 #[test]
 fn metrics_parse_with_prometheus_client_and_equal_the_report() {
     let tmp = tempfile::tempdir().unwrap();

@@ -295,7 +295,7 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
                 "alert: POST {} with {} new violation(s) was not delivered: {f}\n\
                  The state file {} is unchanged, so the next run alerts on them again.\n\
                  Help: check the webhook URL (--alert-webhook or LEDGER_ALERT_WEBHOOK) and that the receiver is up",
-                http::redact(&cfg.webhook),
+                http::redact_path(&cfg.webhook),
                 p.new.len(),
                 cfg.state.display()
             )

@@ -86,6 +86,25 @@ pub fn redact(url: &str) -> String {
     }
 }
 
+/// [`redact`], and of the path only its first segment: a webhook URL most
+/// often carries its secret in the path (Slack's
+/// `/services/T…/B…/<secret>`, Discord's `/api/webhooks/<id>/<token>`), so
+/// a message names the receiver's host and no more.
+pub fn redact_path(url: &str) -> String {
+    let Ok(u) = reqwest::Url::parse(url) else {
+        return "(unparsable URL)".to_owned();
+    };
+    let (Some(host), "http" | "https") = (u.host_str(), u.scheme()) else {
+        return redact(url);
+    };
+    let port = u.port().map(|p| format!(":{p}")).unwrap_or_default();
+    let path = u.path().trim_start_matches('/');
+    let first = path.split('/').next().unwrap_or_default();
+    let more = if path.len() > first.len() { "/…" } else { "" };
+    let query = if u.query().is_some() { "?…" } else { "" };
+    format!("{}://{host}{port}/{first}{more}{query}", u.scheme())
+}
+
 /// Checks that `url` is an absolute http(s) URL.
 pub fn check_url(flag: &str, url: &str) -> Result<reqwest::Url, String> {
     let u = reqwest::Url::parse(url).map_err(|e| {
@@ -142,7 +161,7 @@ pub async fn post_json(
                         .headers()
                         .get(reqwest::header::LOCATION)
                         .and_then(|v| v.to_str().ok())
-                        .map_or_else(|| "nowhere named".to_owned(), redact);
+                        .map_or_else(|| "nowhere named".to_owned(), redact_path);
                     return Err(Failure::Status {
                         status,
                         body: format!(
@@ -190,4 +209,29 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         src = c.source();
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_webhook_url_is_named_by_its_host_and_first_path_segment() {
+        let slack = "https://hooks.slack.com/services/T0/B0/SECRET?token=QUERYSECRET";
+        let shown = redact_path(slack);
+        assert_eq!(shown, "https://hooks.slack.com/services/…?…");
+        assert!(!shown.contains("SECRET"), "{shown}");
+        let discord = redact_path("https://user:pw@discord.com/api/webhooks/1/TOKEN");
+        assert!(
+            !discord.contains("TOKEN") && !discord.contains("pw"),
+            "{discord}"
+        );
+        assert!(discord.starts_with("https://discord.com/api/"), "{discord}");
+        // Nothing past the first segment: as given.
+        assert_eq!(
+            redact_path("http://127.0.0.1:9/hook"),
+            "http://127.0.0.1:9/hook"
+        );
+        assert_eq!(redact_path("not a url"), "(unparsable URL)");
+    }
 }

@@ -74,7 +74,7 @@ impl Outputs {
         if let Some(s) = &self.sweep {
             s.validate()?;
             if let Some(w) = s.warning() {
-                eprintln!("reconcile: warning: {w}");
+                crate::say!("reconcile: warning: {w}");
             }
         }
         if let Some(a) = &self.alert {
@@ -108,7 +108,7 @@ impl Outputs {
             match rt.block_on(alert::run(cfg, report)) {
                 Ok(outcome) => {
                     if !self.quiet {
-                        eprintln!("{}", outcome.line());
+                        crate::say!("{}", outcome.line());
                     }
                 }
                 Err(e) => errors.push(e),
@@ -118,7 +118,7 @@ impl Outputs {
             match rt.block_on(sweep::redrive(cfg, &report.dangling)) {
                 Ok(done) => {
                     if !self.quiet {
-                        eprintln!("{}", done.line());
+                        crate::say!("{}", done.line());
                     }
                 }
                 Err(e) => errors.push(e),
