@@ -337,6 +337,24 @@ fn an_output_path_that_cannot_be_placed_is_exit_2_before_the_run() {
     assert_eq!(std::fs::read(clean.join(&lake_file)).unwrap(), before);
 }
 
+/// Runs `reconcile ARGS --now-ms NOW_MS` with stdout and stderr piped,
+/// `close` dropping one of them (a reader gone) before it is waited for.
+fn run_closing(
+    args: &[&str],
+    close: impl FnOnce(&mut std::process::Child),
+) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+        .args(args)
+        .args(["--now-ms", &NOW_MS.to_string()])
+        .env_remove("LEDGER_LAKE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    close(&mut child);
+    child.wait_with_output().unwrap()
+}
+
 /// stdout closed by its reader (`reconcile … | head -0`): the summary
 /// cannot be written, which is exit 2, and every other output still is.
 #[test]
@@ -345,23 +363,15 @@ fn a_closed_stdout_is_exit_2_and_the_other_outputs_are_still_written() {
     let clean = tmp.path().join("clean");
     clean_lake(&clean);
     let (json, ck) = (tmp.path().join("r.json"), tmp.path().join("ck"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_reconcile"))
-        .args([
-            s(&clean),
-            "--quiet",
-            "--json",
-            s(&json),
-            "--checkpoint",
-            s(&ck),
-        ])
-        .args(["--now-ms", &NOW_MS.to_string()])
-        .env_remove("LEDGER_LAKE")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
+    let args = [
+        s(&clean),
+        "--quiet",
+        "--json",
+        s(&json),
+        "--checkpoint",
+        s(&ck),
+    ];
+    let out = run_closing(&args, |c| drop(c.stdout.take()));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
@@ -382,16 +392,7 @@ fn a_closed_stderr_changes_nothing_but_the_progress_lines() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = corrupted_lake(tmp.path(), &[Class::Overdraft]);
     let json = tmp.path().join("r.json");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_reconcile"))
-        .args([s(&dir), "--json", s(&json)])
-        .args(["--now-ms", &NOW_MS.to_string()])
-        .env_remove("LEDGER_LAKE")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stderr.take());
-    let out = child.wait_with_output().unwrap();
+    let out = run_closing(&[s(&dir), "--json", s(&json)], |c| drop(c.stderr.take()));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("verdict: VIOLATED"), "{stdout}");
@@ -932,6 +933,17 @@ fn add_dangling(dir: &Path, n: usize) -> Vec<String> {
     ids
 }
 
+/// The edge's answer to a re-drive request: `entry(i, id)` for each id.
+fn redriven(
+    req: &Req,
+    entry: impl Fn(usize, &serde_json::Value) -> serde_json::Value,
+) -> (u16, String) {
+    let v: serde_json::Value = serde_json::from_str(&req.body).unwrap();
+    let ids = v["transfer_ids"].as_array().unwrap();
+    let out: Vec<serde_json::Value> = ids.iter().enumerate().map(|(i, id)| entry(i, id)).collect();
+    (200, serde_json::json!({ "redriven": out }).to_string())
+}
+
 #[test]
 fn the_sweep_posts_dangling_ids_in_chunks_of_10_with_the_admin_key() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1006,20 +1018,10 @@ fn the_sweep_posts_dangling_ids_in_chunks_of_10_with_the_admin_key() {
     // The edge answers, but some transfer objects did not (an incident at
     // the edge): not "unknown to the edge", exit 2 naming the first.
     server.set(|req| {
-        let v: serde_json::Value = serde_json::from_str(&req.body).unwrap();
-        let out: Vec<serde_json::Value> = v["transfer_ids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .enumerate()
-            .map(|(i, id)| match i {
-                0 => {
-                    serde_json::json!({"transfer_id": id, "phase": null, "error": "503 overloaded"})
-                }
-                _ => serde_json::json!({"transfer_id": id, "phase": "captured"}),
-            })
-            .collect();
-        (200, serde_json::json!({ "redriven": out }).to_string())
+        redriven(req, |i, id| match i {
+            0 => serde_json::json!({"transfer_id": id, "phase": null, "error": "503 overloaded"}),
+            _ => serde_json::json!({"transfer_id": id, "phase": "captured"}),
+        })
     });
     let r = run_bin(
         &[s(&dir), "--sweep-url", &base],
@@ -1038,14 +1040,10 @@ fn the_sweep_posts_dangling_ids_in_chunks_of_10_with_the_admin_key() {
 
     // At most --sweep-max, the most overdue; the rest are named not sent.
     server.set(|req| {
-        let v: serde_json::Value = serde_json::from_str(&req.body).unwrap();
-        let out: Vec<serde_json::Value> = v["transfer_ids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|id| serde_json::json!({"transfer_id": id, "phase": "captured"}))
-            .collect();
-        (200, serde_json::json!({ "redriven": out }).to_string())
+        redriven(
+            req,
+            |_, id| serde_json::json!({"transfer_id": id, "phase": "captured"}),
+        )
     });
     let r = run_bin(
         &[s(&dir), "--sweep-url", &base, "--sweep-max", "25"],
