@@ -600,12 +600,13 @@ SELECT 'terminal_convergence', 'dangling', id, last_seq, concat('transfer:', id,
 FROM tf
 WHERE phase NOT IN ('captured', 'failed', 'released') AND c.deadline_ms < ${NOW_MS}
 UNION ALL
--- an open transfer a row of which is dated after NOW_MS by more than the settle window
--- (600000 ms, reconcile's default --settle-ms): its deadline rests on that date
+-- an open transfer a row of which is dated after NOW_MS by more than the settle window and an
+-- hour (reconcile's default --settle-ms is 600000 ms: the hour, AHEAD_MIN_MS): its deadline
+-- rests on that date
 SELECT 'terminal_convergence', 'committed_in_future', id, NULL::BIGINT, NULL,
        format('phase {}: a row of it is dated {} ms', phase, latest_ms)
 FROM tf
-WHERE phase NOT IN ('captured', 'failed', 'released') AND latest_ms > ${NOW_MS} + 600000
+WHERE phase NOT IN ('captured', 'failed', 'released') AND latest_ms > ${NOW_MS} + 3600000
 UNION ALL
 SELECT 'terminal_convergence', 'leaked_hold', l.t, l.hp.seq, l.hp.event_id,
        format('hold of {} on {} still live; the transfer is {}', l.hp.amount, l.account, coalesce(tf.phase, 'unknown'))

@@ -1756,8 +1756,9 @@ async fn start(
         warn_custody(&custody);
         if custody.lost.is_empty() && prior.older_rules {
             crate::say!(
-                "reconcile: the checkpoint was written before version 17, by older rules (holds, deadlines, entry ids, \
-                 protocol values, failed transfers' holds and releases, rows after a hold's end, rows per stretch of each file): \
+                "reconcile: the checkpoint was written before version 18, by older rules (holds, deadlines, entry ids, \
+                 protocol values, failed transfers' holds and releases, rows after a hold's end, rows per stretch of each file, \
+                 open transfers' latest dates): \
                  proving the lake from its first event once (the checkpoint's tails still judged)"
             );
         }

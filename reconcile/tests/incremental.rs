@@ -2453,10 +2453,10 @@ fn checkpoint_header(ckpt: &Path) -> serde_json::Value {
     serde_json::from_slice(&bytes[20..20 + len]).unwrap()
 }
 
-/// [`checkpoint_header`] of a checkpoint this build wrote (version 17).
+/// [`checkpoint_header`] of a checkpoint this build wrote (version 18).
 fn current_header(ckpt: &Path) -> serde_json::Value {
     let header = checkpoint_header(ckpt);
-    assert_eq!(header["version"], 17);
+    assert_eq!(header["version"], 18);
     header
 }
 
@@ -2608,12 +2608,12 @@ fn downgrade(ckpt: &Path, version: u32) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let header = std::str::from_utf8(&bytes[20..20 + len]).unwrap();
-    assert!(header.starts_with("{\"version\":17,"), "{header}");
+    assert!(header.starts_with("{\"version\":18,"), "{header}");
     let at = header
         .find(",\"owed\":[],\"streams_files\":[")
         .expect(header);
     let mut old =
-        header[..at].replacen("{\"version\":17,", &format!("{{\"version\":{version},"), 1);
+        header[..at].replacen("{\"version\":18,", &format!("{{\"version\":{version},"), 1);
     old += if version == 6 { "}" } else { ",\"owed\":[]}" };
     reseal(ckpt, version, old.as_bytes());
 }
@@ -4345,6 +4345,14 @@ fn downgrade_to_12(ckpt: &Path) {
     }
 }
 
+/// The checkpoint at `ckpt` as version 17 wrote it (the same layout, its
+/// files of streams counted); sealed again.
+fn downgrade_to_17(ckpt: &Path) {
+    let mut header = current_header(ckpt);
+    header["version"] = 17.into();
+    reseal(ckpt, 17, &serde_json::to_vec(&header).unwrap());
+}
+
 /// The checkpoint at `ckpt` as version `version` (14, 15 or 16) wrote it
 /// (the same layout, its files of streams in layout 2: no stretch's rows
 /// counted); sealed again.
@@ -4405,10 +4413,11 @@ fn downgrade_to_11(ckpt: &Path) {
 fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
     // Resumed from a current checkpoint, and from ones written by older
     // rules (set aside: the night proves the lake in full once).
-    for version in [17, 16, 15, 14, 13, 12, 11] {
+    for version in [18, 17, 16, 15, 14, 13, 12, 11] {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half) = first_half_proved(dir.path(), 47, 160);
         match version {
+            17 => downgrade_to_17(&ckpt),
             14..=16 => downgrade_to_same_layout(&ckpt, version),
             13 => downgrade_to_13(&ckpt),
             12 => downgrade_to_12(&ckpt),
@@ -4467,8 +4476,8 @@ fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
             r.summary()
         );
         let i = r.incremental.unwrap();
-        assert_eq!(i.reproved_in_full, version < 17, "version {version}: {i:?}");
-        if version >= 17 {
+        assert_eq!(i.reproved_in_full, version < 18, "version {version}: {i:?}");
+        if version >= 18 {
             assert_eq!(i.streams_reopened, 0, "rows appended only");
             // The first posting is in the entry store only: the night read
             // the block that holds it.

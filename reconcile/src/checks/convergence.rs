@@ -3,7 +3,8 @@
 //! the run's `now`), and no hold outlives its transfer (leaked: a hold still
 //! live at the account's last event whose transfer is terminal or unknown).
 //! An open transfer with a row dated after the run's `now` (by more than its
-//! settle window) cannot be judged by its deadline: `committed_in_future`.
+//! settle window, and an hour) cannot be judged by its deadline:
+//! `committed_in_future`.
 //!
 //! Dangling transfers are also what the sweeper re-drives (docs/SWEEPER.md):
 //! [`dangling`] lists them most overdue first.
@@ -111,8 +112,16 @@ pub fn check_with(f: &Facts, now_ms: i64, ahead_ms: i64, dangling: &[Dangling]) 
     out
 }
 
-/// Open transfers a row of which is dated more than `ahead_ms` after
-/// `now_ms` (the latest commit time their rows record,
+/// How far ahead of a run's now a row may be dated before it is
+/// `committed_in_future`, at the least (a shorter settle window, or none,
+/// still allows this): the run's now is taken when it starts, and rows keep
+/// coming while it lists the lake, and while `--settle-wait` waits and runs
+/// again; a reconciler's clock may be behind. A date years ahead, which
+/// would keep a transfer from ever dangling, is far past it.
+pub const AHEAD_MIN_MS: i64 = 3_600_000;
+
+/// Open transfers a row of which is dated more than `ahead_ms` (at least
+/// [`AHEAD_MIN_MS`]) after `now_ms` (the latest commit time their rows record,
 /// `TransferFacts::last_at_s`): a writer's clock wrong by that much, or a
 /// forged row. Such a transfer's deadline is reckoned from its `created`
 /// row's date (at most 30 days after it), so a `created` row dated years
@@ -123,7 +132,7 @@ pub fn check_with(f: &Facts, now_ms: i64, ahead_ms: i64, dangling: &[Dangling]) 
 /// an incremental run no longer sees its date, and its holds are judged
 /// ended or leaked by its terminal row.
 fn from_the_future(f: &Facts, now_ms: i64, ahead_ms: i64) -> Vec<Finding> {
-    let latest = now_ms.saturating_add(ahead_ms);
+    let latest = now_ms.saturating_add(ahead_ms.max(AHEAD_MIN_MS));
     let mut out: Vec<(&str, Finding)> = f
         .transfers
         .open()
@@ -131,12 +140,14 @@ fn from_the_future(f: &Facts, now_ms: i64, ahead_ms: i64) -> Vec<Finding> {
         .filter(|(_, _, s)| i64::from(s.facts.last_at_s).saturating_mul(1000) > latest)
         .map(|(_, id, s)| {
             let at_ms = i64::from(s.facts.last_at_s) * 1000;
+            // Dates are kept in whole seconds up to 2106 (`facts::secs`).
+            let or_later = if s.facts.last_at_s == u32::MAX { " or later" } else { "" };
             let f = Finding::new(
                 "committed_in_future",
                 id,
                 format!(
-                    "phase {}: a row of it is dated {at_ms} ms, {} s after this run's now, more than \
-                     the settle window ahead: its deadline, and whether it is dangling, rest on that date",
+                    "phase {}: a row of it is dated {at_ms} ms{or_later}, {} s after this run's now, more than \
+                     the settle window (and an hour) ahead: its deadline, and whether it is dangling, rest on that date",
                     f.names.get(s.facts.phase),
                     (at_ms - now_ms) / 1000
                 ),
@@ -146,4 +157,45 @@ fn from_the_future(f: &Facts, now_ms: i64, ahead_ms: i64) -> Vec<Finding> {
         .collect();
     out.sort_by(|a, b| a.0.cmp(b.0));
     out.into_iter().map(|(_, f)| f).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::{secs, TransferState, Transfers};
+
+    /// The `committed_in_future` findings of an open (or terminal) transfer
+    /// whose latest row is dated `at_ms`, judged at `now_ms` with the
+    /// settle window `ahead_ms`.
+    fn future(at_ms: i64, terminal: bool, now_ms: i64, ahead_ms: i64) -> usize {
+        let mut f = Facts::default();
+        let mut st = TransferState::default();
+        st.facts.phase = f.names.id(if terminal { "captured" } else { "reserved" });
+        st.facts.set_terminal(terminal);
+        st.facts.set_deadline_ms(Some(at_ms + 300_000));
+        st.facts.last_seq = 2;
+        st.facts.last_at_s = secs(at_ms);
+        f.transfers = Transfers::from_sorted(vec![("t.acme.k".into(), st)]);
+        f.finish_transfers();
+        check(&f, now_ms, ahead_ms)
+            .iter()
+            .filter(|x| x.code == "committed_in_future")
+            .count()
+    }
+
+    #[test]
+    fn an_open_transfer_dated_past_the_window_and_an_hour_is_from_the_future() {
+        let now = 1_800_000_000_000;
+        // Rows a little ahead (the run's now is taken when it starts; a
+        // clock behind): not with no window, nor with a short one.
+        assert_eq!(future(now + 30 * 60_000, false, now, 0), 0);
+        assert_eq!(future(now + AHEAD_MIN_MS, false, now, 60_000), 0);
+        // Past the hour, or past a longer window.
+        assert_eq!(future(now + AHEAD_MIN_MS + 1_000, false, now, 0), 1);
+        assert_eq!(future(now + 2 * AHEAD_MIN_MS, false, now, 3 * AHEAD_MIN_MS), 0);
+        // Years ahead, the date capped at 2106: still found. Terminal: not
+        // judged (its deadline no longer matters).
+        assert_eq!(future(253_402_300_000_000, false, now, 600_000), 1);
+        assert_eq!(future(253_402_300_000_000, true, now, 600_000), 0);
+    }
 }
