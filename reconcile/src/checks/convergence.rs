@@ -192,7 +192,10 @@ mod tests {
         assert_eq!(future(now + AHEAD_MIN_MS, false, now, 60_000), 0);
         // Past the hour, or past a longer window.
         assert_eq!(future(now + AHEAD_MIN_MS + 1_000, false, now, 0), 1);
-        assert_eq!(future(now + 2 * AHEAD_MIN_MS, false, now, 3 * AHEAD_MIN_MS), 0);
+        assert_eq!(
+            future(now + 2 * AHEAD_MIN_MS, false, now, 3 * AHEAD_MIN_MS),
+            0
+        );
         // Years ahead, the date capped at 2106: still found. Terminal: not
         // judged (its deadline no longer matters).
         assert_eq!(future(253_402_300_000_000, false, now, 600_000), 1);
