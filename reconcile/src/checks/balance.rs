@@ -42,8 +42,11 @@ pub const INVARIANT: &str = "I1";
 pub const PROVES: &str =
     "refolding each account's events reproduces every recorded balance_after and held_after, every event keeps the currency and overdraft limit the account was opened with, and each deposit or withdrawal entry posts once";
 
-/// The state change of one account event: (balance delta, held delta).
-pub fn effect(kind: AccountKind, amount: i64) -> (i64, i64) {
+/// The state change of one account event: (balance delta, held delta), in
+/// i128: the negation of any `i64` amount (a malformed row's `i64::MIN`
+/// included) is exact, not a panic or a wrap.
+pub fn effect(kind: AccountKind, amount: i64) -> (i128, i128) {
+    let amount = i128::from(amount);
     match kind {
         AccountKind::Opened | AccountKind::Frozen | AccountKind::Unfrozen => (0, 0),
         AccountKind::Deposited | AccountKind::Credited => (amount, 0),
@@ -170,7 +173,8 @@ pub fn check_stream(
                 _ => None,
             };
             let (db, _) = effect(kind, ev.amount.unwrap_or(0));
-            let moved = before.and_then(|b| bal.checked_sub(db).and_then(|x| x.checked_sub(b)));
+            let moved =
+                before.and_then(|b| i64::try_from(i128::from(bal) - db - i128::from(b)).ok());
             gaps.push((first_missing, moved));
         }
         let expected = if kind == AccountKind::Opened {
@@ -179,10 +183,7 @@ pub fn check_stream(
             match prev {
                 Some((pseq, pbal, pheld)) if pseq + 1 == ev.seq => {
                     let (db, dh) = effect(kind, ev.amount.unwrap_or(0));
-                    Some((
-                        i128::from(pbal) + i128::from(db),
-                        i128::from(pheld) + i128::from(dh),
-                    ))
+                    Some((i128::from(pbal) + db, i128::from(pheld) + dh))
                 }
                 // After a gap (or a first row that is not `opened`): unjudged.
                 _ => None,
@@ -220,6 +221,17 @@ mod tests {
         known: bool,
     ) -> Option<&'static str> {
         hold_step(kind, "t1", amount, live, known).map(|(code, _)| code)
+    }
+
+    /// The amount's negation is exact at the edges of `i64` (a malformed
+    /// row reaches the refold too: its balance must not pass by a wrap).
+    #[test]
+    fn an_effect_is_exact_for_every_i64_amount() {
+        let min = i128::from(i64::MIN);
+        assert_eq!(effect(AccountKind::Withdrawn, i64::MIN), (-min, 0));
+        assert_eq!(effect(Captured, i64::MIN), (-min, -min));
+        assert_eq!(effect(HoldReleased, i64::MIN), (0, -min));
+        assert_eq!(effect(Credited, i64::MAX), (i128::from(i64::MAX), 0));
     }
 
     #[test]
