@@ -77,7 +77,8 @@ struct Cli {
     /// Write the full JSON report (format: docs/RECONCILE.md) to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Write the dangling-transfer list in the sweeper's format v1 (docs/SWEEPER.md) to FILE.
+    /// Write the dangling-transfer list in the sweeper's format v1 (docs/SWEEPER.md) to FILE:
+    /// every dangling transfer (the sweeper takes at most 1 MiB; --publish-dangling cuts to that).
     #[arg(long, value_name = "FILE")]
     dangling: Option<PathBuf>,
     /// Put the dangling list into the lake at reconcile/dangling/latest.json, the

@@ -105,6 +105,16 @@ pub fn redact_path(url: &str) -> String {
     format!("{}://{host}{port}/{first}{more}{query}", u.scheme())
 }
 
+/// Whether `url` is plain http to another host than this one: what it
+/// sends (an admin key, a webhook's token and the violations) crosses the
+/// network in clear text.
+pub fn clear_text(url: &str) -> bool {
+    reqwest::Url::parse(url).is_ok_and(|u| {
+        let local = matches!(u.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
+        u.scheme() == "http" && !local
+    })
+}
+
 /// Checks that `url` is an absolute http(s) URL.
 pub fn check_url(flag: &str, url: &str) -> Result<reqwest::Url, String> {
     let u = reqwest::Url::parse(url).map_err(|e| {
@@ -233,5 +243,18 @@ mod tests {
             "http://127.0.0.1:9/hook"
         );
         assert_eq!(redact_path("not a url"), "(unparsable URL)");
+    }
+
+    #[test]
+    fn plain_http_is_clear_text_except_to_this_machine() {
+        assert!(clear_text("http://hooks.example/x"));
+        assert!(!clear_text("https://hooks.example/x"));
+        for local in [
+            "http://127.0.0.1:9/x",
+            "http://localhost/x",
+            "http://[::1]:8/x",
+        ] {
+            assert!(!clear_text(local), "{local}");
+        }
     }
 }

@@ -148,7 +148,7 @@ pub fn render(report: &Report, wall_clock_ms: i64, outputs_failed: usize) -> Str
     }
     t.single(
         "reconcile_verdict_holds",
-        "1 when every check held on the last run (exit 0), 0 when one was violated (exit 1).",
+        "1 when every check held on the last run, 0 when one was violated (the exit is 0 or 1 by it, 2 when an output failed).",
         u8::from(report.holds),
     );
     t.single(

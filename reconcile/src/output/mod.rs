@@ -79,6 +79,13 @@ impl Outputs {
         }
         if let Some(a) = &self.alert {
             a.validate(lake)?;
+            if http::clear_text(&a.webhook) {
+                crate::say!(
+                    "reconcile: warning: --alert-webhook {} is plain http: its token and the violations cross \
+                     the network in clear text (use https)",
+                    http::redact_path(&a.webhook)
+                );
+            }
         }
         Ok(())
     }

@@ -87,9 +87,7 @@ impl SweepConfig {
     /// A warning for a URL that sends the admin key in clear text (plain
     /// http to another host than this one).
     pub fn warning(&self) -> Option<String> {
-        let url = reqwest::Url::parse(&self.base_url).ok()?;
-        let local = matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
-        (url.scheme() == "http" && !local).then(|| {
+        http::clear_text(&self.base_url).then(|| {
             format!(
                 "--sweep-url {} is plain http: the admin key crosses the network in clear text \
                  (use https)",
