@@ -405,6 +405,18 @@ fn created_only_as(
     to_itself: bool,
     deadline: impl FnOnce(i64) -> i64,
 ) -> Result<(String, i64, Event), String> {
+    created_only_dated(l, t, to_itself, None, deadline)
+}
+
+/// [`created_only_as`], the row dated `at` when given (else at the first
+/// account's first event).
+fn created_only_dated(
+    l: &mut LocalLake,
+    t: &str,
+    to_itself: bool,
+    at: Option<i64>,
+    deadline: impl FnOnce(i64) -> i64,
+) -> Result<(String, i64, Event), String> {
     let accounts = l.streams(Stream::Account);
     let mut it = accounts.iter();
     let (src, s_evs) = it.next().ok_or("the lake has no account")?;
@@ -414,7 +426,7 @@ fn created_only_as(
         it.next().ok_or("the lake has one account only")?
     };
     let t = t.to_owned();
-    let at = s_evs[0].occurred_at_ms;
+    let at = at.unwrap_or(s_evs[0].occurred_at_ms);
     let currency = s_evs[0].currency.clone();
     let e = created_event(&t, src, dst, currency, 100, at, deadline(at));
     l.replace_stream(std::slice::from_ref(&e));
@@ -1041,15 +1053,9 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
         }
         Class::FutureCreated => {
             let t = format!("t.{}.injected-future", crate::gen::GEN_TENANT);
-            let accounts = l.streams(Stream::Account);
-            let mut it = accounts.iter();
-            let (src, s_evs) = it.next().ok_or("the lake has no account")?;
-            let (dst, _) = it.next().ok_or("the lake has one account only")?;
             let at = ledger_events::event::TIME_MS_MAX - 300_000;
             assert!(at > now_ms, "the row must be dated after `now`");
-            let currency = s_evs[0].currency.clone();
-            let e = created_event(&t, src, dst, currency, 100, at, at + 300_000);
-            l.replace_stream(std::slice::from_ref(&e));
+            let (t, at, _) = created_only_dated(&mut l, &t, false, Some(at), |at| at + 300_000)?;
             (
                 format!(
                     "{t}: created at {at}, never advanced, deadline {}",

@@ -1512,7 +1512,12 @@ impl Facts {
     /// previous run left, or new).
     pub fn add_transfer(&mut self, s: &StreamView, f: &mut TransferFacts) {
         let mut last: Option<&EventRef> = None;
+        // The latest date its rows record: its last row's on an honest
+        // clock, and a row dated ahead of the rest is not forgotten
+        // (`convergence` judges it).
+        let mut latest = f.last_at_s;
         for ev in s.primary() {
+            latest = latest.max(secs(ev.occurred_at_ms));
             if ev.kind == "created" {
                 let names = &mut self.names;
                 f.set_amount(ev.amount);
@@ -1535,11 +1540,7 @@ impl Facts {
             f.set_terminal(matches!(last.kind, "captured" | "failed" | "released"));
             f.releasing = protocol::releasing_code(last.kind, last.reason);
             f.last_seq = last.seq;
-            // The latest date its rows record: its last row's on an honest
-            // clock, and a row dated ahead of the rest is not forgotten
-            // (`convergence` judges it).
-            let latest = s.primary().map(|ev| secs(ev.occurred_at_ms)).max();
-            f.last_at_s = f.last_at_s.max(latest.unwrap_or(0));
+            f.last_at_s = latest;
         }
     }
 

@@ -133,8 +133,8 @@ pub const AHEAD_MIN_MS: i64 = 3_600_000;
 /// ended or leaked by its terminal row.
 fn from_the_future(f: &Facts, now_ms: i64, ahead_ms: i64) -> Vec<Finding> {
     let latest = now_ms.saturating_add(ahead_ms.max(AHEAD_MIN_MS));
-    let mut out: Vec<(&str, Finding)> = f
-        .transfers
+    // `open` lists the transfers in id order.
+    f.transfers
         .open()
         .into_iter()
         .filter(|(_, _, s)| i64::from(s.facts.last_at_s).saturating_mul(1000) > latest)
@@ -142,7 +142,7 @@ fn from_the_future(f: &Facts, now_ms: i64, ahead_ms: i64) -> Vec<Finding> {
             let at_ms = i64::from(s.facts.last_at_s) * 1000;
             // Dates are kept in whole seconds up to 2106 (`facts::secs`).
             let or_later = if s.facts.last_at_s == u32::MAX { " or later" } else { "" };
-            let f = Finding::new(
+            Finding::new(
                 "committed_in_future",
                 id,
                 format!(
@@ -151,12 +151,9 @@ fn from_the_future(f: &Facts, now_ms: i64, ahead_ms: i64) -> Vec<Finding> {
                     f.names.get(s.facts.phase),
                     (at_ms - now_ms) / 1000
                 ),
-            );
-            (id, f)
+            )
         })
-        .collect();
-    out.sort_by(|a, b| a.0.cmp(b.0));
-    out.into_iter().map(|(_, f)| f).collect()
+        .collect()
 }
 
 #[cfg(test)]
