@@ -324,12 +324,17 @@ FROM (SELECT *, min(seq) OVER (PARTITION BY stream_key, entry_id) AS first_seq
       FROM pa WHERE kind IN ('deposited', 'withdrawn') AND entry_id IS NOT NULL)
 WHERE seq > first_seq;
 
--- 4. no_overdraft: balance − held ≥ −overdraft_limit after every event (HUGEINT: no overflow).
+-- 4. no_overdraft: balance − held ≥ −limit after every event (HUGEINT: no overflow), where the
+-- limit is the one the account was opened with: its first row's that records one (a row that
+-- records another is terms_changed, not a new limit).
 INSERT INTO findings
 SELECT 'no_overdraft', 'overdraft', stream_key, seq, event_id,
-       format('{}: balance {} − held {} < −{}', kind, balance_after, held_after, overdraft_limit)
-FROM pa
-WHERE balance_after::HUGEINT - held_after < -(overdraft_limit::HUGEINT);
+       format('{}: balance {} − held {} < −{}', kind, balance_after, held_after, lim)
+FROM (SELECT *, first_value(overdraft_limit IGNORE NULLS)
+                    OVER (PARTITION BY stream_key ORDER BY seq
+                          ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS lim
+      FROM pa)
+WHERE balance_after::HUGEINT - held_after < -(lim::HUGEINT);
 
 -- Facts. Transfers as their own streams show them (primary rows).
 -- The deadline is judged by the ledger's bound at the latest: 30 days after `created`.

@@ -89,8 +89,10 @@ use crate::stream::Tail;
 /// (`crate::keyed` checks a keyed scan saw them all). 18: the same layout;
 /// each open transfer's `last_at_s` is the latest date its rows record, not
 /// its last row's (`checks::convergence` judges a row dated after the run's
-/// now by it: a version-17 one may have forgotten an earlier row's).
-pub const CHECKPOINT_VERSION: u32 = 18;
+/// now by it: a version-17 one may have forgotten an earlier row's). 19:
+/// each account's state keeps the overdraft limit it was opened with
+/// (`AccountFacts::limit`), which `checks::overdraft` judges every row by.
+pub const CHECKPOINT_VERSION: u32 = 19;
 
 /// Versions this reconciler reads: a version-6 checkpoint is a version-7
 /// one that owes nothing, a version-7 one a version-8 one that knows no
@@ -108,16 +110,18 @@ pub const CHECKPOINT_VERSION: u32 = 18;
 /// unknown, a version-14 or 15 one a version-16 one, a version-16 one a
 /// version-17 one whose files of streams (layout 2) count no stretch's
 /// rows, a version-17 one a version-18 one whose open transfers' dates are
-/// their last rows'. Versions 6–17 are read to be set aside
+/// their last rows', a version-18 one a version-19 one whose accounts'
+/// limits are their last rows'. Versions 6–18 are read to be set aside
 /// (`ProofState::older_rules`): their tails judged, the lake proved from
 /// its first event once (before 14, no row's amount, limit or reason and
 /// no failed transfer's hold was judged; before 15, no failed transfer's
 /// release; before 16, no hold or release after a hold's end and no
 /// release off the source; before 17, no keyed scan could see rows a
 /// footer hid inside a stretch whose first row it left; before 18, no open
-/// transfer's row dated after the run's now but its last), and every lake
+/// transfer's row dated after the run's now but its last; before 19, no
+/// row was judged by a limit but its own), and every lake
 /// file's notes written again, counted.
-const CHECKPOINT_VERSIONS_READ: [u32; 13] = [
+const CHECKPOINT_VERSIONS_READ: [u32; 14] = [
     6,
     7,
     8,
@@ -130,6 +134,7 @@ const CHECKPOINT_VERSIONS_READ: [u32; 13] = [
     15,
     16,
     17,
+    18,
     CHECKPOINT_VERSION,
 ];
 
@@ -181,7 +186,7 @@ pub struct ProofState {
     /// Parts of the archive [`ProofState::load_for_full`] left out, each
     /// with why (not saved: the report's `not_judged`).
     pub left_out: Vec<String>,
-    /// Written before version 18: proved by older rules (before 11, a hold
+    /// Written before version 19: proved by older rules (before 11, a hold
     /// of another amount judged only from `reserved` on and deadlines
     /// unbounded; before 12, no account's entry ids kept; before 14, no
     /// row's amount, limit or reason judged, nor a failed transfer's hold;
@@ -189,7 +194,8 @@ pub struct ProofState {
     /// release after a hold's end and no release off the source; before
     /// 17, no stretch's rows counted, so a footer could hide rows inside a
     /// stretch from a keyed scan; before 18, an open transfer's date was its
-    /// last row's, not its latest), so the next run proves the lake from its
+    /// last row's, not its latest; before 19, each row judged by the
+    /// overdraft limit it records), so the next run proves the lake from its
     /// first event, with this proof set aside (its tails judged), and notes
     /// every file's stretches with their rows.
     pub older_rules: bool,
@@ -528,7 +534,7 @@ impl ProofState {
                 dir: dir.to_path_buf(),
                 refs: f.streams_files.into_owned(),
             },
-            older_rules: f.version < 18,
+            older_rules: f.version < 19,
             entry_key: entry_key.unwrap_or_default(),
             entry_store,
             ..Default::default()

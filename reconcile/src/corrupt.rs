@@ -37,8 +37,14 @@ pub enum Class {
     Leaked,
     /// A balance that changed by 1000 without any entry.
     Nonconservation,
-    /// An overdrawing withdrawal whose row raises the account's overdraft limit to hide it.
+    /// An overdrawing withdrawal whose row raises the account's overdraft
+    /// limit to hide it: judged by the limit the account was opened with.
     HiddenOverdraft,
+    /// A deposit of 1 whose row raises the account's overdraft limit by
+    /// 1000, then a withdrawal that keeps the raised limit and overdraws the
+    /// limit the account was opened with by 1 (resealed): the only row that
+    /// changes the terms is harmless, the overdrawing one repeats them.
+    RaisedLimit,
     /// A captured transfer whose `captured` event records another amount than `created`.
     TermsChanged,
     /// A captured transfer's `credited` event removed, the stream renumbered and resealed.
@@ -140,6 +146,7 @@ impl Class {
         Class::Leaked,
         Class::Nonconservation,
         Class::HiddenOverdraft,
+        Class::RaisedLimit,
         Class::TermsChanged,
         Class::PhaseSkipped,
         Class::FrozenDeposit,
@@ -754,7 +761,40 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                     "{}: withdrawal of {amount} overdraws the limit {limit}, the row records a limit of {hiding}",
                     e.event_id
                 ),
-                one_at("balance_integrity", "terms_changed", &acc, &e),
+                vec![
+                    expect("balance_integrity", "terms_changed", &acc, Some(&e.event_id)),
+                    expect("no_overdraft", "overdraft", &acc, Some(&e.event_id)),
+                ],
+            )
+        }
+        Class::RaisedLimit => {
+            let (acc, mut evs) = first_account(&l)?;
+            let (bal, held, limit) = last_state(&evs);
+            let raised = limit + 1000;
+            let raise = append(&mut evs, "deposited", |e| {
+                e.amount = Some(1);
+                e.balance_after = Some(bal + 1);
+                e.overdraft_limit = Some(raised);
+                e.entry_id = Some(format!("dep:{acc}:injected-raised-limit"));
+            });
+            // Available −(limit + 1) after it (at least 1 withdrawn: the
+            // account may be overdrawn already), within the raised limit.
+            let amount = (bal + 1 - held + limit + 1).max(1);
+            let e = append(&mut evs, "withdrawn", |e| {
+                e.amount = Some(amount);
+                e.balance_after = Some(bal + 1 - amount);
+                e.entry_id = Some(format!("wd:{acc}:injected-raised-limit"));
+            });
+            l.replace_stream(&evs);
+            (
+                format!(
+                    "{}: deposit of 1 raises the limit {limit} to {raised}; {}: withdrawal of {amount} overdraws {limit}, within {raised}",
+                    raise.event_id, e.event_id
+                ),
+                vec![
+                    expect("balance_integrity", "terms_changed", &acc, Some(&raise.event_id)),
+                    expect("no_overdraft", "overdraft", &acc, Some(&e.event_id)),
+                ],
             )
         }
         Class::TermsChanged => {

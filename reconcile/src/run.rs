@@ -304,7 +304,7 @@ impl Proof {
                         gap.missing_balance = moved;
                     }
                 }
-                overdraft::check_stream(s, &mut out[3]);
+                overdraft::check_stream(s, &mut a.limit, &mut out[3]);
                 protocol::check_account_stream(s, &mut out[5]);
                 self.facts.add_account(s, a, last_seq, &mut out[2]);
             }
@@ -1756,9 +1756,9 @@ async fn start(
         warn_custody(&custody);
         if custody.lost.is_empty() && prior.older_rules {
             crate::say!(
-                "reconcile: the checkpoint was written before version 18, by older rules (holds, deadlines, entry ids, \
+                "reconcile: the checkpoint was written before version 19, by older rules (holds, deadlines, entry ids, \
                  protocol values, failed transfers' holds and releases, rows after a hold's end, rows per stretch of each file, \
-                 open transfers' latest dates): \
+                 open transfers' latest dates, accounts' opened limits): \
                  proving the lake from its first event once (the checkpoint's tails still judged)"
             );
         }

@@ -2453,10 +2453,10 @@ fn checkpoint_header(ckpt: &Path) -> serde_json::Value {
     serde_json::from_slice(&bytes[20..20 + len]).unwrap()
 }
 
-/// [`checkpoint_header`] of a checkpoint this build wrote (version 18).
+/// [`checkpoint_header`] of a checkpoint this build wrote (version 19).
 fn current_header(ckpt: &Path) -> serde_json::Value {
     let header = checkpoint_header(ckpt);
-    assert_eq!(header["version"], 18);
+    assert_eq!(header["version"], 19);
     header
 }
 
@@ -2608,12 +2608,12 @@ fn downgrade(ckpt: &Path, version: u32) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let header = std::str::from_utf8(&bytes[20..20 + len]).unwrap();
-    assert!(header.starts_with("{\"version\":18,"), "{header}");
+    assert!(header.starts_with("{\"version\":19,"), "{header}");
     let at = header
         .find(",\"owed\":[],\"streams_files\":[")
         .expect(header);
     let mut old =
-        header[..at].replacen("{\"version\":18,", &format!("{{\"version\":{version},"), 1);
+        header[..at].replacen("{\"version\":19,", &format!("{{\"version\":{version},"), 1);
     old += if version == 6 { "}" } else { ",\"owed\":[]}" };
     reseal(ckpt, version, old.as_bytes());
 }
@@ -3305,6 +3305,7 @@ fn late_redeliveries_are_copies_and_violations_in_rewritten_files_are_caught() {
         Class::Gap,
         Class::Leaked,
         Class::HiddenOverdraft,
+        Class::RaisedLimit,
         Class::TermsChanged,
         Class::PhaseSkipped,
         Class::FrozenDeposit,
@@ -4345,12 +4346,32 @@ fn downgrade_to_12(ckpt: &Path) {
     }
 }
 
-/// The checkpoint at `ckpt` as version 17 wrote it (the same layout, its
-/// files of streams counted); sealed again.
-fn downgrade_to_17(ckpt: &Path) {
+/// The checkpoint at `ckpt` as version `version` (17 or 18) wrote it (the
+/// same layout, its files of streams counted, no account keeping its
+/// opened limit); sealed again.
+fn downgrade_to_17_or_18(ckpt: &Path, version: u32) {
     let mut header = current_header(ckpt);
-    header["version"] = 17.into();
-    reseal(ckpt, 17, &serde_json::to_vec(&header).unwrap());
+    header["version"] = version.into();
+    strip_limits(&mut header);
+    reseal(ckpt, version, &serde_json::to_vec(&header).unwrap());
+}
+
+/// Removes what version 19 added to a checkpoint's header: each account's
+/// `limit` (an object with the account state's `fold` and `terms`).
+fn strip_limits(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            if m.contains_key("fold") && m.contains_key("terms") {
+                assert!(
+                    m.remove("limit").is_some(),
+                    "an account state keeps its limit"
+                );
+            }
+            m.values_mut().for_each(strip_limits);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(strip_limits),
+        _ => {}
+    }
 }
 
 /// The checkpoint at `ckpt` as version `version` (14, 15 or 16) wrote it
@@ -4413,11 +4434,11 @@ fn downgrade_to_11(ckpt: &Path) {
 fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
     // Resumed from a current checkpoint, and from ones written by older
     // rules (set aside: the night proves the lake in full once).
-    for version in [18, 17, 16, 15, 14, 13, 12, 11] {
+    for version in [19, 18, 17, 16, 15, 14, 13, 12, 11] {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half) = first_half_proved(dir.path(), 47, 160);
         match version {
-            17 => downgrade_to_17(&ckpt),
+            17 | 18 => downgrade_to_17_or_18(&ckpt, version),
             14..=16 => downgrade_to_same_layout(&ckpt, version),
             13 => downgrade_to_13(&ckpt),
             12 => downgrade_to_12(&ckpt),
@@ -4476,8 +4497,8 @@ fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
             r.summary()
         );
         let i = r.incremental.unwrap();
-        assert_eq!(i.reproved_in_full, version < 18, "version {version}: {i:?}");
-        if version >= 18 {
+        assert_eq!(i.reproved_in_full, version < 19, "version {version}: {i:?}");
+        if version >= 19 {
             assert_eq!(i.streams_reopened, 0, "rows appended only");
             // The first posting is in the entry store only: the night read
             // the block that holds it.
@@ -5038,4 +5059,89 @@ fn a_proved_files_footer_cannot_hide_a_streams_seq_0_rows_from_its_re_proof() {
         &lying,
         "the re-proof of the streams it reopens",
     );
+}
+
+/// rev-s45-checks M2: a limit raised on a harmless row, and kept by every
+/// row after it, hides no later overdraft. Night 1 brings the raise (a
+/// deposit of 1 whose row records a limit 1000 higher: `terms_changed`);
+/// night 2 brings only a withdrawal that repeats the raised limit and
+/// overdraws the one the account was opened with. Night 2 names it, at its
+/// row, as a full proof does: the account's checkpointed state keeps the
+/// limit it was opened with.
+#[test]
+fn an_overdraft_within_a_limit_raised_on_an_earlier_night_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(59, 4, 200);
+    let streams = Streams::of(&events);
+    let (acc, last) = streams
+        .last_of
+        .iter()
+        .find(|(acc, _)| !streams.frozen(acc))
+        .map(|(a, e)| (a.to_string(), *e))
+        .unwrap();
+    let (bal, held, limit) = (
+        last.balance_after.unwrap(),
+        last.held_after.unwrap(),
+        last.overdraft_limit.unwrap(),
+    );
+    let raise = ledger_reconcile::corrupt::next_event(last, "deposited", |e| {
+        e.amount = Some(1);
+        e.balance_after = Some(bal + 1);
+        e.overdraft_limit = Some(limit + 1000);
+        e.entry_id = Some(format!("dep:{acc}:raise"));
+    });
+    // Available −(limit + 1) after it: within the raised limit.
+    let amount = bal + 1 - held + limit + 1;
+    let overdraw = ledger_reconcile::corrupt::next_event(&raise, "withdrawn", |e| {
+        e.amount = Some(amount);
+        e.balance_after = Some(bal + 1 - amount);
+        e.entry_id = Some(format!("wd:{acc}:overdraw"));
+    });
+    assert_eq!(overdraw.overdraft_limit, Some(limit + 1000), "kept");
+    let found = |r: &Report| -> Vec<(&'static str, &'static str, Option<String>)> {
+        let mut v: Vec<_> = r
+            .checks
+            .iter()
+            .flat_map(|c| {
+                c.findings
+                    .iter()
+                    .map(|f| (c.name, f.code, f.event_id.clone()))
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let mut first: Vec<&Event> = events.iter().collect();
+    first.push(&raise);
+    deliver(&root, &first, "a");
+    let r = night(&root, &ckpt);
+    let changed = (
+        "balance_integrity",
+        "terms_changed",
+        Some(raise.event_id.clone()),
+    );
+    assert_eq!(found(&r), std::slice::from_ref(&changed), "{}", r.summary());
+    assert_same(1, &r, &full(&root));
+    deliver(&root, &[&overdraw], "b");
+    let r = night(&root, &ckpt);
+    let i = r.incremental.as_ref().unwrap();
+    assert!(!i.reproved_in_full && i.streams_reopened == 0, "{i:?}");
+    let overdraft = ("no_overdraft", "overdraft", Some(overdraw.event_id.clone()));
+    assert_eq!(found(&r), [changed, overdraft], "{}", r.summary());
+    let detail = &r
+        .checks
+        .iter()
+        .find(|c| c.name == "no_overdraft")
+        .unwrap()
+        .findings[0]
+        .detail;
+    assert!(
+        detail.ends_with(&format!(
+            "< −{limit} (the account's overdraft limit; the row records {})",
+            limit + 1000
+        )),
+        "{detail}"
+    );
+    assert_same(2, &r, &full(&root));
 }

@@ -10,9 +10,9 @@
 //!
 //! No account event changes the account's currency or overdraft limit
 //! (`opened` sets them), so every row must repeat the previous row's: a row
-//! that does not is `terms_changed`, once, where it changed (a limit raised
-//! under a withdrawal would otherwise hide an overdraft from `no_overdraft`,
-//! which judges each row by the limit it records).
+//! that does not is `terms_changed`, once, where it changed (`no_overdraft`
+//! judges every row by the limit the account was opened with, whatever the
+//! row records).
 //!
 //! Holds are judged by transfer as well as by sum ([`hold_step`], applied
 //! where the facts keep each account's live holds): a hold is placed once
