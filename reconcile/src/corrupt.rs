@@ -67,6 +67,15 @@ pub enum Class {
     /// lake with transfers in progress: `generate --in-flight`; not in
     /// [`Class::ALL`], which runs on lakes without).
     ReleasedTwice,
+    /// A transfer in progress (`reserved`) whose credit its destination
+    /// already committed, every row of its stream, and its source's hold,
+    /// naming a third account of its currency as the destination instead
+    /// (resealed): the credit is on an account that is not the transfer's,
+    /// while its source's hold is live and every balance refolds. The
+    /// credit is then not money in flight, so its currency is not conserved
+    /// (needs a lake with transfers in progress: `generate --in-flight`; not
+    /// in [`Class::ALL`]).
+    CreditElsewhere,
     /// A transfer that is only `created` whose source holds 1 of its
     /// amount while its destination is credited the whole amount: a token
     /// hold standing behind a credit in flight (money created, and
@@ -977,6 +986,70 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                     ),
                 ]
                 .concat(),
+            )
+        }
+        Class::CreditElsewhere => {
+            let accounts = l.streams(Stream::Account);
+            let credited: BTreeSet<&str> = accounts
+                .values()
+                .flatten()
+                .filter(|e| e.kind == "credited")
+                .filter_map(|e| e.transfer_id.as_deref())
+                .collect();
+            let (t, mut t_evs, other) = l
+                .streams(Stream::Transfer)
+                .into_iter()
+                .find_map(|(t, evs)| {
+                    let kinds: Vec<&str> = evs.iter().map(|e| e.kind.as_str()).collect();
+                    if kinds != ["created", "reserved"] || !credited.contains(t.as_str()) {
+                        return None;
+                    }
+                    let c = &evs[0];
+                    // Of the transfer's tenant (`t.{tenant}.` → `{tenant}.`)
+                    // and currency, neither of its parties.
+                    let tenant = t.strip_prefix("t.")?.split_once('.')?.0;
+                    let other = accounts
+                        .iter()
+                        .find(|(a, a_evs)| {
+                            a.strip_prefix(tenant).is_some_and(|r| r.starts_with('.'))
+                                && Some(a.as_str()) != c.source.as_deref()
+                                && Some(a.as_str()) != c.destination.as_deref()
+                                && a_evs[0].currency == c.currency
+                        })?
+                        .0
+                        .clone();
+                    Some((t, evs, other))
+                })
+                .ok_or("the lake has no transfer reserved whose credit its destination committed (generate it with --in-flight)")?;
+            let dst = t_evs[0].destination.clone().unwrap_or_default();
+            let src = t_evs[0].source.clone().unwrap_or_default();
+            let currency = t_evs[0].currency.clone().unwrap_or_default();
+            for e in &mut t_evs {
+                e.destination = Some(other.clone());
+            }
+            reseal_from(&mut t_evs, 0);
+            l.replace_stream(&t_evs);
+            let mut s_evs = accounts[&src].clone();
+            let i = s_evs
+                .iter()
+                .position(|e| e.kind == "hold_placed" && e.transfer_id.as_deref() == Some(&t))
+                .ok_or("the reserved transfer has no hold on its source")?;
+            s_evs[i].counterparty = Some(other.clone());
+            reseal_from(&mut s_evs, i);
+            l.replace_stream(&s_evs);
+            (
+                format!(
+                    "{t}: reserved, its credit committed on {dst}, every row of its stream and its hold on {src} naming {other} as the destination (resealed)"
+                ),
+                vec![
+                    expect(
+                        "transfer_conservation",
+                        "credit_not_the_transfers",
+                        &t,
+                        None,
+                    ),
+                    expect("global_conservation", "not_conserved", &currency, None),
+                ],
             )
         }
         Class::WrongCounterparty => {

@@ -284,6 +284,41 @@ fn a_hold_released_twice_is_found_at_the_second_release() {
     assert!(err.contains("--in-flight"), "{err}");
 }
 
+/// rev-s45-checks M1: a transfer in progress whose credit is on an account
+/// that is not its destination, while its source's hold is live and every
+/// balance refolds, is `credit_not_the_transfers` before any deadline and
+/// nothing else (it would otherwise pass every check until its `captured`
+/// arrived).
+#[test]
+fn a_credit_on_another_account_than_the_transfers_is_found_in_progress() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("in-flight");
+    let cfg = ledger_reconcile::gen::GenConfig {
+        in_flight: 40,
+        ..config()
+    };
+    generate_lake(&cfg, &dir).unwrap();
+    let first = common::live_ms(&cfg);
+    assert!(run_lib_at(&dir, first).unwrap().holds);
+    let injected = inject(&dir, Class::CreditElsewhere, first).unwrap();
+    let r = run_lib_at(&dir, first).unwrap();
+    let mut expected = injected.expected.clone();
+    expected.sort();
+    assert_eq!(
+        findings(&r),
+        expected,
+        "{}\n{}",
+        injected.description,
+        r.summary()
+    );
+    let codes: Vec<&str> = expected.iter().map(|e| e.code).collect();
+    assert_eq!(codes, ["not_conserved", "credit_not_the_transfers"]);
+    let clean = tmp.path().join("clean");
+    clean_lake(&clean);
+    let err = inject(&clean, Class::CreditElsewhere, NOW_MS).unwrap_err();
+    assert!(err.contains("--in-flight"), "{err}");
+}
+
 #[test]
 fn each_injected_class_is_reported_with_exactly_its_rows() {
     let tmp = tempfile::tempdir().unwrap();
