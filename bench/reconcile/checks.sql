@@ -436,8 +436,10 @@ SELECT l.t AS id,
        arg_min(l.event_id, l.seq) FILTER (WHERE l.kind = 'hold_released' AND l.account = coalesce(t.c.source, '')) AS release_event_id,
        arg_min(l.amount, l.seq) FILTER (WHERE l.kind = 'hold_released' AND l.account = coalesce(t.c.source, '')) AS release_amount,
        min(l.seq) FILTER (WHERE l.kind = 'captured' AND l.account = coalesce(t.c.source, '')) AS capture_seq,
-       -- holds, and releases of holds (a tombstone included), only on the source
-       coalesce(bool_or(l.kind IN ('hold_placed', 'hold_released') AND l.account <> coalesce(t.c.source, '')), false) AS wrong_hold,
+       arg_min(l.event_id, l.seq) FILTER (WHERE l.kind = 'captured' AND l.account = coalesce(t.c.source, '')) AS capture_event_id,
+       -- the first credit in the order reconcile judges a transfer's legs in: account, then seq
+       arg_min(l.seq, {'a': l.account, 's': l.seq}) FILTER (WHERE l.kind = 'credited') AS credit1_seq,
+       arg_min(l.event_id, {'a': l.account, 's': l.seq}) FILTER (WHERE l.kind = 'credited') AS credit1_event_id,
        count(*) FILTER (WHERE l.kind = 'captured' AND l.account = coalesce(t.c.source, '')) AS n_src_debits,
        coalesce(bool_or(l.kind = 'hold_released' AND l.amount > 0 AND l.account = coalesce(t.c.source, '')), false) AS src_released,
        -- the capture of the source's hold: the source's first debit by seq
@@ -530,32 +532,36 @@ WITH x AS (
     SELECT tf.id, tf.phase, tf.c.amount AS amount, coalesce(tf.c.currency, '') AS currency,
            coalesce(lt.n_src_holds, 0) AS n_src_holds, lt.hold_amount, lt.hold_currency,
            lt.hold_seq, lt.hold_event_id, lt.release_seq, lt.release_event_id, lt.release_amount,
+           lt.capture_seq, lt.capture_event_id, lt.credit1_seq, lt.credit1_event_id,
            least(lt.release_seq, lt.capture_seq) AS end_seq,
-           coalesce(lt.wrong_hold, false) AS wrong_hold,
            coalesce(lt.n_debits, 0) AS n_debits, lt.debit1, coalesce(lt.n_credits, 0) AS n_credits,
            coalesce(lt.released, false) AS released
     FROM tf LEFT JOIN lt ON lt.id = tf.id
     WHERE tf.c.amount IS NOT NULL
 )
-SELECT 'cross_stream_consistency', 'hold_on_wrong_account', id, NULL::BIGINT, NULL, 'a hold or a release is not on the source'
-FROM x WHERE wrong_hold
+-- each hold, and each release of a hold (a tombstone included), on another account than the source
+SELECT 'cross_stream_consistency', 'hold_on_wrong_account', l.t, l.seq, l.event_id,
+       format('{} is on {}, the source is {}', l.event_id, l.account, coalesce(tf.c.source, ''))
+FROM lg l JOIN tf ON tf.id = l.t
+WHERE tf.c.amount IS NOT NULL AND l.kind IN ('hold_placed', 'hold_released')
+  AND l.account <> coalesce(tf.c.source, '')
 UNION ALL
 SELECT 'cross_stream_consistency', 'phase_without_hold', id, NULL, NULL, format('phase {} but no hold on the source', phase)
 FROM x WHERE phase IN ('reserved', 'credited', 'captured') AND n_src_holds = 0
 UNION ALL
-SELECT 'cross_stream_consistency', 'hold_amount_mismatch', id, NULL, NULL,
+SELECT 'cross_stream_consistency', 'hold_amount_mismatch', id, hold_seq, hold_event_id,
        format('hold of {} for a transfer of {}', hold_amount, amount)
 FROM x WHERE n_src_holds > 0 AND hold_amount <> amount
 UNION ALL
-SELECT 'cross_stream_consistency', 'hold_currency_mismatch', id, NULL, NULL,
+SELECT 'cross_stream_consistency', 'hold_currency_mismatch', id, hold_seq, hold_event_id,
        format('hold in {} for a transfer in {}', hold_currency, currency)
 FROM x WHERE n_src_holds > 0 AND hold_currency <> currency
 UNION ALL
-SELECT 'cross_stream_consistency', 'capture_not_hold', id, NULL, NULL,
+SELECT 'cross_stream_consistency', 'capture_not_hold', id, capture_seq, capture_event_id,
        format('hold of {} captured as a debit of {}', hold_amount, debit1)
 FROM x WHERE phase IN ('credited', 'captured') AND n_src_holds > 0 AND debit1 IS NOT NULL AND debit1 <> hold_amount
 UNION ALL
-SELECT 'cross_stream_consistency', 'credit_without_live_hold', id, NULL, NULL,
+SELECT 'cross_stream_consistency', 'credit_without_live_hold', id, credit1_seq, credit1_event_id,
        'credited but the source hold was ' || CASE WHEN released THEN 'released' ELSE 'never placed' END
 FROM x WHERE n_credits > 0 AND (n_src_holds = 0 OR released)
 UNION ALL

@@ -1233,7 +1233,12 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                     hold.event_id, credit.event_id
                 ),
                 vec![
-                    expect("cross_stream_consistency", "hold_amount_mismatch", &t, None),
+                    expect(
+                        "cross_stream_consistency",
+                        "hold_amount_mismatch",
+                        &t,
+                        Some(&hold.event_id),
+                    ),
                     expect("global_conservation", "not_conserved", &currency, None),
                     expect(
                         "terminal_convergence",
@@ -1343,12 +1348,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                     "{}: a release of no hold for the captured transfer {t} on its destination {dst}",
                     release.event_id
                 ),
-                vec![expect(
-                    "cross_stream_consistency",
-                    "hold_on_wrong_account",
-                    &t,
-                    None,
-                )],
+                one_at("cross_stream_consistency", "hold_on_wrong_account", &t, &release),
             )
         }
         Class::WrongReason => {

@@ -4974,7 +4974,7 @@ fn rows_after_a_holds_end_and_a_release_off_the_source_are_judged_across_nights(
             "cross_stream_consistency",
             "hold_on_wrong_account",
             captured.stream_key.clone(),
-            None,
+            Some(tombstone.event_id.clone()),
         ),
     ];
     expected.sort();

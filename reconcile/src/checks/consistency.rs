@@ -54,9 +54,14 @@ pub fn check_transfer(
     let amount = t.amount().unwrap_or(0);
     // A finding on a row that is wrong, or (`absent`) on a step that is not
     // in the lake: committed before one of the transfer's rows, it may still
-    // be in delivery while that row is young.
-    let mut bad = |code: &'static str, detail: String, absent: bool| {
-        let f = Finding::new(code, id, detail);
+    // be in delivery while that row is young. With `row`, the account row
+    // that shows it (its seq is in that account's stream, which its event
+    // id names; the finding's key is the transfer's).
+    let mut bad = |code: &'static str, detail: String, absent: bool, row: Option<&Leg>| {
+        let mut f = Finding::new(code, id, detail);
+        if let Some(l) = row {
+            f = f.at(l.seq, &l.event_id(n));
+        }
         out.push(if absent {
             f.absence(youngest_ms(Some(t), legs))
         } else {
@@ -65,16 +70,12 @@ pub fn check_transfer(
     };
     // Holds, and the releases of holds, only on the source: the saga
     // reserves and releases there alone (a release elsewhere, even of
-    // nothing, is one the saga never asked for).
+    // nothing, is one the saga never asked for). Each such row, in the
+    // legs' order (their accounts' names, then seq).
     let off_source = |l: &&Leg| Some(l.account) != t.source();
-    let hold_off = legs.holds().iter().find(off_source).map(|l| ("hold", l));
-    let off = hold_off.or_else(|| {
-        legs.releases()
-            .iter()
-            .find(off_source)
-            .map(|l| ("release", l))
-    });
-    if let Some((kind, l)) = off {
+    let holds_off = legs.holds().iter().filter(off_source).map(|l| ("hold", l));
+    let releases_off = legs.releases().iter().filter(off_source);
+    for (kind, l) in holds_off.chain(releases_off.map(|l| ("release", l))) {
         bad(
             "hold_on_wrong_account",
             format!(
@@ -83,6 +84,7 @@ pub fn check_transfer(
                 n.get(l.account)
             ),
             false,
+            Some(l),
         );
     }
     let hold = legs.holds().iter().find(|h| Some(h.account) == t.source());
@@ -92,6 +94,7 @@ pub fn check_transfer(
             "phase_without_hold",
             format!("phase {phase} but no hold on the source {src}"),
             true,
+            None,
         ),
         // The core places a hold of the transfer's amount, whatever the
         // phase the lake shows (the transfer's `reserved` may still be in
@@ -105,6 +108,7 @@ pub fn check_transfer(
                 h.amount
             ),
             false,
+            Some(h),
         ),
         _ => {}
     }
@@ -120,6 +124,7 @@ pub fn check_transfer(
                 n.get(h.currency)
             ),
             false,
+            Some(h),
         );
     }
     // Captured, or being captured (the source's debit committed, the
@@ -134,8 +139,15 @@ pub fn check_transfer(
             if d.amount != h.amount {
                 bad(
                     "capture_not_hold",
-                    format!("hold of {} captured as a debit of {}", h.amount, d.amount),
+                    format!(
+                        "hold {} of {} captured as a debit of {} by {}",
+                        h.event_id(n),
+                        h.amount,
+                        d.amount,
+                        d.event_id(n)
+                    ),
                     false,
+                    Some(d),
                 );
             }
         }
@@ -143,15 +155,18 @@ pub fn check_transfer(
     if !legs.credits().is_empty() {
         let released = legs.releases().iter().any(|r| r.amount > 0);
         if hold.is_none() || released {
+            // The first credit in the legs' order.
+            let credit = &legs.credits()[0];
             bad(
                 "credit_without_live_hold",
                 format!(
                     "credited {} but the source hold was {}",
-                    legs.credits()[0].event_id(n),
+                    credit.event_id(n),
                     if released { "released" } else { "never placed" }
                 ),
                 // A hold is placed before any credit; a release is final.
                 !released,
+                Some(credit),
             );
         }
     } else if phase == "credited" {
@@ -162,6 +177,7 @@ pub fn check_transfer(
             "phase_without_credit",
             format!("phase credited but no credit on the destination {dst}"),
             true,
+            None,
         );
     }
     // The source refused the reserve of a failed transfer: no hold, placed
@@ -653,7 +669,10 @@ mod tests {
             vec![],
             vec![release, leg(dst, 0, 7)],
         );
-        assert_eq!(off, [("hold_on_wrong_account", None)]);
+        assert_eq!(
+            off,
+            [("hold_on_wrong_account", Some("account:dst:7".to_owned()))]
+        );
         let mut out = Vec::new();
         let mut t = TransferFacts::new(n.id("released"));
         t.set_amount(Some(100));
