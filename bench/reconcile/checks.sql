@@ -325,15 +325,18 @@ FROM (SELECT *, min(seq) OVER (PARTITION BY stream_key, entry_id) AS first_seq
 WHERE seq > first_seq;
 
 -- 4. no_overdraft: balance − held ≥ −limit after every event (HUGEINT: no overflow), where the
--- limit is the one the account was opened with: its first row's that records one (a row that
--- records another is terms_changed, not a new limit).
+-- limit is the smaller of the one the account was opened with (its seq-1 row's: a row that
+-- records another is terms_changed, not a new limit) and the row's own.
 INSERT INTO findings
 SELECT 'no_overdraft', 'overdraft', stream_key, seq, event_id,
        format('{}: balance {} − held {} < −{}', kind, balance_after, held_after, lim)
-FROM (SELECT *, first_value(overdraft_limit IGNORE NULLS)
-                    OVER (PARTITION BY stream_key ORDER BY seq
-                          ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS lim
-      FROM pa)
+FROM (SELECT *, CASE WHEN opened IS NULL THEN overdraft_limit
+                     WHEN overdraft_limit IS NULL THEN opened
+                     ELSE least(opened, overdraft_limit) END AS lim
+      -- (a row before seq 1 is read before the account's opening row: judged by its own)
+      FROM (SELECT *, CASE WHEN seq >= 1 THEN max(CASE WHEN seq = 1 THEN overdraft_limit END)
+                                              OVER (PARTITION BY stream_key) END AS opened
+            FROM pa))
 WHERE balance_after::HUGEINT - held_after < -(lim::HUGEINT);
 
 -- Facts. Transfers as their own streams show them (primary rows).

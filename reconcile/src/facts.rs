@@ -251,9 +251,10 @@ pub struct AccountFacts {
     /// The currency and overdraft limit of the last row (no account event
     /// changes them: `opened` sets them), which the next row must repeat.
     pub terms: Option<AccountTerms>,
-    /// The overdraft limit the account was opened with (its first row's, the
-    /// first that records one), which `checks::overdraft` judges every row
-    /// by: a row that records another is `terms_changed`, not a new limit.
+    /// The overdraft limit the account was opened with (its seq-1 row's),
+    /// which `checks::overdraft` judges every row by (or by the row's own,
+    /// when lower): a row that records another is `terms_changed`, not a
+    /// new limit.
     pub limit: Option<i64>,
     /// Where the account's life stands after its last row, which the next
     /// row must be a step of (see `checks::completeness::check_account_life`).
