@@ -8,7 +8,7 @@ prints the violation count per check, in reconcile's order.
 
 --compare REPORT.json: the `reconcile --json` report of the same lake at the same --now-ms;
 checks that both engines report the same verdict and count per check, and the same findings
-(check, code, key, seq). Exit 0 when they agree, 1 when not (differences printed).
+(check, code, key, seq, event id). Exit 0 when they agree, 1 when not (differences printed).
 Without --compare: exit 0 when every check holds, 1 otherwise (like reconcile).
 
 Needs the duckdb Python package (scripts/install-lake-readers.sh pins it).
@@ -155,7 +155,9 @@ def main():
     if rep.get("now_ms") != args.now_ms:
         print(f"warning: the report was judged at now_ms {rep.get('now_ms')}, not {args.now_ms}")
     ok = True
-    mine = collections.Counter((r[0], r[1], r[2], r[3]) for r in rows)
+    # The event id too: a transfer's finding on one of its account rows carries that account's
+    # seq, and only the event id names the account.
+    mine = collections.Counter((r[0], r[1], r[2], r[3], r[4]) for r in rows)
     theirs = collections.Counter()
     for chk in rep["checks"]:
         n = counts.get(chk["name"], 0)
@@ -163,7 +165,7 @@ def main():
             ok = False
             print(f"DIFF {chk['name']}: reconcile {chk['violations']}, SQL {n}")
         for fd in chk["findings"]:
-            theirs[(chk["name"], fd["code"], fd["key"], fd.get("seq"))] += 1
+            theirs[(chk["name"], fd["code"], fd["key"], fd.get("seq"), fd.get("event_id"))] += 1
     for k in sorted((mine - theirs).keys(), key=str):
         ok = False
         print(f"DIFF only in SQL: {k}")

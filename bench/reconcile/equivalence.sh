@@ -2,7 +2,7 @@
 # Equivalence of bench/reconcile/checks.sql (DuckDB) and `reconcile`: on a generated clean lake
 # on one with sagas in progress (`generate --in-flight`), and on one corrupted copy per class
 # (`reconcile-testdata corrupt --class X`), both must give
-# the same verdict and count per check and the same findings (check, code, key, seq).
+# the same verdict and count per check and the same findings (check, code, key, seq, event id).
 # Small lakes: runs in seconds once the binaries are built.
 #
 #   bash bench/reconcile/equivalence.sh [BIN_DIR]    # BIN_DIR holds reconcile and reconcile-testdata

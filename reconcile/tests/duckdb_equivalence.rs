@@ -1,6 +1,6 @@
 //! The DuckDB formulation of the checks (bench/reconcile/checks.sql, the benchmark's
 //! competitor) agrees with `reconcile` on a generated clean lake and on one corrupted copy per
-//! class the corruption tool knows: same verdict and count per check, same findings (check, code, key, seq).
+//! class the corruption tool knows: same verdict and count per check, same findings (check, code, key, seq, event id).
 //!
 //! Then random rounds (`reconcile-testdata mutate`: a few random edits of random events per
 //! round, the two engines each other's oracle): 20 by default, `RECONCILE_EQUIV_ROUNDS=N` for
