@@ -799,8 +799,11 @@ async fn prove_table(
         opts,
         started,
     } = *run;
-    // Only streams that start from nothing can be proved elsewhere.
-    let handoff = handoff.filter(|_| proof.facts.transfers.is_empty());
+    // Only streams that start from nothing can be proved elsewhere: no
+    // transfer kept from a checkpoint, and no stream of another kind found
+    // in this table (a subscription stream sorts after the transfers, into
+    // the split's upper part, which starts from nothing).
+    let handoff = handoff.filter(|_| proof.facts.transfers.is_empty() && proof.streams.is_empty());
     let mut stats = ScanStats::default();
     let mut inc = Incremental::default();
     let (files, ignored) = match listed {

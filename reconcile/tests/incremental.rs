@@ -5145,3 +5145,81 @@ fn an_overdraft_within_a_limit_raised_on_an_earlier_night_is_found() {
     );
     assert_same(2, &r, &full(&root));
 }
+
+/// rev-s46-incremental M2: a resumed night whose transfer table is split
+/// between two threads (the checkpoint has no open transfer, so the
+/// transfers start from nothing) still continues a stream of another kind
+/// found in that table from its checkpointed state. A foreign writer put a
+/// subscription stream's rows under events/transfer/ (subscription streams
+/// sort after transfer streams: the split's upper part): night 2 brings
+/// its seqs 4–5, and the stream is still one `wrong_table`, with no gap.
+#[test]
+fn a_split_resumed_night_continues_a_misplaced_stream_from_its_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(61, 4, 200);
+    let half = quiet_cut(&events, events.len() / 2);
+    let mut prev = ledger_events::GENESIS_HASH.to_owned();
+    let sub: Vec<Event> = (1..=5)
+        .map(|seq| {
+            let e = Event::new(
+                Stream::Subscription,
+                "s.x",
+                seq,
+                "renewed",
+                events[0].occurred_at_ms + seq as i64,
+                &prev,
+            )
+            .seal();
+            prev.clone_from(&e.hash);
+            e
+        })
+        .collect();
+    // A writer that puts the subscription's rows under events/transfer/.
+    let misplace = |evs: &[Event]| {
+        let rows = evs
+            .iter()
+            .map(|e| ledger_ingest::Row {
+                event: e.clone(),
+                conflict: false,
+            })
+            .collect();
+        for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
+            assert!(f.key.starts_with("events/subscription/"), "{}", f.key);
+            let moved = f
+                .key
+                .replacen("events/subscription/", "events/transfer/", 1);
+            write_object(&root, &moved, &f.bytes).unwrap();
+        }
+    };
+    let split = Options {
+        split_first: true,
+        ..opts()
+    };
+    deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "a");
+    misplace(&sub[..3]);
+    let first = night_with(&root, &ckpt, &split);
+    deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "b");
+    misplace(&sub[3..]);
+    let second = night_with(&root, &ckpt, &split);
+    let codes =
+        |r: &Report| -> Vec<&'static str> { r.checks[0].findings.iter().map(|f| f.code).collect() };
+    assert!(
+        codes(&first).contains(&"wrong_table"),
+        "{}",
+        first.summary()
+    );
+    assert_eq!(
+        codes(&second)
+            .iter()
+            .filter(|c| **c == "wrong_table")
+            .count(),
+        1,
+        "{}",
+        second.summary()
+    );
+    assert!(!codes(&second).contains(&"seq_gap"), "{}", second.summary());
+    let i = second.incremental.as_ref().unwrap();
+    assert!(!i.reproved_in_full, "{i:?}");
+    assert_same(2, &second, &full(&root));
+}
