@@ -198,4 +198,45 @@ mod tests {
         assert_eq!(future(253_402_300_000_000, false, now, 600_000), 1);
         assert_eq!(future(253_402_300_000_000, true, now, 600_000), 0);
     }
+
+    /// A hold live after its transfer ended rests on the capture or release
+    /// not in the lake yet (committed before the transfer's terminal row):
+    /// an absence, pending while young. A failed transfer's never: its
+    /// source never held money for it.
+    #[test]
+    fn a_leaked_hold_is_an_absence_unless_its_transfer_failed() {
+        let now = 1_800_000_000_000;
+        for (phase, absent) in [("captured", true), ("released", true), ("failed", false)] {
+            let mut f = Facts::default();
+            let mut st = TransferState::default();
+            st.facts.phase = f.names.id(phase);
+            st.facts.set_terminal(true);
+            st.facts.last_seq = 3;
+            st.facts.last_at_s = secs(now - 60_000);
+            f.transfers = Transfers::from_sorted(vec![("t.acme.k".into(), st)]);
+            f.finish_transfers();
+            let (a, b, usd) = (
+                f.names.id("acme.a"),
+                f.names.id("acme.b"),
+                f.names.id("USD"),
+            );
+            let hold = crate::facts::Leg {
+                account: a,
+                amount: 100,
+                currency: usd,
+                counterparty: b,
+                seq: 7,
+                at_s: secs(now - 120_000),
+            };
+            f.live_holds.push(("t.acme.k".to_owned(), hold));
+            let out = check(&f, now, 0);
+            let leaked: Vec<_> = out.iter().filter(|x| x.code == "leaked_hold").collect();
+            assert_eq!(leaked.len(), 1, "{phase}: {out:?}");
+            assert_eq!(leaked[0].event_id.as_deref(), Some("account:acme.a:7"));
+            // The youngest row it rests on: the transfer's terminal one
+            // (kept in whole seconds: the last ms of its second).
+            let young = absent.then_some(ms_of(secs(now - 60_000)));
+            assert_eq!(leaked[0].youngest_ms, young, "{phase}");
+        }
+    }
 }

@@ -108,6 +108,111 @@ mod tests {
     use super::*;
     use crate::facts::{Leg, LegKind, TransferState, Transfers};
 
+    /// Each per-transfer code that rests on a row being absent (a saga step
+    /// committed before one of the transfer's rows, which may still be in
+    /// delivery) is marked so, and pending while young; the same code on
+    /// rows that are wrong is not (docs/RECONCILE.md, "Delivery lag").
+    #[test]
+    fn per_transfer_codes_are_absences_only_where_a_row_is_missing() {
+        let mut n = Names::default();
+        let (a, b, usd) = (n.id("a"), n.id("b"), n.id("USD"));
+        let leg = |account, amount, seq| Leg {
+            account,
+            amount,
+            currency: usd,
+            counterparty: if account == a { b } else { a },
+            seq,
+            at_s: 1_000,
+        };
+        // (phase, [holds, debits, credits, releases]) → (code, absent).
+        let cases: Vec<(&str, [Vec<Leg>; 4], &str, bool)> = vec![
+            // Captured, the credit not in the lake yet; then a wrong debit.
+            (
+                "captured",
+                [vec![leg(a, 100, 1)], vec![leg(a, 100, 2)], vec![], vec![]],
+                "captured_legs_mismatch",
+                true,
+            ),
+            (
+                "captured",
+                [
+                    vec![leg(a, 100, 1)],
+                    vec![leg(a, 90, 2)],
+                    vec![leg(b, 100, 1)],
+                    vec![],
+                ],
+                "captured_legs_mismatch",
+                false,
+            ),
+            // Debited while reserved (its `credited` may be in delivery),
+            // and while releasing (no row makes that right).
+            (
+                "reserved",
+                [vec![leg(a, 100, 1)], vec![leg(a, 100, 2)], vec![], vec![]],
+                "debit_before_capture",
+                true,
+            ),
+            (
+                "releasing",
+                [vec![leg(a, 100, 1)], vec![leg(a, 100, 2)], vec![], vec![]],
+                "debit_before_capture",
+                false,
+            ),
+            // Reserved with no hold on the source yet.
+            (
+                "reserved",
+                [vec![], vec![], vec![], vec![]],
+                "phase_without_hold",
+                true,
+            ),
+            // A credit whose hold is not in the lake yet; one whose hold
+            // was released (final).
+            (
+                "created",
+                [vec![], vec![], vec![leg(b, 100, 1)], vec![]],
+                "credit_without_live_hold",
+                true,
+            ),
+            (
+                "releasing",
+                [
+                    vec![leg(a, 100, 1)],
+                    vec![],
+                    vec![leg(b, 100, 1)],
+                    vec![leg(a, 100, 2)],
+                ],
+                "credit_without_live_hold",
+                false,
+            ),
+            // Credited, the destination's credit not in the lake yet.
+            (
+                "credited",
+                [vec![leg(a, 100, 1)], vec![], vec![], vec![]],
+                "phase_without_credit",
+                true,
+            ),
+        ];
+        for (phase, lists, code, absent) in cases {
+            let mut t = crate::facts::TransferFacts::new(n.id(phase));
+            t.set_amount(Some(100));
+            t.set_currency(Some(usd));
+            t.set_source(Some(a));
+            t.set_destination(Some(b));
+            let legs = crate::facts::Legs::from_lists(lists);
+            let mut out = Vec::new();
+            transfer_conservation::check_transfer(&n, "t.acme.k", Some(&t), &legs, &mut out);
+            consistency::check_transfer(&n, "t.acme.k", Some(&t), &legs, &mut out);
+            let found: Vec<_> = out.iter().filter(|f| f.code == code).collect();
+            assert_eq!(found.len(), 1, "{phase} {code}: {out:?}");
+            assert_eq!(
+                found[0].youngest_ms.is_some(),
+                absent,
+                "{phase} {code}: {:?}",
+                found[0]
+            );
+        }
+    }
+
     #[test]
     fn the_split_walk_finds_what_each_check_finds_on_its_own() {
         // Transfers whose findings span the whole id range (every third is
