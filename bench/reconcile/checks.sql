@@ -1,14 +1,16 @@
 -- The nine reconcile checks (docs/RECONCILE.md) in DuckDB SQL, over the same lake files.
 --
--- Placeholders, substituted textually by bench/reconcile/duckdb_checks.py (or sed):
---   ${LAKE}    the lake root (the directory holding events/)
---   ${NOW_MS}  the instant deadlines are judged at (reconcile --now-ms)
+-- Placeholders, substituted textually by bench/reconcile/duckdb_checks.py:
+--   ${FILES:t}  the rows of table t's lake files (read_parquet of the list of them: only keys
+--               of the lake's form, date=YYYY-MM-DD/[ic]-<32 hex>.parquet, as reconcile reads;
+--               no rows when it has none)
+--   ${NOW_MS}   the instant deadlines are judged at (reconcile --now-ms)
 --
 -- Result: the temp table `findings` (chk, code, key, seq, event_id, detail): one row per
 -- offending row, the same granularity as reconcile's JSON findings, and `stats`.
 --
 -- Shape (shared parts computed once, as temp tables):
---   w    every distinct row of both tables, with its hash verdict, its schema verdict and
+--   w    every distinct row of the three tables, with its hash verdict, its schema verdict and
 --        lag(seq), lag(hash) in (stream_key, seq, hash) order: ONE sort of the lake, which
 --        dedups identical copies and gives gaps, chain links and conflicting versions.
 --   pa   the primary account rows (first version per seq, by hash) with lag() over them:
@@ -23,12 +25,19 @@ WITH raw AS (
     SELECT 'account' AS tbl, v, event_id, stream, stream_key, seq, kind, occurred_at_ms, currency,
            amount, balance_after, held_after, overdraft_limit, entry_id, transfer_id, counterparty,
            source, destination, deadline_ms, reason, prev_hash, hash
-    FROM read_parquet('${LAKE}/events/account/date=*/[ic]-*.parquet', hive_partitioning = false)
+    FROM ${FILES:account}
     UNION ALL
     SELECT 'transfer' AS tbl, v, event_id, stream, stream_key, seq, kind, occurred_at_ms, currency,
            amount, balance_after, held_after, overdraft_limit, entry_id, transfer_id, counterparty,
            source, destination, deadline_ms, reason, prev_hash, hash
-    FROM read_parquet('${LAKE}/events/transfer/date=*/[ic]-*.parquet', hive_partitioning = false)
+    FROM ${FILES:transfer}
+    UNION ALL
+    -- reserved for recurring billing: schema v1 defines no subscription kind, so any row here
+    -- is invalid_event (and wrong_table when of another stream)
+    SELECT 'subscription' AS tbl, v, event_id, stream, stream_key, seq, kind, occurred_at_ms,
+           currency, amount, balance_after, held_after, overdraft_limit, entry_id, transfer_id,
+           counterparty, source, destination, deadline_ms, reason, prev_hash, hash
+    FROM ${FILES:subscription}
 ),
 canon AS (
     -- docs/EVENTS.md canonical encoding: name=value lines in field order, absent = empty,
@@ -51,8 +60,12 @@ checked AS (
            held_after, overdraft_limit, entry_id, transfer_id, counterparty, source, destination, deadline_ms,
            reason, prev_hash, hash, sha256(text) = hash AS hash_ok,
            -- 64-bit digest of the whole row: with seq and hash it tells identical copies (the
-           -- docs/LAKE.md dedup) without carrying the columns no check reads.
-           hash(text, entry_id IS NULL, counterparty IS NULL, reason IS NULL, currency IS NULL) AS content,
+           -- docs/LAKE.md dedup) without carrying the columns no check reads. Of the columns
+           -- themselves, not the canonical text, which writes NULL and '' alike and cannot tell
+           -- a value holding a newline from two values.
+           hash(v, event_id, stream, stream_key, seq, kind, occurred_at_ms, currency, amount,
+                balance_after, held_after, overdraft_limit, entry_id, transfer_id, counterparty,
+                source, destination, deadline_ms, reason, prev_hash, hash) AS content,
            -- Event::validate (edge/events/src/event.rs), rule for rule.
            coalesce(
                v = 1
@@ -225,20 +238,20 @@ WHERE kind IN ('opened','deposited','withdrawn','hold_placed','credited','captur
 INSERT INTO findings
 WITH judged AS (
     SELECT *,
-        CASE WHEN kind = 'opened' THEN 0::HUGEINT
+        CASE WHEN kind = 'opened' AND seq = 1 THEN 0::HUGEINT
              WHEN p_seq = seq - 1 AND p_bal IS NOT NULL AND p_held IS NOT NULL
                   AND p_kind IN ('opened','deposited','withdrawn','hold_placed','credited','captured',
                                  'hold_released','frozen','unfrozen')
              THEN p_bal::HUGEINT + CASE WHEN kind IN ('deposited','credited') THEN coalesce(amount, 0)
-                                        WHEN kind IN ('withdrawn','captured') THEN -coalesce(amount, 0)
+                                        WHEN kind IN ('withdrawn','captured') THEN -coalesce(amount, 0)::HUGEINT
                                         ELSE 0 END
         END AS eb,
-        CASE WHEN kind = 'opened' THEN 0::HUGEINT
+        CASE WHEN kind = 'opened' AND seq = 1 THEN 0::HUGEINT
              WHEN p_seq = seq - 1 AND p_bal IS NOT NULL AND p_held IS NOT NULL
                   AND p_kind IN ('opened','deposited','withdrawn','hold_placed','credited','captured',
                                  'hold_released','frozen','unfrozen')
              THEN p_held::HUGEINT + CASE WHEN kind = 'hold_placed' THEN coalesce(amount, 0)
-                                         WHEN kind IN ('captured','hold_released') THEN -coalesce(amount, 0)
+                                         WHEN kind IN ('captured','hold_released') THEN -coalesce(amount, 0)::HUGEINT
                                          ELSE 0 END
         END AS eh
     FROM pa
@@ -692,8 +705,7 @@ WHERE NOT coalesce(list_contains(vocab, reason), false)
        AND p_reason IS DISTINCT FROM reason);
 
 CREATE OR REPLACE TEMP TABLE stats AS
-SELECT (SELECT count(*) FROM read_parquet(['${LAKE}/events/account/date=*/[ic]-*.parquet',
-                                           '${LAKE}/events/transfer/date=*/[ic]-*.parquet'])) AS rows_read,
+SELECT (SELECT count(*) FROM ${FILES:account,transfer,subscription}) AS rows_read,
        count(*) AS distinct_rows,
        count(DISTINCT (tbl, stream, stream_key)) AS streams
 FROM w;

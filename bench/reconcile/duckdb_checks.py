@@ -14,9 +14,12 @@ Without --compare: exit 0 when every check holds, 1 otherwise (like reconcile).
 Needs the duckdb Python package (scripts/install-lake-readers.sh pins it).
 """
 import argparse
+import atexit
 import collections
 import json
 import os
+import re
+import shutil
 import sys
 import time
 
@@ -37,11 +40,54 @@ CHECKS = [
 ]
 
 
+TABLES = ["account", "transfer", "subscription"]
+# A lake file's key under events/{table}/ (ingest/core/src/key.rs parse_object_key): any other
+# file is not the lake's, and reconcile does not read it (it names it IGNORED).
+LAKE_FILE = re.compile(r"date=[0-9]{4}-[0-9]{2}-[0-9]{2}/[ic]-[0-9a-f]{32}\.parquet")
+# The schema's 21 fields (docs/EVENTS.md), as the lake files type them: a table without files
+# reads as no rows of these types.
+COLUMNS = [
+    ("v", "USMALLINT"), ("event_id", "VARCHAR"), ("stream", "VARCHAR"), ("stream_key", "VARCHAR"),
+    ("seq", "BIGINT"), ("kind", "VARCHAR"), ("occurred_at_ms", "BIGINT"), ("currency", "VARCHAR"),
+    ("amount", "BIGINT"), ("balance_after", "BIGINT"), ("held_after", "BIGINT"),
+    ("overdraft_limit", "BIGINT"), ("entry_id", "VARCHAR"), ("transfer_id", "VARCHAR"),
+    ("counterparty", "VARCHAR"), ("source", "VARCHAR"), ("destination", "VARCHAR"),
+    ("deadline_ms", "BIGINT"), ("reason", "VARCHAR"), ("prev_hash", "VARCHAR"), ("hash", "VARCHAR"),
+]
+
+
+def lake_files(lake, tables):
+    """The lake files of `tables`, sorted: what reconcile reads, no other file."""
+    out = []
+    for table in tables:
+        base = os.path.join(lake, "events", table)
+        for d in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+            if not os.path.isdir(os.path.join(base, d)):
+                continue
+            out += [os.path.join(base, d, f) for f in sorted(os.listdir(os.path.join(base, d)))
+                    if LAKE_FILE.fullmatch(f"{d}/{f}")]
+    return out
+
+
+def relation(lake, tables):
+    """A FROM-clause relation of the rows of `tables`' lake files (none when they have none)."""
+    files = lake_files(os.path.abspath(lake), tables)
+    if not files:
+        cols = ", ".join(f"NULL::{t} AS {c}" for c, t in COLUMNS)
+        return f"(SELECT {cols} WHERE false)"
+    quoted = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+    return f"read_parquet([{quoted}], hive_partitioning = false)"
+
+
+def substitute(sql, lake):
+    """checks.sql or scan.sql with ${FILES:table,...} read from `lake`."""
+    return re.sub(r"\$\{FILES:([a-z,]+)\}", lambda m: relation(lake, m.group(1).split(",")), sql)
+
+
 def sql_text(lake, now_ms):
     with open(os.path.join(HERE, "checks.sql")) as f:
         sql = f.read()
-    lake = os.path.abspath(lake).replace("'", "''")
-    return sql.replace("${LAKE}", lake).replace("${NOW_MS}", str(int(now_ms)))
+    return substitute(sql, lake).replace("${NOW_MS}", str(int(now_ms)))
 
 
 def connect(threads=None, memory_limit=None):
@@ -50,16 +96,18 @@ def connect(threads=None, memory_limit=None):
         con.execute(f"SET threads = {int(threads)}")
     if memory_limit:
         con.execute(f"SET memory_limit = '{memory_limit}'")
-        # Spill next to other temporary files, never into the working directory.
-        spill = os.path.join(os.environ.get("TMPDIR", "/var/tmp"), f"duckdb-spill-{os.getpid()}")
-        con.execute(f"SET temp_directory = '{spill}'")
+    # Spill next to other temporary files, never into the working directory (an in-memory
+    # database's default is ./.tmp, and DuckDB spills past its default limit too).
+    spill = os.path.join(os.environ.get("TMPDIR", "/var/tmp"), f"duckdb-spill-{os.getpid()}")
+    con.execute(f"SET temp_directory = '{spill}'")
+    atexit.register(shutil.rmtree, spill, True)
     return con
 
 
 def scan(lake, threads=None, memory_limit=None):
     con = connect(threads, memory_limit)
     with open(os.path.join(HERE, "scan.sql")) as f:
-        sql = f.read().replace("${LAKE}", os.path.abspath(lake).replace("'", "''"))
+        sql = substitute(f.read(), lake)
     started = time.monotonic()
     rows, int_sum, string_bytes = con.execute(sql).fetchone()
     secs = time.monotonic() - started

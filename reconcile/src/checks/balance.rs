@@ -177,7 +177,10 @@ pub fn check_stream(
                 before.and_then(|b| i64::try_from(i128::from(bal) - db - i128::from(b)).ok());
             gaps.push((first_missing, moved));
         }
-        let expected = if kind == AccountKind::Opened {
+        // The account's opening row starts it at 0/0. An `opened` row
+        // anywhere else (completeness's `phase_order`) moves nothing: a
+        // balance it resets is named here too.
+        let expected = if kind == AccountKind::Opened && ev.seq == 1 {
             Some((0i128, 0i128))
         } else {
             match prev {
@@ -221,6 +224,41 @@ mod tests {
         known: bool,
     ) -> Option<&'static str> {
         hold_step(kind, "t1", amount, live, known).map(|(code, _)| code)
+    }
+
+    /// rev-s45-checks L4: an `opened` row after the account's first moves
+    /// nothing, so one that resets the balance is a `balance_mismatch` there
+    /// (and completeness's `phase_order`), not a silent restart at 0/0.
+    #[test]
+    fn an_opened_row_mid_stream_that_resets_the_balance_is_a_mismatch() {
+        use ledger_events::{Event, Stream};
+        let mut prev = ledger_events::GENESIS_HASH.to_owned();
+        let rows = [
+            ("opened", None, 0),
+            ("deposited", Some(100), 100),
+            ("opened", None, 0),
+        ];
+        let events: Vec<Event> = rows
+            .iter()
+            .zip(1u64..)
+            .map(|(&(kind, amount, balance), seq)| {
+                let mut e = Event::new(Stream::Account, "acme.a", seq, kind, 1_000, &prev);
+                e.currency = Some("USD".into());
+                e.amount = amount;
+                e.balance_after = Some(balance);
+                e.held_after = Some(0);
+                e.overdraft_limit = Some(0);
+                let e = e.seal();
+                prev.clone_from(&e.hash);
+                e
+            })
+            .collect();
+        let v = crate::stream::OwnedView::of_events(Stream::Account, "acme.a", &events);
+        let (mut fold, mut terms, mut out, mut gaps) = (None, None, Vec::new(), Vec::new());
+        check_stream(&v.view(), &mut fold, &mut terms, &mut out, &mut gaps);
+        let found: Vec<_> = out.iter().map(|f| (f.code, f.seq)).collect();
+        assert_eq!(found, [("balance_mismatch", Some(3))], "{out:?}");
+        assert!(out[0].detail.contains("refold gives balance 100 held 0"));
     }
 
     /// The amount's negation is exact at the edges of `i64` (a malformed
