@@ -186,6 +186,11 @@ pub fn check_stream(s: &StreamView, tail: &mut Tail, out: &mut Vec<Finding>) {
                 );
             }
         }
+        if seq == 0 {
+            // Outside the chain (seqs start at 1; `invalid_event` above):
+            // neither linked nor a link, so seq 1 still links to genesis.
+            continue;
+        }
         if seq > expected {
             let missing = ledger_events::event_id(s.stream, s.key, expected);
             out.push(
@@ -263,6 +268,23 @@ mod tests {
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!((out[0].code, out[0].seq), ("seq_gap", Some(3)));
         assert_eq!(out[0].event_id.as_deref(), Some(dropped.event_id.as_str()));
+    }
+
+    /// rev-s45-checks L5: a seq-0 row is `invalid_event` and nothing else:
+    /// the honest seq 1 still links to genesis (no false `chain_break`).
+    #[test]
+    fn a_seq_0_row_is_outside_the_chain() {
+        let rows = account_events();
+        let mut zero = rows[1].clone();
+        zero.seq = 0;
+        zero.event_id = ledger_events::event_id(Stream::Account, &zero.stream_key, 0);
+        let zero = zero.seal();
+        let mut with_zero = vec![zero];
+        with_zero.extend(rows);
+        let mut out = Vec::new();
+        check(&with_zero, &mut out);
+        let found: Vec<_> = out.iter().map(|f| (f.code, f.seq)).collect();
+        assert_eq!(found, [("invalid_event", Some(0))], "{out:?}");
     }
 
     #[test]
