@@ -170,8 +170,9 @@ WITH cand AS (
     SELECT tbl, stream, stream_key, seq, event_id, prev_hash FROM w
     WHERE NOT (seq > coalesce(pseq, 0) + 1)
       AND NOT (seq = 1 AND prev_hash = '0000000000000000000000000000000000000000000000000000000000000000')
-      -- coalesce: at seq 1 there is no lagged row, and NOT (NULL) would drop the row unjudged
-      AND NOT coalesce(pseq = seq - 1 AND phash = prev_hash, false)
+      -- coalesce: at seq 1 there is no lagged row, and NOT (NULL) would drop the row unjudged;
+      -- a seq-0 row is outside the chain: never the link of seq 1
+      AND NOT coalesce(pseq = seq - 1 AND pseq >= 1 AND phash = prev_hash, false)
 ),
 prev AS (
     SELECT c.tbl, c.stream, c.stream_key, c.seq, c.event_id, c.prev_hash,
@@ -347,7 +348,8 @@ FROM (SELECT *, CASE WHEN opened IS NULL THEN overdraft_limit
                      WHEN overdraft_limit IS NULL THEN opened
                      ELSE least(opened, overdraft_limit) END AS lim
       -- (a row before seq 1 is read before the account's opening row: judged by its own)
-      FROM (SELECT *, CASE WHEN seq >= 1 THEN max(CASE WHEN seq = 1 THEN overdraft_limit END)
+      FROM (SELECT *, CASE WHEN seq >= 1 THEN max(CASE WHEN seq = 1 AND overdraft_limit >= 0
+                                                       THEN overdraft_limit END)
                                               OVER (PARTITION BY stream_key) END AS opened
             FROM pa))
 WHERE balance_after::HUGEINT - held_after < -(lim::HUGEINT);
@@ -431,9 +433,12 @@ WHERE kind <> 'created' AND ct IS NOT NULL
        OR source IS DISTINCT FROM ct.source OR destination IS DISTINCT FROM ct.destination);
 
 -- The legs: account events that name a transfer.
+-- Each leg's event id is its stream's and seq's (as reconcile names a leg's row), not the one
+-- the row records.
 CREATE OR REPLACE TEMP TABLE lg AS
 SELECT transfer_id AS t, stream_key AS account, kind, coalesce(amount, 0) AS amount,
-       coalesce(currency, '') AS currency, coalesce(counterparty, '') AS counterparty, seq, event_id
+       coalesce(currency, '') AS currency, coalesce(counterparty, '') AS counterparty, seq,
+       concat('account:', stream_key, ':', seq) AS event_id
 FROM pa
 WHERE transfer_id IS NOT NULL AND kind IN ('hold_placed', 'captured', 'credited', 'hold_released');
 

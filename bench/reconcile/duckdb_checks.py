@@ -65,7 +65,7 @@ def lake_files(lake, tables):
             if not os.path.isdir(os.path.join(base, d)):
                 continue
             out += [os.path.join(base, d, f) for f in sorted(os.listdir(os.path.join(base, d)))
-                    if LAKE_FILE.fullmatch(f"{d}/{f}")]
+                    if LAKE_FILE.fullmatch(f"{d}/{f}") and os.path.isfile(os.path.join(base, d, f))]
     return out
 
 
@@ -118,8 +118,9 @@ def scan(lake, threads=None, memory_limit=None):
 
 def run(lake, now_ms, threads=None, memory_limit=None):
     con = connect(threads, memory_limit)
+    sql = sql_text(lake, now_ms)  # the files listed before the clock starts, as for the scan
     started = time.monotonic()
-    con.execute(sql_text(lake, now_ms))
+    con.execute(sql)
     elapsed = time.monotonic() - started
     rows = con.execute(
         "SELECT chk, code, key, seq, event_id, detail FROM findings ORDER BY ALL"

@@ -4,7 +4,10 @@
 //!
 //! A checkpoint holds, per stream, its [`Tail`] (last seq, the hashes at it,
 //! the balance refold's last row) and, per account, its [`AccountFacts`]
-//! (currency, last balance, deposits, withdrawals, live holds); per open
+//! (the refold's last row, the last row's currency and limit, the limit the
+//! account was opened with, where its life stands, currency, last balance,
+//! deposits, withdrawals, live holds and whether they may be incomplete,
+//! the entry store's generation its entry ids count from); per open
 //! transfer its [`TransferFacts`] and [`Legs`] (settled transfers are in the
 //! archive's segments beside the file, see `archive`); every per-stream
 //! finding so far; the tails (and conflicts' versions) earlier runs proved

@@ -213,6 +213,100 @@ mod tests {
         }
     }
 
+    /// Each wrong-row finding of cross-stream consistency names its row:
+    /// every hold or release off the source its own, the hold of another
+    /// amount the source's first hold, a capture of another amount the
+    /// source's debit, a credit with no live hold the first credit by
+    /// account, then seq.
+    #[test]
+    fn cross_stream_findings_name_the_row_that_shows_them() {
+        let mut n = Names::default();
+        let (a, b, c, usd) = (n.id("acme.a"), n.id("acme.b"), n.id("acme.c"), n.id("USD"));
+        let leg = |account, amount, seq| Leg {
+            account,
+            amount,
+            currency: usd,
+            counterparty: b,
+            seq,
+            at_s: 1_000,
+        };
+        let rows = |phase: &str, lists: [Vec<Leg>; 4]| {
+            let mut n = n.clone();
+            let mut t = crate::facts::TransferFacts::new(n.id(phase));
+            t.set_amount(Some(100));
+            t.set_currency(Some(usd));
+            t.set_source(Some(a));
+            t.set_destination(Some(b));
+            let legs = crate::facts::Legs::from_lists(lists);
+            let legs = legs.canonical(&n);
+            let mut out = Vec::new();
+            consistency::check_transfer(&n, "t.acme.k", Some(&t), &legs, &mut out);
+            let mut found: Vec<_> = out
+                .iter()
+                .filter(|f| f.code != "counterparty_mismatch")
+                .map(|f| (f.code, f.seq, f.event_id.clone().unwrap_or_default()))
+                .collect();
+            found.sort();
+            found
+        };
+        // Two holds off the source (and one on it): two findings.
+        assert_eq!(
+            rows(
+                "reserved",
+                [
+                    vec![leg(c, 100, 4), leg(a, 100, 2), leg(b, 100, 9)],
+                    vec![],
+                    vec![],
+                    vec![]
+                ]
+            ),
+            [
+                (
+                    "hold_on_wrong_account",
+                    Some(4),
+                    "account:acme.c:4".to_owned()
+                ),
+                (
+                    "hold_on_wrong_account",
+                    Some(9),
+                    "account:acme.b:9".to_owned()
+                ),
+            ]
+        );
+        // The source's first hold, of another amount; its debit, of another.
+        assert_eq!(
+            rows(
+                "captured",
+                [
+                    vec![leg(a, 90, 2)],
+                    vec![leg(a, 80, 5)],
+                    vec![leg(b, 100, 3)],
+                    vec![]
+                ]
+            ),
+            [
+                ("capture_not_hold", Some(5), "account:acme.a:5".to_owned()),
+                (
+                    "hold_amount_mismatch",
+                    Some(2),
+                    "account:acme.a:2".to_owned()
+                ),
+            ]
+        );
+        // Credits with no hold: the first by account name, then seq.
+        assert_eq!(
+            rows(
+                "created",
+                [vec![], vec![], vec![leg(c, 100, 1), leg(b, 100, 8)], vec![]]
+            ),
+            [(
+                "credit_without_live_hold",
+                Some(8),
+                "account:acme.b:8".to_owned()
+            )]
+        );
+    }
+
     #[test]
     fn the_split_walk_finds_what_each_check_finds_on_its_own() {
         // Transfers whose findings span the whole id range (every third is

@@ -26,12 +26,14 @@ pub const INVARIANT: &str = "I2";
 pub const PROVES: &str = "after every account event, balance − held ≥ −overdraft_limit (the limit the account was opened with, or the row's when lower)";
 
 /// Checks `s`, continuing from `limit`, the account's overdraft limit (its
-/// seq-1 row's; `None` until that row is read, or when it records none),
-/// which it sets from that row.
+/// seq-1 row's; `None` until that row is read, or when it records none or
+/// a negative one), which it sets from that row.
 pub fn check_stream(s: &StreamView, limit: &mut Option<i64>, out: &mut Vec<Finding>) {
     for ev in s.primary() {
         if ev.seq == 1 && limit.is_none() {
-            *limit = ev.overdraft_limit;
+            // A negative limit is no limit (`invalid_event`): judged by
+            // it, every row after would be an overdraft.
+            *limit = ev.overdraft_limit.filter(|&l| l >= 0);
         }
         let (opened, own) = (*limit, ev.overdraft_limit);
         let judged = match (opened, own) {
@@ -52,7 +54,7 @@ pub fn check_stream(s: &StreamView, limit: &mut Option<i64>, out: &mut Vec<Findi
                 (Some(o), Some(_)) => format!("the row's overdraft limit; the account's is {o}"),
                 (Some(_), None) => "the account's overdraft limit; the row records none".to_owned(),
                 (None, _) => {
-                    "the row's overdraft limit; the account's opening row is not read".to_owned()
+                    "the row's overdraft limit; the account's opening limit is not known".to_owned()
                 }
             };
             out.push(
@@ -165,7 +167,20 @@ mod tests {
             judge(&evs, &mut limit),
             [(
                 3,
-                "−100 (the row's overdraft limit; the account's opening row is not read)"
+                "−100 (the row's overdraft limit; the account's opening limit is not known)"
+                    .to_owned()
+            )]
+        );
+        assert_eq!(limit, None);
+        // A negative opening limit (`invalid_event`) is none: the rows
+        // after it are judged by their own, not each an overdraft.
+        let evs = rows(&[(1, 0, Some(-5)), (2, -50, Some(100))]);
+        let mut limit = None;
+        assert_eq!(
+            judge(&evs, &mut limit),
+            [(
+                1,
+                "−-5 (the row's overdraft limit; the account's opening limit is not known)"
                     .to_owned()
             )]
         );

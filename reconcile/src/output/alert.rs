@@ -31,6 +31,15 @@ pub const ALERT_STATE_VERSION: u32 = 1;
 /// `new_violations_omitted` (all are in `--violations` / `--json`).
 pub const ALERT_ROWS_MAX: usize = 1000;
 
+/// `transfer_conservation`'s per-transfer codes, whose detail describes the
+/// transfer's legs on the accounts (no one row shows them).
+pub const LEGS_DESCRIBED: [&str; 4] = [
+    "captured_legs_mismatch",
+    "money_moved_without_capture",
+    "debit_before_capture",
+    "credit_not_the_transfers",
+];
+
 #[derive(Debug, Clone)]
 pub struct AlertConfig {
     pub webhook: String,
@@ -54,16 +63,21 @@ impl AlertConfig {
 /// part of its difference that is decided (not on rows younger than the
 /// settle window, which delivery lag adds and takes away night by night),
 /// so a second defect in the same currency alerts as new and the same one
-/// does not alert again.
+/// does not alert again. A transfer's money-moving finding that names no
+/// row ([`LEGS_DESCRIBED`]) adds its detail, which describes the legs (how
+/// many debits and credits, which is wrong): a second debit on a failed
+/// transfer alerts as new.
 pub fn fingerprint(r: &ViolationRow) -> String {
     let difference = (r.code == "not_conserved")
         .then(|| crate::checks::global_conservation::decided_difference_in(&r.detail))
         .flatten();
-    let id = match difference {
-        Some(d) => {
+    let legs = (r.seq.is_none() && LEGS_DESCRIBED.contains(&r.code.as_str())).then_some(&r.detail);
+    let id = match (difference, legs) {
+        (Some(d), _) => {
             serde_json::json!([r.check, r.code, r.key, r.seq, r.event_id, d.to_string()])
         }
-        None => serde_json::json!([r.check, r.code, r.key, r.seq, r.event_id]),
+        (None, Some(legs)) => serde_json::json!([r.check, r.code, r.key, r.seq, r.event_id, legs]),
+        (None, None) => serde_json::json!([r.check, r.code, r.key, r.seq, r.event_id]),
     }
     .to_string();
     let digest = Sha256::digest(id.as_bytes());
@@ -379,5 +393,37 @@ mod tests {
         assert_eq!((p.new.len(), p.known), (0, 1));
         // A second defect of 20 in the same currency: new.
         assert_eq!(plan(&second, &p.next).new.len(), 1);
+    }
+
+    /// rev-s45-outputs L1: a failed transfer that moved money is one
+    /// finding with no row; a second debit on it is a second defect.
+    #[test]
+    fn a_transfers_legs_changing_alert_as_new() {
+        let moved = |detail: &str| {
+            let f = Finding::new("money_moved_without_capture", "t.acme.k", detail.into());
+            let mut r = report(&[&f], &[]);
+            r.checks[0].name = "transfer_conservation";
+            r
+        };
+        let once = moved("failed transfer has 1 debit(s) and 0 credit(s)");
+        let twice = moved("failed transfer has 2 debit(s) and 0 credit(s)");
+        let p = plan(&once, &BTreeSet::new());
+        assert_eq!(p.new.len(), 1);
+        assert_eq!((plan(&once, &p.next).new.len()), 0);
+        assert_eq!(plan(&twice, &p.next).new.len(), 1);
+        // A finding with a row keeps its detail out (a seq gap's detail
+        // changes as later rows arrive).
+        let gap = |detail: &str| {
+            report(
+                &[&Finding::new("seq_gap", "acme.a", detail.into()).at(5, "account:acme.a:5")],
+                &[],
+            )
+        };
+        let p = plan(
+            &gap("seqs 5..=5 missing (next present: 6)"),
+            &BTreeSet::new(),
+        );
+        let again = plan(&gap("seqs 5..=6 missing (next present: 7)"), &p.next);
+        assert_eq!(again.new.len(), 0);
     }
 }
