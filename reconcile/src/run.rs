@@ -800,9 +800,10 @@ async fn prove_table(
         started,
     } = *run;
     // Only streams that start from nothing can be proved elsewhere: no
-    // transfer kept from a checkpoint, and no stream of another kind found
-    // in this table (a subscription stream sorts after the transfers, into
-    // the split's upper part, which starts from nothing).
+    // transfer kept from a checkpoint, and no other stream kept in this
+    // proof (one of another kind found in this table: a subscription stream
+    // sorts after the transfers, into the split's upper part, which starts
+    // from nothing; or one of the subscription table, proved after it).
     let handoff = handoff.filter(|_| proof.facts.transfers.is_empty() && proof.streams.is_empty());
     let mut stats = ScanStats::default();
     let mut inc = Incremental::default();
