@@ -4596,12 +4596,25 @@ fn misplace_at_seq_0(root: &Path, at: i64) {
         ledger_events::GENESIS_HASH,
     )
     .seal();
-    let rows = vec![ledger_ingest::Row {
-        event: e,
-        conflict: false,
-    }];
+    write_in_table(root, &[e], "account");
+}
+
+/// A foreign writer: `events` written as ingest writes them, each file put
+/// under events/`table`/ instead of its own table's directory.
+fn write_in_table(root: &Path, events: &[Event], table: &str) {
+    let rows = events
+        .iter()
+        .map(|e| ledger_ingest::Row {
+            event: e.clone(),
+            conflict: false,
+        })
+        .collect();
     for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
-        let moved = f.key.replacen("events/transfer/", "events/account/", 1);
+        let own = f.key.split('/').nth(1).unwrap().to_owned();
+        assert_ne!(own, table, "{}", f.key);
+        let moved = f
+            .key
+            .replacen(&format!("events/{own}/"), &format!("events/{table}/"), 1);
         write_object(root, &moved, &f.bytes).unwrap();
     }
 }
@@ -5176,22 +5189,7 @@ fn a_split_resumed_night_continues_a_misplaced_stream_from_its_checkpoint() {
         })
         .collect();
     // A writer that puts the subscription's rows under events/transfer/.
-    let misplace = |evs: &[Event]| {
-        let rows = evs
-            .iter()
-            .map(|e| ledger_ingest::Row {
-                event: e.clone(),
-                conflict: false,
-            })
-            .collect();
-        for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
-            assert!(f.key.starts_with("events/subscription/"), "{}", f.key);
-            let moved = f
-                .key
-                .replacen("events/subscription/", "events/transfer/", 1);
-            write_object(&root, &moved, &f.bytes).unwrap();
-        }
-    };
+    let misplace = |evs: &[Event]| write_in_table(&root, evs, "transfer");
     let split = Options {
         split_first: true,
         ..opts()

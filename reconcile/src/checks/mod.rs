@@ -108,6 +108,20 @@ mod tests {
     use super::*;
     use crate::facts::{Leg, LegKind, TransferState, Transfers};
 
+    /// A transfer of 100 `usd` from `a` to `b`, at `phase`.
+    fn transfer(
+        n: &mut Names,
+        phase: &str,
+        (a, b, usd): (crate::names::Sym, crate::names::Sym, crate::names::Sym),
+    ) -> crate::facts::TransferFacts {
+        let mut t = crate::facts::TransferFacts::new(n.id(phase));
+        t.set_amount(Some(100));
+        t.set_currency(Some(usd));
+        t.set_source(Some(a));
+        t.set_destination(Some(b));
+        t
+    }
+
     /// Each per-transfer code that rests on a row being absent (a saga step
     /// committed before one of the transfer's rows, which may still be in
     /// delivery) is marked so, and pending while young; the same code on
@@ -193,11 +207,7 @@ mod tests {
             ),
         ];
         for (phase, lists, code, absent) in cases {
-            let mut t = crate::facts::TransferFacts::new(n.id(phase));
-            t.set_amount(Some(100));
-            t.set_currency(Some(usd));
-            t.set_source(Some(a));
-            t.set_destination(Some(b));
+            let t = transfer(&mut n, phase, (a, b, usd));
             let legs = crate::facts::Legs::from_lists(lists);
             let mut out = Vec::new();
             transfer_conservation::check_transfer(&n, "t.acme.k", Some(&t), &legs, &mut out);
@@ -232,11 +242,7 @@ mod tests {
         };
         let rows = |phase: &str, lists: [Vec<Leg>; 4]| {
             let mut n = n.clone();
-            let mut t = crate::facts::TransferFacts::new(n.id(phase));
-            t.set_amount(Some(100));
-            t.set_currency(Some(usd));
-            t.set_source(Some(a));
-            t.set_destination(Some(b));
+            let t = transfer(&mut n, phase, (a, b, usd));
             let legs = crate::facts::Legs::from_lists(lists);
             let legs = legs.canonical(&n);
             let mut out = Vec::new();
