@@ -1,6 +1,8 @@
 //! I4, terminal convergence: every transfer reaches captured, failed or
 //! released by its deadline (dangling: not terminal and `deadline_ms` before
-//! the run's `now`), and no hold outlives its transfer (leaked: a hold still
+//! the run's `now`; a transfer whose `created` row the lake lacks, by the
+//! ledger's longest deadline after its latest row), and no hold outlives
+//! its transfer (leaked: a hold still
 //! live at the account's last event whose transfer is terminal or unknown).
 //! An open transfer with a row dated after the run's `now` (by more than its
 //! settle window, and an hour) cannot be judged by its deadline:
@@ -34,7 +36,13 @@ pub fn dangling(f: &Facts, now_ms: i64) -> Vec<Dangling> {
         .into_iter()
         .map(|(_, id, s)| (id, &s.facts))
         .filter_map(|(id, t)| {
-            let deadline_ms = t.deadline_ms()?;
+            // Without its `created` row (a seq gap, completeness's), by the
+            // ledger's longest deadline after its latest row: never sooner
+            // than its real one, and never never.
+            let deadline_ms = t.deadline_ms().unwrap_or_else(|| {
+                (i64::from(t.last_at_s) * 1000)
+                    .saturating_add(ledger_events::TRANSFER_DEADLINE_MS_MAX)
+            });
             (deadline_ms < now_ms).then(|| Dangling {
                 transfer_id: id.to_owned(),
                 phase: f.names.get(t.phase).to_owned(),
@@ -197,6 +205,29 @@ mod tests {
         // judged (its deadline no longer matters).
         assert_eq!(future(253_402_300_000_000, false, now, 600_000), 1);
         assert_eq!(future(253_402_300_000_000, true, now, 600_000), 0);
+    }
+
+    /// rev-s45-checks L2: a transfer whose `created` row the lake lacks has
+    /// no deadline of its own; it is dangling once the ledger's longest
+    /// deadline after its latest row has passed, not never.
+    #[test]
+    fn a_transfer_without_its_created_row_dangles_by_the_longest_deadline() {
+        let latest = 1_800_000_000_000;
+        let dangling_at = |now_ms: i64| {
+            let mut f = Facts::default();
+            let mut st = TransferState::default();
+            st.facts.phase = f.names.id("reserved");
+            st.facts.last_seq = 2;
+            st.facts.last_at_s = secs(latest);
+            f.transfers = Transfers::from_sorted(vec![("t.acme.k".into(), st)]);
+            f.finish_transfers();
+            dangling(&f, now_ms)
+        };
+        let bound = latest + ledger_events::TRANSFER_DEADLINE_MS_MAX;
+        assert!(dangling_at(bound).is_empty());
+        let d = dangling_at(bound + 1);
+        assert_eq!(d.len(), 1);
+        assert_eq!((d[0].deadline_ms, d[0].last_seq), (bound, 2));
     }
 
     /// A hold live after its transfer ended rests on the capture or release
