@@ -498,6 +498,13 @@ WHERE (amount IS NULL AND n_debits + n_credits + n_holds > 0)
    OR (amount IS NOT NULL AND phase NOT IN ('captured', 'failed', 'released') AND n_debits > 0
        AND NOT (phase = 'credited' AND n_debits = 1 AND debit_ok))
 UNION ALL
+-- releasing: the destination refused the credit, or it was never asked for: no credit at all
+-- (at the first credit, by account then seq)
+SELECT 'transfer_conservation', 'credit_while_releasing', tf.id, lt.credit1_seq, lt.credit1_event_id,
+       'phase releasing, but a credit'
+FROM tf JOIN lt ON lt.id = tf.id
+WHERE tf.c.amount IS NOT NULL AND tf.phase = 'releasing' AND lt.n_credits > 0
+UNION ALL
 -- before its end, a credit is the transfer's own: one, on the destination, of its amount and currency
 SELECT 'transfer_conservation', 'credit_not_the_transfers', id, NULL::BIGINT, NULL,
        format('phase {}: {} credit(s)', phase, n_credits)

@@ -142,6 +142,11 @@ pub enum Class {
     /// A released transfer whose `released` row gives another reason than
     /// its `releasing` (resealed).
     ReasonChanged,
+    /// A transfer released after its credit was refused, left at
+    /// `releasing` (its `released` row gone) and its refused credit
+    /// appended to its destination's stream anyway (resealed): money the
+    /// saga never moved, on a transfer being compensated.
+    CreditWhileReleasing,
 }
 
 impl Class {
@@ -177,6 +182,7 @@ impl Class {
         Class::ReleaseOffSource,
         Class::WrongReason,
         Class::ReasonChanged,
+        Class::CreditWhileReleasing,
     ];
 }
 
@@ -1349,6 +1355,66 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                     release.event_id
                 ),
                 one_at("cross_stream_consistency", "hold_on_wrong_account", &t, &release),
+            )
+        }
+        Class::CreditWhileReleasing => {
+            let accounts = l.streams(Stream::Account);
+            let (t, evs, mut d_evs) = l
+                .streams(Stream::Transfer)
+                .into_iter()
+                .find_map(|(t, evs)| {
+                    let kinds: Vec<&str> = evs.iter().map(|e| e.kind.as_str()).collect();
+                    if kinds != ["created", "reserved", "releasing", "released"] {
+                        return None;
+                    }
+                    let d_evs = accounts.get(evs[0].destination.as_deref()?)?;
+                    (!frozen(d_evs) && d_evs.last()?.currency == evs[0].currency)
+                        .then(|| (t, evs, d_evs.clone()))
+                })
+                .ok_or(
+                    "the lake has no released transfer whose destination could take its credit",
+                )?;
+            let created = &evs[0];
+            let amount = created.amount.unwrap_or(0);
+            let credit = append(&mut d_evs, "credited", |e| {
+                e.amount = Some(amount);
+                e.balance_after = e.balance_after.map(|b| b + amount);
+                e.transfer_id = Some(t.clone());
+                e.counterparty = created.source.clone();
+                e.entry_id = Some(format!("{t}:credit"));
+            });
+            l.replace_stream(&d_evs);
+            l.replace_stream(&evs[..3]);
+            let currency = created.currency.clone().unwrap_or_default();
+            (
+                format!(
+                    "{t}: its released row removed (left releasing), and {} credits its refused {amount} to {}",
+                    credit.event_id, credit.stream_key
+                ),
+                vec![
+                    expect(
+                        "transfer_conservation",
+                        "credit_while_releasing",
+                        &t,
+                        Some(&credit.event_id),
+                    ),
+                    // The source released the hold: the credit is not in
+                    // flight, and has no hold behind it.
+                    expect(
+                        "cross_stream_consistency",
+                        "credit_without_live_hold",
+                        &t,
+                        Some(&credit.event_id),
+                    ),
+                    expect("global_conservation", "not_conserved", &currency, None),
+                    // Left in progress: past its deadline at `now`.
+                    expect(
+                        "terminal_convergence",
+                        "dangling",
+                        &t,
+                        Some(&evs[2].event_id),
+                    ),
+                ],
             )
         }
         Class::WrongReason => {

@@ -845,6 +845,12 @@ fn within_the_settle_window_only_absent_rows_are_pending() {
             Class::FarDeadline | Class::CrossTenant | Class::SameAccount => {
                 vec!["terminal_convergence dangling"]
             }
+            // The credit while releasing is a wrong row (violated at once);
+            // the residual and the missing `released` may be in delivery.
+            Class::CreditWhileReleasing => vec![
+                "global_conservation not_conserved",
+                "terminal_convergence dangling",
+            ],
             _ => vec![],
         };
         assert_eq!(pending, absent, "{class:?}: {}", settled.summary());

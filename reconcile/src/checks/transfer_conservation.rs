@@ -4,7 +4,9 @@
 //! transfer moved no money; no leg names a transfer the lake does not have.
 //! Before capture no debit, except in phase `credited`, where the source's
 //! debit may already be committed (the capture the transfer asked for, its
-//! reply not yet recorded): then it must be exactly that capture.
+//! reply not yet recorded): then it must be exactly that capture. No credit
+//! while `releasing` (`credit_while_releasing`): the saga releases only when
+//! the destination refused the credit or the reserve was given up.
 //!
 //! "The transfer's amount" is one amount: the saga writes the terms (amount,
 //! currency, source, destination) on every event of the transfer's stream,
@@ -312,6 +314,27 @@ pub fn check_transfer(
         }
         _ => {}
     }
+    // Releasing: the destination refused the credit, or it was never asked
+    // for (the reserve given up): no credit, the transfer's own or any
+    // other (while the hold is live, every other check passes it, and the
+    // destination may spend it). At the first credit.
+    if phase == "releasing" {
+        if let Some(credit) = legs.credits().first() {
+            let event = credit.event_id(n);
+            out.push(
+                Finding::new(
+                    "credit_while_releasing",
+                    id,
+                    format!(
+                        "phase releasing (the credit refused or never asked for), but {event} credited {} to {}",
+                        credit.amount,
+                        n.get(credit.account)
+                    ),
+                )
+                .at(credit.seq, &event),
+            );
+        }
+    }
     // Before its end (created, reserved, credited, releasing), a credit the
     // lake holds is the transfer's own: one, on the destination, of the
     // amount, in the currency (captured: the arm above; failed or released:
@@ -424,18 +447,20 @@ mod tests {
         let own = leg(b, 100, usd);
         for phase in ["created", "reserved", "credited", "releasing"] {
             assert!(judge(phase, vec![], vec![]).is_empty(), "{phase}");
-            assert!(judge(phase, vec![own], vec![]).is_empty(), "{phase}");
+            if phase != "releasing" {
+                assert!(judge(phase, vec![own], vec![]).is_empty(), "{phase}");
+            }
             for wrong in [
                 vec![leg(x, 100, usd)],
                 vec![leg(b, 90, usd)],
                 vec![leg(b, 100, eur)],
                 vec![own, leg(x, 100, usd)],
             ] {
-                assert_eq!(
-                    judge(phase, wrong, vec![]),
-                    ["credit_not_the_transfers"],
-                    "{phase}"
-                );
+                let mut expected = vec!["credit_not_the_transfers"];
+                if phase == "releasing" {
+                    expected.insert(0, "credit_while_releasing");
+                }
+                assert_eq!(judge(phase, wrong, vec![]), expected, "{phase}");
             }
         }
         // Being captured: the source's debit committed, the credit on a
@@ -445,6 +470,11 @@ mod tests {
             ["credit_not_the_transfers"]
         );
         assert!(judge("credited", vec![own], vec![leg(a, 100, usd)]).is_empty());
+        // Releasing: no credit at all, its own included.
+        assert_eq!(
+            judge("releasing", vec![own], vec![]),
+            ["credit_while_releasing"]
+        );
         // After the end: the arms above name it, once.
         assert_eq!(
             judge("captured", vec![leg(x, 100, usd)], vec![leg(a, 100, usd)]),
