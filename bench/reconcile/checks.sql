@@ -465,10 +465,12 @@ SELECT l.t AS id,
        coalesce(bool_or(l.kind = 'hold_released' AND l.amount > 0 AND l.account = coalesce(t.c.source, '')), false) AS src_released,
        -- the capture of the source's hold: the source's first debit by seq
        arg_min(l.amount, l.seq) FILTER (WHERE l.kind = 'captured' AND l.account = coalesce(t.c.source, '')) AS debit1,
+       -- a leg is of the transfer's currency only when the transfer has one (a NULL currency on
+       -- both is no match, as in reconcile)
        coalesce(bool_and(l.account = coalesce(t.c.source, '') AND l.amount = t.c.amount
-                         AND l.currency = coalesce(t.c.currency, '')) FILTER (WHERE l.kind = 'captured'), false) AS debit_ok,
+                         AND coalesce(l.currency = t.c.currency, false)) FILTER (WHERE l.kind = 'captured'), false) AS debit_ok,
        coalesce(bool_and(l.account = coalesce(t.c.destination, '') AND l.amount = t.c.amount
-                         AND l.currency = coalesce(t.c.currency, '')) FILTER (WHERE l.kind = 'credited'), false) AS credit_ok
+                         AND coalesce(l.currency = t.c.currency, false)) FILTER (WHERE l.kind = 'credited'), false) AS credit_ok
 FROM lg l LEFT JOIN tf t ON t.id = l.t
 GROUP BY l.t;
 
