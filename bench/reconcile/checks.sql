@@ -636,10 +636,11 @@ WHERE l.counterparty <> l.party
 -- 8. terminal_convergence: dangling transfers at NOW_MS, and holds live at their account's
 -- last event whose transfer is terminal or unknown.
 INSERT INTO findings
--- (a transfer without its `created` row: by the ledger's longest deadline after its latest row)
+-- (a transfer without its `created` row: by the ledger's longest deadline after its latest row,
+-- from the last ms of the second reconcile keeps it in)
 SELECT 'terminal_convergence', 'dangling', id, last_seq, concat('transfer:', id, ':', last_seq),
        format('phase {} past its deadline {} by {} ms', phase, deadline_ms, ${NOW_MS} - deadline_ms)
-FROM (SELECT *, coalesce(c.deadline_ms, latest_ms::HUGEINT + 2592000000) AS deadline_ms FROM tf)
+FROM (SELECT *, coalesce(c.deadline_ms, latest_ms::HUGEINT + 999 + 2592000000) AS deadline_ms FROM tf)
 WHERE phase NOT IN ('captured', 'failed', 'released') AND deadline_ms < ${NOW_MS}
 UNION ALL
 -- an open transfer a row of which is dated after NOW_MS by more than the settle window and an

@@ -36,12 +36,12 @@ pub fn dangling(f: &Facts, now_ms: i64) -> Vec<Dangling> {
         .into_iter()
         .map(|(_, id, s)| (id, &s.facts))
         .filter_map(|(id, t)| {
-            // Without its `created` row (a seq gap, completeness's), by the
-            // ledger's longest deadline after its latest row: never sooner
+            // Without its `created` row (lost, or not valid: completeness
+            // names it), by the ledger's longest deadline after its latest
+            // row (the last ms of the second it is kept in): never sooner
             // than its real one, and never never.
             let deadline_ms = t.deadline_ms().unwrap_or_else(|| {
-                (i64::from(t.last_at_s) * 1000)
-                    .saturating_add(ledger_events::TRANSFER_DEADLINE_MS_MAX)
+                ms_of(t.last_at_s).saturating_add(ledger_events::TRANSFER_DEADLINE_MS_MAX)
             });
             (deadline_ms < now_ms).then(|| Dangling {
                 transfer_id: id.to_owned(),
@@ -223,7 +223,11 @@ mod tests {
             f.finish_transfers();
             dangling(&f, now_ms)
         };
-        let bound = latest + ledger_events::TRANSFER_DEADLINE_MS_MAX;
+        let bound = ms_of(secs(latest)) + ledger_events::TRANSFER_DEADLINE_MS_MAX;
+        assert_eq!(
+            bound,
+            latest + 999 + ledger_events::TRANSFER_DEADLINE_MS_MAX
+        );
         assert!(dangling_at(bound).is_empty());
         let d = dangling_at(bound + 1);
         assert_eq!(d.len(), 1);

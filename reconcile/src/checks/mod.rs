@@ -311,6 +311,24 @@ mod tests {
                 "account:acme.b:8".to_owned()
             )]
         );
+        // A credit while releasing (transfer_conservation's): the same one.
+        let mut m = n.clone();
+        let t = transfer(&mut m, "releasing", (a, b, usd));
+        let legs = crate::facts::Legs::from_lists([
+            vec![leg(a, 100, 1)],
+            vec![],
+            vec![leg(c, 100, 1), leg(b, 100, 8)],
+            vec![],
+        ]);
+        let mut out = Vec::new();
+        let legs = legs.canonical(&m);
+        transfer_conservation::check_transfer(&m, "t.acme.k", Some(&t), &legs, &mut out);
+        let named: Vec<_> = out
+            .iter()
+            .filter(|f| f.code == "credit_while_releasing")
+            .map(|f| (f.seq, f.event_id.clone().unwrap_or_default()))
+            .collect();
+        assert_eq!(named, [(Some(8), "account:acme.b:8".to_owned())]);
     }
 
     #[test]
