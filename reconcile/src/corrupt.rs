@@ -147,6 +147,10 @@ pub enum Class {
     /// appended to its destination's stream anyway (resealed): money the
     /// saga never moved, on a transfer being compensated.
     CreditWhileReleasing,
+    /// A transfer `reserved`, its hold on its source, whose `created` row
+    /// is lost: no deadline of its own, yet dangling 30 days after its
+    /// latest row.
+    CreatedLost,
 }
 
 impl Class {
@@ -183,6 +187,7 @@ impl Class {
         Class::WrongReason,
         Class::ReasonChanged,
         Class::CreditWhileReleasing,
+        Class::CreatedLost,
     ];
 }
 
@@ -1415,6 +1420,54 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                         Some(&evs[2].event_id),
                     ),
                 ],
+            )
+        }
+        Class::CreatedLost => {
+            let (t, _, created) = created_only(&mut l, "injected-created-lost", |at| at + 300_000)?;
+            let (src, dst) = (created.source.clone(), created.destination.clone());
+            let amount = created.amount.unwrap_or(0);
+            let reserved = next_event(&created, "reserved", |e| {
+                e.amount = Some(amount);
+                e.transfer_id = Some(t.clone());
+                e.source = src.clone();
+                e.destination = dst.clone();
+            });
+            let mut s_evs = l.stream(Stream::Account, src.as_deref().unwrap_or_default());
+            if frozen(&s_evs) || !can_hold(&created, &s_evs) {
+                return Err("the lake's first account cannot hold 100 at its end".into());
+            }
+            let hold = append(&mut s_evs, "hold_placed", |e| {
+                e.amount = Some(amount);
+                e.held_after = e.held_after.map(|h| h + amount);
+                e.transfer_id = Some(t.clone());
+                e.counterparty = dst.clone();
+            });
+            l.replace_stream(&s_evs);
+            // Its `created` row (seq 1, not written yet) goes: the stream
+            // holds seq 2 alone.
+            l.extra.retain(|r| r.event.event_id != created.event_id);
+            l.replace_stream(std::slice::from_ref(&reserved));
+            let mut expected = vec![
+                expect("completeness", "seq_gap", &t, Some(&created.event_id)),
+                expect("transfer_conservation", "leg_without_transfer", &t, None),
+            ];
+            // Kept in whole seconds: from the last ms of its row's second.
+            let bound = crate::facts::ms_of(crate::facts::secs(reserved.occurred_at_ms))
+                + ledger_events::TRANSFER_DEADLINE_MS_MAX;
+            if bound < now_ms {
+                expected.push(expect(
+                    "terminal_convergence",
+                    "dangling",
+                    &t,
+                    Some(&reserved.event_id),
+                ));
+            }
+            (
+                format!(
+                    "{t}: {} dropped, {} left and the hold {} on its source",
+                    created.event_id, reserved.event_id, hold.event_id
+                ),
+                expected,
             )
         }
         Class::WrongReason => {
