@@ -167,7 +167,9 @@ FROM w WHERE seq > coalesce(pseq, 0) + 1;
 -- against every version of seq - 1. The row after a gap is not judged (the gap explains it).
 INSERT INTO findings
 WITH cand AS (
-    SELECT tbl, stream, stream_key, seq, event_id, prev_hash FROM w
+    -- each version of a seq its own candidate (its hash and content keep two versions with one
+    -- event id and one link apart: each is a chain_break, as in reconcile)
+    SELECT tbl, stream, stream_key, seq, event_id, prev_hash, hash, content FROM w
     WHERE NOT (seq > coalesce(pseq, 0) + 1)
       AND NOT (seq = 1 AND prev_hash = '0000000000000000000000000000000000000000000000000000000000000000')
       -- coalesce: at seq 1 there is no lagged row, and NOT (NULL) would drop the row unjudged;
@@ -175,7 +177,7 @@ WITH cand AS (
       AND NOT coalesce(pseq = seq - 1 AND pseq >= 1 AND phash = prev_hash, false)
 ),
 prev AS (
-    SELECT c.tbl, c.stream, c.stream_key, c.seq, c.event_id, c.prev_hash,
+    SELECT c.tbl, c.stream, c.stream_key, c.seq, c.event_id, c.prev_hash, c.hash, c.content,
            count(p.seq) AS prev_versions, count(p.seq) FILTER (WHERE p.hash = c.prev_hash) AS linked
     FROM cand c LEFT JOIN w p
       ON p.tbl = c.tbl AND p.stream = c.stream AND p.stream_key = c.stream_key AND p.seq = c.seq - 1
