@@ -1423,7 +1423,23 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             )
         }
         Class::CreatedLost => {
-            let (t, _, created) = created_only(&mut l, "injected-created-lost", |at| at + 300_000)?;
+            // From the first account that can hold 100 at its end, to
+            // another of its currency, at its first event.
+            let accounts = l.streams(Stream::Account);
+            let t = format!("t.{}.injected-created-lost", crate::gen::GEN_TENANT);
+            let created = accounts
+                .iter()
+                .find_map(|(src, s_evs)| {
+                    let first = &s_evs[0];
+                    let (dst, _) = accounts
+                        .iter()
+                        .find(|(d, d_evs)| *d != src && d_evs[0].currency == first.currency)?;
+                    let at = first.occurred_at_ms;
+                    let c =
+                        created_event(&t, src, dst, first.currency.clone(), 100, at, at + 300_000);
+                    (!frozen(s_evs) && can_hold(&c, s_evs)).then_some(c)
+                })
+                .ok_or("the lake has no account that can hold 100 at its end")?;
             let (src, dst) = (created.source.clone(), created.destination.clone());
             let amount = created.amount.unwrap_or(0);
             let reserved = next_event(&created, "reserved", |e| {
@@ -1432,10 +1448,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 e.source = src.clone();
                 e.destination = dst.clone();
             });
-            let mut s_evs = l.stream(Stream::Account, src.as_deref().unwrap_or_default());
-            if frozen(&s_evs) || !can_hold(&created, &s_evs) {
-                return Err("the lake's first account cannot hold 100 at its end".into());
-            }
+            let mut s_evs = accounts[src.as_deref().unwrap_or_default()].clone();
             let hold = append(&mut s_evs, "hold_placed", |e| {
                 e.amount = Some(amount);
                 e.held_after = e.held_after.map(|h| h + amount);
@@ -1443,9 +1456,8 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 e.counterparty = dst.clone();
             });
             l.replace_stream(&s_evs);
-            // Its `created` row (seq 1, not written yet) goes: the stream
-            // holds seq 2 alone.
-            l.extra.retain(|r| r.event.event_id != created.event_id);
+            // Its `created` row (seq 1) is never written: the stream holds
+            // seq 2 alone.
             l.replace_stream(std::slice::from_ref(&reserved));
             let mut expected = vec![
                 expect("completeness", "seq_gap", &t, Some(&created.event_id)),
