@@ -411,6 +411,37 @@ fn append(stream: &mut Vec<Event>, kind: &str, fill: impl FnOnce(&mut Event)) ->
     e
 }
 
+/// A hold leg of the transfer `t` appended to an account stream: `kind`
+/// (`hold_placed` or `hold_released`) of `amount`, which moves `held` by
+/// that much (up for a placement, down for a release), naming
+/// `counterparty`.
+fn append_hold_leg(
+    stream: &mut Vec<Event>,
+    kind: &str,
+    t: &str,
+    amount: i64,
+    counterparty: Option<String>,
+) -> Event {
+    let held = if kind == "hold_released" {
+        -amount
+    } else {
+        amount
+    };
+    append(stream, kind, |e| {
+        e.amount = Some(amount);
+        e.held_after = e.held_after.map(|h| h + held);
+        e.transfer_id = Some(t.to_owned());
+        e.counterparty = counterparty;
+    })
+}
+
+/// Whether a stream's events are of `kinds`, in that order.
+fn kinds_are(evs: &[Event], kinds: &[&str]) -> bool {
+    evs.iter()
+        .map(|e| e.kind.as_str())
+        .eq(kinds.iter().copied())
+}
+
 /// A transfer `t.{tenant}.{suffix}` (the generator's tenant) of 100 from
 /// the lake's first account to its second, only `created` (at the first
 /// account's first event, with the deadline `deadline(at)`), sealed and put
@@ -538,14 +569,9 @@ fn hold_again(l: &mut LocalLake, last: &str) -> Result<(String, String, Event, E
         format!("the lake has no {last} transfer whose source can hold its amount now")
     })?;
     let amount = created.amount.unwrap_or(0);
-    let leg = |e: &mut Event, held: i64| {
-        e.amount = Some(amount);
-        e.held_after = e.held_after.map(|h| h + held);
-        e.transfer_id = Some(t.clone());
-        e.counterparty = created.destination.clone();
-    };
-    let hold = append(&mut evs, "hold_placed", |e| leg(e, amount));
-    let release = append(&mut evs, "hold_released", |e| leg(e, -amount));
+    let dst = &created.destination;
+    let hold = append_hold_leg(&mut evs, "hold_placed", &t, amount, dst.clone());
+    let release = append_hold_leg(&mut evs, "hold_released", &t, amount, dst.clone());
     l.replace_stream(&evs);
     Ok((t, src, hold, release))
 }
@@ -622,10 +648,7 @@ fn first_captured(l: &LocalLake) -> Result<(String, Vec<Event>), String> {
 fn first_released(l: &LocalLake) -> Result<(String, Vec<Event>), String> {
     l.streams(Stream::Transfer)
         .into_iter()
-        .find(|(_, evs)| {
-            let kinds: Vec<&str> = evs.iter().map(|e| e.kind.as_str()).collect();
-            kinds == ["created", "reserved", "releasing", "released"]
-        })
+        .find(|(_, evs)| kinds_are(evs, &["created", "reserved", "releasing", "released"]))
         .ok_or_else(|| "the lake has no transfer released after its credit was refused".to_owned())
 }
 
@@ -1011,8 +1034,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 .streams(Stream::Transfer)
                 .into_iter()
                 .find_map(|(t, evs)| {
-                    let kinds: Vec<&str> = evs.iter().map(|e| e.kind.as_str()).collect();
-                    if kinds != ["created", "reserved"] || !credited.contains(t.as_str()) {
+                    if !kinds_are(&evs, &["created", "reserved"]) || !credited.contains(t.as_str()) {
                         return None;
                     }
                     let c = &evs[0];
@@ -1108,13 +1130,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             // A hold of the transfer's amount (one of another amount is
             // also `hold_amount_mismatch`): only the leak is wrong.
             let amount = created.amount.unwrap_or(0);
-            let dst = created.destination;
-            let e = append(&mut evs, "hold_placed", |e| {
-                e.amount = Some(amount);
-                e.held_after = e.held_after.map(|h| h + amount);
-                e.transfer_id = Some(t.clone());
-                e.counterparty = dst;
-            });
+            let e = append_hold_leg(&mut evs, "hold_placed", &t, amount, created.destination);
             l.replace_stream(&evs);
             (
                 format!("{}: hold for the failed transfer {t} on {src}", e.event_id),
@@ -1221,12 +1237,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 at + 300_000 < now_ms,
                 "the injected deadline must be past `now`"
             );
-            let hold = append(&mut s_evs, "hold_placed", |e| {
-                e.amount = Some(1);
-                e.held_after = e.held_after.map(|h| h + 1);
-                e.transfer_id = Some(t.clone());
-                e.counterparty = Some(dst.clone());
-            });
+            let hold = append_hold_leg(&mut s_evs, "hold_placed", &t, 1, Some(dst.clone()));
             let credit = append(&mut d_evs, "credited", |e| {
                 e.amount = Some(amount);
                 e.balance_after = e.balance_after.map(|b| b + amount);
@@ -1368,8 +1379,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 .streams(Stream::Transfer)
                 .into_iter()
                 .find_map(|(t, evs)| {
-                    let kinds: Vec<&str> = evs.iter().map(|e| e.kind.as_str()).collect();
-                    if kinds != ["created", "reserved", "releasing", "released"] {
+                    if !kinds_are(&evs, &["created", "reserved", "releasing", "released"]) {
                         return None;
                     }
                     let d_evs = accounts.get(evs[0].destination.as_deref()?)?;
@@ -1449,12 +1459,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 e.destination = dst.clone();
             });
             let mut s_evs = accounts[src.as_deref().unwrap_or_default()].clone();
-            let hold = append(&mut s_evs, "hold_placed", |e| {
-                e.amount = Some(amount);
-                e.held_after = e.held_after.map(|h| h + amount);
-                e.transfer_id = Some(t.clone());
-                e.counterparty = dst.clone();
-            });
+            let hold = append_hold_leg(&mut s_evs, "hold_placed", &t, amount, dst.clone());
             l.replace_stream(&s_evs);
             // Its `created` row (seq 1) is never written: the stream holds
             // seq 2 alone.

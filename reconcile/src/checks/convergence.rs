@@ -169,19 +169,33 @@ mod tests {
     use super::*;
     use crate::facts::{secs, TransferState, Transfers};
 
+    /// Facts holding one transfer `t.acme.k` at `phase` (terminal or not),
+    /// its last row seq `last_seq` dated `at_ms`, and `deadline_ms`.
+    fn one_transfer(
+        phase: &str,
+        terminal: bool,
+        last_seq: u64,
+        at_ms: i64,
+        deadline_ms: Option<i64>,
+    ) -> Facts {
+        let mut f = Facts::default();
+        let mut st = TransferState::default();
+        st.facts.phase = f.names.id(phase);
+        st.facts.set_terminal(terminal);
+        st.facts.set_deadline_ms(deadline_ms);
+        st.facts.last_seq = last_seq;
+        st.facts.last_at_s = secs(at_ms);
+        f.transfers = Transfers::from_sorted(vec![("t.acme.k".into(), st)]);
+        f.finish_transfers();
+        f
+    }
+
     /// The `committed_in_future` findings of an open (or terminal) transfer
     /// whose latest row is dated `at_ms`, judged at `now_ms` with the
     /// settle window `ahead_ms`.
     fn future(at_ms: i64, terminal: bool, now_ms: i64, ahead_ms: i64) -> usize {
-        let mut f = Facts::default();
-        let mut st = TransferState::default();
-        st.facts.phase = f.names.id(if terminal { "captured" } else { "reserved" });
-        st.facts.set_terminal(terminal);
-        st.facts.set_deadline_ms(Some(at_ms + 300_000));
-        st.facts.last_seq = 2;
-        st.facts.last_at_s = secs(at_ms);
-        f.transfers = Transfers::from_sorted(vec![("t.acme.k".into(), st)]);
-        f.finish_transfers();
+        let phase = if terminal { "captured" } else { "reserved" };
+        let f = one_transfer(phase, terminal, 2, at_ms, Some(at_ms + 300_000));
         check(&f, now_ms, ahead_ms)
             .iter()
             .filter(|x| x.code == "committed_in_future")
@@ -213,16 +227,8 @@ mod tests {
     #[test]
     fn a_transfer_without_its_created_row_dangles_by_the_longest_deadline() {
         let latest = 1_800_000_000_000;
-        let dangling_at = |now_ms: i64| {
-            let mut f = Facts::default();
-            let mut st = TransferState::default();
-            st.facts.phase = f.names.id("reserved");
-            st.facts.last_seq = 2;
-            st.facts.last_at_s = secs(latest);
-            f.transfers = Transfers::from_sorted(vec![("t.acme.k".into(), st)]);
-            f.finish_transfers();
-            dangling(&f, now_ms)
-        };
+        let dangling_at =
+            |now_ms: i64| dangling(&one_transfer("reserved", false, 2, latest, None), now_ms);
         let bound = ms_of(secs(latest)) + ledger_events::TRANSFER_DEADLINE_MS_MAX;
         assert_eq!(
             bound,
@@ -242,14 +248,7 @@ mod tests {
     fn a_leaked_hold_is_an_absence_unless_its_transfer_failed() {
         let now = 1_800_000_000_000;
         for (phase, absent) in [("captured", true), ("released", true), ("failed", false)] {
-            let mut f = Facts::default();
-            let mut st = TransferState::default();
-            st.facts.phase = f.names.id(phase);
-            st.facts.set_terminal(true);
-            st.facts.last_seq = 3;
-            st.facts.last_at_s = secs(now - 60_000);
-            f.transfers = Transfers::from_sorted(vec![("t.acme.k".into(), st)]);
-            f.finish_transfers();
+            let mut f = one_transfer(phase, true, 3, now - 60_000, None);
             let (a, b, usd) = (
                 f.names.id("acme.a"),
                 f.names.id("acme.b"),

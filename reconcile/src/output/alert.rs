@@ -72,14 +72,14 @@ pub fn fingerprint(r: &ViolationRow) -> String {
         .then(|| crate::checks::global_conservation::decided_difference_in(&r.detail))
         .flatten();
     let legs = (r.seq.is_none() && LEGS_DESCRIBED.contains(&r.code.as_str())).then_some(&r.detail);
-    let id = match (difference, legs) {
-        (Some(d), _) => {
-            serde_json::json!([r.check, r.code, r.key, r.seq, r.event_id, d.to_string()])
-        }
-        (None, Some(legs)) => serde_json::json!([r.check, r.code, r.key, r.seq, r.event_id, legs]),
-        (None, None) => serde_json::json!([r.check, r.code, r.key, r.seq, r.event_id]),
+    let mut id = serde_json::json!([r.check, r.code, r.key, r.seq, r.event_id]);
+    if let (Some(extra), Some(all)) = (
+        difference.map(|d| d.to_string()).or(legs.cloned()),
+        id.as_array_mut(),
+    ) {
+        all.push(extra.into());
     }
-    .to_string();
+    let id = id.to_string();
     let digest = Sha256::digest(id.as_bytes());
     ledger_events::event::hex(&digest[..16])
 }
@@ -393,6 +393,52 @@ mod tests {
         assert_eq!((p.new.len(), p.known), (0, 1));
         // A second defect of 20 in the same currency: new.
         assert_eq!(plan(&second, &p.next).new.len(), 1);
+    }
+
+    /// The fingerprint is the documented one (docs/RECONCILE.md,
+    /// "Alerts"): the first 128 bits of SHA-256 over the JSON array, so
+    /// state files written by any build stay valid.
+    #[test]
+    fn a_fingerprint_is_the_hash_of_the_documented_array() {
+        let row = |check: &str, code: &str, seq: Option<u64>, detail: &str| ViolationRow {
+            check: check.into(),
+            invariant: "I1".into(),
+            code: code.into(),
+            key: "k".into(),
+            seq,
+            event_id: seq.map(|s| format!("account:k:{s}")),
+            detail: detail.into(),
+            lake: "/lake".into(),
+            now_ms: 0,
+        };
+        let sha = |array: &str| ledger_events::event::hex(&Sha256::digest(array.as_bytes())[..16]);
+        let gap = row("completeness", "seq_gap", Some(5), "seqs 5..=5 missing");
+        assert_eq!(
+            fingerprint(&gap),
+            sha(r#"["completeness","seq_gap","k",5,"account:k:5"]"#)
+        );
+        let usd = row(
+            "global_conservation",
+            "not_conserved",
+            None,
+            "Σ balances 1100 over 2 accounts ≠ deposits 1000 − withdrawals 0 + in flight 0 = 1000 (difference 100)",
+        );
+        assert_eq!(
+            fingerprint(&usd),
+            sha(r#"["global_conservation","not_conserved","k",null,null,"100"]"#)
+        );
+        let moved = row(
+            "transfer_conservation",
+            "money_moved_without_capture",
+            None,
+            "failed transfer has 1 debit(s) and 0 credit(s)",
+        );
+        assert_eq!(
+            fingerprint(&moved),
+            sha(
+                r#"["transfer_conservation","money_moved_without_capture","k",null,null,"failed transfer has 1 debit(s) and 0 credit(s)"]"#
+            )
+        );
     }
 
     /// rev-s45-outputs L1: a failed transfer that moved money is one
