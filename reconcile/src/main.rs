@@ -158,8 +158,9 @@ struct Cli {
     /// admin key comes from the environment variable LEDGER_ADMIN_KEY, never a flag.
     #[arg(long, value_name = "URL")]
     sweep_url: Option<String>,
-    /// With --sweep-url: re-drive at most N dangling transfers this run, the most overdue
-    /// (the rest are left to the sweeper's cron, --publish-dangling, or the next run).
+    /// With --sweep-url: re-drive at most N dangling transfers this run. With more than N, a
+    /// window of N that moves by N a day (no transfer waits for good behind N stuck ones); the
+    /// rest are left to the sweeper's cron, --publish-dangling, or a later run.
     #[arg(long, value_name = "N", default_value_t = SWEEP_MAX_DEFAULT as u32,
           requires = "sweep_url", value_parser = clap::value_parser!(u32).range(1..))]
     sweep_max: u32,

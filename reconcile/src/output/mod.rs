@@ -122,7 +122,7 @@ impl Outputs {
             }
         }
         if let Some(cfg) = &self.sweep {
-            match rt.block_on(sweep::redrive(cfg, &report.dangling)) {
+            match rt.block_on(sweep::redrive(cfg, &report.dangling, report.now_ms)) {
                 Ok(done) => {
                     if !self.quiet {
                         crate::say!("{}", done.line());

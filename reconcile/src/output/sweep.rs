@@ -1,7 +1,8 @@
 //! The dangling list posted to the edge (`--sweep-url URL`): the run's
 //! dangling transfers, most overdue first, go to the admin route
 //! `POST /v1/admin/transfers/redrive` (docs/API.md) in chunks of
-//! [`REDRIVE_CHUNK`] ids, at most `--sweep-max` of them a run, with the
+//! [`REDRIVE_CHUNK`] ids, at most `--sweep-max` of them a run (a window
+//! that moves each day when more dangle, [`request_bodies`]), with the
 //! admin key from `LEDGER_ADMIN_KEY` (never a flag: a key on the command
 //! line shows in every process list). An id the route would refuse (not
 //! `t.{tenant}.{key}`) is not sent: it would make the route refuse its whole
@@ -28,7 +29,7 @@ pub const EDGE_REDRIVE_WAIT: Duration = Duration::from_secs(10);
 /// 10 s more for the round trip.
 pub const REQUEST_TIMEOUT: Duration =
     Duration::from_secs(EDGE_REDRIVE_WAIT.as_secs() * REDRIVE_CHUNK as u64 + 10);
-/// The most overdue dangling transfers one run re-drives by default
+/// How many dangling transfers one run re-drives by default
 /// (`--sweep-max`): a few minutes of requests on a healthy edge. The rest
 /// are left to the sweeper's cron (`--publish-dangling`) or the next run.
 pub const SWEEP_MAX_DEFAULT: usize = 1000;
@@ -43,7 +44,7 @@ pub struct SweepConfig {
     pub base_url: String,
     /// The admin key, read from [`ADMIN_KEY_ENV`].
     pub admin_key: Option<String>,
-    /// At most this many ids a run, the most overdue.
+    /// At most this many ids a run ([`request_bodies`]).
     pub max: usize,
     pub retry: RetryPolicy,
 }
@@ -103,10 +104,22 @@ impl SweepConfig {
 }
 
 /// What a run sends: the request bodies, in order, `{"transfer_ids":[...]}`
-/// with at most [`REDRIVE_CHUNK`] ids each, the first `max` distinct ids
-/// the route takes, most overdue first (a duplicate id is sent once); and
-/// the ids left out.
-pub fn request_bodies(dangling: &[Dangling], max: usize) -> (Vec<serde_json::Value>, Left) {
+/// with at most [`REDRIVE_CHUNK`] ids each; and the ids left out.
+///
+/// Every distinct id the route takes is sent when there are at most `max`
+/// (a duplicate id is sent once), most overdue first. With more, the run
+/// sends `max` of them in a window that moves by `max` each day: day `d`
+/// (of the Unix epoch, the run's `--now-ms`) starts at the
+/// `(d * max) mod n`-th most overdue and wraps around the list's end. A
+/// fixed prefix would re-drive the same `max` transfers every night when that
+/// many are stuck for good (a re-drive cannot fix them) and never reach one
+/// behind them; with the window, a list that stays put is covered in full
+/// every `ceil(n / max)` days.
+pub fn request_bodies(
+    dangling: &[Dangling],
+    max: usize,
+    now_ms: i64,
+) -> (Vec<serde_json::Value>, Left) {
     let mut seen = std::collections::HashSet::new();
     let mut left = Left::default();
     let mut ids: Vec<&str> = Vec::new();
@@ -118,11 +131,19 @@ pub fn request_bodies(dangling: &[Dangling], max: usize) -> (Vec<serde_json::Val
         if ledger_api::names::parse_transfer_id(id).is_err() {
             left.refused += 1;
             left.first_refused.get_or_insert_with(|| id.to_owned());
-        } else if ids.len() < max {
-            ids.push(id);
         } else {
-            left.over_max += 1;
+            ids.push(id);
         }
+    }
+    if ids.len() > max {
+        let n = ids.len();
+        let day = now_ms.max(0) as u64 / DAY_MS;
+        // u128: day * max cannot overflow.
+        let start = ((day as u128 * max as u128) % n as u128) as usize;
+        left.over_max = n - max;
+        left.window_start = start;
+        ids.rotate_left(start);
+        ids.truncate(max);
     }
     let bodies = ids
         .chunks(REDRIVE_CHUNK)
@@ -131,6 +152,8 @@ pub fn request_bodies(dangling: &[Dangling], max: usize) -> (Vec<serde_json::Val
     (bodies, left)
 }
 
+const DAY_MS: u64 = 86_400_000;
+
 /// Dangling transfers a run does not send.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Left {
@@ -138,8 +161,10 @@ pub struct Left {
     /// with one), and the first of them.
     pub refused: usize,
     pub first_refused: Option<String>,
-    /// Ids past `--sweep-max`.
+    /// Ids past `--sweep-max`, and where this run's window of `max` ids
+    /// started in the list, most overdue first (0-based).
     pub over_max: usize,
+    pub window_start: usize,
 }
 
 /// What the edge did.
@@ -175,8 +200,11 @@ impl Redriven {
         };
         if self.left.over_max > 0 {
             line += &format!(
-                "; {} more not sent (--sweep-max; the sweeper's cron takes the published list, --publish-dangling)",
-                self.left.over_max
+                "; {} more not sent (--sweep-max: this run's window starts at position {} of the list, most \
+                 overdue first, wrapping around, and moves by --sweep-max a day; the sweeper's cron takes \
+                 the published list, --publish-dangling)",
+                self.left.over_max,
+                self.left.window_start + 1
             );
         }
         if let Some(first) = &self.left.first_refused {
@@ -224,12 +252,16 @@ impl Redriven {
 /// Posts every dangling transfer to the edge. The first failed request ends
 /// the sweep with an error naming the status and body (the chunks before it
 /// were re-driven; re-driving is idempotent, so the next run may repeat them).
-pub async fn redrive(cfg: &SweepConfig, dangling: &[Dangling]) -> Result<Redriven, String> {
+pub async fn redrive(
+    cfg: &SweepConfig,
+    dangling: &[Dangling],
+    now_ms: i64,
+) -> Result<Redriven, String> {
     cfg.validate()?;
     let key = cfg.admin_key.as_deref().unwrap_or_default();
     let auth = format!("Bearer {key}");
     let url = cfg.url();
-    let (bodies, left) = request_bodies(dangling, cfg.max);
+    let (bodies, left) = request_bodies(dangling, cfg.max, now_ms);
     let mut done = Redriven {
         left,
         ..Redriven::default()
@@ -303,7 +335,7 @@ mod tests {
     fn bodies_are_chunks_in_order_without_duplicates_up_to_the_max() {
         let mut list: Vec<Dangling> = (0..25).map(|i| d(&format!("t.a.k{i}"))).collect();
         list.push(d("t.a.k0"));
-        let (b, left) = request_bodies(&list, 1000);
+        let (b, left) = request_bodies(&list, 1000, 0);
         assert_eq!(b.len(), 3);
         assert_eq!(
             b[0]["transfer_ids"].as_array().unwrap().len(),
@@ -314,15 +346,64 @@ mod tests {
         assert_eq!(b[1]["transfer_ids"][0], "t.a.k10");
         assert_eq!(b[2]["transfer_ids"][4], "t.a.k24");
         assert_eq!(left, Left::default());
-        // The most overdue `max` only; a duplicate does not count.
-        let (b, left) = request_bodies(&list, 12);
+        // Day 0: the most overdue `max` only; a duplicate does not count.
+        let (b, left) = request_bodies(&list, 12, 0);
         let sent: Vec<&serde_json::Value> = b
             .iter()
             .flat_map(|b| b["transfer_ids"].as_array().unwrap())
             .collect();
         assert_eq!((sent.len(), left.over_max), (12, 13));
         assert_eq!(*sent[11], "t.a.k11");
-        assert!(request_bodies(&[], 1000).0.is_empty());
+        assert!(request_bodies(&[], 1000, 0).0.is_empty());
+    }
+
+    fn sent(bodies: &[serde_json::Value]) -> Vec<String> {
+        bodies
+            .iter()
+            .flat_map(|b| b["transfer_ids"].as_array().unwrap())
+            .map(|id| id.as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn past_the_max_the_window_moves_each_day_so_no_transfer_waits_behind_stuck_ones() {
+        // 1500 dangle (the first 1000 stuck for good, say), 1000 a run: a
+        // fixed prefix would never send k1000..k1499.
+        let list: Vec<Dangling> = (0..1500).map(|i| d(&format!("t.a.k{i}"))).collect();
+        let day = 86_400_000;
+        let (b, left) = request_bodies(&list, 1000, 3 * day + 5);
+        // Day 3: 3000 mod 1500 = 0, the most overdue 1000.
+        assert_eq!(sent(&b), sent_range(0..1000));
+        assert_eq!((left.over_max, left.window_start), (500, 0));
+        // Day 4 starts at 4000 mod 1500 = 1000 and wraps around.
+        let (b, left) = request_bodies(&list, 1000, 4 * day);
+        let ids = sent(&b);
+        assert_eq!(ids[..500], sent_range(1000..1500)[..]);
+        assert_eq!(ids[500..], sent_range(0..500)[..]);
+        assert_eq!((left.over_max, left.window_start), (500, 1000));
+        // Two consecutive days cover every one of them; one day never sends
+        // an id twice.
+        let mut both: Vec<String> = ids.clone();
+        both.extend(sent(&request_bodies(&list, 1000, 5 * day).0));
+        both.sort();
+        both.dedup();
+        assert_eq!(both.len(), 1500);
+        let mut once = ids;
+        once.sort();
+        once.dedup();
+        assert_eq!(once.len(), 1000);
+        // At most `max`: all of them, most overdue first, whatever the day.
+        let (b, left) = request_bodies(&list[..1000], 1000, 4 * day);
+        assert_eq!((sent(&b), left), (sent_range(0..1000), Left::default()));
+        // A clock before 1970 is day 0.
+        assert_eq!(request_bodies(&list, 1000, -1).1.window_start, 0);
+        // A day far ahead does not overflow.
+        let far = request_bodies(&list, 1000, i64::MAX).1.window_start;
+        assert!(far < 1500);
+    }
+
+    fn sent_range(r: std::ops::Range<usize>) -> Vec<String> {
+        r.map(|i| format!("t.a.k{i}")).collect()
     }
 
     #[test]
@@ -330,7 +411,7 @@ mod tests {
         // The route refuses a whole request with one id not of the form
         // t.{tenant}.{key}: such an id stays out, the rest go.
         let list = [d("t.a.k1"), d("t.acme"), d("x.a.k2"), d("t.a.k3")];
-        let (b, left) = request_bodies(&list, 1000);
+        let (b, left) = request_bodies(&list, 1000, 0);
         assert_eq!(
             b,
             [serde_json::json!({ "transfer_ids": ["t.a.k1", "t.a.k3"] })]
