@@ -186,11 +186,16 @@ fn violation_rows_as_csv_and_parquet_equal_the_report() {
     assert!(b.stderr.is_empty(), "{}", b.stderr);
     let seen = read_back(&csv, &pq);
 
-    // CSV: the header, then every row; nulls are empty fields.
+    // CSV: the header, then every row; nulls are empty fields; a text value
+    // a spreadsheet would run as a formula (or one starting with `'`) has one
+    // `'` in front.
     let csv_rows = seen["csv"].as_array().unwrap();
     assert_eq!(csv_rows[0], serde_json::json!(COLUMNS));
     let as_csv = |v: &serde_json::Value| match v {
         serde_json::Value::Null => String::new(),
+        serde_json::Value::String(s) if s.starts_with(['=', '+', '-', '@', '\t', '\r', '\'']) => {
+            format!("'{s}")
+        }
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
     };

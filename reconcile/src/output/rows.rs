@@ -118,8 +118,23 @@ fn csv_field(out: &mut String, s: &str) {
     }
 }
 
+/// A text field's value as a spreadsheet must show it: one `'` in front of a
+/// value that starts with `=`, `+`, `-`, `@`, a tab or a CR (a spreadsheet
+/// would run it as a formula: a key or event id comes from the lake, which
+/// a tampered writer fills) or with `'` itself, so that removing one leading
+/// `'` always gives the value back. Numbers (`seq`, `now_ms`) are never
+/// prefixed; the Parquet file holds every value as it is.
+fn spreadsheet_text(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.starts_with(['=', '+', '-', '@', '\t', '\r', '\'']) {
+        format!("'{s}").into()
+    } else {
+        s.into()
+    }
+}
+
 /// The rows as RFC 4180 CSV: a header line, CRLF line ends, a null `seq` or
-/// `event_id` as an empty field.
+/// `event_id` as an empty field, text guarded for spreadsheets
+/// ([`spreadsheet_text`]).
 pub fn to_csv(rows: &[ViolationRow]) -> String {
     let mut out = String::new();
     out.push_str(&COLUMNS.join(","));
@@ -127,15 +142,16 @@ pub fn to_csv(rows: &[ViolationRow]) -> String {
     for r in rows {
         let seq = r.seq.map(|s| s.to_string()).unwrap_or_default();
         let now = r.now_ms.to_string();
+        let text = |s| spreadsheet_text(s);
         let fields: [&str; 9] = [
-            &r.check,
-            &r.invariant,
-            &r.code,
-            &r.key,
+            &text(&r.check),
+            &text(&r.invariant),
+            &text(&r.code),
+            &text(&r.key),
             &seq,
-            r.event_id.as_deref().unwrap_or(""),
-            &r.detail,
-            &r.lake,
+            &text(r.event_id.as_deref().unwrap_or("")),
+            &text(&r.detail),
+            &text(&r.lake),
             &now,
         ];
         for (i, f) in fields.iter().enumerate() {
@@ -235,6 +251,29 @@ mod tests {
              completeness,lake,seq_gap,t.a.k1,2,transfer:t.a.k1:2,\"a, \"\"b\"\"\nc\",/l,5\r\n\
              completeness,lake,seq_gap,t.a.k1,,,plain,/l,5\r\n"
         );
+    }
+
+    #[test]
+    fn csv_text_a_spreadsheet_would_run_as_a_formula_gets_a_leading_quote() {
+        let mut r = row("-5 in flight", Some(3));
+        r.key = "=HYPERLINK(\"http://x\",\"a\")".into();
+        r.event_id = Some("@SUM(A1)".into());
+        r.lake = "'quoted".into();
+        r.now_ms = -7;
+        let plain = row("+1", None);
+        let csv = to_csv(&[r, plain]);
+        let lines: Vec<&str> = csv.split("\r\n").collect();
+        assert_eq!(
+            lines[1],
+            "completeness,lake,seq_gap,\"'=HYPERLINK(\"\"http://x\"\",\"\"a\"\")\",3,'@SUM(A1),\
+             '-5 in flight,''quoted,-7"
+        );
+        assert_eq!(lines[2], "completeness,lake,seq_gap,t.a.k1,,,'+1,/l,5");
+        // Tab and CR too; a value with a quote elsewhere, or none, is as it was.
+        assert_eq!(spreadsheet_text("\tx"), "'\tx");
+        assert_eq!(spreadsheet_text("\rx"), "'\rx");
+        assert_eq!(spreadsheet_text("a'b=c"), "a'b=c");
+        assert_eq!(spreadsheet_text(""), "");
     }
 
     #[test]
