@@ -153,6 +153,11 @@ struct Cli {
         requires = "alert_webhook"
     )]
     alert_state: Option<PathBuf>,
+    /// Send no alert and leave the alert state as it is, even with LEDGER_ALERT_WEBHOOK and
+    /// LEDGER_ALERT_STATE set: for an ad-hoc replay (--now-ms, --settle-ms) run where the
+    /// nightly job's environment is, which would page on-call and move its state.
+    #[arg(long)]
+    no_alert: bool,
     /// POST the dangling transfers, most overdue first, to URL/v1/admin/transfers/redrive
     /// (10 ids a request, each request given 110 s: the edge waits up to 10 s a re-drive); the
     /// admin key comes from the environment variable LEDGER_ADMIN_KEY, never a flag.
@@ -394,23 +399,26 @@ fn main() -> ExitCode {
 fn run() -> ExitCode {
     no_transparent_huge_pages();
     let cli = Cli::parse();
-    let outputs =
-        Outputs {
-            violations: cli.violations.clone(),
-            metrics: cli.metrics.clone(),
-            alert: cli.alert_webhook.clone().zip(cli.alert_state.clone()).map(
-                |(webhook, state)| AlertConfig {
-                    webhook,
-                    state,
-                    retry: Default::default(),
-                },
-            ),
-            sweep: cli
-                .sweep_url
-                .clone()
-                .map(|url| SweepConfig::from_env(url, cli.sweep_max as usize)),
-            quiet: cli.quiet,
-        };
+    let outputs = Outputs {
+        violations: cli.violations.clone(),
+        metrics: cli.metrics.clone(),
+        alert: (!cli.no_alert)
+            .then_some(())
+            .and(cli.alert_webhook.clone().zip(cli.alert_state.clone()))
+            .map(|(webhook, state)| AlertConfig {
+                webhook,
+                state,
+                retry: Default::default(),
+            }),
+        sweep: cli
+            .sweep_url
+            .clone()
+            .map(|url| SweepConfig::from_env(url, cli.sweep_max as usize)),
+        quiet: cli.quiet,
+    };
+    if cli.no_alert && cli.alert_webhook.is_some() && !cli.quiet {
+        ledger_reconcile::say!("alert: off (--no-alert)");
+    }
     if let Err(e) = outputs
         .validate(&cli.lake)
         .and_then(|()| output_files_placeable(&cli))

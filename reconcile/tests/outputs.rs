@@ -741,6 +741,20 @@ fn the_alert_webhook_posts_only_new_violations_and_advances_after_delivery() {
     let second = run_lib(&dir).unwrap();
     let new: BTreeSet<Id> = ids(&second).difference(&ids(&first)).cloned().collect();
     assert!(!new.is_empty());
+    // An ad-hoc replay in the job's environment with --no-alert: nothing
+    // posted, the state as it was, so the nightly run still alerts.
+    let state_before = std::fs::read(&state).unwrap();
+    let r = run_bin(
+        &[s(&dir), "--no-alert"],
+        &[
+            ("LEDGER_ALERT_WEBHOOK", hook.as_str()),
+            ("LEDGER_ALERT_STATE", s(&state)),
+        ],
+    );
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(server.take().len(), 0);
+    assert!(r.stderr.contains("alert: off (--no-alert)"), "{}", r.stderr);
+    assert_eq!(std::fs::read(&state).unwrap(), state_before);
     let r = alert(&[]);
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     let reqs = server.take();
