@@ -81,6 +81,11 @@ call POST /v1/transfers '{"source":"alice","destination":"bob","amount":500000,"
 log "USD into a EUR account: refused before anything runs (422 currency_mismatch), nothing stored"
 call POST /v1/transfers '{"source":"alice","destination":"carol","amount":100,"currency":"USD"}' t-3
 
+log "freeze bob, then 10.00 alice -> bob: alice's hold is placed, bob refuses the credit (account_frozen) and the hold is released (the saga's one compensation); unfreeze bob"
+call POST /v1/accounts/bob/freeze
+call POST /v1/transfers '{"source":"alice","destination":"bob","amount":1000,"currency":"USD"}' t-4
+call POST /v1/accounts/bob/unfreeze
+
 log "bad input: a negative amount"
 call POST /v1/accounts/alice/deposits '{"amount":-5,"currency":"USD"}' dep-2
 
@@ -97,7 +102,7 @@ for a in alice bob carol; do
   n="$(curl -s -H "authorization: Bearer $KEY" "$U/v1/accounts/$a" | json_int last_seq)"
   expected=$((expected + ${n:-0}))
 done
-for t in t-1 t-2 t-3; do
+for t in t-1 t-2 t-3 t-4; do
   n="$(curl -s -H "authorization: Bearer $KEY" "$U/v1/transfers/$t" | json_int seq)"
   expected=$((expected + ${n:-0}))
 done

@@ -365,6 +365,12 @@ impl Lake {
         Ok(lake)
     }
 
+    /// The prefix every key of the lake has inside its bucket (`prod/` for
+    /// `s3://bucket/prod`), empty for a whole bucket or a local directory.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     /// Writes `bytes` at `key` under the lake's root (or prefix), replacing
     /// any object there. The store makes it atomic: a local file is written
     /// to a temporary name and renamed; an S3 PUT is all or nothing.

@@ -17,7 +17,7 @@ use ledger_reconcile::{
 
 /// Proves the ledger's invariants from the event lake alone.
 ///
-/// Reads every lake file under LAKE/events/ (account and transfer tables,
+/// Reads every lake file under LAKE/events/ (account, transfer and subscription tables,
 /// all dates, both layers; a .parquet object not named as a lake file is not
 /// read, and the summary, the report and the metrics name it), dedups rows
 /// by (event_id, hash) and checks, from the lake alone:
@@ -52,7 +52,7 @@ use ledger_reconcile::{
 ///   reconcile                                   # the local lake ($LEDGER_LAKE, then .lake)
 ///   reconcile /var/lake --json report.json      # full report for dashboards and alerts
 ///   AWS_ENDPOINT_URL=https://<account>.r2.cloudflarestorage.com \
-///   AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… reconcile s3://ledger-lake/prod   # the lake in R2
+///   AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… reconcile s3://ledger-lake   # the lake in R2
 ///   reconcile --dangling dangling.json          # the sweeper's list (docs/SWEEPER.md)
 ///   reconcile --publish-dangling                # the same list into the lake, for the sweeper cron
 ///   reconcile --checkpoint .lake-checkpoint       # nightly: prove only what is new since the last run
@@ -373,7 +373,7 @@ async fn settle_wait(
 }
 
 /// Where the edge's sweeper reads the dangling list (docs/SWEEPER.md).
-const DANGLING_LIST_KEY: &str = "reconcile/dangling/latest.json";
+const DANGLING_LIST_KEY: &str = ledger_api::sweep::DANGLING_KEY;
 
 /// Transparent huge pages off for this process. The proof decodes and frees
 /// a Parquet batch's worth of memory thousands of times a run; with THP every
@@ -476,6 +476,16 @@ fn run() -> ExitCode {
     };
     let result = rt.block_on(async {
         let lake = Lake::connect(&cli.lake).await?;
+        if cli.publish_dangling && !lake.prefix().is_empty() {
+            // The edge's ingest writes at its bucket's root, and its sweeper
+            // reads the list only there.
+            ledger_reconcile::say!(
+                "reconcile: warning: --publish-dangling writes {}{DANGLING_LIST_KEY}, under the lake's \
+                 prefix; the edge's sweeper cron reads only {DANGLING_LIST_KEY} at its bucket's root, \
+                 so it will not see this list (the production lake is the whole bucket: s3://BUCKET)",
+                lake.prefix()
+            );
+        }
         let ran = reconcile_with(&cli, &lake, &opts).await?;
         let ran = match ran.0.decided_by_ms {
             Some(by) if cli.settle_wait => settle_wait(&cli, &lake, &opts, ran, by).await?,

@@ -206,14 +206,23 @@ fn an_s3_lake_gets_the_same_verdict_and_findings_as_the_same_lake_on_disk() {
             .sum();
         assert_eq!(findings, injected.expected.len(), "{class:?}");
         if class == Class::Dangling {
-            // Published into the bucket, under the lake's prefix, where the
-            // sweeper reads it.
+            // Published into the bucket under the lake's prefix, where no
+            // sweeper reads it (the edge's reads the bucket's root): the
+            // run says so.
             let mut cmd = Command::new(reconcile_bin());
             cmd.args([lake.as_str(), "--quiet", "--publish-dangling"])
                 .args(["--now-ms", &NOW_MS.to_string()])
                 .env_remove("LEDGER_LAKE");
             let out = with_env(&mut cmd, &server.env()).output().unwrap();
             assert_eq!(out.status.code(), Some(1), "{out:?}");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr.contains(&format!(
+                    "warning: --publish-dangling writes {prefix}/reconcile/dangling/latest.json"
+                )) && stderr
+                    .contains("reads only reconcile/dangling/latest.json at its bucket's root"),
+                "{stderr}"
+            );
             let key = ObjectPath::from(format!("{prefix}/reconcile/dangling/latest.json"));
             let body =
                 runtime().block_on(async { store.get(&key).await.unwrap().bytes().await.unwrap() });
@@ -237,6 +246,27 @@ fn an_s3_lake_gets_the_same_verdict_and_findings_as_the_same_lake_on_disk() {
     server2.create_bucket(BUCKET);
     upload(&bucket_store(&server2), &root, "");
     assert_same_as_local(&root, &format!("s3://{BUCKET}"), &server2, 0);
+    // Its dangling list lands at the bucket's root, where the edge's
+    // sweeper cron reads it; no warning.
+    let mut cmd = Command::new(reconcile_bin());
+    cmd.args([&format!("s3://{BUCKET}"), "--quiet", "--publish-dangling"])
+        .args(["--now-ms", &NOW_MS.to_string()])
+        .env_remove("LEDGER_LAKE");
+    let out = with_env(&mut cmd, &server2.env()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let key = ObjectPath::from(ledger_api::sweep::DANGLING_KEY);
+    let body = runtime().block_on(async {
+        bucket_store(&server2)
+            .get(&key)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap()
+    });
+    let list = ledger_api::sweep::parse_dangling(std::str::from_utf8(&body).unwrap()).unwrap();
+    assert!(list.transfers.is_empty());
 }
 
 #[test]
