@@ -164,9 +164,11 @@ pub fn check_stream(
             prev = None;
             continue;
         };
-        if after_gap && kind != AccountKind::Opened {
+        if after_gap {
             // The balance before this row's own effect, less the last one
-            // recorded before the gap (0 before seq 1).
+            // recorded before the gap (0 before seq 1). A row after a gap is
+            // never the opening one (seq 1), so an `opened` row here moves
+            // nothing like any other.
             let before = match prev {
                 Some((pseq, pbal, _)) if pseq + 1 == first_missing => Some(pbal),
                 None if first_missing == 1 => Some(0),
@@ -259,6 +261,28 @@ mod tests {
         let found: Vec<_> = out.iter().map(|f| (f.code, f.seq)).collect();
         assert_eq!(found, [("balance_mismatch", Some(3))], "{out:?}");
         assert!(out[0].detail.contains("refold gives balance 100 held 0"));
+
+        // rev-s46-session L6: after a gap, such a row still moves nothing,
+        // so the gap is said to have moved what its balance shows: seq 3
+        // lost, seq 4 an `opened` row recording 150 after 100 is 50.
+        let mut after_gap = events[..2].to_vec();
+        let mut e = Event::new(
+            Stream::Account,
+            "acme.a",
+            4,
+            "opened",
+            1_000,
+            "ab".repeat(32).as_str(),
+        );
+        e.currency = Some("USD".into());
+        e.balance_after = Some(150);
+        e.held_after = Some(0);
+        e.overdraft_limit = Some(0);
+        after_gap.push(e.seal());
+        let v = crate::stream::OwnedView::of_events(Stream::Account, "acme.a", &after_gap);
+        let (mut fold, mut terms, mut out, mut gaps) = (None, None, Vec::new(), Vec::new());
+        check_stream(&v.view(), &mut fold, &mut terms, &mut out, &mut gaps);
+        assert_eq!(gaps, [(3, Some(50))], "{out:?}");
     }
 
     /// The amount's negation is exact at the edges of `i64` (a malformed
