@@ -151,6 +151,10 @@ pub enum Class {
     /// is lost: no deadline of its own, yet dangling 30 days after its
     /// latest row.
     CreatedLost,
+    /// A hold on an account for a transfer whose whole stream is lost: a
+    /// leg without its transfer and a leaked hold; 30 days after the hold,
+    /// the transfer is on the sweeper's list (`hold_only`), not `dangling`.
+    TransferLost,
 }
 
 impl Class {
@@ -188,6 +192,7 @@ impl Class {
         Class::ReasonChanged,
         Class::CreditWhileReleasing,
         Class::CreatedLost,
+        Class::TransferLost,
     ];
 }
 
@@ -1485,6 +1490,39 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                     created.event_id, reserved.event_id, hold.event_id
                 ),
                 expected,
+            )
+        }
+        Class::TransferLost => {
+            // The last account that can hold 100 at its end, for a transfer
+            // to another account of its currency; no row of the transfer.
+            let accounts = l.streams(Stream::Account);
+            let t = format!("t.{}.injected-transfer-lost", crate::gen::GEN_TENANT);
+            let (src, dst) = accounts
+                .iter()
+                .rev()
+                .find_map(|(src, s_evs)| {
+                    let last = s_evs.last()?;
+                    let (dst, _) = accounts
+                        .iter()
+                        .find(|(d, d_evs)| *d != src && d_evs[0].currency == last.currency)?;
+                    let c = created_event(&t, src, dst, last.currency.clone(), 100, 0, 0);
+                    (!frozen(s_evs) && can_hold(&c, s_evs)).then_some((src.clone(), dst.clone()))
+                })
+                .ok_or("the lake has no account that can hold 100 at its end")?;
+            let mut s_evs = accounts[src.as_str()].clone();
+            let hold = append_hold_leg(&mut s_evs, "hold_placed", &t, 100, Some(dst));
+            l.replace_stream(&s_evs);
+            (
+                format!("{t}: no row of it; the hold {} on {src}", hold.event_id),
+                vec![
+                    expect("transfer_conservation", "leg_without_transfer", &t, None),
+                    expect(
+                        "terminal_convergence",
+                        "leaked_hold",
+                        &t,
+                        Some(&hold.event_id),
+                    ),
+                ],
             )
         }
         Class::WrongReason => {

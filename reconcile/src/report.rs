@@ -63,7 +63,9 @@ pub struct Report {
     pub transfers: u64,
     pub elapsed_ms: u64,
     pub checks: Vec<CheckResult>,
-    /// Dangling transfers, most overdue first (also in `terminal_convergence`).
+    /// The sweeper's list, most overdue first: the dangling transfers (also
+    /// in `terminal_convergence`) and the transfers known only by a live hold
+    /// 30 days old (`hold_only`; their finding is the `leaked_hold`).
     pub dangling: Vec<Dangling>,
     /// Present when the run resumed from a checkpoint.
     #[serde(skip_serializing_if = "Option::is_none")]

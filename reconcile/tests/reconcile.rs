@@ -2,7 +2,7 @@
 //! injected violation class is reported by exactly the rows it injected;
 //! errors exit 2 naming what is wrong.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
@@ -350,6 +350,25 @@ fn each_injected_class_is_reported_with_exactly_its_rows() {
         }
         let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         assert_eq!(j["holds"], false);
+        // The sweeper's list: every `dangling` transfer, and a transfer the
+        // lake knows only by a live hold (its `leaked_hold`), phase unknown.
+        let listed: BTreeSet<(String, bool)> = r
+            .dangling
+            .iter()
+            .map(|d| (d.transfer_id.clone(), d.hold_only))
+            .collect();
+        let mut want: BTreeSet<(String, bool)> = expected
+            .iter()
+            .filter(|e| e.code == "dangling")
+            .map(|e| (e.key.clone(), false))
+            .collect();
+        if class == Class::TransferLost {
+            want.insert((expected[0].key.clone(), true));
+            assert_eq!(j["dangling"].as_array().unwrap().len(), 1);
+            assert_eq!(j["dangling"][0]["phase"], "unknown");
+            assert_eq!(j["dangling"][0]["last_seq"], 0);
+        }
+        assert_eq!(listed, want, "{class:?}");
     }
     assert_eq!(seen.len(), Class::ALL.len());
 }
@@ -659,7 +678,7 @@ fn one_date_at_a_time_is_the_same_proof_as_merging_every_date() {
     // ~8 days of history.
     sized_lake(&clean, 6_000, 30, 10);
     let dates = common::files_under(&clean, "events/account");
-    let dirs: std::collections::BTreeSet<&str> = dates
+    let dirs: BTreeSet<&str> = dates
         .iter()
         .map(|k| k.rsplit_once('/').unwrap().0)
         .collect();
@@ -856,6 +875,12 @@ fn within_the_settle_window_only_absent_rows_are_pending() {
             Class::CreatedLost => vec![
                 "completeness seq_gap",
                 "terminal_convergence dangling",
+                "transfer_conservation leg_without_transfer",
+            ],
+            // Its whole stream lost: the leg without it and the hold it
+            // leaves live, both resting on rows that may be in delivery.
+            Class::TransferLost => vec![
+                "terminal_convergence leaked_hold",
                 "transfer_conservation leg_without_transfer",
             ],
             _ => vec![],

@@ -26,9 +26,23 @@ pub struct Dangling {
     pub phase: String,
     pub deadline_ms: i64,
     pub last_seq: u64,
+    /// The lake has no row of its stream, only a live hold of it
+    /// ([`HOLD_ONLY_PHASE`], `last_seq` 0): handed to the sweeper, reported
+    /// as a `leaked_hold`, never as `dangling`.
+    #[serde(skip)]
+    pub hold_only: bool,
 }
 
-/// Non-terminal transfers past their deadline, most overdue first (then by id).
+/// The phase a dangling transfer is listed with when the lake holds no row of
+/// its stream, only a live hold of it.
+pub const HOLD_ONLY_PHASE: &str = "unknown";
+
+/// Non-terminal transfers past their deadline, most overdue first (then by
+/// id); and, for the sweeper, transfers the lake knows only by a live hold,
+/// once the ledger's longest deadline after the hold has passed (their whole
+/// stream is missing: the edge's object, if it has one, holds the saga that
+/// would release or capture the hold; [`check_with`] reports the hold as a
+/// `leaked_hold`, not as `dangling`).
 pub fn dangling(f: &Facts, now_ms: i64) -> Vec<Dangling> {
     let mut out: Vec<Dangling> = f
         .transfers
@@ -48,9 +62,31 @@ pub fn dangling(f: &Facts, now_ms: i64) -> Vec<Dangling> {
                 phase: f.names.get(t.phase).to_owned(),
                 deadline_ms,
                 last_seq: t.last_seq,
+                hold_only: false,
             })
         })
         .collect();
+    // A hold is committed after its transfer's `created` row, so its
+    // deadline is at most the longest one after the hold (the last ms of its
+    // second). One entry a transfer, by its earliest hold.
+    let mut hold_only: std::collections::BTreeMap<&str, i64> = Default::default();
+    for (t, leg) in &f.live_holds {
+        if f.transfers.get(t).is_some() {
+            continue;
+        }
+        let deadline_ms = ms_of(leg.at_s).saturating_add(ledger_events::TRANSFER_DEADLINE_MS_MAX);
+        if deadline_ms < now_ms {
+            let d = hold_only.entry(t).or_insert(deadline_ms);
+            *d = (*d).min(deadline_ms);
+        }
+    }
+    out.extend(hold_only.into_iter().map(|(t, deadline_ms)| Dangling {
+        transfer_id: t.to_owned(),
+        phase: HOLD_ONLY_PHASE.to_owned(),
+        deadline_ms,
+        last_seq: 0,
+        hold_only: true,
+    }));
     out.sort_by(|a, b| (a.deadline_ms, &a.transfer_id).cmp(&(b.deadline_ms, &b.transfer_id)));
     out
 }
@@ -65,6 +101,7 @@ pub fn check(f: &Facts, now_ms: i64, ahead_ms: i64) -> Vec<Finding> {
 pub fn check_with(f: &Facts, now_ms: i64, ahead_ms: i64, dangling: &[Dangling]) -> Vec<Finding> {
     let mut out: Vec<Finding> = dangling
         .iter()
+        .filter(|d| !d.hold_only)
         .map(|d| {
             let id = ledger_events::event_id(
                 ledger_events::Stream::Transfer,
@@ -238,6 +275,81 @@ mod tests {
         let d = dangling_at(bound + 1);
         assert_eq!(d.len(), 1);
         assert_eq!((d[0].deadline_ms, d[0].last_seq), (bound, 2));
+    }
+
+    /// rev-s46-late L4: a transfer the lake knows only by a live hold (its
+    /// whole stream missing) goes to the sweeper once the longest deadline
+    /// after its earliest hold has passed, one entry however many holds;
+    /// its finding is the `leaked_hold`, not a `dangling`.
+    #[test]
+    fn a_transfer_known_only_by_a_live_hold_goes_to_the_sweeper_not_to_dangling() {
+        let hold_at = 1_800_000_000_000;
+        let mut f = one_transfer("reserved", false, 2, hold_at, Some(hold_at + 1));
+        let (a, b, usd) = (
+            f.names.id("acme.a"),
+            f.names.id("acme.b"),
+            f.names.id("USD"),
+        );
+        let hold = |account, at_ms| crate::facts::Leg {
+            account,
+            amount: 100,
+            currency: usd,
+            counterparty: b,
+            seq: 4,
+            at_s: secs(at_ms),
+        };
+        f.live_holds
+            .push(("t.acme.lost".to_owned(), hold(a, hold_at + 5_000)));
+        f.live_holds
+            .push(("t.acme.lost".to_owned(), hold(b, hold_at)));
+        // A hold of the known transfer is not its: it has a stream.
+        f.live_holds.push(("t.acme.k".to_owned(), hold(a, hold_at)));
+        let bound = ms_of(secs(hold_at)) + ledger_events::TRANSFER_DEADLINE_MS_MAX;
+        let ids = |now| {
+            dangling(&f, now)
+                .into_iter()
+                .map(|d| {
+                    (
+                        d.transfer_id,
+                        d.phase,
+                        d.deadline_ms,
+                        d.last_seq,
+                        d.hold_only,
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            ids(bound),
+            [(
+                "t.acme.k".to_owned(),
+                "reserved".to_owned(),
+                hold_at + 1,
+                2,
+                false
+            )]
+        );
+        let list = dangling(&f, bound + 1);
+        assert_eq!(
+            ids(bound + 1)[1],
+            (
+                "t.acme.lost".to_owned(),
+                "unknown".to_owned(),
+                bound,
+                0,
+                true
+            )
+        );
+        let out = check_with(&f, bound + 1, 0, &list);
+        let codes: Vec<_> = out.iter().map(|x| (x.code, x.key.as_str())).collect();
+        assert_eq!(
+            codes,
+            [
+                ("dangling", "t.acme.k"),
+                ("leaked_hold", "t.acme.lost"),
+                ("leaked_hold", "t.acme.lost"),
+            ]
+        );
     }
 
     /// A hold live after its transfer ended rests on the capture or release

@@ -328,6 +328,7 @@ mod tests {
             phase: "reserved".into(),
             deadline_ms: 1,
             last_seq: 2,
+            hold_only: false,
         }
     }
 
