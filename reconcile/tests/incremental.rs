@@ -3311,6 +3311,8 @@ fn late_redeliveries_are_copies_and_violations_in_rewritten_files_are_caught() {
         Class::FrozenDeposit,
         Class::WrongCounterparty,
         Class::CreditLost,
+        // And the sweeper's list: a transfer known only by a live hold.
+        Class::TransferLost,
     ]
     .into_iter()
     .enumerate()
@@ -3330,6 +3332,13 @@ fn late_redeliveries_are_copies_and_violations_in_rewritten_files_are_caught() {
             assert!(
                 found.iter().any(|f| f.0 == "proved_row_changed"),
                 "{found:?}"
+            );
+        }
+        if class == Class::TransferLost {
+            assert!(
+                inc.dangling.iter().any(|d| d.hold_only),
+                "{:?}",
+                inc.dangling
             );
         }
     }
