@@ -340,6 +340,15 @@ FROM (SELECT *, min(seq) OVER (PARTITION BY stream_key, entry_id) AS first_seq
       FROM pa WHERE kind IN ('deposited', 'withdrawn') AND entry_id IS NOT NULL)
 WHERE seq > first_seq;
 
+-- ... and a deposit's or withdrawal's entry id is its account's, `dep:{account}:{key}` or
+-- `wd:{account}:{key}` with a key (checks::entries::names_its_account).
+INSERT INTO findings
+SELECT 'balance_integrity', 'entry_not_the_accounts', stream_key, seq, event_id,
+       format('{} entry {} is not this account''s', kind, entry_id)
+FROM (SELECT *, concat(CASE kind WHEN 'deposited' THEN 'dep:' ELSE 'wd:' END, stream_key, ':') AS own
+      FROM pa WHERE kind IN ('deposited', 'withdrawn') AND entry_id IS NOT NULL)
+WHERE NOT (starts_with(entry_id, own) AND length(entry_id) > length(own));
+
 -- 4. no_overdraft: balance − held ≥ −limit after every event (HUGEINT: no overflow), where the
 -- limit is the smaller of the one the account was opened with (its seq-1 row's: a row that
 -- records another is terms_changed, not a new limit) and the row's own.

@@ -155,6 +155,10 @@ pub enum Class {
     /// leg without its transfer and a leaked hold; 30 days after the hold,
     /// the transfer is on the sweeper's list (`hold_only`), not `dangling`.
     TransferLost,
+    /// A deposit booked again on a second account of its currency under the
+    /// first account's entry id (resealed): entry ids are kept per account,
+    /// so only the id's form shows it.
+    EntryElsewhere,
 }
 
 impl Class {
@@ -193,6 +197,7 @@ impl Class {
         Class::CreditWhileReleasing,
         Class::CreatedLost,
         Class::TransferLost,
+        Class::EntryElsewhere,
     ];
 }
 
@@ -914,6 +919,38 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                     first.seq
                 ),
                 one_at("balance_integrity", "entry_posted_twice", &acc, &e),
+            )
+        }
+        Class::EntryElsewhere => {
+            // A deposit, and another account of its currency not frozen at
+            // its end, which gets it too.
+            let accounts = l.streams(Stream::Account);
+            let (first, other) = accounts
+                .iter()
+                .find_map(|(acc, evs)| {
+                    let first = evs.iter().find(|e| e.kind == "deposited")?;
+                    let (other, _) = accounts.iter().find(|(o, o_evs)| {
+                        *o != acc && o_evs[0].currency == first.currency && !frozen(o_evs)
+                    })?;
+                    Some((first.clone(), other.clone()))
+                })
+                .ok_or("the lake has no deposit and a second account of its currency")?;
+            let mut evs = accounts[other.as_str()].clone();
+            let amount = first.amount.unwrap_or(0);
+            let e = append(&mut evs, "deposited", |e| {
+                e.amount = first.amount;
+                e.balance_after = e.balance_after.map(|b| b + amount);
+                e.entry_id = first.entry_id.clone();
+            });
+            l.replace_stream(&evs);
+            (
+                format!(
+                    "{}: deposit {} of {} booked on {other} too",
+                    e.event_id,
+                    first.entry_id.as_deref().unwrap_or_default(),
+                    first.stream_key
+                ),
+                one_at("balance_integrity", "entry_not_the_accounts", &other, &e),
             )
         }
         Class::CreditLost => {

@@ -1394,6 +1394,15 @@ impl Facts {
             }
             if let (AccountKind::Deposited | AccountKind::Withdrawn, Some(e)) = (kind, ev.entry_id)
             {
+                if !entries::names_its_account(kind, e, s.key) {
+                    out.push(entries::not_the_accounts(
+                        s.key,
+                        kind,
+                        e,
+                        ev.seq,
+                        ev.event_id,
+                    ));
+                }
                 if !entries_fetched {
                     a.entries.prefetch();
                     entries_fetched = true;

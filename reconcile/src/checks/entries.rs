@@ -27,6 +27,9 @@ use std::hash::{BuildHasher, Hasher};
 
 use siphasher::sip::SipHasher13;
 
+use ledger_core::account::{DEPOSIT_PREFIX, WITHDRAWAL_PREFIX};
+use ledger_events::AccountKind;
+
 use crate::finding::Finding;
 
 /// The key of an account's entry-id fingerprints. [`Default`] draws a new
@@ -171,6 +174,50 @@ impl EntryIds {
     }
 }
 
+/// Whether a deposit's or a withdrawal's entry id is its account's:
+/// `dep:{account}:{key}` or `wd:{account}:{key}`, the key not empty, as the
+/// edge derives it (`ledger_api::names`). One naming another account (or of
+/// another form) would let the same posting be booked on a second account
+/// unseen: entry ids are kept per account.
+pub fn names_its_account(kind: AccountKind, entry_id: &str, account: &str) -> bool {
+    let prefix = match kind {
+        AccountKind::Deposited => DEPOSIT_PREFIX,
+        AccountKind::Withdrawn => WITHDRAWAL_PREFIX,
+        _ => return true,
+    };
+    entry_id
+        .strip_prefix(prefix)
+        .and_then(|r| r.strip_prefix(account))
+        .and_then(|r| r.strip_prefix(':'))
+        .is_some_and(|key| !key.is_empty())
+}
+
+/// The finding on a deposit or withdrawal whose entry id is not its
+/// account's ([`names_its_account`]).
+pub fn not_the_accounts(
+    account: &str,
+    kind: AccountKind,
+    entry_id: &str,
+    seq: u64,
+    event_id: &str,
+) -> Finding {
+    let prefix = if kind == AccountKind::Deposited {
+        DEPOSIT_PREFIX
+    } else {
+        WITHDRAWAL_PREFIX
+    };
+    Finding::new(
+        "entry_not_the_accounts",
+        account,
+        format!(
+            "{} entry {entry_id} is not this account's ({prefix}{account}:KEY): the same posting \
+             could be booked on another account unseen",
+            kind.as_str()
+        ),
+    )
+    .at(seq, event_id)
+}
+
 /// The finding on a posting of an entry id first posted at `first_seq`.
 pub fn posted_twice(
     account: &str,
@@ -191,6 +238,33 @@ pub fn posted_twice(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deposit_or_withdrawal_entry_id_must_name_its_account() {
+        use AccountKind::{Deposited, Withdrawn};
+        let a = "acme.a";
+        assert!(names_its_account(Deposited, "dep:acme.a:k1", a));
+        assert!(names_its_account(Withdrawn, "wd:acme.a:k.1-x", a));
+        for (kind, id) in [
+            (Deposited, "dep:acme.b:k1"),    // another account's
+            (Deposited, "dep:acme.ab:k1"),   // an account whose name starts with this one's
+            (Deposited, "wd:acme.a:k1"),     // a withdrawal's, on a deposit
+            (Withdrawn, "dep:acme.a:k1"),    // and the other way round
+            (Deposited, "dep:acme.a:"),      // no key
+            (Deposited, "dep:acme.a"),       // no key at all
+            (Deposited, "acme.a:k1"),        // no prefix
+            (Deposited, "t.acme.k1:credit"), // a leg's
+        ] {
+            assert!(!names_its_account(kind, id, a), "{kind:?} {id}");
+        }
+        // Other kinds carry no such id (a leg's is judged by the schema).
+        assert!(names_its_account(AccountKind::Credited, "x", a));
+        let f = not_the_accounts(a, Deposited, "dep:acme.b:k1", 4, "account:acme.a:4");
+        assert_eq!((f.code, f.seq), ("entry_not_the_accounts", Some(4)));
+        assert!(f
+            .detail
+            .contains("deposited entry dep:acme.b:k1 is not this account's (dep:acme.a:KEY)"));
+    }
 
     fn fingerprint(id: &str) -> u64 {
         EntryKey([1, 2]).fingerprint(id)

@@ -229,13 +229,18 @@ pub fn check_transfer(
     let moved = !legs.debits().is_empty() || !legs.credits().is_empty();
     let Some(t) = t.filter(|t| t.amount().is_some()) else {
         if moved || !legs.holds().is_empty() {
+            let why = if t.is_none() {
+                "the lake has no row of its stream"
+            } else {
+                "the lake has no valid `created` event for it (lost, or not valid: completeness \
+                 names it)"
+            };
             // Its `created` was committed before its first leg.
             out.push(
                 Finding::new(
                     "leg_without_transfer",
                     id,
-                    "account events name this transfer but the lake has no `created` event for it"
-                        .into(),
+                    format!("account events name this transfer but {why}"),
                 )
                 // Decided by its first leg: rows added later (a hold and
                 // its release, say) do not put the decision off.
