@@ -77,6 +77,13 @@ impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Error::Lake(why) => write!(f, "{why}"),
+            Error::File { key, why } if why.ends_with(ROWS_CHANGED) => write!(
+                f,
+                "lake file {key}: {why}\nHelp: run reconcile again once nothing writes to the lake (a \
+                 lake file is replaced by writing a new file and renaming it over the old one, docs/LAKE.md); \
+                 if it says so again with nothing writing, move the file out of events/ (for example to \
+                 quarantine/) and re-deliver or re-compact its events"
+            ),
             Error::File { key, why } => write!(
                 f,
                 "lake file {key}: {why}\nHelp: move the file out of events/ (for example to quarantine/) \
@@ -663,9 +670,39 @@ impl Lake {
                 started.elapsed().as_secs_f64()
             );
         }
-        merge(cursors, &mut visit).await
+        // Every file read without a filter gave all its footer's rows, once
+        // the scan ran to its end: a file emptied, cut or replaced while the
+        // run read it (DataFusion reads it apart from the listing that
+        // checked its footer, and skips one that is empty by then), or
+        // pages that disagree with their footer, must not leave rows out.
+        let mut stopped = false;
+        let read = merge(cursors, &mut |row| {
+            let flow = visit(row)?;
+            stopped |= flow.is_break();
+            Ok(flow)
+        })
+        .await?;
+        if !stopped && select.from.is_none() {
+            for (f, &n) in files.iter().zip(&read) {
+                let unfiltered = select.keys.is_none() || select.reads_whole(&f.key);
+                if unfiltered && i64::try_from(n).ok() != Some(f.rows) {
+                    return Err(Error::File {
+                        key: f.key.clone(),
+                        why: format!(
+                            "its footer counts {} rows, but reading it whole gave {n}: {ROWS_CHANGED}",
+                            f.rows
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(read)
     }
 }
+
+/// Why a file read whole gave another count of rows than its footer.
+pub const ROWS_CHANGED: &str = "the file changed while the run read it (written again in place, \
+     a copy onto it say), or its pages disagree with its footer";
 
 /// `df`'s rows whose `stream_key` is one of `keys` (all rows without keys).
 /// `ctx`, or for a scan of `keys` a copy of it set for one
@@ -785,6 +822,64 @@ mod tests {
             })
             .collect();
         ledger_ingest::parquet_io::write_file(&rows).expect("written")
+    }
+
+    /// rev-s47-lake H1: a file DataFusion reads apart from the listing that
+    /// checked its footer, emptied in between (a copy onto it, say), gave
+    /// no rows and no error; the scan of a whole file must give its
+    /// footer's count.
+    #[test]
+    fn a_file_that_reads_fewer_rows_than_its_footer_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        // Two files: the second is read with the schema the first gave
+        // (`schemas`), and an empty one then reads as no rows at all.
+        let first = "events/account/date=2026-01-01/i-0123456789abcdef0123456789abcdef.parquet";
+        let key = "events/account/date=2026-01-01/i-f123456789abcdef0123456789abcdef.parquet";
+        let path = dir.path().join(key);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(dir.path().join(first), account_file(3)).unwrap();
+        std::fs::write(&path, account_file(3)).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let lake = Lake::open(dir.path().to_str().unwrap()).unwrap();
+            let files = lake.files(Table::Account).await.unwrap();
+            assert_eq!((files[1].key.as_str(), files[1].rows), (key, 3));
+            let go = |_: Row<'_>| Ok(ControlFlow::Continue(()));
+            let whole = Select::default();
+            assert_eq!(
+                lake.scan_sorted_where(&files, whole, go).await.unwrap(),
+                [3, 3]
+            );
+            // A scan stopped on purpose is not judged.
+            let stop = |_: Row<'_>| Ok(ControlFlow::Break(()));
+            assert_eq!(
+                lake.scan_sorted_where(&files, whole, stop).await.unwrap(),
+                [0, 0]
+            );
+            std::fs::write(&path, b"").unwrap();
+            match lake.scan_sorted_where(&files, whole, go).await {
+                Err(Error::File { key: k, why }) => {
+                    assert_eq!(k, key);
+                    assert!(
+                        why.contains("its footer counts 3 rows, but reading it whole gave 0"),
+                        "{why}"
+                    );
+                    assert!(why.contains(ROWS_CHANGED), "{why}");
+                }
+                other => panic!("{other:?}"),
+            }
+            // Read by key (the footer's statistics choose what is read, and
+            // the keyed notes judge it: `crate::keyed`): not judged here.
+            let keys = ["acme.a-1".to_owned()];
+            let by_key = Select {
+                keys: Some(&keys),
+                ..Select::default()
+            };
+            assert!(lake.scan_sorted_where(&files, by_key, go).await.is_ok());
+        });
     }
 
     #[test]

@@ -390,9 +390,40 @@ fn no_transparent_huge_pages() {
     }
 }
 
+/// Exit 2, with a line that says why, when a local lake file is cut short
+/// while the run reads it through a memory map (`ledger_reconcile::mapped`):
+/// the first access past its new end raises SIGBUS, whose default action
+/// kills the process (exit 135, not a word). Lake files are never written in
+/// place (docs/LAKE.md); a copy onto one does that.
+fn exit_2_on_sigbus() {
+    #[cfg(unix)]
+    {
+        extern "C" fn on_sigbus(_: libc::c_int) {
+            const LINE: &[u8] = b"error: a lake file was cut short while this run read it (SIGBUS): it was \
+written again in place, a copy onto it say. A lake file is replaced only by writing a new file and renaming \
+it over the old one (docs/LAKE.md). Run again once nothing writes to the lake.\n";
+            // SAFETY: write(2) and _exit(2) are async-signal-safe; LINE is static.
+            unsafe {
+                libc::write(2, LINE.as_ptr().cast(), LINE.len());
+                libc::_exit(EXIT_ERROR);
+            }
+        }
+        // SAFETY: a zeroed sigaction is valid (no flags, empty mask filled
+        // below); the handler only makes async-signal-safe calls.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_sigbus as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
+        }
+    }
+}
+
 /// Exit 2 on a panic too (a bug; its message is on stderr): a wrapper that
-/// tells a verdict (0, 1) from an error (2) must not see Rust's 101.
+/// tells a verdict (0, 1) from an error (2) must not see Rust's 101; nor
+/// the signal of a lake file cut short under the run ([`exit_2_on_sigbus`]).
 fn main() -> ExitCode {
+    exit_2_on_sigbus();
     std::panic::catch_unwind(run).unwrap_or(ExitCode::from(EXIT_ERROR as u8))
 }
 

@@ -19,7 +19,11 @@
 //! and compaction replaces files by writing new ones and deleting the old.
 //! Deleting a mapped file is harmless (its pages live until unmapped); only a
 //! file truncated in place while mapped could fault, and nothing of the
-//! project's does that.
+//! project's does that. A copy onto a lake file by hand does: the fault
+//! (SIGBUS) is the run's exit 2 with a line that says why (`main`), and a file
+//! cut before it is mapped reads as fewer rows than its footer, which is an
+//! error naming it (`Lake::scan_sorted_where`); docs/LAKE.md says how to
+//! restore a file.
 
 use std::fmt;
 use std::fs::File;

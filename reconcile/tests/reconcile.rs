@@ -1208,3 +1208,62 @@ fn every_path_of_the_ledger_core_holds_every_check() {
     assert!(r.holds);
     assert_eq!(r.stats.distinct_rows, c.events.len() as u64);
 }
+
+/// A local lake file cut short while the run maps it raises SIGBUS, which
+/// would kill the process (exit 135, not a word): the run says why and exits
+/// 2, as any error. The signal is sent by hand here (a real truncation under
+/// a live map cannot be timed in a test); the run waits in `--settle-wait`.
+#[cfg(unix)]
+#[test]
+fn sigbus_is_exit_2_with_a_line_that_says_why() {
+    use std::io::{BufRead, BufReader};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("gap");
+    clean_lake(&dir);
+    inject(&dir, Class::Gap, NOW_MS).unwrap();
+    // A run just after the gap's row, whose window of 60 s it waits out.
+    let everything_young = (NOW_MS - GEN_START_MS).to_string();
+    let json = tmp.path().join("r.json");
+    let (code, _, _) = run_bin(&[
+        dir.to_str().unwrap(),
+        "--quiet",
+        "--settle-ms",
+        &everything_young,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let youngest = j["checks"][0]["pending"][0]["youngest_ms"]
+        .as_i64()
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+        .arg(dir.to_str().unwrap())
+        .args(["--settle-wait", "--settle-ms", "60000"])
+        .args(["--now-ms", &(youngest + 500).to_string()])
+        .env_remove("LEDGER_LAKE")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("pending until") {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "{seen}");
+        seen += &line;
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGBUS) },
+        0
+    );
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert_eq!(status.code(), Some(2), "{seen}{rest}");
+    assert!(
+        rest.contains("error: a lake file was cut short while this run read it (SIGBUS)"),
+        "{rest}"
+    );
+}
