@@ -411,7 +411,7 @@ impl Lake {
             let full = m.location.to_string();
             let key = full.strip_prefix(&self.prefix).unwrap_or(&full).to_owned();
             if parse_object_key(&key).is_none() {
-                if key.ends_with(".parquet") {
+                if is_parquet_name(&key) {
                     ignored.push(key);
                 }
                 continue;
@@ -432,6 +432,48 @@ impl Lake {
         Ok((files, ignored))
     }
 
+    /// The keys under `events/` but outside the tables' directories
+    /// (`events/{account,transfer,subscription}/`) whose names end in
+    /// `.parquet` (any case), sorted: a table's directory misspelled
+    /// (`events/Account/`, `events/accounts/`) or a file put directly in
+    /// `events/`. No proof lists them, so without this a day uploaded under a
+    /// wrong directory would vanish from the proof without a word.
+    pub async fn ignored_outside_tables(&self) -> Result<Vec<String>, Error> {
+        let events = format!("{}{LAKE_EVENTS_PREFIX}/", self.prefix);
+        let top = self
+            .store
+            .list_with_delimiter(Some(&Path::from(events.as_str())))
+            .await
+            .map_err(|e| Error::Lake(format!("cannot list {}: {e}", self.shown(&events))))?;
+        let tables: Vec<String> = Table::ALL
+            .iter()
+            .map(|t| format!("{events}{}", t.as_str()))
+            .collect();
+        let mut metas = top.objects;
+        for dir in top.common_prefixes {
+            if !tables.iter().any(|t| *t == dir.as_ref()) {
+                metas.extend(self.list(&format!("{dir}/")).await?);
+            }
+        }
+        let mut out: Vec<String> = metas
+            .into_iter()
+            .map(|m| {
+                let full = m.location.to_string();
+                full.strip_prefix(&self.prefix).unwrap_or(&full).to_owned()
+            })
+            .filter(|key| is_parquet_name(key))
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// A key under the lake as an error names it: the lake, `/`, the key
+    /// (`key` may start with the lake's own prefix).
+    fn shown(&self, key: &str) -> String {
+        let key = key.strip_prefix(&self.prefix).unwrap_or(key);
+        format!("{}/{key}", self.name.trim_end_matches('/'))
+    }
+
     /// Every object under `prefix` (the full key prefix, the lake's own
     /// prefix included).
     async fn list(&self, prefix: &str) -> Result<Vec<object_store::ObjectMeta>, Error> {
@@ -439,7 +481,7 @@ impl Lake {
             .list(Some(&Path::from(prefix)))
             .try_collect()
             .await
-            .map_err(|e| Error::Lake(format!("cannot list {}{prefix}: {e}", self.name)))
+            .map_err(|e| Error::Lake(format!("cannot list {}: {e}", self.shown(prefix))))
     }
 
     /// The compaction manifests of `partitions` (docs/LAKE.md, "Compaction
@@ -458,7 +500,7 @@ impl Lake {
                 let key = full.strip_prefix(&self.prefix).unwrap_or(&full).to_owned();
                 let bytes = async { self.store.get(&m.location).await?.bytes().await }
                     .await
-                    .map_err(|e| Error::Lake(format!("cannot read {}{key}: {e}", self.name)))?;
+                    .map_err(|e| Error::Lake(format!("cannot read {}: {e}", self.shown(&key))))?;
                 match Manifest::parse(&key, &bytes) {
                     Ok(manifest) => manifests.push(manifest),
                     Err(why) => unreadable.push(why),
@@ -698,6 +740,14 @@ impl Lake {
         }
         Ok(read)
     }
+}
+
+/// Whether a key's name ends in `.parquet`, in any case (`.PARQUET` is a
+/// Parquet file a reader would take too).
+pub fn is_parquet_name(key: &str) -> bool {
+    key.len() >= 8
+        && key.is_char_boundary(key.len() - 8)
+        && key[key.len() - 8..].eq_ignore_ascii_case(".parquet")
 }
 
 /// Why a file read whole gave another count of rows than its footer.

@@ -1512,6 +1512,23 @@ async fn listed_warning_ignored(
     Ok((files, ignored))
 }
 
+/// The `.parquet` objects under `events/` outside the tables' directories
+/// ([`Lake::ignored_outside_tables`]), for the report's `files_ignored`, and
+/// a warning on stderr naming them (printed even without progress).
+async fn outside_tables_warning(lake: &Lake) -> Result<Vec<String>, Error> {
+    let ignored = lake.ignored_outside_tables().await?;
+    if let Some(first) = ignored.first() {
+        crate::say!(
+            "reconcile: warning: {} object(s) ending in .parquet under events/ are outside the tables' \
+             directories (events/account/, events/transfer/, events/subscription/) and are not read, first {first}\n\
+             Help: a file of events elsewhere is not proved; move it under its table's directory as the writers name it \
+             (docs/LAKE.md), or out of events/",
+            ignored.len()
+        );
+    }
+    Ok(ignored)
+}
+
 /// Pulls back from `prior`'s archive every transfer the lake's new files
 /// name, and every transfer the whole history of a reopened account stream
 /// names, into its open state; `gone` proved files no longer in the lake as
@@ -1736,10 +1753,11 @@ async fn start(
     // tail of a proof set aside (a run with a checkpoint that proves the lake
     // from its first event: `crate::owing` lists when).
     let owed = std::mem::take(&mut set_aside.as_mut().unwrap_or(&mut prior).owed);
-    // The `.parquet` objects a resumed run's listing below finds not named
+    // The `.parquet` objects under `events/` outside the tables'
+    // directories, and those a resumed run's listing below finds not named
     // as lake files (a full run's tables are listed by their proofs, which
     // report their own).
-    let mut ignored = Vec::new();
+    let mut ignored = outside_tables_warning(lake).await?;
     // A resumed run lists the lake first and accounts for every version it
     // proved that is gone (`custody`): one that compaction did not replace
     // may have taken rows with it, which only a proof of the lake as it is
@@ -1748,7 +1766,7 @@ async fn start(
         let (a, a_ignored) = listed_warning_ignored(lake, Table::Account).await?;
         let (t, t_ignored) = listed_warning_ignored(lake, Table::Transfer).await?;
         let (s, s_ignored) = listed_warning_ignored(lake, Table::Subscription).await?;
-        ignored = [a_ignored, t_ignored, s_ignored].concat();
+        ignored.extend([a_ignored, t_ignored, s_ignored].concat());
         let listed = [a, t, s];
         let custody = crate::custody::check(
             lake,

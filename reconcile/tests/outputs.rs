@@ -1285,6 +1285,53 @@ fn objects_not_named_as_lake_files_are_listed_counted_and_named() {
     );
 }
 
+/// rev-s47-lake M1: a `.parquet` object under `events/` outside the tables'
+/// directories (a table's directory misspelled, a file directly in
+/// `events/`), or one named `.PARQUET`, is listed, counted and named as well,
+/// by a run without a checkpoint and by one resumed from it; other objects
+/// there are not.
+#[test]
+fn parquet_objects_outside_the_tables_or_in_upper_case_are_listed_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    clean_lake(&dir);
+    let real = common::files_under(&dir, "events/account").swap_remove(0);
+    let moved = real.replacen("events/account/", "events/Account/", 1);
+    let upper = format!("{}.PARQUET", real.strip_suffix(".parquet").unwrap());
+    let loose = "events/x.parquet".to_owned();
+    for key in [&moved, &upper, &loose] {
+        std::fs::create_dir_all(dir.join(key).parent().unwrap()).unwrap();
+        std::fs::copy(dir.join(&real), dir.join(key)).unwrap();
+    }
+    std::fs::write(dir.join("events/README.txt"), "not a lake file").unwrap();
+    std::fs::write(dir.join("events/Account/notes.json"), "{}").unwrap();
+    let mut want = vec![moved, upper, loose];
+    want.sort();
+    let ckpt = tmp.path().join("ckpt");
+    for args in [
+        &[][..],
+        &["--checkpoint", s(&ckpt)][..],
+        &["--checkpoint", s(&ckpt)][..],
+    ] {
+        let got = ignored(&dir, args);
+        assert_eq!(got.run.code, 0, "{args:?}: {}", got.run.stderr);
+        assert_eq!(
+            got.report["files_ignored"],
+            serde_json::json!(want),
+            "{args:?}"
+        );
+        assert_eq!(got.metric, "3", "{args:?}");
+        assert!(
+            got.run
+                .stderr
+                .contains("warning: 2 object(s) ending in .parquet under events/ are outside the tables' directories")
+                && got.run.stderr.contains("warning: account: 1 object(s) ending in .parquet are not named"),
+            "{args:?}: {}",
+            got.run.stderr
+        );
+    }
+}
+
 /// A run resumed from a checkpoint lists the tables before its proofs, and
 /// a `--full` run past a checkpoint proves from the first event: each lists
 /// the objects it did not read, as a run without a checkpoint does.
