@@ -396,7 +396,7 @@ fn no_transparent_huge_pages() {
 /// kills the process (exit 135, not a word). Lake files are never written in
 /// place (docs/LAKE.md); a copy onto one does that.
 fn exit_2_on_sigbus() {
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     {
         extern "C" fn on_sigbus(_: libc::c_int) {
             const LINE: &[u8] = b"error: a lake file was cut short while this run read it (SIGBUS): it was \

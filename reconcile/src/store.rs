@@ -56,6 +56,27 @@ impl Location {
                     "{location}: the prefix may not contain '.' or '..' segments"
                 ));
             }
+            // object_store escapes some characters in a key (`%` as `%25`,
+            // `~`, `[`, `#`, …), so a listing under such a prefix asks for
+            // another key and finds nothing: refused here, by name, rather
+            // than "holds no lake files".
+            if let Some(c) = prefix.split('/').find_map(|part| {
+                let kept = object_store::path::PathPart::from(part);
+                (kept.as_ref() != part).then(|| {
+                    part.chars()
+                        .find(|c| {
+                            let s = c.to_string();
+                            object_store::path::PathPart::from(s.as_str()).as_ref() != s
+                        })
+                        .unwrap_or('?')
+                })
+            }) {
+                return Err(format!(
+                    "{location}: the prefix holds {c:?}, which the S3 client escapes in keys, so no \
+                     object under it would be found\nHelp: keep the lake under a prefix of letters, \
+                     digits, '-', '_', '.' and '/'"
+                ));
+            }
             return Ok(Location::S3 {
                 bucket: bucket.to_owned(),
                 prefix: prefix.to_owned(),
@@ -245,6 +266,23 @@ mod tests {
         }
         let e = Location::parse("gs://lake/x").unwrap_err();
         assert!(e.contains("gs:// lakes are not supported"), "{e}");
+        // rev-s47-lake L2: a prefix the S3 client would escape in keys found
+        // nothing; refused by the character.
+        for (bad, c) in [
+            ("s3://lake/a%b", '%'),
+            ("s3://lake/x/y~z", '~'),
+            ("s3://lake/n#1", '#'),
+        ] {
+            let e = Location::parse(bad).unwrap_err();
+            assert!(e.contains(&format!("the prefix holds {c:?}")), "{bad}: {e}");
+        }
+        for good in [
+            "s3://lake/sp ace",
+            "s3://lake//prod//",
+            "s3://lake/a-b_c.d/e",
+        ] {
+            assert!(Location::parse(good).is_ok(), "{good}");
+        }
     }
 
     /// An error with a cause, as the HTTP stack nests them.

@@ -1213,7 +1213,7 @@ fn every_path_of_the_ledger_core_holds_every_check() {
 /// would kill the process (exit 135, not a word): the run says why and exits
 /// 2, as any error. The signal is sent by hand here (a real truncation under
 /// a live map cannot be timed in a test); the run waits in `--settle-wait`.
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 #[test]
 fn sigbus_is_exit_2_with_a_line_that_says_why() {
     use std::io::{BufRead, BufReader};
@@ -1266,4 +1266,56 @@ fn sigbus_is_exit_2_with_a_line_that_says_why() {
         rest.contains("error: a lake file was cut short while this run read it (SIGBUS)"),
         "{rest}"
     );
+}
+
+/// rev-s47-lake L1: a lake whose path holds characters DataFusion reads as
+/// a glob in a plain path (`[`, `?`, `*`) or a URL would (`#`, `%`) is read
+/// as any other: every file, the same verdict.
+#[test]
+fn a_lake_path_with_glob_and_url_characters_is_read_as_it_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = tmp.path().join("plain");
+    clean_lake(&plain);
+    let odd = tmp.path().join("lake [1] ?*#%20");
+    copy_lake(&plain, &odd).unwrap();
+    let (code, stdout, stderr) = run_bin(&[odd.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let (_, want, _) = run_bin(&[plain.to_str().unwrap()]);
+    let counts = |s: &str| {
+        s.lines()
+            .find(|l| l.contains("rows read"))
+            .and_then(|l| l.split_once(": "))
+            .map(|(_, counts)| counts.to_owned())
+    };
+    assert!(counts(&want).is_some(), "{want}");
+    assert_eq!(counts(&stdout), counts(&want), "{stdout}");
+}
+
+/// rev-s47-lake M2: a symbolic link named as a lake file (or a partition)
+/// whose target is missing, an unmounted share say, is an error naming it;
+/// the store's listing passed over it, and a lake missing its last day
+/// proved clean.
+#[cfg(unix)]
+#[test]
+fn a_lake_file_or_partition_that_is_a_dangling_link_is_an_error_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    clean_lake(&clean);
+    let file = common::files_under(&clean, "events/transfer").swap_remove(0);
+    let partition = file.rsplit_once('/').unwrap().0.to_owned();
+    for (n, key) in [file.clone(), partition].into_iter().enumerate() {
+        let dir = tmp.path().join(format!("lake-{n}"));
+        copy_lake(&clean, &dir).unwrap();
+        std::fs::remove_dir_all(dir.join(&key))
+            .or_else(|_| std::fs::remove_file(dir.join(&key)))
+            .unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("nowhere"), dir.join(&key)).unwrap();
+        let (code, stdout, stderr) = run_bin(&[dir.to_str().unwrap(), "--quiet"]);
+        assert_eq!(code, 2, "{key}: {stdout}\n{stderr}");
+        assert!(
+            stderr.contains(&format!("lake file {key}: cannot be read"))
+                && stderr.contains("a symbolic link whose target is missing"),
+            "{key}: {stderr}"
+        );
+    }
 }

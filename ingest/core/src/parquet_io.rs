@@ -123,17 +123,33 @@ pub fn footer_layout(meta: &FileMetaData) -> Option<&str> {
         .as_deref()
 }
 
-/// The rows a lake file's footer counts, checked: its row groups count the
-/// same, and there is at least one (the writers never write an empty file;
-/// a count damaged to 0 would read as one). Every reader of the lake checks
-/// it before trusting a footer (this crate's and the reconciler's).
+/// The rows a lake file's footer counts, checked: each of its row groups
+/// holds at least one row and together they count the same, and there is at
+/// least one (the writers never write an empty file or row group; a count
+/// damaged to 0 would read as one, and a negative group, or a sum that
+/// overflows, could make a damaged footer's groups add up). Every reader of
+/// the lake checks it before trusting a footer (this crate's and the
+/// reconciler's).
 pub fn footer_rows(meta: &ParquetMetaData) -> Result<usize, String> {
     let footer = meta.file_metadata().num_rows();
-    let groups: i64 = meta.row_groups().iter().map(|g| g.num_rows()).sum();
-    match usize::try_from(footer) {
-        Ok(rows) if rows >= 1 && groups == footer => Ok(rows),
+    let groups: Option<i64> =
+        meta.row_groups()
+            .iter()
+            .map(|g| g.num_rows())
+            .try_fold(
+                0i64,
+                |sum, n| if n >= 1 { sum.checked_add(n) } else { None },
+            );
+    match (usize::try_from(footer), groups) {
+        (Ok(rows), Some(groups)) if rows >= 1 && groups == footer => Ok(rows),
         _ => Err(format!(
-            "corrupt Parquet footer: it counts {footer} rows and its row groups {groups}; a lake file holds at least one row and both count it"
+            "corrupt Parquet footer: it counts {footer} rows and its row groups {}; a lake file holds at \
+             least one row, each row group at least one, and both count the same",
+            meta.row_groups()
+                .iter()
+                .map(|g| g.num_rows().to_string())
+                .collect::<Vec<_>>()
+                .join(" + ")
         )),
     }
 }
