@@ -445,6 +445,17 @@ fn append_hold_leg(
     })
 }
 
+/// The deposit `first` booked again at the end of `stream` (its amount and
+/// entry id; the balance raised by it), sealed: returns the new event.
+fn deposit_again(stream: &mut Vec<Event>, first: &Event) -> Event {
+    let amount = first.amount.unwrap_or(0);
+    append(stream, "deposited", |e| {
+        e.amount = first.amount;
+        e.balance_after = e.balance_after.map(|b| b + amount);
+        e.entry_id = first.entry_id.clone();
+    })
+}
+
 /// Whether a stream's events are of `kinds`, in that order.
 fn kinds_are(evs: &[Event], kinds: &[&str]) -> bool {
     evs.iter()
@@ -904,12 +915,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                     (!frozen(&evs)).then_some((acc, evs, first))
                 })
                 .ok_or("the lake has no account with a deposit that is not frozen")?;
-            let amount = first.amount.unwrap_or(0);
-            let e = append(&mut evs, "deposited", |e| {
-                e.amount = first.amount;
-                e.balance_after = e.balance_after.map(|b| b + amount);
-                e.entry_id = first.entry_id.clone();
-            });
+            let e = deposit_again(&mut evs, &first);
             l.replace_stream(&evs);
             (
                 format!(
@@ -936,12 +942,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 })
                 .ok_or("the lake has no deposit and a second account of its currency")?;
             let mut evs = accounts[other.as_str()].clone();
-            let amount = first.amount.unwrap_or(0);
-            let e = append(&mut evs, "deposited", |e| {
-                e.amount = first.amount;
-                e.balance_after = e.balance_after.map(|b| b + amount);
-                e.entry_id = first.entry_id.clone();
-            });
+            let e = deposit_again(&mut evs, &first);
             l.replace_stream(&evs);
             (
                 format!(

@@ -460,6 +460,20 @@ impl Lake {
                  opened? The listing would pass over it as if it were not there"
             ),
         };
+        // `events/` and the table's directory themselves (a share mounted
+        // there, and not mounted now, would read as a table with no file):
+        // present, or absent altogether, never there and unreadable.
+        let table_key = format!("{LAKE_EVENTS_PREFIX}/{}", table.as_str());
+        for (key, path) in [
+            (LAKE_EVENTS_PREFIX.to_owned(), root.join(LAKE_EVENTS_PREFIX)),
+            (table_key, dir.clone()),
+        ] {
+            if let Err(e) = std::fs::read_dir(&path) {
+                if std::fs::symlink_metadata(&path).is_ok() {
+                    return Err(unreadable(key, e));
+                }
+            }
+        }
         let entries = |dir: &std::path::Path| -> Vec<std::fs::DirEntry> {
             // A directory that cannot be listed is the listing's error.
             std::fs::read_dir(dir).map_or(Vec::new(), |r| r.flatten().collect())
@@ -985,6 +999,19 @@ mod tests {
                 ..Select::default()
             };
             assert!(lake.scan_sorted_where(&files, by_key, go).await.is_ok());
+            // But a file a keyed scan reads whole (rev-s47-session L8) is.
+            let whole_set: FxSet<&str> = [key].into_iter().collect();
+            let keyed_whole = Select {
+                whole: Some(&whole_set),
+                ..by_key
+            };
+            match lake.scan_sorted_where(&files, keyed_whole, go).await {
+                Err(Error::File { key: k, why }) => {
+                    assert_eq!(k, key);
+                    assert!(why.contains("reading it whole gave 0"), "{why}");
+                }
+                other => panic!("{other:?}"),
+            }
         });
     }
 

@@ -206,13 +206,16 @@ fn placed(path: &std::path::Path) -> Option<PathBuf> {
 /// an output path does not cost a night's proof (whether the directory is
 /// writable is only known by writing, at the end).
 fn output_files_placeable(cli: &Cli) -> Result<(), String> {
+    // --no-alert writes no alert state: a replay elsewhere need not have
+    // the nightly job's state directory.
+    let alert_state = cli.alert_state.clone().filter(|_| !cli.no_alert);
     let files = [
         ("--json", &cli.json),
         ("--dangling", &cli.dangling),
         ("--checkpoint", &cli.checkpoint),
         ("--violations", &cli.violations),
         ("--metrics", &cli.metrics),
-        ("--alert-state", &cli.alert_state),
+        ("--alert-state", &alert_state),
     ];
     for (flag, path) in files {
         let Some(path) = path else { continue };
@@ -398,21 +401,36 @@ fn no_transparent_huge_pages() {
 fn exit_2_on_sigbus() {
     #[cfg(target_os = "linux")]
     {
-        extern "C" fn on_sigbus(_: libc::c_int) {
-            const LINE: &[u8] = b"error: a lake file was cut short while this run read it (SIGBUS): it was \
+        /// `si_code` of a SIGBUS raised by an access to a mapped page past
+        /// its file's end (Linux's `BUS_ADRERR`, asm-generic/siginfo.h).
+        const BUS_ADRERR: libc::c_int = 2;
+        extern "C" fn on_sigbus(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+            const CUT: &[u8] = b"error: a lake file was cut short while this run read it (SIGBUS): it was \
 written again in place, a copy onto it say. A lake file is replaced only by writing a new file and renaming \
 it over the old one (docs/LAKE.md). Run again once nothing writes to the lake.\n";
-            // SAFETY: write(2) and _exit(2) are async-signal-safe; LINE is static.
+            const OTHER: &[u8] =
+                b"error: the run received SIGBUS, not from a mapped file cut short: a \
+hardware memory error, an I/O error under a mapped file, or a signal sent to it; no verdict.\n";
+            // SAFETY: the kernel passes a valid siginfo_t with SA_SIGINFO;
+            // write(2) and _exit(2) are async-signal-safe; the lines are static.
             unsafe {
-                libc::write(2, LINE.as_ptr().cast(), LINE.len());
+                let line = if !info.is_null() && (*info).si_code == BUS_ADRERR {
+                    CUT
+                } else {
+                    OTHER
+                };
+                libc::write(2, line.as_ptr().cast(), line.len());
                 libc::_exit(EXIT_ERROR);
             }
         }
-        // SAFETY: a zeroed sigaction is valid (no flags, empty mask filled
-        // below); the handler only makes async-signal-safe calls.
+        // SAFETY: a zeroed sigaction is valid (the mask emptied below); the
+        // handler only makes async-signal-safe calls.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_sigbus as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            action.sa_sigaction = on_sigbus
+                as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
+                as libc::sighandler_t;
+            action.sa_flags = libc::SA_SIGINFO;
             libc::sigemptyset(&mut action.sa_mask);
             libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
         }

@@ -193,7 +193,11 @@ fn violation_rows_as_csv_and_parquet_equal_the_report() {
     assert_eq!(csv_rows[0], serde_json::json!(COLUMNS));
     let as_csv = |v: &serde_json::Value| match v {
         serde_json::Value::Null => String::new(),
-        serde_json::Value::String(s) if s.starts_with(['=', '+', '-', '@', '\t', '\r', '\'']) => {
+        serde_json::Value::String(s)
+            if s.trim_start_matches([' ', '\t', '\r', '\n'])
+                .starts_with(['=', '+', '-', '@', '＝', '＋', '－', '＠'])
+                || s.starts_with(['\t', '\r', '\'']) =>
+        {
             format!("'{s}")
         }
         serde_json::Value::String(s) => s.clone(),

@@ -71,7 +71,9 @@ pub fn dangling(f: &Facts, now_ms: i64) -> Vec<Dangling> {
     // second). One entry a transfer, by its earliest hold.
     let mut hold_only: std::collections::BTreeMap<&str, i64> = Default::default();
     for (t, leg) in &f.live_holds {
-        if f.transfers.get(t).is_some() {
+        // An id the edge never names a transfer by (not `t.{tenant}.{key}`)
+        // is no object to re-drive: the sweeper would skip it every run.
+        if f.transfers.get(t).is_some() || ledger_api::names::parse_transfer_id(t).is_err() {
             continue;
         }
         let deadline_ms = ms_of(leg.at_s).saturating_add(ledger_events::TRANSFER_DEADLINE_MS_MAX);
@@ -302,8 +304,11 @@ mod tests {
             .push(("t.acme.lost".to_owned(), hold(a, hold_at + 5_000)));
         f.live_holds
             .push(("t.acme.lost".to_owned(), hold(b, hold_at)));
-        // A hold of the known transfer is not its: it has a stream.
+        // A hold of the known transfer is not its: it has a stream. Nor is
+        // one of an id of another form than `t.{tenant}.{key}`: no object.
         f.live_holds.push(("t.acme.k".to_owned(), hold(a, hold_at)));
+        f.live_holds
+            .push(("acme-lost".to_owned(), hold(a, hold_at)));
         let bound = ms_of(secs(hold_at)) + ledger_events::TRANSFER_DEADLINE_MS_MAX;
         let ids = |now| {
             dangling(&f, now)
@@ -330,6 +335,7 @@ mod tests {
             )]
         );
         let list = dangling(&f, bound + 1);
+        assert_eq!(list.len(), 2, "{list:?}");
         assert_eq!(
             ids(bound + 1)[1],
             (
@@ -346,6 +352,7 @@ mod tests {
             codes,
             [
                 ("dangling", "t.acme.k"),
+                ("leaked_hold", "acme-lost"),
                 ("leaked_hold", "t.acme.lost"),
                 ("leaked_hold", "t.acme.lost"),
             ]

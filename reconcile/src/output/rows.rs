@@ -119,13 +119,17 @@ fn csv_field(out: &mut String, s: &str) {
 }
 
 /// A text field's value as a spreadsheet must show it: one `'` in front of a
-/// value that starts with `=`, `+`, `-`, `@`, a tab or a CR (a spreadsheet
-/// would run it as a formula: a key or event id comes from the lake, which
-/// a tampered writer fills) or with `'` itself, so that removing one leading
-/// `'` always gives the value back. Numbers (`seq`, `now_ms`) are never
-/// prefixed; the Parquet file holds every value as it is.
+/// value whose first character other than white space is `=`, `+`, `-`,
+/// `@` or a full-width form of one (`＝＋－＠`: spreadsheets take those too),
+/// or that starts with a tab or a CR (a spreadsheet would run it as a
+/// formula: a key or event id comes from the lake, which a tampered writer
+/// fills), or with `'` itself, so that removing one leading `'` always gives
+/// the value back. Numbers (`seq`, `now_ms`) are never prefixed; the Parquet
+/// file holds every value as it is.
 fn spreadsheet_text(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.starts_with(['=', '+', '-', '@', '\t', '\r', '\'']) {
+    const FORMULA: [char; 8] = ['=', '+', '-', '@', '＝', '＋', '－', '＠'];
+    let first = s.trim_start_matches([' ', '\t', '\r', '\n']);
+    if first.starts_with(FORMULA) || s.starts_with(['\t', '\r', '\'']) {
         format!("'{s}").into()
     } else {
         s.into()
@@ -272,6 +276,11 @@ mod tests {
         // Tab and CR too; a value with a quote elsewhere, or none, is as it was.
         assert_eq!(spreadsheet_text("\tx"), "'\tx");
         assert_eq!(spreadsheet_text("\rx"), "'\rx");
+        // A trigger after white space, or in its full-width form (rev-s47-session L5).
+        for v in ["  =1+1", "\n=1+1", " \t@A1", "＝1+1", "－5", "＋1", "＠A1"] {
+            assert_eq!(spreadsheet_text(v), format!("'{v}"), "{v:?}");
+        }
+        assert_eq!(spreadsheet_text(" x=1"), " x=1");
         assert_eq!(spreadsheet_text("a'b=c"), "a'b=c");
         assert_eq!(spreadsheet_text(""), "");
     }
