@@ -56,27 +56,7 @@ impl Location {
                     "{location}: the prefix may not contain '.' or '..' segments"
                 ));
             }
-            // object_store escapes some characters in a key (`%` as `%25`,
-            // `~`, `[`, `#`, …), so a listing under such a prefix asks for
-            // another key and finds nothing: refused here, by name, rather
-            // than "holds no lake files".
-            if let Some(c) = prefix.split('/').find_map(|part| {
-                let kept = object_store::path::PathPart::from(part);
-                (kept.as_ref() != part).then(|| {
-                    part.chars()
-                        .find(|c| {
-                            let s = c.to_string();
-                            object_store::path::PathPart::from(s.as_str()).as_ref() != s
-                        })
-                        .unwrap_or('?')
-                })
-            }) {
-                return Err(format!(
-                    "{location}: the prefix holds {c:?}, which the S3 client escapes in keys, so no \
-                     object under it would be found\nHelp: keep the lake under a prefix of letters, \
-                     digits, '-', '_', '.' and '/'"
-                ));
-            }
+            ledger_s3::check_prefix(location, prefix)?;
             return Ok(Location::S3 {
                 bucket: bucket.to_owned(),
                 prefix: prefix.to_owned(),

@@ -82,8 +82,9 @@ impl Lake {
                     "{location:?} names no bucket\nHelp: use s3://BUCKET or s3://BUCKET/PREFIX"
                 )));
             }
-            let s3 = ledger_s3::store(bucket, S3_REQUEST_TIMEOUT).map_err(CompactError::Usage)?;
             let prefix = prefix.trim_matches('/');
+            ledger_s3::check_prefix(location, prefix).map_err(CompactError::Usage)?;
+            let s3 = ledger_s3::store(bucket, S3_REQUEST_TIMEOUT).map_err(CompactError::Usage)?;
             if prefix.is_empty() {
                 Arc::new(s3)
             } else {

@@ -123,6 +123,12 @@ fn s3_configuration_errors_are_exit_2() {
         "{stderr}"
     );
 
+    // A prefix the client escapes in keys listed nothing: "nothing to do",
+    // exit 0. Refused by its character.
+    let (code, stderr) = cli(&["--lake", &format!("s3://{BUCKET}/a%b")], &server.env());
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("the prefix holds '%'"), "{stderr}");
+
     let mut env = server.env();
     env[0].1 = format!("http://127.0.0.1:{}", s3_server::free_port());
     let started = std::time::Instant::now();

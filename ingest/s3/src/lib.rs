@@ -105,6 +105,27 @@ pub fn store(bucket: &str, request_timeout: &str) -> Result<AmazonS3, String> {
         .map_err(|e| format!("s3://{bucket}: cannot configure S3: {e}\n{ENV_HELP}"))
 }
 
+/// Refuses a lake prefix (of `s3://BUCKET/PREFIX`, slashes trimmed) that
+/// holds a character object_store escapes in keys (`%` as `%25`, `~`, `[`,
+/// `#`, …): a listing under it asks for another key and finds nothing, which
+/// reads as an empty lake ("nothing to do", "holds no lake files"). The
+/// error names the character.
+pub fn check_prefix(location: &str, prefix: &str) -> Result<(), String> {
+    let escaped = |s: &str| object_store::path::PathPart::from(s).as_ref() != s;
+    let Some(part) = prefix.split('/').find(|part| escaped(part)) else {
+        return Ok(());
+    };
+    let c = part
+        .chars()
+        .find(|c| escaped(c.encode_utf8(&mut [0; 4])))
+        .unwrap_or('?');
+    Err(format!(
+        "{location}: the prefix holds {c:?}, which the S3 client escapes in keys, so no object \
+         under it would be found\nHelp: keep the lake under a prefix of letters, digits, '-', '_', \
+         '.' and '/'"
+    ))
+}
+
 /// An error's own words and every cause under it, joined by ` | `, and the
 /// innermost cause alone (what went wrong at the bottom: a refused
 /// connection, a certificate).
@@ -136,6 +157,20 @@ pub fn with_cause(e: &dyn Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prefix_the_client_would_escape_is_refused_by_its_character() {
+        for (prefix, c) in [("a%b", '%'), ("x/y~z", '~'), ("n#1", '#'), ("l[1]", '[')] {
+            let e = check_prefix("s3://lake/P", prefix).unwrap_err();
+            assert!(
+                e.contains(&format!("the prefix holds {c:?}")),
+                "{prefix}: {e}"
+            );
+        }
+        for prefix in ["", "prod", "a-b_c.d/e", "sp ace", "nightly/2026"] {
+            assert_eq!(check_prefix("s3://lake/P", prefix), Ok(()), "{prefix}");
+        }
+    }
 
     /// An error with a cause, as the HTTP stack nests them.
     #[derive(Debug)]
