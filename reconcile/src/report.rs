@@ -153,6 +153,25 @@ impl Report {
     }
 
     /// The summary printed on stdout.
+    /// A row that does not verify (a hash, a link, the schema) is named by
+    /// its event id; tampering and storage damage alike (docs/LAKE.md), the
+    /// operator next needs the file that holds it: the DuckDB query that
+    /// finds it, for the first such finding.
+    fn file_of_row_help(&self, findings: &[Finding]) -> Option<String> {
+        const ROW_CODES: [&str; 3] = ["hash_mismatch", "chain_break", "invalid_event"];
+        let event_id = findings
+            .iter()
+            .filter(|f| ROW_CODES.contains(&f.code))
+            .find_map(|f| f.event_id.as_deref())?;
+        let quoted = |v: &str| v.replace('\'', "''");
+        Some(format!(
+            "            help: the file that holds a row, in DuckDB (docs/LAKE.md): SELECT filename FROM \
+             read_parquet('{}/events/*/date=*/*.parquet', filename = true) WHERE event_id = '{}';\n",
+            quoted(self.lake.trim_end_matches('/')),
+            quoted(event_id)
+        ))
+    }
+
     pub fn summary(&self) -> String {
         // A resumed run reads only the files new since its checkpoint.
         let read = self
@@ -214,6 +233,9 @@ impl Report {
                     }
                 );
                 rows(&mut s, "", &c.findings);
+                if let Some(help) = self.file_of_row_help(&c.findings) {
+                    s += &help;
+                }
             } else if pending > 0 {
                 s += &format!(
                     "  pending   {:<26} {:<4} {pending} finding(s) on rows younger than the settle window\n",

@@ -1376,3 +1376,59 @@ fn resumed_and_full_runs_past_a_checkpoint_list_them_too() {
         );
     }
 }
+
+/// rev-s47-lake M3: a row that does not verify is named by its event id;
+/// the summary gives the DuckDB query that finds the file holding it, and
+/// the query, run as printed, finds it.
+#[test]
+fn the_summary_gives_the_query_that_finds_the_file_of_a_row_that_does_not_verify() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    clean_lake(&dir);
+    let injected = inject(&dir, Class::Tamper, NOW_MS).unwrap();
+    let r = run_bin(&[s(&dir)], &[]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let sql = r
+        .stdout
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("help: the file that holds a row, in DuckDB (docs/LAKE.md): ")
+        })
+        .unwrap_or_else(|| panic!("no help line: {}", r.stdout))
+        .to_owned();
+    let event_id = injected
+        .expected
+        .iter()
+        .find(|e| e.code == "hash_mismatch")
+        .and_then(|e| e.event_id.clone())
+        .expect("tamper names its row");
+    assert!(sql.contains(&format!("event_id = '{event_id}'")), "{sql}");
+    let install = Command::new("bash")
+        .arg(repo().join("scripts/install-lake-readers.sh"))
+        .status()
+        .unwrap();
+    assert!(install.success());
+    let out = Command::new(python())
+        .args([
+            "-c",
+            "import duckdb, sys; print('\\n'.join(r[0] for r in duckdb.sql(sys.argv[1]).fetchall()))",
+            &sql,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert!(!files.is_empty(), "{sql}");
+    for f in &files {
+        assert!(f.starts_with(s(&dir)) && f.ends_with(".parquet"), "{f}");
+        assert!(Path::new(f).is_file(), "{f}");
+    }
+}

@@ -128,11 +128,12 @@ fn verdict(r: &Run) -> serde_json::Value {
 }
 
 /// The summary on stdout after its first line (which names the lake and
-/// the elapsed time): one line per check, then the verdict.
+/// the elapsed time): one line per check, then the verdict; the lake, which
+/// a `help:` line names, as `LAKE`.
 fn summary_checks(r: &Run, lake: &str) -> String {
     let (first, rest) = r.stdout.split_once('\n').unwrap_or((&r.stdout, ""));
     assert!(first.contains(lake), "{first}");
-    rest.to_owned()
+    rest.replace(lake, "LAKE")
 }
 
 fn assert_same_as_local(dir: &Path, s3_lake: &str, server: &S3Server, expected_code: i32) {
