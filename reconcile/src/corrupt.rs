@@ -647,6 +647,16 @@ fn first_account(l: &LocalLake) -> Result<(String, Vec<Event>), String> {
         .ok_or_else(|| "the lake has no account".to_owned())
 }
 
+/// The first account not frozen at its end: a deposit or withdrawal
+/// appended there is no `phase_order` (a second finding the class does not
+/// mean).
+fn first_unfrozen_account(l: &LocalLake) -> Result<(String, Vec<Event>), String> {
+    l.streams(Stream::Account)
+        .into_iter()
+        .find(|(_, evs)| !frozen(evs))
+        .ok_or_else(|| "the lake has no account that is not frozen at its end".to_owned())
+}
+
 /// (balance, held, overdraft limit) after a stream's last event.
 fn last_state(evs: &[Event]) -> (i64, i64, i64) {
     let last = evs.last().expect("streams are not empty");
@@ -788,7 +798,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             )
         }
         Class::Overdraft => {
-            let (acc, mut evs) = first_account(&l)?;
+            let (acc, mut evs) = first_unfrozen_account(&l)?;
             let (bal, held, limit) = last_state(&evs);
             let amount = bal - held + limit + 1;
             let e = append(&mut evs, "withdrawn", |e| {
@@ -807,7 +817,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             )
         }
         Class::HiddenOverdraft => {
-            let (acc, mut evs) = first_account(&l)?;
+            let (acc, mut evs) = first_unfrozen_account(&l)?;
             let (bal, held, limit) = last_state(&evs);
             // Below the limit by 1 (at least 1: the account may be overdrawn already), and the
             // row's limit exactly what hides it.
@@ -832,7 +842,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             )
         }
         Class::RaisedLimit => {
-            let (acc, mut evs) = first_account(&l)?;
+            let (acc, mut evs) = first_unfrozen_account(&l)?;
             let (bal, held, limit) = last_state(&evs);
             let raised = limit + 1000;
             let raise = append(&mut evs, "deposited", |e| {
