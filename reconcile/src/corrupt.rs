@@ -234,7 +234,9 @@ pub struct Injected {
     pub expected: Vec<Expected>,
 }
 
-/// Copies every file under `src` to `dst` (created; must not exist).
+/// Copies every file under `src` to `dst` (created; must not exist, nor be
+/// inside `src`: the copy would copy itself until the path grows too long,
+/// inside the source lake).
 pub fn copy_lake(src: &Path, dst: &Path) -> Result<(), String> {
     if dst.exists() {
         return Err(format!(
@@ -242,6 +244,7 @@ pub fn copy_lake(src: &Path, dst: &Path) -> Result<(), String> {
             dst.display()
         ));
     }
+    outside(src, dst)?;
     fn walk(from: &Path, to: &Path) -> Result<(), String> {
         std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
         for entry in std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
@@ -257,6 +260,66 @@ pub fn copy_lake(src: &Path, dst: &Path) -> Result<(), String> {
         Ok(())
     }
     walk(src, dst)
+}
+
+/// An error if `dst` would be inside the lake `src`.
+fn outside(src: &Path, dst: &Path) -> Result<(), String> {
+    let from = src
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", src.display()))?;
+    let parent = match dst.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match parent.canonicalize() {
+        Ok(parent) if parent.starts_with(&from) => Err(format!(
+            "{} is inside the lake {}; the copy must be made elsewhere",
+            dst.display(),
+            src.display()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Copies the lake `src` to `dst` and runs `damage` on the copy, all under a
+/// temporary name beside `dst`, renamed to `dst` only once `damage` has
+/// succeeded: a class the lake cannot take (or any other error) leaves no
+/// undamaged copy at `dst` for a script to prove as if damaged. `src` must
+/// be a lake (hold `events/`).
+pub fn damaged_copy<T>(
+    src: &Path,
+    dst: &Path,
+    damage: impl FnOnce(&Path) -> Result<T, String>,
+) -> Result<T, String> {
+    if !src.join("events").is_dir() {
+        return Err(format!("{}: not a lake (no events/ in it)", src.display()));
+    }
+    if dst.exists() {
+        return Err(format!(
+            "{} already exists; the copy must be new",
+            dst.display()
+        ));
+    }
+    outside(src, dst)?;
+    let name = dst
+        .file_name()
+        .ok_or_else(|| format!("{}: names no directory", dst.display()))?;
+    let tmp = dst.with_file_name(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let done = copy_lake(src, &tmp)
+        .and_then(|()| damage(&tmp))
+        .and_then(|t| {
+            std::fs::rename(&tmp, dst)
+                .map(|()| t)
+                .map_err(|e| format!("{}: {e}", dst.display()))
+        });
+    if done.is_err() && tmp.exists() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    done
 }
 
 /// The lake's files held in memory, edited, and written back.
@@ -645,6 +708,18 @@ fn first_account(l: &LocalLake) -> Result<(String, Vec<Event>), String> {
         .into_iter()
         .next()
         .ok_or_else(|| "the lake has no account".to_owned())
+}
+
+/// `Ok` if `at` is before `now_ms` (a deadline the class needs past at the
+/// instant reconcile judges), an error naming both otherwise.
+fn before_now(at: i64, now_ms: i64, what: &str) -> Result<(), String> {
+    if at < now_ms {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} is {at}, which must be before --now-ms {now_ms}: pass a later --now-ms"
+        ))
+    }
 }
 
 /// The first account not frozen at its end: a deposit or withdrawal
@@ -1165,10 +1240,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
         }
         Class::Dangling => {
             let (t, at, e) = created_only(&mut l, "injected-dangling", |at| at + 300_000)?;
-            assert!(
-                at + 300_000 < now_ms,
-                "the injected deadline must be past `now`"
-            );
+            before_now(at + 300_000, now_ms, "the injected deadline")?;
             (
                 format!("{t}: created, never advanced, deadline {}", at + 300_000),
                 one_at("terminal_convergence", "dangling", &t, &e),
@@ -1227,7 +1299,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             let far = |_: i64| ledger_events::event::TIME_MS_MAX;
             let (t, at, e) = created_only(&mut l, "injected-far-deadline", far)?;
             let bound = at + ledger_events::TRANSFER_DEADLINE_MS_MAX;
-            assert!(bound < now_ms, "the bound must be past `now`");
+            before_now(bound, now_ms, "the deadline's bound")?;
             (
                 format!(
                     "{t}: created, never advanced, deadline {} (the bound: {bound})",
@@ -1247,7 +1319,11 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
         Class::FutureCreated => {
             let t = format!("t.{}.injected-future", crate::gen::GEN_TENANT);
             let at = ledger_events::event::TIME_MS_MAX - 300_000;
-            assert!(at > now_ms, "the row must be dated after `now`");
+            if at <= now_ms {
+                return Err(format!(
+                    "the injected row is dated {at}, which must be after --now-ms {now_ms}: pass an earlier --now-ms"
+                ));
+            }
             let (t, at, _) = created_only_dated(&mut l, &t, false, Some(at), |at| at + 300_000)?;
             (
                 format!(
@@ -1286,10 +1362,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 .max(d_evs.last().unwrap().occurred_at_ms);
             let currency = s_evs[0].currency.clone();
             let created = created_event(&t, src, dst, currency, amount, at, at + 300_000);
-            assert!(
-                at + 300_000 < now_ms,
-                "the injected deadline must be past `now`"
-            );
+            before_now(at + 300_000, now_ms, "the injected deadline")?;
             let hold = append_hold_leg(&mut s_evs, "hold_placed", &t, 1, Some(dst.clone()));
             let credit = append(&mut d_evs, "credited", |e| {
                 e.amount = Some(amount);

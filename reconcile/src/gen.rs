@@ -327,6 +327,24 @@ pub fn generate_with(cfg: &GenConfig, sink: &mut dyn FnMut(Event)) -> GenSummary
 /// once to count them and once to write them a batch at a time, so memory is
 /// one batch and the duplicates, not the history (50M events fit).
 pub fn generate_lake(cfg: &GenConfig, root: &Path) -> Result<GenSummary, String> {
+    generate_lake_with_progress(cfg, root, |_, _| {})
+}
+
+/// [`generate_lake`], calling `progress(events written, events in all)`
+/// after each queue batch the writer lands. `root` must not hold anything
+/// yet: two lakes written into one directory are one lake of conflicts.
+pub fn generate_lake_with_progress(
+    cfg: &GenConfig,
+    root: &Path,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<GenSummary, String> {
+    if std::fs::read_dir(root).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(format!(
+            "{} is not empty: generate writes a new lake (remove it first, or name another \
+             directory)",
+            root.display()
+        ));
+    }
     let mut total = 0usize;
     generate_with(cfg, &mut |_| total += 1);
     let per_batch = total
@@ -361,6 +379,7 @@ pub fn generate_lake(cfg: &GenConfig, root: &Path) -> Result<GenSummary, String>
                 failed = Some(e);
             }
             batch.clear();
+            progress(index, total);
         }
     });
     if let Some(e) = failed {

@@ -1377,3 +1377,86 @@ fn a_lake_file_or_partition_that_is_a_dangling_link_is_an_error_naming_it() {
         );
     }
 }
+
+/// rev-s47-testdata M1, M3, M4: the test-data tool refuses what would give
+/// a wrong lake, with exit 2 and nothing left behind: a lake generated into
+/// a directory that holds one, a copy made inside its source, a class that
+/// cannot be judged at the `--now-ms` given (no undamaged copy left to prove
+/// as if damaged); and the default `--now-ms` suits every class.
+#[test]
+fn the_test_data_tool_refuses_what_would_give_a_wrong_lake_and_leaves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lake = tmp.path().join("lake");
+    clean_lake(&lake);
+    let tool = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_reconcile-testdata"))
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let l = lake.to_str().unwrap();
+    let (code, err) = tool(&["generate", l]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is not empty"), "{err}");
+    let before = common::files_under(&lake, "");
+    let inside = lake.join("copy");
+    let (code, err) = tool(&["corrupt", l, inside.to_str().unwrap(), "--class", "gap"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is inside the lake"), "{err}");
+    assert_eq!(
+        common::files_under(&lake, ""),
+        before,
+        "the source is untouched"
+    );
+    let damaged = tmp.path().join("damaged");
+    let d = damaged.to_str().unwrap();
+    let (code, err) = tool(&["corrupt", l, d, "--class", "dangling", "--now-ms", "0"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("must be before --now-ms 0"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["lake"], "nothing left beside the lake");
+    let (code, err) = tool(&["corrupt", l, d, "--class", "future-created"]);
+    assert_eq!(code, Some(0), "{err}");
+    let r = run_lib(&damaged).unwrap();
+    assert!(findings(&r).iter().any(|f| f.code == "committed_in_future"));
+}
+
+/// rev-s47-testdata M2: `redeliver` writes a day's rows again as the writer
+/// would (sorted, each once), so the lake with them is the same ledger: it
+/// holds, every row a plain copy. Before, the rows of several files were
+/// written in file order and reconcile refused the file as unsorted.
+#[test]
+fn a_redelivered_day_is_plain_copies_of_a_lake_that_still_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lake = tmp.path().join("lake");
+    // Several files a day per table (one per batch).
+    sized_lake(&lake, 600, 12, 12);
+    let before = run_lib(&lake).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_reconcile-testdata"))
+        .args([
+            "redeliver",
+            lake.to_str().unwrap(),
+            "--date",
+            "2026-01-01",
+            "--every",
+            "3",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = run_lib(&lake).unwrap();
+    assert!(after.holds, "{}", after.summary());
+    assert_eq!(after.stats.distinct_rows, before.stats.distinct_rows);
+    assert!(after.stats.plain_duplicates > before.stats.plain_duplicates);
+}

@@ -12,8 +12,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use ledger_reconcile::corrupt::{copy_lake, inject, mutate, Class};
-use ledger_reconcile::gen::{generate_lake, GenConfig};
+use ledger_reconcile::corrupt::{damaged_copy, inject, mutate, Class};
+use ledger_reconcile::gen::{generate_lake_with_progress, GenConfig};
+
+/// `corrupt --now-ms` by default: a day before the row `future-created`
+/// dates in the year 9999 (so that row is more than a settle window and an
+/// hour ahead), after every deadline a generated lake holds.
+const NOW_MS_DEFAULT: i64 = ledger_events::event::TIME_MS_MAX - 300_000 - 86_400_000;
 
 /// Test data for reconcile: lakes written by the real ledger core and the
 /// real ingest writer, and copies of them with exactly one violation.
@@ -59,8 +64,13 @@ enum Cmd {
         damaged: PathBuf,
         #[arg(long, value_enum)]
         class: Class,
-        /// The instant reconcile will judge deadlines at (for --class dangling).
-        #[arg(long, default_value_t = i64::MAX)]
+        /// The instant reconcile will judge deadlines at: the findings printed are a run's at
+        /// that instant (classes with a deadline or a date: dangling, far-deadline,
+        /// future-created, token-hold, credit-lost, credit-while-releasing, cross-tenant,
+        /// same-account, created-lost, transfer-lost). The default, late in the year 9999, is
+        /// past every deadline and before future-created's row; a class that cannot be judged
+        /// at the instant given is exit 2 naming both.
+        #[arg(long, default_value_t = NOW_MS_DEFAULT)]
         now_ms: i64,
     },
     /// Copy the lake CLEAN to DAMAGED (new) and make COUNT random edits to the copy (seeded):
@@ -219,6 +229,11 @@ fn redeliver(lake: &std::path::Path, date: &str, every: u64) -> Result<(), Strin
                  YYYY-MM-DD (the date=... directories under events/)"
             ));
         }
+        // As the writer takes a batch: sorted in the lake's order, one row
+        // per (event id, hash) (the day's files are read one after another,
+        // and a plain copy in two of them may be picked twice).
+        ledger_ingest::sort_rows(&mut again);
+        again.dedup_by(|a, b| a.event.event_id == b.event.event_id && a.event.hash == b.event.hash);
         let copies = again.len();
         let files = build_files(again, FileLayer::Ingest).map_err(|e| e.to_string())?;
         for f in &files {
@@ -374,50 +389,64 @@ fn main() -> ExitCode {
             duplicates,
             step_ms,
             in_flight,
-        } => generate_lake(
-            &GenConfig {
-                seed,
-                accounts,
-                operations,
-                batches,
-                duplicates,
-                step_ms,
-                in_flight,
-            },
-            &dir,
-        )
-        .map(|s| println!("generated {}: {s:?}", dir.display())),
+        } => {
+            // Progress on stderr, each tenth of the events (a 50M lake takes
+            // half an hour), with the time left at the rate so far.
+            let started = std::time::Instant::now();
+            let mut shown = 0;
+            generate_lake_with_progress(
+                &GenConfig {
+                    seed,
+                    accounts,
+                    operations,
+                    batches,
+                    duplicates,
+                    step_ms,
+                    in_flight,
+                },
+                &dir,
+                |done, total| {
+                    let tenth = (done * 10).checked_div(total).unwrap_or(10);
+                    if tenth > shown && tenth < 10 {
+                        shown = tenth;
+                        let elapsed = started.elapsed().as_secs_f64();
+                        eprintln!(
+                            "generate: {}0 % ({done} of {total} events) in {elapsed:.0} s, ~{:.0} s left",
+                            tenth,
+                            elapsed * (total - done) as f64 / done.max(1) as f64
+                        );
+                    }
+                },
+            )
+            .map(|s| println!("generated {}: {s:?}", dir.display()))
+        }
         Cmd::Corrupt {
             clean,
             damaged,
             class,
             now_ms,
-        } => copy_lake(&clean, &damaged)
-            .and_then(|()| inject(&damaged, class, now_ms))
-            .map(|i| {
-                println!("{}: {}", damaged.display(), i.description);
-                for e in i.expected {
-                    println!(
-                        "  expect {} {} {} {}",
-                        e.check,
-                        e.code,
-                        e.key,
-                        e.event_id.unwrap_or_default()
-                    );
-                }
-            }),
+        } => damaged_copy(&clean, &damaged, |copy| inject(copy, class, now_ms)).map(|i| {
+            println!("{}: {}", damaged.display(), i.description);
+            for e in i.expected {
+                println!(
+                    "  expect {} {} {} {}",
+                    e.check,
+                    e.code,
+                    e.key,
+                    e.event_id.unwrap_or_default()
+                );
+            }
+        }),
         Cmd::Mutate {
             clean,
             damaged,
             seed,
             count,
-        } => copy_lake(&clean, &damaged)
-            .and_then(|()| mutate(&damaged, seed, count))
-            .map(|edits| {
-                for e in edits {
-                    println!("{}: {e}", damaged.display());
-                }
-            }),
+        } => damaged_copy(&clean, &damaged, |copy| mutate(copy, seed, count)).map(|edits| {
+            for e in edits {
+                println!("{}: {e}", damaged.display());
+            }
+        }),
         Cmd::Scan { lake, verify } => scan(&lake, verify),
         Cmd::Rekey { lake, date } => rekey(&lake, &date),
         Cmd::Redeliver { lake, date, every } => redeliver(&lake, &date, every),
