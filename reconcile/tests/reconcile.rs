@@ -821,16 +821,17 @@ fn the_verification_floor_reads_every_row_and_finds_a_tampered_one() {
     let clean = tmp.path().join("clean");
     clean_lake(&clean);
     let rows = run_lib(&clean).unwrap().stats.rows_read;
-    let verify = |dir: &Path| {
+    // Exit 0 when every row passes, 1 when one fails (rev-s47-testdata L3).
+    let verify = |dir: &Path, code: i32| {
         let out = Command::new(env!("CARGO_BIN_EXE_reconcile-testdata"))
             .args(["scan", dir.to_str().unwrap(), "--verify"])
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(out.status.success(), "{stdout}");
+        assert_eq!(out.status.code(), Some(code), "{stdout}");
         stdout
     };
-    let out = verify(&clean);
+    let out = verify(&clean, 0);
     assert!(
         out.contains(&format!(
             " {rows} rows encoded, hashed and validated (0 failed)"
@@ -840,7 +841,7 @@ fn the_verification_floor_reads_every_row_and_finds_a_tampered_one() {
     let tampered = tmp.path().join("tampered");
     copy_lake(&clean, &tampered).unwrap();
     inject(&tampered, Class::Tamper, NOW_MS).unwrap();
-    let out = verify(&tampered);
+    let out = verify(&tampered, 1);
     assert!(
         out.contains(&format!(
             " {rows} rows encoded, hashed and validated (1 failed)"

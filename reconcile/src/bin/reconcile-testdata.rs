@@ -36,20 +36,22 @@ enum Cmd {
         dir: PathBuf,
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        #[arg(long, default_value_t = 20)]
-        accounts: usize,
+        /// Accounts (at least 2: a transfer needs two).
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(2..))]
+        accounts: u32,
         /// Operations after the accounts are opened (each emits one or more events).
         #[arg(long, default_value_t = 400)]
         operations: usize,
         /// Ingest batches (files per partition grow with it).
-        #[arg(long, default_value_t = 4)]
-        batches: usize,
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+        batches: u32,
         /// Events delivered twice (plain duplicates).
         #[arg(long, default_value_t = 10)]
         duplicates: usize,
         /// Milliseconds between two operations: sets the events per UTC day, i.e. per
-        /// date partition (the default gives a few thousand a day).
-        #[arg(long, default_value_t = ledger_reconcile::gen::GEN_STEP_MS)]
+        /// date partition (the default gives a few thousand a day); 1 ms to 30 days.
+        #[arg(long, default_value_t = ledger_reconcile::gen::GEN_STEP_MS,
+              value_parser = clap::value_parser!(i64).range(1..=2_592_000_000))]
         step_ms: i64,
         /// Leave the transfers among the last N operations in progress (stopped
         /// mid-saga at cycling steps: reserved, credit committed, credited, capture
@@ -253,7 +255,8 @@ fn redeliver(lake: &std::path::Path, date: &str, every: u64) -> Result<(), Strin
 /// The scan floor: decodes every column of every lake file (the columns `reconcile` reads)
 /// with DataFusion, unsorted, through the same memory-mapped reads as `reconcile`, touching
 /// every value buffer so nothing is skipped.
-fn scan(location: &str, verify: bool) -> Result<(), String> {
+/// Returns how many rows failed verification (`--verify`; 0 otherwise).
+fn scan(location: &str, verify: bool) -> Result<u64, String> {
     use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
     use futures::StreamExt;
     use ledger_ingest::Table;
@@ -328,13 +331,19 @@ fn scan(location: &str, verify: bool) -> Result<(), String> {
                 }
             }
         }
+        if files == 0 {
+            return Err(format!(
+                "{location} holds no lake files under events/: nothing to scan (a floor of 0 s \
+                 would be no floor)"
+            ));
+        }
         let secs = started.elapsed().as_secs_f64();
         if verify {
             println!(
                 "verify {location}: {files} files, {bytes} bytes, {rows} rows encoded, hashed and validated ({verify_failures} failed), {secs:.2} s, {:.0} rows/s",
                 rows as f64 / secs.max(1e-9)
             );
-            return Ok(());
+            return Ok(verify_failures);
         }
         println!(
             "scan {location}: {files} files, {bytes} bytes, {rows} rows, {} columns ({}), {value_bytes} value bytes decoded, {secs:.2} s, {:.0} rows/s",
@@ -342,7 +351,7 @@ fn scan(location: &str, verify: bool) -> Result<(), String> {
             if views { "Utf8View" } else { "Utf8" },
             rows as f64 / secs.max(1e-9)
         );
-        Ok(())
+        Ok(0)
     })
 }
 
@@ -397,9 +406,9 @@ fn main() -> ExitCode {
             generate_lake_with_progress(
                 &GenConfig {
                     seed,
-                    accounts,
+                    accounts: accounts as usize,
                     operations,
-                    batches,
+                    batches: batches as usize,
                     duplicates,
                     step_ms,
                     in_flight,
@@ -447,7 +456,16 @@ fn main() -> ExitCode {
                 println!("{}: {e}", damaged.display());
             }
         }),
-        Cmd::Scan { lake, verify } => scan(&lake, verify),
+        // Rows that fail verification: exit 1, as a violated proof (the
+        // floor was not of a clean lake).
+        Cmd::Scan { lake, verify } => match scan(&lake, verify) {
+            Ok(0) => Ok(()),
+            Ok(failed) => {
+                eprintln!("scan: {failed} row(s) failed verification");
+                return ExitCode::from(1);
+            }
+            Err(e) => Err(e),
+        },
         Cmd::Rekey { lake, date } => rekey(&lake, &date),
         Cmd::Redeliver { lake, date, every } => redeliver(&lake, &date, every),
     };
