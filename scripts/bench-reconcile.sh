@@ -193,10 +193,20 @@ measure() {
 has() { [[ " $ONLY " == *" $1 "* ]]; }
 # A hard-linked copy of the lake at $W/NAME-lake and a checkpoint of all of it in
 # $W/NAME/checkpoint (not timed); LAST_DAY: the copy's last date partition.
+# checkpoint_written NAME RC FILE: the untimed run that writes a checkpoint gave a verdict (exit
+# 0 or 1) and wrote FILE; otherwise the timed run after it would not be a resumed one.
+checkpoint_written() {
+  if [ "$2" -gt 1 ] || [ ! -f "$3" ]; then
+    log "$1: the untimed run that writes the checkpoint exited $2$([ -f "$3" ] || echo ', no checkpoint written'): the timed run would not resume from it"
+    exit 2
+  fi
+}
 checkpointed_copy() {
   mkdir -p "$W/$1"
   cp -al "$LAKE_DIR" "$W/$1-lake"
-  nice -n 10 "$RECONCILE" "$W/$1-lake" --now-ms "$NOW_MS" --quiet --checkpoint "$W/$1/checkpoint" >/dev/null || true
+  local rc=0
+  nice -n 10 "$RECONCILE" "$W/$1-lake" --now-ms "$NOW_MS" --quiet --checkpoint "$W/$1/checkpoint" >/dev/null || rc=$?
+  checkpoint_written "$1" "$rc" "$W/$1/checkpoint"
   LAST_DAY=$(find "$W/$1-lake/events" -mindepth 2 -maxdepth 2 -type d -name 'date=*' -printf '%f\n' | sort | tail -1)
 }
 # The CPU's model, family/model numbers and the flags the proof's hashing path depends on.
@@ -247,7 +257,9 @@ if has incr; then
       [ -d "$t$last_day" ] && mv "$t$last_day" "$W/held/$(basename "$t")"
     done
     read -r -a incr_args <<<"${INCREMENTAL_ARGS:---checkpoint $ck}"
-    nice -n 10 "$RECONCILE" "$inc_lake" --now-ms "$NOW_MS" --quiet "${incr_args[@]}" >/dev/null || true
+    rc=0
+    nice -n 10 "$RECONCILE" "$inc_lake" --now-ms "$NOW_MS" --quiet "${incr_args[@]}" >/dev/null || rc=$?
+    [ -n "${INCREMENTAL_ARGS:-}" ] || checkpoint_written incr "$rc" "$ck"
     for t in "$W"/held/*; do mv "$t" "$inc_lake/events/$(basename "$t")/$last_day"; done
     held_rows=$(find "$inc_lake/events" -path "*/$last_day/*.parquet" | wc -l)
     # Every repetition resumes from the same checkpoint (a run rewrites it and may merge
@@ -256,7 +268,8 @@ if has incr; then
     PRE="rm -rf '$W/ck' && cp -a '$W/ck.before' '$W/ck'" measure incr 0 "$RECONCILE" "$inc_lake" --now-ms "$NOW_MS" "${incr_args[@]}"
     segs=$(find "$W/ck" -name '*.seg' | wc -l)
     ents=$(find "$W/ck" -name '*.ent' | wc -l)
-    NOTE[incr]="${NOTE[incr]:-resumed from a checkpoint without $last_day ($held_rows new files); checkpoint $(du -h "$ck" | cut -f1) + archive $(du -ch "$W"/ck/*.seg 2>/dev/null | tail -1 | cut -f1) in $segs segment(s) + entry store $(du -ch "$W"/ck/*.ent 2>/dev/null | tail -1 | cut -f1) in $ents segment(s)}"
+    full_instead=$(grep -q 'a full proof is cheaper\|proving the lake from its first event' "$W/incr.err" && echo "; proved in full instead" || true)
+    NOTE[incr]="${NOTE[incr]:-resumed from a checkpoint without $last_day ($held_rows new files$full_instead); checkpoint $(du -h "$ck" | cut -f1) + archive $(du -ch "$W"/ck/*.seg 2>/dev/null | tail -1 | cut -f1) in $segs segment(s) + entry store $(du -ch "$W"/ck/*.ent 2>/dev/null | tail -1 | cut -f1) in $ents segment(s)}"
     sed 's/^/  incr: /' "$W/incr.err" >&2
   else
     NOTE[incr]="skipped: no checkpoint support"
@@ -427,6 +440,7 @@ done
     [ -z "$PAIRS_LINE" ] || echo "$PAIRS_LINE"
     if [ -n "${SECS[dscan]:-}" ] && [ -n "${SECS[dstart]:-}" ]; then
       awk -v r="${SECS[full]}" -v f="${SECS[dscan]}" -v s="${SECS[dstart]}" 'BEGIN {
+        if (f <= s) { printf "note: the DuckDB scan (%.2f s) is no longer than its process start (%.2f s) here: too small a lake to judge\n", f, s; exit }
         printf "note: %.2f s of the DuckDB scan is its process start (Python, import duckdb, one query); the full proof is %.2f scans of the rest (the ratio larger lakes tend to)\n", s, r / (f - s) }'
     fi
     if [ -n "${SECS[dscan]:-}" ] && [ -n "${SECS[vscan]:-}" ]; then
