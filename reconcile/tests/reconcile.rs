@@ -45,6 +45,19 @@ fn findings(r: &Report) -> Vec<Expected> {
     v
 }
 
+/// Runs `reconcile-testdata ARGS…`: its exit code, stdout and stderr.
+fn testdata(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_reconcile-testdata"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 fn clean_lake(dir: &Path) {
     let s = generate_lake(&config(), dir).unwrap();
     assert!(s.files > 3, "{s:?}");
@@ -823,12 +836,8 @@ fn the_verification_floor_reads_every_row_and_finds_a_tampered_one() {
     let rows = run_lib(&clean).unwrap().stats.rows_read;
     // Exit 0 when every row passes, 1 when one fails (rev-s47-testdata L3).
     let verify = |dir: &Path, code: i32| {
-        let out = Command::new(env!("CARGO_BIN_EXE_reconcile-testdata"))
-            .args(["scan", dir.to_str().unwrap(), "--verify"])
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert_eq!(out.status.code(), Some(code), "{stdout}");
+        let (got, stdout, _) = testdata(&["scan", dir.to_str().unwrap(), "--verify"]);
+        assert_eq!(got, Some(code), "{stdout}");
         stdout
     };
     let out = verify(&clean, 0);
@@ -1390,14 +1399,8 @@ fn the_test_data_tool_refuses_what_would_give_a_wrong_lake_and_leaves_nothing() 
     let lake = tmp.path().join("lake");
     clean_lake(&lake);
     let tool = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_reconcile-testdata"))
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let (code, _, stderr) = testdata(args);
+        (code, stderr)
     };
     let l = lake.to_str().unwrap();
     let (code, err) = tool(&["generate", l]);
@@ -1440,22 +1443,15 @@ fn a_redelivered_day_is_plain_copies_of_a_lake_that_still_holds() {
     // Several files a day per table (one per batch).
     sized_lake(&lake, 600, 12, 12);
     let before = run_lib(&lake).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_reconcile-testdata"))
-        .args([
-            "redeliver",
-            lake.to_str().unwrap(),
-            "--date",
-            "2026-01-01",
-            "--every",
-            "3",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (code, _, stderr) = testdata(&[
+        "redeliver",
+        lake.to_str().unwrap(),
+        "--date",
+        "2026-01-01",
+        "--every",
+        "3",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
     let after = run_lib(&lake).unwrap();
     assert!(after.holds, "{}", after.summary());
     assert_eq!(after.stats.distinct_rows, before.stats.distinct_rows);
