@@ -111,8 +111,16 @@ if [ "$DAYS" != 0 ]; then
   GEN_ARGS+=(--step-ms $(( DAYS * 86400000 / OPS > 0 ? DAYS * 86400000 / OPS : 1 )))
 fi
 [ "${LAKE_DIR_SET:-}" ] || LAKE_DIR="$LAKE_DIR-${DAYS}d-$LAYOUT"
+# What makes the lake's bytes: the last commit of the generator, the ledger core, the event
+# schema and the ingest writer. Recorded with a generated lake; a cached lake made by another
+# is named in the log (a reused lake is only the same lake while these are the same).
+maker=$(git -C "$ROOT" log -1 --format=%h -- reconcile/src/gen.rs edge/core edge/events ingest/core 2>/dev/null || echo unknown)
 if [ -f "$LAKE_DIR/.bench-generated" ]; then
   log "reusing $LAKE_DIR ($(head -1 "$LAKE_DIR/.bench-generated"))"
+  made_by=$(sed -n 's/^made by: //p' "$LAKE_DIR/.bench-generated" | head -1)
+  if [ "${made_by:-unknown}" != "$maker" ]; then
+    log "note: the cached lake was made by generator/core/schema/writer ${made_by:-(not recorded)}, the tree's are at $maker: remove $LAKE_DIR to measure a lake the tree makes"
+  fi
 else
   [ ! -e "$LAKE_DIR" ] || { log "$LAKE_DIR exists without .bench-generated (interrupted?): remove it first"; exit 2; }
   # The generator streams (a batch at a time: ~150 MB at any size); compaction holds one
@@ -138,6 +146,7 @@ else
   {
     echo "generated in ${gen_s} s, peak RSS $((gen_kb / 1024)) MB${compacted}: reconcile-testdata generate DIR ${GEN_ARGS[*]}"
     cat "$W/gen.out"
+    echo "made by: $maker"
   } >"$tmp/.bench-generated"
   mv "$tmp" "$LAKE_DIR"
   log "$(head -1 "$LAKE_DIR/.bench-generated")"
