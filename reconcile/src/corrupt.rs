@@ -1733,7 +1733,12 @@ pub fn mutate(root: &Path, seed: u64, count: usize) -> Result<Vec<String>, Strin
     };
     let transfer_ids: Vec<String> = l.streams(Stream::Transfer).into_keys().collect();
     let mut done = Vec::with_capacity(count);
-    for _ in 0..count {
+    // An edit that changes nothing (a field the row lacks, a value set to
+    // itself, the last row dropped) is drawn again: every printed edit is
+    // one the lake shows. Bounded, though no lake needs many draws.
+    let mut draws = 0usize;
+    while done.len() < count && draws < count.saturating_mul(50).max(50) {
+        draws += 1;
         let stream = if rng(2) == 0 {
             Stream::Account
         } else {
@@ -1745,6 +1750,7 @@ pub fn mutate(root: &Path, seed: u64, count: usize) -> Result<Vec<String>, Strin
         }
         let key = streams.keys().nth(rng(streams.len())).cloned().unwrap();
         let mut evs = streams.remove(&key).unwrap();
+        let (before, extra_before) = (evs.clone(), l.extra.len());
         let i = rng(evs.len());
         let id = evs[i].event_id.clone();
         let delta = [1, -1, 1_000, -7][rng(4)];
@@ -1827,8 +1833,11 @@ pub fn mutate(root: &Path, seed: u64, count: usize) -> Result<Vec<String>, Strin
                 format!("{id}: a second version added")
             }
             10 => {
-                evs.truncate(i.max(1));
-                format!("{id}: the stream cut before it")
+                // Never before the first row (that would drop the stream).
+                let cut = i.max(1);
+                let named = evs.get(cut).map_or(id.clone(), |e| e.event_id.clone());
+                evs.truncate(cut);
+                format!("{named}: the stream cut before it")
             }
             11 => {
                 if evs[i].deadline_ms.is_some() {
@@ -1927,7 +1936,7 @@ pub fn mutate(root: &Path, seed: u64, count: usize) -> Result<Vec<String>, Strin
                 format!("{id}: amount {big}, later balances raised by it, resealed")
             }
         };
-        if evs.is_empty() {
+        if evs.is_empty() || (evs == before && l.extra.len() == extra_before) {
             continue;
         }
         l.replace_stream(&evs);

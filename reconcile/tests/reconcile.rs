@@ -1457,3 +1457,40 @@ fn a_redelivered_day_is_plain_copies_of_a_lake_that_still_holds() {
     assert_eq!(after.stats.distinct_rows, before.stats.distinct_rows);
     assert!(after.stats.plain_duplicates > before.stats.plain_duplicates);
 }
+
+/// rev-s47-testdata L1: every edit `mutate` prints is one the lake shows:
+/// one edit, of any of many seeds, leaves a lake that differs from its source
+/// (an edit that changed nothing, a field the row lacks or a value set to
+/// itself, was printed and counted).
+#[test]
+fn every_edit_mutate_prints_changes_the_lake() {
+    use ledger_reconcile::corrupt::mutate;
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    clean_lake(&clean);
+    // The lake as one digest of its keys and bytes.
+    let bytes = |dir: &Path| -> Vec<u8> {
+        use sha2::Digest;
+        let mut keys = common::files_under(dir, "events");
+        keys.sort();
+        let mut h = sha2::Sha256::new();
+        for k in keys {
+            h.update(k.as_bytes());
+            h.update(std::fs::read(dir.join(&k)).unwrap());
+        }
+        h.finalize().to_vec()
+    };
+    let source = bytes(&clean);
+    for seed in 1..=40 {
+        let dir = tmp.path().join(format!("m{seed}"));
+        copy_lake(&clean, &dir).unwrap();
+        let edits = mutate(&dir, seed, 1).unwrap();
+        assert_eq!(edits.len(), 1, "seed {seed}: {edits:?}");
+        assert_ne!(
+            bytes(&dir),
+            source,
+            "seed {seed}: {edits:?} changed nothing"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
