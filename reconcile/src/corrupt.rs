@@ -519,6 +519,28 @@ fn deposit_again(stream: &mut Vec<Event>, first: &Event) -> Event {
     })
 }
 
+/// The `created` event of a transfer `t` of 100 (dated at its source's first
+/// event, its deadline 5 minutes later) from the first of `sources` that is
+/// not frozen and can hold 100 at its end, to another account of its
+/// currency.
+fn created_where_it_can_hold<'a>(
+    accounts: &BTreeMap<String, Vec<Event>>,
+    mut sources: impl Iterator<Item = (&'a String, &'a Vec<Event>)>,
+    t: &str,
+) -> Result<Event, String> {
+    sources
+        .find_map(|(src, s_evs)| {
+            let first = &s_evs[0];
+            let (dst, _) = accounts
+                .iter()
+                .find(|(d, d_evs)| *d != src && d_evs[0].currency == first.currency)?;
+            let at = first.occurred_at_ms;
+            let c = created_event(t, src, dst, first.currency.clone(), 100, at, at + 300_000);
+            (!frozen(s_evs) && can_hold(&c, s_evs)).then_some(c)
+        })
+        .ok_or_else(|| "the lake has no account that can hold 100 at its end".to_owned())
+}
+
 /// Whether a stream's events are of `kinds`, in that order.
 fn kinds_are(evs: &[Event], kinds: &[&str]) -> bool {
     evs.iter()
@@ -1563,19 +1585,7 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             // another of its currency, at its first event.
             let accounts = l.streams(Stream::Account);
             let t = format!("t.{}.injected-created-lost", crate::gen::GEN_TENANT);
-            let created = accounts
-                .iter()
-                .find_map(|(src, s_evs)| {
-                    let first = &s_evs[0];
-                    let (dst, _) = accounts
-                        .iter()
-                        .find(|(d, d_evs)| *d != src && d_evs[0].currency == first.currency)?;
-                    let at = first.occurred_at_ms;
-                    let c =
-                        created_event(&t, src, dst, first.currency.clone(), 100, at, at + 300_000);
-                    (!frozen(s_evs) && can_hold(&c, s_evs)).then_some(c)
-                })
-                .ok_or("the lake has no account that can hold 100 at its end")?;
+            let created = created_where_it_can_hold(&accounts, accounts.iter(), &t)?;
             let (src, dst) = (created.source.clone(), created.destination.clone());
             let amount = created.amount.unwrap_or(0);
             let reserved = next_event(&created, "reserved", |e| {
@@ -1618,20 +1628,10 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
             // to another account of its currency; no row of the transfer.
             let accounts = l.streams(Stream::Account);
             let t = format!("t.{}.injected-transfer-lost", crate::gen::GEN_TENANT);
-            let (src, dst) = accounts
-                .iter()
-                .rev()
-                .find_map(|(src, s_evs)| {
-                    let last = s_evs.last()?;
-                    let (dst, _) = accounts
-                        .iter()
-                        .find(|(d, d_evs)| *d != src && d_evs[0].currency == last.currency)?;
-                    let c = created_event(&t, src, dst, last.currency.clone(), 100, 0, 0);
-                    (!frozen(s_evs) && can_hold(&c, s_evs)).then_some((src.clone(), dst.clone()))
-                })
-                .ok_or("the lake has no account that can hold 100 at its end")?;
+            let created = created_where_it_can_hold(&accounts, accounts.iter().rev(), &t)?;
+            let src = created.source.clone().unwrap_or_default();
             let mut s_evs = accounts[src.as_str()].clone();
-            let hold = append_hold_leg(&mut s_evs, "hold_placed", &t, 100, Some(dst));
+            let hold = append_hold_leg(&mut s_evs, "hold_placed", &t, 100, created.destination);
             l.replace_stream(&s_evs);
             (
                 format!("{t}: no row of it; the hold {} on {src}", hold.event_id),

@@ -418,8 +418,7 @@ impl Lake {
         self.unlisted_local(table)?;
         let (mut files, mut ignored) = (Vec::new(), Vec::new());
         for m in metas {
-            let full = m.location.to_string();
-            let key = full.strip_prefix(&self.prefix).unwrap_or(&full).to_owned();
+            let key = self.key_of(&m.location);
             if parse_object_key(&key).is_none() {
                 if is_parquet_name(&key) {
                     ignored.push(key);
@@ -527,14 +526,18 @@ impl Lake {
         }
         let mut out: Vec<String> = metas
             .into_iter()
-            .map(|m| {
-                let full = m.location.to_string();
-                full.strip_prefix(&self.prefix).unwrap_or(&full).to_owned()
-            })
+            .map(|m| self.key_of(&m.location))
             .filter(|key| is_parquet_name(key))
             .collect();
         out.sort();
         Ok(out)
+    }
+
+    /// The lake key of an object of the store (its location less the lake's
+    /// prefix).
+    fn key_of(&self, location: &Path) -> String {
+        let full = location.to_string();
+        full.strip_prefix(&self.prefix).unwrap_or(&full).to_owned()
     }
 
     /// A key under the lake as an error names it: the lake, `/`, the key
@@ -566,8 +569,7 @@ impl Lake {
         for p in partitions {
             let prefix = format!("{}{}", self.prefix, manifest_prefix(p));
             for m in self.list(&prefix).await? {
-                let full = m.location.to_string();
-                let key = full.strip_prefix(&self.prefix).unwrap_or(&full).to_owned();
+                let key = self.key_of(&m.location);
                 let bytes = async { self.store.get(&m.location).await?.bytes().await }
                     .await
                     .map_err(|e| Error::Lake(format!("cannot read {}: {e}", self.shown(&key))))?;

@@ -451,9 +451,11 @@ fn run() -> ExitCode {
     let outputs = Outputs {
         violations: cli.violations.clone(),
         metrics: cli.metrics.clone(),
-        alert: (!cli.no_alert)
-            .then_some(())
-            .and(cli.alert_webhook.clone().zip(cli.alert_state.clone()))
+        alert: cli
+            .alert_webhook
+            .clone()
+            .zip(cli.alert_state.clone())
+            .filter(|_| !cli.no_alert)
             .map(|(webhook, state)| AlertConfig {
                 webhook,
                 state,

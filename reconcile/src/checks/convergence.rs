@@ -54,9 +54,9 @@ pub fn dangling(f: &Facts, now_ms: i64) -> Vec<Dangling> {
             // names it), by the ledger's longest deadline after its latest
             // row (the last ms of the second it is kept in): never sooner
             // than its real one, and never never.
-            let deadline_ms = t.deadline_ms().unwrap_or_else(|| {
-                ms_of(t.last_at_s).saturating_add(ledger_events::TRANSFER_DEADLINE_MS_MAX)
-            });
+            let deadline_ms = t
+                .deadline_ms()
+                .unwrap_or_else(|| longest_deadline_after(t.last_at_s));
             (deadline_ms < now_ms).then(|| Dangling {
                 transfer_id: id.to_owned(),
                 phase: f.names.get(t.phase).to_owned(),
@@ -76,7 +76,7 @@ pub fn dangling(f: &Facts, now_ms: i64) -> Vec<Dangling> {
         if f.transfers.get(t).is_some() || ledger_api::names::parse_transfer_id(t).is_err() {
             continue;
         }
-        let deadline_ms = ms_of(leg.at_s).saturating_add(ledger_events::TRANSFER_DEADLINE_MS_MAX);
+        let deadline_ms = longest_deadline_after(leg.at_s);
         if deadline_ms < now_ms {
             let d = hold_only.entry(t).or_insert(deadline_ms);
             *d = (*d).min(deadline_ms);
@@ -91,6 +91,12 @@ pub fn dangling(f: &Facts, now_ms: i64) -> Vec<Dangling> {
     }));
     out.sort_by(|a, b| (a.deadline_ms, &a.transfer_id).cmp(&(b.deadline_ms, &b.transfer_id)));
     out
+}
+
+/// The latest deadline a transfer can have whose row was kept at the
+/// second `at_s`: the ledger's longest after the last ms of that second.
+fn longest_deadline_after(at_s: u32) -> i64 {
+    ms_of(at_s).saturating_add(ledger_events::TRANSFER_DEADLINE_MS_MAX)
 }
 
 /// The findings of a run at `now_ms` whose writers' clocks may be up to

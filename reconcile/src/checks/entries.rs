@@ -180,16 +180,24 @@ impl EntryIds {
 /// another form) would let the same posting be booked on a second account
 /// unseen: entry ids are kept per account.
 pub fn names_its_account(kind: AccountKind, entry_id: &str, account: &str) -> bool {
-    let prefix = match kind {
-        AccountKind::Deposited => DEPOSIT_PREFIX,
-        AccountKind::Withdrawn => WITHDRAWAL_PREFIX,
-        _ => return true,
+    let Some(prefix) = prefix_of(kind) else {
+        return true;
     };
     entry_id
         .strip_prefix(prefix)
         .and_then(|r| r.strip_prefix(account))
         .and_then(|r| r.strip_prefix(':'))
         .is_some_and(|key| !key.is_empty())
+}
+
+/// What a deposit's or a withdrawal's entry id starts with (no other kind
+/// has such an id).
+fn prefix_of(kind: AccountKind) -> Option<&'static str> {
+    match kind {
+        AccountKind::Deposited => Some(DEPOSIT_PREFIX),
+        AccountKind::Withdrawn => Some(WITHDRAWAL_PREFIX),
+        _ => None,
+    }
 }
 
 /// The finding on a deposit or withdrawal whose entry id is not its
@@ -201,11 +209,7 @@ pub fn not_the_accounts(
     seq: u64,
     event_id: &str,
 ) -> Finding {
-    let prefix = if kind == AccountKind::Deposited {
-        DEPOSIT_PREFIX
-    } else {
-        WITHDRAWAL_PREFIX
-    };
+    let prefix = prefix_of(kind).unwrap_or_default();
     Finding::new(
         "entry_not_the_accounts",
         account,
