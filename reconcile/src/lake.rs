@@ -451,54 +451,19 @@ impl Lake {
         let Some(root) = &self.local_root else {
             return Ok(());
         };
-        let dir = root.join(LAKE_EVENTS_PREFIX).join(table.as_str());
-        let unreadable = |key: String, e: std::io::Error| Error::File {
-            key,
-            why: format!(
-                "cannot be read ({e}): a symbolic link whose target is missing or may not be \
-                 opened? The listing would pass over it as if it were not there"
-            ),
-        };
-        // `events/` and the table's directory themselves (a share mounted
-        // there, and not mounted now, would read as a table with no file):
-        // present, or absent altogether, never there and unreadable.
-        let table_key = format!("{LAKE_EVENTS_PREFIX}/{}", table.as_str());
-        for (key, path) in [
-            (LAKE_EVENTS_PREFIX.to_owned(), root.join(LAKE_EVENTS_PREFIX)),
-            (table_key, dir.clone()),
-        ] {
-            if let Err(e) = std::fs::read_dir(&path) {
-                if std::fs::symlink_metadata(&path).is_ok() {
-                    return Err(unreadable(key, e));
-                }
-            }
+        let found = ledger_s3::local::unreadable_entry(root, table.as_str(), None, |key| {
+            parse_object_key(key).is_some()
+        });
+        match found {
+            Some((key, e)) => Err(Error::File {
+                key,
+                why: format!(
+                    "cannot be read ({e}): a symbolic link whose target is missing or may not be \
+                     opened? The listing would pass over it as if it were not there"
+                ),
+            }),
+            None => Ok(()),
         }
-        let entries = |dir: &std::path::Path| -> Vec<std::fs::DirEntry> {
-            // A directory that cannot be listed is the listing's error.
-            std::fs::read_dir(dir).map_or(Vec::new(), |r| r.flatten().collect())
-        };
-        for part in entries(&dir) {
-            let name = part.file_name().to_string_lossy().into_owned();
-            let at = format!("{LAKE_EVENTS_PREFIX}/{}/{name}", table.as_str());
-            match std::fs::metadata(part.path()) {
-                Err(e) if name.starts_with("date=") || is_parquet_name(&name) => {
-                    return Err(unreadable(at, e))
-                }
-                Ok(m) if m.is_dir() => {
-                    for file in entries(&part.path()) {
-                        let name = file.file_name().to_string_lossy().into_owned();
-                        let key = format!("{at}/{name}");
-                        if parse_object_key(&key).is_some() || is_parquet_name(&name) {
-                            if let Err(e) = std::fs::metadata(file.path()) {
-                                return Err(unreadable(key, e));
-                            }
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        Ok(())
     }
 
     /// The keys under `events/` but outside the tables' directories
@@ -814,13 +779,7 @@ impl Lake {
     }
 }
 
-/// Whether a key's name ends in `.parquet`, in any case (`.PARQUET` is a
-/// Parquet file a reader would take too).
-pub fn is_parquet_name(key: &str) -> bool {
-    key.len() >= 8
-        && key.is_char_boundary(key.len() - 8)
-        && key[key.len() - 8..].eq_ignore_ascii_case(".parquet")
-}
+pub use ledger_s3::local::is_parquet_name;
 
 /// Why a file read whole gave another count of rows than its footer.
 pub const ROWS_CHANGED: &str = "the file changed while the run read it (written again in place, \

@@ -62,6 +62,9 @@ pub const S3_REQUEST_TIMEOUT: &str = "120s";
 pub struct Lake {
     pub store: Arc<dyn ObjectStore>,
     pub name: String,
+    /// A local lake's directory: its listing passes over a dangling
+    /// symbolic link, which [`Lake::lake_files`] refuses by name.
+    pub local_root: Option<std::path::PathBuf>,
 }
 
 impl Lake {
@@ -102,9 +105,11 @@ impl Lake {
                     .map_err(|e| CompactError::Usage(format!("cannot open {location}: {e}")))?,
             )
         };
+        let local_root = (!location.starts_with("s3://")).then(|| location.into());
         Ok(Lake {
             store,
             name: location.to_owned(),
+            local_root,
         })
     }
 
@@ -113,6 +118,7 @@ impl Lake {
         Lake {
             store,
             name: name.to_owned(),
+            local_root: None,
         }
     }
 
@@ -120,6 +126,7 @@ impl Lake {
     /// ETag), sorted by key: the versions a manifest names. Other keys are
     /// ignored.
     pub async fn lake_files(&self, prefix: &str) -> Result<Vec<FileVersion>, CompactError> {
+        self.unlisted_local(prefix)?;
         let path = Path::from(prefix);
         let metas: Vec<_> = self
             .store
@@ -138,6 +145,39 @@ impl Lake {
             .collect();
         files.sort();
         Ok(files)
+    }
+
+    /// For a local lake, an error naming the first entry under `prefix`
+    /// (`events`, a table's directory or a partition's) the listing would
+    /// pass over: a symbolic link whose target is missing (an unmounted
+    /// share) or may not be opened. Without it a day on such a share would
+    /// be "nothing to do", or compacted without the files on it.
+    fn unlisted_local(&self, prefix: &str) -> Result<(), CompactError> {
+        let Some(root) = &self.local_root else {
+            return Ok(());
+        };
+        let rest = prefix
+            .trim_end_matches('/')
+            .strip_prefix(LAKE_EVENTS_PREFIX);
+        let mut parts = rest.unwrap_or_default().trim_start_matches('/').split('/');
+        let (table, only) = (parts.next().and_then(Table::parse), parts.next());
+        let tables = table.map_or(Table::ALL.to_vec(), |t| vec![t]);
+        for table in tables {
+            let found = ledger_s3::local::unreadable_entry(root, table.as_str(), only, |key| {
+                parse_object_key(key).is_some()
+            });
+            if let Some((key, e)) = found {
+                return Err(CompactError::Store {
+                    op: "list",
+                    key,
+                    why: format!(
+                        "cannot be read ({e}): a symbolic link whose target is missing or may \
+                         not be opened? The listing would pass over it as if it were not there"
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The partitions that hold at least one lake file, optionally of one table.

@@ -424,3 +424,49 @@ async fn the_cli_keeps_its_exit_code_contract_and_survives_a_real_crash() {
     assert!(String::from_utf8_lossy(&damaged.stderr).contains(&victim));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A lake file or a day behind a symbolic link whose target is missing (a
+/// share not mounted) is refused by name, exit 2, and nothing changes:
+/// `object_store`'s local listing would pass over it, and a day on the share
+/// would be "nothing to do", or compacted without the files on it.
+#[cfg(unix)]
+#[test]
+fn a_dangling_symlink_in_a_local_lake_is_refused_by_name() {
+    let dir = small_file_lake("dangling");
+    let lake_arg = dir.to_str().unwrap();
+    let first = files(&dir).into_iter().next().unwrap();
+    let day = Path::new(&first).parent().unwrap().to_owned();
+    let gone = dir.join("not-mounted");
+    let file_link = day.join("i-00000000000000000000000000000000.parquet");
+    std::os::unix::fs::symlink(&gone, dir.join(&file_link)).unwrap();
+    let before = files(&dir);
+    for args in [
+        vec!["--lake", lake_arg],
+        vec!["--lake", lake_arg, "--dry-run"],
+    ] {
+        let out = cli(&args, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(file_link.to_str().unwrap()), "{stderr}");
+        assert!(stderr.contains("symbolic link"), "{stderr}");
+        assert_eq!(files(&dir), before, "nothing changed");
+    }
+    // A day's directory behind one.
+    std::fs::remove_file(dir.join(&file_link)).unwrap();
+    let table = day.parent().unwrap();
+    let day_link = table.join("date=2099-01-01");
+    std::os::unix::fs::symlink(&gone, dir.join(&day_link)).unwrap();
+    let out = cli(&["--lake", lake_arg], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(day_link.to_str().unwrap()), "{stderr}");
+    std::fs::remove_file(dir.join(&day_link)).unwrap();
+    let out = cli(&["--lake", lake_arg], &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -15,6 +15,11 @@
 //! [`CONNECT_TIMEOUT`], a request after the caller's request timeout, and
 //! failed requests are retried [`MAX_RETRIES`] times within
 //! [`RETRY_TIMEOUT`].
+//!
+//! [`local`]: for a lake in a local directory, the entries `object_store`'s
+//! listing passes over (a dangling symbolic link), for every tool alike.
+
+pub mod local;
 
 use std::error::Error;
 use std::time::Duration;
