@@ -347,7 +347,8 @@ SELECT 'balance_integrity', 'entry_not_the_accounts', stream_key, seq, event_id,
        format('{} entry {} is not this account''s', kind, entry_id)
 FROM (SELECT *, concat(CASE kind WHEN 'deposited' THEN 'dep:' ELSE 'wd:' END, stream_key, ':') AS own
       FROM pa WHERE kind IN ('deposited', 'withdrawn') AND entry_id IS NOT NULL)
-WHERE NOT (starts_with(entry_id, own) AND length(entry_id) > length(own));
+WHERE NOT (starts_with(entry_id, own)
+           AND regexp_full_match(substr(entry_id, length(own) + 1), '[A-Za-z0-9._-]{1,64}'));
 
 -- 4. no_overdraft: balance − held ≥ −limit after every event (HUGEINT: no overflow), where the
 -- limit is the smaller of the one the account was opened with (its seq-1 row's: a row that
@@ -417,8 +418,8 @@ WHERE kind = 'created' AND deadline_ms IS NOT NULL
   AND NOT (deadline_ms::HUGEINT - occurred_at_ms BETWEEN 1000 AND 2592000000);
 
 -- ... between two accounts (the ledger refuses a transfer to its source) of the transfer's tenant:
--- t.{tenant}.{key} moves money between {tenant}.{id} accounts only (an id of another form names
--- no tenant to judge by).
+-- t.{tenant}.{key} moves money between {tenant}.{id} accounts only; an id of another form names
+-- no tenant to judge by (transfer_id_form).
 INSERT INTO findings
 SELECT 'transfer_conservation', 'same_account', stream_key, seq, event_id,
        format('created from {} to itself', source)
@@ -426,10 +427,16 @@ FROM tp
 WHERE kind = 'created' AND source = destination;
 
 INSERT INTO findings
+SELECT 'transfer_conservation', 'transfer_id_form', stream_key, seq, event_id,
+       format('transfer id {} is not t.{{tenant}}.{{key}}: accounts {} and {}', stream_key, source, destination)
+FROM tp
+WHERE kind = 'created' AND NOT regexp_full_match(stream_key, 't\.[A-Za-z0-9_-]{1,32}\.[A-Za-z0-9._-]{1,64}');
+
+INSERT INTO findings
 SELECT 'transfer_conservation', 'cross_tenant', stream_key, seq, event_id,
        format('created from {} to {}: not accounts of tenant {}', source, destination, tenant)
 FROM (SELECT *, split_part(stream_key, '.', 2) AS tenant FROM tp
-      WHERE kind = 'created' AND starts_with(stream_key, 't.') AND strpos(substr(stream_key, 3), '.') > 0)
+      WHERE kind = 'created' AND regexp_full_match(stream_key, 't\.[A-Za-z0-9_-]{1,32}\.[A-Za-z0-9._-]{1,64}'))
 WHERE NOT starts_with(coalesce(source, tenant || '.'), tenant || '.')
    OR NOT starts_with(coalesce(destination, tenant || '.'), tenant || '.');
 

@@ -98,6 +98,11 @@ pub enum Class {
     /// lake's accounts, only `created`, past its deadline: one tenant's
     /// transfer reaching another's accounts.
     CrossTenant,
+    /// A transfer under an id not of the form `t.{tenant}.{key}`
+    /// (`x.{tenant}.…`) between two of the lake's accounts, only `created`,
+    /// past its deadline: an id that names no tenant, so no tenant check
+    /// could judge its accounts.
+    ForeignId,
     /// A transfer from the lake's first account to itself, only `created`,
     /// past its deadline (the ledger refuses one).
     SameAccount,
@@ -184,6 +189,7 @@ impl Class {
         Class::FutureCreated,
         Class::EntryTwice,
         Class::CrossTenant,
+        Class::ForeignId,
         Class::SameAccount,
         Class::AmountOutOfRange,
         Class::LimitOutOfRange,
@@ -1293,16 +1299,24 @@ pub fn inject(root: &Path, class: Class, now_ms: i64) -> Result<Injected, String
                 ],
             )
         }
-        Class::CrossTenant | Class::SameAccount => {
-            let (t, to_itself, code) = if class == Class::CrossTenant {
-                (
+        Class::CrossTenant | Class::ForeignId | Class::SameAccount => {
+            let tenant = crate::gen::GEN_TENANT;
+            let (t, to_itself, code) = match class {
+                Class::CrossTenant => (
                     "t.intruder.injected-cross-tenant".to_owned(),
                     false,
                     "cross_tenant",
-                )
-            } else {
-                let t = format!("t.{}.injected-same-account", crate::gen::GEN_TENANT);
-                (t, true, "same_account")
+                ),
+                Class::ForeignId => (
+                    format!("x.{tenant}.injected-foreign-id"),
+                    false,
+                    "transfer_id_form",
+                ),
+                _ => (
+                    format!("t.{tenant}.injected-same-account"),
+                    true,
+                    "same_account",
+                ),
             };
             let (t, _, e) = created_only_as(&mut l, &t, to_itself, |at| at + 300_000)?;
             (

@@ -212,7 +212,12 @@ impl Cols {
                     .map_err(|_| BatchError::Layout(format!("row {i}: negative seq {s}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        if let Some(i) = (0..n).find(|&i| !SCHEMA_VERSIONS_KNOWN.contains(&v.value(i))) {
+        // A version newer than any this reconciler knows stops the run
+        // (its rows may mean what this one cannot judge); one older than
+        // any the ledger wrote is a row that is not valid (`invalid_event`,
+        // judged with the rest).
+        let newest = SCHEMA_VERSIONS_KNOWN.iter().copied().max().unwrap_or(0);
+        if let Some(i) = (0..n).find(|&i| v.value(i) > newest) {
             return Err(BatchError::Version {
                 event_id: event_id.value(i).to_owned(),
                 v: v.value(i),

@@ -298,6 +298,10 @@ impl std::fmt::Display for SchemaError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         use SchemaError::*;
         match self {
+            UnsupportedVersion { v } if SCHEMA_VERSIONS_KNOWN.iter().all(|k| v < k) => write!(
+                f,
+                "schema version {v} is older than any the ledger writes (known: {SCHEMA_VERSIONS_KNOWN:?})"
+            ),
             UnsupportedVersion { v } => write!(
                 f,
                 "schema version {v} is not known to this reader (known: {SCHEMA_VERSIONS_KNOWN:?}); upgrade the reader"

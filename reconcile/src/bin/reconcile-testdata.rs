@@ -69,7 +69,7 @@ enum Cmd {
         /// The instant reconcile will judge deadlines at: the findings printed are a run's at
         /// that instant (classes with a deadline or a date: dangling, far-deadline,
         /// future-created, token-hold, credit-lost, credit-while-releasing, cross-tenant,
-        /// same-account, created-lost, transfer-lost). The default, late in the year 9999, is
+        /// foreign-id, same-account, created-lost, transfer-lost). The default, late in the year 9999, is
         /// past every deadline and before future-created's row; a class that cannot be judged
         /// at the instant given is exit 2 naming both.
         #[arg(long, default_value_t = NOW_MS_DEFAULT)]

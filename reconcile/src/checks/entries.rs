@@ -175,10 +175,11 @@ impl EntryIds {
 }
 
 /// Whether a deposit's or a withdrawal's entry id is its account's:
-/// `dep:{account}:{key}` or `wd:{account}:{key}`, the key not empty, as the
-/// edge derives it (`ledger_api::names`). One naming another account (or of
-/// another form) would let the same posting be booked on a second account
-/// unseen: entry ids are kept per account.
+/// `dep:{account}:{key}` or `wd:{account}:{key}`, the key a client's
+/// (`[A-Za-z0-9._-]{1,64}`, no `:`), as the edge derives it
+/// (`ledger_api::names`). One naming another account (or of another form)
+/// would let the same posting be booked on a second account unseen: entry
+/// ids are kept per account.
 pub fn names_its_account(kind: AccountKind, entry_id: &str, account: &str) -> bool {
     let Some(prefix) = prefix_of(kind) else {
         return true;
@@ -187,7 +188,7 @@ pub fn names_its_account(kind: AccountKind, entry_id: &str, account: &str) -> bo
         .strip_prefix(prefix)
         .and_then(|r| r.strip_prefix(account))
         .and_then(|r| r.strip_prefix(':'))
-        .is_some_and(|key| !key.is_empty())
+        .is_some_and(|key| ledger_events::ids::check_client_key(key).is_ok())
 }
 
 /// What a deposit's or a withdrawal's entry id starts with (no other kind
@@ -250,12 +251,15 @@ mod tests {
         assert!(names_its_account(Deposited, "dep:acme.a:k1", a));
         assert!(names_its_account(Withdrawn, "wd:acme.a:k.1-x", a));
         for (kind, id) in [
-            (Deposited, "dep:acme.b:k1"),    // another account's
-            (Deposited, "dep:acme.ab:k1"),   // an account whose name starts with this one's
-            (Deposited, "wd:acme.a:k1"),     // a withdrawal's, on a deposit
-            (Withdrawn, "dep:acme.a:k1"),    // and the other way round
-            (Deposited, "dep:acme.a:"),      // no key
-            (Deposited, "dep:acme.a"),       // no key at all
+            (Deposited, "dep:acme.b:k1"),       // another account's
+            (Deposited, "dep:acme.ab:k1"),      // an account whose name starts with this one's
+            (Deposited, "wd:acme.a:k1"),        // a withdrawal's, on a deposit
+            (Withdrawn, "dep:acme.a:k1"),       // and the other way round
+            (Deposited, "dep:acme.a:"),         // no key
+            (Deposited, "dep:acme.a"),          // no key at all
+            (Deposited, "dep:acme.a:k1:retry"), // a key no client may choose
+            (Withdrawn, "wd:acme.a:k\n1"),
+            (Withdrawn, &format!("wd:acme.a:{}", "k".repeat(65))),
             (Deposited, "acme.a:k1"),        // no prefix
             (Deposited, "t.acme.k1:credit"), // a leg's
         ] {

@@ -21,8 +21,10 @@
 //! a transfer) of the transfer's tenant (`cross_tenant`: a transfer
 //! `t.{tenant}.{key}` moves money between accounts `{tenant}.{id}` only:
 //! the edge derives all three from one tenant, `edge/api/src/names.rs`,
-//! whose forms docs/EVENTS.md gives; a transfer id of another form names no
-//! tenant to judge by).
+//! whose forms docs/EVENTS.md gives). A transfer id of another form names
+//! no tenant to judge its accounts by, and is `transfer_id_form`: otherwise
+//! it would move money between two tenants' accounts with every check
+//! holding (conservation is per currency, not per tenant).
 //!
 //! What holding proves: every transfer moved exactly what it said, from
 //! where it said, to where it said, or nothing at all.
@@ -125,7 +127,8 @@ pub fn check_terms<'a>(
 
 /// Judges the accounts a `created` row of transfer `t` names: two
 /// (`same_account`), each of the tenant of `t` = `t.{tenant}.{key}`
-/// (`cross_tenant`, once, naming every foreign one).
+/// (`cross_tenant`, once, naming every foreign one); `t` itself of that form
+/// (`transfer_id_form`).
 fn check_parties(
     t: &str,
     source: Option<&str>,
@@ -140,8 +143,22 @@ fn check_parties(
             );
         }
     }
-    let Some((tenant, _)) = t.strip_prefix("t.").and_then(|r| r.split_once('.')) else {
-        return;
+    // The edge names every transfer `t.{tenant}.{key}`: one of another form
+    // names no tenant its accounts could be judged by, and would move money
+    // between any two accounts, of any tenants, unseen.
+    let tenant = match ledger_api::names::parse_transfer_id(t) {
+        Ok((tenant, _)) => tenant,
+        Err(why) => {
+            return found(
+                "transfer_id_form",
+                format!(
+                    "{why}: the edge names every transfer t.{{tenant}}.{{key}}, so the tenant its \
+                     accounts ({} and {}) must share is not known",
+                    shown(source),
+                    shown(destination)
+                ),
+            )
+        }
     };
     // Tenants contain no `.`: the first one ends an account's tenant.
     let foreign: Vec<String> = [("source", source), ("destination", destination)]
@@ -387,8 +404,24 @@ mod tests {
         let found = judge("t.acme.k", Some("evil.a"), Some("evil.b"));
         assert_eq!(found.len(), 1);
         assert!(found[0].1.contains("source evil.a and destination evil.b"));
-        // An id of another form names no tenant; absent parties are not judged here.
-        assert!(judge("transfer-1", Some("acme.a"), Some("evil.b")).is_empty());
+        // An id of another form names no tenant: its accounts cannot be
+        // judged, and that is the finding, whatever they are.
+        for t in [
+            "transfer-1",
+            "x.acme.k",
+            "acme.k",
+            "t.acme",
+            "T.acme.k",
+            "t.acme.k:1",
+            "t..k",
+        ] {
+            let found = judge(t, Some("acme.a"), Some("evil.b"));
+            assert_eq!(found.len(), 1, "{t}: {found:?}");
+            assert_eq!(found[0].0, "transfer_id_form", "{t}");
+            assert!(found[0].1.contains("acme.a and evil.b"), "{}", found[0].1);
+        }
+        assert_eq!(judge("x.acme.k", Some("acme.a"), Some("acme.b")).len(), 1);
+        // Absent parties are not judged here.
         assert!(judge("t.acme.k", None, None).is_empty());
     }
 
