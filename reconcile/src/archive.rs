@@ -760,19 +760,15 @@ pub fn remove_unnamed<'a>(
 ) -> Result<(), String> {
     let (dir, stem) = place(checkpoint);
     let keep: HashSet<&str> = keep.collect();
-    let (suffix, tmp) = (format!(".{ext}"), format!("{ext}.tmp"));
-    let named = |r: &str| {
-        r.strip_suffix(&suffix).is_some_and(|h| {
-            h.len() == 16 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        })
-    };
+    let tmp = format!("{ext}.tmp");
     let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let ours = name
-            .strip_prefix(&stem)
-            .and_then(|r| r.strip_prefix('.'))
-            .is_some_and(|r| named(r) || r == tmp);
+        let ours = state_file_of(&stem, &name, ext)
+            || name
+                .strip_prefix(&stem)
+                .and_then(|r| r.strip_prefix('.'))
+                .is_some_and(|r| r == tmp);
         if ours && !keep.contains(name.as_str()) {
             std::fs::remove_file(e.path())
                 .map_err(|err| format!("{}: {err}", e.path().display()))?;
@@ -780,6 +776,42 @@ pub fn remove_unnamed<'a>(
     }
     Ok(())
 }
+
+/// Whether `name` is `{stem}.<16 hex digits>.{ext}`: a file of the state of
+/// the checkpoint `stem` (archive segments, the entry store, files of
+/// streams), as only that checkpoint names its files.
+fn state_file_of(stem: &str, name: &str, ext: &str) -> bool {
+    name.strip_prefix(stem)
+        .and_then(|r| r.strip_prefix('.'))
+        .and_then(|r| r.strip_suffix(ext))
+        .and_then(|r| r.strip_suffix('.'))
+        .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
+/// The files of a checkpoint's state beside `checkpoint` (its archive
+/// segments, entry store and files of streams), sorted: a checkpoint that is
+/// missing while they are there was lost, and a run must not take itself
+/// for a first one.
+pub fn state_files(checkpoint: &Path) -> Vec<String> {
+    let (dir, stem) = place(checkpoint);
+    let mut found: Vec<String> = std::fs::read_dir(&dir)
+        .map(|r| {
+            r.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| {
+                    STATE_FILE_EXTS
+                        .iter()
+                        .any(|ext| state_file_of(&stem, n, ext))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+/// The extensions of the files of a checkpoint's state.
+pub const STATE_FILE_EXTS: &[&str] = &["seg", "ent", "prs"];
 
 #[cfg(test)]
 mod tests {

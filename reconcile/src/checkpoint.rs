@@ -42,7 +42,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use ledger_events::Stream;
@@ -496,8 +496,12 @@ impl ProofState {
         if !ledger_ingest::LAKE_LAYOUTS_READABLE.contains(&f.layout.as_ref()) {
             return Err(format!("written for lake layout {:?}", f.layout));
         }
-        if f.lake != lake {
-            return Err(format!("written for the lake {:?}, not {lake:?}", f.lake));
+        let identity = crate::store::Location::identity(lake);
+        if !crate::store::Location::is_same_lake(&f.lake, &identity) {
+            return Err(format!(
+                "written for the lake {:?}, not {lake:?} ({identity})",
+                f.lake
+            ));
         }
         let entry_key = match f.entry_key.as_deref() {
             Some(hex) => Some(parse_entry_key(hex).ok_or_else(|| {
@@ -675,7 +679,8 @@ impl ProofState {
         .map_err(beside)?;
         let f = Header {
             version: CHECKPOINT_VERSION,
-            lake: Cow::Borrowed(lake),
+            // The lake however it was spelled (`crate::store::Location::identity`).
+            lake: Cow::Owned(crate::store::Location::identity(lake)),
             layout: Cow::Borrowed(ledger_ingest::LAKE_LAYOUT_VERSION),
             written_at_ms: now_ms,
             files: Cow::Borrowed(&self.files),
@@ -736,7 +741,13 @@ impl ProofState {
             entry_generation: generation,
         };
         let header = serde_json::to_vec(&f).map_err(|e| err(e.to_string()))?;
-        let tmp = path.with_extension("tmp");
+        // `FILE.tmp`, appended: `with_extension` would give the checkpoints
+        // `ck` and `ck.b` one temporary file, and each has its own lock.
+        let tmp = {
+            let mut name = path.as_os_str().to_owned();
+            name.push(".tmp");
+            PathBuf::from(name)
+        };
         let file = std::fs::File::create(&tmp).map_err(|e| err(e.to_string()))?;
         let mut out = HashingWriter {
             inner: std::io::BufWriter::with_capacity(1 << 20, file),

@@ -244,6 +244,7 @@ fn output_files_placeable(cli: &Cli) -> Result<(), String> {
         Ok(Location::Local(dir)) => std::path::Path::new(&dir).canonicalize().ok(),
         _ => None,
     };
+    let checkpoint = cli.checkpoint.as_deref().and_then(placed);
     let mut seen: Vec<(&str, PathBuf)> = Vec::new();
     for (flag, path) in files {
         let Some(at) = path.as_deref().and_then(placed) else {
@@ -253,6 +254,19 @@ fn output_files_placeable(cli: &Cli) -> Result<(), String> {
             return Err(format!(
                 "{flag} and {other} name the same file {}: each output needs its own",
                 at.display()
+            ));
+        }
+        if let Some(ck) = checkpoint
+            .as_ref()
+            .filter(|ck| flag != "--checkpoint" && is_companion(ck, &at))
+        {
+            return Err(format!(
+                "{flag} {}: is a file of the checkpoint {} (its lock, its temporary file or a \
+                 file of its state: `{}.*`), which the run replaces or relies on\n\
+                 Help: name another file",
+                at.display(),
+                ck.display(),
+                ck.display()
             ));
         }
         if let Some(root) = lake_root.as_ref().filter(|r| at.starts_with(r)) {
@@ -266,6 +280,21 @@ fn output_files_placeable(cli: &Cli) -> Result<(), String> {
         seen.push((flag, at));
     }
     Ok(())
+}
+
+/// Whether `at` is one of the files of the checkpoint `ck` (both as
+/// [`placed`]): `ck.lock`, `ck.tmp`, `ck.{hex}.seg` and the rest, all named
+/// `ck.` and more, beside it.
+fn is_companion(ck: &std::path::Path, at: &std::path::Path) -> bool {
+    let (Some(name), Some(other)) = (ck.file_name(), at.file_name()) else {
+        return false;
+    };
+    let mut prefix = name.to_owned();
+    prefix.push(".");
+    ck.parent() == at.parent()
+        && other
+            .as_encoded_bytes()
+            .starts_with(prefix.as_encoded_bytes())
 }
 
 /// The run: resumes from the checkpoint when there is a usable one.
@@ -308,6 +337,25 @@ async fn reconcile_with(
                     None
                 }
             }
+        }
+        Some(path) if !cli.full => {
+            // No checkpoint file, yet the files of one's state beside it:
+            // it was lost (a restore that missed it, a typo in the path), and
+            // a first run would forget every tail it proved and owed.
+            let left = ledger_reconcile::archive::state_files(path);
+            if let Some(first) = left.first() {
+                return Err(Error::Lake(format!(
+                    "checkpoint {}: the file is missing, yet {} file(s) of its state are beside it \
+                     ({first}{}): it was written and is lost, or the path is mistyped\n\
+                     Help: restore the checkpoint file (or correct the path); --full proves the lake \
+                     from the first event and writes a new checkpoint, without judging what the lost \
+                     one proved and was owed",
+                    path.display(),
+                    left.len(),
+                    if left.len() > 1 { ", …" } else { "" }
+                )));
+            }
+            None
         }
         _ => None,
     };

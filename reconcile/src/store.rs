@@ -30,6 +30,30 @@ pub enum Location {
 }
 
 impl Location {
+    /// What names the lake at `location` however it is spelled, for the
+    /// state files that belong to one lake (the checkpoint, the alert
+    /// state): a local directory's absolute path with links resolved
+    /// (`lake`, `./lake`, `lake/` and `/srv/lake` are one), `s3://BUCKET` or
+    /// `s3://BUCKET/PREFIX` without slashes at either end of the prefix; the
+    /// spelling itself when it names nothing that exists.
+    pub fn identity(location: &str) -> String {
+        match Location::parse(location) {
+            Ok(Location::Local(dir)) => std::path::Path::new(&dir)
+                .canonicalize()
+                .map_or_else(|_| location.to_owned(), |p| p.display().to_string()),
+            Ok(Location::S3 { bucket, prefix }) if prefix.is_empty() => format!("s3://{bucket}"),
+            Ok(Location::S3 { bucket, prefix }) => format!("s3://{bucket}/{prefix}"),
+            Err(_) => location.to_owned(),
+        }
+    }
+
+    /// Whether a state file that records the lake `recorded` (an identity,
+    /// or the spelling an older reconciler recorded) belongs to the lake
+    /// whose identity is `identity`.
+    pub fn is_same_lake(recorded: &str, identity: &str) -> bool {
+        recorded == identity || Location::identity(recorded) == identity
+    }
+
     /// `s3://BUCKET[/PREFIX]`, another `scheme://` (refused), or a local path.
     pub fn parse(location: &str) -> Result<Location, String> {
         if let Some(rest) = location.strip_prefix("s3://") {

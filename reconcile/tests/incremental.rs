@@ -5230,3 +5230,107 @@ fn a_split_resumed_night_continues_a_misplaced_stream_from_its_checkpoint() {
     assert!(!i.reproved_in_full, "{i:?}");
     assert_same(2, &second, &full(&root));
 }
+
+/// rev-s48-incremental M1 and L2: the checkpoints `ck` and `ck.b` never
+/// share a temporary file (`with_extension` gave both `ck.tmp`, and each has
+/// its own lock, so two runs saving at once published one lake's checkpoint
+/// under the other's name); and a checkpoint file lost while the files of its
+/// state are beside it is refused, not taken for a first run that would
+/// forget what it proved and was owed.
+#[test]
+fn checkpoints_keep_to_their_own_files_and_a_lost_one_is_no_first_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake");
+    let events = history(23, 6, 120);
+    deliver(&root, &events.iter().collect::<Vec<_>>(), "n0");
+    let (ck, ck_b) = (dir.path().join("ck"), dir.path().join("ck.b"));
+    // Another run's checkpoint `ck` being written, its temporary file open.
+    let in_progress = dir.path().join("ck.tmp");
+    std::fs::write(&in_progress, b"another run's checkpoint, half written").unwrap();
+    let (code, stderr) = cli(&root, &["--checkpoint", ck_b.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        std::fs::read(&in_progress).unwrap(),
+        b"another run's checkpoint, half written",
+        "ck.b's save went through ck.tmp"
+    );
+    assert!(ck_b.is_file() && !dir.path().join("ck.b.tmp").exists());
+    std::fs::remove_file(&in_progress).unwrap();
+    let (code, stderr) = cli(&root, &["--checkpoint", ck.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    // `ck` lost, the files of its state left beside it.
+    let state = ledger_reconcile::archive::state_files(&ck);
+    assert!(!state.is_empty(), "a checkpoint keeps files of its state");
+    assert!(state.iter().all(|f| !f.starts_with("ck.b.")), "{state:?}");
+    std::fs::remove_file(&ck).unwrap();
+    let (code, stderr) = cli(&root, &["--checkpoint", ck.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("the file is missing, yet") && stderr.contains(&state[0]),
+        "{stderr}"
+    );
+    assert!(!ck.exists(), "nothing written");
+    assert_eq!(
+        ledger_reconcile::archive::state_files(&ck),
+        state,
+        "nothing deleted"
+    );
+    // `--full` is the way on, and writes a new one; `ck.b` was never touched.
+    let (code, stderr) = cli(&root, &["--checkpoint", ck.to_str().unwrap(), "--full"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(ck.is_file());
+    let (code, stderr) = cli(&root, &["--checkpoint", ck_b.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+/// rev-s48-incremental M2: the state files belong to the lake, not to its
+/// spelling: `lake`, `./lake/` and the absolute path resume from one
+/// checkpoint and keep one alert state (each was "another lake", exit 2, and
+/// the `--full` it asked for forgot every tail the checkpoint proved and
+/// owed). Another directory is still another lake.
+#[test]
+fn a_lake_spelled_another_way_is_the_same_lake() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake");
+    let events = history(29, 6, 120);
+    deliver(&root, &events.iter().collect::<Vec<_>>(), "n0");
+    let run = |lake: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+            .current_dir(dir.path())
+            .args([lake, "--now-ms", &NOW_MS.to_string(), "--checkpoint", "ck"])
+            .args([
+                "--alert-state",
+                "alerts.json",
+                "--alert-webhook",
+                "http://127.0.0.1:9/",
+            ])
+            .env_remove("LEDGER_LAKE")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = run("lake");
+    assert_eq!(code, 0, "{stderr}");
+    let absolute = root.canonicalize().unwrap();
+    for spelling in ["./lake/", "lake/", absolute.to_str().unwrap()] {
+        let (code, stderr) = run(spelling);
+        assert_eq!(code, 0, "{spelling}: {stderr}");
+        assert!(
+            stderr.contains("resuming from checkpoint"),
+            "{spelling}: {stderr}"
+        );
+    }
+    let other = dir.path().join("other");
+    ledger_reconcile::corrupt::copy_lake(&root, &other).unwrap();
+    let (code, stderr) = run("other");
+    assert_eq!(code, 2, "{stderr}");
+    // The alert state is checked first, before the lake is read.
+    assert!(stderr.contains("belongs to the lake"), "{stderr}");
+    std::fs::remove_file(dir.path().join("alerts.json")).unwrap();
+    let (code, stderr) = run("other");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("written for the lake"), "{stderr}");
+}

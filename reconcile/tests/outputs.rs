@@ -331,6 +331,30 @@ fn an_output_path_that_cannot_be_placed_is_exit_2_before_the_run() {
         "{err}"
     );
     assert!(r.stdout.is_empty() && !tmp.path().join("ck").exists());
+    // Nor on a file of the checkpoint's (rev-s48-outputs M2): its lock,
+    // its temporary file, a file of its state.
+    for (flag, name) in [
+        ("--json", "ck.lock"),
+        ("--metrics", "ck.0123456789abcdef.seg"),
+        ("--alert-state", "ck.tmp"),
+    ] {
+        let r = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+            .current_dir(tmp.path())
+            .args([s(&clean), "--quiet", "--checkpoint", "ck", flag, name])
+            .args(["--now-ms", &NOW_MS.to_string()])
+            .args(
+                ["--alert-webhook", "http://127.0.0.1:9/"]
+                    .iter()
+                    .filter(|_| flag == "--alert-state"),
+            )
+            .env_remove("LEDGER_LAKE")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{flag} {name}: {err}");
+        assert!(err.contains("is a file of the checkpoint"), "{err}");
+        assert!(r.stdout.is_empty() && !tmp.path().join("ck").exists());
+    }
     let lake_file = common::files_under(&clean, "events").remove(0);
     let before = std::fs::read(clean.join(&lake_file)).unwrap();
     let r = run_bin(

@@ -225,7 +225,7 @@ pub fn read_state(path: &Path, lake: &str) -> Result<BTreeSet<String>, String> {
     let Some(state) = load_state(path)? else {
         return Ok(BTreeSet::new());
     };
-    if state.lake != lake {
+    if !crate::store::Location::is_same_lake(&state.lake, &crate::store::Location::identity(lake)) {
         return Err(format!(
             "alert: the state file {} belongs to the lake {:?}, not {lake:?}; one state file per lake\n{STATE_HELP}",
             path.display(),
@@ -238,7 +238,8 @@ pub fn read_state(path: &Path, lake: &str) -> Result<BTreeSet<String>, String> {
 fn write_state(path: &Path, lake: &str, fingerprints: &BTreeSet<String>) -> Result<(), String> {
     let state = AlertState {
         version: ALERT_STATE_VERSION,
-        lake: lake.to_owned(),
+        // The lake however it was spelled.
+        lake: crate::store::Location::identity(lake),
         written_at_ms: wall_clock_ms(),
         fingerprints: fingerprints.clone(),
     };
