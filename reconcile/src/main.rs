@@ -420,6 +420,14 @@ async fn settle_wait(
     // What the first run could not judge, this one does not either.
     let (mut report, state) = reconcile_from(lake, &later, resume).await?;
     report.not_judged.splice(0..0, first.not_judged);
+    // What the first run found gone or lost, this one, resumed from the
+    // checkpoint the first wrote (which lists the files as they are now),
+    // does not see again: the night's outputs say it all the same.
+    if let (Some(was), Some(now)) = (first.incremental, report.incremental.as_mut()) {
+        now.files_gone += was.files_gone;
+        now.files_lost += was.files_lost;
+        now.reproved_in_full |= was.reproved_in_full;
+    }
     Ok((report, state))
 }
 

@@ -1517,3 +1517,62 @@ fn every_edit_mutate_prints_changes_the_lake() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// rev-s48-incremental M3: with `--settle-wait` and a checkpoint, the
+/// outputs come from the second pass, resumed from the checkpoint the first
+/// wrote, which lists the lake as it is: a proved file the first pass found
+/// lost must still be in the night's report (it read 0, with no `LOST` line,
+/// on exactly the nights a finding was pending).
+#[test]
+fn settle_wait_keeps_the_files_the_first_pass_found_lost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("gap");
+    clean_lake(&dir);
+    inject(&dir, Class::Gap, NOW_MS).unwrap();
+    let everything_young = (NOW_MS - GEN_START_MS).to_string();
+    let json = tmp.path().join("r.json");
+    let (code, _, _) = run_bin(&[
+        dir.to_str().unwrap(),
+        "--quiet",
+        "--settle-ms",
+        &everything_young,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let youngest = j["checks"][0]["pending"][0]["youngest_ms"]
+        .as_i64()
+        .unwrap();
+    let ck = tmp.path().join("ck");
+    let at = (youngest + 500).to_string();
+    let night = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+            .arg(dir.to_str().unwrap())
+            .args(["--checkpoint", ck.to_str().unwrap(), "--settle-ms", "1500"])
+            .args(["--now-ms", &at, "--json", json.to_str().unwrap()])
+            .args(extra)
+            .env_remove("LEDGER_LAKE")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        (out.status.code().unwrap_or(-1), stdout, j)
+    };
+    let (code, _, j) = night(&[]);
+    assert_eq!(code, 0);
+    assert_eq!(j["pending"], 1, "{j}");
+    // A file the checkpoint proved leaves the lake, not by compaction.
+    let gone = common::files_under(&dir, "events/account").remove(0);
+    std::fs::remove_file(dir.join(&gone)).unwrap();
+    let (code, stdout, j) = night(&["--settle-wait"]);
+    assert_eq!(code, 1, "{stdout}");
+    let inc = &j["incremental"];
+    assert_eq!(
+        (inc["files_lost"].as_u64(), inc["files_gone"].as_u64()),
+        (Some(1), Some(1)),
+        "{inc}"
+    );
+    assert_eq!(inc["reproved_in_full"], true, "{inc}");
+    assert!(stdout.contains("  LOST "), "{stdout}");
+}
