@@ -11,6 +11,15 @@ use clap::Parser;
 use ledger_compact::{compact_partition, CompactError, Lake, Options, StopAt};
 use ledger_ingest::Table;
 
+/// A line on stderr; a stderr that is gone (a closed pipe) does not stop
+/// the work (`eprintln!` would panic, exit 101, mid-run).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "ledger-compact",
@@ -76,7 +85,7 @@ async fn run(cli: Cli) -> Result<u8, CompactError> {
             && (cli.date.is_empty() || cli.date.contains(&p.date))
     });
     if partitions.is_empty() {
-        eprintln!(
+        say!(
             "ledger-compact: no partition in {} matches (looked under events/{{table}}/date={{day}}/); nothing to do",
             lake.name
         );
@@ -94,18 +103,18 @@ async fn run(cli: Cli) -> Result<u8, CompactError> {
             Ok(report) => {
                 rows += report.input_rows;
                 let tag = if cli.dry_run { " (dry run)" } else { "" };
-                eprintln!("[{}/{}] {report}{tag}", i + 1, partitions.len());
+                say!("[{}/{}] {report}{tag}", i + 1, partitions.len());
                 for c in &report.conflicts {
-                    eprintln!("  conflict kept: {c}");
+                    say!("  conflict kept: {c}");
                 }
                 if report.stopped_early {
-                    eprintln!("ledger-compact: LEDGER_COMPACT_CRASH={crash:?}: aborting now");
+                    say!("ledger-compact: LEDGER_COMPACT_CRASH={crash:?}: aborting now");
                     std::process::abort();
                 }
             }
             Err(CompactError::Damaged(e)) => {
                 damaged += 1;
-                eprintln!(
+                say!(
                     "[{}/{}] {}: skipped: {e}",
                     i + 1,
                     partitions.len(),
@@ -116,7 +125,7 @@ async fn run(cli: Cli) -> Result<u8, CompactError> {
         }
     }
     let secs = started.elapsed().as_secs_f64();
-    eprintln!(
+    say!(
         "ledger-compact: {} partitions, {rows} rows read in {secs:.2} s ({:.0} rows/s){}",
         partitions.len(),
         rows as f64 / secs.max(1e-9),
@@ -144,14 +153,14 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("ledger-compact: cannot start the async runtime: {e}");
+            say!("ledger-compact: cannot start the async runtime: {e}");
             return ExitCode::from(2);
         }
     };
     match rt.block_on(run(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("ledger-compact: error: {e}");
+            say!("ledger-compact: error: {e}");
             ExitCode::from(2)
         }
     }

@@ -470,3 +470,27 @@ fn a_dangling_symlink_in_a_local_lake_is_refused_by_name() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A stderr that is gone (a closed pipe: `ledger-compact … 2>&1 | true`)
+/// does not stop the work: every partition is compacted and the exit code is
+/// the run's (`eprintln!` panicked, exit 101, after the first partition).
+#[test]
+fn a_closed_stderr_does_not_stop_compaction() {
+    let dir = small_file_lake("closed-stderr");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ledger-compact"))
+        .args(["--lake", dir.to_str().unwrap()])
+        .env_remove("LEDGER_LAKE")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        files(&dir).iter().all(|f| f.contains("/c-")),
+        "{:?}",
+        files(&dir)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

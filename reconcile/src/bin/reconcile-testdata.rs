@@ -15,6 +15,24 @@ use clap::{Parser, Subcommand};
 use ledger_reconcile::corrupt::{damaged_copy, inject, mutate, Class};
 use ledger_reconcile::gen::{generate_lake_with_progress, GenConfig};
 
+/// A line on stderr; a stderr that is gone (a closed pipe) does not stop
+/// the work (`eprintln!` would panic, exit 101, mid-run).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// A line on stdout; a reader that left (`| head -1`) does not stop the
+/// work (`println!` would panic, exit 101).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 /// `corrupt --now-ms` by default: a day before the row `future-created`
 /// dates in the year 9999 (so that row is more than a settle window and an
 /// hour ahead), after every deadline a generated lake holds.
@@ -190,7 +208,7 @@ fn rekey(lake: &std::path::Path, date: &str) -> Result<(), String> {
                  YYYY-MM-DD (the date=... directories under events/)"
             ));
         }
-        println!("{name}: {moved} files of {date} moved under new keys, with their manifests");
+        out!("{name}: {moved} files of {date} moved under new keys, with their manifests");
         Ok(())
     })
 }
@@ -244,7 +262,7 @@ fn redeliver(lake: &std::path::Path, date: &str, every: u64) -> Result<(), Strin
                 .await
                 .map_err(|e| format!("put {}: {e}", f.key))?;
         }
-        println!(
+        out!(
             "{name}: {copies} of {read} rows of {date} delivered again, in {} new file(s)",
             files.len()
         );
@@ -339,13 +357,13 @@ fn scan(location: &str, verify: bool) -> Result<u64, String> {
         }
         let secs = started.elapsed().as_secs_f64();
         if verify {
-            println!(
+            out!(
                 "verify {location}: {files} files, {bytes} bytes, {rows} rows encoded, hashed and validated ({verify_failures} failed), {secs:.2} s, {:.0} rows/s",
                 rows as f64 / secs.max(1e-9)
             );
             return Ok(verify_failures);
         }
-        println!(
+        out!(
             "scan {location}: {files} files, {bytes} bytes, {rows} rows, {} columns ({}), {value_bytes} value bytes decoded, {secs:.2} s, {:.0} rows/s",
             ledger_events::FIELDS.len(),
             if views { "Utf8View" } else { "Utf8" },
@@ -419,7 +437,7 @@ fn main() -> ExitCode {
                     if tenth > shown && tenth < 10 {
                         shown = tenth;
                         let elapsed = started.elapsed().as_secs_f64();
-                        eprintln!(
+                        say!(
                             "generate: {}0 % ({done} of {total} events) in {elapsed:.0} s, ~{:.0} s left",
                             tenth,
                             elapsed * (total - done) as f64 / done.max(1) as f64
@@ -427,7 +445,7 @@ fn main() -> ExitCode {
                     }
                 },
             )
-            .map(|s| println!("generated {}: {s:?}", dir.display()))
+            .map(|s| out!("generated {}: {s:?}", dir.display()))
         }
         Cmd::Corrupt {
             clean,
@@ -435,9 +453,9 @@ fn main() -> ExitCode {
             class,
             now_ms,
         } => damaged_copy(&clean, &damaged, |copy| inject(copy, class, now_ms)).map(|i| {
-            println!("{}: {}", damaged.display(), i.description);
+            out!("{}: {}", damaged.display(), i.description);
             for e in i.expected {
-                println!(
+                out!(
                     "  expect {} {} {} {}",
                     e.check,
                     e.code,
@@ -453,7 +471,7 @@ fn main() -> ExitCode {
             count,
         } => damaged_copy(&clean, &damaged, |copy| mutate(copy, seed, count)).map(|edits| {
             for e in edits {
-                println!("{}: {e}", damaged.display());
+                out!("{}: {e}", damaged.display());
             }
         }),
         // Rows that fail verification: exit 1, as a violated proof (the
@@ -461,7 +479,7 @@ fn main() -> ExitCode {
         Cmd::Scan { lake, verify } => match scan(&lake, verify) {
             Ok(0) => Ok(()),
             Ok(failed) => {
-                eprintln!("scan: {failed} row(s) failed verification");
+                say!("scan: {failed} row(s) failed verification");
                 return ExitCode::from(1);
             }
             Err(e) => Err(e),
@@ -472,7 +490,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            say!("error: {e}");
             ExitCode::from(2)
         }
     }
