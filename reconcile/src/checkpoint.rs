@@ -454,7 +454,17 @@ impl ProofState {
         let err = |why: String| {
             CheckpointError(format!("checkpoint {}: {why}\n{FULL_HELP}", path.display()))
         };
-        let bytes = std::fs::read(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+            // The file may be whole: `--full` would replace it and forget
+            // what it proved and was owed.
+            std::io::ErrorKind::PermissionDenied => CheckpointError(format!(
+                "checkpoint {}: cannot read: {e}\nHelp: give the user the job runs as access to \
+                 the checkpoint and the files beside it (a run as another user wrote them?), and \
+                 run again; --full would replace it without judging what it proved",
+                path.display()
+            )),
+            _ => err(format!("cannot read: {e}")),
+        })?;
         let (content, digest) = frame(&bytes).map_err(err)?;
         // The digest is checked on a second thread while the records are
         // decoded (decoding damaged bytes is safe: every read is checked);

@@ -84,6 +84,13 @@ impl std::fmt::Display for Error {
                  if it says so again with nothing writing, move the file out of events/ (for example to \
                  quarantine/) and re-deliver or re-compact its events"
             ),
+            Error::File { key, why } if why.ends_with(STORE_FAILED) => write!(
+                f,
+                "lake file {key}: {why}\nHelp: do not move the file: the store or the file system \
+                 failed, or refused the run access (file permissions for the user the job runs as; \
+                 the S3 credentials, endpoint and the store's health). Fix that and run reconcile \
+                 again; a file that is damaged is named as damaged then"
+            ),
             Error::File { key, why } => write!(
                 f,
                 "lake file {key}: {why}\nHelp: move the file out of events/ (for example to quarantine/) \
@@ -563,7 +570,7 @@ impl Lake {
             .store
             .get_range(loc, size - 8..size)
             .await
-            .map_err(|e| file_err(format!("cannot read: {e}")))?;
+            .map_err(|e| file_err(format!("cannot read: {e} {STORE_FAILED}")))?;
         if &tail[4..8] != b"PAR1" {
             return Err(file_err(
                 "not a Parquet file (no PAR1 magic at the end: truncated or overwritten)".into(),
@@ -579,7 +586,7 @@ impl Lake {
             .store
             .get_range(loc, size - 8 - len..size - 8)
             .await
-            .map_err(|e| file_err(format!("cannot read: {e}")))?;
+            .map_err(|e| file_err(format!("cannot read: {e} {STORE_FAILED}")))?;
         let meta = parquet::file::metadata::ParquetMetaDataReader::decode_metadata(&buf)
             .map_err(|e| file_err(format!("corrupt Parquet footer: {e}")))?;
         Footer::of(&meta).map_err(file_err)
@@ -862,12 +869,49 @@ fn only_from(
 pub const FOOTER_DISAGREES: &str = "the footer's statistics disagree with its pages \
      (no file ledger-ingest or ledger-compact writes does that: restore the file from its source, or re-deliver its events)";
 
-/// The error of a lake file DataFusion cannot read.
+/// What an error on a lake file ends with when the store or the file system
+/// failed to read it, or refused the run access (an S3 5xx, 403 or timeout,
+/// a local permission denied): the file may be whole, and [`Error::File`]'s
+/// Help says to fix access and run again, not to move it out of the lake.
+pub const STORE_FAILED: &str =
+    "(the store failed or refused the read: the file itself may be whole)";
+
+/// The error of a lake file DataFusion cannot read: a store's failure when
+/// one is in its chain of causes ([`STORE_FAILED`]), else the file's.
 fn unreadable(key: &str) -> impl Fn(datafusion::error::DataFusionError) -> Error + Copy + '_ {
-    move |e| Error::File {
-        key: key.to_owned(),
-        why: format!("not readable as Parquet: {e}"),
+    move |e| {
+        let store_failed = {
+            let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+            std::iter::from_fn(|| {
+                let now = cause?;
+                cause = now.source();
+                Some(now)
+            })
+            .any(|c| c.is::<object_store::Error>() || is_store_cause(&e, c))
+        };
+        Error::File {
+            key: key.to_owned(),
+            why: if store_failed {
+                format!("not readable: {e} {STORE_FAILED}")
+            } else {
+                format!("not readable as Parquet: {e}")
+            },
+        }
     }
+}
+
+/// Whether `c`, a cause in the chain of `e`, is a store's failure that
+/// DataFusion wraps as its own variant rather than as a source.
+fn is_store_cause(
+    e: &datafusion::error::DataFusionError,
+    c: &(dyn std::error::Error + 'static),
+) -> bool {
+    use datafusion::error::DataFusionError;
+    matches!(e, DataFusionError::ObjectStore(_))
+        || c.downcast_ref::<DataFusionError>()
+            .is_some_and(|d| matches!(d, DataFusionError::ObjectStore(_)))
+        || c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
 }
 
 #[cfg(test)]
@@ -875,6 +919,49 @@ mod tests {
     use super::*;
     use ledger_events::Event;
     use parquet::file::reader::FileReader;
+
+    /// rev-s48-cli M1: a store's failure (an S3 5xx or 403, a permission
+    /// denied), however DataFusion wraps it, is no damaged file: its Help
+    /// says to fix access and run again, never to move the file out of the
+    /// lake; a file that does not decode is damaged.
+    #[test]
+    fn a_stores_failure_is_not_called_a_damaged_file() {
+        use datafusion::error::DataFusionError;
+        let store = || object_store::Error::Generic {
+            store: "S3",
+            source: "HEAD 500 Internal Server Error".into(),
+        };
+        let denied = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        for e in [
+            DataFusionError::ObjectStore(Box::new(store())),
+            DataFusionError::Context(
+                "scan".into(),
+                Box::new(DataFusionError::ObjectStore(Box::new(store()))),
+            ),
+            DataFusionError::External(Box::new(store())),
+            DataFusionError::ParquetError(Box::new(parquet::errors::ParquetError::External(
+                Box::new(store()),
+            ))),
+            DataFusionError::IoError(denied),
+        ] {
+            let shown = format!("{e}");
+            let err = unreadable("events/a")(e).to_string();
+            assert!(
+                err.contains(STORE_FAILED) && err.contains("do not move the file"),
+                "{shown}: {err}"
+            );
+            assert!(!err.contains("quarantine"), "{err}");
+        }
+        let damaged = DataFusionError::ParquetError(Box::new(
+            parquet::errors::ParquetError::General("invalid page header".into()),
+        ));
+        let err = unreadable("events/a")(damaged).to_string();
+        assert!(
+            err.contains("not readable as Parquet") && err.contains("quarantine"),
+            "{err}"
+        );
+        assert!(!err.contains(STORE_FAILED), "{err}");
+    }
 
     fn metadata_of(bytes: Vec<u8>) -> parquet::file::metadata::ParquetMetaData {
         parquet::file::serialized_reader::SerializedFileReader::new(bytes::Bytes::from(bytes))

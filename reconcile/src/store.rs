@@ -190,7 +190,7 @@ fn describe_s3_error_at(bucket: &str, e: &object_store::Error, endpoint: String)
             "s3://{bucket}: the credentials were refused by {endpoint} (access key unknown, wrong secret, \
              or no permission to list the bucket): {e}\n\
              Help: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (R2: an API token with Object Read \
-             on the bucket)"
+             on the bucket; Object Read & Write for --publish-dangling)"
         )
     } else if has(&[
         // rustls' words: a certificate it does not trust, or bytes that are
