@@ -31,6 +31,12 @@ pub const ALERT_STATE_VERSION: u32 = 1;
 /// `new_violations_omitted` (all are in `--violations` / `--json`).
 pub const ALERT_ROWS_MAX: usize = 1000;
 
+/// Codes of one event whose detail names its versions' hashes: a
+/// `conflict` every version's, a `hash_mismatch` what the row's content
+/// hashes to. A new version of an event already reported (a third one, a
+/// second tampered copy) is another finding, and alerts as new.
+pub const VERSIONS_DESCRIBED: [&str; 2] = ["conflict", "hash_mismatch"];
+
 /// `transfer_conservation`'s per-transfer codes, whose detail describes the
 /// transfer's legs on the accounts (no one row shows them).
 pub const LEGS_DESCRIBED: [&str; 4] = [
@@ -66,12 +72,16 @@ impl AlertConfig {
 /// does not alert again. A transfer's money-moving finding that names no
 /// row ([`LEGS_DESCRIBED`]) adds its detail, which describes the legs (how
 /// many debits and credits, which is wrong): a second debit on a failed
-/// transfer alerts as new.
+/// transfer alerts as new. So does a finding on an event's versions
+/// ([`VERSIONS_DESCRIBED`]): a new version is a new finding.
 pub fn fingerprint(r: &ViolationRow) -> String {
     let difference = (r.code == "not_conserved")
         .then(|| crate::checks::global_conservation::decided_difference_in(&r.detail))
         .flatten();
-    let legs = (r.seq.is_none() && LEGS_DESCRIBED.contains(&r.code.as_str())).then_some(&r.detail);
+    let code = r.code.as_str();
+    let legs = ((r.seq.is_none() && LEGS_DESCRIBED.contains(&code))
+        || VERSIONS_DESCRIBED.contains(&code))
+    .then_some(&r.detail);
     let mut id = serde_json::json!([r.check, r.code, r.key, r.seq, r.event_id]);
     if let (Some(extra), Some(all)) = (
         difference.map(|d| d.to_string()).or(legs.cloned()),
@@ -472,5 +482,39 @@ mod tests {
         );
         let again = plan(&gap("seqs 5..=6 missing (next present: 7)"), &p.next);
         assert_eq!(again.new.len(), 0);
+    }
+
+    /// rev-s48-outputs M1: a new version of an event already reported (a
+    /// third version of one in conflict, a second tampered copy of a row
+    /// already a `hash_mismatch`) is a new finding, and alerts as new; the
+    /// same versions night after night do not.
+    #[test]
+    fn a_new_version_of_an_event_already_reported_alerts_as_new() {
+        let of = |findings: &[(&'static str, &str)]| {
+            let found: Vec<Finding> = findings
+                .iter()
+                .map(|(code, detail)| {
+                    Finding::new(code, "acme.a", (*detail).into()).at(4, "account:acme.a:4")
+                })
+                .collect();
+            report(&found.iter().collect::<Vec<_>>(), &[])
+        };
+        let two = of(&[("conflict", "2 versions: hashes aa, bb")]);
+        let three = of(&[("conflict", "3 versions: hashes aa, bb, cc")]);
+        let p = plan(&two, &BTreeSet::new());
+        assert_eq!(plan(&two, &p.next).new.len(), 0);
+        assert_eq!(plan(&three, &p.next).new.len(), 1);
+        let tampered = |h: &str| {
+            (
+                "hash_mismatch",
+                format!("recorded hash aa but the row's content hashes to {h}"),
+            )
+        };
+        let (one, other) = (tampered("bb"), tampered("cc"));
+        let first = of(&[(one.0, one.1.as_str())]);
+        let both = of(&[(one.0, one.1.as_str()), (other.0, other.1.as_str())]);
+        let p = plan(&first, &BTreeSet::new());
+        let next = plan(&both, &p.next);
+        assert_eq!((next.new.len(), next.known, next.current.len()), (1, 1, 2));
     }
 }
