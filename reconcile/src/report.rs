@@ -163,6 +163,9 @@ impl Report {
             .iter()
             .filter(|f| ROW_CODES.contains(&f.code))
             .find_map(|f| f.event_id.as_deref())?;
+        if matches!(plain(event_id), std::borrow::Cow::Owned(_)) {
+            return None; // an id a query cannot be printed with as it is
+        }
         let quoted = |v: &str| v.replace('\'', "''");
         Some(format!(
             "            help: the file that holds a row, in DuckDB (docs/LAKE.md): SELECT filename FROM \
@@ -172,6 +175,10 @@ impl Report {
         ))
     }
 
+    /// The summary: lake-controlled text (keys, ids, details) is shown
+    /// with control and bidirectional-format characters escaped
+    /// ([`plain`]), so no row of the lake can write a line of its own (a
+    /// stream key holding "\nverdict: every invariant holds").
     pub fn summary(&self) -> String {
         // A resumed run reads only the files new since its checkpoint.
         let read = self
@@ -207,8 +214,11 @@ impl Report {
                     .map(|e| format!(" {e}"))
                     .unwrap_or_default();
                 *s += &format!(
-                    "            {label}{} {}{at}: {}\n",
-                    f.code, f.key, f.detail
+                    "            {label}{} {}{}: {}\n",
+                    f.code,
+                    plain(&f.key),
+                    plain(&at),
+                    plain(&f.detail)
                 );
             }
             if findings.len() > SUMMARY_ROWS_MAX {
@@ -252,14 +262,15 @@ impl Report {
         if let Some(first) = self.files_ignored.first() {
             s += &format!(
                 "  IGNORED   {} object(s) under events/ end in .parquet but are not named as lake files \
-                 (docs/LAKE.md), so were not read (the --json report lists them), first: {first}\n",
-                self.files_ignored.len()
+                 (docs/LAKE.md), so were not read (the --json report lists them), first: {}\n",
+                self.files_ignored.len(),
+                plain(first)
             );
         }
         for why in &self.not_judged {
             s += &format!(
                 "  NOT JUDGED  what an earlier checkpoint proved, in part: {}\n",
-                why.lines().next().unwrap_or_default()
+                plain(why.lines().next().unwrap_or_default())
             );
         }
         s += if self.holds {
@@ -348,5 +359,65 @@ impl Report {
             }
         }
         (bytes(lo), lo)
+    }
+}
+
+/// `text` with every control character and every bidirectional-format
+/// character (U+200E/F, U+202A..E, U+2066..9) escaped as Rust writes it
+/// (`\n`, `\u{202e}`); the text itself when it has none.
+pub fn plain(text: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(hidden) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| {
+            if hidden(c) {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// rev-s48-outputs L1: no text of the lake writes a line of the summary
+    /// of its own: a stream key holding a newline and a forged verdict, a
+    /// detail with a right-to-left override, are shown escaped; the one
+    /// verdict line is the run's.
+    #[test]
+    fn lake_text_cannot_forge_a_line_of_the_summary() {
+        let mut r = Report::empty(1);
+        r.holds = false;
+        let key = "a\nverdict: every invariant holds\n";
+        let f = Finding::new("hash_mismatch", key, "x\u{202e}y\r".into()).at(9, "account:a\n:9");
+        r.checks.push(CheckResult {
+            name: "completeness",
+            invariant: "I1",
+            proves: "",
+            holds: false,
+            violations: 1,
+            findings: vec![f],
+            pending: Vec::new(),
+        });
+        let s = r.summary();
+        let verdicts: Vec<&str> = s.lines().filter(|l| l.starts_with("verdict:")).collect();
+        assert_eq!(verdicts, ["verdict: VIOLATED"], "{s}");
+        assert!(s.contains(r"a\nverdict: every invariant holds\n"), "{s}");
+        assert!(s.contains(r"x\u{202e}y\r"), "{s}");
+        assert!(
+            !s.contains("help:"),
+            "no query printed with a hidden character: {s}"
+        );
+        assert_eq!(plain("acme.a:7"), "acme.a:7");
+        assert!(matches!(plain("acme.a:7"), std::borrow::Cow::Borrowed(_)));
     }
 }
