@@ -140,18 +140,12 @@ struct Cli {
         long,
         value_name = "URL",
         env = "LEDGER_ALERT_WEBHOOK",
-        hide_env_values = true,
-        requires = "alert_state"
+        hide_env_values = true
     )]
     alert_webhook: Option<String>,
     /// The previous run's violation fingerprints (JSON; created on the first run,
     /// advanced only after a delivered alert). One file per lake.
-    #[arg(
-        long,
-        value_name = "FILE",
-        env = "LEDGER_ALERT_STATE",
-        requires = "alert_webhook"
-    )]
+    #[arg(long, value_name = "FILE", env = "LEDGER_ALERT_STATE")]
     alert_state: Option<PathBuf>,
     /// Send no alert and leave the alert state as it is, even with LEDGER_ALERT_WEBHOOK and
     /// LEDGER_ALERT_STATE set: for an ad-hoc replay (--now-ms, --settle-ms) run where the
@@ -219,6 +213,11 @@ fn output_files_placeable(cli: &Cli) -> Result<(), String> {
     ];
     for (flag, path) in files {
         let Some(path) = path else { continue };
+        if path.as_os_str() == "-" {
+            return Err(format!(
+                "{flag} -: names the file to write (stdout carries the summary); name a file"
+            ));
+        }
         if path.is_dir() {
             return Err(format!(
                 "{flag} {}: is a directory; it names the file to write",
@@ -503,7 +502,11 @@ fn main() -> ExitCode {
 
 fn run() -> ExitCode {
     no_transparent_huge_pages();
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    if cli.lake.is_empty() {
+        // LEDGER_LAKE set to nothing: the default, as documented.
+        cli.lake = ".lake".into();
+    }
     let outputs = Outputs {
         violations: cli.violations.clone(),
         metrics: cli.metrics.clone(),
@@ -523,6 +526,36 @@ fn run() -> ExitCode {
             .map(|url| SweepConfig::from_env(url, cli.sweep_max as usize)),
         quiet: cli.quiet,
     };
+    // The webhook and its state go together, unless --no-alert turns the
+    // alert off (checked here, not by clap: either may come from the
+    // environment, and --no-alert is for a replay in the job's environment).
+    if !cli.no_alert {
+        let given = |flag: &str, var: &str| {
+            if std::env::var_os(var).is_some() {
+                format!("{var} (or {flag})")
+            } else {
+                flag.to_owned()
+            }
+        };
+        let missing = match (&cli.alert_webhook, &cli.alert_state) {
+            (Some(_), None) => Some((
+                given("--alert-webhook", "LEDGER_ALERT_WEBHOOK"),
+                "--alert-state FILE (or LEDGER_ALERT_STATE)",
+            )),
+            (None, Some(_)) => Some((
+                given("--alert-state", "LEDGER_ALERT_STATE"),
+                "--alert-webhook URL (or LEDGER_ALERT_WEBHOOK)",
+            )),
+            _ => None,
+        };
+        if let Some((set, needed)) = missing {
+            ledger_reconcile::say!(
+                "error: {set} is set, but not {needed}: the alert needs both (one state file per lake)\n\
+                 Help: give both, or --no-alert to send no alert"
+            );
+            return ExitCode::from(EXIT_ERROR as u8);
+        }
+    }
     if cli.no_alert && cli.alert_webhook.is_some() && !cli.quiet {
         ledger_reconcile::say!("alert: off (--no-alert)");
     }
@@ -575,9 +608,9 @@ fn run() -> ExitCode {
     let opts = Options {
         now_ms: cli.now_ms.unwrap_or_else(wall_clock_ms),
         progress: !cli.quiet,
-        handoff: std::env::var_os("RECONCILE_NO_HANDOFF").is_none(),
+        handoff: std::env::var_os("RECONCILE_NO_HANDOFF").is_none_or(|v| v != "1"),
         split_first: false,
-        by_date: std::env::var_os("RECONCILE_MERGE_ALL_DATES").is_none(),
+        by_date: std::env::var_os("RECONCILE_MERGE_ALL_DATES").is_none_or(|v| v != "1"),
         settle_ms: cli.settle_ms,
         wanted_starts_max,
     };

@@ -313,14 +313,17 @@ impl Report {
 
     /// The dangling list in the sweeper's format v1.
     pub fn dangling_list(&self, generated_at_ms: i64) -> serde_json::Value {
-        self.dangling_list_of(generated_at_ms, self.dangling.len())
+        self.dangling_list_of(generated_at_ms, 0, self.dangling.len())
     }
 
-    fn dangling_list_of(&self, generated_at_ms: i64, n: usize) -> serde_json::Value {
+    /// The list of the `n` transfers from position `start` on, wrapping
+    /// around (all of them: `0, len`).
+    fn dangling_list_of(&self, generated_at_ms: i64, start: usize, n: usize) -> serde_json::Value {
+        let listed = self.dangling.iter().cycle().skip(start).take(n);
         let mut doc = serde_json::json!({
             "version": DANGLING_LIST_VERSION,
             "generated_at_ms": generated_at_ms,
-            "transfers": self.dangling[..n].iter().map(|d| serde_json::json!({
+            "transfers": listed.map(|d| serde_json::json!({
                 "transfer_id": d.transfer_id,
                 "phase": d.phase,
                 "deadline_ms": d.deadline_ms,
@@ -331,25 +334,37 @@ impl Report {
             // Extra members: the sweeper ignores them (docs/SWEEPER.md).
             doc["dangling_total"] = self.dangling.len().into();
             doc["truncated"] = true.into();
+            doc["window_start"] = start.into();
         }
         doc
     }
 
     /// The dangling list as the bytes the sweeper reads, at most `max_bytes`
-    /// (it refuses a larger document whole): the most overdue transfers that
-    /// fit, marked `truncated` when some did not. Returns the bytes and how
-    /// many transfers they list.
+    /// (it refuses a larger document whole): every transfer when they fit;
+    /// else as many as fit, marked `truncated`, in a window of the list (most
+    /// overdue first) that moves by its length each day of the run's `now`,
+    /// wrapping around (as `--sweep-max`'s, `output::sweep::request_bodies`):
+    /// a fixed prefix would keep the transfers behind stuck ones off the
+    /// sweeper's list for good. Returns the bytes and how many transfers
+    /// they list.
     pub fn dangling_document(&self, generated_at_ms: i64, max_bytes: usize) -> (Vec<u8>, usize) {
+        let total = self.dangling.len();
+        let day = self.now_ms.max(0) as u128 / 86_400_000;
+        let start = |n: usize| match n {
+            0 => 0,
+            n => ((day * n as u128) % total as u128) as usize,
+        };
         let bytes = |n| {
-            serde_json::to_vec(&self.dangling_list_of(generated_at_ms, n))
+            serde_json::to_vec(&self.dangling_list_of(generated_at_ms, start(n), n))
                 .expect("a JSON value serializes")
         };
-        let all = bytes(self.dangling.len());
+        let all = bytes(total);
         if all.len() <= max_bytes {
-            return (all, self.dangling.len());
+            return (all, total);
         }
-        // The largest prefix that fits (the size grows with n).
-        let (mut lo, mut hi) = (0, self.dangling.len());
+        // The longest window that fits (the size grows with n, give or take
+        // the lengths of the ids in it; every n kept fits).
+        let (mut lo, mut hi) = (0, total);
         while lo < hi {
             let mid = (lo + hi).div_ceil(2);
             if bytes(mid).len() <= max_bytes {

@@ -219,9 +219,11 @@ fn describe_s3_error_at(bucket: &str, e: &object_store::Error, endpoint: String)
         "Connection reset",
     ]) {
         format!(
-            "s3://{bucket}: the endpoint {endpoint} is unreachable (gave up after {} retries \
-             within {}s): {said}\n\
+            "s3://{bucket}: the endpoint {endpoint} is unreachable (connect timeout {}, a request's \
+             timeout {}, at most {} retries started within {} s): {said}\n\
              Help: check AWS_ENDPOINT_URL and the network; a plain-http endpoint needs AWS_ALLOW_HTTP=true",
+            ledger_s3::CONNECT_TIMEOUT,
+            S3_REQUEST_TIMEOUT,
             ledger_s3::MAX_RETRIES,
             ledger_s3::RETRY_TIMEOUT.as_secs()
         )

@@ -2177,6 +2177,21 @@ fn a_damaged_streams_file_stops_the_night_that_needs_it_and_full_rebuilds_it() {
         "the damaged file is no longer named, so it is gone"
     );
     assert_eq!(cli(&root, &["--checkpoint", ck]).0, 0);
+    // A file of streams missing is found when the checkpoint is opened, by
+    // a night that would not read it (rev-s48-incremental L3: nights passed
+    // and wrote checkpoints naming it until one needed it).
+    let now = only_file(dir.path(), "prs");
+    std::fs::remove_file(&now).unwrap();
+    let before = std::fs::read(&ckpt).unwrap();
+    let (code, err) = cli(&root, &["--checkpoint", ck]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("streams file") && err.contains("--full"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&ckpt).unwrap(), before, "nothing written");
+    assert_eq!(cli(&root, &["--checkpoint", ck, "--full"]).0, 0);
+    assert_eq!(cli(&root, &["--checkpoint", ck]).0, 0);
 }
 
 /// A damaged block of the entry store: the night whose postings read it

@@ -783,6 +783,14 @@ fn the_alert_webhook_posts_only_new_violations_and_advances_after_delivery() {
     assert_eq!(server.take().len(), 0);
     assert!(r.stderr.contains("alert: off (--no-alert)"), "{}", r.stderr);
     assert_eq!(std::fs::read(&state).unwrap(), state_before);
+    // With only the webhook in the environment (rev-s48-cli L5): off too,
+    // not a usage error about a flag never typed.
+    let r = run_bin(
+        &[s(&dir), "--no-alert"],
+        &[("LEDGER_ALERT_WEBHOOK", hook.as_str())],
+    );
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(server.take().len(), 0);
     let r = alert(&[]);
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     let reqs = server.take();
@@ -936,10 +944,28 @@ fn the_alert_webhook_posts_only_new_violations_and_advances_after_delivery() {
     assert!(r.stdout.is_empty(), "no run: {}", r.stdout);
     assert!(server.take().is_empty());
 
-    // --alert-webhook without --alert-state is a usage error.
+    // --alert-webhook without --alert-state is a usage error, and so is the
+    // variable without its state, which the error names.
     let r = run_bin(&[s(&dir), "--alert-webhook", &hook], &[]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("--alert-state"), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "no run: {}", r.stdout);
+    let r = run_bin(&[s(&dir)], &[("LEDGER_ALERT_WEBHOOK", hook.as_str())]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("LEDGER_ALERT_WEBHOOK (or --alert-webhook) is set"),
+        "{}",
+        r.stderr
+    );
+    let r = run_bin(&[s(&dir), "--alert-state", s(&state)], &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("--alert-state is set, but not --alert-webhook"),
+        "{}",
+        r.stderr
+    );
     assert!(server.take().is_empty());
 }
 
@@ -1085,6 +1111,23 @@ fn the_sweep_posts_dangling_ids_in_chunks_of_10_with_the_admin_key() {
         r.stderr
     );
 
+    // An answer that leaves ids out (a proxy, an edge in trouble) is no
+    // re-drive of them (rev-s48-outputs L2): exit 2 naming the first.
+    server.set(|_| (200, serde_json::json!({ "redriven": [] }).to_string()));
+    let r = run_bin(
+        &[s(&dir), "--sweep-url", &base],
+        &[("LEDGER_ADMIN_KEY", key)],
+    );
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("does not account for the ids sent: 0 entries for 10 ids")
+            && r.stderr.contains(&format!("none for {:?}", want[0])),
+        "{}",
+        r.stderr
+    );
+    server.take();
+
     // At most --sweep-max; the rest are named not sent.
     server.set(|req| {
         redriven(
@@ -1189,21 +1232,45 @@ fn the_dangling_list_is_published_into_the_lake_for_the_sweeper() {
     let again = run_bin(&[s(&dir), "--publish-dangling"], &[]);
     assert_eq!(again.code, 1, "{}", again.stderr);
 
-    // Over the limit: a prefix of the most overdue, marked truncated, and
-    // still a document the sweeper accepts.
-    let report = run_lib(&dir).unwrap();
-    let (bytes, listed) = report.dangling_document(NOW_MS, 4_000);
+    // Over the limit: a window of the list, most overdue first, marked
+    // truncated, and still a document the sweeper accepts. The window moves
+    // by its length a day, wrapping around: a fixed prefix would keep the
+    // transfers behind stuck ones off the list for good (rev-s48-outputs L3).
+    let mut report = run_lib(&dir).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for day in 0..3 {
+        report.now_ms = NOW_MS + day * 86_400_000;
+        let (bytes, listed) = report.dangling_document(NOW_MS, 4_000);
+        assert!(
+            bytes.len() <= 4_000 && listed > 0 && listed < 150,
+            "{listed}"
+        );
+        let text = String::from_utf8(bytes).unwrap();
+        let list = ledger_api::sweep::parse_dangling(&text).unwrap();
+        let start = ((report.now_ms / 86_400_000) as usize * listed) % 150;
+        let window: Vec<String> = want
+            .iter()
+            .cycle()
+            .skip(start)
+            .take(listed)
+            .cloned()
+            .collect();
+        assert_eq!(list.transfers, window, "day {day}");
+        seen.extend(list.transfers);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            (
+                v["truncated"].clone(),
+                v["dangling_total"].clone(),
+                v["window_start"].clone()
+            ),
+            (true.into(), 150.into(), start.into())
+        );
+    }
     assert!(
-        bytes.len() <= 4_000 && listed > 0 && listed < 150,
-        "{listed}"
-    );
-    let text = String::from_utf8(bytes).unwrap();
-    let list = ledger_api::sweep::parse_dangling(&text).unwrap();
-    assert_eq!(list.transfers, want[..listed]);
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(
-        (v["truncated"].clone(), v["dangling_total"].clone()),
-        (true.into(), 150.into())
+        seen.len() > 100,
+        "three days cover most of the list: {}",
+        seen.len()
     );
     let (_, all) = report.dangling_document(NOW_MS, 1 << 20);
     assert_eq!(all, 150, "everything fits in the sweeper's 1 MiB");

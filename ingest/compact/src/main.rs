@@ -32,11 +32,12 @@ versions it replaced and its outputs in manifests/{table}/date={day}/m-<digest>.
 reconcile tell a file compaction replaced from one that was lost. See docs/LAKE.md.\n\n\
 Exit codes: 0 done, 1 a partition has a damaged file (left untouched), 2 error.",
     after_help = "Examples:\n  ledger-compact --lake .lake\n  ledger-compact --lake .lake --table account --date 2026-01-01 --dry-run\n  \
-AWS_ENDPOINT=https://ACCOUNT.r2.cloudflarestorage.com AWS_REGION=auto ledger-compact --lake s3://ledger-lake"
+AWS_ENDPOINT_URL=https://ACCOUNT.r2.cloudflarestorage.com AWS_REGION=auto ledger-compact --lake s3://ledger-lake"
 )]
 struct Cli {
     /// The lake: a local directory, or s3://BUCKET[/PREFIX] (credentials and
-    /// endpoint from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT, AWS_REGION).
+    /// endpoint from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL (or
+    /// AWS_ENDPOINT), AWS_REGION, AWS_ALLOW_HTTP).
     #[arg(long, env = "LEDGER_LAKE", default_value = ".lake")]
     lake: String,
     /// Only this table (account, transfer, subscription); repeatable. Default: all.
@@ -56,6 +57,24 @@ fn parse_table(s: &str) -> Result<Table, String> {
     })
 }
 
+/// Whether `d` (`YYYY-MM-DD`, digits checked) is a day of the calendar:
+/// month 1 to 12, day 1 to the month's last (February's 29th in leap years).
+fn is_calendar_day(d: &str) -> bool {
+    let num = |r: std::ops::Range<usize>| d.get(r).and_then(|s| s.parse::<u32>().ok());
+    let (Some(y), Some(m), Some(day)) = (num(0..4), num(5..7), num(8..10)) else {
+        return false;
+    };
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let last = match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    (1..=last).contains(&day)
+}
+
 /// Test hook: `LEDGER_COMPACT_CRASH=after-write` aborts the process (no
 /// cleanup, like a kill) once the outputs are written and before any delete.
 fn crash_point() -> StopAt {
@@ -72,9 +91,10 @@ async fn run(cli: Cli) -> Result<u8, CompactError> {
             "events/account/date={d}/i-00000000000000000000000000000000.parquet"
         ))
         .is_none()
+            || !is_calendar_day(d)
         {
             return Err(CompactError::Usage(format!(
-                "--date {d:?} is not YYYY-MM-DD"
+                "--date {d:?} is not a day (YYYY-MM-DD): a date no partition can have would compact nothing"
             )));
         }
     }

@@ -27,13 +27,19 @@ fn ingest_into(lake: &Path, bodies: &[String]) {
 
 /// A lake of many small ingest files (`common::small_file_batches`).
 fn small_file_lake(name: &str) -> PathBuf {
-    let lake = std::env::temp_dir().join(format!("ledger-compact-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&lake);
-    std::fs::create_dir_all(&lake).unwrap();
+    let lake = tempfile_dir(name);
     for batch in small_file_batches() {
         ingest_into(&lake, &batch);
     }
     lake
+}
+
+/// An empty directory under the temporary directory, for this process.
+fn tempfile_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ledger-compact-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 fn lake_of(dir: &Path) -> Lake {
@@ -357,11 +363,23 @@ async fn the_cli_keeps_its_exit_code_contract_and_survives_a_real_crash() {
     let missing = cli(&["--lake", "/nonexistent/lake"], &[]);
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("Help:"));
+    for day in ["yesterday", "2026-02-30", "2026-13-01", "2025-02-29"] {
+        assert_eq!(
+            cli(&["--lake", "/tmp", "--date", day], &[]).status.code(),
+            Some(2),
+            "{day}"
+        );
+    }
+    // A leap day is a day.
+    let empty = tempfile_dir("leap-day");
     assert_eq!(
-        cli(&["--lake", "/tmp", "--date", "yesterday"], &[])
-            .status
-            .code(),
-        Some(2)
+        cli(
+            &["--lake", empty.to_str().unwrap(), "--date", "2024-02-29"],
+            &[]
+        )
+        .status
+        .code(),
+        Some(0)
     );
 
     let dir = small_file_lake("cli");

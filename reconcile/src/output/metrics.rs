@@ -178,7 +178,7 @@ pub fn render(report: &Report, wall_clock_ms: i64, outputs_failed: usize) -> Str
     );
     t.single(
         "reconcile_streams",
-        "Event streams (accounts, transfers) on the last run.",
+        "Event streams in the rows the last run read (a resumed run: only the streams of the files new since its checkpoint).",
         report.stats.streams,
     );
     t.single(
@@ -193,7 +193,7 @@ pub fn render(report: &Report, wall_clock_ms: i64, outputs_failed: usize) -> Str
     );
     t.single(
         "reconcile_dangling_transfers",
-        "Transfers not terminal past their deadline on the last run (the sweeper's list).",
+        "The sweeper's list on the last run: transfers not terminal past their deadline, and transfers known only by a live hold 30 days old.",
         report.dangling.len(),
     );
     let inc = report.incremental.unwrap_or_default();

@@ -49,7 +49,33 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
     result.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         format!("cannot write {}: {e}\n{help}", path.display())
-    })
+    })?;
+    remove_stale_temporaries(&dir, &name);
+    Ok(())
+}
+
+/// Removes the temporary files of the output `name` in `dir` that runs
+/// killed before their rename left (`.NAME.tmp-PID`, that process gone):
+/// nothing else ever would. Only where `/proc` says which processes run
+/// (Linux); a temporary file of a run still writing is left alone.
+fn remove_stale_temporaries(dir: &Path, name: &str) {
+    let proc = Path::new("/proc/self");
+    if !proc.exists() {
+        return;
+    }
+    let prefix = format!(".{name}.tmp-");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let file = e.file_name();
+        let Some(pid) = file.to_str().and_then(|f| f.strip_prefix(&prefix)) else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// What the CLI asked for beyond the report; each member runs on its own.
@@ -138,5 +164,29 @@ impl Outputs {
             }
         }
         errors
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// rev-s48-outputs L5: a temporary file a killed run left is removed by
+    /// the next write of the same output; one of a process still running
+    /// (pid 1), or of another output, is left alone.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_killed_runs_temporary_file_is_removed_by_the_next_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let left = dir.path().join(".report.json.tmp-4294967295");
+        let running = dir.path().join(".report.json.tmp-1");
+        let other = dir.path().join(".metrics.prom.tmp-4294967295");
+        for f in [&left, &running, &other] {
+            std::fs::write(f, b"half").unwrap();
+        }
+        super::write_atomic(&dir.path().join("report.json"), b"{}").unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("report.json")).unwrap(),
+            b"{}"
+        );
+        assert!(!left.exists() && running.exists() && other.exists());
     }
 }

@@ -185,7 +185,8 @@ pub fn arrow_schema() -> Arc<Schema> {
     ]))
 }
 
-/// The rows as one Parquet file (Snappy, one row group).
+/// The rows as one Parquet file (Snappy; row groups of at most the
+/// writer's default 1,048,576 rows).
 pub fn to_parquet(rows: &[ViolationRow]) -> Result<Vec<u8>, String> {
     let strings = |f: fn(&ViolationRow) -> &str| -> ArrayRef {
         Arc::new(StringArray::from_iter_values(rows.iter().map(f)))

@@ -190,7 +190,9 @@ pub struct Redriven {
 impl Redriven {
     /// The one line printed on stderr.
     pub fn line(&self) -> String {
-        let mut line = if self.sent == 0 {
+        let mut line = if self.sent == 0 && self.left.refused > 0 {
+            "sweep: nothing sent".to_owned()
+        } else if self.sent == 0 {
             "sweep: no dangling transfer; nothing to re-drive".to_owned()
         } else {
             format!(
@@ -216,13 +218,36 @@ impl Redriven {
         line
     }
 
-    /// Adds one answer `{"redriven":[{"transfer_id","phase"}]}`.
-    fn add(&mut self, answer: &str) -> Result<(), String> {
+    /// Adds one answer `{"redriven":[{"transfer_id","phase"}]}` to the
+    /// request that sent `ids`: one entry for each id sent, no other (an
+    /// answer that leaves one out is an edge, or a proxy, in trouble, not a
+    /// re-drive).
+    fn add(&mut self, answer: &str, ids: &[&str]) -> Result<(), String> {
         let v: serde_json::Value = serde_json::from_str(answer)
             .map_err(|e| format!("the answer is not JSON ({e}): {answer}"))?;
         let list = v["redriven"]
             .as_array()
             .ok_or_else(|| format!("the answer has no `redriven` array: {answer}"))?;
+        let answered: std::collections::BTreeSet<&str> = list
+            .iter()
+            .filter_map(|e| e["transfer_id"].as_str())
+            .collect();
+        let sent: std::collections::BTreeSet<&str> = ids.iter().copied().collect();
+        if answered != sent || list.len() != sent.len() {
+            let missing = sent.difference(&answered).next();
+            let extra = answered.difference(&sent).next();
+            return Err(format!(
+                "the answer does not account for the ids sent: {} entries for {} ids{}{}: {answer}",
+                list.len(),
+                sent.len(),
+                missing
+                    .map(|m| format!(", none for {m:?}"))
+                    .unwrap_or_default(),
+                extra
+                    .map(|x| format!(", one for {x:?}, not sent"))
+                    .unwrap_or_default(),
+            ));
+        }
         for e in list {
             if let Some(error) = e.get("error") {
                 self.failed += 1;
@@ -294,7 +319,11 @@ pub async fn redrive(
                 REQUEST_TIMEOUT.as_secs()
             )
         })?;
-        done.add(&answer.body).map_err(|e| {
+        let ids: Vec<&str> = body["transfer_ids"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        done.add(&answer.body, &ids).map_err(|e| {
             format!(
                 "sweep: POST {} (request {} of {}): {e}",
                 http::redact(&url),
