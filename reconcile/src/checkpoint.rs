@@ -630,6 +630,21 @@ impl ProofState {
 
     /// Writes the checkpoint atomically (temporary file, fsync, rename).
     pub fn save(&self, path: &Path, lake: &str, now_ms: i64) -> Result<(), CheckpointError> {
+        let saved = self.save_files(path, lake, now_ms);
+        if saved.is_err() && !path.exists() {
+            // A first save that failed: the files of its state it wrote
+            // are named by no checkpoint, and would make the next run take
+            // the checkpoint for one lost (a kill leaves them too: that
+            // run's refusal says so).
+            let dir = archive::place(path).0;
+            for name in archive::state_files(path) {
+                let _ = std::fs::remove_file(dir.join(name));
+            }
+        }
+        saved
+    }
+
+    fn save_files(&self, path: &Path, lake: &str, now_ms: i64) -> Result<(), CheckpointError> {
         let err = |why: String| {
             CheckpointError(format!(
                 "cannot write checkpoint {}: {why}\nHelp: check that the directory exists and is writable",

@@ -190,6 +190,16 @@ fn lake_types(schema: &arrow_schema::Schema) -> Result<(), String> {
                 "column `{name}` is read as {t}, not the lake layout's type (docs/LAKE.md)"
             ));
         }
+        // A column the layout lets rows leave empty, declared REQUIRED: the
+        // sorted scan takes the first file's schema for every later one,
+        // and would refuse an honest later file's nulls, naming it.
+        let layout = ledger_ingest::arrow_schema();
+        if !f.is_nullable() && layout.field_with_name(name).is_ok_and(|l| l.is_nullable()) {
+            return Err(format!(
+                "column `{name}` is declared REQUIRED (no nulls), where the lake layout lets rows \
+                 leave it empty (docs/LAKE.md): not a file ledger-ingest or ledger-compact writes"
+            ));
+        }
     }
     Ok(())
 }
@@ -465,8 +475,9 @@ impl Lake {
             Some((key, e)) => Err(Error::File {
                 key,
                 why: format!(
-                    "cannot be read ({e}): a symbolic link whose target is missing or may not be \
-                     opened? The listing would pass over it as if it were not there"
+                    "cannot be read ({e}): a symbolic link whose target is missing (a share not \
+                     mounted?) or may not be opened; the listing would pass over it as if it were \
+                     not there {STORE_FAILED}"
                 ),
             }),
             None => Ok(()),

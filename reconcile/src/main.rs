@@ -282,18 +282,26 @@ fn output_files_placeable(cli: &Cli) -> Result<(), String> {
 }
 
 /// Whether `at` is one of the files of the checkpoint `ck` (both as
-/// [`placed`]): `ck.lock`, `ck.tmp`, `ck.{hex}.seg` and the rest, all named
-/// `ck.` and more, beside it.
+/// [`placed`]), beside it: `ck.lock`, `ck.tmp`, the files of its state
+/// `ck.{16 hex}.{seg,ent,prs}` and their temporary `ck.{seg,ent,prs}.tmp`.
+/// Other names that start with `ck.` (`ck.json`) are not its.
 fn is_companion(ck: &std::path::Path, at: &std::path::Path) -> bool {
     let (Some(name), Some(other)) = (ck.file_name(), at.file_name()) else {
         return false;
     };
-    let mut prefix = name.to_owned();
-    prefix.push(".");
-    ck.parent() == at.parent()
-        && other
-            .as_encoded_bytes()
-            .starts_with(prefix.as_encoded_bytes())
+    let (Some(name), Some(other)) = (name.to_str(), other.to_str()) else {
+        return false;
+    };
+    let Some(rest) = other.strip_prefix(name).and_then(|r| r.strip_prefix('.')) else {
+        return false;
+    };
+    let exts = ledger_reconcile::archive::STATE_FILE_EXTS;
+    let state = rest.split_once('.').is_some_and(|(hex, ext)| {
+        hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()) && exts.contains(&ext)
+    });
+    let own =
+        ["lock", "tmp"].contains(&rest) || exts.iter().any(|ext| rest == format!("{ext}.tmp"));
+    ck.parent() == at.parent() && (state || own)
 }
 
 /// The run: resumes from the checkpoint when there is a usable one.
@@ -344,11 +352,12 @@ async fn reconcile_with(
             let left = ledger_reconcile::archive::state_files(path);
             if let Some(first) = left.first() {
                 return Err(Error::Lake(format!(
-                    "checkpoint {}: the file is missing, yet {} file(s) of its state are beside it \
-                     ({first}{}): it was written and is lost, or the path is mistyped\n\
-                     Help: restore the checkpoint file (or correct the path); --full proves the lake \
-                     from the first event and writes a new checkpoint, without judging what the lost \
-                     one proved and was owed",
+                    "checkpoint {}: the file is missing, yet {} file(s) of a checkpoint's state are \
+                     beside it ({first}{}): it was lost (a restore that missed it), the path is \
+                     mistyped, or the first run that wrote them was killed before it wrote the checkpoint\n\
+                     Help: restore the checkpoint file (or correct the path); if none was ever written \
+                     here, run with --full: it proves the lake from the first event and writes a new \
+                     checkpoint, without judging what a lost one proved and was owed",
                     path.display(),
                     left.len(),
                     if left.len() > 1 { ", …" } else { "" }

@@ -377,13 +377,23 @@ impl Report {
     }
 }
 
-/// `text` with every control character and every bidirectional-format
-/// character (U+200E/F, U+202A..E, U+2066..9) escaped as Rust writes it
+/// `text` with every control character, every bidirectional-format
+/// character (U+061C, U+200E/F, U+202A..E, U+2066..9) and the line and
+/// paragraph separators (U+2028/9) escaped as Rust writes it
 /// (`\n`, `\u{202e}`); the text itself when it has none.
 pub fn plain(text: &str) -> std::borrow::Cow<'_, str> {
     let hidden = |c: char| {
         c.is_control()
-            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+            || matches!(
+                c,
+                '\u{061c}'
+                    | '\u{200e}'
+                    | '\u{200f}'
+                    | '\u{2028}'
+                    | '\u{2029}'
+                    | '\u{202a}'..='\u{202e}'
+                    | '\u{2066}'..='\u{2069}'
+            )
     };
     if !text.chars().any(hidden) {
         return text.into();
@@ -413,7 +423,8 @@ mod tests {
         let mut r = Report::empty(1);
         r.holds = false;
         let key = "a\nverdict: every invariant holds\n";
-        let f = Finding::new("hash_mismatch", key, "x\u{202e}y\r".into()).at(9, "account:a\n:9");
+        let f = Finding::new("hash_mismatch", key, "x\u{202e}y\r\u{2028}z".into())
+            .at(9, "account:a\u{2029}:9");
         r.checks.push(CheckResult {
             name: "completeness",
             invariant: "I1",
@@ -427,7 +438,8 @@ mod tests {
         let verdicts: Vec<&str> = s.lines().filter(|l| l.starts_with("verdict:")).collect();
         assert_eq!(verdicts, ["verdict: VIOLATED"], "{s}");
         assert!(s.contains(r"a\nverdict: every invariant holds\n"), "{s}");
-        assert!(s.contains(r"x\u{202e}y\r"), "{s}");
+        assert!(s.contains(r"x\u{202e}y\r\u{2028}z"), "{s}");
+        assert!(s.contains(r"account:a\u{2029}:9"), "{s}");
         assert!(
             !s.contains("help:"),
             "no query printed with a hidden character: {s}"

@@ -5296,6 +5296,18 @@ fn checkpoints_keep_to_their_own_files_and_a_lost_one_is_no_first_run() {
     assert!(ck.is_file());
     let (code, stderr) = cli(&root, &["--checkpoint", ck_b.to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
+    // A first save that fails (here its temporary file cannot be created)
+    // leaves no file of its state behind (rev-s48-diff M2: the next night
+    // took the checkpoint for one lost, and refused every night after).
+    let ck_c = dir.path().join("ck.c");
+    std::fs::create_dir(dir.path().join("ck.c.tmp")).unwrap();
+    let (code, stderr) = cli(&root, &["--checkpoint", ck_c.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(ledger_reconcile::archive::state_files(&ck_c).is_empty());
+    std::fs::remove_dir(dir.path().join("ck.c.tmp")).unwrap();
+    let (code, stderr) = cli(&root, &["--checkpoint", ck_c.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(ck_c.is_file());
 }
 
 /// rev-s48-incremental M2: the state files belong to the lake, not to its

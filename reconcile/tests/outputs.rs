@@ -355,6 +355,29 @@ fn an_output_path_that_cannot_be_placed_is_exit_2_before_the_run() {
         assert!(err.contains("is a file of the checkpoint"), "{err}");
         assert!(r.stdout.is_empty() && !tmp.path().join("ck").exists());
     }
+    // A name that only starts like the checkpoint's is not one of its files
+    // (rev-s48-diff M1): `ck.json` beside `ck`.
+    let r = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+        .current_dir(tmp.path())
+        .args([
+            s(&clean),
+            "--quiet",
+            "--checkpoint",
+            "ck",
+            "--json",
+            "ck.json",
+        ])
+        .args(["--now-ms", &NOW_MS.to_string()])
+        .env_remove("LEDGER_LAKE")
+        .output()
+        .unwrap();
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(tmp.path().join("ck.json").is_file() && tmp.path().join("ck").is_file());
     let lake_file = common::files_under(&clean, "events").remove(0);
     let before = std::fs::read(clean.join(&lake_file)).unwrap();
     let r = run_bin(

@@ -3,7 +3,7 @@
 //! errors exit 2 naming what is wrong.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
@@ -571,6 +571,25 @@ fn a_file_with_a_column_of_another_type_is_an_error_naming_the_file() {
         );
         assert!(stdout.is_empty(), "{column}: no verdict: {stdout}");
     }
+}
+
+/// rev-s48-redteam2 M1: a file that declares REQUIRED a column the layout
+/// lets rows leave empty is refused by name. Read first, it made the sorted
+/// scan refuse the next honest file's nulls, blaming that file, and which
+/// file was blamed (or whether the run passed) hung on the files' names.
+#[test]
+fn a_file_declaring_a_nullable_column_required_is_an_error_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("required");
+    clean_lake(&dir);
+    let key = common::files_under(&dir, "events/transfer").remove(0);
+    common::require(&dir.join(&key), "currency");
+    let (code, stdout, stderr) = run_bin(&[dir.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&key) && stderr.contains("column `currency` is declared REQUIRED"),
+        "{stderr}"
+    );
 }
 
 /// A row of a schema version newer than this reconciler knows stops the
@@ -1289,23 +1308,16 @@ fn every_path_of_the_ledger_core_holds_every_check() {
     assert_eq!(r.stats.distinct_rows, c.events.len() as u64);
 }
 
-/// A local lake file cut short while the run maps it raises SIGBUS, which
-/// would kill the process (exit 135, not a word): the run exits 2, as any
-/// error, with a line that says why. The signal is sent by hand here (a real
-/// truncation under a live map cannot be timed in a test), so the line is
-/// the one for a SIGBUS that no cut file raised; the run waits in
-/// `--settle-wait`.
-#[cfg(target_os = "linux")]
-#[test]
-fn sigbus_is_exit_2_with_a_line_that_says_why() {
-    use std::io::{BufRead, BufReader};
+/// A clean lake with a gap injected (in a temporary directory), and when
+/// the gap's youngest row was committed: a run then, within a window,
+/// finds the gap pending.
+fn gap_lake_and_its_youngest_row() -> (tempfile::TempDir, PathBuf, i64) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("gap");
     clean_lake(&dir);
     inject(&dir, Class::Gap, NOW_MS).unwrap();
-    // A run just after the gap's row, whose window of 60 s it waits out.
     let everything_young = (NOW_MS - GEN_START_MS).to_string();
-    let json = tmp.path().join("r.json");
+    let json = tmp.path().join("young.json");
     let (code, _, _) = run_bin(&[
         dir.to_str().unwrap(),
         "--quiet",
@@ -1319,6 +1331,21 @@ fn sigbus_is_exit_2_with_a_line_that_says_why() {
     let youngest = j["checks"][0]["pending"][0]["youngest_ms"]
         .as_i64()
         .unwrap();
+    (tmp, dir, youngest)
+}
+
+/// A local lake file cut short while the run maps it raises SIGBUS, which
+/// would kill the process (exit 135, not a word): the run exits 2, as any
+/// error, with a line that says why. The signal is sent by hand here (a real
+/// truncation under a live map cannot be timed in a test), so the line is
+/// the one for a SIGBUS that no cut file raised; the run waits in
+/// `--settle-wait`.
+#[cfg(target_os = "linux")]
+#[test]
+fn sigbus_is_exit_2_with_a_line_that_says_why() {
+    use std::io::{BufRead, BufReader};
+    let (_tmp, dir, youngest) = gap_lake_and_its_youngest_row();
+    // A run just after the gap's row, whose window of 60 s it waits out.
     let mut child = Command::new(env!("CARGO_BIN_EXE_reconcile"))
         .arg(dir.to_str().unwrap())
         .args(["--settle-wait", "--settle-ms", "60000"])
@@ -1407,6 +1434,11 @@ fn a_lake_file_or_partition_that_is_a_dangling_link_is_an_error_naming_it() {
             stderr.contains(&format!("lake file {key}: cannot be read"))
                 && stderr.contains("a symbolic link whose target is missing"),
             "{key}: {stderr}"
+        );
+        // Not a damaged file: nothing to move out of the lake (rev-s48-diff L4).
+        assert!(
+            stderr.contains("do not move the file") && !stderr.contains("quarantine"),
+            "{stderr}"
         );
     }
 }
@@ -1525,25 +1557,8 @@ fn every_edit_mutate_prints_changes_the_lake() {
 /// on exactly the nights a finding was pending).
 #[test]
 fn settle_wait_keeps_the_files_the_first_pass_found_lost() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("gap");
-    clean_lake(&dir);
-    inject(&dir, Class::Gap, NOW_MS).unwrap();
-    let everything_young = (NOW_MS - GEN_START_MS).to_string();
+    let (tmp, dir, youngest) = gap_lake_and_its_youngest_row();
     let json = tmp.path().join("r.json");
-    let (code, _, _) = run_bin(&[
-        dir.to_str().unwrap(),
-        "--quiet",
-        "--settle-ms",
-        &everything_young,
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0);
-    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    let youngest = j["checks"][0]["pending"][0]["youngest_ms"]
-        .as_i64()
-        .unwrap();
     let ck = tmp.path().join("ck");
     let at = (youngest + 500).to_string();
     let night = |extra: &[&str]| {

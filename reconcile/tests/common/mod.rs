@@ -209,6 +209,32 @@ pub fn retype(
     });
 }
 
+/// Rewrites the lake file at `path` with its column `column` declared
+/// REQUIRED (not nullable): what another writer may declare of a column
+/// none of the file's rows leaves empty.
+pub fn require(path: &Path, column: &str) {
+    use datafusion::arrow::datatypes::{Field, Schema};
+    use datafusion::arrow::record_batch::RecordBatch;
+    let rows = footer_of(path).file_metadata().num_rows() as usize;
+    rewrite(path, &[], rows.max(1), |all| {
+        let schema = all.schema();
+        let fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                f.as_ref()
+                    .clone()
+                    .with_nullable(f.is_nullable() && f.name() != column)
+            })
+            .collect();
+        RecordBatch::try_new(
+            std::sync::Arc::new(Schema::new(fields)),
+            all.columns().to_vec(),
+        )
+        .unwrap()
+    });
+}
+
 fn rewrite(
     path: &Path,
     cuts: &[usize],
