@@ -82,8 +82,9 @@ struct Cli {
     #[arg(long, value_name = "FILE")]
     dangling: Option<PathBuf>,
     /// Put the dangling list into the lake at reconcile/dangling/latest.json, the
-    /// object the edge's sweeper cron reads (docs/SWEEPER.md), replacing it; the
-    /// most overdue transfers that fit the sweeper's 1 MiB limit.
+    /// object the edge's sweeper cron reads (docs/SWEEPER.md), replacing it; past the
+    /// sweeper's 1 MiB limit, as many as fit, in a window of the list (most overdue
+    /// first) that moves by its length each day, wrapping around.
     #[arg(long)]
     publish_dangling: bool,
     /// Judge deadlines and the settle window at this instant (ms since the

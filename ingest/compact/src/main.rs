@@ -159,7 +159,7 @@ async fn run(cli: Cli) -> Result<u8, CompactError> {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let mut cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
@@ -167,6 +167,10 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    if cli.lake.is_empty() {
+        // LEDGER_LAKE set to nothing: the default, as reconcile takes it.
+        cli.lake = ".lake".into();
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
