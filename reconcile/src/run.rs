@@ -2116,6 +2116,26 @@ async fn prove_resumed(
             lake.name
         )));
     }
+    // One of the two money tables without a file while the other has some:
+    // a partial copy, or a prefix or a permission that hides it. Every
+    // finding naming the other table's rows may be that; said first.
+    let in_table = |t: Table| listed.iter().filter(|f| f.table == t).count();
+    let (accounts, transfers) = (in_table(Table::Account), in_table(Table::Transfer));
+    // Printed even without progress, as the other warnings on what the
+    // verdict covers.
+    if (accounts == 0) != (transfers == 0) {
+        let (empty, other, n) = if accounts == 0 {
+            ("account", "transfer", transfers)
+        } else {
+            ("transfer", "account", accounts)
+        };
+        crate::say!(
+            "reconcile: warning: the {empty} table (events/{empty}/) holds no lake file while the {other} \
+             table holds {n}: if the lake should have {empty} rows (a partial copy; a prefix or a \
+             permission that hides events/{empty}/), every finding on the {other} table's rows that \
+             names them may be that"
+        );
+    }
     // The account table's proof is the base; the transfer facts join it
     // (re-keyed to its names).
     let mut proof = ra.proof;

@@ -1591,3 +1591,25 @@ fn settle_wait_keeps_the_files_the_first_pass_found_lost() {
     assert_eq!(inc["reproved_in_full"], true, "{inc}");
     assert!(stdout.contains("  LOST "), "{stdout}");
 }
+
+/// rev-s48-cli L10: one of the money tables without a file while the other
+/// has some (a partial copy, a prefix or permission hiding it) is said on
+/// stderr first, even with --quiet: the findings it causes (dozens of legs
+/// without their transfer) would otherwise send on-call after each. A lake
+/// with both tables says nothing of the kind.
+#[test]
+fn a_money_table_without_a_file_is_warned_of() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    clean_lake(&dir);
+    let (code, _, stderr) = run_bin(&[dir.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("holds no lake file"), "{stderr}");
+    std::fs::remove_dir_all(dir.join("events/transfer")).unwrap();
+    let (code, stdout, stderr) = run_bin(&[dir.to_str().unwrap(), "--quiet"]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stderr.contains("warning: the transfer table (events/transfer/) holds no lake file while the account table holds"),
+        "{stderr}"
+    );
+}
