@@ -294,13 +294,18 @@ fn an_output_path_that_cannot_be_placed_is_exit_2_before_the_run() {
     assert!(r.stderr.contains("is a directory"), "{}", r.stderr);
     assert!(r.stdout.is_empty(), "no run: {}", r.stdout);
     // A bare file name is in the working directory, which exists.
-    let r = Command::new(env!("CARGO_BIN_EXE_reconcile"))
-        .current_dir(tmp.path())
-        .args([s(&clean), "--quiet", "--json", "report.json"])
-        .args(["--now-ms", &NOW_MS.to_string()])
-        .env_remove("LEDGER_LAKE")
-        .output()
-        .unwrap();
+    // Runs reconcile NOW_MS in the temporary directory with `args` and `more`.
+    let in_dir = |args: &[&str], more: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_reconcile"))
+            .current_dir(tmp.path())
+            .args(args)
+            .args(more)
+            .args(["--now-ms", &NOW_MS.to_string()])
+            .env_remove("LEDGER_LAKE")
+            .output()
+            .unwrap()
+    };
+    let r = in_dir(&[s(&clean), "--quiet", "--json", "report.json"], &[]);
     assert_eq!(
         r.status.code(),
         Some(0),
@@ -310,20 +315,17 @@ fn an_output_path_that_cannot_be_placed_is_exit_2_before_the_run() {
     assert!(tmp.path().join("report.json").is_file());
     // Two outputs on one file (here as `x` and `./x`), or one inside the
     // lake: exit 2 before the run, nothing written.
-    let r = Command::new(env!("CARGO_BIN_EXE_reconcile"))
-        .current_dir(tmp.path())
-        .args([
+    let r = in_dir(
+        &[
             s(&clean),
             "--quiet",
             "--checkpoint",
             "ck",
             "--metrics",
             "./ck",
-        ])
-        .args(["--now-ms", &NOW_MS.to_string()])
-        .env_remove("LEDGER_LAKE")
-        .output()
-        .unwrap();
+        ],
+        &[],
+    );
     let err = String::from_utf8_lossy(&r.stderr);
     assert_eq!(r.status.code(), Some(2), "{err}");
     assert!(
@@ -338,18 +340,15 @@ fn an_output_path_that_cannot_be_placed_is_exit_2_before_the_run() {
         ("--metrics", "ck.0123456789abcdef.seg"),
         ("--alert-state", "ck.tmp"),
     ] {
-        let r = Command::new(env!("CARGO_BIN_EXE_reconcile"))
-            .current_dir(tmp.path())
-            .args([s(&clean), "--quiet", "--checkpoint", "ck", flag, name])
-            .args(["--now-ms", &NOW_MS.to_string()])
-            .args(
-                ["--alert-webhook", "http://127.0.0.1:9/"]
-                    .iter()
-                    .filter(|_| flag == "--alert-state"),
-            )
-            .env_remove("LEDGER_LAKE")
-            .output()
-            .unwrap();
+        let alert: &[&str] = if flag == "--alert-state" {
+            &["--alert-webhook", "http://127.0.0.1:9/"]
+        } else {
+            &[]
+        };
+        let r = in_dir(
+            &[s(&clean), "--quiet", "--checkpoint", "ck", flag, name],
+            alert,
+        );
         let err = String::from_utf8_lossy(&r.stderr);
         assert_eq!(r.status.code(), Some(2), "{flag} {name}: {err}");
         assert!(err.contains("is a file of the checkpoint"), "{err}");
@@ -357,20 +356,17 @@ fn an_output_path_that_cannot_be_placed_is_exit_2_before_the_run() {
     }
     // A name that only starts like the checkpoint's is not one of its files
     // (rev-s48-diff M1): `ck.json` beside `ck`.
-    let r = Command::new(env!("CARGO_BIN_EXE_reconcile"))
-        .current_dir(tmp.path())
-        .args([
+    let r = in_dir(
+        &[
             s(&clean),
             "--quiet",
             "--checkpoint",
             "ck",
             "--json",
             "ck.json",
-        ])
-        .args(["--now-ms", &NOW_MS.to_string()])
-        .env_remove("LEDGER_LAKE")
-        .output()
-        .unwrap();
+        ],
+        &[],
+    );
     assert_eq!(
         r.status.code(),
         Some(0),

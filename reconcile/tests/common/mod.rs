@@ -188,24 +188,8 @@ pub fn retype(
     path: &Path,
     to: impl Fn(&str, &datafusion::arrow::datatypes::DataType) -> datafusion::arrow::datatypes::DataType,
 ) {
-    use datafusion::arrow::compute::cast;
-    use datafusion::arrow::datatypes::{Field, Schema};
-    use datafusion::arrow::record_batch::RecordBatch;
-    let rows = footer_of(path).file_metadata().num_rows() as usize;
-    rewrite(path, &[], rows.max(1), |all| {
-        let schema = all.schema();
-        let fields: Vec<Field> = schema
-            .fields()
-            .iter()
-            .map(|f| Field::new(f.name(), to(f.name(), f.data_type()), f.is_nullable()))
-            .collect();
-        let columns = all
-            .columns()
-            .iter()
-            .zip(&fields)
-            .map(|(c, f)| cast(c, f.data_type()).unwrap())
-            .collect();
-        RecordBatch::try_new(std::sync::Arc::new(Schema::new(fields)), columns).unwrap()
+    refield(path, |f| {
+        f.clone().with_data_type(to(f.name(), f.data_type()))
     });
 }
 
@@ -213,25 +197,32 @@ pub fn retype(
 /// REQUIRED (not nullable): what another writer may declare of a column
 /// none of the file's rows leaves empty.
 pub fn require(path: &Path, column: &str) {
+    refield(path, |f| {
+        let nullable = f.is_nullable() && f.name() != column;
+        f.clone().with_nullable(nullable)
+    });
+}
+
+/// Rewrites the lake file at `path` with each field of its Arrow schema as
+/// `to` makes it, each column cast to its field's type.
+fn refield(
+    path: &Path,
+    to: impl Fn(&datafusion::arrow::datatypes::Field) -> datafusion::arrow::datatypes::Field,
+) {
+    use datafusion::arrow::compute::cast;
     use datafusion::arrow::datatypes::{Field, Schema};
     use datafusion::arrow::record_batch::RecordBatch;
     let rows = footer_of(path).file_metadata().num_rows() as usize;
     rewrite(path, &[], rows.max(1), |all| {
         let schema = all.schema();
-        let fields: Vec<Field> = schema
-            .fields()
+        let fields: Vec<Field> = schema.fields().iter().map(|f| to(f)).collect();
+        let columns = all
+            .columns()
             .iter()
-            .map(|f| {
-                f.as_ref()
-                    .clone()
-                    .with_nullable(f.is_nullable() && f.name() != column)
-            })
+            .zip(&fields)
+            .map(|(c, f)| cast(c, f.data_type()).unwrap())
             .collect();
-        RecordBatch::try_new(
-            std::sync::Arc::new(Schema::new(fields)),
-            all.columns().to_vec(),
-        )
-        .unwrap()
+        RecordBatch::try_new(std::sync::Arc::new(Schema::new(fields)), columns).unwrap()
     });
 }
 
