@@ -55,9 +55,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
 }
 
 /// Removes the temporary files of the output `name` in `dir` that runs
-/// killed before their rename left (`.NAME.tmp-PID`, that process gone):
-/// nothing else ever would. Only where `/proc` says which processes run
-/// (Linux); a temporary file of a run still writing is left alone.
+/// killed before their rename left (`.NAME.tmp-PID`, that process gone, the
+/// file untouched for an hour): nothing else ever would. Only where `/proc`
+/// says which processes run (Linux). A run still writing is left alone: its
+/// process is there, or (another container's, on a shared volume, whose
+/// processes this one cannot see) it wrote within the hour.
 fn remove_stale_temporaries(dir: &Path, name: &str) {
     let proc = Path::new("/proc/self");
     if !proc.exists() {
@@ -72,7 +74,13 @@ fn remove_stale_temporaries(dir: &Path, name: &str) {
         let Some(pid) = file.to_str().and_then(|f| f.strip_prefix(&prefix)) else {
             continue;
         };
-        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+        let idle = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= std::time::Duration::from_secs(3600));
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() && idle {
             let _ = std::fs::remove_file(e.path());
         }
     }
@@ -171,7 +179,8 @@ impl Outputs {
 mod tests {
     /// rev-s48-outputs L5: a temporary file a killed run left is removed by
     /// the next write of the same output; one of a process still running
-    /// (pid 1), or of another output, is left alone.
+    /// (pid 1), one written within the hour (rev-s48-diff L7), or one of
+    /// another output, is left alone.
     #[cfg(target_os = "linux")]
     #[test]
     fn a_killed_runs_temporary_file_is_removed_by_the_next_write() {
@@ -179,8 +188,17 @@ mod tests {
         let left = dir.path().join(".report.json.tmp-4294967295");
         let running = dir.path().join(".report.json.tmp-1");
         let other = dir.path().join(".metrics.prom.tmp-4294967295");
-        for f in [&left, &running, &other] {
+        let recent = dir.path().join(".report.json.tmp-4294967294");
+        let hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+        for f in [&left, &running, &other, &recent] {
             std::fs::write(f, b"half").unwrap();
+            if f != &recent {
+                std::fs::File::options()
+                    .write(true)
+                    .open(f)
+                    .and_then(|h| h.set_modified(hours_ago))
+                    .unwrap();
+            }
         }
         super::write_atomic(&dir.path().join("report.json"), b"{}").unwrap();
         assert_eq!(
@@ -188,5 +206,8 @@ mod tests {
             b"{}"
         );
         assert!(!left.exists() && running.exists() && other.exists());
+        // Written within the hour: perhaps a live run whose process this one
+        // cannot see (another container on a shared volume).
+        assert!(recent.exists());
     }
 }
