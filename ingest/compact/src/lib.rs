@@ -180,6 +180,41 @@ impl Lake {
         Ok(())
     }
 
+    /// For a local lake, removes from `partition`'s directory the partial
+    /// writes a killed run left: `object_store`'s local put writes a lake
+    /// file as `KEY#N` and renames it, so a kill between the two leaves
+    /// `KEY#N`, which no reader takes and nothing else removes. Only those
+    /// untouched for an hour (a writer may be at work on one). Returns how
+    /// many were removed.
+    pub fn remove_stale_partials(&self, partition: &Partition) -> usize {
+        let Some(root) = &self.local_root else {
+            return 0;
+        };
+        let dir = root.join(partition.prefix());
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let partial = name.rsplit_once('#').is_some_and(|(file, n)| {
+                !n.is_empty()
+                    && n.bytes().all(|b| b.is_ascii_digit())
+                    && parse_object_key(&format!("{}{file}", partition.prefix())).is_some()
+            });
+            let idle = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age >= std::time::Duration::from_secs(3600));
+            if partial && idle && std::fs::remove_file(e.path()).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
+
     /// The partitions that hold at least one lake file, optionally of one table.
     pub async fn partitions(&self, table: Option<Table>) -> Result<Vec<Partition>, CompactError> {
         let prefix = match table {
@@ -287,14 +322,21 @@ pub struct PartitionReport {
     /// The partition already was exactly its compacted form.
     pub already_compact: bool,
     pub stopped_early: bool,
+    /// Partial writes a killed run left in the partition's directory (a
+    /// local lake's `KEY#N`, untouched for an hour), removed.
+    pub partials_removed: usize,
 }
 
 impl std::fmt::Display for PartitionReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let partials = match self.partials_removed {
+            0 => String::new(),
+            n => format!(", {n} partial write(s) of a killed run removed"),
+        };
         if self.already_compact {
             return write!(
                 f,
-                "{}: already compact ({} files, {} rows)",
+                "{}: already compact ({} files, {} rows){partials}",
                 self.partition.prefix(),
                 self.input_files,
                 self.input_rows
@@ -315,6 +357,7 @@ impl std::fmt::Display for PartitionReport {
         if let Some(key) = &self.manifest {
             write!(f, ", recorded in {key}")?;
         }
+        write!(f, "{partials}")?;
         if self.stopped_early {
             write!(f, " (stopped early)")?;
         }
@@ -410,8 +453,13 @@ pub async fn compact_partition(
         deleted: 0,
         already_compact: input_keys == outputs,
         stopped_early: false,
+        partials_removed: 0,
     };
-    if report.already_compact || options.dry_run {
+    if options.dry_run {
+        return Ok(report);
+    }
+    report.partials_removed = lake.remove_stale_partials(partition);
+    if report.already_compact {
         return Ok(report);
     }
 

@@ -512,3 +512,42 @@ fn a_closed_stderr_does_not_stop_compaction() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// rev-s48-cli L9: a compaction killed during a local put leaves the put's
+/// partial file (`KEY#N`, `object_store`'s staging name) in the partition,
+/// which no reader takes and nothing removed. The next compaction of the
+/// partition removes it once it is an hour old (a writer may be at work on
+/// a newer one) and says so; a dry run removes nothing.
+#[test]
+fn a_killed_puts_partial_file_is_removed_by_the_next_compaction() {
+    let dir = small_file_lake("partials");
+    let lake_arg = dir.to_str().unwrap();
+    let first = files(&dir).into_iter().next().unwrap();
+    let day = dir.join(Path::new(&first).parent().unwrap());
+    let old = day.join(format!("c-{}.parquet#1", "a".repeat(32)));
+    let recent = day.join(format!("c-{}.parquet#2", "b".repeat(32)));
+    let not_ours = day.join("notes.txt#1");
+    let hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+    for f in [&old, &recent, &not_ours] {
+        std::fs::write(f, b"half a file").unwrap();
+        if f != &recent {
+            std::fs::File::options()
+                .write(true)
+                .open(f)
+                .and_then(|h| h.set_modified(hours_ago))
+                .unwrap();
+        }
+    }
+    let dry = cli(&["--lake", lake_arg, "--dry-run"], &[]);
+    assert_eq!(dry.status.code(), Some(0));
+    assert!(old.exists(), "a dry run removes nothing");
+    let out = cli(&["--lake", lake_arg], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("1 partial write(s) of a killed run removed"),
+        "{stderr}"
+    );
+    assert!(!old.exists() && recent.exists() && not_ours.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
