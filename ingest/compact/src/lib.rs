@@ -202,12 +202,7 @@ impl Lake {
                     && n.bytes().all(|b| b.is_ascii_digit())
                     && parse_object_key(&format!("{}{file}", partition.prefix())).is_some()
             });
-            let idle = e
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age >= std::time::Duration::from_secs(3600));
+            let idle = ledger_s3::local::untouched_for(&e, std::time::Duration::from_secs(3600));
             if partial && idle && std::fs::remove_file(e.path()).is_ok() {
                 removed += 1;
             }

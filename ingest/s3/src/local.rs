@@ -17,6 +17,17 @@ pub fn is_parquet_name(key: &str) -> bool {
         && key[key.len() - 8..].eq_ignore_ascii_case(".parquet")
 }
 
+/// Whether the directory entry `e` was last modified at least `age` ago:
+/// a leftover of a killed writer, not a file a live one (perhaps in another
+/// container, whose processes this one cannot see) is still writing.
+pub fn untouched_for(e: &std::fs::DirEntry, age: std::time::Duration) -> bool {
+    e.metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|elapsed| elapsed >= age)
+}
+
 /// The first entry of `events/{table}/` under the lake's `root` that would
 /// be read and cannot be: `events/` or the table's directory (present, or
 /// absent altogether; never there and unreadable), a partition (`date=…`, or

@@ -74,12 +74,7 @@ fn remove_stale_temporaries(dir: &Path, name: &str) {
         let Some(pid) = file.to_str().and_then(|f| f.strip_prefix(&prefix)) else {
             continue;
         };
-        let idle = e
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age >= std::time::Duration::from_secs(3600));
+        let idle = ledger_s3::local::untouched_for(&e, std::time::Duration::from_secs(3600));
         if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() && idle {
             let _ = std::fs::remove_file(e.path());
         }
