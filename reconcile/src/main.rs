@@ -402,7 +402,9 @@ async fn settle_wait(
     by: i64,
 ) -> Result<(ledger_reconcile::Report, ProofState), Error> {
     let wait_ms = (by - opts.now_ms + 1).clamp(0, opts.settle_ms + 1);
-    if opts.progress {
+    // A wait over a minute is said even with --quiet: a job that sleeps
+    // for hours with a long window must not look hung.
+    if opts.progress || wait_ms > 60_000 {
         ledger_reconcile::say!(
             "reconcile: {} finding(s) pending until {}; waiting {:.1} s to decide them (--settle-wait)",
             first.pending,

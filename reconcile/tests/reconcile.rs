@@ -1613,3 +1613,54 @@ fn a_money_table_without_a_file_is_warned_of() {
         "{stderr}"
     );
 }
+
+/// rev-s48-cli L6: a `--settle-wait` of over a minute says so even with
+/// `--quiet` (a job sleeping for hours in silence looked hung); the run is
+/// stopped once it has said it.
+#[cfg(unix)]
+#[test]
+fn a_long_settle_wait_is_said_even_when_quiet() {
+    use std::io::{BufRead, BufReader};
+    let (_tmp, dir, youngest) = gap_lake_and_its_youngest_row();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+        .arg(dir.to_str().unwrap())
+        .args(["--quiet", "--settle-wait", "--settle-ms", "3600000"])
+        .args(["--now-ms", &(youngest + 500).to_string()])
+        .env_remove("LEDGER_LAKE")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A run that says nothing would sleep an hour: stopped after 60 s, its
+    // stderr then ends with no line.
+    // The child is reaped only once `done` is set under the lock, so the
+    // watchdog never signals a pid another process has taken since.
+    let pid = child.id() as libc::pid_t;
+    let done = std::sync::Arc::new(std::sync::Mutex::new(false));
+    let watched = done.clone();
+    std::thread::spawn(move || {
+        for _ in 0..600 {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            if *watched.lock().unwrap() {
+                return;
+            }
+        }
+        let finished = watched.lock().unwrap();
+        if !*finished {
+            // SAFETY: kill(2) on our own child, not yet reaped (see above).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    child.kill().unwrap();
+    *done.lock().unwrap() = true;
+    child.wait().unwrap();
+    assert!(
+        line.contains("finding(s) pending until")
+            && line.contains("waiting 3599.")
+            && line.contains("--settle-wait"),
+        "{line}"
+    );
+}
