@@ -813,6 +813,21 @@ pub fn state_files(checkpoint: &Path) -> Vec<String> {
 /// The extensions of the files of a checkpoint's state.
 pub const STATE_FILE_EXTS: &[&str] = &["seg", "ent", "prs"];
 
+/// Whether `name`, beside the checkpoint `stem`, is one of that
+/// checkpoint's own files: a file of its state ([`state_file_of`]), its
+/// temporary one (`{stem}.{ext}.tmp`, `{stem}.tmp`) or its lock
+/// (`{stem}.lock`). Other names that start with `{stem}.` are not its.
+pub fn is_checkpoint_file(stem: &str, name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(stem).and_then(|r| r.strip_prefix('.')) else {
+        return false;
+    };
+    STATE_FILE_EXTS
+        .iter()
+        .any(|ext| state_file_of(stem, name, ext) || rest.strip_suffix(".tmp") == Some(ext))
+        || rest == "tmp"
+        || rest == "lock"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -541,6 +541,11 @@ impl ProofState {
                 Vec::new(),
             )
         };
+        // A resumed run's files of streams are opened now (a `--full` run
+        // writes new ones, whatever these are).
+        if !tolerant {
+            crate::presence_files::check(dir, &f.streams_files)?;
+        }
         let mut p = ProofState {
             files: f.files.into_owned(),
             names,
@@ -549,14 +554,7 @@ impl ProofState {
             legs: LegsTable::from_rows(legs),
             stored: Stored {
                 dir: dir.to_path_buf(),
-                refs: {
-                    // A resumed run's files of streams are opened now (a
-                    // `--full` run writes new ones, whatever these are).
-                    if !tolerant {
-                        crate::presence_files::check(dir, &f.streams_files)?;
-                    }
-                    f.streams_files.into_owned()
-                },
+                refs: f.streams_files.into_owned(),
             },
             older_rules: f.version < 19,
             entry_key: entry_key.unwrap_or_default(),

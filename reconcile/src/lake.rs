@@ -174,6 +174,7 @@ const INT64_FIELDS: [&str; 7] = [
 /// ignored, as readers of the lake ignore them.
 fn lake_types(schema: &arrow_schema::Schema) -> Result<(), String> {
     use arrow_schema::DataType;
+    let layout = ledger_ingest::arrow_schema();
     for f in schema.fields() {
         let name = f.name().as_str();
         if !ledger_events::FIELDS.contains(&name) {
@@ -193,7 +194,6 @@ fn lake_types(schema: &arrow_schema::Schema) -> Result<(), String> {
         // A column the layout lets rows leave empty, declared REQUIRED: the
         // sorted scan takes the first file's schema for every later one,
         // and would refuse an honest later file's nulls, naming it.
-        let layout = ledger_ingest::arrow_schema();
         if !f.is_nullable() && layout.field_with_name(name).is_ok_and(|l| l.is_nullable()) {
             return Err(format!(
                 "column `{name}` is declared REQUIRED (no nulls), where the lake layout lets rows \
@@ -474,11 +474,7 @@ impl Lake {
         match found {
             Some((key, e)) => Err(Error::File {
                 key,
-                why: format!(
-                    "cannot be read ({e}): a symbolic link whose target is missing (a share not \
-                     mounted?) or may not be opened; the listing would pass over it as if it were \
-                     not there {STORE_FAILED}"
-                ),
+                why: format!("{} {STORE_FAILED}", ledger_s3::local::why_unreadable(&e)),
             }),
             None => Ok(()),
         }
@@ -891,15 +887,8 @@ pub const STORE_FAILED: &str =
 /// one is in its chain of causes ([`STORE_FAILED`]), else the file's.
 fn unreadable(key: &str) -> impl Fn(datafusion::error::DataFusionError) -> Error + Copy + '_ {
     move |e| {
-        let store_failed = {
-            let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
-            std::iter::from_fn(|| {
-                let now = cause?;
-                cause = now.source();
-                Some(now)
-            })
-            .any(|c| c.is::<object_store::Error>() || is_store_cause(&e, c))
-        };
+        let first: &(dyn std::error::Error + 'static) = &e;
+        let store_failed = std::iter::successors(Some(first), |c| c.source()).any(is_store_cause);
         Error::File {
             key: key.to_owned(),
             why: if store_failed {
@@ -911,14 +900,12 @@ fn unreadable(key: &str) -> impl Fn(datafusion::error::DataFusionError) -> Error
     }
 }
 
-/// Whether `c`, a cause in the chain of `e`, is a store's failure that
-/// DataFusion wraps as its own variant rather than as a source.
-fn is_store_cause(
-    e: &datafusion::error::DataFusionError,
-    c: &(dyn std::error::Error + 'static),
-) -> bool {
+/// Whether `c`, a cause in the chain of an error, is a store's failure:
+/// `object_store`'s own error, DataFusion's variant that wraps one, or a
+/// permission denied.
+fn is_store_cause(c: &(dyn std::error::Error + 'static)) -> bool {
     use datafusion::error::DataFusionError;
-    matches!(e, DataFusionError::ObjectStore(_))
+    c.is::<object_store::Error>()
         || c.downcast_ref::<DataFusionError>()
             .is_some_and(|d| matches!(d, DataFusionError::ObjectStore(_)))
         || c.downcast_ref::<std::io::Error>()

@@ -283,9 +283,7 @@ fn output_files_placeable(cli: &Cli) -> Result<(), String> {
 }
 
 /// Whether `at` is one of the files of the checkpoint `ck` (both as
-/// [`placed`]), beside it: `ck.lock`, `ck.tmp`, the files of its state
-/// `ck.{16 hex}.{seg,ent,prs}` and their temporary `ck.{seg,ent,prs}.tmp`.
-/// Other names that start with `ck.` (`ck.json`) are not its.
+/// [`placed`]), beside it (`ledger_reconcile::archive::is_checkpoint_file`).
 fn is_companion(ck: &std::path::Path, at: &std::path::Path) -> bool {
     let (Some(name), Some(other)) = (ck.file_name(), at.file_name()) else {
         return false;
@@ -293,16 +291,7 @@ fn is_companion(ck: &std::path::Path, at: &std::path::Path) -> bool {
     let (Some(name), Some(other)) = (name.to_str(), other.to_str()) else {
         return false;
     };
-    let Some(rest) = other.strip_prefix(name).and_then(|r| r.strip_prefix('.')) else {
-        return false;
-    };
-    let exts = ledger_reconcile::archive::STATE_FILE_EXTS;
-    let state = rest.split_once('.').is_some_and(|(hex, ext)| {
-        hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()) && exts.contains(&ext)
-    });
-    let own =
-        ["lock", "tmp"].contains(&rest) || exts.iter().any(|ext| rest == format!("{ext}.tmp"));
-    ck.parent() == at.parent() && (state || own)
+    ck.parent() == at.parent() && ledger_reconcile::archive::is_checkpoint_file(name, other)
 }
 
 /// The run: resumes from the checkpoint when there is a usable one.

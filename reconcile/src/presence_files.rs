@@ -524,8 +524,6 @@ pub fn save(
     Ok(kept)
 }
 
-/// The streams the files `refs` names hold for the lake files `keys` (the
-/// files of streams that cover none of them are not read).
 /// Opens every file `refs` names in `dir` (its header, length and index,
 /// checked against the reference), as a checkpoint is opened: one missing,
 /// truncated or swapped is found that night, not on the night that first
@@ -534,6 +532,8 @@ pub fn check(dir: &Path, refs: &[StreamsRef]) -> Result<(), String> {
     refs.iter().try_for_each(|r| Opened::open(dir, r).map(drop))
 }
 
+/// The streams the files `refs` names hold for the lake files `keys` (the
+/// files of streams that cover none of them are not read).
 pub fn streams_of(dir: &Path, refs: &[StreamsRef], keys: &BTreeSet<&str>) -> Result<Sets, String> {
     let mut out = Sets::default();
     for r in refs {

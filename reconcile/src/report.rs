@@ -349,11 +349,7 @@ impl Report {
     /// they list.
     pub fn dangling_document(&self, generated_at_ms: i64, max_bytes: usize) -> (Vec<u8>, usize) {
         let total = self.dangling.len();
-        let day = self.now_ms.max(0) as u128 / 86_400_000;
-        let start = |n: usize| match n {
-            0 => 0,
-            n => ((day * n as u128) % total as u128) as usize,
-        };
+        let start = |n| crate::output::sweep::window_start(self.now_ms, n, total);
         let bytes = |n| {
             serde_json::to_vec(&self.dangling_list_of(generated_at_ms, start(n), n))
                 .expect("a JSON value serializes")

@@ -170,10 +170,7 @@ impl Lake {
                 return Err(CompactError::Store {
                     op: "list",
                     key,
-                    why: format!(
-                        "cannot be read ({e}): a symbolic link whose target is missing or may \
-                         not be opened? The listing would pass over it as if it were not there"
-                    ),
+                    why: ledger_s3::local::why_unreadable(&e),
                 });
             }
         }

@@ -28,6 +28,15 @@ pub fn untouched_for(e: &std::fs::DirEntry, age: std::time::Duration) -> bool {
         .is_some_and(|elapsed| elapsed >= age)
 }
 
+/// Why an entry [`unreadable_entry`] names cannot be read, as every tool
+/// says it.
+pub fn why_unreadable(e: &io::Error) -> String {
+    format!(
+        "cannot be read ({e}): a symbolic link whose target is missing (a share not mounted?) \
+         or may not be opened; the listing would pass over it as if it were not there"
+    )
+}
+
 /// The first entry of `events/{table}/` under the lake's `root` that would
 /// be read and cannot be: `events/` or the table's directory (present, or
 /// absent altogether; never there and unreadable), a partition (`date=…`, or

@@ -115,6 +115,19 @@ impl SweepConfig {
 /// many are stuck for good (a re-drive cannot fix them) and never reach one
 /// behind them; with the window, a list that stays put is covered in full
 /// every `ceil(n / max)` days.
+/// Where the day's window of `len` entries of a list of `total` starts:
+/// `(d * len) mod total` on day `d` of the Unix epoch (of `now_ms`), so the
+/// window moves by its length each day and wraps around the list's end
+/// (0 for an empty list or window).
+pub fn window_start(now_ms: i64, len: usize, total: usize) -> usize {
+    if len == 0 || total == 0 {
+        return 0;
+    }
+    let day = now_ms.max(0) as u64 / DAY_MS;
+    // u128: day * len cannot overflow.
+    ((u128::from(day) * len as u128) % total as u128) as usize
+}
+
 pub fn request_bodies(
     dangling: &[Dangling],
     max: usize,
@@ -137,9 +150,7 @@ pub fn request_bodies(
     }
     if ids.len() > max {
         let n = ids.len();
-        let day = now_ms.max(0) as u64 / DAY_MS;
-        // u128: day * max cannot overflow.
-        let start = ((day as u128 * max as u128) % n as u128) as usize;
+        let start = window_start(now_ms, max, n);
         left.over_max = n - max;
         left.window_start = start;
         ids.rotate_left(start);
@@ -296,7 +307,11 @@ pub async fn redrive(
         .map(|b| b["transfer_ids"].as_array().map_or(0, |a| a.len()))
         .sum();
     for (i, body) in bodies.iter().enumerate() {
-        let n = body["transfer_ids"].as_array().map_or(0, |a| a.len());
+        let ids: Vec<&str> = body["transfer_ids"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        let n = ids.len();
         let answer = http::post_json(
             &url,
             &[("authorization", &auth)],
@@ -319,10 +334,6 @@ pub async fn redrive(
                 REQUEST_TIMEOUT.as_secs()
             )
         })?;
-        let ids: Vec<&str> = body["transfer_ids"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
-            .unwrap_or_default();
         done.add(&answer.body, &ids).map_err(|e| {
             format!(
                 "sweep: POST {} (request {} of {}): {e}",
