@@ -7,8 +7,9 @@
 //! What it guarantees, under a crash at any point:
 //!
 //! ```text
-//! list ─▶ read all (any damaged file: stop, change nothing) ─▶ merge (dedup, sort)
-//!      ─▶ put every output, confirm each with HEAD
+//! list ─▶ read all (any damaged file: stop, change nothing; rows past
+//!         SPILL_RUN_ROWS are sorted and spilled to local disk, `merge`)
+//!      ─▶ merge (sort, dedup), put each output as it is cut, confirm each with HEAD
 //!      ─▶ put the manifest (every version read, every output as listed)
 //!      ─▶ only then delete the inputs that are not outputs
 //! ```
@@ -33,22 +34,21 @@
 //! lose the output after the inputs are gone; R2/S3 is the production store.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::TryStreamExt;
 use ledger_ingest::{
-    build_files, dedup, parse_object_key, read_lake_file_each, Conflict, FileLayer, FileVersion,
-    LakeError, Manifest, Partition, Row, Table, LAKE_EVENTS_PREFIX, PARQUET_FILE_ROWS_MAX,
+    dedup, parse_object_key, read_lake_file_each, Conflict, FileVersion, LakeError, Manifest,
+    Partition, Row, Table, LAKE_EVENTS_PREFIX, PARQUET_FILE_ROWS_MAX,
 };
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectStore, ObjectStoreExt, PutPayload};
 
-/// Input rows one compaction holds in memory (about 1.5 KB each at the
-/// peak, decoded, deduplicated and encoded again: 1.5 GB for 1M rows): a
-/// partition above it is refused with a clear error instead of exhausting
-/// memory. A streaming k-way merge of the sorted inputs would lift it.
-pub const COMPACT_INPUT_ROWS_MAX: usize = 4 * PARQUET_FILE_ROWS_MAX;
+pub mod merge;
+
+pub use merge::{MERGE_RUNS_MAX, SPILL_RUN_ROWS};
 
 /// Files one compaction reads.
 pub const COMPACT_INPUT_FILES_MAX: usize = 100_000;
@@ -245,13 +245,12 @@ impl Lake {
             .map_err(|e| CompactError::store("get", key, e))
     }
 
-    /// Every row of every lake file of one partition, with the key it came
-    /// from, and the versions read (as listed; a file rewritten between the
-    /// listing and its read is an error, see [`Lake::read_version`]).
-    pub async fn read_partition(
+    /// The lake files of one partition as listed, bounded by
+    /// [`COMPACT_INPUT_FILES_MAX`].
+    async fn partition_files(
         &self,
         partition: &Partition,
-    ) -> Result<(Vec<FileVersion>, Vec<(String, Row)>), CompactError> {
+    ) -> Result<Vec<FileVersion>, CompactError> {
         let files = self.lake_files(&partition.prefix()).await?;
         if files.len() > COMPACT_INPUT_FILES_MAX {
             return Err(CompactError::TooLarge(format!(
@@ -260,18 +259,25 @@ impl Lake {
                 files.len()
             )));
         }
+        Ok(files)
+    }
+
+    /// Every row of every lake file of one partition, with the key it came
+    /// from, and the versions read (as listed; a file rewritten between the
+    /// listing and its read is an error, see [`Lake::read_version`]). All
+    /// in memory: for checks of a lake (the tests' view of it), not for
+    /// compaction, which streams ([`merge`]).
+    pub async fn read_partition(
+        &self,
+        partition: &Partition,
+    ) -> Result<(Vec<FileVersion>, Vec<(String, Row)>), CompactError> {
+        let files = self.partition_files(partition).await?;
         let mut rows = Vec::new();
         for file in &files {
             let (key, bytes) = (&file.key, self.read_version(file).await?);
             read_lake_file_each(key, bytes, |_, got| {
-                if rows.len() + got.len() > COMPACT_INPUT_ROWS_MAX {
-                    return Err(CompactError::TooLarge(format!(
-                        "{} holds more than COMPACT_INPUT_ROWS_MAX = {COMPACT_INPUT_ROWS_MAX} rows",
-                        partition.prefix()
-                    )));
-                }
                 rows.extend(got.into_iter().map(|r| (key.clone(), r)));
-                Ok(())
+                Ok::<(), CompactError>(())
             })?;
         }
         Ok((files, rows))
@@ -295,6 +301,13 @@ pub struct Options {
     /// Report what would be done; write and delete nothing.
     pub dry_run: bool,
     pub stop_at: StopAt,
+    /// Where a partition's rows past [`SPILL_RUN_ROWS`] are spilled (a
+    /// temporary directory is made in it and removed after); `None`: the
+    /// system's temporary directory (`$TMPDIR`).
+    pub spill_dir: Option<PathBuf>,
+    /// Rows held in memory before a run is spilled; `None`:
+    /// [`SPILL_RUN_ROWS`] (tests make it small to merge many runs).
+    pub run_rows: Option<usize>,
 }
 
 /// What one partition's compaction did.
@@ -371,6 +384,8 @@ pub enum CompactError {
     Damaged(LakeError),
     /// A bound was exceeded.
     TooLarge(String),
+    /// The local disk a merge spills to failed (full, not writable).
+    Spill(String),
     /// A put returned but the object is not there in full.
     NotDurable {
         key: String,
@@ -403,6 +418,10 @@ impl std::fmt::Display for CompactError {
             ),
             CompactError::Damaged(e) => write!(f, "{e}\n(the partition was left as it was)"),
             CompactError::TooLarge(m) => write!(f, "{m}"),
+            CompactError::Spill(m) => write!(
+                f,
+                "spilling rows to local disk failed: {m}\nHelp: a partition's rows past the first {SPILL_RUN_ROWS} are sorted in runs on local disk, about the partition's size in Parquet; give compaction a directory with room (--spill-dir, or TMPDIR); nothing in the lake was changed"
+            ),
             CompactError::NotDurable { key, expected, found } => write!(
                 f,
                 "{key}: put returned but the store shows {found:?} bytes, not {expected}; no input was deleted\nHelp: re-run compaction"
@@ -425,43 +444,60 @@ pub async fn compact_partition(
     partition: &Partition,
     options: &Options,
 ) -> Result<PartitionReport, CompactError> {
-    let (inputs, rows) = lake.read_partition(partition).await?;
-    let input_rows = rows.len();
-    let merged = dedup(rows);
-    let duplicates_removed = merged.duplicates.len();
-    let files = build_files(merged.rows, FileLayer::Compacted)
-        .map_err(|e| CompactError::TooLarge(e.to_string()))?;
-    let outputs: Vec<String> = files.iter().map(|f| f.key.clone()).collect();
-    let input_keys: Vec<String> = inputs.iter().map(|f| f.key.clone()).collect();
+    let inputs = lake.partition_files(partition).await?;
+    let sources: Vec<String> = inputs.iter().map(|f| f.key.clone()).collect();
+    let run_rows = options.run_rows.unwrap_or(SPILL_RUN_ROWS);
+    let mut merge = merge::Merge::new(run_rows, options.spill_dir.clone());
+    // Every input read and checked before anything is written: a damaged
+    // file stops here, and only the spill directory (removed) was touched.
+    for (i, file) in inputs.iter().enumerate() {
+        let bytes = lake.read_version(file).await?;
+        let source = u32::try_from(i).expect("COMPACT_INPUT_FILES_MAX fits a u32");
+        read_lake_file_each(&file.key, bytes, |_, got| merge.push(source, got))?;
+    }
+    let input_rows = merge.rows();
+    let mut merged = merge.finish(partition, PARQUET_FILE_ROWS_MAX)?;
     let mut report = PartitionReport {
         partition: partition.clone(),
         input_files: inputs.len(),
         input_rows,
-        outputs: outputs.clone(),
-        output_rows: files.iter().map(|f| f.rows).sum(),
-        duplicates_removed,
-        conflicts: merged.conflicts,
+        outputs: Vec::new(),
+        output_rows: 0,
+        duplicates_removed: 0,
+        conflicts: Vec::new(),
         manifest: None,
         deleted: 0,
-        already_compact: input_keys == outputs,
+        already_compact: false,
         stopped_early: false,
         partials_removed: 0,
     };
-    if options.dry_run {
-        return Ok(report);
-    }
-    report.partials_removed = lake.remove_stale_partials(partition);
-    if report.already_compact {
-        return Ok(report);
+    if !options.dry_run {
+        report.partials_removed = lake.remove_stale_partials(partition);
     }
 
-    // 1. Every output durable before anything is deleted.
-    for f in &files {
-        if input_keys.contains(&f.key) {
-            continue; // the same key holds the same bytes already
+    // 1. Every output durable before anything is deleted, each put as soon
+    // as it is cut (one output in memory at a time). An output under an
+    // input's key holds the same bytes already (a key is its content's).
+    let mut sizes = Vec::new();
+    while let Some(f) = merged.next_file()? {
+        let size = f.bytes.len();
+        if !options.dry_run && !sources.contains(&f.key) {
+            put_durably(lake, &f.key, f.bytes).await?;
         }
-        put_durably(lake, &f.key, f.bytes.clone()).await?;
+        sizes.push((f.key, size));
+        report.output_rows += f.rows;
     }
+    sizes.sort();
+    let outputs: Vec<String> = sizes.iter().map(|(k, _)| k.clone()).collect();
+    report.outputs = outputs.clone();
+    report.duplicates_removed = merged.duplicates();
+    report.conflicts = merged.conflicts(&sources);
+    drop(merged);
+    report.already_compact = sources == outputs;
+    if options.dry_run || report.already_compact {
+        return Ok(report);
+    }
+    let input_keys = sources;
 
     // 2. The manifest: every version read and every output as the store
     // lists it now (the versions a reader's checkpoint will hold).
@@ -470,13 +506,13 @@ pub async fn compact_partition(
         .into_iter()
         .filter(|f| outputs.contains(&f.key))
         .collect();
-    if let Some(missing) = files
+    if let Some((key, size)) = sizes
         .iter()
-        .find(|f| !written.iter().any(|w| w.key == f.key))
+        .find(|(key, _)| !written.iter().any(|w| &w.key == key))
     {
         return Err(CompactError::NotDurable {
-            key: missing.key.clone(),
-            expected: missing.bytes.len(),
+            key: key.clone(),
+            expected: *size,
             found: None,
         });
     }

@@ -49,6 +49,12 @@ struct Cli {
     /// Print what would be done; write and delete nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Where a big partition's rows are sorted on local disk: past the first
+    /// 524,288 rows, compaction spills sorted runs (about the partition's
+    /// size in Parquet) into a temporary directory made here and removed
+    /// after. Default: the system's temporary directory ($TMPDIR, else /tmp).
+    #[arg(long, value_name = "DIR")]
+    spill_dir: Option<std::path::PathBuf>,
 }
 
 fn parse_table(s: &str) -> Result<Table, String> {
@@ -112,9 +118,19 @@ async fn run(cli: Cli) -> Result<u8, CompactError> {
         return Ok(0);
     }
     let crash = crash_point();
+    if let Some(dir) = &cli.spill_dir {
+        if !dir.is_dir() {
+            return Err(CompactError::Usage(format!(
+                "--spill-dir {} is not a directory\nHelp: pass an existing directory on a local disk with room for a partition's rows",
+                dir.display()
+            )));
+        }
+    }
     let options = Options {
         dry_run: cli.dry_run,
         stop_at: crash,
+        spill_dir: cli.spill_dir.clone(),
+        run_rows: None,
     };
     let started = std::time::Instant::now();
     let (mut rows, mut damaged) = (0usize, 0usize);

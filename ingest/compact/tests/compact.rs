@@ -96,6 +96,64 @@ async fn compaction_merges_sorts_and_removes_duplicates_and_keeps_conflicts() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A partition merged from runs spilled to disk comes out exactly as one
+/// merged in memory: the same files, byte for byte, and the same report.
+#[tokio::test]
+async fn a_partition_merged_from_spilled_runs_is_the_one_merged_in_memory() {
+    let mut results = Vec::new();
+    for run_rows in [None, Some(1), Some(common::TEST_RUN_ROWS), Some(100)] {
+        let dir = small_file_lake(&format!("spill-{run_rows:?}"));
+        let spill = tempfile_dir(&format!("spill-dir-{run_rows:?}"));
+        let lake = lake_of(&dir);
+        let options = Options {
+            run_rows,
+            spill_dir: Some(spill.clone()),
+            ..Options::default()
+        };
+        let mut reports = Vec::new();
+        for p in lake.partitions(None).await.unwrap() {
+            let r = compact_partition(&lake, &p, &options).await.unwrap();
+            reports.push((
+                r.input_files,
+                r.input_rows,
+                r.outputs,
+                r.output_rows,
+                r.duplicates_removed,
+                r.conflicts,
+                r.deleted,
+            ));
+        }
+        let tree: Vec<(String, Vec<u8>)> = files(&dir)
+            .into_iter()
+            .map(|f| {
+                let bytes = std::fs::read(dir.join(&f)).unwrap();
+                (f, bytes)
+            })
+            .collect();
+        assert_eq!(
+            std::fs::read_dir(&spill).unwrap().count(),
+            0,
+            "runs removed"
+        );
+        results.push((run_rows, reports, tree));
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(&spill).unwrap();
+    }
+    let (_, reports, tree) = &results[0];
+    assert!(
+        reports.iter().any(|r| r.1 > 100),
+        "a partition spills even at 100 rows a run"
+    );
+    assert!(
+        reports.iter().any(|r| !r.5.is_empty()),
+        "a conflict is merged"
+    );
+    for (run_rows, r, t) in &results[1..] {
+        assert_eq!(r, reports, "runs of {run_rows:?}: the same reports");
+        assert!(t == tree, "runs of {run_rows:?}: the same files and bytes");
+    }
+}
+
 #[tokio::test]
 async fn a_crash_between_write_and_delete_reads_the_same_and_a_rerun_converges() {
     let clean = small_file_lake("clean");
@@ -256,24 +314,37 @@ async fn a_file_is_read_only_in_the_version_listed() {
 async fn a_damaged_input_leaves_its_partition_untouched_and_names_the_key() {
     let dir = small_file_lake("damaged");
     let lake = lake_of(&dir);
+    // The partition's last file: read after runs of the others were
+    // spilled, in the second compaction below.
     let victim = files(&dir)
         .into_iter()
-        .find(|f| f.starts_with("events/transfer/"))
+        .rfind(|f| f.starts_with("events/transfer/"))
         .unwrap();
     let bytes = std::fs::read(dir.join(&victim)).unwrap();
     std::fs::write(dir.join(&victim), &bytes[..bytes.len() / 2]).unwrap();
     let partition = parse_object_key(&victim).unwrap().partition;
     let before = files(&dir);
-    let err = compact_partition(&lake, &partition, &Options::default())
-        .await
-        .unwrap_err();
-    match &err {
-        CompactError::Damaged(e) => assert_eq!(e.key, victim),
-        other => panic!("{other}"),
+    let spill = tempfile_dir("damaged-spill");
+    let spilled = Options {
+        run_rows: Some(3),
+        spill_dir: Some(spill.clone()),
+        ..Options::default()
+    };
+    for options in [Options::default(), spilled] {
+        let err = compact_partition(&lake, &partition, &options)
+            .await
+            .unwrap_err();
+        match &err {
+            CompactError::Damaged(e) => assert_eq!(e.key, victim),
+            other => panic!("{other}"),
+        }
+        assert!(err.to_string().contains(&victim));
+        assert_eq!(files(&dir), before, "nothing written, nothing deleted");
     }
-    assert!(err.to_string().contains(&victim));
-    assert_eq!(files(&dir), before, "nothing written, nothing deleted");
+    let left: Vec<_> = std::fs::read_dir(&spill).unwrap().collect();
+    assert!(left.is_empty(), "the spilled runs are removed: {left:?}");
     std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&spill).unwrap();
 }
 
 /// A file that is not the one its key names: valid rows, each hashing to
@@ -370,6 +441,13 @@ async fn the_cli_keeps_its_exit_code_contract_and_survives_a_real_crash() {
             "{day}"
         );
     }
+    let spill = cli(
+        &["--lake", "/tmp", "--spill-dir", "/nonexistent/spill"],
+        &[],
+    );
+    assert_eq!(spill.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&spill.stderr)
+        .contains("--spill-dir /nonexistent/spill is not a directory"));
     // A leap day is a day.
     let empty = tempfile_dir("leap-day");
     assert_eq!(

@@ -22,6 +22,12 @@ pub struct Row {
     pub conflict: bool,
 }
 
+impl AsRef<Row> for Row {
+    fn as_ref(&self) -> &Row {
+        self
+    }
+}
+
 /// An extra copy of an event already kept: harmless, counted, not a row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Duplicate {
@@ -123,10 +129,21 @@ where
 /// The lake's row order: stream, stream_key, seq, then hash (so that the
 /// versions of a conflict have a fixed order too).
 pub fn sort_rows(rows: &mut [Row]) {
-    rows.sort_by(|a, b| {
-        let (a, b) = (&a.event, &b.event);
-        (a.stream, &a.stream_key, a.seq, &a.hash).cmp(&(b.stream, &b.stream_key, b.seq, &b.hash))
-    });
+    rows.sort_by(lake_order);
+}
+
+/// The lake's row order, as [`sort_rows`] sorts.
+pub fn lake_order(a: &Row, b: &Row) -> std::cmp::Ordering {
+    let (a, b) = (&a.event, &b.event);
+    (a.stream, &a.stream_key, a.seq, &a.hash).cmp(&(b.stream, &b.stream_key, b.seq, &b.hash))
+}
+
+/// Whether two rows are versions of one event: the same stream, stream key
+/// and seq, which make the `event_id` (readers check that a row's id is
+/// the one they make). Adjacent in [`lake_order`].
+pub fn same_event(a: &Row, b: &Row) -> bool {
+    let (a, b) = (&a.event, &b.event);
+    (a.stream, &a.stream_key, a.seq) == (b.stream, &b.stream_key, b.seq)
 }
 
 #[cfg(test)]

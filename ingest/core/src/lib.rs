@@ -42,7 +42,7 @@ pub use batch::{
     build_files, build_files_sized, decode_batch, ingest, DeadLetter, IngestError, IngestOutput,
     LakeFile, Message, Rejection,
 };
-pub use dedup::{dedup, sort_rows, Conflict, Deduped, Duplicate, Row};
+pub use dedup::{dedup, lake_order, same_event, sort_rows, Conflict, Deduped, Duplicate, Row};
 pub use key::{
     date_of_ms, file_digest, object_key, parse_object_key, FileDigest, FileLayer, KeyParts,
     Partition, Table,

@@ -74,28 +74,36 @@ pub fn arrow_schema() -> SchemaRef {
     ))
 }
 
-/// Builds one record batch from rows (in the given order). Fails only on a
-/// `seq` beyond `i64::MAX`, which ingest dead-letters before getting here.
-pub fn rows_to_batch(rows: &[Row]) -> Result<RecordBatch, String> {
-    fn s<'a>(rows: &'a [Row], f: impl Fn(&'a Event) -> &'a str) -> ArrayRef {
+/// Builds one record batch from rows (in the given order): rows, or
+/// anything that holds one (compaction's spilled rows carry their source).
+/// Fails only on a `seq` beyond `i64::MAX`, which ingest dead-letters before
+/// getting here.
+pub fn rows_to_batch<R: AsRef<Row>>(rows: &[R]) -> Result<RecordBatch, String> {
+    fn s<'a, R: AsRef<Row>>(rows: &'a [R], f: impl Fn(&'a Event) -> &'a str) -> ArrayRef {
         Arc::new(StringArray::from_iter_values(
-            rows.iter().map(|r| f(&r.event)),
+            rows.iter().map(|r| f(&r.as_ref().event)),
         ))
     }
-    fn os<'a>(rows: &'a [Row], f: impl Fn(&'a Event) -> &'a Option<String>) -> ArrayRef {
+    fn os<'a, R: AsRef<Row>>(
+        rows: &'a [R],
+        f: impl Fn(&'a Event) -> &'a Option<String>,
+    ) -> ArrayRef {
         Arc::new(StringArray::from(
             rows.iter()
-                .map(|r| f(&r.event).as_deref())
+                .map(|r| f(&r.as_ref().event).as_deref())
                 .collect::<Vec<_>>(),
         ))
     }
-    fn oi(rows: &[Row], f: impl Fn(&Event) -> Option<i64>) -> ArrayRef {
+    fn oi<R: AsRef<Row>>(rows: &[R], f: impl Fn(&Event) -> Option<i64>) -> ArrayRef {
         Arc::new(Int64Array::from(
-            rows.iter().map(|r| f(&r.event)).collect::<Vec<_>>(),
+            rows.iter()
+                .map(|r| f(&r.as_ref().event))
+                .collect::<Vec<_>>(),
         ))
     }
     let mut seqs = Vec::with_capacity(rows.len());
     for r in rows {
+        let r = r.as_ref();
         seqs.push(i64::try_from(r.event.seq).map_err(|_| {
             format!(
                 "event {}: seq {} does not fit the Int64 column",
@@ -105,7 +113,7 @@ pub fn rows_to_batch(rows: &[Row]) -> Result<RecordBatch, String> {
     }
     let arrays: Vec<ArrayRef> = vec![
         Arc::new(UInt16Array::from_iter_values(
-            rows.iter().map(|r| r.event.v),
+            rows.iter().map(|r| r.as_ref().event.v),
         )),
         s(rows, |e| &e.event_id),
         s(rows, |e| e.stream.as_str()),
@@ -113,7 +121,7 @@ pub fn rows_to_batch(rows: &[Row]) -> Result<RecordBatch, String> {
         Arc::new(Int64Array::from(seqs)),
         s(rows, |e| &e.kind),
         Arc::new(Int64Array::from_iter_values(
-            rows.iter().map(|r| r.event.occurred_at_ms),
+            rows.iter().map(|r| r.as_ref().event.occurred_at_ms),
         )),
         os(rows, |e| &e.currency),
         oi(rows, |e| e.amount),
@@ -130,7 +138,7 @@ pub fn rows_to_batch(rows: &[Row]) -> Result<RecordBatch, String> {
         s(rows, |e| &e.prev_hash),
         s(rows, |e| &e.hash),
         Arc::new(BooleanArray::from(
-            rows.iter().map(|r| r.conflict).collect::<Vec<_>>(),
+            rows.iter().map(|r| r.as_ref().conflict).collect::<Vec<_>>(),
         )),
     ];
     RecordBatch::try_new(arrow_schema(), arrays).map_err(|e| e.to_string())

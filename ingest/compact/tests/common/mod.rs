@@ -106,6 +106,12 @@ pub async fn view(lake: &Lake) -> Vec<Vec<Row>> {
     v
 }
 
+/// Rows a compaction of these tests holds before spilling a run: small, so
+/// that every partition of the small-file lake is merged from many runs on
+/// disk (the tests that pass `Options::default()` merge in memory).
+pub const TEST_RUN_ROWS: usize = 37;
+
+/// Compacts every partition, runs of [`TEST_RUN_ROWS`] rows spilled.
 pub async fn compact_all(lake: &Lake, stop_at: StopAt) -> Vec<ledger_compact::PartitionReport> {
     let mut reports = Vec::new();
     for p in lake.partitions(None).await.unwrap() {
@@ -113,8 +119,9 @@ pub async fn compact_all(lake: &Lake, stop_at: StopAt) -> Vec<ledger_compact::Pa
             lake,
             &p,
             &Options {
-                dry_run: false,
                 stop_at,
+                run_rows: Some(TEST_RUN_ROWS),
+                ..Options::default()
             },
         )
         .await

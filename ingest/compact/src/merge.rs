@@ -1,0 +1,730 @@
+//! One partition's rows merged in bounded memory: an external merge sort.
+//!
+//! ```text
+//! push(a file's rows) ─▶ buffer ─(every run_rows rows: sort, spill)─▶ runs (temporary Parquet files)
+//! finish ─▶ k-way merge of the runs and the buffer ─▶ one event's versions at a time
+//!        ─▶ dedup (copies collapse, versions kept) ─▶ lake files of file_rows_max rows
+//! ```
+//!
+//! What comes out is what `ledger_ingest::dedup` and then `build_files`
+//! make of the same rows held in memory: the same rows, conflict flags,
+//! duplicate count and conflicts (with their sources), and the same files,
+//! keys and bytes. So a compaction stays a pure function of its inputs,
+//! whichever way its rows were merged; the tests check the two against each
+//! other on random inputs.
+//!
+//! Why this is exact: readers check that a row's `event_id` is the one its
+//! stream, stream key and seq make, so the versions of one event are
+//! adjacent in the lake's order (`lake_order`, which ends with the hash), and
+//! the copies of one version are adjacent too. Rows equal in that order come
+//! out in the order they were pushed (each run is sorted stably, earlier
+//! runs win ties), which is the order `dedup` lists a version's sources in.
+//!
+//! Memory: while reading, the buffer (`run_rows` rows, about 1 KB each
+//! decoded); while merging, one page of each column and one small batch per
+//! run, plus the lake file being written (at most `PARQUET_FILE_ROWS_MAX`
+//! rows, encoded, and one row group's rows). Disk: the runs, about the
+//! partition's size in Parquet, in a temporary directory removed when the
+//! merge is dropped (also on an error).
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, RecordBatch, UInt32Array};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use bytes::Bytes;
+use ledger_ingest::{
+    arrow_schema, lake_order, object_key, rows_from_batch, rows_to_batch, same_event, Conflict,
+    FileDigest, FileLayer, FileWriter, LakeFile, Partition, Row, PARQUET_ROW_GROUP_ROWS_MAX,
+};
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::reader::{ChunkReader, Length};
+
+use crate::CompactError;
+
+/// Rows held in memory before they are sorted and spilled as a run: about
+/// 0.5 GB decoded. A partition of at most this many rows is merged in memory.
+pub const SPILL_RUN_ROWS: usize = 1 << 19;
+
+/// Runs one merge reads side by side (each holds a page per column and a
+/// batch while merging, ~2 MB): with [`SPILL_RUN_ROWS`], a partition of up
+/// to 268M rows. A bigger one is refused, not half-compacted.
+pub const MERGE_RUNS_MAX: usize = 512;
+
+/// Rows per batch read back from a run.
+const RUN_BATCH_ROWS: usize = 1_024;
+
+/// Rows per batch written to a run.
+const RUN_WRITE_ROWS: usize = 8_192;
+
+/// A run's page size: what each column of each run holds while merging.
+const RUN_PAGE_BYTES: usize = 64 * 1024;
+
+/// The run's column naming the input a row came from (an index into the
+/// caller's list of inputs; `source` is a lake column).
+const SOURCE_COLUMN: &str = "_input";
+
+/// A row and the input it came from.
+struct Sourced {
+    row: Row,
+    source: u32,
+}
+
+impl AsRef<Row> for Sourced {
+    fn as_ref(&self) -> &Row {
+        &self.row
+    }
+}
+
+/// Rows pushed, file by file; see the module docs.
+pub struct Merge {
+    run_rows: usize,
+    spill_in: Option<PathBuf>,
+    dir: Option<tempfile::TempDir>,
+    buffer: Vec<Sourced>,
+    runs: Vec<PathBuf>,
+    rows: usize,
+}
+
+impl Merge {
+    /// A merge that spills every `run_rows` rows into a temporary directory
+    /// under `spill_in` (the system's, `$TMPDIR`, when `None`).
+    pub fn new(run_rows: usize, spill_in: Option<PathBuf>) -> Merge {
+        assert!(run_rows > 0, "a run holds at least one row");
+        Merge {
+            run_rows,
+            spill_in,
+            dir: None,
+            buffer: Vec::new(),
+            runs: Vec::new(),
+            rows: 0,
+        }
+    }
+
+    /// Adds the rows of input `source`, after every row pushed before.
+    pub fn push(&mut self, source: u32, rows: Vec<Row>) -> Result<(), CompactError> {
+        self.rows += rows.len();
+        self.buffer
+            .extend(rows.into_iter().map(|row| Sourced { row, source }));
+        if self.buffer.len() >= self.run_rows {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    /// Rows pushed so far.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Runs spilled so far.
+    pub fn runs(&self) -> usize {
+        self.runs.len()
+    }
+
+    fn spill(&mut self) -> Result<(), CompactError> {
+        if self.runs.len() == MERGE_RUNS_MAX {
+            return Err(CompactError::TooLarge(format!(
+                "the partition holds more than {} rows, MERGE_RUNS_MAX = {MERGE_RUNS_MAX} runs of {} rows",
+                MERGE_RUNS_MAX * self.run_rows,
+                self.run_rows
+            )));
+        }
+        let dir = match &mut self.dir {
+            Some(dir) => dir,
+            slot => {
+                let mut b = tempfile::Builder::new();
+                b.prefix("ledger-compact-");
+                let made = match &self.spill_in {
+                    Some(p) => b.tempdir_in(p),
+                    None => b.tempdir(),
+                };
+                let where_ = self.spill_in.clone().unwrap_or_else(std::env::temp_dir);
+                slot.insert(made.map_err(|e| spill_error(&where_, &e.to_string()))?)
+            }
+        };
+        let path = dir
+            .path()
+            .join(format!("run-{:05}.parquet", self.runs.len()));
+        // Stable: rows equal in the lake's order keep the order they came in.
+        self.buffer.sort_by(|a, b| lake_order(&a.row, &b.row));
+        write_run(&path, &self.buffer).map_err(|e| spill_error(&path, &e))?;
+        self.buffer.clear();
+        self.runs.push(path);
+        Ok(())
+    }
+
+    /// The merged, deduplicated rows, as lake files of at most
+    /// `file_rows_max` rows of `partition` ([`Merged::next_file`]).
+    pub fn finish(
+        mut self,
+        partition: &Partition,
+        file_rows_max: usize,
+    ) -> Result<Merged, CompactError> {
+        assert!(file_rows_max > 0);
+        self.buffer.sort_by(|a, b| lake_order(&a.row, &b.row));
+        let mut cursors = Vec::with_capacity(self.runs.len() + 1);
+        for path in &self.runs {
+            cursors.push(Cursor::Disk(DiskRun::open(path)?));
+        }
+        cursors.push(Cursor::Memory(std::mem::take(&mut self.buffer).into_iter()));
+        let mut heap = BinaryHeap::with_capacity(cursors.len());
+        for (run, cursor) in cursors.iter_mut().enumerate() {
+            if let Some(Sourced { row, source }) = cursor.next()? {
+                heap.push(Head { row, source, run });
+            }
+        }
+        Ok(Merged {
+            _dir: self.dir,
+            cursors,
+            heap,
+            ready: VecDeque::new(),
+            out: FileCut {
+                partition: partition.clone(),
+                file_rows_max,
+                writer: None,
+                piece: Vec::new(),
+                rows: 0,
+            },
+            duplicates: 0,
+            conflicts: Vec::new(),
+        })
+    }
+}
+
+fn spill_error(path: &Path, why: &str) -> CompactError {
+    CompactError::Spill(format!("{}: {why}", path.display()))
+}
+
+fn run_schema() -> SchemaRef {
+    let mut fields: Vec<Field> = arrow_schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new(SOURCE_COLUMN, DataType::UInt32, false));
+    Arc::new(Schema::new(fields))
+}
+
+/// Writes sorted rows as a run: the lake's columns and the source, small
+/// pages and no dictionaries (what a merge holds per run), no statistics.
+fn write_run(path: &Path, rows: &[Sourced]) -> Result<(), String> {
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_dictionary_enabled(false)
+        .set_statistics_enabled(EnabledStatistics::None)
+        .set_data_page_size_limit(RUN_PAGE_BYTES)
+        .set_max_row_group_row_count(Some(PARQUET_ROW_GROUP_ROWS_MAX))
+        .build();
+    let file = File::create(path).map_err(|e| e.to_string())?;
+    let schema = run_schema();
+    let mut w = ArrowWriter::try_new(BufWriter::new(file), schema.clone(), Some(props))
+        .map_err(|e| e.to_string())?;
+    for chunk in rows.chunks(RUN_WRITE_ROWS) {
+        let lake = rows_to_batch(chunk)?;
+        let mut columns: Vec<ArrayRef> = lake.columns().to_vec();
+        columns.push(Arc::new(UInt32Array::from_iter_values(
+            chunk.iter().map(|s| s.source),
+        )));
+        let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| e.to_string())?;
+        w.write(&batch).map_err(|e| e.to_string())?;
+    }
+    let file = w.into_inner().map_err(|e| e.to_string())?;
+    file.into_inner()
+        .map_err(|e| e.error().to_string())?
+        .sync_all()
+        .ok();
+    Ok(())
+}
+
+/// A run's file, read with positioned reads: one file descriptor per run,
+/// however many column readers the Parquet decoder opens on it (`File`'s
+/// own `ChunkReader` clones the descriptor for each).
+struct RunFile {
+    file: Arc<File>,
+    len: u64,
+}
+
+impl Length for RunFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl ChunkReader for RunFile {
+    type T = BufReader<At>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        Ok(BufReader::with_capacity(
+            8 * 1024,
+            At {
+                file: self.file.clone(),
+                pos: start,
+            },
+        ))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        let mut buf = vec![0; length];
+        let mut done = 0;
+        while done < length {
+            match read_at(&self.file, &mut buf[done..], start + done as u64)? {
+                0 => {
+                    return Err(parquet::errors::ParquetError::EOF(format!(
+                        "run file ends before byte {}",
+                        start + length as u64
+                    )))
+                }
+                n => done += n,
+            }
+        }
+        Ok(buf.into())
+    }
+}
+
+/// A reader at a position of a shared file.
+struct At {
+    file: Arc<File>,
+    pos: u64,
+}
+
+impl Read for At {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = read_at(&self.file, buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+#[cfg(unix)]
+fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    std::os::unix::fs::FileExt::read_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    std::os::windows::fs::FileExt::seek_read(file, buf, offset)
+}
+
+/// A run read back a batch at a time.
+struct DiskRun {
+    path: PathBuf,
+    reader: ParquetRecordBatchReader,
+    rows: std::vec::IntoIter<Row>,
+    sources: std::vec::IntoIter<u32>,
+}
+
+impl DiskRun {
+    fn open(path: &Path) -> Result<DiskRun, CompactError> {
+        let err = |e: &dyn std::fmt::Display| spill_error(path, &e.to_string());
+        let file = File::open(path).map_err(|e| err(&e))?;
+        let len = file.metadata().map_err(|e| err(&e))?.len();
+        let run = RunFile {
+            file: Arc::new(file),
+            len,
+        };
+        let reader = ParquetRecordBatchReaderBuilder::try_new(run)
+            .and_then(|b| b.with_batch_size(RUN_BATCH_ROWS).build())
+            .map_err(|e| err(&e))?;
+        Ok(DiskRun {
+            path: path.to_owned(),
+            reader,
+            rows: Vec::new().into_iter(),
+            sources: Vec::new().into_iter(),
+        })
+    }
+
+    fn next(&mut self) -> Result<Option<Sourced>, CompactError> {
+        loop {
+            if let (Some(row), Some(source)) = (self.rows.next(), self.sources.next()) {
+                return Ok(Some(Sourced { row, source }));
+            }
+            let err = |e: &dyn std::fmt::Display| spill_error(&self.path, &e.to_string());
+            let Some(batch) = self.reader.next() else {
+                return Ok(None);
+            };
+            let batch = batch.map_err(|e| err(&e))?;
+            let sources = batch
+                .column_by_name(SOURCE_COLUMN)
+                .and_then(|c| c.as_any().downcast_ref::<UInt32Array>())
+                .filter(|c| c.null_count() == 0)
+                .ok_or_else(|| err(&"a run without its input column"))?;
+            self.sources = sources.values().to_vec().into_iter();
+            self.rows = rows_from_batch(&batch).map_err(|e| err(&e))?.into_iter();
+        }
+    }
+}
+
+enum Cursor {
+    Disk(DiskRun),
+    Memory(std::vec::IntoIter<Sourced>),
+}
+
+impl Cursor {
+    fn next(&mut self) -> Result<Option<Sourced>, CompactError> {
+        match self {
+            Cursor::Disk(run) => run.next(),
+            Cursor::Memory(rows) => Ok(rows.next()),
+        }
+    }
+}
+
+/// A run's next row in the merge's heap: the smallest in the lake's order
+/// first, and of equal rows the earlier run's.
+struct Head {
+    row: Row,
+    source: u32,
+    run: usize,
+}
+
+impl Ord for Head {
+    fn cmp(&self, other: &Head) -> Ordering {
+        // BinaryHeap pops the greatest: reversed.
+        lake_order(&other.row, &self.row).then(other.run.cmp(&self.run))
+    }
+}
+
+impl PartialOrd for Head {
+    fn partial_cmp(&self, other: &Head) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Head {
+    fn eq(&self, other: &Head) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Head {}
+
+/// Rows cut into lake files, each written a row group at a time.
+struct FileCut {
+    partition: Partition,
+    file_rows_max: usize,
+    writer: Option<(FileWriter, FileDigest)>,
+    piece: Vec<Row>,
+    rows: usize,
+}
+
+impl FileCut {
+    /// Adds a row; the file it completes, if it does.
+    fn add(&mut self, row: Row) -> Result<Option<LakeFile>, CompactError> {
+        if self.writer.is_none() {
+            let w = FileWriter::new().map_err(CompactError::TooLarge)?;
+            self.writer = Some((w, FileDigest::new(&self.partition)));
+        }
+        let (_, digest) = self.writer.as_mut().expect("just made");
+        digest.push(&row);
+        self.piece.push(row);
+        self.rows += 1;
+        if self.piece.len() == PARQUET_ROW_GROUP_ROWS_MAX {
+            self.write_piece()?;
+        }
+        if self.rows == self.file_rows_max {
+            return self.finish_file();
+        }
+        Ok(None)
+    }
+
+    /// The rows since the last row-group boundary: pieces of exactly a
+    /// row group's rows give the bytes `write_file` gives for the whole.
+    fn write_piece(&mut self) -> Result<(), CompactError> {
+        if let Some((w, _)) = &mut self.writer {
+            w.write(&self.piece).map_err(CompactError::TooLarge)?;
+        }
+        self.piece.clear();
+        Ok(())
+    }
+
+    fn finish_file(&mut self) -> Result<Option<LakeFile>, CompactError> {
+        self.write_piece()?;
+        let Some((w, digest)) = self.writer.take() else {
+            return Ok(None);
+        };
+        let bytes = w.finish().map_err(CompactError::TooLarge)?;
+        let rows = std::mem::take(&mut self.rows);
+        Ok(Some(LakeFile {
+            key: object_key(&self.partition, FileLayer::Compacted, &digest.finish()),
+            partition: self.partition.clone(),
+            layer: FileLayer::Compacted,
+            rows,
+            bytes,
+        }))
+    }
+}
+
+/// The merge's output; see [`Merge::finish`].
+pub struct Merged {
+    /// The runs' directory, removed when the merge is dropped.
+    _dir: Option<tempfile::TempDir>,
+    cursors: Vec<Cursor>,
+    heap: BinaryHeap<Head>,
+    /// One event's rows, deduplicated, waiting for their file.
+    ready: VecDeque<Row>,
+    out: FileCut,
+    duplicates: usize,
+    /// Each conflict's event id and versions (hash, sources as pushed).
+    conflicts: Vec<(String, Vec<(String, Vec<u32>)>)>,
+}
+
+impl Merged {
+    /// The next lake file, in the lake's order; `None` once every row is
+    /// in a file.
+    pub fn next_file(&mut self) -> Result<Option<LakeFile>, CompactError> {
+        loop {
+            while let Some(row) = self.ready.pop_front() {
+                if let Some(file) = self.out.add(row)? {
+                    return Ok(Some(file));
+                }
+            }
+            if !self.next_event()? {
+                return self.out.finish_file();
+            }
+        }
+    }
+
+    /// Extra copies removed so far.
+    pub fn duplicates(&self) -> usize {
+        self.duplicates
+    }
+
+    /// The events found in more than one version, each version with the
+    /// inputs it came from (`sources[i]` names input `i`), in `event_id`
+    /// order as `dedup` lists them.
+    pub fn conflicts(&self, sources: &[String]) -> Vec<Conflict> {
+        let mut out: Vec<Conflict> = self
+            .conflicts
+            .iter()
+            .map(|(event_id, versions)| Conflict {
+                event_id: event_id.clone(),
+                versions: versions
+                    .iter()
+                    .map(|(hash, from)| {
+                        let from = from.iter().map(|&i| sources[i as usize].clone());
+                        (hash.clone(), from.collect())
+                    })
+                    .collect(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.event_id.cmp(&b.event_id));
+        out
+    }
+
+    fn pop(&mut self) -> Result<Option<(Row, u32)>, CompactError> {
+        let Some(head) = self.heap.pop() else {
+            return Ok(None);
+        };
+        if let Some(Sourced { row, source }) = self.cursors[head.run].next()? {
+            self.heap.push(Head {
+                row,
+                source,
+                run: head.run,
+            });
+        }
+        Ok(Some((head.row, head.source)))
+    }
+
+    /// Moves the next event's versions into `ready`, deduplicated; false
+    /// when every row has been taken.
+    fn next_event(&mut self) -> Result<bool, CompactError> {
+        let Some((first, source)) = self.pop()? else {
+            return Ok(false);
+        };
+        // Each version (its first copy) with the sources of all its copies.
+        let mut versions: Vec<(Row, Vec<u32>)> = vec![(first, vec![source])];
+        while self
+            .heap
+            .peek()
+            .is_some_and(|top| same_event(&top.row, &versions[0].0))
+        {
+            let (row, source) = self.pop()?.expect("peeked");
+            let last = versions.last_mut().expect("one version at least");
+            if last.0.event.hash == row.event.hash {
+                last.0.conflict |= row.conflict;
+                last.1.push(source);
+                self.duplicates += 1;
+            } else {
+                versions.push((row, vec![source]));
+            }
+        }
+        let conflict = versions.len() > 1;
+        if conflict {
+            let event_id = versions[0].0.event.event_id.clone();
+            let listed = versions
+                .iter()
+                .map(|(row, from)| (row.event.hash.clone(), from.clone()))
+                .collect();
+            self.conflicts.push((event_id, listed));
+        }
+        for (mut row, _) in versions {
+            row.conflict |= conflict;
+            self.ready.push_back(row);
+        }
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ledger_events::{Event, Stream, GENESIS_HASH};
+    use ledger_ingest::{build_files_sized, dedup, Table};
+
+    /// A small deterministic generator (xorshift), so a failure names its seed.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    fn partition() -> Partition {
+        Partition {
+            table: Table::Account,
+            date: "2026-01-01".into(),
+        }
+    }
+
+    /// One version of an event of account `key` at `seq`; `variant` changes
+    /// its content (and so its hash).
+    fn row(key: u64, seq: u64, variant: u64, conflict: bool) -> Row {
+        // 2026-01-01T00:00:00Z plus a little: every row in `partition()`.
+        let at = 1_767_225_600_000 + variant as i64;
+        Row {
+            event: Event::new(
+                Stream::Account,
+                &format!("a{key}"),
+                seq,
+                "opened",
+                at,
+                GENESIS_HASH,
+            )
+            .seal(),
+            conflict,
+        }
+    }
+
+    /// Inputs: files of random rows, with copies of earlier rows, other
+    /// versions of them and rows already flagged as conflicts.
+    fn inputs(seed: u64) -> Vec<(String, Vec<Row>)> {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut all: Vec<Row> = Vec::new();
+        let files = 1 + rng.below(12);
+        (0..files)
+            .map(|f| {
+                let n = rng.below(40);
+                let rows = (0..n)
+                    .map(|_| {
+                        let r = match rng.below(6) {
+                            0 if !all.is_empty() => {
+                                all[rng.below(all.len() as u64) as usize].clone()
+                            }
+                            1 if !all.is_empty() => {
+                                let old = &all[rng.below(all.len() as u64) as usize].event;
+                                let key = old.stream_key[1..].parse().unwrap();
+                                row(key, old.seq, 1 + rng.below(3), false)
+                            }
+                            _ => row(rng.below(5), 1 + rng.below(8), 0, rng.below(10) == 0),
+                        };
+                        all.push(r.clone());
+                        r
+                    })
+                    .collect();
+                (
+                    format!("events/account/date=2026-01-01/i-{f:032x}.parquet"),
+                    rows,
+                )
+            })
+            .collect()
+    }
+
+    /// The merge of `inputs` spilling every `run_rows` rows: its files,
+    /// duplicate count and conflicts.
+    fn merged(
+        inputs: &[(String, Vec<Row>)],
+        run_rows: usize,
+        file_rows: usize,
+    ) -> (Vec<LakeFile>, usize, Vec<Conflict>, usize) {
+        let mut merge = Merge::new(run_rows, None);
+        for (i, (_, rows)) in inputs.iter().enumerate() {
+            // As a reader gives them: a batch at a time.
+            for batch in rows.chunks(7) {
+                merge.push(i as u32, batch.to_vec()).unwrap();
+            }
+        }
+        let runs = merge.runs();
+        let mut out = merge.finish(&partition(), file_rows).unwrap();
+        let mut files = Vec::new();
+        while let Some(f) = out.next_file().unwrap() {
+            files.push(f);
+        }
+        assert!(out.next_file().unwrap().is_none(), "the end stays the end");
+        let keys: Vec<String> = inputs.iter().map(|(k, _)| k.clone()).collect();
+        let conflicts = out.conflicts(&keys);
+        files.sort_by(|a, b| a.key.cmp(&b.key));
+        (files, out.duplicates(), conflicts, runs)
+    }
+
+    #[test]
+    fn the_streaming_merge_makes_what_the_in_memory_merge_makes() {
+        let mut spilled = 0;
+        for seed in 0..300 {
+            let inputs = inputs(seed);
+            let pairs = inputs
+                .iter()
+                .flat_map(|(k, rows)| rows.iter().map(move |r| (k.clone(), r.clone())));
+            let expected = dedup(pairs);
+            let file_rows = 1 + (seed as usize % 9) * 5;
+            let want =
+                build_files_sized(expected.rows.clone(), FileLayer::Compacted, file_rows).unwrap();
+            for run_rows in [1, 5, 16, 1_000] {
+                let (files, duplicates, conflicts, runs) = merged(&inputs, run_rows, file_rows);
+                spilled += runs;
+                let what = format!("seed {seed}, runs of {run_rows}, files of {file_rows}");
+                assert_eq!(duplicates, expected.duplicates.len(), "{what}");
+                assert_eq!(conflicts, expected.conflicts, "{what}");
+                assert_eq!(files, want, "{what}: the same keys and bytes");
+            }
+        }
+        assert!(
+            spilled > 1_000,
+            "the runs were spilled and merged: {spilled}"
+        );
+    }
+
+    #[test]
+    fn a_spill_directory_that_cannot_be_made_is_a_clear_error() {
+        let mut merge = Merge::new(1, Some(PathBuf::from("/nonexistent/ledger-spill")));
+        let err = merge.push(0, vec![row(1, 1, 0, false)]).unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, CompactError::Spill(_)), "{text}");
+        assert!(text.contains("/nonexistent/ledger-spill"), "{text}");
+    }
+
+    #[test]
+    fn the_runs_directory_is_removed_with_the_merge() {
+        let base = tempfile::tempdir().unwrap();
+        let mut merge = Merge::new(2, Some(base.path().to_owned()));
+        merge
+            .push(0, (1..=5).map(|s| row(1, s, 0, false)).collect())
+            .unwrap();
+        let listed = || std::fs::read_dir(base.path()).unwrap().count();
+        assert_eq!(listed(), 1, "one directory of runs");
+        let mut out = merge.finish(&partition(), 100).unwrap();
+        let file = out.next_file().unwrap().unwrap();
+        assert_eq!(file.rows, 5);
+        drop(out);
+        assert_eq!(listed(), 0, "removed once the merge is done");
+    }
+}
