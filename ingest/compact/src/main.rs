@@ -104,6 +104,14 @@ async fn run(cli: Cli) -> Result<u8, CompactError> {
             )));
         }
     }
+    if let Some(dir) = &cli.spill_dir {
+        if !dir.is_dir() {
+            return Err(CompactError::Usage(format!(
+                "--spill-dir {} is not a directory\nHelp: pass an existing directory on a local disk with room for a partition's rows",
+                dir.display()
+            )));
+        }
+    }
     let lake = Lake::open(&cli.lake)?;
     let mut partitions = lake.partitions(None).await?;
     partitions.retain(|p| {
@@ -118,14 +126,6 @@ async fn run(cli: Cli) -> Result<u8, CompactError> {
         return Ok(0);
     }
     let crash = crash_point();
-    if let Some(dir) = &cli.spill_dir {
-        if !dir.is_dir() {
-            return Err(CompactError::Usage(format!(
-                "--spill-dir {} is not a directory\nHelp: pass an existing directory on a local disk with room for a partition's rows",
-                dir.display()
-            )));
-        }
-    }
     let options = Options {
         dry_run: cli.dry_run,
         stop_at: crash,

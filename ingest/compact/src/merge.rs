@@ -461,6 +461,9 @@ impl FileCut {
     }
 }
 
+/// An event's versions: each hash, with the inputs that carried it.
+type Versions = Vec<(String, Vec<u32>)>;
+
 /// The merge's output; see [`Merge::finish`].
 pub struct Merged {
     /// The runs' directory, removed when the merge is dropped.
@@ -472,7 +475,7 @@ pub struct Merged {
     out: FileCut,
     duplicates: usize,
     /// Each conflict's event id and versions (hash, sources as pushed).
-    conflicts: Vec<(String, Vec<(String, Vec<u32>)>)>,
+    conflicts: Vec<(String, Versions)>,
 }
 
 impl Merged {
