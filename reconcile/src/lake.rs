@@ -359,8 +359,8 @@ impl Lake {
                 "does not exist"
             };
             return Err(Error::Lake(format!(
-                "lake directory {location} {what}\nHelp: pass the lake directory (the default is \
-                 $LEDGER_LAKE, then .lake) or s3://BUCKET/PREFIX; `reconcile-testdata generate DIR` makes a test lake"
+                "lake directory {location} {what}\nHelp: pass the lake directory (reconcile's default \
+                 is $LEDGER_LAKE, then .lake) or s3://BUCKET/PREFIX; `reconcile-testdata generate DIR` makes a test lake"
             )));
         }
         let abs = dir

@@ -1513,6 +1513,30 @@ fn a_redelivered_day_is_plain_copies_of_a_lake_that_still_holds() {
     assert!(after.stats.plain_duplicates > before.stats.plain_duplicates);
 }
 
+/// rev-s48-cli L11: `generate` bounds its accounts (each is held in memory;
+/// a billion ran for minutes before failing), and `scan` of a missing lake
+/// does not claim a default it does not have.
+#[test]
+fn testdata_bounds_generate_and_scan_names_no_default_of_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    let (code, _, stderr) = testdata(&[
+        "generate",
+        dir.to_str().unwrap(),
+        "--accounts",
+        "1000000000",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--accounts"), "{stderr}");
+    assert!(!dir.exists(), "nothing generated");
+    let (code, _, stderr) = testdata(&["scan", dir.to_str().unwrap()]);
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("reconcile's default is $LEDGER_LAKE"),
+        "{stderr}"
+    );
+}
+
 /// rev-s47-testdata L1: every edit `mutate` prints is one the lake shows:
 /// one edit, of any of many seeds, leaves a lake that differs from its source
 /// (an edit that changed nothing, a field the row lacks or a value set to

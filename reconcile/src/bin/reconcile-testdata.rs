@@ -54,8 +54,9 @@ enum Cmd {
         dir: PathBuf,
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// Accounts (at least 2: a transfer needs two).
-        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(2..))]
+        /// Accounts: at least 2 (a transfer needs two), at most 10,000,000 (each is held
+        /// in memory while generating).
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(2..=10_000_000))]
         accounts: u32,
         /// Operations after the accounts are opened (each emits one or more events).
         #[arg(long, default_value_t = 400)]
