@@ -438,11 +438,42 @@ impl From<LakeError> for CompactError {
     }
 }
 
+/// Where a partition's compaction is, for a progress line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Inputs read and checked so far (of `files`), their rows, and the
+    /// runs spilled.
+    Reading {
+        files_read: usize,
+        files: usize,
+        rows: usize,
+        runs: usize,
+    },
+    /// Outputs cut (and put, unless a dry run) so far, and their rows, of
+    /// the `rows` read.
+    Writing {
+        outputs: usize,
+        rows_out: usize,
+        rows: usize,
+    },
+}
+
 /// Compacts one partition (see the module docs for the guarantees).
 pub async fn compact_partition(
     lake: &Lake,
     partition: &Partition,
     options: &Options,
+) -> Result<PartitionReport, CompactError> {
+    compact_partition_with_progress(lake, partition, options, |_| {}).await
+}
+
+/// [`compact_partition`], telling `progress` after each input read and
+/// each output cut.
+pub async fn compact_partition_with_progress(
+    lake: &Lake,
+    partition: &Partition,
+    options: &Options,
+    mut progress: impl FnMut(Progress),
 ) -> Result<PartitionReport, CompactError> {
     let inputs = lake.partition_files(partition).await?;
     let sources: Vec<String> = inputs.iter().map(|f| f.key.clone()).collect();
@@ -454,6 +485,12 @@ pub async fn compact_partition(
         let bytes = lake.read_version(file).await?;
         let source = u32::try_from(i).expect("COMPACT_INPUT_FILES_MAX fits a u32");
         read_lake_file_each(&file.key, bytes, |_, got| merge.push(source, got))?;
+        progress(Progress::Reading {
+            files_read: i + 1,
+            files: inputs.len(),
+            rows: merge.rows(),
+            runs: merge.runs(),
+        });
     }
     let input_rows = merge.rows();
     let mut merged = merge.finish(partition, PARQUET_FILE_ROWS_MAX)?;
@@ -486,6 +523,11 @@ pub async fn compact_partition(
         }
         sizes.push((f.key, size));
         report.output_rows += f.rows;
+        progress(Progress::Writing {
+            outputs: sizes.len(),
+            rows_out: report.output_rows,
+            rows: input_rows,
+        });
     }
     sizes.sort();
     let outputs: Vec<String> = sizes.iter().map(|(k, _)| k.clone()).collect();

@@ -8,8 +8,13 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use ledger_compact::{compact_partition, CompactError, Lake, Options, StopAt};
+use ledger_compact::{
+    compact_partition_with_progress, CompactError, Lake, Options, Progress, StopAt,
+};
 use ledger_ingest::Table;
+
+/// How often a partition's progress is said while it is compacted.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A line on stderr; a stderr that is gone (a closed pipe) does not stop
 /// the work (`eprintln!` would panic, exit 101, mid-run).
@@ -135,7 +140,34 @@ async fn run(cli: Cli) -> Result<u8, CompactError> {
     let started = std::time::Instant::now();
     let (mut rows, mut damaged) = (0usize, 0usize);
     for (i, p) in partitions.iter().enumerate() {
-        match compact_partition(&lake, p, &options).await {
+        // A line every PROGRESS_EVERY while a big partition is read or
+        // written; a small one only gets its summary line.
+        let mut last = std::time::Instant::now();
+        let at = format!("[{}/{}] {}", i + 1, partitions.len(), p.prefix());
+        let progress = |step: Progress| {
+            if last.elapsed() < PROGRESS_EVERY {
+                return;
+            }
+            last = std::time::Instant::now();
+            match step {
+                Progress::Reading {
+                    files_read,
+                    files,
+                    rows,
+                    runs,
+                } => say!(
+                    "{at}: read {files_read} of {files} files, {rows} rows ({runs} run(s) spilled)"
+                ),
+                Progress::Writing {
+                    outputs,
+                    rows_out,
+                    rows,
+                } => {
+                    say!("{at}: {outputs} output file(s) cut so far, {rows_out} rows ({rows} read)")
+                }
+            }
+        };
+        match compact_partition_with_progress(&lake, p, &options, progress).await {
             Ok(report) => {
                 rows += report.input_rows;
                 let tag = if cli.dry_run { " (dry run)" } else { "" };

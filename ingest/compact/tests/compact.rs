@@ -14,7 +14,10 @@ use common::{
     assert_accounted, assert_compacted, assert_mid_way, compact_all, golden_lines, ingest_files,
     manifests, small_file_batches, unaccounted, versions, view,
 };
-use ledger_compact::{compact_partition, CompactError, Lake, Options, StopAt};
+use ledger_compact::{
+    compact_partition, compact_partition_with_progress, CompactError, Lake, Options, Progress,
+    StopAt,
+};
 use ledger_ingest::{parse_object_key, Unaccounted};
 
 fn ingest_into(lake: &Path, bodies: &[String]) {
@@ -112,7 +115,43 @@ async fn a_partition_merged_from_spilled_runs_is_the_one_merged_in_memory() {
         };
         let mut reports = Vec::new();
         for p in lake.partitions(None).await.unwrap() {
-            let r = compact_partition(&lake, &p, &options).await.unwrap();
+            let mut steps = Vec::new();
+            let r = compact_partition_with_progress(&lake, &p, &options, |s| steps.push(s))
+                .await
+                .unwrap();
+            // Progress: every input read, then every output cut, in order,
+            // ending at the report's counts.
+            let reading = steps
+                .iter()
+                .take_while(|s| matches!(s, Progress::Reading { .. }))
+                .count();
+            assert_eq!(reading, r.input_files);
+            assert_eq!(steps.len() - reading, r.outputs.len());
+            let Some(Progress::Reading {
+                files_read,
+                files,
+                rows,
+                ..
+            }) = steps.get(reading - 1)
+            else {
+                panic!("{steps:?}")
+            };
+            assert_eq!(
+                (*files_read, *files, *rows),
+                (r.input_files, r.input_files, r.input_rows)
+            );
+            let Some(Progress::Writing {
+                outputs,
+                rows_out,
+                rows,
+            }) = steps.last()
+            else {
+                panic!("{steps:?}")
+            };
+            assert_eq!(
+                (*outputs, *rows_out, *rows),
+                (r.outputs.len(), r.output_rows, r.input_rows)
+            );
             reports.push((
                 r.input_files,
                 r.input_rows,
