@@ -236,11 +236,9 @@ fn write_run(path: &Path, rows: &[Sourced]) -> Result<(), String> {
         let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| e.to_string())?;
         w.write(&batch).map_err(|e| e.to_string())?;
     }
+    // Flushed, not synced: a run lives as long as this process.
     let file = w.into_inner().map_err(|e| e.to_string())?;
-    file.into_inner()
-        .map_err(|e| e.error().to_string())?
-        .sync_all()
-        .ok();
+    file.into_inner().map_err(|e| e.error().to_string())?;
     Ok(())
 }
 
