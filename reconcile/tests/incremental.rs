@@ -376,8 +376,8 @@ fn compact_each(
         let lake = ledger_compact::Lake::open(root.to_str().unwrap()).unwrap();
         let mut outcomes = Vec::new();
         let options = ledger_compact::Options {
-            dry_run: false,
             stop_at,
+            ..Default::default()
         };
         for p in lake.partitions(None).await.unwrap() {
             let done = ledger_compact::compact_partition(&lake, &p, &options).await;
