@@ -384,8 +384,13 @@ pub enum CompactError {
     Damaged(LakeError),
     /// A bound was exceeded.
     TooLarge(String),
-    /// The local disk a merge spills to failed (full, not writable).
+    /// The local disk a merge spills to failed (full, not writable), while
+    /// the inputs were read: nothing in the lake changed.
     Spill(String),
+    /// A run spilled to local disk could not be read back, or reads back
+    /// other rows than were written: outputs may have been put, no input
+    /// was deleted.
+    SpillRead(String),
     /// A put returned but the object is not there in full.
     NotDurable {
         key: String,
@@ -395,6 +400,25 @@ pub enum CompactError {
 }
 
 impl CompactError {
+    /// The error, naming the partition it stopped (the lake's own errors
+    /// name a key already).
+    fn in_partition(self, partition: &Partition) -> CompactError {
+        let prefix = partition.prefix();
+        let at = |m: String| {
+            if m.starts_with(&prefix) {
+                m
+            } else {
+                format!("{prefix}: {m}")
+            }
+        };
+        match self {
+            CompactError::TooLarge(m) => CompactError::TooLarge(at(m)),
+            CompactError::Spill(m) => CompactError::Spill(at(m)),
+            CompactError::SpillRead(m) => CompactError::SpillRead(at(m)),
+            other => other,
+        }
+    }
+
     /// The store's error with its innermost cause, which its own words
     /// ("error sending request") do not name: a refused connection, an
     /// untrusted certificate.
@@ -420,7 +444,11 @@ impl std::fmt::Display for CompactError {
             CompactError::TooLarge(m) => write!(f, "{m}"),
             CompactError::Spill(m) => write!(
                 f,
-                "spilling rows to local disk failed: {m}\nHelp: a partition's rows past the first {SPILL_RUN_ROWS} are sorted in runs on local disk, about the partition's size in Parquet; give compaction a directory with room (--spill-dir, or TMPDIR); nothing in the lake was changed"
+                "spilling rows to local disk failed: {m}\nHelp: a partition of more than {SPILL_RUN_ROWS} rows is sorted in runs on local disk, about the partition's size in Parquet; give compaction a writable directory with room (--spill-dir, or TMPDIR); nothing in the lake was changed"
+            ),
+            CompactError::SpillRead(m) => write!(
+                f,
+                "reading back a run spilled to local disk failed: {m}\nHelp: the local disk lost or changed it (or too many files are open: one per run); outputs put so far hold copies of the inputs' events, and no input was deleted, so the lake reads the same; fix the disk (--spill-dir) and re-run, which converges"
             ),
             CompactError::NotDurable { key, expected, found } => write!(
                 f,
@@ -470,6 +498,17 @@ pub async fn compact_partition(
 /// [`compact_partition`], telling `progress` after each input read and
 /// each output cut.
 pub async fn compact_partition_with_progress(
+    lake: &Lake,
+    partition: &Partition,
+    options: &Options,
+    progress: impl FnMut(Progress),
+) -> Result<PartitionReport, CompactError> {
+    compact(lake, partition, options, progress)
+        .await
+        .map_err(|e| e.in_partition(partition))
+}
+
+async fn compact(
     lake: &Lake,
     partition: &Partition,
     options: &Options,

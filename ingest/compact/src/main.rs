@@ -51,13 +51,15 @@ struct Cli {
     /// Only this day (YYYY-MM-DD, UTC); repeatable. Default: every day present.
     #[arg(long)]
     date: Vec<String>,
-    /// Print what would be done; write and delete nothing.
+    /// Print what would be done; write and delete nothing in the lake (a partition of
+    /// more than 524,288 rows is still sorted on local disk: --spill-dir).
     #[arg(long)]
     dry_run: bool,
-    /// Where a big partition's rows are sorted on local disk: past the first
-    /// 524,288 rows, compaction spills sorted runs (about the partition's
-    /// size in Parquet) into a temporary directory made here and removed
-    /// after. Default: the system's temporary directory ($TMPDIR, else /tmp).
+    /// Where a big partition's rows are sorted on local disk: a partition of more
+    /// than 524,288 rows is spilled in sorted runs (about the partition's size in
+    /// Parquet) into a temporary directory made here and removed after (a killed
+    /// run's is removed by the next run that spills here). Default: $TMPDIR, else
+    /// /tmp.
     #[arg(long, value_name = "DIR")]
     spill_dir: Option<std::path::PathBuf>,
 }
@@ -84,6 +86,16 @@ fn is_calendar_day(d: &str) -> bool {
         _ => return false,
     };
     (1..=last).contains(&day)
+}
+
+/// Test hook: `LEDGER_COMPACT_RUN_ROWS=N` spills every N rows instead of
+/// every `SPILL_RUN_ROWS`, so that the tests' small lakes merge from runs.
+fn run_rows() -> Option<usize> {
+    std::env::var("LEDGER_COMPACT_RUN_ROWS")
+        .ok()?
+        .parse()
+        .ok()
+        .filter(|&n| n > 0)
 }
 
 /// Test hook: `LEDGER_COMPACT_CRASH=after-write` aborts the process (no
@@ -135,7 +147,7 @@ async fn run(cli: Cli) -> Result<u8, CompactError> {
         dry_run: cli.dry_run,
         stop_at: crash,
         spill_dir: cli.spill_dir.clone(),
-        run_rows: None,
+        run_rows: run_rows(),
     };
     let started = std::time::Instant::now();
     let (mut rows, mut damaged) = (0usize, 0usize);

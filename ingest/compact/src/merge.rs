@@ -21,11 +21,22 @@
 //! runs win ties), which is the order `dedup` lists a version's sources in.
 //!
 //! Memory: while reading, the buffer (`run_rows` rows, about 1 KB each
-//! decoded); while merging, one page of each column and one small batch per
-//! run, plus the lake file being written (at most `PARQUET_FILE_ROWS_MAX`
-//! rows, encoded, and one row group's rows). Disk: the runs, about the
-//! partition's size in Parquet, in a temporary directory removed when the
-//! merge is dropped (also on an error).
+//! decoded); while merging, the buffer's last rows (fewer than `run_rows`,
+//! kept in memory as the last run), about 2 MB and one file descriptor per
+//! spilled run (a page of each column and a small batch), the lake file
+//! being written (at most `PARQUET_FILE_ROWS_MAX` rows, encoded, and one row
+//! group's rows), and the conflicts found (a few per partition, if any).
+//!
+//! Disk: the runs, about the partition's size in Parquet, in a temporary
+//! directory removed when the merge is dropped (also on an error or a
+//! panic). A process killed mid-merge cannot remove it: each directory holds
+//! a lock file locked while its merge lives, and the next merge to spill in
+//! the same place removes every such directory whose lock it can take.
+//!
+//! Rows read back from a run are checked again as every reader checks a lake
+//! row (`ledger_ingest::check_row`: a valid event whose hash is its
+//! content's): a run damaged on local disk stops the compaction before it
+//! can become an output, which is put before the inputs are deleted.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -50,7 +61,9 @@ use parquet::file::reader::{ChunkReader, Length};
 use crate::CompactError;
 
 /// Rows held in memory before they are sorted and spilled as a run: about
-/// 0.5 GB decoded. A partition of at most this many rows is merged in memory.
+/// 0.5 GB decoded. A partition of at most this many rows is merged in
+/// memory; past it, each run holds this many rows and at most one batch
+/// of a file more.
 pub const SPILL_RUN_ROWS: usize = 1 << 19;
 
 /// Runs one merge reads side by side (each holds a page per column and a
@@ -66,6 +79,12 @@ const RUN_WRITE_ROWS: usize = 8_192;
 
 /// A run's page size: what each column of each run holds while merging.
 const RUN_PAGE_BYTES: usize = 64 * 1024;
+
+/// The name of a merge's directory of runs, before its random part.
+const DIR_PREFIX: &str = "ledger-compact-";
+
+/// The file in a merge's directory that the merge keeps locked.
+const LOCK_FILE: &str = "lock";
 
 /// The run's column naming the input a row came from (an index into the
 /// caller's list of inputs; `source` is a lake column).
@@ -87,7 +106,7 @@ impl AsRef<Row> for Sourced {
 pub struct Merge {
     run_rows: usize,
     spill_in: Option<PathBuf>,
-    dir: Option<tempfile::TempDir>,
+    dir: Option<SpillDir>,
     buffer: Vec<Sourced>,
     runs: Vec<PathBuf>,
     rows: usize,
@@ -113,7 +132,7 @@ impl Merge {
         self.rows += rows.len();
         self.buffer
             .extend(rows.into_iter().map(|row| Sourced { row, source }));
-        if self.buffer.len() >= self.run_rows {
+        if self.buffer.len() > self.run_rows {
             self.spill()?;
         }
         Ok(())
@@ -139,18 +158,10 @@ impl Merge {
         }
         let dir = match &mut self.dir {
             Some(dir) => dir,
-            slot => {
-                let mut b = tempfile::Builder::new();
-                b.prefix("ledger-compact-");
-                let made = match &self.spill_in {
-                    Some(p) => b.tempdir_in(p),
-                    None => b.tempdir(),
-                };
-                let where_ = self.spill_in.clone().unwrap_or_else(std::env::temp_dir);
-                slot.insert(made.map_err(|e| spill_error(&where_, &e.to_string()))?)
-            }
+            slot => slot.insert(SpillDir::make(self.spill_in.as_deref())?),
         };
         let path = dir
+            .dir
             .path()
             .join(format!("run-{:05}.parquet", self.runs.len()));
         // Stable: rows equal in the lake's order keep the order they came in.
@@ -182,7 +193,6 @@ impl Merge {
             }
         }
         Ok(Merged {
-            _dir: self.dir,
             cursors,
             heap,
             ready: VecDeque::new(),
@@ -195,7 +205,84 @@ impl Merge {
             },
             duplicates: 0,
             conflicts: Vec::new(),
+            _dir: self.dir,
         })
+    }
+}
+
+/// A merge's directory of runs, and its lock (see the module docs).
+struct SpillDir {
+    // Fields drop in order: the lock is released with the directory gone.
+    dir: tempfile::TempDir,
+    _lock: File,
+}
+
+impl SpillDir {
+    /// Makes a directory for runs under `spill_in` (the system's temporary
+    /// directory when `None`), locked, after removing those of merges that
+    /// were killed.
+    fn make(spill_in: Option<&Path>) -> Result<SpillDir, CompactError> {
+        let base = match spill_in {
+            Some(p) => p.to_owned(),
+            None => default_spill_dir(),
+        };
+        remove_abandoned(&base);
+        let dir = tempfile::Builder::new()
+            .prefix(DIR_PREFIX)
+            .tempdir_in(&base)
+            .map_err(|e| spill_error(&base, &e.to_string()))?;
+        let path = dir.path().join(LOCK_FILE);
+        let lock = File::create(&path).map_err(|e| spill_error(&path, &e.to_string()))?;
+        lock.try_lock()
+            .map_err(|e| spill_error(&path, &e.to_string()))?;
+        Ok(SpillDir { dir, _lock: lock })
+    }
+}
+
+/// `$TMPDIR`, or `/tmp` where it is unset or empty (`mktemp`'s rule; the
+/// standard library takes an empty one as the current directory).
+fn default_spill_dir() -> PathBuf {
+    let dir = std::env::temp_dir();
+    if dir.as_os_str().is_empty() {
+        PathBuf::from("/tmp")
+    } else {
+        dir
+    }
+}
+
+/// Removes the directories of runs under `base` that no live merge holds:
+/// a directory named as a merge's, holding its lock file and nothing but
+/// runs, whose lock can be taken (a killed process's lock is released
+/// with it). Anything else is left: a directory some other tool named
+/// alike, or one a merge made an instant ago and has not locked yet (empty,
+/// so nothing is lost by leaving it). Best effort: what cannot be removed
+/// is left.
+fn remove_abandoned(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    let is_run = |name: &str| {
+        name.strip_prefix("run-")
+            .and_then(|n| n.strip_suffix(".parquet"))
+            .is_some_and(|n| n.len() == 5 && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let is_ours = name.to_str().is_some_and(|n| n.starts_with(DIR_PREFIX));
+        if !is_ours || !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(inside) = std::fs::read_dir(e.path()) else {
+            continue;
+        };
+        let only_runs = inside.flatten().all(|f| {
+            let n = f.file_name();
+            n.to_str().is_some_and(|n| n == LOCK_FILE || is_run(n))
+        });
+        let unlocked = File::open(e.path().join(LOCK_FILE)).is_ok_and(|l| l.try_lock().is_ok());
+        if only_runs && unlocked {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 
@@ -317,11 +404,14 @@ struct DiskRun {
     reader: ParquetRecordBatchReader,
     rows: std::vec::IntoIter<Row>,
     sources: std::vec::IntoIter<u32>,
+    /// Rows taken from the run so far.
+    read: usize,
 }
 
 impl DiskRun {
     fn open(path: &Path) -> Result<DiskRun, CompactError> {
-        let err = |e: &dyn std::fmt::Display| spill_error(path, &e.to_string());
+        let err =
+            |e: &dyn std::fmt::Display| CompactError::SpillRead(format!("{}: {e}", path.display()));
         let file = File::open(path).map_err(|e| err(&e))?;
         let len = file.metadata().map_err(|e| err(&e))?.len();
         let run = RunFile {
@@ -336,27 +426,45 @@ impl DiskRun {
             reader,
             rows: Vec::new().into_iter(),
             sources: Vec::new().into_iter(),
+            read: 0,
         })
     }
 
     fn next(&mut self) -> Result<Option<Sourced>, CompactError> {
         loop {
             if let (Some(row), Some(source)) = (self.rows.next(), self.sources.next()) {
+                self.read += 1;
+                if let Err(why) = ledger_ingest::check_row(&row) {
+                    return Err(self.damaged(&format!("row {}: {why}", self.read - 1)));
+                }
                 return Ok(Some(Sourced { row, source }));
             }
-            let err = |e: &dyn std::fmt::Display| spill_error(&self.path, &e.to_string());
-            let Some(batch) = self.reader.next() else {
+            // The decoder is not trusted with damaged bytes: a panic is
+            // this run's error, as it is an input's.
+            let next =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.reader.next()))
+                    .map_err(|_| self.damaged(&"the Parquet decoder panicked on it"))?;
+            let Some(batch) = next else {
                 return Ok(None);
             };
-            let batch = batch.map_err(|e| err(&e))?;
+            let batch = batch.map_err(|e| self.damaged(&e))?;
             let sources = batch
                 .column_by_name(SOURCE_COLUMN)
                 .and_then(|c| c.as_any().downcast_ref::<UInt32Array>())
                 .filter(|c| c.null_count() == 0)
-                .ok_or_else(|| err(&"a run without its input column"))?;
+                .ok_or_else(|| self.damaged(&"no input column"))?;
             self.sources = sources.values().to_vec().into_iter();
-            self.rows = rows_from_batch(&batch).map_err(|e| err(&e))?.into_iter();
+            self.rows = rows_from_batch(&batch)
+                .map_err(|e| self.damaged(&e))?
+                .into_iter();
+            if self.rows.len() != self.sources.len() {
+                return Err(self.damaged(&"a batch of rows without their inputs"));
+            }
         }
+    }
+
+    fn damaged(&self, why: &dyn std::fmt::Display) -> CompactError {
+        CompactError::SpillRead(format!("{}: {why}", self.path.display()))
     }
 }
 
@@ -464,8 +572,6 @@ type Versions = Vec<(String, Vec<u32>)>;
 
 /// The merge's output; see [`Merge::finish`].
 pub struct Merged {
-    /// The runs' directory, removed when the merge is dropped.
-    _dir: Option<tempfile::TempDir>,
     cursors: Vec<Cursor>,
     heap: BinaryHeap<Head>,
     /// One event's rows, deduplicated, waiting for their file.
@@ -474,6 +580,9 @@ pub struct Merged {
     duplicates: usize,
     /// Each conflict's event id and versions (hash, sources as pushed).
     conflicts: Vec<(String, Versions)>,
+    /// The runs' directory, removed when the merge is dropped: last, so
+    /// the runs are closed first.
+    _dir: Option<SpillDir>,
 }
 
 impl Merged {
@@ -576,7 +685,7 @@ impl Merged {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ledger_events::{Event, Stream, GENESIS_HASH};
+    use ledger_events::{Event, Stream};
     use ledger_ingest::{build_files_sized, dedup, Table};
 
     /// A small deterministic generator (xorshift), so a failure names its seed.
@@ -597,48 +706,62 @@ mod tests {
         }
     }
 
-    /// One version of an event of account `key` at `seq`; `variant` changes
-    /// its content (and so its hash).
+    /// Valid account events of a few streams, each of at least 8 seqs, all
+    /// on `partition()`'s day (`synth`, the ingest tests' generator).
+    fn streams() -> &'static [Vec<Event>] {
+        static STREAMS: std::sync::OnceLock<Vec<Vec<Event>>> = std::sync::OnceLock::new();
+        STREAMS.get_or_init(|| {
+            let mut by_key: std::collections::BTreeMap<String, Vec<Event>> = Default::default();
+            for e in ledger_ingest::synth::events(400, 10, 1_767_225_600_000) {
+                if e.stream == Stream::Account {
+                    by_key.entry(e.stream_key.clone()).or_default().push(e);
+                }
+            }
+            let streams: Vec<Vec<Event>> = by_key.into_values().filter(|v| v.len() >= 8).collect();
+            assert!(streams.len() >= 3, "synth gives several account streams");
+            streams
+        })
+    }
+
+    /// Stream `key`'s event at `seq` (1 to 8); `variant` > 0 changes its
+    /// content (and so its hash) but not its validity.
     fn row(key: u64, seq: u64, variant: u64, conflict: bool) -> Row {
-        // 2026-01-01T00:00:00Z plus a little: every row in `partition()`.
-        let at = 1_767_225_600_000 + variant as i64;
-        Row {
-            event: Event::new(
-                Stream::Account,
-                &format!("a{key}"),
-                seq,
-                "opened",
-                at,
-                GENESIS_HASH,
-            )
-            .seal(),
-            conflict,
+        let all = streams();
+        let mut event = all[key as usize % all.len()][seq as usize - 1].clone();
+        assert_eq!(event.seq, seq);
+        if variant > 0 {
+            event.occurred_at_ms += variant as i64;
+            event = event.seal();
         }
+        Row { event, conflict }
     }
 
     /// Inputs: files of random rows, with copies of earlier rows, other
     /// versions of them and rows already flagged as conflicts.
     fn inputs(seed: u64) -> Vec<(String, Vec<Row>)> {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-        let mut all: Vec<Row> = Vec::new();
+        // Every row so far, with the stream it is of.
+        let mut all: Vec<(u64, Row)> = Vec::new();
         let files = 1 + rng.below(12);
         (0..files)
             .map(|f| {
                 let n = rng.below(40);
                 let rows = (0..n)
                     .map(|_| {
-                        let r = match rng.below(6) {
+                        let (key, r) = match rng.below(6) {
                             0 if !all.is_empty() => {
                                 all[rng.below(all.len() as u64) as usize].clone()
                             }
                             1 if !all.is_empty() => {
-                                let old = &all[rng.below(all.len() as u64) as usize].event;
-                                let key = old.stream_key[1..].parse().unwrap();
-                                row(key, old.seq, 1 + rng.below(3), false)
+                                let (key, old) = &all[rng.below(all.len() as u64) as usize];
+                                (*key, row(*key, old.event.seq, 1 + rng.below(3), false))
                             }
-                            _ => row(rng.below(5), 1 + rng.below(8), 0, rng.below(10) == 0),
+                            _ => {
+                                let key = rng.below(5);
+                                (key, row(key, 1 + rng.below(8), 0, rng.below(10) == 0))
+                            }
                         };
-                        all.push(r.clone());
+                        all.push((key, r.clone()));
                         r
                     })
                     .collect();
@@ -707,10 +830,115 @@ mod tests {
     #[test]
     fn a_spill_directory_that_cannot_be_made_is_a_clear_error() {
         let mut merge = Merge::new(1, Some(PathBuf::from("/nonexistent/ledger-spill")));
-        let err = merge.push(0, vec![row(1, 1, 0, false)]).unwrap_err();
+        let err = merge
+            .push(0, vec![row(1, 1, 0, false), row(1, 2, 0, false)])
+            .unwrap_err();
         let text = err.to_string();
         assert!(matches!(err, CompactError::Spill(_)), "{text}");
         assert!(text.contains("/nonexistent/ledger-spill"), "{text}");
+    }
+
+    /// The run files of a merge's directory under `base`.
+    fn runs_under(base: &Path) -> Vec<PathBuf> {
+        let dir = std::fs::read_dir(base)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let mut runs: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+            .collect();
+        runs.sort();
+        runs
+    }
+
+    #[test]
+    fn a_run_damaged_on_disk_is_an_error_not_an_output() {
+        let rows: Vec<Row> = (1..=6).map(|s| row(1, s, 0, false)).collect();
+        // A row changed, its recorded hash kept: what a flipped bit that
+        // Parquet does not notice reads as.
+        let mut tampered: Vec<Sourced> = rows[..3]
+            .iter()
+            .map(|r| Sourced {
+                row: r.clone(),
+                source: 0,
+            })
+            .collect();
+        tampered[1].row.event.occurred_at_ms += 1;
+        for damage in ["content", "bytes"] {
+            let base = tempfile::tempdir().unwrap();
+            let mut merge = Merge::new(2, Some(base.path().to_owned()));
+            merge.push(0, rows[..3].to_vec()).unwrap();
+            merge.push(0, rows[3..].to_vec()).unwrap();
+            assert_eq!(merge.runs(), 2);
+            let run = &runs_under(base.path())[0];
+            match damage {
+                "content" => write_run(run, &tampered).unwrap(),
+                _ => std::fs::write(run, b"PAR1 not a run PAR1").unwrap(),
+            }
+            let err = merge
+                .finish(&partition(), 100)
+                .and_then(|mut out| out.next_file())
+                .err()
+                .unwrap_or_else(|| panic!("{damage}: a damaged run was merged"));
+            let text = err.to_string();
+            assert!(
+                matches!(err, CompactError::SpillRead(_)),
+                "{damage}: {text}"
+            );
+            assert!(text.contains("run-00000.parquet"), "{text}");
+            if damage == "content" {
+                assert!(text.contains("row 1:") && text.contains("hash"), "{text}");
+            }
+            assert!(text.contains("no input was deleted"), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_killed_merges_runs_are_removed_by_the_next_merge_that_spills_there() {
+        let base = tempfile::tempdir().unwrap();
+        let made = |name: &str, lock: bool| {
+            let dir = base.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join("run-00000.parquet"), b"runs").unwrap();
+            lock.then(|| File::create(dir.join(LOCK_FILE)).unwrap())
+        };
+        // A killed merge's: its lock file, which nothing holds.
+        drop(made("ledger-compact-killed", true));
+        // A live merge's: held (by another open file, as another process).
+        let live = made("ledger-compact-live", true).unwrap();
+        live.try_lock().unwrap();
+        // One just made, its lock not yet: left.
+        made("ledger-compact-young", false);
+        // Named alike by someone else, with other files in it: left.
+        let theirs = made("ledger-compact-theirs", true);
+        drop(theirs);
+        std::fs::write(base.path().join("ledger-compact-theirs/notes.txt"), b"mine").unwrap();
+        // Not a merge's.
+        made("other", true);
+        let mut merge = Merge::new(1, Some(base.path().to_owned()));
+        merge
+            .push(0, vec![row(1, 1, 0, false), row(1, 2, 0, false)])
+            .unwrap();
+        let left: std::collections::BTreeSet<String> = std::fs::read_dir(base.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        let kept = [
+            "ledger-compact-live",
+            "ledger-compact-young",
+            "ledger-compact-theirs",
+            "other",
+        ];
+        for k in kept {
+            assert!(left.contains(k), "{k}: {left:?}");
+        }
+        assert_eq!(left.len(), 5, "those four and the merge's own: {left:?}");
+        assert!(!base.path().join("ledger-compact-killed").exists());
+        assert_eq!(merge.runs(), 1, "and the merge spilled its own");
     }
 
     #[test]

@@ -457,7 +457,10 @@ async fn a_file_under_a_key_that_is_not_its_own_is_damaged_and_changes_nothing()
 
 fn cli(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ledger-compact"));
-    c.args(args).env_remove("LEDGER_LAKE");
+    // Every partition merged from runs spilled to local disk.
+    c.args(args)
+        .env_remove("LEDGER_LAKE")
+        .env("LEDGER_COMPACT_RUN_ROWS", common::TEST_RUN_ROWS.to_string());
     for (k, v) in env {
         c.env(k, v);
     }

@@ -52,8 +52,8 @@ pub use manifest::{
     MANIFEST_PREFIX,
 };
 pub use parquet_io::{
-    read_file, read_file_each, read_lake_file, read_lake_file_each, write_file, FileRead,
-    FileWriter, LakeError, LakeErrorKind,
+    check_row, read_file, read_file_each, read_lake_file, read_lake_file_each, write_file,
+    FileRead, FileWriter, LakeError, LakeErrorKind,
 };
 pub use table::{arrow_schema, rows_from_batch, rows_to_batch};
 

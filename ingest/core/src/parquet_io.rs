@@ -380,7 +380,10 @@ pub fn read_lake_file_each<E: From<LakeError>>(
     Ok(read)
 }
 
-fn check_row(row: &Row) -> Result<(), String> {
+/// What every reader checks of each row: a valid event of a known schema
+/// version whose recorded hash is its content's (compaction checks its
+/// spilled rows again with it when it reads them back).
+pub fn check_row(row: &Row) -> Result<(), String> {
     let ev = &row.event;
     ev.validate()
         .map_err(|e| format!("event {}: {}", ev.event_id, DecodeError::Schema(e)))?;
