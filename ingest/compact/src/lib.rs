@@ -40,8 +40,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::TryStreamExt;
 use ledger_ingest::{
-    dedup, parse_object_key, read_lake_file_each, Conflict, FileVersion, LakeError, Manifest,
-    Partition, Row, Table, LAKE_EVENTS_PREFIX, PARQUET_FILE_ROWS_MAX,
+    dedup, manifest_prefix, parse_object_key, read_lake_file_each, Conflict, FileVersion,
+    LakeError, Manifest, Partition, Row, Table, LAKE_EVENTS_PREFIX, PARQUET_FILE_ROWS_MAX,
 };
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectStore, ObjectStoreExt, PutPayload};
@@ -262,6 +262,38 @@ impl Lake {
         Ok(files)
     }
 
+    /// The key of a manifest whose outputs are exactly `listed` (the
+    /// partition's files as listed now, sorted), each in the version it
+    /// wrote, in the current layout ([`Manifest::left_as`]): the partition
+    /// is as that compaction left it. `None` if no manifest says so (a
+    /// manifest that cannot be read or parsed says nothing).
+    async fn compacted_by(
+        &self,
+        partition: &Partition,
+        listed: &[FileVersion],
+    ) -> Result<Option<String>, CompactError> {
+        let prefix = manifest_prefix(partition);
+        let metas: Vec<_> = self
+            .store
+            .list(Some(&Path::from(prefix.as_str())))
+            .try_collect()
+            .await
+            .map_err(|e| CompactError::store("list", &prefix, e))?;
+        for meta in metas {
+            let key = meta.location.to_string();
+            let Ok(got) = self.store.get(&meta.location).await else {
+                continue;
+            };
+            let Ok(bytes) = got.bytes().await else {
+                continue;
+            };
+            if Manifest::parse(&key, &bytes).is_ok_and(|m| m.left_as(listed)) {
+                return Ok(Some(key));
+            }
+        }
+        Ok(None)
+    }
+
     /// Every row of every lake file of one partition, with the key it came
     /// from, and the versions read (as listed; a file rewritten between the
     /// listing and its read is an error, see [`Lake::read_version`]). All
@@ -308,6 +340,10 @@ pub struct Options {
     /// Rows held in memory before a run is spilled; `None`:
     /// [`SPILL_RUN_ROWS`] (tests make it small to merge many runs).
     pub run_rows: Option<usize>,
+    /// Read and merge a partition even when a manifest shows it is as a
+    /// compaction left it (which is otherwise not read again): checks
+    /// every row of its files once more.
+    pub recheck: bool,
 }
 
 /// What one partition's compaction did.
@@ -330,6 +366,9 @@ pub struct PartitionReport {
     /// Partial writes a killed run left in the partition's directory (a
     /// local lake's `KEY#N`, untouched for an hour), removed.
     pub partials_removed: usize,
+    /// The manifest that shows the partition is as a compaction left it,
+    /// when it was not read for that reason (`input_rows` is then 0).
+    pub unread_as: Option<String>,
 }
 
 impl std::fmt::Display for PartitionReport {
@@ -338,6 +377,14 @@ impl std::fmt::Display for PartitionReport {
             0 => String::new(),
             n => format!(", {n} partial write(s) of a killed run removed"),
         };
+        if let (true, Some(manifest)) = (self.already_compact, &self.unread_as) {
+            return write!(
+                f,
+                "{}: already compact ({} files as {manifest} left them; not read again, --recheck reads them){partials}",
+                self.partition.prefix(),
+                self.input_files,
+            );
+        }
         if self.already_compact {
             return write!(
                 f,
@@ -515,6 +562,30 @@ async fn compact(
     mut progress: impl FnMut(Progress),
 ) -> Result<PartitionReport, CompactError> {
     let inputs = lake.partition_files(partition).await?;
+    if !options.recheck {
+        if let Some(manifest) = lake.compacted_by(partition, &inputs).await? {
+            let outputs: Vec<String> = inputs.iter().map(|f| f.key.clone()).collect();
+            let partials_removed = match options.dry_run {
+                true => 0,
+                false => lake.remove_stale_partials(partition),
+            };
+            return Ok(PartitionReport {
+                partition: partition.clone(),
+                input_files: inputs.len(),
+                input_rows: 0,
+                outputs,
+                output_rows: 0,
+                duplicates_removed: 0,
+                conflicts: Vec::new(),
+                manifest: None,
+                deleted: 0,
+                already_compact: true,
+                stopped_early: false,
+                partials_removed,
+                unread_as: Some(manifest),
+            });
+        }
+    }
     let sources: Vec<String> = inputs.iter().map(|f| f.key.clone()).collect();
     let run_rows = options.run_rows.unwrap_or(SPILL_RUN_ROWS);
     let mut merge = merge::Merge::new(run_rows, options.spill_dir.clone());
@@ -546,6 +617,7 @@ async fn compact(
         already_compact: false,
         stopped_early: false,
         partials_removed: 0,
+        unread_as: None,
     };
     if !options.dry_run {
         report.partials_removed = lake.remove_stale_partials(partition);

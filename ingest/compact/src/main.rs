@@ -62,6 +62,11 @@ struct Cli {
     /// /tmp.
     #[arg(long, value_name = "DIR")]
     spill_dir: Option<std::path::PathBuf>,
+    /// Read every selected partition, also those listed exactly as a compaction left
+    /// them (its manifest's outputs, in the versions it wrote), which are otherwise
+    /// skipped unread: checks every row of their files again (a scrub).
+    #[arg(long)]
+    recheck: bool,
 }
 
 fn parse_table(s: &str) -> Result<Table, String> {
@@ -148,6 +153,7 @@ async fn run(cli: Cli) -> Result<u8, CompactError> {
         stop_at: crash,
         spill_dir: cli.spill_dir.clone(),
         run_rows: run_rows(),
+        recheck: cli.recheck,
     };
     let started = std::time::Instant::now();
     let (mut rows, mut damaged) = (0usize, 0usize);

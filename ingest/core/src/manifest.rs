@@ -78,6 +78,12 @@ pub struct Manifest {
     /// Every file it left holding their rows (new, or an input it kept
     /// because its key and bytes were already the output's), sorted by key.
     pub outputs: Vec<FileVersion>,
+    /// The lake layout its outputs are written in ([`crate::LAKE_LAYOUT_VERSION`]
+    /// when it was written); absent in manifests written before the field
+    /// was. A partition listed exactly as a manifest's outputs, of the
+    /// current layout, is compact already: compaction need not read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<String>,
 }
 
 /// The "directory" of a partition's manifests, with a trailing `/`.
@@ -104,7 +110,19 @@ impl Manifest {
             date: partition.date.clone(),
             inputs,
             outputs,
+            layout: Some(crate::LAKE_LAYOUT_VERSION.to_owned()),
         }
+    }
+
+    /// Whether a partition listed as `listed` (sorted by key) is exactly
+    /// this compaction's outputs, each in the version it wrote (size and
+    /// ETag, which every listed file must have), in the current layout: a
+    /// compaction of it would write the same files again.
+    pub fn left_as(&self, listed: &[FileVersion]) -> bool {
+        self.layout.as_deref() == Some(crate::LAKE_LAYOUT_VERSION)
+            && !listed.is_empty()
+            && listed.iter().all(|f| f.e_tag.is_some())
+            && self.outputs == listed
     }
 
     /// The bytes written: JSON, one object.
@@ -414,6 +432,40 @@ mod tests {
         unaccounted(gone.iter().map(|(k, s)| (k.as_str(), s.as_str())), &now, ms)
             .into_iter()
             .next()
+    }
+
+    #[test]
+    fn a_partition_is_left_as_a_manifest_says_only_in_the_versions_and_layout_it_wrote() {
+        let (i, c1, c2) = (v(1, 10, "i"), v(100, 20, "c1"), v(101, 30, "c2"));
+        let m = Manifest::new(&day(), vec![i.clone()], vec![c2.clone(), c1.clone()]);
+        assert!(m.left_as(&[c1.clone(), c2.clone()]));
+        // Read back from its bytes, the same.
+        let back = Manifest::parse(&m.key(), &m.to_json()).unwrap();
+        assert!(back.left_as(&[c1.clone(), c2.clone()]));
+        // Another file beside the outputs (a late ingest file, or an input
+        // a crash left), an output gone, or one in another version: no.
+        assert!(!m.left_as(&[i.clone(), c1.clone(), c2.clone()]));
+        assert!(!m.left_as(std::slice::from_ref(&c1)));
+        assert!(!m.left_as(&[c1.clone(), v(101, 30, "rewritten")]));
+        assert!(!m.left_as(&[]));
+        // A store that gives no ETag cannot tell a version: no.
+        let untagged = |f: &FileVersion| FileVersion {
+            e_tag: None,
+            ..f.clone()
+        };
+        let bare = Manifest::new(&day(), vec![], vec![untagged(&c1)]);
+        assert!(!bare.left_as(&[untagged(&c1)]));
+        // A manifest written before the layout was recorded, or of another
+        // layout: its outputs may need rewriting, so no.
+        let mut legacy = m.clone();
+        legacy.layout = None;
+        let json = String::from_utf8(legacy.to_json()).unwrap();
+        assert!(!json.contains("layout"), "{json}");
+        let legacy = Manifest::parse(&legacy.key(), json.as_bytes()).unwrap();
+        assert!(!legacy.left_as(&[c1.clone(), c2.clone()]));
+        let mut old = m.clone();
+        old.layout = Some("lake-v1".into());
+        assert!(!old.left_as(&[c1, c2]));
     }
 
     #[test]
