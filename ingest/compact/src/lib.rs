@@ -386,9 +386,13 @@ impl std::fmt::Display for PartitionReport {
             );
         }
         if self.already_compact {
+            let recorded = match &self.manifest {
+                Some(key) => format!(", recorded in {key}"),
+                None => String::new(),
+            };
             return write!(
                 f,
-                "{}: already compact ({} files, {} rows){partials}",
+                "{}: already compact ({} files, {} rows){recorded}{partials}",
                 self.partition.prefix(),
                 self.input_files,
                 self.input_rows
@@ -647,7 +651,20 @@ async fn compact(
     report.conflicts = merged.conflicts(&sources);
     drop(merged);
     report.already_compact = sources == outputs;
-    if options.dry_run || report.already_compact {
+    if report.already_compact && !options.dry_run {
+        // Compact, but no manifest says so (compacted before manifests
+        // recorded their layout, or rechecked): one that does, so the next
+        // run need not read it. Its inputs are its outputs, as a kept input is.
+        let known = options.recheck && lake.compacted_by(partition, &inputs).await?.is_some();
+        if !known {
+            let manifest = Manifest::new(partition, inputs.clone(), inputs);
+            let key = manifest.key();
+            put_durably(lake, &key, manifest.to_json()).await?;
+            report.manifest = Some(key);
+        }
+        return Ok(report);
+    }
+    if options.dry_run {
         return Ok(report);
     }
     let input_keys = sources;

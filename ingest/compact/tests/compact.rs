@@ -211,6 +211,25 @@ async fn a_partition_as_its_compaction_left_it_is_not_read_again_unless_rechecke
     }
     assert_eq!(files(&dir), after);
 
+    // A lake compacted before manifests recorded their layout (here: none
+    // at all): read once, found compact, recorded; then not read again.
+    std::fs::remove_dir_all(dir.join("manifests")).unwrap();
+    for r in compact_all(&lake, StopAt::Never).await {
+        assert!(
+            r.already_compact && r.unread_as.is_none() && r.input_rows > 0,
+            "{r}"
+        );
+        assert!(
+            r.manifest.is_some() && r.to_string().contains("recorded in"),
+            "{r}"
+        );
+    }
+    assert!(compact_all(&lake, StopAt::Never)
+        .await
+        .iter()
+        .all(|r| r.unread_as.is_some()));
+    assert_eq!(files(&dir), after, "no lake file changed");
+
     // A late ingest file in a compacted partition: read and compacted.
     let batch = small_file_batches().pop().unwrap();
     ingest_into(&dir, &batch[..1]);
