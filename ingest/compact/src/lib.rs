@@ -655,8 +655,10 @@ async fn compact(
         // Compact, but no manifest says so (compacted before manifests
         // recorded their layout, or rechecked): one that does, so the next
         // run need not read it. Its inputs are its outputs, as a kept input is.
+        // (Not on a store without ETags, where no manifest can say so.)
+        let tagged = inputs.iter().all(|f| f.e_tag.is_some());
         let known = options.recheck && lake.compacted_by(partition, &inputs).await?.is_some();
-        if !known {
+        if tagged && !known {
             let manifest = Manifest::new(partition, inputs.clone(), inputs);
             let key = manifest.key();
             put_durably(lake, &key, manifest.to_json()).await?;
