@@ -272,6 +272,15 @@ impl Lake {
         partition: &Partition,
         listed: &[FileVersion],
     ) -> Result<Option<String>, CompactError> {
+        // Compaction writes only c- files: a partition holding any other
+        // (an ingest file) is no compaction's output, and its manifests
+        // need not be read.
+        let compacted = |f: &FileVersion| {
+            parse_object_key(&f.key).is_some_and(|k| k.layer == ledger_ingest::FileLayer::Compacted)
+        };
+        if listed.is_empty() || !listed.iter().all(compacted) {
+            return Ok(None);
+        }
         let prefix = manifest_prefix(partition);
         let metas: Vec<_> = self
             .store
