@@ -50,6 +50,11 @@ pub mod merge;
 
 pub use merge::{MERGE_RUNS_MAX, SPILL_RUN_ROWS};
 
+/// The largest manifest read to find whether a partition is as a
+/// compaction left it: one line per file, so 64 MiB is ~400,000 files,
+/// four times `COMPACT_INPUT_FILES_MAX`.
+pub const MANIFEST_BYTES_MAX: u64 = 64 << 20;
+
 /// Files one compaction reads.
 pub const COMPACT_INPUT_FILES_MAX: usize = 100_000;
 
@@ -265,13 +270,13 @@ impl Lake {
     /// The key of a manifest whose outputs are exactly `listed` (the
     /// partition's files as listed now, sorted), each in the version it
     /// wrote, in the current layout ([`Manifest::left_as`]): the partition
-    /// is as that compaction left it. `None` if no manifest says so (a
-    /// manifest that cannot be read or parsed says nothing).
-    async fn compacted_by(
-        &self,
-        partition: &Partition,
-        listed: &[FileVersion],
-    ) -> Result<Option<String>, CompactError> {
+    /// is as that compaction left it. `None` if no manifest says so: a
+    /// manifest that cannot be read or parsed says nothing, and nor does a
+    /// prefix that cannot be listed (the partition is then read, which
+    /// says what is wrong with the store, if anything). The newest
+    /// manifests are read first (the one a skip needs is nearly always the
+    /// partition's last), and none larger than [`MANIFEST_BYTES_MAX`].
+    async fn compacted_by(&self, partition: &Partition, listed: &[FileVersion]) -> Option<String> {
         // Compaction writes only c- files: a partition holding any other
         // (an ingest file) is no compaction's output, and its manifests
         // need not be read.
@@ -279,15 +284,17 @@ impl Lake {
             parse_object_key(&f.key).is_some_and(|k| k.layer == ledger_ingest::FileLayer::Compacted)
         };
         if listed.is_empty() || !listed.iter().all(compacted) {
-            return Ok(None);
+            return None;
         }
         let prefix = manifest_prefix(partition);
-        let metas: Vec<_> = self
+        let mut metas: Vec<_> = self
             .store
             .list(Some(&Path::from(prefix.as_str())))
             .try_collect()
             .await
-            .map_err(|e| CompactError::store("list", &prefix, e))?;
+            .ok()?;
+        metas.retain(|m| m.size <= MANIFEST_BYTES_MAX);
+        metas.sort_by_key(|m| std::cmp::Reverse(m.last_modified));
         for meta in metas {
             let key = meta.location.to_string();
             let Ok(got) = self.store.get(&meta.location).await else {
@@ -297,10 +304,10 @@ impl Lake {
                 continue;
             };
             if Manifest::parse(&key, &bytes).is_ok_and(|m| m.left_as(listed)) {
-                return Ok(Some(key));
+                return Some(key);
             }
         }
-        Ok(None)
+        None
     }
 
     /// Every row of every lake file of one partition, with the key it came
@@ -576,7 +583,7 @@ async fn compact(
 ) -> Result<PartitionReport, CompactError> {
     let inputs = lake.partition_files(partition).await?;
     if !options.recheck {
-        if let Some(manifest) = lake.compacted_by(partition, &inputs).await? {
+        if let Some(manifest) = lake.compacted_by(partition, &inputs).await {
             let outputs: Vec<String> = inputs.iter().map(|f| f.key.clone()).collect();
             let partials_removed = match options.dry_run {
                 true => 0,
@@ -663,12 +670,13 @@ async fn compact(
     if report.already_compact && !options.dry_run {
         // Compact, but no manifest says so (compacted before manifests
         // recorded their layout, or rechecked): one that does, so the next
-        // run need not read it. Its inputs are its outputs, as a kept input is.
+        // run need not read it. It lists no inputs: it replaced nothing, and
+        // a reader asking what became of a gone file must not find it there.
         // (Not on a store without ETags, where no manifest can say so.)
         let tagged = inputs.iter().all(|f| f.e_tag.is_some());
-        let known = options.recheck && lake.compacted_by(partition, &inputs).await?.is_some();
+        let known = options.recheck && lake.compacted_by(partition, &inputs).await.is_some();
         if tagged && !known {
-            let manifest = Manifest::new(partition, inputs.clone(), inputs);
+            let manifest = Manifest::of_compaction(partition, Vec::new(), inputs);
             let key = manifest.key();
             put_durably(lake, &key, manifest.to_json()).await?;
             report.manifest = Some(key);
@@ -697,7 +705,7 @@ async fn compact(
             found: None,
         });
     }
-    let manifest = Manifest::new(partition, inputs, written);
+    let manifest = Manifest::of_compaction(partition, inputs, written);
     let key = manifest.key();
     put_durably(lake, &key, manifest.to_json()).await?;
     report.manifest = Some(key);

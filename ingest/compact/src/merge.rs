@@ -110,6 +110,9 @@ pub struct Merge {
     buffer: Vec<Sourced>,
     runs: Vec<PathBuf>,
     rows: usize,
+    /// One more than the largest input index pushed: a run read back
+    /// naming another input is damaged.
+    inputs: u32,
 }
 
 impl Merge {
@@ -124,12 +127,14 @@ impl Merge {
             buffer: Vec::new(),
             runs: Vec::new(),
             rows: 0,
+            inputs: 0,
         }
     }
 
     /// Adds the rows of input `source`, after every row pushed before.
     pub fn push(&mut self, source: u32, rows: Vec<Row>) -> Result<(), CompactError> {
         self.rows += rows.len();
+        self.inputs = self.inputs.max(source.saturating_add(1));
         self.buffer
             .extend(rows.into_iter().map(|row| Sourced { row, source }));
         if self.buffer.len() > self.run_rows {
@@ -183,7 +188,7 @@ impl Merge {
         self.buffer.sort_by(|a, b| lake_order(&a.row, &b.row));
         let mut cursors = Vec::with_capacity(self.runs.len() + 1);
         for path in &self.runs {
-            cursors.push(Cursor::Disk(DiskRun::open(path)?));
+            cursors.push(Cursor::Disk(DiskRun::open(path, self.inputs)?));
         }
         cursors.push(Cursor::Memory(std::mem::take(&mut self.buffer).into_iter()));
         let mut heap = BinaryHeap::with_capacity(cursors.len());
@@ -251,8 +256,8 @@ fn default_spill_dir() -> PathBuf {
 }
 
 /// Removes the directories of runs under `base` that no live merge holds:
-/// a directory named as a merge's, holding its lock file and nothing but
-/// runs, whose lock can be taken (a killed process's lock is released
+/// a directory named as a merge's, holding its lock file, at least one run
+/// and nothing else, whose lock can be taken (a killed process's lock is released
 /// with it). Anything else is left: a directory some other tool named
 /// alike, or one a merge made an instant ago and has not locked yet (empty,
 /// so nothing is lost by leaving it). Best effort: what cannot be removed
@@ -279,8 +284,13 @@ fn remove_abandoned(base: &Path) {
             let n = f.file_name();
             n.to_str().is_some_and(|n| n == LOCK_FILE || is_run(n))
         });
+        // A run in it: a merge that made the directory and its lock file
+        // an instant ago, and has not locked it yet, has written none.
+        let has_run = std::fs::read_dir(e.path()).is_ok_and(|mut d| {
+            d.any(|f| f.is_ok_and(|f| f.file_name().to_str().is_some_and(is_run)))
+        });
         let unlocked = File::open(e.path().join(LOCK_FILE)).is_ok_and(|l| l.try_lock().is_ok());
-        if only_runs && unlocked {
+        if only_runs && has_run && unlocked {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
@@ -406,10 +416,12 @@ struct DiskRun {
     sources: std::vec::IntoIter<u32>,
     /// Rows taken from the run so far.
     read: usize,
+    /// The inputs pushed: every row's input index is below.
+    inputs: u32,
 }
 
 impl DiskRun {
-    fn open(path: &Path) -> Result<DiskRun, CompactError> {
+    fn open(path: &Path, inputs: u32) -> Result<DiskRun, CompactError> {
         let err =
             |e: &dyn std::fmt::Display| CompactError::SpillRead(format!("{}: {e}", path.display()));
         let file = File::open(path).map_err(|e| err(&e))?;
@@ -427,6 +439,7 @@ impl DiskRun {
             rows: Vec::new().into_iter(),
             sources: Vec::new().into_iter(),
             read: 0,
+            inputs,
         })
     }
 
@@ -434,6 +447,14 @@ impl DiskRun {
         loop {
             if let (Some(row), Some(source)) = (self.rows.next(), self.sources.next()) {
                 self.read += 1;
+                if source >= self.inputs {
+                    let why = format!(
+                        "row {} names input {source} of {}",
+                        self.read - 1,
+                        self.inputs
+                    );
+                    return Err(self.damaged(&why));
+                }
                 if let Err(why) = ledger_ingest::check_row(&row) {
                     return Err(self.damaged(&format!("row {}: {why}", self.read - 1)));
                 }
@@ -868,7 +889,16 @@ mod tests {
             })
             .collect();
         tampered[1].row.event.occurred_at_ms += 1;
-        for damage in ["content", "bytes"] {
+        // An input index no input has.
+        let mut foreign: Vec<Sourced> = rows[..3]
+            .iter()
+            .map(|r| Sourced {
+                row: r.clone(),
+                source: 0,
+            })
+            .collect();
+        foreign[2].source = 4000;
+        for damage in ["content", "bytes", "input"] {
             let base = tempfile::tempdir().unwrap();
             let mut merge = Merge::new(2, Some(base.path().to_owned()));
             merge.push(0, rows[..3].to_vec()).unwrap();
@@ -877,6 +907,7 @@ mod tests {
             let run = &runs_under(base.path())[0];
             match damage {
                 "content" => write_run(run, &tampered).unwrap(),
+                "input" => write_run(run, &foreign).unwrap(),
                 _ => std::fs::write(run, b"PAR1 not a run PAR1").unwrap(),
             }
             let err = merge
@@ -892,6 +923,9 @@ mod tests {
             assert!(text.contains("run-00000.parquet"), "{text}");
             if damage == "content" {
                 assert!(text.contains("row 1:") && text.contains("hash"), "{text}");
+            }
+            if damage == "input" {
+                assert!(text.contains("row 2 names input 4000 of 1"), "{text}");
             }
             assert!(text.contains("no input was deleted"), "{text}");
         }
@@ -913,6 +947,11 @@ mod tests {
         live.try_lock().unwrap();
         // One just made, its lock not yet: left.
         made("ledger-compact-young", false);
+        // One just made with its lock file, not locked yet, and no run
+        // written: left (another merge between the two steps).
+        let fresh = base.path().join("ledger-compact-fresh");
+        std::fs::create_dir(&fresh).unwrap();
+        File::create(fresh.join(LOCK_FILE)).unwrap();
         // Named alike by someone else, with other files in it: left.
         let theirs = made("ledger-compact-theirs", true);
         drop(theirs);
@@ -931,12 +970,13 @@ mod tests {
             "ledger-compact-live",
             "ledger-compact-young",
             "ledger-compact-theirs",
+            "ledger-compact-fresh",
             "other",
         ];
         for k in kept {
             assert!(left.contains(k), "{k}: {left:?}");
         }
-        assert_eq!(left.len(), 5, "those four and the merge's own: {left:?}");
+        assert_eq!(left.len(), 6, "those five and the merge's own: {left:?}");
         assert!(!base.path().join("ledger-compact-killed").exists());
         assert_eq!(merge.runs(), 1, "and the merge spilled its own");
     }

@@ -193,7 +193,7 @@ async fn a_partition_merged_from_spilled_runs_is_the_one_merged_in_memory() {
     }
 }
 
-/// A partition listed exactly as its last compaction left it is not read
+/// A partition listed exactly as a compaction left it is not read
 /// again (its manifest says what it holds): the nightly job over every
 /// partition reads only what changed. `--recheck` reads it anyway, and a
 /// partition that changed is compacted as before.

@@ -61,6 +61,11 @@ pub use table::{arrow_schema, rows_from_batch, rows_to_batch};
 /// every file's key-value metadata and mixed into every file digest, so a
 /// change of layout can never produce a different file under an existing key.
 ///
+/// A change of the file cut ([`PARQUET_FILE_ROWS_MAX`]) must come with a
+/// new layout too: compaction skips a partition that a manifest of the
+/// current layout says it left as it is (`Manifest::left_as`), so under a
+/// new cut and an old layout, old partitions would keep the old cut.
+///
 /// - `lake-v1`: every column Snappy-compressed and dictionary-encoded.
 /// - `lake-v2`: the same paths, columns and rows; `hash` and `prev_hash`
 ///   (random hex, which neither compresses nor repeats) are stored plain and

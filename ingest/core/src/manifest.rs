@@ -78,10 +78,12 @@ pub struct Manifest {
     /// Every file it left holding their rows (new, or an input it kept
     /// because its key and bytes were already the output's), sorted by key.
     pub outputs: Vec<FileVersion>,
-    /// The lake layout its outputs are written in ([`crate::LAKE_LAYOUT_VERSION`]
-    /// when it was written); absent in manifests written before the field
-    /// was. A partition listed exactly as a manifest's outputs, of the
-    /// current layout, is compact already: compaction need not read it.
+    /// The lake layout a compactor wrote its outputs in
+    /// ([`Manifest::of_compaction`]); absent in manifests written before the
+    /// field was, and in those of other tools that move files under new keys
+    /// ([`Manifest::new`]: the test data's `rekey`). A partition listed
+    /// exactly as the outputs of a manifest of the current layout is compact
+    /// already: compaction need not read it ([`Manifest::left_as`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layout: Option<String>,
 }
@@ -110,7 +112,21 @@ impl Manifest {
             date: partition.date.clone(),
             inputs,
             outputs,
+            layout: None,
+        }
+    }
+
+    /// [`Manifest::new`] for a compactor, which wrote every output by
+    /// merging its inputs in the current layout: a partition later listed
+    /// exactly as its outputs need not be read again ([`Manifest::left_as`]).
+    pub fn of_compaction(
+        partition: &Partition,
+        inputs: Vec<FileVersion>,
+        outputs: Vec<FileVersion>,
+    ) -> Manifest {
+        Manifest {
             layout: Some(crate::LAKE_LAYOUT_VERSION.to_owned()),
+            ..Manifest::new(partition, inputs, outputs)
         }
     }
 
@@ -437,7 +453,7 @@ mod tests {
     #[test]
     fn a_partition_is_left_as_a_manifest_says_only_in_the_versions_and_layout_it_wrote() {
         let (i, c1, c2) = (v(1, 10, "i"), v(100, 20, "c1"), v(101, 30, "c2"));
-        let m = Manifest::new(&day(), vec![i.clone()], vec![c2.clone(), c1.clone()]);
+        let m = Manifest::of_compaction(&day(), vec![i.clone()], vec![c2.clone(), c1.clone()]);
         assert!(m.left_as(&[c1.clone(), c2.clone()]));
         // Read back from its bytes, the same.
         let back = Manifest::parse(&m.key(), &m.to_json()).unwrap();
@@ -453,7 +469,7 @@ mod tests {
             e_tag: None,
             ..f.clone()
         };
-        let bare = Manifest::new(&day(), vec![], vec![untagged(&c1)]);
+        let bare = Manifest::of_compaction(&day(), vec![], vec![untagged(&c1)]);
         assert!(!bare.left_as(&[untagged(&c1)]));
         // A manifest written before the layout was recorded, or of another
         // layout: its outputs may need rewriting, so no.
@@ -465,7 +481,11 @@ mod tests {
         assert!(!legacy.left_as(&[c1.clone(), c2.clone()]));
         let mut old = m.clone();
         old.layout = Some("lake-v1".into());
-        assert!(!old.left_as(&[c1, c2]));
+        assert!(!old.left_as(&[c1.clone(), c2.clone()]));
+        // Another tool's manifest (files moved under new keys, not merged):
+        // no.
+        let moved = Manifest::new(&day(), vec![i], vec![c1.clone(), c2.clone()]);
+        assert!(!moved.left_as(&[c1, c2]));
     }
 
     #[test]
