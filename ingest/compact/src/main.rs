@@ -34,7 +34,9 @@ macro_rules! say {
 and seq, duplicates removed, conflicting versions kept. Crash-safe: outputs are durable before any input \
 is deleted, and re-running after a crash converges. Before deleting, each compaction records the file \
 versions it replaced and its outputs in manifests/{table}/date={day}/m-<digest>.json, which lets a resumed \
-reconcile tell a file compaction replaced from one that was lost. See docs/LAKE.md.\n\n\
+reconcile tell a file compaction replaced from one that was lost. A partition listed exactly as a compaction \
+left it is skipped unread (--recheck reads it); a partition of any size is merged in bounded memory, sorted \
+on local disk past 524,288 rows (--spill-dir). See docs/LAKE.md.\n\n\
 Exit codes: 0 done, 1 a partition has a damaged file (left untouched), 2 error.",
     after_help = "Examples:\n  ledger-compact --lake .lake\n  ledger-compact --lake .lake --table account --date 2026-01-01 --dry-run\n  \
 AWS_ENDPOINT_URL=https://ACCOUNT.r2.cloudflarestorage.com AWS_REGION=auto ledger-compact --lake s3://ledger-lake"
