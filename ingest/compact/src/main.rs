@@ -35,7 +35,7 @@ and seq, duplicates removed, conflicting versions kept. Crash-safe: outputs are 
 is deleted, and re-running after a crash converges. Before deleting, each compaction records the file \
 versions it replaced and its outputs in manifests/{table}/date={day}/m-<digest>.json, which lets a resumed \
 reconcile tell a file compaction replaced from one that was lost. A partition listed exactly as a compaction \
-left it is skipped unread (--recheck reads it); a partition of any size is merged in bounded memory, sorted \
+left it is skipped unread (--recheck reads it); a partition of up to ~268M rows is merged in bounded memory, sorted \
 on local disk past 524,288 rows (--spill-dir). See docs/LAKE.md.\n\n\
 Exit codes: 0 done, 1 a partition has a damaged file (left untouched), 2 error.",
     after_help = "Examples:\n  ledger-compact --lake .lake\n  ledger-compact --lake .lake --table account --date 2026-01-01 --dry-run\n  \
