@@ -581,6 +581,7 @@ async fn the_cli_keeps_its_exit_code_contract_and_survives_a_real_crash() {
         .code(),
         Some(0)
     );
+    std::fs::remove_dir_all(&empty).unwrap();
 
     let dir = small_file_lake("cli");
     let lake_arg = dir.to_str().unwrap();
