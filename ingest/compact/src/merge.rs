@@ -169,8 +169,7 @@ impl Merge {
             .dir
             .path()
             .join(format!("run-{:05}.parquet", self.runs.len()));
-        // Stable: rows equal in the lake's order keep the order they came in.
-        self.buffer.sort_by(|a, b| lake_order(&a.row, &b.row));
+        sort_in_lake_order(&mut self.buffer);
         write_run(&path, &self.buffer).map_err(|e| spill_error(&path, &e))?;
         self.buffer.clear();
         self.runs.push(path);
@@ -185,7 +184,7 @@ impl Merge {
         file_rows_max: usize,
     ) -> Result<Merged, CompactError> {
         assert!(file_rows_max > 0);
-        self.buffer.sort_by(|a, b| lake_order(&a.row, &b.row));
+        sort_in_lake_order(&mut self.buffer);
         let mut cursors = Vec::with_capacity(self.runs.len() + 1);
         for path in &self.runs {
             cursors.push(Cursor::Disk(DiskRun::open(path, self.inputs)?));
@@ -280,15 +279,18 @@ fn remove_abandoned(base: &Path) {
         let Ok(inside) = std::fs::read_dir(e.path()) else {
             continue;
         };
-        let only_runs = inside.flatten().all(|f| {
-            let n = f.file_name();
-            n.to_str().is_some_and(|n| n == LOCK_FILE || is_run(n))
-        });
-        // A run in it: a merge that made the directory and its lock file
-        // an instant ago, and has not locked it yet, has written none.
-        let has_run = std::fs::read_dir(e.path()).is_ok_and(|mut d| {
-            d.any(|f| f.is_ok_and(|f| f.file_name().to_str().is_some_and(is_run)))
-        });
+        // Nothing but runs and the lock, and a run among them: a merge that
+        // made the directory and its lock file an instant ago, and has not
+        // locked it yet, has written none.
+        let (mut only_runs, mut has_run) = (true, false);
+        for f in inside.flatten() {
+            let name = f.file_name();
+            match name.to_str() {
+                Some(n) if is_run(n) => has_run = true,
+                Some(LOCK_FILE) => {}
+                _ => only_runs = false,
+            }
+        }
         let unlocked = File::open(e.path().join(LOCK_FILE)).is_ok_and(|l| l.try_lock().is_ok());
         if only_runs && has_run && unlocked {
             let _ = std::fs::remove_dir_all(e.path());
@@ -298,6 +300,17 @@ fn remove_abandoned(base: &Path) {
 
 fn spill_error(path: &Path, why: &str) -> CompactError {
     CompactError::Spill(format!("{}: {why}", path.display()))
+}
+
+/// A run that cannot be read back, or reads back damaged.
+fn spill_read_error(path: &Path, why: &dyn std::fmt::Display) -> CompactError {
+    CompactError::SpillRead(format!("{}: {why}", path.display()))
+}
+
+/// Sorts rows in the lake's order, stably: rows equal in it keep the order
+/// they were pushed in, which `dedup` lists a version's sources in.
+fn sort_in_lake_order(rows: &mut [Sourced]) {
+    rows.sort_by(|a, b| lake_order(&a.row, &b.row));
 }
 
 fn run_schema() -> SchemaRef {
@@ -422,8 +435,7 @@ struct DiskRun {
 
 impl DiskRun {
     fn open(path: &Path, inputs: u32) -> Result<DiskRun, CompactError> {
-        let err =
-            |e: &dyn std::fmt::Display| CompactError::SpillRead(format!("{}: {e}", path.display()));
+        let err = |e: &dyn std::fmt::Display| spill_read_error(path, e);
         let file = File::open(path).map_err(|e| err(&e))?;
         let len = file.metadata().map_err(|e| err(&e))?.len();
         let run = RunFile {
@@ -446,17 +458,14 @@ impl DiskRun {
     fn next(&mut self) -> Result<Option<Sourced>, CompactError> {
         loop {
             if let (Some(row), Some(source)) = (self.rows.next(), self.sources.next()) {
+                let at = self.read;
                 self.read += 1;
                 if source >= self.inputs {
-                    let why = format!(
-                        "row {} names input {source} of {}",
-                        self.read - 1,
-                        self.inputs
-                    );
+                    let why = format!("row {at} names input {source} of {}", self.inputs);
                     return Err(self.damaged(&why));
                 }
                 if let Err(why) = ledger_ingest::check_row(&row) {
-                    return Err(self.damaged(&format!("row {}: {why}", self.read - 1)));
+                    return Err(self.damaged(&format!("row {at}: {why}")));
                 }
                 return Ok(Some(Sourced { row, source }));
             }
@@ -485,7 +494,7 @@ impl DiskRun {
     }
 
     fn damaged(&self, why: &dyn std::fmt::Display) -> CompactError {
-        CompactError::SpillRead(format!("{}: {why}", self.path.display()))
+        spill_read_error(&self.path, why)
     }
 }
 
@@ -881,22 +890,17 @@ mod tests {
         let rows: Vec<Row> = (1..=6).map(|s| row(1, s, 0, false)).collect();
         // A row changed, its recorded hash kept: what a flipped bit that
         // Parquet does not notice reads as.
-        let mut tampered: Vec<Sourced> = rows[..3]
-            .iter()
-            .map(|r| Sourced {
+        let first_run = || -> Vec<Sourced> {
+            let row = |r: &Row| Sourced {
                 row: r.clone(),
                 source: 0,
-            })
-            .collect();
+            };
+            rows[..3].iter().map(row).collect()
+        };
+        let mut tampered = first_run();
         tampered[1].row.event.occurred_at_ms += 1;
         // An input index no input has.
-        let mut foreign: Vec<Sourced> = rows[..3]
-            .iter()
-            .map(|r| Sourced {
-                row: r.clone(),
-                source: 0,
-            })
-            .collect();
+        let mut foreign = first_run();
         foreign[2].source = 4000;
         for damage in ["content", "bytes", "input"] {
             let base = tempfile::tempdir().unwrap();
