@@ -387,6 +387,28 @@ pub struct PartitionReport {
     pub unread_as: Option<String>,
 }
 
+impl PartitionReport {
+    /// The report of a compaction of `partition`'s `input_files` files
+    /// before it has done anything.
+    fn begun(partition: &Partition, input_files: usize) -> PartitionReport {
+        PartitionReport {
+            partition: partition.clone(),
+            input_files,
+            input_rows: 0,
+            outputs: Vec::new(),
+            output_rows: 0,
+            duplicates_removed: 0,
+            conflicts: Vec::new(),
+            manifest: None,
+            deleted: 0,
+            already_compact: false,
+            stopped_early: false,
+            partials_removed: 0,
+            unread_as: None,
+        }
+    }
+}
+
 impl std::fmt::Display for PartitionReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let partials = match self.partials_removed {
@@ -582,31 +604,19 @@ async fn compact(
     mut progress: impl FnMut(Progress),
 ) -> Result<PartitionReport, CompactError> {
     let inputs = lake.partition_files(partition).await?;
+    let input_keys: Vec<String> = inputs.iter().map(|f| f.key.clone()).collect();
+    let mut report = PartitionReport::begun(partition, inputs.len());
     if !options.recheck {
         if let Some(manifest) = lake.compacted_by(partition, &inputs).await {
-            let outputs: Vec<String> = inputs.iter().map(|f| f.key.clone()).collect();
-            let partials_removed = match options.dry_run {
-                true => 0,
-                false => lake.remove_stale_partials(partition),
-            };
-            return Ok(PartitionReport {
-                partition: partition.clone(),
-                input_files: inputs.len(),
-                input_rows: 0,
-                outputs,
-                output_rows: 0,
-                duplicates_removed: 0,
-                conflicts: Vec::new(),
-                manifest: None,
-                deleted: 0,
-                already_compact: true,
-                stopped_early: false,
-                partials_removed,
-                unread_as: Some(manifest),
-            });
+            if !options.dry_run {
+                report.partials_removed = lake.remove_stale_partials(partition);
+            }
+            report.outputs = input_keys;
+            report.already_compact = true;
+            report.unread_as = Some(manifest);
+            return Ok(report);
         }
     }
-    let sources: Vec<String> = inputs.iter().map(|f| f.key.clone()).collect();
     let run_rows = options.run_rows.unwrap_or(SPILL_RUN_ROWS);
     let mut merge = merge::Merge::new(run_rows, options.spill_dir.clone());
     // Every input read and checked before anything is written: a damaged
@@ -622,23 +632,8 @@ async fn compact(
             runs: merge.runs(),
         });
     }
-    let input_rows = merge.rows();
+    report.input_rows = merge.rows();
     let mut merged = merge.finish(partition, PARQUET_FILE_ROWS_MAX)?;
-    let mut report = PartitionReport {
-        partition: partition.clone(),
-        input_files: inputs.len(),
-        input_rows,
-        outputs: Vec::new(),
-        output_rows: 0,
-        duplicates_removed: 0,
-        conflicts: Vec::new(),
-        manifest: None,
-        deleted: 0,
-        already_compact: false,
-        stopped_early: false,
-        partials_removed: 0,
-        unread_as: None,
-    };
     if !options.dry_run {
         report.partials_removed = lake.remove_stale_partials(partition);
     }
@@ -649,7 +644,7 @@ async fn compact(
     let mut sizes = Vec::new();
     while let Some(f) = merged.next_file()? {
         let size = f.bytes.len();
-        if !options.dry_run && !sources.contains(&f.key) {
+        if !options.dry_run && !input_keys.contains(&f.key) {
             put_durably(lake, &f.key, f.bytes).await?;
         }
         sizes.push((f.key, size));
@@ -657,16 +652,16 @@ async fn compact(
         progress(Progress::Writing {
             outputs: sizes.len(),
             rows_out: report.output_rows,
-            rows: input_rows,
+            rows: report.input_rows,
         });
     }
     sizes.sort();
     let outputs: Vec<String> = sizes.iter().map(|(k, _)| k.clone()).collect();
     report.outputs = outputs.clone();
     report.duplicates_removed = merged.duplicates();
-    report.conflicts = merged.conflicts(&sources);
+    report.conflicts = merged.conflicts(&input_keys);
     drop(merged);
-    report.already_compact = sources == outputs;
+    report.already_compact = input_keys == outputs;
     if report.already_compact && !options.dry_run {
         // Compact, but no manifest says so (compacted before manifests
         // recorded their layout, or rechecked): one that does, so the next
@@ -686,7 +681,6 @@ async fn compact(
     if options.dry_run {
         return Ok(report);
     }
-    let input_keys = sources;
 
     // 2. The manifest: every version read and every output as the store
     // lists it now (the versions a reader's checkpoint will hold).
