@@ -342,6 +342,9 @@ pub enum StopAt {
     AfterWrite,
     /// Outputs written, exactly one input deleted.
     AfterFirstDelete,
+    /// Every input read (the runs spilled), nothing written: wait there
+    /// for good, so that a test can signal the process mid-compaction.
+    HoldAfterRead,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -633,6 +636,9 @@ async fn compact(
         });
     }
     report.input_rows = merge.rows();
+    if options.stop_at == StopAt::HoldAfterRead {
+        std::future::pending::<()>().await;
+    }
     let mut merged = merge.finish(partition, PARQUET_FILE_ROWS_MAX)?;
     if !options.dry_run {
         report.partials_removed = lake.remove_stale_partials(partition);

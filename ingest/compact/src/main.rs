@@ -3,7 +3,11 @@
 //! Exit codes: 0 every selected partition is compact (or there was nothing to
 //! do); 1 some partition was left as it was because one of its files is
 //! damaged (named on stderr; the others were compacted); 2 an error (bad
-//! arguments, unreachable store, failed put or delete, a bound exceeded).
+//! arguments, unreachable store, failed put or delete, a bound exceeded);
+//! 128 + the signal's number when SIGINT, SIGTERM or SIGHUP stopped the run
+//! (130, 143, 129): it stops at its next wait on the store, removes its
+//! spill directory and leaves the lake as a crash there would (re-running
+//! converges); a second signal kills it at once.
 
 use std::process::ExitCode;
 
@@ -37,7 +41,9 @@ versions it replaced and its outputs in manifests/{table}/date={day}/m-<digest>.
 reconcile tell a file compaction replaced from one that was lost. A partition listed exactly as a compaction \
 left it is skipped unread (--recheck reads it); a partition of up to ~268M rows is merged in bounded memory, sorted \
 on local disk past 524,288 rows (--spill-dir). See docs/LAKE.md.\n\n\
-Exit codes: 0 done, 1 a partition has a damaged file (left untouched), 2 error.",
+Exit codes: 0 done, 1 a partition has a damaged file (left untouched), 2 error, 128 + N stopped by \
+signal N (SIGINT 130, SIGTERM 143, SIGHUP 129: the spill directory removed, the lake as a crash leaves it, \
+re-running converges).",
     after_help = "Examples:\n  ledger-compact --lake .lake\n  ledger-compact --lake .lake --table account --date 2026-01-01 --dry-run\n  \
 AWS_ENDPOINT_URL=https://ACCOUNT.r2.cloudflarestorage.com AWS_REGION=auto ledger-compact --lake s3://ledger-lake"
 )]
@@ -59,9 +65,9 @@ struct Cli {
     dry_run: bool,
     /// Where a big partition's rows are sorted on local disk: a partition of more
     /// than 524,288 rows is spilled in sorted runs (about the partition's size in
-    /// Parquet) into a temporary directory made here and removed after (a killed
-    /// run's is removed by the next run that spills here). Default: $TMPDIR, else
-    /// /tmp.
+    /// Parquet) into a temporary directory made here and removed after, also on
+    /// SIGINT or SIGTERM (one killed outright is removed by the next run that
+    /// spills here). Default: $TMPDIR, else /tmp.
     #[arg(long, value_name = "DIR")]
     spill_dir: Option<std::path::PathBuf>,
     /// Read every selected partition, also those listed exactly as a compaction left
@@ -106,16 +112,76 @@ fn run_rows() -> Option<usize> {
 }
 
 /// Test hook: `LEDGER_COMPACT_CRASH=after-write` aborts the process (no
-/// cleanup, like a kill) once the outputs are written and before any delete.
+/// cleanup, like a kill) once the outputs are written and before any delete;
+/// `after-first-delete` once one input is deleted; `hold-after-read` waits
+/// for good once a partition's inputs are read, for a signal to stop it.
 fn crash_point() -> StopAt {
     match std::env::var("LEDGER_COMPACT_CRASH").as_deref() {
         Ok("after-write") => StopAt::AfterWrite,
         Ok("after-first-delete") => StopAt::AfterFirstDelete,
+        Ok("hold-after-read") => StopAt::HoldAfterRead,
         _ => StopAt::Never,
     }
 }
 
-async fn run(cli: Cli) -> Result<u8, CompactError> {
+/// SIGINT, SIGTERM and SIGHUP stop a run at its next wait (a read, put or
+/// delete on the store) instead of killing it where it stands: the run's
+/// future is dropped there, which removes its spill directory; what it has
+/// put stays, as a crash there would leave it. The handler only records the
+/// signal and restores the default action, so a second signal kills.
+mod stop {
+    use std::sync::atomic::{AtomicI32, Ordering};
+
+    /// The signal received, 0 before any.
+    static RECEIVED: AtomicI32 = AtomicI32::new(0);
+
+    /// How often [`received`] looks at the signal recorded.
+    const POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+    #[cfg(unix)]
+    pub fn install() {
+        extern "C" fn on_signal(signal: libc::c_int) {
+            RECEIVED.store(signal, Ordering::SeqCst);
+        }
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: a zeroed sigaction is valid (its mask emptied below);
+            // the handler only stores to an atomic, which is
+            // async-signal-safe.
+            unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                action.sa_flags = libc::SA_RESETHAND;
+                libc::sigemptyset(&mut action.sa_mask);
+                libc::sigaction(signal, &action, std::ptr::null_mut());
+            }
+        }
+    }
+
+    #[cfg(not(unix))]
+    pub fn install() {}
+
+    /// Resolves with the first signal's number once one is received.
+    pub async fn received() -> i32 {
+        loop {
+            match RECEIVED.load(Ordering::SeqCst) {
+                0 => tokio::time::sleep(POLL).await,
+                signal => return signal,
+            }
+        }
+    }
+
+    /// The signal's name, for the message.
+    pub fn name(signal: i32) -> String {
+        match signal {
+            2 => "SIGINT".into(),
+            15 => "SIGTERM".into(),
+            1 => "SIGHUP".into(),
+            n => format!("signal {n}"),
+        }
+    }
+}
+
+async fn run(cli: Cli, doing: &std::cell::RefCell<String>) -> Result<u8, CompactError> {
     for d in &cli.date {
         if ledger_ingest::parse_object_key(&format!(
             "events/account/date={d}/i-00000000000000000000000000000000.parquet"
@@ -164,6 +230,7 @@ async fn run(cli: Cli) -> Result<u8, CompactError> {
         // written; a small one only gets its summary line.
         let mut last = std::time::Instant::now();
         let at = format!("[{}/{}] {}", i + 1, partitions.len(), p.prefix());
+        doing.replace(at.clone());
         let progress = |step: Progress| {
             if last.elapsed() < PROGRESS_EVERY {
                 return;
@@ -249,11 +316,34 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match rt.block_on(run(cli)) {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
+    stop::install();
+    let doing = std::cell::RefCell::new(String::new());
+    let done = rt.block_on(async {
+        tokio::select! {
+            done = run(cli, &doing) => Ok(done),
+            signal = stop::received() => Err(signal),
+        }
+    });
+    match done {
+        Ok(Ok(code)) => ExitCode::from(code),
+        Ok(Err(e)) => {
             say!("ledger-compact: error: {e}");
             ExitCode::from(2)
+        }
+        Err(signal) => {
+            let doing = doing.borrow();
+            let at = if doing.is_empty() {
+                String::new()
+            } else {
+                format!(" during {doing}")
+            };
+            say!(
+                "ledger-compact: stopped by {}{at}; its spill directory is removed and the lake is as a crash \
+                 there would leave it: a partition already reported is done, and running again converges \
+                 (docs/LAKE.md)",
+                stop::name(signal)
+            );
+            ExitCode::from(u8::try_from(128 + signal).unwrap_or(2))
         }
     }
 }

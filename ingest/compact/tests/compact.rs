@@ -690,6 +690,71 @@ fn a_dangling_symlink_in_a_local_lake_is_refused_by_name() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// SIGINT or SIGTERM (a scheduler's timeout) mid-compaction: the run stops
+/// at its next wait, removes its spill directory (rev-s49-compact: a killed
+/// run's runs stayed on disk until the next spill), says so, and exits
+/// 128 + the signal; the lake is unchanged, and the next run compacts it.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_signal_stops_compaction_and_removes_its_spilled_runs() {
+    let dir = small_file_lake("signal");
+    let lake_arg = dir.to_str().unwrap();
+    let before = (files(&dir), view(&lake_of(&dir)).await);
+    let spill = tempfile_dir("signal-spill");
+    for (signal, code) in [("INT", 130), ("TERM", 143)] {
+        let child = Command::new(env!("CARGO_BIN_EXE_ledger-compact"))
+            .args(["--lake", lake_arg, "--spill-dir", spill.to_str().unwrap()])
+            .env_remove("LEDGER_LAKE")
+            .env("LEDGER_COMPACT_RUN_ROWS", common::TEST_RUN_ROWS.to_string())
+            .env("LEDGER_COMPACT_CRASH", "hold-after-read")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Held with its first partition read: runs are on disk.
+        let runs = || {
+            std::fs::read_dir(&spill)
+                .unwrap()
+                .filter_map(|d| std::fs::read_dir(d.ok()?.path()).ok())
+                .flatten()
+                .filter(|f| {
+                    let name = f.as_ref().unwrap().file_name();
+                    name.to_string_lossy().starts_with("run-")
+                })
+                .count()
+        };
+        let waited = std::time::Instant::now();
+        while runs() == 0 {
+            assert!(waited.elapsed().as_secs() < 120, "no run spilled");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let pid = child.id().to_string();
+        let kill = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status();
+        assert!(kill.unwrap().success());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{stderr}");
+        assert!(
+            stderr.contains(&format!("stopped by SIG{signal} during [1/"))
+                && stderr.contains("spill directory is removed"),
+            "{stderr}"
+        );
+        assert_eq!(
+            std::fs::read_dir(&spill).unwrap().count(),
+            0,
+            "the spill directory is removed"
+        );
+        assert_eq!((files(&dir), view(&lake_of(&dir)).await), before);
+    }
+    let out = cli(&["--lake", lake_arg], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(files(&dir).iter().all(|f| f.contains("/c-")));
+    assert_eq!(view(&lake_of(&dir)).await, before.1);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&spill);
+}
+
 /// A stderr that is gone (a closed pipe: `ledger-compact … 2>&1 | true`)
 /// does not stop the work: every partition is compacted and the exit code is
 /// the run's (`eprintln!` panicked, exit 101, after the first partition).
