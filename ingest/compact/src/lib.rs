@@ -48,7 +48,7 @@ use object_store::{GetOptions, ObjectStore, ObjectStoreExt, PutPayload};
 
 pub mod merge;
 
-pub use merge::{MERGE_RUNS_MAX, SPILL_RUN_ROWS};
+pub use merge::{MERGE_FAN_IN, SPILL_RUN_ROWS};
 
 /// The largest manifest read to find whether a partition is as a
 /// compaction left it: one line per file, so 64 MiB is ~400,000 files,
@@ -359,6 +359,9 @@ pub struct Options {
     /// Rows held in memory before a run is spilled; `None`:
     /// [`SPILL_RUN_ROWS`] (tests make it small to merge many runs).
     pub run_rows: Option<usize>,
+    /// Runs merged side by side at most; `None`: [`MERGE_FAN_IN`] (tests
+    /// make it small to merge runs of runs).
+    pub fan_in: Option<usize>,
     /// Read and merge a partition even when a manifest shows it is as a
     /// compaction left it (which is otherwise not read again): checks
     /// every row of its files once more.
@@ -569,6 +572,9 @@ pub enum Progress {
         rows: usize,
         runs: usize,
     },
+    /// A partition of more than [`MERGE_FAN_IN`] runs merges them in
+    /// passes: runs merged so far in this pass, of `runs`.
+    Merging { merged: usize, runs: usize },
     /// Outputs cut (and put, unless a dry run) so far, and their rows, of
     /// the `rows` read.
     Writing {
@@ -621,7 +627,8 @@ async fn compact(
         }
     }
     let run_rows = options.run_rows.unwrap_or(SPILL_RUN_ROWS);
-    let mut merge = merge::Merge::new(run_rows, options.spill_dir.clone());
+    let mut merge = merge::Merge::new(run_rows, options.spill_dir.clone())
+        .with_fan_in(options.fan_in.unwrap_or(MERGE_FAN_IN));
     // Every input read and checked before anything is written: a damaged
     // file stops here, and only the spill directory (removed) was touched.
     for (i, file) in inputs.iter().enumerate() {
@@ -639,7 +646,10 @@ async fn compact(
     if options.stop_at == StopAt::HoldAfterRead {
         std::future::pending::<()>().await;
     }
-    let mut merged = merge.finish(partition, PARQUET_FILE_ROWS_MAX)?;
+    let mut merged =
+        merge.finish_with_progress(partition, PARQUET_FILE_ROWS_MAX, |merged, runs| {
+            progress(Progress::Merging { merged, runs })
+        })?;
     if !options.dry_run {
         report.partials_removed = lake.remove_stale_partials(partition);
     }

@@ -39,7 +39,7 @@ and seq, duplicates removed, conflicting versions kept. Crash-safe: outputs are 
 is deleted, and re-running after a crash converges. Before deleting, each compaction records the file \
 versions it replaced and its outputs in manifests/{table}/date={day}/m-<digest>.json, which lets a resumed \
 reconcile tell a file compaction replaced from one that was lost. A partition listed exactly as a compaction \
-left it is skipped unread (--recheck reads it); a partition of up to ~268M rows is merged in bounded memory, sorted \
+left it is skipped unread (--recheck reads it); a partition of any size is merged in bounded memory, sorted \
 on local disk past 524,288 rows (--spill-dir). See docs/LAKE.md.\n\n\
 Exit codes: 0 done, 1 a partition has a damaged file (left untouched), 2 error, 128 + N stopped by \
 signal N (SIGINT 130, SIGTERM 143, SIGHUP 129: the spill directory removed, the lake as a crash leaves it, \
@@ -101,14 +101,16 @@ fn is_calendar_day(d: &str) -> bool {
     (1..=last).contains(&day)
 }
 
-/// Test hook: `LEDGER_COMPACT_RUN_ROWS=N` spills every N rows instead of
-/// every `SPILL_RUN_ROWS`, so that the tests' small lakes merge from runs.
-fn run_rows() -> Option<usize> {
-    std::env::var("LEDGER_COMPACT_RUN_ROWS")
+/// Test hooks: `LEDGER_COMPACT_RUN_ROWS=N` spills every N rows instead of
+/// every `SPILL_RUN_ROWS`, so that the tests' small lakes merge from runs;
+/// `LEDGER_COMPACT_FAN_IN=N` merges N runs side by side at most instead of
+/// `MERGE_FAN_IN`, so that they merge runs of runs.
+fn test_hook(name: &str, least: usize) -> Option<usize> {
+    std::env::var(name)
         .ok()?
         .parse()
         .ok()
-        .filter(|&n| n > 0)
+        .filter(|&n| n >= least)
 }
 
 /// Test hook: `LEDGER_COMPACT_CRASH=after-write` aborts the process (no
@@ -220,7 +222,8 @@ async fn run(cli: Cli, doing: &std::cell::RefCell<String>) -> Result<u8, Compact
         dry_run: cli.dry_run,
         stop_at: crash,
         spill_dir: cli.spill_dir.clone(),
-        run_rows: run_rows(),
+        run_rows: test_hook("LEDGER_COMPACT_RUN_ROWS", 1),
+        fan_in: test_hook("LEDGER_COMPACT_FAN_IN", 2),
         recheck: cli.recheck,
     };
     let started = std::time::Instant::now();
@@ -245,6 +248,9 @@ async fn run(cli: Cli, doing: &std::cell::RefCell<String>) -> Result<u8, Compact
                 } => say!(
                     "{at}: read {files_read} of {files} files, {rows} rows ({runs} run(s) spilled)"
                 ),
+                Progress::Merging { merged, runs } => {
+                    say!("{at}: {merged} of {runs} runs merged into longer runs")
+                }
                 Progress::Writing {
                     outputs,
                     rows_out,

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! push(a file's rows) ─▶ buffer ─(every run_rows rows: sort, spill)─▶ runs (temporary Parquet files)
-//! finish ─▶ k-way merge of the runs and the buffer ─▶ one event's versions at a time
+//! finish ─(more than fan_in runs: each fan_in in a row merged into one, again until at most fan_in)─▶ runs
+//!        ─▶ k-way merge of the runs and the buffer ─▶ one event's versions at a time
 //!        ─▶ dedup (copies collapse, versions kept) ─▶ lake files of file_rows_max rows
 //! ```
 //!
@@ -23,13 +24,17 @@
 //! Memory: while reading, the buffer (`run_rows` rows, about 1 KB each
 //! decoded); while merging, the buffer's last rows (fewer than `run_rows`,
 //! kept in memory as the last run), about 2 MB and one file descriptor per
-//! spilled run (a page of each column and a small batch), the lake file
-//! being written (at most `PARQUET_FILE_ROWS_MAX` rows, encoded, and one row
-//! group's rows), and the conflicts found (a few per partition, if any).
+//! run merged side by side (a page of each column and a small batch; at
+//! most `fan_in`, [`MERGE_FAN_IN`]), the lake file being written (at most
+//! `PARQUET_FILE_ROWS_MAX` rows, encoded, and one row group's rows), and the
+//! conflicts found (a few per partition, if any). None of it grows with the
+//! partition but the conflicts: a partition of more than `fan_in` runs is
+//! merged in passes, each reading and writing its runs once more.
 //!
-//! Disk: the runs, about the partition's size in Parquet, in a temporary
-//! directory removed when the merge is dropped (also on an error or a
-//! panic). A process killed mid-merge cannot remove it: each directory holds
+//! Disk: the runs, about the partition's size in Parquet (and one merged
+//! run more during a pass: a pass removes each run once it is merged), in a
+//! temporary directory removed when the merge is dropped (also on an error
+//! or a panic). A process killed mid-merge cannot remove it: each directory holds
 //! a lock file locked while its merge lives, and the next merge to spill in
 //! the same place removes every such directory whose lock it can take.
 //!
@@ -66,10 +71,12 @@ use crate::CompactError;
 /// of a file more.
 pub const SPILL_RUN_ROWS: usize = 1 << 19;
 
-/// Runs one merge reads side by side (each holds a page per column and a
-/// batch while merging, ~2 MB): with [`SPILL_RUN_ROWS`], a partition of up
-/// to 268M rows. A bigger one is refused, not half-compacted.
-pub const MERGE_RUNS_MAX: usize = 512;
+/// Runs merged side by side at most (each holds a page per column and a
+/// batch while merging, ~2 MB, and a file descriptor): with
+/// [`SPILL_RUN_ROWS`], a partition of up to 33M rows is merged from its
+/// runs at once; a bigger one first merges each 64 runs in a row into one,
+/// in passes, until at most 64 are left (one pass up to 2.1G rows).
+pub const MERGE_FAN_IN: usize = 64;
 
 /// Rows per batch read back from a run.
 const RUN_BATCH_ROWS: usize = 1_024;
@@ -105,10 +112,13 @@ impl AsRef<Row> for Sourced {
 /// Rows pushed, file by file; see the module docs.
 pub struct Merge {
     run_rows: usize,
+    fan_in: usize,
     spill_in: Option<PathBuf>,
     dir: Option<SpillDir>,
     buffer: Vec<Sourced>,
     runs: Vec<PathBuf>,
+    /// Runs written so far, the merged ones too: the next one's number.
+    written: usize,
     rows: usize,
     /// One more than the largest input index pushed: a run read back
     /// naming another input is damaged.
@@ -122,13 +132,23 @@ impl Merge {
         assert!(run_rows > 0, "a run holds at least one row");
         Merge {
             run_rows,
+            fan_in: MERGE_FAN_IN,
             spill_in,
             dir: None,
             buffer: Vec::new(),
             runs: Vec::new(),
+            written: 0,
             rows: 0,
             inputs: 0,
         }
+    }
+
+    /// Merges at most `fan_in` runs side by side instead of
+    /// [`MERGE_FAN_IN`] (tests make it small, to merge runs of runs).
+    pub fn with_fan_in(mut self, fan_in: usize) -> Merge {
+        assert!(fan_in >= 2, "a merge takes two runs at least");
+        self.fan_in = fan_in;
+        self
     }
 
     /// Adds the rows of input `source`, after every row pushed before.
@@ -154,21 +174,7 @@ impl Merge {
     }
 
     fn spill(&mut self) -> Result<(), CompactError> {
-        if self.runs.len() == MERGE_RUNS_MAX {
-            return Err(CompactError::TooLarge(format!(
-                "the partition holds more than {} rows, MERGE_RUNS_MAX = {MERGE_RUNS_MAX} runs of {} rows",
-                MERGE_RUNS_MAX * self.run_rows,
-                self.run_rows
-            )));
-        }
-        let dir = match &mut self.dir {
-            Some(dir) => dir,
-            slot => slot.insert(SpillDir::make(self.spill_in.as_deref())?),
-        };
-        let path = dir
-            .dir
-            .path()
-            .join(format!("run-{:05}.parquet", self.runs.len()));
+        let path = self.next_run_path()?;
         sort_in_lake_order(&mut self.buffer);
         write_run(&path, &self.buffer).map_err(|e| spill_error(&path, &e))?;
         self.buffer.clear();
@@ -176,29 +182,95 @@ impl Merge {
         Ok(())
     }
 
+    /// Where the next run goes (the directory made with the first).
+    fn next_run_path(&mut self) -> Result<PathBuf, CompactError> {
+        let dir = match &mut self.dir {
+            Some(dir) => dir,
+            slot => slot.insert(SpillDir::make(self.spill_in.as_deref())?),
+        };
+        let path = dir
+            .dir
+            .path()
+            .join(format!("run-{:05}.parquet", self.written));
+        self.written += 1;
+        Ok(path)
+    }
+
+    /// While there are more than `fan_in` runs: a pass that merges each
+    /// `fan_in` runs in a row into one run (a last one alone is left as it
+    /// is), in order, so rows equal in the lake's order stay in the order
+    /// they were pushed. Each run is removed once merged. `progress(runs
+    /// merged, runs the pass merges)` after each merged run.
+    fn merge_down(&mut self, progress: &mut impl FnMut(usize, usize)) -> Result<(), CompactError> {
+        while self.runs.len() > self.fan_in {
+            let runs = std::mem::take(&mut self.runs);
+            let in_pass = runs.len() - usize::from(runs.len() % self.fan_in == 1);
+            let mut done = 0;
+            for group in runs.chunks(self.fan_in) {
+                if group.len() == 1 {
+                    self.runs.push(group[0].clone());
+                    continue;
+                }
+                let path = self.next_run_path()?;
+                let cursors = group
+                    .iter()
+                    .map(|p| DiskRun::open(p, self.inputs).map(Cursor::Disk))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut heads = Heads::new(cursors)?;
+                let mut w = RunWriter::create(&path).map_err(|e| spill_error(&path, &e))?;
+                let mut chunk = Vec::with_capacity(RUN_WRITE_ROWS);
+                while let Some((row, source)) = heads.pop()? {
+                    chunk.push(Sourced { row, source });
+                    if chunk.len() == RUN_WRITE_ROWS {
+                        w.write(&chunk).map_err(|e| spill_error(&path, &e))?;
+                        chunk.clear();
+                    }
+                }
+                w.write(&chunk)
+                    .and_then(|()| w.finish())
+                    .map_err(|e| spill_error(&path, &e))?;
+                drop(heads);
+                for run in group {
+                    // Best effort: the directory goes with the merge anyway.
+                    let _ = std::fs::remove_file(run);
+                }
+                self.runs.push(path);
+                done += group.len();
+                progress(done, in_pass);
+            }
+        }
+        Ok(())
+    }
+
     /// The merged, deduplicated rows, as lake files of at most
     /// `file_rows_max` rows of `partition` ([`Merged::next_file`]).
     pub fn finish(
-        mut self,
+        self,
         partition: &Partition,
         file_rows_max: usize,
     ) -> Result<Merged, CompactError> {
+        self.finish_with_progress(partition, file_rows_max, |_, _| {})
+    }
+
+    /// [`Merge::finish`], calling `progress(runs merged, runs the pass
+    /// merges)` while a partition of more than `fan_in` runs merges them
+    /// in passes.
+    pub fn finish_with_progress(
+        mut self,
+        partition: &Partition,
+        file_rows_max: usize,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<Merged, CompactError> {
         assert!(file_rows_max > 0);
         sort_in_lake_order(&mut self.buffer);
+        self.merge_down(&mut progress)?;
         let mut cursors = Vec::with_capacity(self.runs.len() + 1);
         for path in &self.runs {
             cursors.push(Cursor::Disk(DiskRun::open(path, self.inputs)?));
         }
         cursors.push(Cursor::Memory(std::mem::take(&mut self.buffer).into_iter()));
-        let mut heap = BinaryHeap::with_capacity(cursors.len());
-        for (run, cursor) in cursors.iter_mut().enumerate() {
-            if let Some(Sourced { row, source }) = cursor.next()? {
-                heap.push(Head { row, source, run });
-            }
-        }
         Ok(Merged {
-            cursors,
-            heap,
+            heads: Heads::new(cursors)?,
             ready: VecDeque::new(),
             out: FileCut {
                 partition: partition.clone(),
@@ -268,7 +340,7 @@ fn remove_abandoned(base: &Path) {
     let is_run = |name: &str| {
         name.strip_prefix("run-")
             .and_then(|n| n.strip_suffix(".parquet"))
-            .is_some_and(|n| n.len() == 5 && n.bytes().all(|b| b.is_ascii_digit()))
+            .is_some_and(|n| n.len() >= 5 && n.bytes().all(|b| b.is_ascii_digit()))
     };
     for e in entries.flatten() {
         let name = e.file_name();
@@ -323,33 +395,58 @@ fn run_schema() -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// Writes sorted rows as a run: the lake's columns and the source, small
-/// pages and no dictionaries (what a merge holds per run), no statistics.
+/// Writes sorted rows as a run.
 fn write_run(path: &Path, rows: &[Sourced]) -> Result<(), String> {
-    let props = WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
-        .set_dictionary_enabled(false)
-        .set_statistics_enabled(EnabledStatistics::None)
-        .set_data_page_size_limit(RUN_PAGE_BYTES)
-        .set_max_row_group_row_count(Some(PARQUET_ROW_GROUP_ROWS_MAX))
-        .build();
-    let file = File::create(path).map_err(|e| e.to_string())?;
-    let schema = run_schema();
-    let mut w = ArrowWriter::try_new(BufWriter::new(file), schema.clone(), Some(props))
-        .map_err(|e| e.to_string())?;
-    for chunk in rows.chunks(RUN_WRITE_ROWS) {
-        let lake = rows_to_batch(chunk)?;
-        let mut columns: Vec<ArrayRef> = lake.columns().to_vec();
-        columns.push(Arc::new(UInt32Array::from_iter_values(
-            chunk.iter().map(|s| s.source),
-        )));
-        let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| e.to_string())?;
-        w.write(&batch).map_err(|e| e.to_string())?;
+    let mut w = RunWriter::create(path)?;
+    w.write(rows)?;
+    w.finish()
+}
+
+/// A run being written: sorted rows, the lake's columns and the source,
+/// small pages and no dictionaries (what a merge holds per run), no
+/// statistics.
+struct RunWriter {
+    w: ArrowWriter<BufWriter<File>>,
+    schema: SchemaRef,
+}
+
+impl RunWriter {
+    fn create(path: &Path) -> Result<RunWriter, String> {
+        let props = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_dictionary_enabled(false)
+            .set_statistics_enabled(EnabledStatistics::None)
+            .set_data_page_size_limit(RUN_PAGE_BYTES)
+            .set_max_row_group_row_count(Some(PARQUET_ROW_GROUP_ROWS_MAX))
+            .build();
+        let file = File::create(path).map_err(|e| e.to_string())?;
+        let schema = run_schema();
+        let w = ArrowWriter::try_new(BufWriter::new(file), schema.clone(), Some(props))
+            .map_err(|e| e.to_string())?;
+        Ok(RunWriter { w, schema })
     }
-    // Flushed, not synced: a run lives as long as this process.
-    let file = w.into_inner().map_err(|e| e.to_string())?;
-    file.into_inner().map_err(|e| e.error().to_string())?;
-    Ok(())
+
+    /// Adds rows after those written, which they do not precede.
+    fn write(&mut self, rows: &[Sourced]) -> Result<(), String> {
+        for chunk in rows.chunks(RUN_WRITE_ROWS) {
+            let lake = rows_to_batch(chunk)?;
+            let mut columns: Vec<ArrayRef> = lake.columns().to_vec();
+            columns.push(Arc::new(UInt32Array::from_iter_values(
+                chunk.iter().map(|s| s.source),
+            )));
+            let batch =
+                RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| e.to_string())?;
+            self.w.write(&batch).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<(), String> {
+        // Flushed, not synced: a run lives as long as this process.
+        let file = self.w.into_inner().map_err(|e| e.to_string())?;
+        file.into_inner().map_err(|e| e.error().to_string())?;
+        Ok(())
+    }
 }
 
 /// A run's file, read with positioned reads: one file descriptor per run,
@@ -512,6 +609,45 @@ impl Cursor {
     }
 }
 
+/// Runs merged side by side: each one's next row, in a heap.
+struct Heads {
+    cursors: Vec<Cursor>,
+    heap: BinaryHeap<Head>,
+}
+
+impl Heads {
+    /// The runs in the order their rows were pushed (which wins ties).
+    fn new(mut cursors: Vec<Cursor>) -> Result<Heads, CompactError> {
+        let mut heap = BinaryHeap::with_capacity(cursors.len());
+        for (run, cursor) in cursors.iter_mut().enumerate() {
+            if let Some(Sourced { row, source }) = cursor.next()? {
+                heap.push(Head { row, source, run });
+            }
+        }
+        Ok(Heads { cursors, heap })
+    }
+
+    /// The smallest row left, and its input.
+    fn pop(&mut self) -> Result<Option<(Row, u32)>, CompactError> {
+        let Some(head) = self.heap.pop() else {
+            return Ok(None);
+        };
+        if let Some(Sourced { row, source }) = self.cursors[head.run].next()? {
+            self.heap.push(Head {
+                row,
+                source,
+                run: head.run,
+            });
+        }
+        Ok(Some((head.row, head.source)))
+    }
+
+    /// The smallest row left.
+    fn peek(&self) -> Option<&Row> {
+        self.heap.peek().map(|h| &h.row)
+    }
+}
+
 /// A run's next row in the merge's heap: the smallest in the lake's order
 /// first, and of equal rows the earlier run's.
 struct Head {
@@ -602,8 +738,7 @@ type Versions = Vec<(String, Vec<u32>)>;
 
 /// The merge's output; see [`Merge::finish`].
 pub struct Merged {
-    cursors: Vec<Cursor>,
-    heap: BinaryHeap<Head>,
+    heads: Heads,
     /// One event's rows, deduplicated, waiting for their file.
     ready: VecDeque<Row>,
     out: FileCut,
@@ -658,34 +793,20 @@ impl Merged {
         out
     }
 
-    fn pop(&mut self) -> Result<Option<(Row, u32)>, CompactError> {
-        let Some(head) = self.heap.pop() else {
-            return Ok(None);
-        };
-        if let Some(Sourced { row, source }) = self.cursors[head.run].next()? {
-            self.heap.push(Head {
-                row,
-                source,
-                run: head.run,
-            });
-        }
-        Ok(Some((head.row, head.source)))
-    }
-
     /// Moves the next event's versions into `ready`, deduplicated; false
     /// when every row has been taken.
     fn next_event(&mut self) -> Result<bool, CompactError> {
-        let Some((first, source)) = self.pop()? else {
+        let Some((first, source)) = self.heads.pop()? else {
             return Ok(false);
         };
         // Each version (its first copy) with the sources of all its copies.
         let mut versions: Vec<(Row, Vec<u32>)> = vec![(first, vec![source])];
         while self
-            .heap
+            .heads
             .peek()
-            .is_some_and(|top| same_event(&top.row, &versions[0].0))
+            .is_some_and(|top| same_event(top, &versions[0].0))
         {
-            let (row, source) = self.pop()?.expect("peeked");
+            let (row, source) = self.heads.pop()?.expect("peeked");
             let last = versions.last_mut().expect("one version at least");
             if last.0.event.hash == row.event.hash {
                 last.0.conflict |= row.conflict;
@@ -803,14 +924,15 @@ mod tests {
             .collect()
     }
 
-    /// The merge of `inputs` spilling every `run_rows` rows: its files,
-    /// duplicate count and conflicts.
+    /// The merge of `inputs` spilling every `run_rows` rows, merging
+    /// `fan_in` runs at most side by side: its files, duplicate count,
+    /// conflicts, runs spilled and runs merged into longer ones.
     fn merged(
         inputs: &[(String, Vec<Row>)],
-        run_rows: usize,
+        (run_rows, fan_in): (usize, usize),
         file_rows: usize,
-    ) -> (Vec<LakeFile>, usize, Vec<Conflict>, usize) {
-        let mut merge = Merge::new(run_rows, None);
+    ) -> (Vec<LakeFile>, usize, Vec<Conflict>, usize, usize) {
+        let mut merge = Merge::new(run_rows, None).with_fan_in(fan_in);
         for (i, (_, rows)) in inputs.iter().enumerate() {
             // As a reader gives them: a batch at a time.
             for batch in rows.chunks(7) {
@@ -818,7 +940,10 @@ mod tests {
             }
         }
         let runs = merge.runs();
-        let mut out = merge.finish(&partition(), file_rows).unwrap();
+        let mut passes = 0;
+        let mut out = merge
+            .finish_with_progress(&partition(), file_rows, |_, _| passes += 1)
+            .unwrap();
         let mut files = Vec::new();
         while let Some(f) = out.next_file().unwrap() {
             files.push(f);
@@ -827,12 +952,12 @@ mod tests {
         let keys: Vec<String> = inputs.iter().map(|(k, _)| k.clone()).collect();
         let conflicts = out.conflicts(&keys);
         files.sort_by(|a, b| a.key.cmp(&b.key));
-        (files, out.duplicates(), conflicts, runs)
+        (files, out.duplicates(), conflicts, runs, passes)
     }
 
     #[test]
     fn the_streaming_merge_makes_what_the_in_memory_merge_makes() {
-        let mut spilled = 0;
+        let (mut spilled, mut merged_down) = (0, 0);
         for seed in 0..300 {
             let inputs = inputs(seed);
             let pairs = inputs
@@ -842,18 +967,28 @@ mod tests {
             let file_rows = 1 + (seed as usize % 9) * 5;
             let want =
                 build_files_sized(expected.rows.clone(), FileLayer::Compacted, file_rows).unwrap();
-            for run_rows in [1, 5, 16, 1_000] {
-                let (files, duplicates, conflicts, runs) = merged(&inputs, run_rows, file_rows);
+            // Runs of 1 row merged two at a time: as many passes as can be.
+            for sizes in [
+                (1, 2),
+                (1, MERGE_FAN_IN),
+                (5, 3),
+                (16, MERGE_FAN_IN),
+                (1_000, 2),
+            ] {
+                let (files, duplicates, conflicts, runs, passes) =
+                    merged(&inputs, sizes, file_rows);
                 spilled += runs;
-                let what = format!("seed {seed}, runs of {run_rows}, files of {file_rows}");
+                merged_down += passes;
+                let what =
+                    format!("seed {seed}, (run rows, fan-in) {sizes:?}, files of {file_rows}");
                 assert_eq!(duplicates, expected.duplicates.len(), "{what}");
                 assert_eq!(conflicts, expected.conflicts, "{what}");
                 assert_eq!(files, want, "{what}: the same keys and bytes");
             }
         }
         assert!(
-            spilled > 1_000,
-            "the runs were spilled and merged: {spilled}"
+            spilled > 1_000 && merged_down > 1_000,
+            "the runs were spilled ({spilled}) and merged into longer runs ({merged_down})"
         );
     }
 

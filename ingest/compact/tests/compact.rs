@@ -104,12 +104,21 @@ async fn compaction_merges_sorts_and_removes_duplicates_and_keeps_conflicts() {
 #[tokio::test]
 async fn a_partition_merged_from_spilled_runs_is_the_one_merged_in_memory() {
     let mut results = Vec::new();
-    for run_rows in [None, Some(1), Some(common::TEST_RUN_ROWS), Some(100)] {
-        let dir = small_file_lake(&format!("spill-{run_rows:?}"));
-        let spill = tempfile_dir(&format!("spill-dir-{run_rows:?}"));
+    let mut passes = 0;
+    let sizes = [
+        (None, None),
+        (Some(1), None),
+        (Some(1), Some(2)),
+        (Some(common::TEST_RUN_ROWS), Some(common::TEST_FAN_IN)),
+        (Some(100), None),
+    ];
+    for (run_rows, fan_in) in sizes {
+        let dir = small_file_lake(&format!("spill-{run_rows:?}-{fan_in:?}"));
+        let spill = tempfile_dir(&format!("spill-dir-{run_rows:?}-{fan_in:?}"));
         let lake = lake_of(&dir);
         let options = Options {
             run_rows,
+            fan_in,
             spill_dir: Some(spill.clone()),
             ..Options::default()
         };
@@ -119,14 +128,19 @@ async fn a_partition_merged_from_spilled_runs_is_the_one_merged_in_memory() {
             let r = compact_partition_with_progress(&lake, &p, &options, |s| steps.push(s))
                 .await
                 .unwrap();
-            // Progress: every input read, then every output cut, in order,
-            // ending at the report's counts.
+            // Progress: every input read, runs merged into longer ones,
+            // then every output cut, in order, ending at the report's counts.
             let reading = steps
                 .iter()
                 .take_while(|s| matches!(s, Progress::Reading { .. }))
                 .count();
+            let merging = steps[reading..]
+                .iter()
+                .take_while(|s| matches!(s, Progress::Merging { .. }))
+                .count();
+            passes += merging;
             assert_eq!(reading, r.input_files);
-            assert_eq!(steps.len() - reading, r.outputs.len());
+            assert_eq!(steps.len() - reading - merging, r.outputs.len());
             let Some(Progress::Reading {
                 files_read,
                 files,
@@ -174,7 +188,7 @@ async fn a_partition_merged_from_spilled_runs_is_the_one_merged_in_memory() {
             0,
             "runs removed"
         );
-        results.push((run_rows, reports, tree));
+        results.push(((run_rows, fan_in), reports, tree));
         std::fs::remove_dir_all(&dir).unwrap();
         std::fs::remove_dir_all(&spill).unwrap();
     }
@@ -187,9 +201,13 @@ async fn a_partition_merged_from_spilled_runs_is_the_one_merged_in_memory() {
         reports.iter().any(|r| !r.5.is_empty()),
         "a conflict is merged"
     );
-    for (run_rows, r, t) in &results[1..] {
-        assert_eq!(r, reports, "runs of {run_rows:?}: the same reports");
-        assert!(t == tree, "runs of {run_rows:?}: the same files and bytes");
+    assert!(passes > 0, "runs were merged into longer runs");
+    for (sizes, r, t) in &results[1..] {
+        assert_eq!(r, reports, "(run rows, fan-in) {sizes:?}: the same reports");
+        assert!(
+            t == tree,
+            "(run rows, fan-in) {sizes:?}: the same files and bytes"
+        );
     }
 }
 
@@ -540,7 +558,8 @@ fn cli(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     // Every partition merged from runs spilled to local disk.
     c.args(args)
         .env_remove("LEDGER_LAKE")
-        .env("LEDGER_COMPACT_RUN_ROWS", common::TEST_RUN_ROWS.to_string());
+        .env("LEDGER_COMPACT_RUN_ROWS", common::TEST_RUN_ROWS.to_string())
+        .env("LEDGER_COMPACT_FAN_IN", common::TEST_FAN_IN.to_string());
     for (k, v) in env {
         c.env(k, v);
     }

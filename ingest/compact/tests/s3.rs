@@ -44,8 +44,10 @@ fn lake(server: &S3Server) -> Lake {
 fn cli(args: &[&str], env: &[(String, String)]) -> (i32, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ledger-compact"));
     cmd.args(args).env_remove("LEDGER_LAKE");
-    // Every partition merged from runs spilled to local disk.
-    cmd.env("LEDGER_COMPACT_RUN_ROWS", common::TEST_RUN_ROWS.to_string());
+    // Every partition merged from runs spilled to local disk, and merged
+    // into longer runs first.
+    cmd.env("LEDGER_COMPACT_RUN_ROWS", common::TEST_RUN_ROWS.to_string())
+        .env("LEDGER_COMPACT_FAN_IN", common::TEST_FAN_IN.to_string());
     with_env(&mut cmd, env);
     let out = cmd.output().unwrap();
     (

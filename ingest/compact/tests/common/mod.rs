@@ -111,6 +111,10 @@ pub async fn view(lake: &Lake) -> Vec<Vec<Row>> {
 /// disk (the tests that pass `Options::default()` merge in memory).
 pub const TEST_RUN_ROWS: usize = 37;
 
+/// Runs a compaction of these tests merges side by side: small, so that
+/// they are merged into longer runs first.
+pub const TEST_FAN_IN: usize = 3;
+
 /// Compacts every partition, runs of [`TEST_RUN_ROWS`] rows spilled.
 pub async fn compact_all(lake: &Lake, stop_at: StopAt) -> Vec<ledger_compact::PartitionReport> {
     let mut reports = Vec::new();
@@ -121,6 +125,7 @@ pub async fn compact_all(lake: &Lake, stop_at: StopAt) -> Vec<ledger_compact::Pa
             &Options {
                 stop_at,
                 run_rows: Some(TEST_RUN_ROWS),
+                fan_in: Some(TEST_FAN_IN),
                 ..Options::default()
             },
         )
