@@ -362,6 +362,10 @@ pub struct Options {
     /// Runs merged side by side at most; `None`: [`MERGE_FAN_IN`] (tests
     /// make it small to merge runs of runs).
     pub fan_in: Option<usize>,
+    /// Once set (by a signal handler), the merge stops where it is with
+    /// [`CompactError::Stopped`]: its work between two waits on the store
+    /// can take minutes. The lake is as a crash there would leave it.
+    pub stop: Option<&'static std::sync::atomic::AtomicBool>,
     /// Read and merge a partition even when a manifest shows it is as a
     /// compaction left it (which is otherwise not read again): checks
     /// every row of its files once more.
@@ -492,6 +496,8 @@ pub enum CompactError {
         expected: usize,
         found: Option<u64>,
     },
+    /// [`Options::stop`] was set: the merge stopped where it was.
+    Stopped,
 }
 
 impl CompactError {
@@ -548,6 +554,10 @@ impl std::fmt::Display for CompactError {
             CompactError::NotDurable { key, expected, found } => write!(
                 f,
                 "{key}: put returned but the store shows {found:?} bytes, not {expected}; no input was deleted\nHelp: re-run compaction"
+            ),
+            CompactError::Stopped => write!(
+                f,
+                "stopped on request mid-merge; the lake is as a crash there would leave it\nHelp: re-run compaction, which converges"
             ),
         }
     }
@@ -628,7 +638,8 @@ async fn compact(
     }
     let run_rows = options.run_rows.unwrap_or(SPILL_RUN_ROWS);
     let mut merge = merge::Merge::new(run_rows, options.spill_dir.clone())
-        .with_fan_in(options.fan_in.unwrap_or(MERGE_FAN_IN));
+        .with_fan_in(options.fan_in.unwrap_or(MERGE_FAN_IN))
+        .with_stop(options.stop);
     // Every input read and checked before anything is written: a damaged
     // file stops here, and only the spill directory (removed) was touched.
     for (i, file) in inputs.iter().enumerate() {

@@ -5,8 +5,8 @@
 //! damaged (named on stderr; the others were compacted); 2 an error (bad
 //! arguments, unreachable store, failed put or delete, a bound exceeded);
 //! 128 + the signal's number when SIGINT, SIGTERM or SIGHUP stopped the run
-//! (130, 143, 129): it stops at its next wait on the store, removes its
-//! spill directory and leaves the lake as a crash there would (re-running
+//! (130, 143, 129): it stops at its next wait on the store or within a few
+//! thousand rows of a merge, removes its spill directory and leaves the lake as a crash there would (re-running
 //! converges); a second signal kills it at once.
 
 use std::process::ExitCode;
@@ -127,15 +127,20 @@ fn crash_point() -> StopAt {
 }
 
 /// SIGINT, SIGTERM and SIGHUP stop a run at its next wait (a read, put or
-/// delete on the store) instead of killing it where it stands: the run's
-/// future is dropped there, which removes its spill directory; what it has
-/// put stays, as a crash there would leave it. The handler only records the
-/// signal and restores the default action, so a second signal kills.
+/// delete on the store), or within a few thousand rows of a merge between
+/// two ([`ledger_compact::Options::stop`]), instead of killing it where it
+/// stands: the run's future is dropped there, which removes its spill
+/// directory; what it has put stays, as a crash there would leave it. The
+/// handler only records the signal and restores the default action, so a
+/// second signal kills.
 mod stop {
-    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
     /// The signal received, 0 before any.
     static RECEIVED: AtomicI32 = AtomicI32::new(0);
+
+    /// Set with [`RECEIVED`]: the merge's flag.
+    pub static STOP: AtomicBool = AtomicBool::new(false);
 
     /// How often [`received`] looks at the signal recorded.
     const POLL: std::time::Duration = std::time::Duration::from_millis(50);
@@ -144,6 +149,7 @@ mod stop {
     pub fn install() {
         extern "C" fn on_signal(signal: libc::c_int) {
             RECEIVED.store(signal, Ordering::SeqCst);
+            STOP.store(true, Ordering::SeqCst);
         }
         for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
             // SAFETY: a zeroed sigaction is valid (its mask emptied below);
@@ -161,6 +167,11 @@ mod stop {
 
     #[cfg(not(unix))]
     pub fn install() {}
+
+    /// The signal received, if one was.
+    pub fn signal() -> Option<i32> {
+        Some(RECEIVED.load(Ordering::SeqCst)).filter(|&s| s != 0)
+    }
 
     /// Resolves with the first signal's number once one is received.
     pub async fn received() -> i32 {
@@ -224,6 +235,7 @@ async fn run(cli: Cli, doing: &std::cell::RefCell<String>) -> Result<u8, Compact
         spill_dir: cli.spill_dir.clone(),
         run_rows: test_hook("LEDGER_COMPACT_RUN_ROWS", 1),
         fan_in: test_hook("LEDGER_COMPACT_FAN_IN", 2),
+        stop: Some(&stop::STOP),
         recheck: cli.recheck,
     };
     let started = std::time::Instant::now();
@@ -330,6 +342,13 @@ fn main() -> ExitCode {
             signal = stop::received() => Err(signal),
         }
     });
+    // Stopped mid-merge by the flag the signal set, or at a wait.
+    let done = match done {
+        Ok(Err(CompactError::Stopped)) => {
+            Err(stop::signal().expect("the merge's flag is set with the signal"))
+        }
+        other => other,
+    };
     match done {
         Ok(Ok(code)) => ExitCode::from(code),
         Ok(Err(e)) => {

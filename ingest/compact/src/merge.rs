@@ -48,6 +48,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, RecordBatch, UInt32Array};
@@ -87,6 +88,9 @@ const RUN_WRITE_ROWS: usize = 8_192;
 /// A run's page size: what each column of each run holds while merging.
 const RUN_PAGE_BYTES: usize = 64 * 1024;
 
+/// Rows merged between two looks at the stop flag ([`Merge::with_stop`]).
+const STOP_CHECK_ROWS: usize = 8_192;
+
 /// The name of a merge's directory of runs, before its random part.
 const DIR_PREFIX: &str = "ledger-compact-";
 
@@ -113,6 +117,7 @@ impl AsRef<Row> for Sourced {
 pub struct Merge {
     run_rows: usize,
     fan_in: usize,
+    stop: Option<&'static AtomicBool>,
     spill_in: Option<PathBuf>,
     dir: Option<SpillDir>,
     buffer: Vec<Sourced>,
@@ -133,6 +138,7 @@ impl Merge {
         Merge {
             run_rows,
             fan_in: MERGE_FAN_IN,
+            stop: None,
             spill_in,
             dir: None,
             buffer: Vec::new(),
@@ -141,6 +147,15 @@ impl Merge {
             rows: 0,
             inputs: 0,
         }
+    }
+
+    /// Stops with [`CompactError::Stopped`] once `stop` is set (a signal
+    /// handler sets it): looked at before each run is spilled and every
+    /// few thousand rows merged, which no await point between them lets
+    /// a caller do (a pass over big runs takes minutes).
+    pub fn with_stop(mut self, stop: Option<&'static AtomicBool>) -> Merge {
+        self.stop = stop;
+        self
     }
 
     /// Merges at most `fan_in` runs side by side instead of
@@ -174,6 +189,7 @@ impl Merge {
     }
 
     fn spill(&mut self) -> Result<(), CompactError> {
+        stopped(self.stop)?;
         let path = self.next_run_path()?;
         sort_in_lake_order(&mut self.buffer);
         write_run(&path, &self.buffer).map_err(|e| spill_error(&path, &e))?;
@@ -211,6 +227,7 @@ impl Merge {
                     self.runs.push(group[0].clone());
                     continue;
                 }
+                stopped(self.stop)?;
                 let path = self.next_run_path()?;
                 let cursors = group
                     .iter()
@@ -224,6 +241,7 @@ impl Merge {
                     if chunk.len() == RUN_WRITE_ROWS {
                         w.write(&chunk).map_err(|e| spill_error(&path, &e))?;
                         chunk.clear();
+                        stopped(self.stop)?;
                     }
                 }
                 w.write(&chunk)
@@ -281,6 +299,8 @@ impl Merge {
             },
             duplicates: 0,
             conflicts: Vec::new(),
+            stop: self.stop,
+            taken: 0,
             _dir: self.dir,
         })
     }
@@ -367,6 +387,14 @@ fn remove_abandoned(base: &Path) {
         if only_runs && has_run && unlocked {
             let _ = std::fs::remove_dir_all(e.path());
         }
+    }
+}
+
+/// [`CompactError::Stopped`] once `stop` is set.
+fn stopped(stop: Option<&AtomicBool>) -> Result<(), CompactError> {
+    match stop {
+        Some(s) if s.load(AtomicOrdering::SeqCst) => Err(CompactError::Stopped),
+        _ => Ok(()),
     }
 }
 
@@ -745,6 +773,9 @@ pub struct Merged {
     duplicates: usize,
     /// Each conflict's event id and versions (hash, sources as pushed).
     conflicts: Vec<(String, Versions)>,
+    stop: Option<&'static AtomicBool>,
+    /// Rows taken into files so far.
+    taken: usize,
     /// The runs' directory, removed when the merge is dropped: last, so
     /// the runs are closed first.
     _dir: Option<SpillDir>,
@@ -754,8 +785,13 @@ impl Merged {
     /// The next lake file, in the lake's order; `None` once every row is
     /// in a file.
     pub fn next_file(&mut self) -> Result<Option<LakeFile>, CompactError> {
+        stopped(self.stop)?;
         loop {
             while let Some(row) = self.ready.pop_front() {
+                self.taken += 1;
+                if self.taken % STOP_CHECK_ROWS == 0 {
+                    stopped(self.stop)?;
+                }
                 if let Some(file) = self.out.add(row)? {
                     return Ok(Some(file));
                 }
@@ -990,6 +1026,47 @@ mod tests {
             spilled > 1_000 && merged_down > 1_000,
             "the runs were spilled ({spilled}) and merged into longer runs ({merged_down})"
         );
+    }
+
+    /// A signal's flag stops a merge between two waits on the store: at
+    /// the next run spilled, group of runs merged or file cut; its runs
+    /// are removed with it.
+    #[test]
+    fn a_set_stop_flag_stops_the_merge_where_it_is() {
+        static STOP: AtomicBool = AtomicBool::new(false);
+        let base = tempfile::tempdir().unwrap();
+        let pushed = |run_rows, fan_in| {
+            let mut merge = Merge::new(run_rows, Some(base.path().to_owned()))
+                .with_fan_in(fan_in)
+                .with_stop(Some(&STOP));
+            for (i, (_, rows)) in inputs(7).into_iter().enumerate() {
+                merge.push(i as u32, rows)?;
+            }
+            Ok::<_, CompactError>(merge)
+        };
+        let stops = |r: Result<_, CompactError>| matches!(r, Err(CompactError::Stopped));
+        // Merging runs of runs.
+        let merge = pushed(2, 2).unwrap();
+        assert!(merge.runs() > 2 && !runs_under(base.path()).is_empty());
+        STOP.store(true, AtomicOrdering::SeqCst);
+        assert!(stops(merge.finish(&partition(), 5).map(|_| ())));
+        let left = std::fs::read_dir(base.path()).unwrap().count();
+        assert_eq!(left, 0, "the runs' directory is removed");
+        // Spilling.
+        assert!(stops(pushed(2, 2).map(|_| ())));
+        // Cutting files.
+        STOP.store(false, AtomicOrdering::SeqCst);
+        let mut out = pushed(1_000_000, 2)
+            .unwrap()
+            .finish(&partition(), 5)
+            .unwrap();
+        assert!(out.next_file().unwrap().is_some());
+        STOP.store(true, AtomicOrdering::SeqCst);
+        assert!(stops(out.next_file().map(|_| ())));
+        // Unset, nothing stops (the other tests merge without a flag).
+        STOP.store(false, AtomicOrdering::SeqCst);
+        let mut out = pushed(2, 2).unwrap().finish(&partition(), 5).unwrap();
+        while out.next_file().unwrap().is_some() {}
     }
 
     #[test]
