@@ -789,7 +789,7 @@ impl Merged {
         loop {
             while let Some(row) = self.ready.pop_front() {
                 self.taken += 1;
-                if self.taken % STOP_CHECK_ROWS == 0 {
+                if self.taken.is_multiple_of(STOP_CHECK_ROWS) {
                     stopped(self.stop)?;
                 }
                 if let Some(file) = self.out.add(row)? {
