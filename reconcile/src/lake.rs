@@ -84,6 +84,19 @@ impl std::fmt::Display for Error {
                  if it says so again with nothing writing, move the file out of events/ (for example to \
                  quarantine/) and re-deliver or re-compact its events"
             ),
+            Error::File { key, why } if why.ends_with(FILE_GONE) => write!(
+                f,
+                "lake file {key}: {why}\nHelp: nothing needs moving: run reconcile again once nothing \
+                 rewrites the lake (the nightly job runs ledger-compact before reconcile, not beside it, \
+                 docs/RECONCILE.md)"
+            ),
+            Error::File { key, why } if why.ends_with(READ_WHOLE_AGAIN) => write!(
+                f,
+                "lake file {key}: {why}\nHelp: do not move the file yet: run reconcile again (check the \
+                 store's health if it fails again); if it names this file as damaged again, move the file \
+                 out of events/ (for example to quarantine/) and re-deliver or re-compact its events \
+                 (docs/LAKE.md)"
+            ),
             Error::File { key, why } if why.ends_with(STORE_FAILED) => write!(
                 f,
                 "lake file {key}: {why}\nHelp: do not move the file: the store or the file system \
@@ -573,11 +586,20 @@ impl Lake {
                 "{size} bytes: too short to be a Parquet file"
             )));
         }
+        // Deleted since the listing (a compaction that merged it), or the
+        // store failed: neither says the file is damaged.
+        let read_err = |e: object_store::Error| {
+            let tail = match e {
+                object_store::Error::NotFound { .. } => FILE_GONE,
+                _ => STORE_FAILED,
+            };
+            file_err(format!("cannot read: {e} {tail}"))
+        };
         let tail = self
             .store
             .get_range(loc, size - 8..size)
             .await
-            .map_err(|e| file_err(format!("cannot read: {e} {STORE_FAILED}")))?;
+            .map_err(read_err)?;
         if &tail[4..8] != b"PAR1" {
             return Err(file_err(
                 "not a Parquet file (no PAR1 magic at the end: truncated or overwritten)".into(),
@@ -593,7 +615,7 @@ impl Lake {
             .store
             .get_range(loc, size - 8 - len..size - 8)
             .await
-            .map_err(|e| file_err(format!("cannot read: {e} {STORE_FAILED}")))?;
+            .map_err(read_err)?;
         let meta = parquet::file::metadata::ParquetMetaDataReader::decode_metadata(&buf)
             .map_err(|e| file_err(format!("corrupt Parquet footer: {e}")))?;
         Footer::of(&meta).map_err(file_err)
@@ -611,6 +633,19 @@ impl Lake {
     /// and pages whose statistics exclude every key are not read: on the
     /// footer's word, so [`Lake::scan_keyed`] for files a proof has read).
     pub async fn scan_columns(
+        &self,
+        files: &[LakeFileInfo],
+        columns: &[&str],
+        keys: Option<&[String]>,
+        visit: impl FnMut(&RecordBatch),
+    ) -> Result<(), Error> {
+        match self.scan_columns_once(files, columns, keys, visit).await {
+            Err(e) => Err(self.second_look(e).await),
+            done => done,
+        }
+    }
+
+    async fn scan_columns_once(
         &self,
         files: &[LakeFileInfo],
         columns: &[&str],
@@ -686,6 +721,44 @@ impl Lake {
         Ok(())
     }
 
+    /// `e` after a second look at the file it names, when the run's read of
+    /// it failed: the store's own word, not DataFusion's, on what became of
+    /// it. A file no longer in the store left the lake during the run
+    /// ([`FILE_GONE`]). A read that failed as if the file were damaged
+    /// (`not readable as Parquet`: a 5xx mid-scan shows so, its cause kept
+    /// only as text) is damaged only if the file, read again whole, does not
+    /// decode ([`READ_WHOLE_AGAIN`]). Any other error is `e`.
+    async fn second_look(&self, e: Error) -> Error {
+        let Error::File { key, why } = &e else {
+            return e;
+        };
+        let damaged = why.starts_with("not readable as Parquet");
+        if !(damaged || why.ends_with(STORE_FAILED) || why.ends_with(ROWS_CHANGED)) {
+            return e;
+        }
+        let loc = Path::from(format!("{}{key}", self.prefix));
+        let got = match self.store.get(&loc).await {
+            Ok(got) => got.bytes().await,
+            Err(e) => Err(e),
+        };
+        let again = |tail: &str| Error::File {
+            key: key.clone(),
+            why: format!("{why} {tail}"),
+        };
+        match got {
+            Err(object_store::Error::NotFound { .. }) => again(FILE_GONE),
+            Ok(bytes) if damaged => {
+                let whole = tokio::task::spawn_blocking(move || decodes_whole(bytes)).await;
+                if whole.is_ok_and(|ok| ok) {
+                    again(READ_WHOLE_AGAIN)
+                } else {
+                    e
+                }
+            }
+            _ => e,
+        }
+    }
+
     /// Streams the rows of `files` (one table) in the lake's order
     /// (`stream`, `stream_key`, `seq`, `hash`), calling `visit` with each row
     /// in order: a k-way merge of the files, each read by DataFusion as
@@ -695,6 +768,18 @@ impl Lake {
     /// rows of each file it handed to `visit` (the row it stopped at not
     /// among them).
     pub async fn scan_sorted_where(
+        &self,
+        files: &[LakeFileInfo],
+        select: Select<'_>,
+        visit: impl FnMut(Row<'_>) -> Result<ControlFlow<()>, Error>,
+    ) -> Result<Vec<u64>, Error> {
+        match self.scan_sorted(files, select, visit).await {
+            Err(e) => Err(self.second_look(e).await),
+            read => read,
+        }
+    }
+
+    async fn scan_sorted(
         &self,
         files: &[LakeFileInfo],
         select: Select<'_>,
@@ -883,9 +968,26 @@ pub const FOOTER_DISAGREES: &str = "the footer's statistics disagree with its pa
 pub const STORE_FAILED: &str =
     "(the store failed or refused the read: the file itself may be whole)";
 
+/// What an error on a lake file ends with when the file is not in the store
+/// once the read failed: a compaction deleted it (after putting the files
+/// that hold its rows) while the run read it. [`Error::File`]'s Help says to
+/// run again, with nothing to move.
+pub const FILE_GONE: &str =
+    "(the file is gone from the store now: it left the lake while the run read it, a compaction that merged it say)";
+
+/// What an error on a lake file ends with when the read failed as if the
+/// file were damaged, but reading it again whole through the store decodes:
+/// the store failed the first read, most likely (parquet's reader keeps an
+/// S3 5xx only as text, so its cause cannot be told by type). [`Error::File`]'s
+/// Help says to run again before moving anything.
+pub const READ_WHOLE_AGAIN: &str =
+    "(read again whole through the store, it decodes: the store most likely failed the first read)";
+
 /// The error of a lake file DataFusion cannot read: a store's failure when
 /// one is in its chain of causes ([`STORE_FAILED`]), else the file's.
-fn unreadable(key: &str) -> impl Fn(datafusion::error::DataFusionError) -> Error + Copy + '_ {
+pub(crate) fn unreadable(
+    key: &str,
+) -> impl Fn(datafusion::error::DataFusionError) -> Error + Copy + '_ {
     move |e| {
         let first: &(dyn std::error::Error + 'static) = &e;
         let store_failed = std::iter::successors(Some(first), |c| c.source()).any(is_store_cause);
@@ -898,6 +1000,21 @@ fn unreadable(key: &str) -> impl Fn(datafusion::error::DataFusionError) -> Error
             },
         }
     }
+}
+
+/// Whether `bytes` decode as a Parquet file, every row of every column
+/// (the page index too, which DataFusion's reads use), without an error or
+/// a panic of the decoder.
+fn decodes_whole(bytes: bytes::Bytes) -> bool {
+    use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+    use parquet::file::metadata::PageIndexPolicy;
+    std::panic::catch_unwind(|| {
+        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+        ParquetRecordBatchReaderBuilder::try_new_with_options(bytes, options)
+            .and_then(|b| b.build())
+            .is_ok_and(|mut reader| reader.all(|batch| batch.is_ok()))
+    })
+    .unwrap_or(false)
 }
 
 /// Whether `c`, a cause in the chain of an error, is a store's failure:
@@ -988,6 +1105,71 @@ mod tests {
             })
             .collect();
         ledger_ingest::parquet_io::write_file(&rows).expect("written")
+    }
+
+    /// rev-s50-ops F1: a read that fails is judged again by the store's own
+    /// word on the file. A file deleted while the run read it (a
+    /// compaction that merged it) left the lake: run again, nothing to
+    /// move. A failure that looked like a damaged file (an S3 5xx mid-scan
+    /// reaches us only as parquet's text) is damaged only if the file, read
+    /// again whole, does not decode; a file that is damaged stays so.
+    #[test]
+    fn a_failed_read_is_judged_again_by_the_stores_word_on_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = |n: u8| {
+            format!(
+                "events/account/date=2026-01-01/i-{}.parquet",
+                format!("{n:x}").repeat(32)
+            )
+        };
+        let (whole, gone, damaged) = (key(1), key(2), key(3));
+        std::fs::create_dir_all(dir.path().join(&whole).parent().unwrap()).unwrap();
+        for k in [&whole, &gone, &damaged] {
+            std::fs::write(dir.path().join(k), account_file(3)).unwrap();
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let lake = Lake::open(dir.path().to_str().unwrap()).unwrap();
+            let files = lake.files(Table::Account).await.unwrap();
+            let go = |_: Row<'_>| Ok(ControlFlow::Continue(()));
+            let scan = |k: &str| {
+                let file: Vec<LakeFileInfo> = files.iter().filter(|f| f.key == k).cloned().collect();
+                let lake = &lake;
+                async move { lake.scan_sorted_where(&file, Select::default(), go).await }
+            };
+            // Deleted after the listing.
+            std::fs::remove_file(dir.path().join(&gone)).unwrap();
+            let err = scan(&gone).await.unwrap_err();
+            let shown = err.to_string();
+            assert!(shown.contains(FILE_GONE) && shown.contains("nothing needs moving"), "{shown}");
+            assert!(!shown.contains("quarantine"), "{shown}");
+            // Damaged after the listing: damaged it stays.
+            let mut bytes = account_file(3);
+            // The first column chunk's page header (after the magic).
+            bytes[4..68].fill(0xff);
+            std::fs::write(dir.path().join(&damaged), &bytes).unwrap();
+            let shown = scan(&damaged).await.unwrap_err().to_string();
+            assert!(shown.contains("quarantine"), "{shown}");
+            assert!(!shown.contains(READ_WHOLE_AGAIN) && !shown.contains(FILE_GONE), "{shown}");
+            // A store's failure seen as parquet's text, on a whole file.
+            let failed = |key: &str| Error::File {
+                key: key.to_owned(),
+                why: "not readable as Parquet: Parquet error: Failed to fetch metadata: Generic S3 error: 500".into(),
+            };
+            let shown = lake.second_look(failed(&whole)).await.to_string();
+            assert!(shown.contains(READ_WHOLE_AGAIN) && shown.contains("do not move the file yet"), "{shown}");
+            let shown = lake.second_look(failed(&damaged)).await.to_string();
+            assert!(shown.contains("quarantine") && !shown.contains(READ_WHOLE_AGAIN), "{shown}");
+            // Errors not about reading a file are left as they are.
+            let other = Error::Scan("x".into());
+            assert!(matches!(lake.second_look(other).await, Error::Scan(_)));
+            // The whole file still reads.
+            assert_eq!(scan(&whole).await.unwrap(), [3]);
+        });
     }
 
     /// rev-s47-lake H1: a file DataFusion reads apart from the listing that

@@ -86,8 +86,8 @@ impl Cursor {
             let Some(batch) = self.stream.next().await else {
                 return Ok(());
             };
-            let batch =
-                batch.map_err(|e| self.file_err(format!("not readable as Parquet: {e}")))?;
+            // A store's failure mid-scan is not the file's (`unreadable`).
+            let batch = batch.map_err(crate::lake::unreadable(&self.key))?;
             let mut cols = Cols::from_batch(&batch).map_err(|e| match e {
                 BatchError::Layout(why) => self.file_err(format!("not in the lake layout: {why}")),
                 BatchError::Version { event_id, v } => Error::Schema { event_id, v },
