@@ -741,16 +741,20 @@ impl Lake {
             Ok(got) => got.bytes().await,
             Err(e) => Err(e),
         };
-        let again = |tail: &str| Error::File {
+        let again = |why: String| Error::File {
             key: key.clone(),
-            why: format!("{why} {tail}"),
+            why,
         };
         match got {
-            Err(object_store::Error::NotFound { .. }) => again(FILE_GONE),
+            Err(object_store::Error::NotFound { .. }) => again(format!("{why} {FILE_GONE}")),
+            // The store fails it still: its failure, not the file's.
+            Err(failed) if damaged => again(format!(
+                "{why}; read again, it failed too: {failed} {STORE_FAILED}"
+            )),
             Ok(bytes) if damaged => {
                 let whole = tokio::task::spawn_blocking(move || decodes_whole(bytes)).await;
                 if whole.is_ok_and(|ok| ok) {
-                    again(READ_WHOLE_AGAIN)
+                    again(format!("{why} {READ_WHOLE_AGAIN}"))
                 } else {
                     e
                 }

@@ -17,7 +17,7 @@ use object_store::ObjectStore;
 
 /// Timeout of one S3 request, body included (lake reads are ranged: a
 /// footer, or a column chunk of at most a few MB).
-pub const S3_REQUEST_TIMEOUT: &str = "60s";
+pub const S3_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A parsed lake location.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,12 +220,12 @@ fn describe_s3_error_at(bucket: &str, e: &object_store::Error, endpoint: String)
     ]) {
         format!(
             "s3://{bucket}: the endpoint {endpoint} is unreachable (connect timeout {}, a request's \
-             timeout {}, at most {} retries started within {} s): {said}\n\
+             timeout {} s, at most {} retries started within {} s): {said}\n\
              Help: check AWS_ENDPOINT_URL and the network; a plain-http endpoint needs AWS_ALLOW_HTTP=true",
             ledger_s3::CONNECT_TIMEOUT,
-            S3_REQUEST_TIMEOUT,
+            S3_REQUEST_TIMEOUT.as_secs(),
             ledger_s3::MAX_RETRIES,
-            ledger_s3::RETRY_TIMEOUT.as_secs()
+            ledger_s3::retry_timeout(S3_REQUEST_TIMEOUT).as_secs()
         )
     } else {
         format!("s3://{bucket}: {said}\n{}", ledger_s3::ENV_HELP)

@@ -20,7 +20,7 @@ use ledger_reconcile::gen::generate_lake;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use s3_server::{with_env, S3Server};
+use s3_server::{with_env, FaultyProxy, S3Server};
 
 const BUCKET: &str = "ledger-lake";
 
@@ -385,6 +385,49 @@ fn a_damaged_object_is_exit_2_naming_its_s3_key() {
     );
     let r = reconcile(&format!("s3://{BUCKET}/lake"), &server.env());
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+}
+
+/// rev-s50-ops F1: a store that fails a lake file's reads once the scan
+/// has begun (parquet's reader keeps the failure only as text) is named as
+/// the store's failure, never as a damaged file to move out of the lake;
+/// a file the store no longer has left the lake during the run. The
+/// faults come from a proxy (a mock: moto cannot fail on demand).
+#[test]
+fn a_store_failing_mid_scan_is_not_called_a_damaged_file() {
+    let (server, store, tmp) = clean_lake_on_s3("lake");
+    let keys = upload(&store, &tmp.path().join("clean"), "lake");
+    let victim = keys
+        .iter()
+        .find(|k| k.starts_with("events/transfer/"))
+        .unwrap()
+        .clone();
+    let name = victim.rsplit('/').next().unwrap().to_owned();
+    // The footer pass reads the file twice (its tail, its footer), the
+    // scan's planning once more: every read of it from the third (the
+    // planning's, with the store's error kept as a cause) or the fourth
+    // (the scan's, with it kept only as text) fails, and every read again.
+    for (status, from) in [(500u16, 2), (500, 3), (404, 2), (404, 3)] {
+        let name = name.clone();
+        let proxy = FaultyProxy::start(
+            server.port,
+            Box::new(move |method, path, nth| {
+                (method == "GET" && path.contains(&name) && nth >= from).then_some(status)
+            }),
+        );
+        let mut env = server.env();
+        env[0].1 = proxy.endpoint();
+        let r = reconcile(&format!("s3://{BUCKET}/lake"), &env);
+        assert_eq!(r.code, 2, "{status}: {}\n{}", r.stdout, r.stderr);
+        assert!(r.stderr.contains(&victim), "{status}: {}", r.stderr);
+        assert!(!r.stderr.contains("quarantine"), "{status}: {}", r.stderr);
+        let says = if status == 404 {
+            "nothing needs moving"
+        } else {
+            "do not move the file"
+        };
+        assert!(r.stderr.contains(says), "{status}: {}", r.stderr);
+        assert!(r.stdout.is_empty(), "no verdict: {}", r.stdout);
+    }
 }
 
 #[test]

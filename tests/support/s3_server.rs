@@ -220,3 +220,108 @@ pub fn with_env<'a>(cmd: &'a mut Command, env: &[(String, String)]) -> &'a mut C
     }
     cmd
 }
+
+/// What [`FaultyProxy`] answers a request with instead of the server's
+/// answer, given its method, its path (query included) and how many
+/// requests of that method and path came before it (0 for the first).
+pub type FaultRule = dyn Fn(&str, &str, usize) -> Option<u16> + Send + Sync;
+
+/// A mock, for the faults a real store cannot be made to produce on demand
+/// (a 500 or a 404 in the middle of a run): an HTTP proxy in front of an
+/// [`S3Server`] that forwards every request, one per connection, except
+/// those its rule answers itself with a bare status. Point the tool's
+/// `AWS_ENDPOINT_URL` at [`FaultyProxy::endpoint`].
+pub struct FaultyProxy {
+    pub port: u16,
+}
+
+impl FaultyProxy {
+    pub fn start(upstream: u16, rule: Box<FaultRule>) -> FaultyProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let port = listener.local_addr().unwrap().port();
+        let rule: std::sync::Arc<FaultRule> = rule.into();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashMap::<
+            String,
+            usize,
+        >::new()));
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let (rule, seen) = (rule.clone(), seen.clone());
+                std::thread::spawn(move || {
+                    let _ = proxy_one(client, upstream, &*rule, &seen);
+                });
+            }
+        });
+        FaultyProxy { port }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// One request from `client`: answered by `rule`, or forwarded to the
+/// server with `Connection: close` and its reply piped back whole.
+fn proxy_one(
+    mut client: TcpStream,
+    upstream: u16,
+    rule: &FaultRule,
+    seen: &std::sync::Mutex<std::collections::HashMap<String, usize>>,
+) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = client.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut request = lines.next().unwrap_or("").split(' ');
+    let (method, path) = (request.next().unwrap_or(""), request.next().unwrap_or(""));
+    let mut length = 0usize;
+    let mut headers = Vec::new();
+    for line in lines.filter(|l| !l.is_empty()) {
+        let name = line.split(':').next().unwrap_or("").to_ascii_lowercase();
+        if name == "content-length" {
+            length = line[15..].trim().parse().unwrap_or(0);
+        }
+        if name != "connection" {
+            headers.push(line.to_owned());
+        }
+    }
+    while buf.len() < head_end + length {
+        let n = client.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let nth = {
+        let mut seen = seen.lock().unwrap();
+        let n = seen.entry(format!("{method} {path}")).or_insert(0);
+        *n += 1;
+        *n - 1
+    };
+    if let Some(status) = rule(method, path, nth) {
+        let reply =
+            format!("HTTP/1.1 {status} Injected\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        return client.write_all(reply.as_bytes());
+    }
+    let mut server = TcpStream::connect(("127.0.0.1", upstream))?;
+    let mut forwarded = format!("{method} {path} HTTP/1.1\r\n");
+    for h in headers {
+        forwarded.push_str(&h);
+        forwarded.push_str("\r\n");
+    }
+    forwarded.push_str("Connection: close\r\n\r\n");
+    server.write_all(forwarded.as_bytes())?;
+    server.write_all(&buf[head_end..])?;
+    std::io::copy(&mut server, &mut client)?;
+    Ok(())
+}

@@ -60,7 +60,7 @@ pub const COMPACT_INPUT_FILES_MAX: usize = 100_000;
 
 /// Timeout of one S3 request, body included (one lake file: tens of MB at
 /// most). Connect timeout and retries are [`ledger_s3`]'s, as reconcile's.
-pub const S3_REQUEST_TIMEOUT: &str = "120s";
+pub const S3_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// The lake: an object store and a human-readable name for messages.
 #[derive(Debug, Clone)]
@@ -80,7 +80,7 @@ impl Lake {
     /// `auto`, what R2 expects), `AWS_ALLOW_HTTP`), or a local directory,
     /// which must exist. S3 requests time out ([`ledger_s3::CONNECT_TIMEOUT`],
     /// [`S3_REQUEST_TIMEOUT`]) and retries are bounded ([`ledger_s3::MAX_RETRIES`]
-    /// within [`ledger_s3::RETRY_TIMEOUT`]): an unreachable endpoint is an error, not
+    /// within [`ledger_s3::retry_timeout`]): an unreachable endpoint is an error, not
     /// a hang.
     pub fn open(location: &str) -> Result<Lake, CompactError> {
         let store: Arc<dyn ObjectStore> = if let Some(rest) = location.strip_prefix("s3://") {

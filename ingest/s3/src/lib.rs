@@ -14,7 +14,8 @@
 //! No request waits forever: a connection attempt gives up after
 //! [`CONNECT_TIMEOUT`], a request after the caller's request timeout, and
 //! failed requests are retried [`MAX_RETRIES`] times within
-//! [`RETRY_TIMEOUT`].
+//! [`retry_timeout`] (the request timeout and [`RETRY_TIMEOUT`] more: a
+//! read that stalled until its timeout is retried too).
 //!
 //! [`local`]: for a lake in a local directory, the entries `object_store`'s
 //! listing passes over (a dangling symbolic link), for every tool alike.
@@ -31,8 +32,18 @@ use object_store::{ClientConfigKey, RetryConfig};
 pub const CONNECT_TIMEOUT: &str = "5s";
 /// Retries of a failed S3 request (connection errors, 5xx, throttling).
 pub const MAX_RETRIES: usize = 3;
-/// No retry starts later than this after the first attempt.
+/// No retry starts later than this after the first attempt's timeout
+/// ([`retry_timeout`]).
 pub const RETRY_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// No retry starts later than this after the first attempt, for requests
+/// that each time out after `request_timeout`: a request that stalled
+/// until its timeout (a stuck connection) is retried like one that failed
+/// at once. With a budget shorter than the timeout, object_store never
+/// retried it, and one stalled read ended the run (rev-s50-ops F4).
+pub fn retry_timeout(request_timeout: Duration) -> Duration {
+    request_timeout + RETRY_TIMEOUT
+}
 
 /// How to configure S3 access, appended to every S3 configuration error.
 pub const ENV_HELP: &str =
@@ -61,10 +72,10 @@ pub fn missing_env(get: impl Fn(&str) -> Option<String>) -> Vec<&'static str> {
 }
 
 /// The S3 store of `bucket`, configured from the environment (module docs),
-/// each request given at most `request_timeout` (object_store's duration
-/// text, e.g. `"60s"`). Only configuration is checked here: nothing is sent.
-/// Errors start with `s3://{bucket}: ` and end with [`ENV_HELP`].
-pub fn store(bucket: &str, request_timeout: &str) -> Result<AmazonS3, String> {
+/// each request given at most `request_timeout`. Only configuration is
+/// checked here: nothing is sent. Errors start with `s3://{bucket}: ` and
+/// end with [`ENV_HELP`].
+pub fn store(bucket: &str, request_timeout: Duration) -> Result<AmazonS3, String> {
     let missing = missing_env(|k| std::env::var(k).ok());
     if !missing.is_empty() {
         return Err(format!(
@@ -99,11 +110,11 @@ pub fn store(bucket: &str, request_timeout: &str) -> Result<AmazonS3, String> {
         )
         .with_config(
             AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
-            request_timeout,
+            format!("{}ms", request_timeout.as_millis()),
         )
         .with_retry(RetryConfig {
             max_retries: MAX_RETRIES,
-            retry_timeout: RETRY_TIMEOUT,
+            retry_timeout: retry_timeout(request_timeout),
             ..RetryConfig::default()
         })
         .build()
@@ -162,6 +173,23 @@ pub fn with_cause(e: &dyn Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// rev-s50-ops F4: object_store retries no request once its budget
+    /// (from the first attempt) is spent, so a budget shorter than a
+    /// request's timeout never retried a read that stalled until it timed
+    /// out, and one stuck connection ended the run. The tools' timeouts
+    /// (reconcile 60 s, compaction 120 s) leave room for a retry after one.
+    #[test]
+    fn a_request_that_timed_out_leaves_budget_for_a_retry() {
+        for secs in [1, 60, 120] {
+            let timeout = Duration::from_secs(secs);
+            let budget = retry_timeout(timeout);
+            assert!(
+                budget >= timeout + Duration::from_secs(10),
+                "{secs} s: {budget:?}"
+            );
+        }
+    }
 
     #[test]
     fn a_prefix_the_client_would_escape_is_refused_by_its_character() {
