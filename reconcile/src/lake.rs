@@ -727,13 +727,22 @@ impl Lake {
     /// ([`FILE_GONE`]). A read that failed as if the file were damaged
     /// (`not readable as Parquet`: a 5xx mid-scan shows so, its cause kept
     /// only as text) is damaged only if the file, read again whole, does not
-    /// decode ([`READ_WHOLE_AGAIN`]). Any other error is `e`.
-    async fn second_look(&self, e: Error) -> Error {
+    /// decode ([`READ_WHOLE_AGAIN`]). A file that gave fewer rows than its
+    /// footer or a proof counted (a deleted file reads as none) and is gone
+    /// is [`FILE_GONE`] too. Any other error is `e`, as is an error looked
+    /// at already (the proof's top looks at every error its scans return).
+    pub(crate) async fn second_look(&self, e: Error) -> Error {
         let Error::File { key, why } = &e else {
             return e;
         };
+        let looked = why.ends_with(FILE_GONE)
+            || why.ends_with(READ_WHOLE_AGAIN)
+            || why.contains("; read again, it failed too: ");
         let damaged = why.starts_with("not readable as Parquet");
-        if !(damaged || why.ends_with(STORE_FAILED) || why.ends_with(ROWS_CHANGED)) {
+        let short = [STORE_FAILED, ROWS_CHANGED, FOOTER_DISAGREES]
+            .iter()
+            .any(|tail| why.ends_with(tail));
+        if looked || !(damaged || short) {
             return e;
         }
         let loc = Path::from(format!("{}{key}", self.prefix));
@@ -745,8 +754,24 @@ impl Lake {
             key: key.clone(),
             why,
         };
+        // On a local lake, an entry the store cannot find may still be
+        // there: a symbolic link whose target is missing is no file gone.
+        let entry_left = |root: &std::path::PathBuf| root.join(key).symlink_metadata().is_ok();
         match got {
-            Err(object_store::Error::NotFound { .. }) => again(format!("{why} {FILE_GONE}")),
+            Err(object_store::Error::NotFound { .. })
+                if self.local_root.as_ref().is_some_and(entry_left) =>
+            {
+                e
+            }
+            Err(object_store::Error::NotFound { .. }) => {
+                // The cause the error guessed (a rewrite, a footer that
+                // lies, the store) is not the cause.
+                let said = [STORE_FAILED, ROWS_CHANGED, FOOTER_DISAGREES]
+                    .iter()
+                    .find_map(|tail| why.strip_suffix(tail))
+                    .unwrap_or(why);
+                again(format!("{} {FILE_GONE}", said.trim_end_matches([' ', ':'])))
+            }
             // The store fails it still: its failure, not the file's.
             Err(failed) if damaged => again(format!(
                 "{why}; read again, it failed too: {failed} {STORE_FAILED}"
@@ -1168,6 +1193,18 @@ mod tests {
             assert!(shown.contains(READ_WHOLE_AGAIN) && shown.contains("do not move the file yet"), "{shown}");
             let shown = lake.second_look(failed(&damaged)).await.to_string();
             assert!(shown.contains("quarantine") && !shown.contains(READ_WHOLE_AGAIN), "{shown}");
+            // Looked at once is enough (the proof's top looks again).
+            let once = lake.second_look(failed(&whole)).await.to_string();
+            let twice = lake.second_look(lake.second_look(failed(&whole)).await).await;
+            assert_eq!(twice.to_string(), once);
+            // A keyed scan short of rows a proof found (a file deleted
+            // while read gives none): gone, it left the lake; there, the
+            // footer is blamed as before.
+            let hid = |key: &str| crate::keyed::footer_hid(key, "a resumed night", 3);
+            let shown = lake.second_look(hid(&gone)).await.to_string();
+            assert!(shown.contains(FILE_GONE) && !shown.contains("restore the file"), "{shown}");
+            let shown = lake.second_look(hid(&whole)).await.to_string();
+            assert!(shown.contains(FOOTER_DISAGREES) && !shown.contains(FILE_GONE), "{shown}");
             // Errors not about reading a file are left as they are.
             let other = Error::Scan("x".into());
             assert!(matches!(lake.second_look(other).await, Error::Scan(_)));

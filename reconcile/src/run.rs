@@ -1736,8 +1736,22 @@ pub async fn reconcile_full_owing(
 }
 
 /// [`reconcile_from`], with the proof `set_aside` (its tails owed) when it
-/// is [`reconcile_full_owing`].
+/// is [`reconcile_full_owing`]. An error naming a lake file is judged again
+/// by the store's word on the file ([`Lake::second_look`]): one a
+/// compaction deleted while the run read it is no damaged file.
 async fn start(
+    lake: &Lake,
+    opts: &Options,
+    resume: Option<ProofState>,
+    set_aside: Option<ProofState>,
+) -> Result<(Report, ProofState), Error> {
+    match prove(lake, opts, resume, set_aside).await {
+        Err(e) => Err(lake.second_look(e).await),
+        done => done,
+    }
+}
+
+async fn prove(
     lake: &Lake,
     opts: &Options,
     resume: Option<ProofState>,

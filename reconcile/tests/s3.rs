@@ -20,7 +20,7 @@ use ledger_reconcile::gen::generate_lake;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use s3_server::{with_env, FaultyProxy, S3Server};
+use s3_server::{with_env, Fault, FaultyProxy, S3Server};
 
 const BUCKET: &str = "ledger-lake";
 
@@ -411,7 +411,8 @@ fn a_store_failing_mid_scan_is_not_called_a_damaged_file() {
         let proxy = FaultyProxy::start(
             server.port,
             Box::new(move |method, path, nth| {
-                (method == "GET" && path.contains(&name) && nth >= from).then_some(status)
+                (method == "GET" && path.contains(&name) && nth >= from)
+                    .then_some(Fault::Status(status))
             }),
         );
         let mut env = server.env();

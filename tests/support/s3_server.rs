@@ -221,15 +221,25 @@ pub fn with_env<'a>(cmd: &'a mut Command, env: &[(String, String)]) -> &'a mut C
     cmd
 }
 
-/// What [`FaultyProxy`] answers a request with instead of the server's
-/// answer, given its method, its path (query included) and how many
-/// requests of that method and path came before it (0 for the first).
-pub type FaultRule = dyn Fn(&str, &str, usize) -> Option<u16> + Send + Sync;
+/// What [`FaultyProxy`] does to a request instead of forwarding it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Answer it with this status and no body, without forwarding it.
+    Status(u16),
+    /// Forward it without its body (an intermediary that truncates an
+    /// upload): the server stores an empty object and says it did.
+    EmptyBody,
+}
+
+/// The fault for a request, given its method, its path (query included)
+/// and how many requests of that method and path came before it (0 for
+/// the first); `None` forwards it as it is.
+pub type FaultRule = dyn Fn(&str, &str, usize) -> Option<Fault> + Send + Sync;
 
 /// A mock, for the faults a real store cannot be made to produce on demand
-/// (a 500 or a 404 in the middle of a run): an HTTP proxy in front of an
-/// [`S3Server`] that forwards every request, one per connection, except
-/// those its rule answers itself with a bare status. Point the tool's
+/// (a 500 or a 404 in the middle of a run, an upload cut short): an HTTP
+/// proxy in front of an [`S3Server`] that forwards every request, one per
+/// connection, except those its rule faults. Point the tool's
 /// `AWS_ENDPOINT_URL` at [`FaultyProxy::endpoint`].
 pub struct FaultyProxy {
     pub port: u16,
@@ -260,8 +270,9 @@ impl FaultyProxy {
     }
 }
 
-/// One request from `client`: answered by `rule`, or forwarded to the
-/// server with `Connection: close` and its reply piped back whole.
+/// One request from `client`: faulted by `rule`, or forwarded to the
+/// server with `Connection: close`, its body (however encoded) copied on
+/// while the reply is piped back.
 fn proxy_one(
     mut client: TcpStream,
     upstream: u16,
@@ -284,44 +295,52 @@ fn proxy_one(
     let mut lines = head.split("\r\n");
     let mut request = lines.next().unwrap_or("").split(' ');
     let (method, path) = (request.next().unwrap_or(""), request.next().unwrap_or(""));
-    let mut length = 0usize;
-    let mut headers = Vec::new();
-    for line in lines.filter(|l| !l.is_empty()) {
-        let name = line.split(':').next().unwrap_or("").to_ascii_lowercase();
-        if name == "content-length" {
-            length = line[15..].trim().parse().unwrap_or(0);
-        }
-        if name != "connection" {
-            headers.push(line.to_owned());
-        }
-    }
-    while buf.len() < head_end + length {
-        let n = client.read(&mut chunk)?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
     let nth = {
         let mut seen = seen.lock().unwrap();
         let n = seen.entry(format!("{method} {path}")).or_insert(0);
         *n += 1;
         *n - 1
     };
-    if let Some(status) = rule(method, path, nth) {
+    let fault = rule(method, path, nth);
+    if let Some(Fault::Status(status)) = fault {
         let reply =
             format!("HTTP/1.1 {status} Injected\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
         return client.write_all(reply.as_bytes());
     }
-    let mut server = TcpStream::connect(("127.0.0.1", upstream))?;
+    let empty = fault == Some(Fault::EmptyBody);
     let mut forwarded = format!("{method} {path} HTTP/1.1\r\n");
-    for h in headers {
-        forwarded.push_str(&h);
+    for line in lines.filter(|l| !l.is_empty()) {
+        let name = line.split(':').next().unwrap_or("").to_ascii_lowercase();
+        let body_header = ["content-length", "transfer-encoding", "content-md5"]
+            .contains(&name.as_str())
+            || name.starts_with("x-amz-content-sha256")
+            || name.starts_with("x-amz-checksum");
+        if name == "connection" || (empty && body_header) {
+            continue;
+        }
+        forwarded.push_str(line);
         forwarded.push_str("\r\n");
     }
+    if empty {
+        forwarded.push_str("Content-Length: 0\r\n");
+    }
     forwarded.push_str("Connection: close\r\n\r\n");
+    let mut server = TcpStream::connect(("127.0.0.1", upstream))?;
     server.write_all(forwarded.as_bytes())?;
-    server.write_all(&buf[head_end..])?;
+    // The rest of the body, dropped for `EmptyBody`.
+    let (mut from_client, mut to_server) = (client.try_clone()?, server.try_clone()?);
+    if !empty {
+        to_server.write_all(&buf[head_end..])?;
+    }
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 8192];
+        while let Ok(n) = from_client.read(&mut chunk) {
+            if n == 0 || (!empty && to_server.write_all(&chunk[..n]).is_err()) {
+                break;
+            }
+        }
+    });
     std::io::copy(&mut server, &mut client)?;
+    let _ = client.shutdown(std::net::Shutdown::Both);
     Ok(())
 }

@@ -490,11 +490,14 @@ pub enum CompactError {
     /// other rows than were written: outputs may have been put, no input
     /// was deleted.
     SpillRead(String),
-    /// A put returned but the object is not there in full.
+    /// A put returned but the object is not there in full. `removed`: the
+    /// object under the key was deleted (a short one would be a damaged
+    /// lake file, which the next compaction and every reconcile refuse).
     NotDurable {
         key: String,
         expected: usize,
         found: Option<u64>,
+        removed: bool,
     },
     /// [`Options::stop`] was set: the merge stopped where it was.
     Stopped,
@@ -551,10 +554,20 @@ impl std::fmt::Display for CompactError {
                 f,
                 "reading back a run spilled to local disk failed: {m}\nHelp: the local disk lost or changed it (or too many files are open: one per run); outputs put so far hold copies of the inputs' events, and no input was deleted, so the lake reads the same; fix the disk (--spill-dir) and re-run, which converges"
             ),
-            CompactError::NotDurable { key, expected, found } => write!(
-                f,
-                "{key}: put returned but the store shows {found:?} bytes, not {expected}; no input was deleted\nHelp: re-run compaction"
-            ),
+            CompactError::NotDurable {
+                key,
+                expected,
+                found,
+                removed,
+            } => {
+                let found = found.map_or("no object".to_owned(), |n| format!("{n} bytes"));
+                write!(f, "{key}: put returned but the store shows {found}, not {expected} bytes; no input was deleted")?;
+                if *removed {
+                    write!(f, " and the object was removed\nHelp: re-run compaction (check the store or what stands between it and this host if it happens again)")
+                } else {
+                    write!(f, ", and removing the object failed\nHelp: delete {key} if the store holds it (it is this compaction's own unrecorded output: no manifest names it), then re-run compaction")
+                }
+            }
             CompactError::Stopped => write!(
                 f,
                 "stopped on request mid-merge; the lake is as a crash there would leave it\nHelp: re-run compaction, which converges"
@@ -720,11 +733,7 @@ async fn compact(
         .iter()
         .find(|(key, _)| !written.iter().any(|w| &w.key == key))
     {
-        return Err(CompactError::NotDurable {
-            key: key.clone(),
-            expected: *size,
-            found: None,
-        });
+        return Err(not_durable(lake, key, *size, None).await);
     }
     let manifest = Manifest::of_compaction(partition, inputs, written);
     let key = manifest.key();
@@ -759,13 +768,27 @@ async fn put_durably(lake: &Lake, key: &str, bytes: Vec<u8>) -> Result<(), Compa
         .map_err(|e| CompactError::store("put", key, e))?;
     let found = lake.store.head(&path).await.ok().map(|m| m.size);
     if found != Some(expected as u64) {
-        return Err(CompactError::NotDurable {
-            key: key.to_owned(),
-            expected,
-            found,
-        });
+        return Err(not_durable(lake, key, expected, found).await);
     }
     Ok(())
+}
+
+/// A put of `expected` bytes at `key` that the store does not hold in full:
+/// the object is deleted, so that no short file stays in the lake (readers
+/// and the next compaction would refuse it as damaged: rev-s50-ops F8). It
+/// is this compaction's own output, which no manifest names and no input
+/// was deleted for, so removing it loses nothing.
+async fn not_durable(lake: &Lake, key: &str, expected: usize, found: Option<u64>) -> CompactError {
+    let removed = match lake.store.delete(&Path::from(key)).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => true,
+        Err(_) => false,
+    };
+    CompactError::NotDurable {
+        key: key.to_owned(),
+        expected,
+        found,
+        removed,
+    }
 }
 
 /// Every lake row of a table, deduplicated by the readers' rule: what any

@@ -18,7 +18,7 @@ use common::{
 use ledger_compact::Lake;
 use object_store::aws::AmazonS3Builder;
 use object_store::prefix::PrefixStore;
-use s3_server::{with_env, S3Server};
+use s3_server::{with_env, Fault, FaultyProxy, S3Server};
 
 const BUCKET: &str = "ledger-lake";
 const PREFIX: &str = "prod/v1";
@@ -110,6 +110,52 @@ async fn compaction_on_s3_keeps_every_event_once_and_readers_mid_way_see_the_sam
     let (code, stderr) = cli(&select, &server.env());
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("already compact"), "{stderr}");
+}
+
+/// rev-s50-ops F8: a store (or what stands before it) that keeps an output
+/// short while saying the put succeeded. Compaction removes the short
+/// object, deletes no input and says so; before, it stayed in the lake, the
+/// next compaction refused the partition as damaged and every reconcile
+/// stopped on it. The fault comes from a proxy (a mock: moto cannot cut an
+/// upload on demand).
+#[tokio::test]
+async fn an_output_the_store_keeps_short_is_removed_and_nothing_else_changes() {
+    let server = S3Server::start();
+    server.create_bucket(BUCKET);
+    let lake = lake(&server);
+    for batch in small_file_batches() {
+        ingest_into_store(&lake, &batch).await;
+    }
+    let partition = "events/account/date=2026-01-01/";
+    let before = (keys(&lake).await, view(&lake).await);
+    let url = format!("s3://{BUCKET}/{PREFIX}");
+    let select = ["--lake", &url, "--table", "account", "--date", "2026-01-01"];
+    // The first put of each output arrives without its body.
+    let proxy = FaultyProxy::start(
+        server.port,
+        Box::new(|method, path, nth| {
+            (method == "PUT" && path.contains("/c-") && nth == 0).then_some(Fault::EmptyBody)
+        }),
+    );
+    let mut env = server.env();
+    env[0].1 = proxy.endpoint();
+    let (code, stderr) = cli(&select, &env);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("put returned but the store shows 0 bytes")
+            && stderr.contains("the object was removed")
+            && stderr.contains("no input was deleted"),
+        "{stderr}"
+    );
+    assert_eq!(
+        (keys(&lake).await, view(&lake).await),
+        before,
+        "nothing changed"
+    );
+    // The store is whole again: the re-run compacts.
+    let (code, stderr) = cli(&select, &server.env());
+    assert_eq!(code, 0, "{stderr}");
+    assert_compacted(&lake, partition, &before.1).await;
 }
 
 #[test]
