@@ -645,10 +645,13 @@ impl ProofState {
     fn save_files(&self, path: &Path, lake: &str, now_ms: i64) -> Result<(), CheckpointError> {
         let err = |why: String| {
             CheckpointError(format!(
-                "cannot write checkpoint {}: {why}\nHelp: check that the directory exists and is writable",
+                "cannot write checkpoint {}: {why}\nHelp: check that the directory exists, is writable \
+                 and has room: a save writes the night's new files of state (and its temporary files) \
+                 before it removes those the checkpoint no longer names",
                 path.display()
             ))
         };
+        remove_orphans(path).map_err(err)?;
         let beside = |e: Beside| match e {
             Beside::Unwritable(why) => err(why),
             Beside::Unreadable(why) => CheckpointError(format!(
@@ -879,6 +882,66 @@ fn frame(bytes: &[u8]) -> Result<(&[u8], &[u8]), String> {
         ));
     }
     Ok(bytes.split_at(bytes.len() - 32))
+}
+
+/// The files of state a checkpoint's header names, read from its header
+/// alone (its digest is checked when it is loaded).
+#[derive(serde::Deserialize)]
+struct NamedFiles {
+    archive: Vec<SegmentRef>,
+    #[serde(default)]
+    streams_files: Vec<StreamsRef>,
+    #[serde(default)]
+    entry_segments: Vec<EntrySegmentRef>,
+}
+
+/// Removes, before a save writes anything, the files of state the
+/// checkpoint at `path` does not name and the temporary files beside it:
+/// what a save killed or failed (a full disk) left. They were removed only
+/// after a save succeeded, so on a volume without room for them and a new
+/// night's files every later save failed (rev-s50-ops F2). The caller
+/// holds the checkpoint's lock. Nothing is removed when there is no
+/// checkpoint, or its header cannot be read: which files are its is not
+/// known then (a first save cleans up after itself, and a lost checkpoint's
+/// files are what the next run's refusal names).
+fn remove_orphans(path: &Path) -> Result<(), String> {
+    let Some(named) = named_files(path) else {
+        return Ok(());
+    };
+    archive::remove_unreferenced(path, &named.archive)?;
+    entry_store::remove_unreferenced(path, &named.entry_segments)?;
+    presence_files::remove_unreferenced(path, &named.streams_files)?;
+    let tmp = {
+        let mut name = path.as_os_str().to_owned();
+        name.push(".tmp");
+        PathBuf::from(name)
+    };
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(format!("{}: {e}", tmp.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The files the checkpoint at `path` names; `None` when it is missing or
+/// its header does not read.
+fn named_files(path: &Path) -> Option<NamedFiles> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut fixed = [0u8; FIXED];
+    file.read_exact(&mut fixed).ok()?;
+    if &fixed[..MAGIC.len()] != MAGIC {
+        return None;
+    }
+    let len = u64::from_le_bytes(fixed[12..20].try_into().expect("8 bytes"));
+    let size = file.metadata().ok()?.len();
+    if len > size.saturating_sub(FIXED as u64) {
+        return None;
+    }
+    let mut header = vec![0u8; usize::try_from(len).ok()?];
+    file.read_exact(&mut header).ok()?;
+    serde_json::from_slice(&header).ok()
 }
 
 /// The JSON header and the binary body of the content.

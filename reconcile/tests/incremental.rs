@@ -5313,6 +5313,73 @@ fn checkpoints_keep_to_their_own_files_and_a_lost_one_is_no_first_run() {
     assert!(ck_c.is_file());
 }
 
+/// rev-s50-ops F2: what a killed or failed save left (files of state the
+/// checkpoint does not name, temporary files) is removed before the next
+/// save writes anything, under the checkpoint's lock: it was removed only
+/// after a save succeeded, so on a volume without room for it and a night's
+/// new files every later save failed. A save that fails still frees it; the
+/// files the checkpoint names are kept, and it resumes as before.
+#[test]
+fn a_killed_saves_leftovers_are_removed_before_the_next_save_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake");
+    let events = history(29, 6, 240);
+    let half = events.len() / 2;
+    deliver(&root, &events[..half].iter().collect::<Vec<_>>(), "n0");
+    let ck = dir.path().join("ck");
+    let arg = ck.to_str().unwrap();
+    // A verdict (half a history may leave sagas mid-way: exit 1).
+    let (code, stderr) = cli(&root, &["--checkpoint", arg]);
+    assert!(code <= 1, "{stderr}");
+    let named = ledger_reconcile::archive::state_files(&ck);
+    assert!(!named.is_empty());
+    // A save killed after writing its new files, before its rename.
+    let orphans: Vec<String> = ["seg", "ent", "prs"]
+        .iter()
+        .map(|ext| format!("ck.00000000deadbeef.{ext}"))
+        .chain(["ck.seg.tmp", "ck.prs.tmp", "ck.ent.tmp"].map(String::from))
+        .collect();
+    let plant = || {
+        for o in &orphans {
+            std::fs::write(dir.path().join(o), b"left by a killed save").unwrap();
+        }
+    };
+    plant();
+    // A save that then fails (its temporary file cannot be made) frees them.
+    std::fs::create_dir(dir.path().join("ck.tmp")).unwrap();
+    deliver(&root, &events[half..].iter().collect::<Vec<_>>(), "n1");
+    let (code, stderr) = cli(&root, &["--checkpoint", arg]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("has room"), "{stderr}");
+    for o in &orphans {
+        assert!(!dir.path().join(o).exists(), "{o} removed");
+    }
+    assert_eq!(
+        ledger_reconcile::archive::state_files(&ck),
+        named,
+        "the named files kept"
+    );
+    std::fs::remove_dir(dir.path().join("ck.tmp")).unwrap();
+    // And one that succeeds, after a killed one left its files and its
+    // half-written checkpoint: it resumes and gives the full run's verdict.
+    plant();
+    std::fs::write(dir.path().join("ck.tmp"), b"half a checkpoint").unwrap();
+    let (code, stdout, stderr) = cli_out(&root, &["--checkpoint", arg]);
+    assert!(code <= 1, "{stderr}");
+    for o in orphans.iter().chain(std::iter::once(&"ck.tmp".to_owned())) {
+        assert!(!dir.path().join(o).exists(), "{o} removed");
+    }
+    let (full_code, full_out, _) = cli_out(&root, &[]);
+    assert_eq!(code, full_code);
+    let verdict = |s: &str| {
+        s.lines()
+            .filter(|l| l.starts_with("  "))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(verdict(&stdout), verdict(&full_out));
+}
+
 /// rev-s48-incremental M2: the state files belong to the lake, not to its
 /// spelling: `lake`, `./lake/` and the absolute path resume from one
 /// checkpoint and keep one alert state (each was "another lake", exit 2, and
