@@ -379,17 +379,30 @@ async fn reconcile_with(
     Ok((report, state))
 }
 
+/// What `--settle-wait` leaves for the night's outputs: the report, the
+/// state to checkpoint (none when the checkpoint holds it already), and
+/// what kept the second run from judging again, if anything did.
+struct Settled {
+    report: ledger_reconcile::Report,
+    state: Option<ProofState>,
+    failed: Option<String>,
+}
+
 /// `--settle-wait`: the first run left findings pending until `by`; waits
 /// until then (at most the window: a row dated ahead of the clock does not
 /// hold the job) and runs again, its `now` that much later, resumed from
-/// the first run's checkpoint when there is one.
+/// the first run's checkpoint when there is one. When the first run's
+/// checkpoint cannot be written, or the second run fails, the night's
+/// outputs are the first run's, with the failure (exit 2): its decided
+/// violations are still reported and alerted (rev-s50-ops F3: the night
+/// ended with no summary, report, metrics or alert).
 async fn settle_wait(
     cli: &Cli,
     lake: &Lake,
     opts: &Options,
     (first, state): (ledger_reconcile::Report, ProofState),
     by: i64,
-) -> Result<(ledger_reconcile::Report, ProofState), Error> {
+) -> Settled {
     let wait_ms = (by - opts.now_ms + 1).clamp(0, opts.settle_ms + 1);
     // A wait over a minute is said even with --quiet: a job that sleeps
     // for hours with a long window must not look hung.
@@ -407,18 +420,40 @@ async fn settle_wait(
         now_ms: opts.now_ms + waited.elapsed().as_millis() as i64,
         ..opts.clone()
     };
+    let only_first = |first, state, why: String| {
+        Settled {
+        report: first,
+        state,
+        failed: Some(format!(
+            "--settle-wait: the findings pending after the first run were not judged again, and the \
+             outputs are the first run's: {why}"
+        )),
+    }
+    };
     let resume = match &cli.checkpoint {
         Some(path) => {
-            state
-                .save(path, &cli.lake, opts.now_ms)
-                .map_err(|e| Error::Lake(e.to_string()))?;
-            Some(ProofState::load(path, &cli.lake).map_err(|e| Error::Lake(e.to_string()))?)
+            if let Err(e) = state.save(path, &cli.lake, opts.now_ms) {
+                // Not saved again at the end: it would fail alike.
+                return only_first(first, None, e.to_string());
+            }
+            std::mem::forget(state);
+            match ProofState::load(path, &cli.lake) {
+                Ok(resume) => Some(resume),
+                Err(e) => return only_first(first, None, e.to_string()),
+            }
         }
-        None => None,
+        None => {
+            std::mem::forget(state);
+            None
+        }
     };
-    std::mem::forget(state);
     // What the first run could not judge, this one does not either.
-    let (mut report, state) = reconcile_from(lake, &later, resume).await?;
+    let (mut report, state) = match reconcile_from(lake, &later, resume).await {
+        Ok(ran) => ran,
+        // The checkpoint holds the first run's state (there is none to
+        // save without one).
+        Err(e) => return only_first(first, None, e.to_string()),
+    };
     report.not_judged.splice(0..0, first.not_judged);
     // What the first run found gone or lost, this one, resumed from the
     // checkpoint the first wrote (which lists the files as they are now),
@@ -428,7 +463,11 @@ async fn settle_wait(
         now.files_lost += was.files_lost;
         now.reproved_in_full |= was.reproved_in_full;
     }
-    Ok((report, state))
+    Settled {
+        report,
+        state: Some(state),
+        failed: None,
+    }
 }
 
 /// Where the edge's sweeper reads the dangling list (docs/SWEEPER.md).
@@ -629,12 +668,23 @@ fn run() -> ExitCode {
         }
         let ran = reconcile_with(&cli, &lake, &opts).await?;
         let ran = match ran.0.decided_by_ms {
-            Some(by) if cli.settle_wait => settle_wait(&cli, &lake, &opts, ran, by).await?,
-            _ => ran,
+            Some(by) if cli.settle_wait => settle_wait(&cli, &lake, &opts, ran, by).await,
+            _ => Settled {
+                report: ran.0,
+                state: Some(ran.1),
+                failed: None,
+            },
         };
         Ok((lake, ran))
     });
-    let (lake, (report, state)) = match result {
+    let (
+        lake,
+        Settled {
+            report,
+            state,
+            failed,
+        },
+    ) = match result {
         Ok(r) => r,
         Err(e) => {
             // Name a damaged object by its full s3:// key, the one to move.
@@ -650,7 +700,7 @@ fn run() -> ExitCode {
         }
     };
     // Each output runs even when one before it failed; any failure is exit 2.
-    let mut errors = Vec::new();
+    let mut errors: Vec<String> = failed.into_iter().collect();
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
@@ -687,7 +737,7 @@ fn run() -> ExitCode {
             Err(e) => errors.push(e),
         }
     }
-    if let Some(path) = &cli.checkpoint {
+    if let (Some(path), Some(state)) = (&cli.checkpoint, &state) {
         let started = std::time::Instant::now();
         match state.save(path, &cli.lake, report.now_ms) {
             Ok(()) if !cli.quiet => ledger_reconcile::say!(

@@ -1616,6 +1616,50 @@ fn settle_wait_keeps_the_files_the_first_pass_found_lost() {
     assert!(stdout.contains("  LOST "), "{stdout}");
 }
 
+/// rev-s50-ops F3: with `--settle-wait`, a first pass whose checkpoint
+/// cannot be written (a full disk, here its temporary file's name taken by a
+/// directory) is not judged again, and the night's outputs are the first
+/// pass's with the failure (exit 2): before, the night ended with no summary,
+/// report, metrics or alert.
+#[test]
+fn settle_wait_whose_checkpoint_cannot_be_written_still_gives_the_first_pass() {
+    let (tmp, dir, youngest) = gap_lake_and_its_youngest_row();
+    let (json, prom) = (tmp.path().join("r.json"), tmp.path().join("r.prom"));
+    let ck = tmp.path().join("ck");
+    std::fs::create_dir(tmp.path().join("ck.tmp")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+        .arg(dir.to_str().unwrap())
+        .args(["--checkpoint", ck.to_str().unwrap(), "--settle-ms", "1500"])
+        .args(["--now-ms", &(youngest + 500).to_string(), "--settle-wait"])
+        .args([
+            "--json",
+            json.to_str().unwrap(),
+            "--metrics",
+            prom.to_str().unwrap(),
+        ])
+        .env_remove("LEDGER_LAKE")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(stdout.contains("verdict:"), "the summary: {stdout}");
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(j["pending"], 1, "the first pass's report: {j}");
+    assert!(std::fs::read_to_string(&prom)
+        .unwrap()
+        .contains("reconcile_outputs_failed 1"));
+    assert!(
+        stderr.contains(
+            "--settle-wait: the findings pending after the first run were not judged again"
+        ) && stderr.matches("cannot write checkpoint").count() == 1,
+        "{stderr}"
+    );
+    assert!(!ck.exists());
+}
+
 /// rev-s48-cli L10: one of the money tables without a file while the other
 /// has some (a partial copy, a prefix or permission hiding it) is said on
 /// stderr first, even with --quiet: the findings it causes (dozens of legs
