@@ -225,7 +225,30 @@ fn output_files_placeable(cli: &Cli) -> Result<(), String> {
                 path.display()
             ));
         }
-        let dir = match path.parent() {
+        // Written by replacing the file (a temporary one renamed over it):
+        // a FIFO, a socket or a device would be replaced by a regular file
+        // without a word, its reader left waiting (rev-s50-ops F6).
+        if path.exists() && !path.is_file() {
+            return Err(format!(
+                "{flag} {}: is not a regular file (a FIFO, a socket or a device); the output is \
+                 written by replacing the file\nHelp: name a regular file",
+                path.display()
+            ));
+        }
+        let link = path
+            .symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink());
+        if link && flag == "--checkpoint" {
+            return Err(format!(
+                "{flag} {}: is a symbolic link; the checkpoint's files of state are written beside \
+                 the name given, and the link would be replaced by the file\nHelp: name the file itself",
+                path.display()
+            ));
+        }
+        // A link's target is what is written (`output::write_atomic`).
+        let target = ledger_reconcile::output::link_target(path)
+            .map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+        let dir = match target.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => std::path::Path::new("."),
         };

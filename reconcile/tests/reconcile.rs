@@ -1660,6 +1660,74 @@ fn settle_wait_whose_checkpoint_cannot_be_written_still_gives_the_first_pass() {
     assert!(!ck.exists());
 }
 
+/// rev-s50-ops F6: an output path that is a symbolic link is written
+/// through it, the link kept (a metrics file linked into a collector's
+/// directory kept serving the last file written before the link was
+/// replaced by a file), also a link made before the first run; one that is
+/// a FIFO (or any file not regular) is refused before the lake is read, as
+/// is a checkpoint behind a link (its files of state go beside the name).
+#[cfg(unix)]
+#[test]
+fn outputs_behind_links_are_written_through_them_and_a_fifo_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    clean_lake(&dir);
+    let collector = tmp.path().join("collector");
+    std::fs::create_dir(&collector).unwrap();
+    std::fs::write(collector.join("reconcile.prom"), "old\n").unwrap();
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let (prom, json) = (out.join("r.prom"), out.join("r.json"));
+    std::os::unix::fs::symlink(collector.join("reconcile.prom"), &prom).unwrap();
+    // Made before the first run: its target does not exist yet.
+    std::os::unix::fs::symlink("../collector/report.json", &json).unwrap();
+    let (code, _, stderr) = run_bin(&[
+        dir.to_str().unwrap(),
+        "--quiet",
+        "--metrics",
+        prom.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    for link in [&prom, &json] {
+        assert!(
+            link.symlink_metadata().unwrap().file_type().is_symlink(),
+            "{link:?} kept"
+        );
+    }
+    let served = std::fs::read_to_string(collector.join("reconcile.prom")).unwrap();
+    assert!(
+        served.contains("reconcile_last_run_timestamp_seconds"),
+        "{served}"
+    );
+    assert!(collector.join("report.json").is_file());
+    // A FIFO: refused, naming the flag, before the lake is read.
+    let fifo = out.join("fifo.json");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let (code, stdout, stderr) =
+        run_bin(&[dir.to_str().unwrap(), "--json", fifo.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--json") && stderr.contains("is not a regular file"),
+        "{stderr}"
+    );
+    assert!(stdout.is_empty());
+    // A checkpoint behind a link.
+    let ck = out.join("ck");
+    std::os::unix::fs::symlink(collector.join("ck"), &ck).unwrap();
+    let (code, _, stderr) = run_bin(&[dir.to_str().unwrap(), "--checkpoint", ck.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--checkpoint") && stderr.contains("is a symbolic link"),
+        "{stderr}"
+    );
+}
+
 /// rev-s48-cli L10: one of the money tables without a file while the other
 /// has some (a partial copy, a prefix or permission hiding it) is said on
 /// stderr first, even with --quiet: the findings it causes (dozens of legs

@@ -29,6 +29,11 @@ use crate::report::Report;
 /// textfile collector, an auditor's job) sees the old file or the new one,
 /// never half of one.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    // A symbolic link is kept, and its target written (rev-s50-ops F6: the
+    // rename replaced the link by a file, and what read the target, a
+    // metrics collector say, kept the last file written before).
+    let target = link_target(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let path = target.as_path();
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -52,6 +57,26 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
     })?;
     remove_stale_temporaries(&dir, &name);
     Ok(())
+}
+
+/// The file `path` names: itself, or the end of the chain of symbolic links
+/// it starts (that file may not exist yet: a link made before the first
+/// run).
+pub fn link_target(path: &Path) -> Result<PathBuf, String> {
+    let mut at = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::read_link(&at) {
+            Ok(to) => {
+                at = match at.parent() {
+                    Some(dir) if to.is_relative() => dir.join(to),
+                    _ => to,
+                }
+            }
+            // Not a link (or not there): the file itself.
+            Err(_) => return Ok(at),
+        }
+    }
+    Err("a chain of more than 40 symbolic links (a loop?)".into())
 }
 
 /// Removes the temporary files of the output `name` in `dir` that runs
