@@ -927,6 +927,22 @@ fn remove_orphans(path: &Path) -> Result<(), String> {
 /// The files the checkpoint at `path` names; `None` when it is missing or
 /// its header does not read.
 fn named_files(path: &Path) -> Option<NamedFiles> {
+    header_part(path)
+}
+
+/// The `now` of the run that wrote the checkpoint at `path` (ms since the
+/// epoch), read from its header alone; `None` when it is missing or its
+/// header does not read (its load says why).
+pub fn written_at_ms(path: &Path) -> Option<i64> {
+    #[derive(serde::Deserialize)]
+    struct WrittenAt {
+        written_at_ms: i64,
+    }
+    header_part::<WrittenAt>(path).map(|w| w.written_at_ms)
+}
+
+/// The fields `T` takes from the JSON header of the checkpoint at `path`.
+fn header_part<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
     use std::io::Read;
     let mut file = std::fs::File::open(path).ok()?;
     let mut fixed = [0u8; FIXED];

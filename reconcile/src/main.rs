@@ -668,8 +668,29 @@ fn run() -> ExitCode {
             }
         },
     };
+    // The host's clock must not be behind the run before (rev-s50-ops F5: a
+    // clock moved back 40 days paged every transfer in flight as committed
+    // in the future, and one ahead would call them dangling and re-drive
+    // them). Behind by more than the settle window (at least a minute) is
+    // refused; a --now-ms given is the caller's to choose.
+    let now_ms = cli.now_ms.unwrap_or_else(wall_clock_ms);
+    if let (None, Some(path)) = (cli.now_ms, &cli.checkpoint) {
+        let before = ledger_reconcile::checkpoint::written_at_ms(path);
+        if let Some(before) = before.filter(|&b| b - now_ms > cli.settle_ms.max(60_000)) {
+            ledger_reconcile::say!(
+                "error: the clock says {}, {} s before the run that wrote the checkpoint {} ({}): a \
+                 clock that moved back would judge every row after it as committed in the future\n\
+                 Help: fix the host's clock (NTP); to judge the lake at a chosen instant, pass --now-ms",
+                ledger_reconcile::report::utc(now_ms),
+                (before - now_ms) / 1000,
+                path.display(),
+                ledger_reconcile::report::utc(before)
+            );
+            return ExitCode::from(EXIT_ERROR as u8);
+        }
+    }
     let opts = Options {
-        now_ms: cli.now_ms.unwrap_or_else(wall_clock_ms),
+        now_ms,
         progress: !cli.quiet,
         handoff: std::env::var_os("RECONCILE_NO_HANDOFF").is_none_or(|v| v != "1"),
         split_first: false,

@@ -1728,6 +1728,46 @@ fn outputs_behind_links_are_written_through_them_and_a_fifo_is_refused() {
     );
 }
 
+/// rev-s50-ops F5: a run on the host's clock that is behind the run that
+/// wrote its checkpoint (a clock moved back) is refused, saying so: every
+/// row after that instant would be judged committed in the future, every
+/// transfer in flight paged. A --now-ms given is the caller's choice.
+#[test]
+fn a_clock_behind_the_checkpoints_run_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    clean_lake(&dir);
+    let ck = tmp.path().join("ck");
+    let run = |now: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_reconcile"));
+        c.arg(&dir)
+            .args(["--quiet", "--checkpoint", ck.to_str().unwrap()]);
+        if let Some(now) = now {
+            c.args(["--now-ms", now]);
+        }
+        let out = c.env_remove("LEDGER_LAKE").output().unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (
+            out.status.code().unwrap_or(-1),
+            text(&out.stdout),
+            text(&out.stderr),
+        )
+    };
+    // The checkpoint's run judged the lake at 2100-01-01.
+    let (code, _, stderr) = run(Some("4102444800000"));
+    assert_eq!(code, 0, "{stderr}");
+    let (code, stdout, stderr) = run(None);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("before the run that wrote the checkpoint")
+            && stderr.contains("2100-01-01"),
+        "{stderr}"
+    );
+    assert!(stdout.is_empty());
+    let (code, _, stderr) = run(Some("4102444900000"));
+    assert_eq!(code, 0, "{stderr}");
+}
+
 /// rev-s48-cli L10: one of the money tables without a file while the other
 /// has some (a partial copy, a prefix or permission hiding it) is said on
 /// stderr first, even with --quiet: the findings it causes (dozens of legs
