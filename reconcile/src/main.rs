@@ -327,7 +327,10 @@ async fn reconcile_with(
     let mut not_judged = None;
     let resume = match &cli.checkpoint {
         Some(path) if !cli.full && path.exists() => {
-            Some(ProofState::load(path, &cli.lake).map_err(|e| Error::Lake(e.to_string()))?)
+            let state =
+                ProofState::load(path, &cli.lake).map_err(|e| Error::Lake(e.to_string()))?;
+            clock_not_behind(cli, opts, path)?;
+            Some(state)
         }
         Some(path) if path.exists() => {
             // `--full`: the proof is from the first event, and the lake
@@ -335,6 +338,7 @@ async fn reconcile_with(
             // cannot be read (what `--full` is also for) owes nothing.
             match ProofState::load_for_full(path, &cli.lake) {
                 Ok(prior) => {
+                    clock_not_behind(cli, opts, path)?;
                     if opts.progress {
                         ledger_reconcile::say!(
                             "reconcile: full proof from the first event; the tails checkpoint {} proved are judged too \
@@ -400,6 +404,31 @@ async fn reconcile_with(
     let (mut report, state) = reconcile_from(lake, opts, resume).await?;
     report.not_judged.extend(not_judged);
     Ok((report, state))
+}
+
+/// A run on the host's clock (no `--now-ms`) must not be behind the run
+/// that wrote the checkpoint it loaded (rev-s50-ops F5: a clock moved back
+/// 40 days paged every transfer in flight as committed in the future, and
+/// one ahead would call them dangling and re-drive them): behind by more
+/// than the settle window (at least a minute) is an error. A --now-ms given
+/// is the caller's to choose.
+fn clock_not_behind(cli: &Cli, opts: &Options, path: &std::path::Path) -> Result<(), Error> {
+    if cli.now_ms.is_some() {
+        return Ok(());
+    }
+    let before = ledger_reconcile::checkpoint::written_at_ms(path);
+    match before.filter(|&b| b - opts.now_ms > cli.settle_ms.max(60_000)) {
+        Some(before) => Err(Error::Lake(format!(
+            "the clock says {}, {} s before the run that wrote the checkpoint {} ({}): a clock \
+             that moved back would judge every row after it as committed in the future\n\
+             Help: fix the host's clock (NTP); to judge the lake at a chosen instant, pass --now-ms",
+            ledger_reconcile::report::utc(opts.now_ms),
+            (before - opts.now_ms) / 1000,
+            path.display(),
+            ledger_reconcile::report::utc(before)
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// What `--settle-wait` leaves for the night's outputs: the report, the
@@ -668,27 +697,7 @@ fn run() -> ExitCode {
             }
         },
     };
-    // The host's clock must not be behind the run before (rev-s50-ops F5: a
-    // clock moved back 40 days paged every transfer in flight as committed
-    // in the future, and one ahead would call them dangling and re-drive
-    // them). Behind by more than the settle window (at least a minute) is
-    // refused; a --now-ms given is the caller's to choose.
     let now_ms = cli.now_ms.unwrap_or_else(wall_clock_ms);
-    if let (None, Some(path)) = (cli.now_ms, &cli.checkpoint) {
-        let before = ledger_reconcile::checkpoint::written_at_ms(path);
-        if let Some(before) = before.filter(|&b| b - now_ms > cli.settle_ms.max(60_000)) {
-            ledger_reconcile::say!(
-                "error: the clock says {}, {} s before the run that wrote the checkpoint {} ({}): a \
-                 clock that moved back would judge every row after it as committed in the future\n\
-                 Help: fix the host's clock (NTP); to judge the lake at a chosen instant, pass --now-ms",
-                ledger_reconcile::report::utc(now_ms),
-                (before - now_ms) / 1000,
-                path.display(),
-                ledger_reconcile::report::utc(before)
-            );
-            return ExitCode::from(EXIT_ERROR as u8);
-        }
-    }
     let opts = Options {
         now_ms,
         progress: !cli.quiet,
