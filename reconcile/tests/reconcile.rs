@@ -14,12 +14,18 @@ use ledger_reconcile::gen::{generate_events, generate_lake, GEN_START_MS};
 use ledger_reconcile::Report;
 
 fn run_bin(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_reconcile"))
-        .args(args)
-        .args(["--now-ms", &NOW_MS.to_string()])
-        .env_remove("LEDGER_LAKE")
-        .output()
-        .unwrap();
+    run_bin_at(args, Some(&NOW_MS.to_string()))
+}
+
+/// [`run_bin`] judged at `now_ms` (ms since the epoch), or on the host's
+/// clock when `None`.
+fn run_bin_at(args: &[&str], now_ms: Option<&str>) -> (i32, String, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_reconcile"));
+    c.args(args);
+    if let Some(now) = now_ms {
+        c.args(["--now-ms", now]);
+    }
+    let out = c.env_remove("LEDGER_LAKE").output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -1738,21 +1744,13 @@ fn a_clock_behind_the_checkpoints_run_is_refused() {
     let dir = tmp.path().join("lake");
     clean_lake(&dir);
     let ck = tmp.path().join("ck");
-    let run = |now: Option<&str>| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_reconcile"));
-        c.arg(&dir)
-            .args(["--quiet", "--checkpoint", ck.to_str().unwrap()]);
-        if let Some(now) = now {
-            c.args(["--now-ms", now]);
-        }
-        let out = c.env_remove("LEDGER_LAKE").output().unwrap();
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        (
-            out.status.code().unwrap_or(-1),
-            text(&out.stdout),
-            text(&out.stderr),
-        )
-    };
+    let args = [
+        dir.to_str().unwrap(),
+        "--quiet",
+        "--checkpoint",
+        ck.to_str().unwrap(),
+    ];
+    let run = |now: Option<&str>| run_bin_at(&args, now);
     // The checkpoint's run judged the lake at 2100-01-01.
     let (code, _, stderr) = run(Some("4102444800000"));
     assert_eq!(code, 0, "{stderr}");

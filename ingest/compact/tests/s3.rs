@@ -56,14 +56,21 @@ fn cli(args: &[&str], env: &[(String, String)]) -> (i32, String) {
     )
 }
 
-#[tokio::test]
-async fn compaction_on_s3_keeps_every_event_once_and_readers_mid_way_see_the_same() {
+/// A server with the bucket, and the small-file lake ingested under
+/// `PREFIX`.
+async fn small_file_lake_on_s3() -> (S3Server, Lake) {
     let server = S3Server::start();
     server.create_bucket(BUCKET);
     let lake = lake(&server);
     for batch in small_file_batches() {
         ingest_into_store(&lake, &batch).await;
     }
+    (server, lake)
+}
+
+#[tokio::test]
+async fn compaction_on_s3_keeps_every_event_once_and_readers_mid_way_see_the_same() {
+    let (server, lake) = small_file_lake_on_s3().await;
     // One partition of many small ingest files; the others must stay as they are.
     let partition = "events/account/date=2026-01-01/";
     let all_before = keys(&lake).await;
@@ -120,12 +127,7 @@ async fn compaction_on_s3_keeps_every_event_once_and_readers_mid_way_see_the_sam
 /// upload on demand).
 #[tokio::test]
 async fn an_output_the_store_keeps_short_is_removed_and_nothing_else_changes() {
-    let server = S3Server::start();
-    server.create_bucket(BUCKET);
-    let lake = lake(&server);
-    for batch in small_file_batches() {
-        ingest_into_store(&lake, &batch).await;
-    }
+    let (server, lake) = small_file_lake_on_s3().await;
     let partition = "events/account/date=2026-01-01/";
     let before = (keys(&lake).await, view(&lake).await);
     let url = format!("s3://{BUCKET}/{PREFIX}");
