@@ -351,8 +351,10 @@ WHERE NOT (starts_with(entry_id, own)
            AND regexp_full_match(substr(entry_id, length(own) + 1), '[A-Za-z0-9._-]{1,64}'));
 
 -- 4. no_overdraft: balance − held ≥ −limit after every event (HUGEINT: no overflow), where the
--- limit is the smaller of the one the account was opened with (its seq-1 row's: a row that
--- records another is terms_changed, not a new limit) and the row's own.
+-- limit is the smaller of the one the account was opened with (its seq-1 row's, the primary
+-- version's: a row that records another is terms_changed, not a new limit) and the row's own.
+-- Every version of a seq is judged (the rows of w), not only the primary one: of two
+-- conflicting versions, the one that overdraws is named whichever hash sorts first.
 INSERT INTO findings
 SELECT 'no_overdraft', 'overdraft', stream_key, seq, event_id,
        format('{}: balance {} − held {} < −{}', kind, balance_after, held_after, lim)
@@ -360,10 +362,13 @@ FROM (SELECT *, CASE WHEN opened IS NULL THEN overdraft_limit
                      WHEN overdraft_limit IS NULL THEN opened
                      ELSE least(opened, overdraft_limit) END AS lim
       -- (a row before seq 1 is read before the account's opening row: judged by its own)
-      FROM (SELECT *, CASE WHEN seq >= 1 THEN max(CASE WHEN seq = 1 AND overdraft_limit >= 0
-                                                       THEN overdraft_limit END)
-                                              OVER (PARTITION BY stream_key) END AS opened
-            FROM pa))
+      FROM (SELECT w.stream_key, w.seq, w.kind, w.event_id, w.balance_after, w.held_after,
+                   w.overdraft_limit, CASE WHEN w.seq >= 1 THEN o.opened END AS opened
+            FROM w LEFT JOIN (SELECT stream_key,
+                                     max(CASE WHEN seq = 1 AND overdraft_limit >= 0
+                                              THEN overdraft_limit END) AS opened
+                              FROM pa GROUP BY stream_key) o USING (stream_key)
+            WHERE w.tbl = 'account' AND w.stream = 'account'))
 WHERE balance_after::HUGEINT - held_after < -(lim::HUGEINT);
 
 -- Facts. Transfers as their own streams show them (primary rows).

@@ -15,6 +15,12 @@
 //! by each row's own. Without the seq-1 row (a gap), each row is judged by
 //! its own limit.
 //!
+//! Every version of a seq is judged, not only the one the folds read (the
+//! first by hash): of two conflicting versions, the one that overdraws is
+//! named whichever hash sorts first (rev-s48-redteam L3: the overdraft of
+//! the second version was reported or not by the order of two hashes). The
+//! account's limit is still its seq-1 row's first version.
+//!
 //! What holding proves: no account ever had less available than the limit
 //! it was opened with allows, at any point of its history the lake holds.
 
@@ -29,8 +35,11 @@ pub const PROVES: &str = "after every account event, balance − held ≥ −ove
 /// seq-1 row's; `None` until that row is read, or when it records none or
 /// a negative one), which it sets from that row.
 pub fn check_stream(s: &StreamView, limit: &mut Option<i64>, out: &mut Vec<Finding>) {
-    for ev in s.primary() {
-        if ev.seq == 1 && limit.is_none() {
+    let mut last_seq = None;
+    for ev in s.rows {
+        let first_version = last_seq != Some(ev.seq);
+        last_seq = Some(ev.seq);
+        if ev.seq == 1 && first_version && limit.is_none() {
             // A negative limit is no limit (`invalid_event`): judged by
             // it, every row after would be an overdraft.
             *limit = ev.overdraft_limit.filter(|&l| l >= 0);
@@ -105,6 +114,47 @@ mod tests {
                 (f.seq.unwrap(), f.detail[at + 3..].to_owned())
             })
             .collect()
+    }
+
+    /// rev-s48-redteam L3: of two conflicting versions of a withdrawal,
+    /// the one that overdraws is named whichever of the two hashes sorts
+    /// first (the folds read the first; this check reads both).
+    #[test]
+    fn every_version_of_a_conflict_is_judged_whichever_hash_sorts_first() {
+        let mut orders = std::collections::BTreeSet::new();
+        for at in 0..40 {
+            let mut evs = rows(&[(1, 0, Some(100)), (2, -50, Some(100)), (3, -60, Some(100))]);
+            let mut over = evs[1].clone();
+            over.balance_after = Some(-999);
+            over.occurred_at_ms += at;
+            evs.push(over.seal());
+            evs.sort_by(|a, b| (a.seq, &a.hash).cmp(&(b.seq, &b.hash)));
+            let over_first = evs[1].balance_after == Some(-999);
+            orders.insert(over_first);
+            let v = OwnedView::of_events(Stream::Account, "acme.a", &evs);
+            let mut out = Vec::new();
+            check_stream(&v.view(), &mut None, &mut out);
+            let found: Vec<_> = out
+                .iter()
+                .map(|f| (f.seq, f.detail.contains("-999")))
+                .collect();
+            assert_eq!(found, [(Some(2), true)], "over first: {over_first}");
+        }
+        assert_eq!(orders.len(), 2, "both orders of the two hashes were tried");
+    }
+
+    /// The limit is the seq-1 row's first version's: a second version of
+    /// seq 1 sets none when the first records none.
+    #[test]
+    fn only_the_first_version_of_seq_1_opens_the_limit() {
+        let mut evs = rows(&[(1, 0, None), (2, -50, None)]);
+        let mut other = evs[0].clone();
+        other.overdraft_limit = Some(10);
+        evs.push(other.seal());
+        evs.sort_by(|a, b| (a.seq, &a.hash).cmp(&(b.seq, &b.hash)));
+        let mut limit = None;
+        judge(&evs, &mut limit);
+        assert_eq!(limit, evs[0].overdraft_limit.filter(|&l| l >= 0));
     }
 
     #[test]
