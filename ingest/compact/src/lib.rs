@@ -560,12 +560,14 @@ impl std::fmt::Display for CompactError {
                 found,
                 removed,
             } => {
-                let found = found.map_or("no object".to_owned(), |n| format!("{n} bytes"));
-                write!(f, "{key}: put returned but the store shows {found}, not {expected} bytes; no input was deleted")?;
+                let shown = found.map_or("no object".to_owned(), |n| format!("{n} bytes"));
+                write!(f, "{key}: put returned but the store shows {shown}, not {expected} bytes; no input was deleted")?;
                 if *removed {
-                    write!(f, " and the object was removed\nHelp: re-run compaction (check the store or what stands between it and this host if it happens again)")
+                    write!(f, " and the short object was removed\nHelp: re-run compaction (check the store, or what stands between it and this host, if it happens again)")
+                } else if found.is_some() {
+                    write!(f, "\nHelp: the object under {key} is short (its key is its whole content's digest): delete it, then re-run compaction")
                 } else {
-                    write!(f, ", and removing the object failed\nHelp: delete {key} if the store holds it (it is this compaction's own unrecorded output: no manifest names it), then re-run compaction")
+                    write!(f, "\nHelp: nothing was deleted (the store did not confirm the object; another compaction may rely on it); re-run compaction, which converges")
                 }
             }
             CompactError::Stopped => write!(
@@ -773,16 +775,23 @@ async fn put_durably(lake: &Lake, key: &str, bytes: Vec<u8>) -> Result<(), Compa
     Ok(())
 }
 
-/// A put of `expected` bytes at `key` that the store does not hold in full:
-/// the object is deleted, so that no short file stays in the lake (readers
-/// and the next compaction would refuse it as damaged: rev-s50-ops F8). It
-/// is this compaction's own output, which no manifest names and no input
-/// was deleted for, so removing it loses nothing.
+/// A put of `expected` bytes at `key` that the store does not hold in full.
+/// An output the store shows with another size is deleted, so that no
+/// short file stays in the lake (readers and the next compaction would
+/// refuse it as damaged: rev-s50-ops F8): a key is its content's digest, so
+/// no whole file of any compaction has another size. Nothing is deleted when
+/// the store's answer is not a size (a HEAD that failed, an object not
+/// listed): a concurrent compaction of the same inputs puts the same key,
+/// and may have deleted the inputs on the strength of it (rev-s50-diff F4:
+/// rows lost). Nor a manifest, which is never deleted.
 async fn not_durable(lake: &Lake, key: &str, expected: usize, found: Option<u64>) -> CompactError {
-    let removed = match lake.store.delete(&Path::from(key)).await {
-        Ok(()) | Err(object_store::Error::NotFound { .. }) => true,
-        Err(_) => false,
-    };
+    let short = found.is_some_and(|n| n != expected as u64);
+    let removed = short
+        && !key.starts_with(&format!("{}/", ledger_ingest::manifest::MANIFEST_PREFIX))
+        && matches!(
+            lake.store.delete(&Path::from(key)).await,
+            Ok(()) | Err(object_store::Error::NotFound { .. })
+        );
     CompactError::NotDurable {
         key: key.to_owned(),
         expected,

@@ -145,7 +145,7 @@ async fn an_output_the_store_keeps_short_is_removed_and_nothing_else_changes() {
     assert_eq!(code, 2, "{stderr}");
     assert!(
         stderr.contains("put returned but the store shows 0 bytes")
-            && stderr.contains("the object was removed")
+            && stderr.contains("the short object was removed")
             && stderr.contains("no input was deleted"),
         "{stderr}"
     );
@@ -155,6 +155,42 @@ async fn an_output_the_store_keeps_short_is_removed_and_nothing_else_changes() {
         "nothing changed"
     );
     // The store is whole again: the re-run compacts.
+    let (code, stderr) = cli(&select, &server.env());
+    assert_eq!(code, 0, "{stderr}");
+    assert_compacted(&lake, partition, &before.1).await;
+}
+
+/// rev-s50-diff F4: a put the store does not confirm (its HEAD fails) deletes
+/// nothing: another compaction of the same inputs puts the same key and may
+/// already have deleted the inputs on the strength of it, so deleting it
+/// could lose the partition's rows. The output stays, the run says nothing
+/// was deleted, and a re-run converges. (Faults from the proxy: a mock.)
+#[tokio::test]
+async fn an_output_the_store_does_not_confirm_is_not_deleted() {
+    let (server, lake) = small_file_lake_on_s3().await;
+    let partition = "events/account/date=2026-01-01/";
+    let before = (keys(&lake).await, view(&lake).await);
+    let url = format!("s3://{BUCKET}/{PREFIX}");
+    let select = ["--lake", &url, "--table", "account", "--date", "2026-01-01"];
+    let proxy = FaultyProxy::start(
+        server.port,
+        Box::new(|method, path, _| {
+            (method == "HEAD" && path.contains("/c-")).then_some(Fault::Status(503))
+        }),
+    );
+    let mut env = server.env();
+    env[0].1 = proxy.endpoint();
+    let (code, stderr) = cli(&select, &env);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("nothing was deleted"), "{stderr}");
+    let after = keys(&lake).await;
+    let outputs: Vec<&String> = after.iter().filter(|k| k.contains("/c-")).collect();
+    assert!(!outputs.is_empty(), "the output stays: {after:?}");
+    assert!(
+        before.0.iter().all(|k| after.contains(k)),
+        "no input deleted"
+    );
+    assert_eq!(view(&lake).await, before.1, "readers see the same rows");
     let (code, stderr) = cli(&select, &server.env());
     assert_eq!(code, 0, "{stderr}");
     assert_compacted(&lake, partition, &before.1).await;
