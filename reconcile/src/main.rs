@@ -262,7 +262,9 @@ fn output_files_placeable(cli: &Cli) -> Result<(), String> {
     }
     // No two outputs on one file (one would silently replace the other,
     // the metrics a checkpoint), and none inside a local lake (a file
-    // there is lake data to a reader, or replaces some).
+    // there is lake data to a reader, or replaces some): the files written,
+    // a link's target for a link (rev-s50-diff F1: a metrics file linked to
+    // the checkpoint replaced it).
     let lake_root = match Location::parse(&cli.lake) {
         Ok(Location::Local(dir)) => std::path::Path::new(&dir).canonicalize().ok(),
         _ => None,
@@ -270,7 +272,10 @@ fn output_files_placeable(cli: &Cli) -> Result<(), String> {
     let checkpoint = cli.checkpoint.as_deref().and_then(placed);
     let mut seen: Vec<(&str, PathBuf)> = Vec::new();
     for (flag, path) in files {
-        let Some(at) = path.as_deref().and_then(placed) else {
+        let written = path
+            .as_deref()
+            .and_then(|p| ledger_reconcile::output::link_target(p).ok());
+        let Some(at) = written.as_deref().and_then(placed) else {
             continue;
         };
         if let Some((other, _)) = seen.iter().find(|(_, p)| *p == at) {

@@ -1723,8 +1723,32 @@ fn outputs_behind_links_are_written_through_them_and_a_fifo_is_refused() {
         "{stderr}"
     );
     assert!(stdout.is_empty());
-    // A checkpoint behind a link.
+    // Outputs whose links reach one file, or the checkpoint (rev-s50-diff
+    // F1: the metrics replaced the checkpoint just saved).
     let ck = out.join("ck");
+    let to_ck = out.join("to-ck.prom");
+    std::os::unix::fs::symlink("ck", &to_ck).unwrap();
+    let (code, _, stderr) = run_bin(&[
+        dir.to_str().unwrap(),
+        "--checkpoint",
+        ck.to_str().unwrap(),
+        "--metrics",
+        to_ck.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("name the same file"), "{stderr}");
+    let also = out.join("also.json");
+    std::os::unix::fs::symlink(collector.join("reconcile.prom"), &also).unwrap();
+    let (code, _, stderr) = run_bin(&[
+        dir.to_str().unwrap(),
+        "--metrics",
+        prom.to_str().unwrap(),
+        "--json",
+        also.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("name the same file"), "{stderr}");
+    // A checkpoint behind a link.
     std::os::unix::fs::symlink(collector.join("ck"), &ck).unwrap();
     let (code, _, stderr) = run_bin(&[dir.to_str().unwrap(), "--checkpoint", ck.to_str().unwrap()]);
     assert_eq!(code, 2, "{stderr}");
