@@ -343,7 +343,6 @@ async fn reconcile_with(
             // cannot be read (what `--full` is also for) owes nothing.
             match ProofState::load_for_full(path, &cli.lake) {
                 Ok(prior) => {
-                    clock_not_behind(cli, opts, path)?;
                     if opts.progress {
                         ledger_reconcile::say!(
                             "reconcile: full proof from the first event; the tails checkpoint {} proved are judged too \
@@ -416,7 +415,9 @@ async fn reconcile_with(
 /// 40 days paged every transfer in flight as committed in the future, and
 /// one ahead would call them dangling and re-drive them): behind by more
 /// than the settle window (at least a minute) is an error. A --now-ms given
-/// is the caller's to choose.
+/// is the caller's to choose, and `--full` is the way out when the clock is
+/// right and the run before had one ahead (rev-s50-diff F6): it proves from
+/// the first event and replaces the checkpoint.
 fn clock_not_behind(cli: &Cli, opts: &Options, path: &std::path::Path) -> Result<(), Error> {
     if cli.now_ms.is_some() {
         return Ok(());
@@ -426,7 +427,10 @@ fn clock_not_behind(cli: &Cli, opts: &Options, path: &std::path::Path) -> Result
         Some(before) => Err(Error::Lake(format!(
             "the clock says {}, {} s before the run that wrote the checkpoint {} ({}): a clock \
              that moved back would judge every row after it as committed in the future\n\
-             Help: fix the host's clock (NTP); to judge the lake at a chosen instant, pass --now-ms",
+             Help: if this host's clock is wrong, fix it (NTP) and run again; if it is right, the run \
+             that wrote the checkpoint had a clock ahead and judged its deadlines early: run with \
+             --full, which proves the lake from its first event and writes a new checkpoint (to judge \
+             the lake at a chosen instant, pass --now-ms)",
             ledger_reconcile::report::utc(opts.now_ms),
             (before - opts.now_ms) / 1000,
             path.display(),

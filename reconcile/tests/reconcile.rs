@@ -1788,6 +1788,14 @@ fn a_clock_behind_the_checkpoints_run_is_refused() {
     assert!(stdout.is_empty());
     let (code, _, stderr) = run(Some("4102444900000"));
     assert_eq!(code, 0, "{stderr}");
+    // The clock is right and the run before had one ahead: --full is the
+    // way on (rev-s50-diff F6), and the nights after it run again.
+    let mut full = args.to_vec();
+    full.push("--full");
+    let (code, _, stderr) = run_bin_at(&full, None);
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = run(None);
+    assert_eq!(code, 0, "{stderr}");
 }
 
 /// rev-s48-cli L10: one of the money tables without a file while the other
