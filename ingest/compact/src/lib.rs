@@ -597,8 +597,8 @@ pub enum Progress {
         rows: usize,
         runs: usize,
     },
-    /// A partition of more than [`MERGE_FAN_IN`] runs merges them in
-    /// passes: runs merged so far in this pass, of `runs`.
+    /// A partition of more than [`MERGE_FAN_IN`] runs merges runs in a row
+    /// into longer ones first: runs merged so far, of `runs` spilled.
     Merging { merged: usize, runs: usize },
     /// Outputs cut (and put, unless a dry run) so far, and their rows, of
     /// the `rows` read.

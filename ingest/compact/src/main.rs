@@ -65,7 +65,8 @@ struct Cli {
     dry_run: bool,
     /// Where a big partition's rows are sorted on local disk: a partition of more
     /// than 524,288 rows is spilled in sorted runs (about the partition's size in
-    /// Parquet) into a temporary directory made here and removed after, also on
+    /// Parquet, and up to 64 runs' worth more past 33M rows while runs are merged
+    /// into longer ones) into a temporary directory made here and removed after, also on
     /// SIGINT or SIGTERM (one killed outright is removed by the next run that
     /// spills here). Default: $TMPDIR, else /tmp.
     #[arg(long, value_name = "DIR")]
@@ -261,7 +262,7 @@ async fn run(cli: Cli, doing: &std::cell::RefCell<String>) -> Result<u8, Compact
                     "{at}: read {files_read} of {files} files, {rows} rows ({runs} run(s) spilled)"
                 ),
                 Progress::Merging { merged, runs } => {
-                    say!("{at}: {merged} of {runs} runs merged into longer runs")
+                    say!("{at}: {merged} run(s) merged into longer runs so far ({runs} spilled)")
                 }
                 Progress::Writing {
                     outputs,

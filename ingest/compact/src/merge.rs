@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! push(a file's rows) ─▶ buffer ─(every run_rows rows: sort, spill)─▶ runs (temporary Parquet files)
-//! finish ─(more than fan_in runs: each fan_in in a row merged into one, again until at most fan_in)─▶ runs
+//! finish ─(more than fan_in runs: runs in a row merged into one until at most fan_in)─▶ runs
 //!        ─▶ k-way merge of the runs and the buffer ─▶ one event's versions at a time
 //!        ─▶ dedup (copies collapse, versions kept) ─▶ lake files of file_rows_max rows
 //! ```
@@ -28,13 +28,14 @@
 //! most `fan_in`, [`MERGE_FAN_IN`]), the lake file being written (at most
 //! `PARQUET_FILE_ROWS_MAX` rows, encoded, and one row group's rows), and the
 //! conflicts found (a few per partition, if any). None of it grows with the
-//! partition but the conflicts: a partition of more than `fan_in` runs is
-//! merged in passes, each reading and writing its runs once more.
+//! partition but the conflicts: a partition of more than `fan_in` runs
+//! merges runs in a row into longer ones first, reading and writing them
+//! once more per 64-fold.
 //!
-//! Disk: the runs, about the partition's size in Parquet (and one merged
-//! run more during a pass: a pass removes each run once it is merged), in a
-//! temporary directory removed when the merge is dropped (also on an error
-//! or a panic). A process killed mid-merge cannot remove it: each directory holds
+//! Disk: the runs, about the partition's size in Parquet, and while runs
+//! are merged into a longer one, that one too (at most `fan_in` runs' worth;
+//! each run is removed once merged), in a temporary directory removed when
+//! the merge is dropped (also on an error or a panic). A process killed mid-merge cannot remove it: each directory holds
 //! a lock file locked while its merge lives, and the next merge to spill in
 //! the same place removes every such directory whose lock it can take.
 //!
@@ -75,8 +76,8 @@ pub const SPILL_RUN_ROWS: usize = 1 << 19;
 /// Runs merged side by side at most (each holds a page per column and a
 /// batch while merging, ~2 MB, and a file descriptor): with
 /// [`SPILL_RUN_ROWS`], a partition of up to 33M rows is merged from its
-/// runs at once; a bigger one first merges each 64 runs in a row into one,
-/// in passes, until at most 64 are left (one pass up to 2.1G rows).
+/// runs at once; a bigger one first merges runs in a row into longer ones
+/// until at most 64 are left (each run rewritten once up to 2.1G rows).
 pub const MERGE_FAN_IN: usize = 64;
 
 /// Rows per batch read back from a run.
@@ -212,50 +213,54 @@ impl Merge {
         Ok(path)
     }
 
-    /// While there are more than `fan_in` runs: a pass that merges each
-    /// `fan_in` runs in a row into one run (a last one alone is left as it
-    /// is), in order, so rows equal in the lake's order stay in the order
-    /// they were pushed. Each run is removed once merged. `progress(runs
-    /// merged, runs the pass merges)` after each merged run.
+    /// While there are more than `fan_in` runs, merges runs in a row into
+    /// one, each group as big as it needs to be and no bigger (at most
+    /// `fan_in`, at least what leaves `fan_in`), the next group starting
+    /// after the run just made, from the first again at the end: 65 runs
+    /// merge their first 2 (rev-s50-diff F2: merging 64 of them held the
+    /// partition's runs twice on disk), and each run is rewritten once per
+    /// 64-fold. Groups are runs in a row, and each merged run takes their
+    /// place, so rows equal in the lake's order stay in the order they were
+    /// pushed. Each run is removed once merged: the disk holds the runs and
+    /// one merged run more. `progress(runs merged, runs spilled)` after each
+    /// merged run.
     fn merge_down(&mut self, progress: &mut impl FnMut(usize, usize)) -> Result<(), CompactError> {
+        let (spilled, mut done, mut at) = (self.runs.len(), 0, 0);
         while self.runs.len() > self.fan_in {
-            let runs = std::mem::take(&mut self.runs);
-            let in_pass = runs.len() - usize::from(runs.len() % self.fan_in == 1);
-            let mut done = 0;
-            for group in runs.chunks(self.fan_in) {
-                if group.len() == 1 {
-                    self.runs.push(group[0].clone());
-                    continue;
-                }
-                stopped(self.stop)?;
-                let path = self.next_run_path()?;
-                let cursors = group
-                    .iter()
-                    .map(|p| DiskRun::open(p, self.inputs).map(Cursor::Disk))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let mut heads = Heads::new(cursors)?;
-                let mut w = RunWriter::create(&path).map_err(|e| spill_error(&path, &e))?;
-                let mut chunk = Vec::with_capacity(RUN_WRITE_ROWS);
-                while let Some((row, source)) = heads.pop()? {
-                    chunk.push(Sourced { row, source });
-                    if chunk.len() == RUN_WRITE_ROWS {
-                        w.write(&chunk).map_err(|e| spill_error(&path, &e))?;
-                        chunk.clear();
-                        stopped(self.stop)?;
-                    }
-                }
-                w.write(&chunk)
-                    .and_then(|()| w.finish())
-                    .map_err(|e| spill_error(&path, &e))?;
-                drop(heads);
-                for run in group {
-                    // Best effort: the directory goes with the merge anyway.
-                    let _ = std::fs::remove_file(run);
-                }
-                self.runs.push(path);
-                done += group.len();
-                progress(done, in_pass);
+            let size = self.fan_in.min(self.runs.len() - self.fan_in + 1);
+            if at + size > self.runs.len() {
+                at = 0;
             }
+            let group: Vec<PathBuf> = self.runs.drain(at..at + size).collect();
+            stopped(self.stop)?;
+            let path = self.next_run_path()?;
+            let cursors = group
+                .iter()
+                .map(|p| DiskRun::open(p, self.inputs).map(Cursor::Disk))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut heads = Heads::new(cursors)?;
+            let mut w = RunWriter::create(&path).map_err(|e| spill_error(&path, &e))?;
+            let mut chunk = Vec::with_capacity(RUN_WRITE_ROWS);
+            while let Some((row, source)) = heads.pop()? {
+                chunk.push(Sourced { row, source });
+                if chunk.len() == RUN_WRITE_ROWS {
+                    w.write(&chunk).map_err(|e| spill_error(&path, &e))?;
+                    chunk.clear();
+                    stopped(self.stop)?;
+                }
+            }
+            w.write(&chunk)
+                .and_then(|()| w.finish())
+                .map_err(|e| spill_error(&path, &e))?;
+            drop(heads);
+            for run in &group {
+                // Best effort: the directory goes with the merge anyway.
+                let _ = std::fs::remove_file(run);
+            }
+            self.runs.insert(at, path);
+            at += 1;
+            done += group.len();
+            progress(done, spilled);
         }
         Ok(())
     }
@@ -1026,6 +1031,42 @@ mod tests {
             spilled > 1_000 && merged_down > 1_000,
             "the runs were spilled ({spilled}) and merged into longer runs ({merged_down})"
         );
+    }
+
+    /// rev-s50-diff F2: runs past the fan-in merge in groups only as big as
+    /// needed (65 runs merge 2: merging 64 held the runs twice on disk),
+    /// each run rewritten once per fan-in-fold.
+    #[test]
+    fn runs_past_the_fan_in_merge_in_groups_only_as_big_as_needed() {
+        for (spilled, fan_in, groups) in [
+            (65, 64, vec![2]),
+            (200, 64, vec![64, 64, 11]),
+            (10, 3, vec![3, 3, 3, 2]),
+        ] {
+            let mut merge = Merge::new(1, None).with_fan_in(fan_in);
+            // Runs of 2 rows (a run is spilled past `run_rows`), one more in memory.
+            for i in 0..2 * spilled + 1 {
+                merge
+                    .push(0, vec![row(i % 3, 1 + i % 8, 0, false)])
+                    .unwrap();
+            }
+            assert_eq!(merge.runs(), spilled as usize);
+            let mut merged = Vec::new();
+            let out = merge.finish_with_progress(&partition(), 5, |done, of| {
+                assert_eq!(of, spilled as usize);
+                merged.push(done);
+            });
+            let sizes: Vec<usize> = merged
+                .iter()
+                .scan(0, |before, &done| {
+                    let size = done - *before;
+                    *before = done;
+                    Some(size)
+                })
+                .collect();
+            assert_eq!(sizes, groups, "{spilled} runs, fan-in {fan_in}");
+            drop(out);
+        }
     }
 
     /// A signal's flag stops a merge between two waits on the store: at
