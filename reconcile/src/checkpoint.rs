@@ -629,6 +629,11 @@ impl ProofState {
     /// Writes the checkpoint atomically (temporary file, fsync, rename).
     pub fn save(&self, path: &Path, lake: &str, now_ms: i64) -> Result<(), CheckpointError> {
         let saved = self.save_files(path, lake, now_ms);
+        if saved.is_err() && path.exists() {
+            // The files this save wrote that the checkpoint on disk does
+            // not name: freed now, not left for the next save.
+            remove_orphans(path);
+        }
         if saved.is_err() && !path.exists() {
             // A first save that failed: the files of its state it wrote
             // are named by no checkpoint, and would make the next run take
@@ -651,7 +656,10 @@ impl ProofState {
                 path.display()
             ))
         };
-        remove_orphans(path).map_err(err)?;
+        // Best effort: one that cannot be removed (another user's, a
+        // read-only snapshot) must not stop the save (rev-s50-diff F8); the
+        // pass after a save that succeeds says so.
+        remove_orphans(path);
         let beside = |e: Beside| match e {
             Beside::Unwritable(why) => err(why),
             Beside::Unreadable(why) => CheckpointError(format!(
@@ -904,24 +912,18 @@ struct NamedFiles {
 /// checkpoint, or its header cannot be read: which files are its is not
 /// known then (a first save cleans up after itself, and a lost checkpoint's
 /// files are what the next run's refusal names).
-fn remove_orphans(path: &Path) -> Result<(), String> {
+fn remove_orphans(path: &Path) {
     let Some(named) = named_files(path) else {
-        return Ok(());
+        return;
     };
-    archive::remove_unreferenced(path, &named.archive)?;
-    entry_store::remove_unreferenced(path, &named.entry_segments)?;
-    presence_files::remove_unreferenced(path, &named.streams_files)?;
-    let tmp = {
-        let mut name = path.as_os_str().to_owned();
-        name.push(".tmp");
-        PathBuf::from(name)
-    };
-    match std::fs::remove_file(&tmp) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(format!("{}: {e}", tmp.display()))
-        }
-        _ => Ok(()),
-    }
+    // Best effort, each kind of file apart: what cannot be removed is left
+    // to the pass after the save, whose failure is reported.
+    let _ = archive::remove_unreferenced(path, &named.archive);
+    let _ = entry_store::remove_unreferenced(path, &named.entry_segments);
+    let _ = presence_files::remove_unreferenced(path, &named.streams_files);
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let _ = std::fs::remove_file(PathBuf::from(tmp));
 }
 
 /// The files the checkpoint at `path` names; `None` when it is missing or

@@ -737,6 +737,7 @@ impl Lake {
         };
         let looked = why.ends_with(FILE_GONE)
             || why.ends_with(READ_WHOLE_AGAIN)
+            || why.ends_with(DAMAGED_AGAIN)
             || why.contains("; read again, it failed too: ");
         let damaged = why.starts_with("not readable as Parquet");
         let short = [STORE_FAILED, ROWS_CHANGED, FOOTER_DISAGREES]
@@ -746,9 +747,15 @@ impl Lake {
             return e;
         }
         let loc = Path::from(format!("{}{key}", self.prefix));
-        let got = match self.store.get(&loc).await {
-            Ok(got) => got.bytes().await,
-            Err(e) => Err(e),
+        // Whether it is still there is all a short read asks: a HEAD, not
+        // the whole file (rev-s50-diff F5).
+        let got = if damaged {
+            match self.store.get(&loc).await {
+                Ok(got) => got.bytes().await,
+                Err(e) => Err(e),
+            }
+        } else {
+            self.store.head(&loc).await.map(|_| bytes::Bytes::new())
         };
         let again = |why: String| Error::File {
             key: key.clone(),
@@ -781,7 +788,9 @@ impl Lake {
                 if whole.is_ok_and(|ok| ok) {
                     again(format!("{why} {READ_WHOLE_AGAIN}"))
                 } else {
-                    e
+                    // Damaged, read twice: not looked at again (a later
+                    // look whose read failed would call it the store's).
+                    again(format!("{why} {DAMAGED_AGAIN}"))
                 }
             }
             _ => e,
@@ -1012,6 +1021,11 @@ pub const FILE_GONE: &str =
 pub const READ_WHOLE_AGAIN: &str =
     "(read again whole through the store, it decodes: the store most likely failed the first read)";
 
+/// What an error on a lake file ends with when the file, read again whole
+/// through the store, does not decode either: damaged ([`Error::File`]'s
+/// Help says to move it out of the lake).
+pub const DAMAGED_AGAIN: &str = "(read again whole through the store, it does not decode either)";
+
 /// The error of a lake file DataFusion cannot read: a store's failure when
 /// one is in its chain of causes ([`STORE_FAILED`]), else the file's.
 pub(crate) fn unreadable(
@@ -1181,8 +1195,13 @@ mod tests {
             // The first column chunk's page header (after the magic).
             bytes[4..68].fill(0xff);
             std::fs::write(dir.path().join(&damaged), &bytes).unwrap();
-            let shown = scan(&damaged).await.unwrap_err().to_string();
-            assert!(shown.contains("quarantine"), "{shown}");
+            let err = scan(&damaged).await.unwrap_err();
+            let shown = err.to_string();
+            assert!(shown.contains("quarantine") && shown.contains(DAMAGED_AGAIN), "{shown}");
+            // Confirmed damaged, it is not read again (rev-s50-diff F5).
+            std::fs::remove_file(dir.path().join(&damaged)).unwrap();
+            assert_eq!(lake.second_look(err).await.to_string(), shown);
+            std::fs::write(dir.path().join(&damaged), &bytes).unwrap();
             assert!(!shown.contains(READ_WHOLE_AGAIN) && !shown.contains(FILE_GONE), "{shown}");
             // A store's failure seen as parquet's text, on a whole file.
             let failed = |key: &str| Error::File {

@@ -440,6 +440,18 @@ fn clock_not_behind(cli: &Cli, opts: &Options, path: &std::path::Path) -> Result
     }
 }
 
+/// `e` as said: a lake file named by its full key (an S3 object's
+/// `s3://BUCKET/PREFIX/…`, the one to move).
+fn shown_error(e: Error, lake: &str) -> Error {
+    match (e, Location::parse(lake)) {
+        (Error::File { key, why }, Ok(loc)) => Error::File {
+            key: loc.display_key(&key),
+            why,
+        },
+        (e, _) => e,
+    }
+}
+
 /// What `--settle-wait` leaves for the night's outputs: the report, the
 /// state to checkpoint (none when the checkpoint holds it already), and
 /// what kept the second run from judging again, if anything did.
@@ -512,8 +524,8 @@ async fn settle_wait(
     let (mut report, state) = match reconcile_from(lake, &later, resume).await {
         Ok(ran) => ran,
         // The checkpoint holds the first run's state (there is none to
-        // save without one).
-        Err(e) => return only_first(first, None, e.to_string()),
+        // save without one). A file named by its full key, as below.
+        Err(e) => return only_first(first, None, shown_error(e, &cli.lake).to_string()),
     };
     report.not_judged.splice(0..0, first.not_judged);
     // What the first run found gone or lost, this one, resumed from the
@@ -749,14 +761,7 @@ fn run() -> ExitCode {
     ) = match result {
         Ok(r) => r,
         Err(e) => {
-            // Name a damaged object by its full s3:// key, the one to move.
-            let e = match (e, Location::parse(&cli.lake)) {
-                (Error::File { key, why }, Ok(loc)) => Error::File {
-                    key: loc.display_key(&key),
-                    why,
-                },
-                (e, _) => e,
-            };
+            let e = shown_error(e, &cli.lake);
             ledger_reconcile::say!("error: {e}");
             return ExitCode::from(EXIT_ERROR as u8);
         }

@@ -10,6 +10,7 @@ mod s3_server;
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -408,11 +409,19 @@ fn a_store_failing_mid_scan_is_not_called_a_damaged_file() {
     // (the scan's, with it kept only as text) fails, and every read again.
     for (status, from) in [(500u16, 2), (500, 3), (404, 2), (404, 3)] {
         let name = name.clone();
+        let faulted = std::sync::atomic::AtomicBool::new(false);
         let proxy = FaultyProxy::start(
             server.port,
+            // Once faulted, every later request of the file is: a 404 is
+            // an object gone (its HEAD says so too).
             Box::new(move |method, path, nth| {
-                (method == "GET" && path.contains(&name) && nth >= from)
-                    .then_some(Fault::Status(status))
+                let this = path.contains(&name);
+                let now = this && method == "GET" && nth >= from;
+                let gone = this && (status == 404 || method == "GET") && faulted.load(SeqCst);
+                if now {
+                    faulted.store(true, SeqCst);
+                }
+                (now || gone).then_some(Fault::Status(status))
             }),
         );
         let mut env = server.env();

@@ -151,6 +151,15 @@ mod stop {
         extern "C" fn on_signal(signal: libc::c_int) {
             RECEIVED.store(signal, Ordering::SeqCst);
             STOP.store(true, Ordering::SeqCst);
+            // A second signal of any of the three kills (rev-s50-diff F9:
+            // SA_RESETHAND resets only the one received). `signal` is
+            // async-signal-safe.
+            // SAFETY: setting a signal's default action touches no memory.
+            unsafe {
+                for other in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                    libc::signal(other, libc::SIG_DFL);
+                }
+            }
         }
         for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
             // SAFETY: a zeroed sigaction is valid (its mask emptied below);
