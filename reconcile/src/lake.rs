@@ -726,7 +726,7 @@ impl Lake {
     /// it. A file no longer in the store left the lake during the run
     /// ([`FILE_GONE`]). A read that failed as if the file were damaged
     /// (`not readable as Parquet`: a 5xx mid-scan shows so, its cause kept
-    /// only as text) is damaged only if the file, read again whole, does not
+    /// only as text) is damaged only if the file, read again through the store, does not
     /// decode ([`READ_WHOLE_AGAIN`]). A file that gave fewer rows than its
     /// footer or a proof counted (a deleted file reads as none) and is gone
     /// is [`FILE_GONE`] too. Any other error is `e`, as is an error looked
@@ -747,15 +747,15 @@ impl Lake {
             return e;
         }
         let loc = Path::from(format!("{}{key}", self.prefix));
-        // Whether it is still there is all a short read asks: a HEAD, not
-        // the whole file (rev-s50-diff F5).
-        let got = if damaged {
-            match self.store.get(&loc).await {
-                Ok(got) => got.bytes().await,
-                Err(e) => Err(e),
-            }
-        } else {
-            self.store.head(&loc).await.map(|_| bytes::Bytes::new())
+        // Whether it is still there first: a HEAD (all a short read asks,
+        // rev-s50-diff F5); then, for a read that failed as if damaged,
+        // the file read again through the store in ranges as a scan reads
+        // it, never whole (rev-s50-diff F3: a big file read whole on a slow
+        // link timed out, and a damaged file was called the store's).
+        let got = match self.store.head(&loc).await {
+            Ok(_) if damaged => Ok(Some(self.decodes_through_store(&loc).await)),
+            Ok(_) => Ok(None),
+            Err(e) => Err(e),
         };
         let again = |why: String| Error::File {
             key: key.clone(),
@@ -783,17 +783,49 @@ impl Lake {
             Err(failed) if damaged => again(format!(
                 "{why}; read again, it failed too: {failed} {STORE_FAILED}"
             )),
-            Ok(bytes) if damaged => {
-                let whole = tokio::task::spawn_blocking(move || decodes_whole(bytes)).await;
-                if whole.is_ok_and(|ok| ok) {
-                    again(format!("{why} {READ_WHOLE_AGAIN}"))
-                } else {
-                    // Damaged, read twice: not looked at again (a later
-                    // look whose read failed would call it the store's).
-                    again(format!("{why} {DAMAGED_AGAIN}"))
-                }
-            }
+            Ok(Some(Err(failed))) => again(format!(
+                "{why}; read again, it failed too: {failed} {STORE_FAILED}"
+            )),
+            Ok(Some(Ok(true))) => again(format!("{why} {READ_WHOLE_AGAIN}")),
+            // Damaged, read twice: not looked at again (a later look whose
+            // read failed would call it the store's).
+            Ok(Some(Ok(false))) => again(format!("{why} {DAMAGED_AGAIN}")),
             _ => e,
+        }
+    }
+
+    /// Whether the file at `loc` decodes, every row of every column (the
+    /// page index too, which DataFusion's reads use), read through the
+    /// store in ranges: `Ok(false)` when it does not (an error or a panic of
+    /// the decoder), `Err` with the store's error when a read failed (told
+    /// by type: parquet's object-store reader keeps the store's error).
+    /// (`ParquetObjectReader` is deprecated for a reader of one's own; it
+    /// reads the same ranges through the same store.)
+    #[allow(deprecated)]
+    async fn decodes_through_store(&self, loc: &Path) -> Result<bool, String> {
+        use futures::{FutureExt, StreamExt};
+        use parquet::arrow::arrow_reader::ArrowReaderOptions;
+        use parquet::arrow::async_reader::{ParquetObjectReader, ParquetRecordBatchStreamBuilder};
+        use parquet::errors::ParquetError;
+        use parquet::file::metadata::PageIndexPolicy;
+        let reader = ParquetObjectReader::new(self.store.clone(), loc.clone());
+        let read = async {
+            let options =
+                ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+            let mut batches = ParquetRecordBatchStreamBuilder::new_with_options(reader, options)
+                .await?
+                .build()?;
+            while let Some(batch) = batches.next().await {
+                batch?;
+            }
+            Ok::<(), ParquetError>(())
+        };
+        match std::panic::AssertUnwindSafe(read).catch_unwind().await {
+            Ok(Ok(())) => Ok(true),
+            Ok(Err(ParquetError::External(e))) if e.is::<object_store::Error>() => {
+                Err(e.to_string())
+            }
+            Ok(Err(_)) | Err(_) => Ok(false),
         }
     }
 
@@ -1014,17 +1046,17 @@ pub const FILE_GONE: &str =
     "(the file is gone from the store now: it left the lake while the run read it, a compaction that merged it say)";
 
 /// What an error on a lake file ends with when the read failed as if the
-/// file were damaged, but reading it again whole through the store decodes:
+/// file were damaged, but reading it again through the store decodes:
 /// the store failed the first read, most likely (parquet's reader keeps an
 /// S3 5xx only as text, so its cause cannot be told by type). [`Error::File`]'s
 /// Help says to run again before moving anything.
 pub const READ_WHOLE_AGAIN: &str =
-    "(read again whole through the store, it decodes: the store most likely failed the first read)";
+    "(read again through the store, every row of it decodes: the store most likely failed the first read)";
 
-/// What an error on a lake file ends with when the file, read again whole
+/// What an error on a lake file ends with when the file, read again
 /// through the store, does not decode either: damaged ([`Error::File`]'s
 /// Help says to move it out of the lake).
-pub const DAMAGED_AGAIN: &str = "(read again whole through the store, it does not decode either)";
+pub const DAMAGED_AGAIN: &str = "(read again through the store, it does not decode either)";
 
 /// The error of a lake file DataFusion cannot read: a store's failure when
 /// one is in its chain of causes ([`STORE_FAILED`]), else the file's.
@@ -1043,21 +1075,6 @@ pub(crate) fn unreadable(
             },
         }
     }
-}
-
-/// Whether `bytes` decode as a Parquet file, every row of every column
-/// (the page index too, which DataFusion's reads use), without an error or
-/// a panic of the decoder.
-fn decodes_whole(bytes: bytes::Bytes) -> bool {
-    use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
-    use parquet::file::metadata::PageIndexPolicy;
-    std::panic::catch_unwind(|| {
-        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
-        ParquetRecordBatchReaderBuilder::try_new_with_options(bytes, options)
-            .and_then(|b| b.build())
-            .is_ok_and(|mut reader| reader.all(|batch| batch.is_ok()))
-    })
-    .unwrap_or(false)
 }
 
 /// Whether `c`, a cause in the chain of an error, is a store's failure:
