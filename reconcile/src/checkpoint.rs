@@ -782,13 +782,7 @@ impl ProofState {
             entry_generation: generation,
         };
         let header = serde_json::to_vec(&f).map_err(|e| err(e.to_string()))?;
-        // `FILE.tmp`, appended: `with_extension` would give the checkpoints
-        // `ck` and `ck.b` one temporary file, and each has its own lock.
-        let tmp = {
-            let mut name = path.as_os_str().to_owned();
-            name.push(".tmp");
-            PathBuf::from(name)
-        };
+        let tmp = tmp_path(path);
         let file = std::fs::File::create(&tmp).map_err(|e| err(e.to_string()))?;
         let mut out = HashingWriter {
             inner: std::io::BufWriter::with_capacity(1 << 20, file),
@@ -913,7 +907,7 @@ struct NamedFiles {
 /// known then (a first save cleans up after itself, and a lost checkpoint's
 /// files are what the next run's refusal names).
 fn remove_orphans(path: &Path) {
-    let Some(named) = named_files(path) else {
+    let Some(named) = header_part::<NamedFiles>(path) else {
         return;
     };
     // Best effort, each kind of file apart: what cannot be removed is left
@@ -921,15 +915,16 @@ fn remove_orphans(path: &Path) {
     let _ = archive::remove_unreferenced(path, &named.archive);
     let _ = entry_store::remove_unreferenced(path, &named.entry_segments);
     let _ = presence_files::remove_unreferenced(path, &named.streams_files);
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let _ = std::fs::remove_file(PathBuf::from(tmp));
+    let _ = std::fs::remove_file(tmp_path(path));
 }
 
-/// The files the checkpoint at `path` names; `None` when it is missing or
-/// its header does not read.
-fn named_files(path: &Path) -> Option<NamedFiles> {
-    header_part(path)
+/// The temporary file a save of the checkpoint `path` writes, `FILE.tmp`,
+/// appended: `with_extension` would give the checkpoints `ck` and `ck.b`
+/// one temporary file, and each has its own lock.
+fn tmp_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".tmp");
+    PathBuf::from(name)
 }
 
 /// The `now` of the run that wrote the checkpoint at `path` (ms since the
@@ -952,7 +947,7 @@ fn header_part<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
     if &fixed[..MAGIC.len()] != MAGIC {
         return None;
     }
-    let len = u64::from_le_bytes(fixed[12..20].try_into().expect("8 bytes"));
+    let len = header_len(&fixed);
     let size = file.metadata().ok()?.len();
     if len > size.saturating_sub(FIXED as u64) {
         return None;
@@ -962,10 +957,15 @@ fn header_part<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
     serde_json::from_slice(&header).ok()
 }
 
+/// The header's length, recorded after the magic and the version in a
+/// checkpoint's first [`FIXED`] bytes (`bytes` holds them).
+fn header_len(bytes: &[u8]) -> u64 {
+    u64::from_le_bytes(bytes[12..FIXED].try_into().expect("8 bytes"))
+}
+
 /// The JSON header and the binary body of the content.
 fn split_content(content: &[u8]) -> Result<(&[u8], &[u8]), String> {
-    let len = u64::from_le_bytes(content[12..20].try_into().expect("8 bytes"));
-    let len = usize::try_from(len)
+    let len = usize::try_from(header_len(content))
         .ok()
         .filter(|&l| l <= content.len() - FIXED)
         .ok_or("damaged: header length out of range")?;

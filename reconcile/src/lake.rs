@@ -637,19 +637,6 @@ impl Lake {
         files: &[LakeFileInfo],
         columns: &[&str],
         keys: Option<&[String]>,
-        visit: impl FnMut(&RecordBatch),
-    ) -> Result<(), Error> {
-        match self.scan_columns_once(files, columns, keys, visit).await {
-            Err(e) => Err(self.second_look(e).await),
-            done => done,
-        }
-    }
-
-    async fn scan_columns_once(
-        &self,
-        files: &[LakeFileInfo],
-        columns: &[&str],
-        keys: Option<&[String]>,
         mut visit: impl FnMut(&RecordBatch),
     ) -> Result<(), Error> {
         let ctx = by_key(&self.ctx, keys);
@@ -723,14 +710,15 @@ impl Lake {
 
     /// `e` after a second look at the file it names, when the run's read of
     /// it failed: the store's own word, not DataFusion's, on what became of
-    /// it. A file no longer in the store left the lake during the run
-    /// ([`FILE_GONE`]). A read that failed as if the file were damaged
-    /// (`not readable as Parquet`: a 5xx mid-scan shows so, its cause kept
-    /// only as text) is damaged only if the file, read again through the store, does not
-    /// decode ([`READ_WHOLE_AGAIN`]). A file that gave fewer rows than its
-    /// footer or a proof counted (a deleted file reads as none) and is gone
-    /// is [`FILE_GONE`] too. Any other error is `e`, as is an error looked
-    /// at already (the proof's top looks at every error its scans return).
+    /// it. The proof's top (`run::start`) looks at every error its reads
+    /// return. A file no longer in the store left the lake during the run
+    /// ([`FILE_GONE`]). A read that failed as if the file were damaged (`not
+    /// readable as Parquet`: a 5xx mid-scan shows so, its cause kept only as
+    /// text) is damaged only if the file, read again through the store, does
+    /// not decode ([`READ_WHOLE_AGAIN`], [`DAMAGED_AGAIN`]). A file that gave
+    /// fewer rows than its footer or a proof counted (a deleted file reads as
+    /// none) and is gone is [`FILE_GONE`] too. Any other error is `e`, as is
+    /// an error looked at already.
     pub(crate) async fn second_look(&self, e: Error) -> Error {
         let Error::File { key, why } = &e else {
             return e;
@@ -752,23 +740,15 @@ impl Lake {
         // the file read again through the store in ranges as a scan reads
         // it, never whole (rev-s50-diff F3: a big file read whole on a slow
         // link timed out, and a damaged file was called the store's).
-        let got = match self.store.head(&loc).await {
-            Ok(_) if damaged => Ok(Some(self.decodes_through_store(&loc).await)),
-            Ok(_) => Ok(None),
-            Err(e) => Err(e),
-        };
-        let again = |why: String| Error::File {
-            key: key.clone(),
-            why,
-        };
+        let head = self.store.head(&loc).await;
         // On a local lake, an entry the store cannot find may still be
         // there: a symbolic link whose target is missing is no file gone.
         let entry_left = |root: &std::path::PathBuf| root.join(key).symlink_metadata().is_ok();
-        match got {
+        let why = match head {
             Err(object_store::Error::NotFound { .. })
                 if self.local_root.as_ref().is_some_and(entry_left) =>
             {
-                e
+                return e
             }
             Err(object_store::Error::NotFound { .. }) => {
                 // The cause the error guessed (a rewrite, a footer that
@@ -777,20 +757,22 @@ impl Lake {
                     .iter()
                     .find_map(|tail| why.strip_suffix(tail))
                     .unwrap_or(why);
-                again(format!("{} {FILE_GONE}", said.trim_end_matches([' ', ':'])))
+                format!("{} {FILE_GONE}", said.trim_end_matches([' ', ':']))
             }
+            _ if !damaged => return e,
             // The store fails it still: its failure, not the file's.
-            Err(failed) if damaged => again(format!(
-                "{why}; read again, it failed too: {failed} {STORE_FAILED}"
-            )),
-            Ok(Some(Err(failed))) => again(format!(
-                "{why}; read again, it failed too: {failed} {STORE_FAILED}"
-            )),
-            Ok(Some(Ok(true))) => again(format!("{why} {READ_WHOLE_AGAIN}")),
-            // Damaged, read twice: not looked at again (a later look whose
-            // read failed would call it the store's).
-            Ok(Some(Ok(false))) => again(format!("{why} {DAMAGED_AGAIN}")),
-            _ => e,
+            Err(failed) => format!("{why}; read again, it failed too: {failed} {STORE_FAILED}"),
+            Ok(_) => match self.decodes_through_store(&loc).await {
+                Err(failed) => format!("{why}; read again, it failed too: {failed} {STORE_FAILED}"),
+                Ok(true) => format!("{why} {READ_WHOLE_AGAIN}"),
+                // Damaged, read twice: not looked at again (a later look
+                // whose read failed would call it the store's).
+                Ok(false) => format!("{why} {DAMAGED_AGAIN}"),
+            },
+        };
+        Error::File {
+            key: key.clone(),
+            why,
         }
     }
 
@@ -838,18 +820,6 @@ impl Lake {
     /// rows of each file it handed to `visit` (the row it stopped at not
     /// among them).
     pub async fn scan_sorted_where(
-        &self,
-        files: &[LakeFileInfo],
-        select: Select<'_>,
-        visit: impl FnMut(Row<'_>) -> Result<ControlFlow<()>, Error>,
-    ) -> Result<Vec<u64>, Error> {
-        match self.scan_sorted(files, select, visit).await {
-            Err(e) => Err(self.second_look(e).await),
-            read => read,
-        }
-    }
-
-    async fn scan_sorted(
         &self,
         files: &[LakeFileInfo],
         select: Select<'_>,
@@ -1172,7 +1142,8 @@ mod tests {
     /// compaction that merged it) left the lake: run again, nothing to
     /// move. A failure that looked like a damaged file (an S3 5xx mid-scan
     /// reaches us only as parquet's text) is damaged only if the file, read
-    /// again whole, does not decode; a file that is damaged stays so.
+    /// again through the store, does not decode; a file that is damaged
+    /// stays so. The scans' errors are looked at as the proof's top does.
     #[test]
     fn a_failed_read_is_judged_again_by_the_stores_word_on_the_file() {
         let dir = tempfile::tempdir().unwrap();
@@ -1199,7 +1170,12 @@ mod tests {
             let scan = |k: &str| {
                 let file: Vec<LakeFileInfo> = files.iter().filter(|f| f.key == k).cloned().collect();
                 let lake = &lake;
-                async move { lake.scan_sorted_where(&file, Select::default(), go).await }
+                async move {
+                    match lake.scan_sorted_where(&file, Select::default(), go).await {
+                        Err(e) => Err(lake.second_look(e).await),
+                        read => read,
+                    }
+                }
             };
             // Deleted after the listing.
             std::fs::remove_file(dir.path().join(&gone)).unwrap();

@@ -212,6 +212,8 @@ fn output_files_placeable(cli: &Cli) -> Result<(), String> {
         ("--metrics", &cli.metrics),
         ("--alert-state", &alert_state),
     ];
+    // Each flag's file as written: a link's target for a link.
+    let mut written: Vec<(&str, PathBuf)> = Vec::new();
     for (flag, path) in files {
         let Some(path) = path else { continue };
         if path.as_os_str() == "-" {
@@ -259,6 +261,7 @@ fn output_files_placeable(cli: &Cli) -> Result<(), String> {
                 dir.display()
             ));
         }
+        written.push((flag, target));
     }
     // No two outputs on one file (one would silently replace the other,
     // the metrics a checkpoint), and none inside a local lake (a file
@@ -271,11 +274,8 @@ fn output_files_placeable(cli: &Cli) -> Result<(), String> {
     };
     let checkpoint = cli.checkpoint.as_deref().and_then(placed);
     let mut seen: Vec<(&str, PathBuf)> = Vec::new();
-    for (flag, path) in files {
-        let written = path
-            .as_deref()
-            .and_then(|p| ledger_reconcile::output::link_target(p).ok());
-        let Some(at) = written.as_deref().and_then(placed) else {
+    for (flag, target) in written {
+        let Some(at) = placed(&target) else {
             continue;
         };
         if let Some((other, _)) = seen.iter().find(|(_, p)| *p == at) {

@@ -424,8 +424,7 @@ fn a_store_failing_mid_scan_is_not_called_a_damaged_file() {
                 (now || gone).then_some(Fault::Status(status))
             }),
         );
-        let mut env = server.env();
-        env[0].1 = proxy.endpoint();
+        let env = proxy.env(&server);
         let r = reconcile(&format!("s3://{BUCKET}/lake"), &env);
         assert_eq!(r.code, 2, "{status}: {}\n{}", r.stdout, r.stderr);
         assert!(r.stderr.contains(&victim), "{status}: {}", r.stderr);

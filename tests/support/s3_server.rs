@@ -268,6 +268,14 @@ impl FaultyProxy {
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
+
+    /// `server`'s environment ([`S3Server::env`]) with this proxy as the
+    /// endpoint.
+    pub fn env(&self, server: &S3Server) -> Vec<(String, String)> {
+        let mut env = server.env();
+        env[0].1 = self.endpoint();
+        env
+    }
 }
 
 /// One request from `client`: faulted by `rule`, or forwarded to the

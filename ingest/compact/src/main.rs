@@ -6,8 +6,9 @@
 //! arguments, unreachable store, failed put or delete, a bound exceeded);
 //! 128 + the signal's number when SIGINT, SIGTERM or SIGHUP stopped the run
 //! (130, 143, 129): it stops at its next wait on the store or within a few
-//! thousand rows of a merge, removes its spill directory and leaves the lake as a crash there would (re-running
-//! converges); a second signal kills it at once.
+//! thousand rows of a merge, removes its spill directory and leaves the lake
+//! as a crash there would (re-running converges); a second signal kills it
+//! at once.
 
 use std::process::ExitCode;
 

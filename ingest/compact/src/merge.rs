@@ -35,9 +35,10 @@
 //! Disk: the runs, about the partition's size in Parquet, and while runs
 //! are merged into a longer one, that one too (at most `fan_in` runs' worth;
 //! each run is removed once merged), in a temporary directory removed when
-//! the merge is dropped (also on an error or a panic). A process killed mid-merge cannot remove it: each directory holds
-//! a lock file locked while its merge lives, and the next merge to spill in
-//! the same place removes every such directory whose lock it can take.
+//! the merge is dropped (also on an error or a panic). A process killed
+//! mid-merge cannot remove it: each directory holds a lock file locked while
+//! its merge lives, and the next merge to spill in the same place removes
+//! every such directory whose lock it can take.
 //!
 //! Rows read back from a run are checked again as every reader checks a lake
 //! row (`ledger_ingest::check_row`: a valid event whose hash is its
@@ -275,9 +276,9 @@ impl Merge {
         self.finish_with_progress(partition, file_rows_max, |_, _| {})
     }
 
-    /// [`Merge::finish`], calling `progress(runs merged, runs the pass
-    /// merges)` while a partition of more than `fan_in` runs merges them
-    /// in passes.
+    /// [`Merge::finish`], calling `progress(runs merged, runs spilled)`
+    /// after each group of runs a partition of more than `fan_in` runs
+    /// merges into a longer one.
     pub fn finish_with_progress(
         mut self,
         partition: &Partition,
@@ -981,9 +982,9 @@ mod tests {
             }
         }
         let runs = merge.runs();
-        let mut passes = 0;
+        let mut groups = 0;
         let mut out = merge
-            .finish_with_progress(&partition(), file_rows, |_, _| passes += 1)
+            .finish_with_progress(&partition(), file_rows, |_, _| groups += 1)
             .unwrap();
         let mut files = Vec::new();
         while let Some(f) = out.next_file().unwrap() {
@@ -993,7 +994,7 @@ mod tests {
         let keys: Vec<String> = inputs.iter().map(|(k, _)| k.clone()).collect();
         let conflicts = out.conflicts(&keys);
         files.sort_by(|a, b| a.key.cmp(&b.key));
-        (files, out.duplicates(), conflicts, runs, passes)
+        (files, out.duplicates(), conflicts, runs, groups)
     }
 
     #[test]
@@ -1008,7 +1009,7 @@ mod tests {
             let file_rows = 1 + (seed as usize % 9) * 5;
             let want =
                 build_files_sized(expected.rows.clone(), FileLayer::Compacted, file_rows).unwrap();
-            // Runs of 1 row merged two at a time: as many passes as can be.
+            // Runs of 1 row merged two at a time: as many merges of runs as can be.
             for sizes in [
                 (1, 2),
                 (1, MERGE_FAN_IN),
@@ -1016,10 +1017,10 @@ mod tests {
                 (16, MERGE_FAN_IN),
                 (1_000, 2),
             ] {
-                let (files, duplicates, conflicts, runs, passes) =
+                let (files, duplicates, conflicts, runs, groups) =
                     merged(&inputs, sizes, file_rows);
                 spilled += runs;
-                merged_down += passes;
+                merged_down += groups;
                 let what =
                     format!("seed {seed}, (run rows, fan-in) {sizes:?}, files of {file_rows}");
                 assert_eq!(duplicates, expected.duplicates.len(), "{what}");

@@ -139,8 +139,7 @@ async fn an_output_the_store_keeps_short_is_removed_and_nothing_else_changes() {
             (method == "PUT" && path.contains("/c-") && nth == 0).then_some(Fault::EmptyBody)
         }),
     );
-    let mut env = server.env();
-    env[0].1 = proxy.endpoint();
+    let env = proxy.env(&server);
     let (code, stderr) = cli(&select, &env);
     assert_eq!(code, 2, "{stderr}");
     assert!(
@@ -178,8 +177,7 @@ async fn an_output_the_store_does_not_confirm_is_not_deleted() {
             (method == "HEAD" && path.contains("/c-")).then_some(Fault::Status(503))
         }),
     );
-    let mut env = server.env();
-    env[0].1 = proxy.endpoint();
+    let env = proxy.env(&server);
     let (code, stderr) = cli(&select, &env);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("nothing was deleted"), "{stderr}");
