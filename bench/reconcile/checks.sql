@@ -56,7 +56,7 @@ canon AS (
     FROM raw
 ),
 checked AS (
-    SELECT tbl, stream, stream_key, seq, kind, event_id, occurred_at_ms, currency, amount, balance_after,
+    SELECT tbl, v, stream, stream_key, seq, kind, event_id, occurred_at_ms, currency, amount, balance_after,
            held_after, overdraft_limit, entry_id, transfer_id, counterparty, source, destination, deadline_ms,
            reason, prev_hash, hash, sha256(text) = hash AS hash_ok,
            -- 64-bit digest of the whole row: with seq and hash it tells identical copies (the
@@ -138,7 +138,15 @@ ordered AS (
            coalesce(lag(content) OVER s = content AND lag(seq) OVER s = seq AND lag(hash) OVER s = hash,
                     false) AS copy
     FROM checked
-    WINDOW s AS (PARTITION BY tbl, stream, stream_key ORDER BY seq, hash, content)
+    -- Rows of one seq and hash that differ (a copy changed since it was hashed, or a null
+    -- written as ''): the one that hashes to its hash first, then by their columns in field
+    -- order, nulls first, as reconcile (stream.rs copies_order): never by file.
+    WINDOW s AS (PARTITION BY tbl, stream, stream_key ORDER BY seq, hash, hash_ok DESC, v,
+                 event_id, kind, occurred_at_ms, currency NULLS FIRST, amount NULLS FIRST,
+                 balance_after NULLS FIRST, held_after NULLS FIRST, overdraft_limit NULLS FIRST,
+                 entry_id NULLS FIRST, transfer_id NULLS FIRST, counterparty NULLS FIRST,
+                 source NULLS FIRST, destination NULLS FIRST, deadline_ms NULLS FIRST,
+                 reason NULLS FIRST, prev_hash, content)
 )
 -- A dropped copy has the seq and hash of the row it copies, so the next row's lag() values
 -- are the same either way.
@@ -157,10 +165,11 @@ SELECT 'completeness', 'hash_mismatch', stream_key, seq, event_id,
 FROM w WHERE NOT hash_ok
 UNION ALL
 -- A gap is reported once, at the first missing seq (lag gives the previous present seq).
+-- Not in a stream filed in another table: its own table's stream is judged apart.
 SELECT 'completeness', 'seq_gap', stream_key, coalesce(pseq, 0) + 1,
        concat(stream, ':', stream_key, ':', coalesce(pseq, 0) + 1),
        format('seqs {}..={} missing (next present: {})', coalesce(pseq, 0) + 1, seq - 1, seq)
-FROM w WHERE seq > coalesce(pseq, 0) + 1;
+FROM w WHERE seq > coalesce(pseq, 0) + 1 AND stream = tbl;
 
 -- Chain: lag() decides the common case (one version per seq). The rest — a second version
 -- of a seq, a link that does not match the lagged row — are candidates, checked exactly

@@ -88,8 +88,11 @@ struct Cli {
     #[arg(long)]
     publish_dangling: bool,
     /// Judge deadlines and the settle window at this instant (ms since the
-    /// epoch) instead of now; makes a run over an old lake reproducible.
-    #[arg(long, value_name = "MS")]
+    /// epoch) instead of now; makes a run over an old lake reproducible. From
+    /// 0 to 4102444800000 (2100-01-01): the proof keeps dates in whole
+    /// seconds, to 2106, and a later instant would misjudge rows dated after.
+    #[arg(long, value_name = "MS",
+          value_parser = clap::value_parser!(i64).range(0..=NOW_MS_MAX))]
     now_ms: Option<i64>,
     /// The settle window (ms): a finding that rests on a row being absent (a
     /// seq gap, a saga step another row already shows, a transfer not
@@ -545,6 +548,14 @@ async fn settle_wait(
 
 /// Where the edge's sweeper reads the dangling list (docs/SWEEPER.md).
 const DANGLING_LIST_KEY: &str = ledger_api::sweep::DANGLING_KEY;
+
+/// The latest `--now-ms`: 2100-01-01. The proof keeps dates in whole seconds
+/// of 32 bits (`facts::secs`, to 2106-02-07), so a row dated later is kept as
+/// of 2106: still more than the settle window (at most a year) and an hour
+/// after any instant up to this one (`committed_in_future`), and a deadline
+/// reckoned from it still after that instant. A replay at a later instant
+/// would judge such rows wrongly (rev-s51-exact F4).
+const NOW_MS_MAX: i64 = 4_102_444_800_000;
 
 /// Transparent huge pages off for this process. The proof decodes and frees
 /// a Parquet batch's worth of memory thousands of times a run; with THP every

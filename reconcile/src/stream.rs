@@ -5,7 +5,8 @@
 //! row in every column is a plain duplicate (a redelivery) and is counted and
 //! dropped; two rows with the same (`event_id`, `hash`) but different content
 //! are both kept, because one of them does not hash to its recorded hash and
-//! the completeness check must name it. Rows with the same seq and different
+//! the completeness check must name it (the one that does is read first,
+//! whichever file each came from: [`copies_order`]). Rows with the same seq and different
 //! hashes are the versions of a conflict and are all kept.
 
 use std::ops::Range;
@@ -34,6 +35,11 @@ pub struct StreamRows {
     pub stream: Stream,
     runs: smallvec::SmallVec<[Run; 1]>,
     len: usize,
+    /// Whether two of its rows have one seq and one hash but not the same
+    /// content (a copy changed since it was hashed, or a null written as
+    /// an empty text, which the hash does not tell apart): [`Views::new`]
+    /// orders them by content, not by file ([`copies_order`]).
+    changed_copies: bool,
     /// The plain duplicates dropped ([`Grouper::push`]), for the notes'
     /// counts of rows per file (`crate::presence`) and a re-proof's check
     /// (`crate::keyed`): each after how many runs, its file and seq. Rare:
@@ -47,6 +53,7 @@ impl StreamRows {
             stream,
             runs: smallvec::SmallVec::new(),
             len: 0,
+            changed_copies: false,
             dropped: Vec::new(),
         }
     }
@@ -123,21 +130,26 @@ impl StreamRows {
         first.cols.seq(first.start as usize)
     }
 
-    /// Whether a row at the end of the stream, with `row`'s seq, equals it
-    /// in every column (the copies of a seq are the stream's last rows).
-    fn has_copy_of(&self, row: Row<'_>) -> bool {
+    /// How `row` stands to the rows at the end of the stream with its seq
+    /// (the copies of a seq are the stream's last rows): one equal to it in
+    /// every column, one with its hash only, or none with its hash.
+    fn copy_of(&self, row: Row<'_>) -> CopyOf {
         let seq = row.seq();
+        let mut found = CopyOf::Neither;
         for r in self.runs.iter().rev() {
             for i in (r.start as usize..r.end as usize).rev() {
                 if r.cols.seq(i) != seq {
-                    return false;
+                    return found;
                 }
-                if r.cols.hash(i) == row.hash() && r.cols.view(i) == row.view() {
-                    return true;
+                if r.cols.hash(i) == row.hash() {
+                    if r.cols.view(i) == row.view() {
+                        return CopyOf::Plain;
+                    }
+                    found = CopyOf::HashOnly;
                 }
             }
         }
-        false
+        found
     }
 
     /// Drops the first `n` rows (all of them if there are fewer): what is
@@ -179,6 +191,70 @@ impl StreamRows {
     }
 }
 
+/// How a row stands to the rows of its seq before it ([`StreamRows::copy_of`]).
+enum CopyOf {
+    /// One equal to it in every column: a plain duplicate.
+    Plain,
+    /// One with its hash, none with its content.
+    HashOnly,
+    /// None with its hash.
+    Neither,
+}
+
+/// The order of two rows of one stream with one seq and one hash, each with
+/// whether it hashes to its recorded hash: the one that does first (the
+/// event the hash vouches for, which the folds then read), then by their
+/// columns in field order, an absent value before any. Not by the file
+/// each came from: what a lake's report says never depends on how its
+/// files are named (rev-s51-exact F1). `checks.sql` orders them alike.
+fn copies_order(a: (&EventRef<'_>, bool), b: (&EventRef<'_>, bool)) -> std::cmp::Ordering {
+    let ((a, a_ok), (b, b_ok)) = (a, b);
+    b_ok.cmp(&a_ok)
+        .then_with(|| a.v.cmp(&b.v))
+        .then_with(|| a.event_id.cmp(b.event_id))
+        .then_with(|| a.kind.cmp(b.kind))
+        .then_with(|| a.occurred_at_ms.cmp(&b.occurred_at_ms))
+        .then_with(|| a.currency.cmp(&b.currency))
+        .then_with(|| a.amount.cmp(&b.amount))
+        .then_with(|| a.balance_after.cmp(&b.balance_after))
+        .then_with(|| a.held_after.cmp(&b.held_after))
+        .then_with(|| a.overdraft_limit.cmp(&b.overdraft_limit))
+        .then_with(|| a.entry_id.cmp(&b.entry_id))
+        .then_with(|| a.transfer_id.cmp(&b.transfer_id))
+        .then_with(|| a.counterparty.cmp(&b.counterparty))
+        .then_with(|| a.source.cmp(&b.source))
+        .then_with(|| a.destination.cmp(&b.destination))
+        .then_with(|| a.deadline_ms.cmp(&b.deadline_ms))
+        .then_with(|| a.reason.cmp(&b.reason))
+        .then_with(|| a.prev_hash.cmp(b.prev_hash))
+}
+
+/// Puts each set of `rows` with one seq and one hash in [`copies_order`],
+/// with their verdicts `ok`.
+fn order_changed_copies(rows: &mut [EventRef<'_>], ok: &mut [bool]) {
+    let mut start = 0;
+    while start < rows.len() {
+        let (seq, hash) = (rows[start].seq, rows[start].hash);
+        let mut end = start + 1;
+        while end < rows.len() && rows[end].seq == seq && rows[end].hash == hash {
+            end += 1;
+        }
+        if end - start > 1 {
+            let mut set: Vec<(EventRef<'_>, bool)> = rows[start..end]
+                .iter()
+                .copied()
+                .zip(ok[start..end].iter().copied())
+                .collect();
+            set.sort_by(|a, b| copies_order((&a.0, a.1), (&b.0, b.1)));
+            for (i, (row, row_ok)) in set.into_iter().enumerate() {
+                rows[start + i] = row;
+                ok[start + i] = row_ok;
+            }
+        }
+        start = end;
+    }
+}
+
 /// A chunk's streams borrowed from their batches, every row's hash
 /// recomputed: all of the chunk's rows at once ([`HashCheck`]), so a chunk of
 /// short transfer streams is hashed as one batch rather than a few rows at a
@@ -207,6 +283,11 @@ impl<'c> Views<'c> {
         let mut hash_ok = Vec::with_capacity(all.len());
         check.check(&all, &mut hash_ok);
         drop(all);
+        for (s, (_, _, range)) in chunk.iter().zip(&streams) {
+            if s.changed_copies {
+                order_changed_copies(&mut rows[range.clone()], &mut hash_ok[range.clone()]);
+            }
+        }
         Views {
             rows,
             hash_ok,
@@ -314,8 +395,9 @@ impl<'a> StreamView<'a> {
         })
     }
 
-    /// One row per seq (the first version, by hash order): what the folds
-    /// read. The other versions of a conflict are reported by `duplicates`.
+    /// One row per seq (the first version, by hash order; of rows with that
+    /// hash, the first in [`copies_order`]): what the folds read. The other
+    /// versions of a conflict are reported by `duplicates`.
     pub fn primary(&self) -> impl Iterator<Item = &EventRef<'a>> + '_ {
         // The rows are in seq order: the first of each seq is the one whose
         // seq differs from the row before it (a filter, not `by_seq`'s
@@ -476,11 +558,15 @@ impl Grouper {
             {
                 // Every copy of this seq is at the end of the group (rows
                 // arrive in seq order); a copy equal to any is a redelivery.
-                if cur.has_copy_of(row) {
-                    self.stats.plain_duplicates += 1;
-                    let after = u32::try_from(cur.runs.len()).expect("fewer than 2³² runs");
-                    cur.dropped.push((after, row.batch().0.file, row.seq()));
-                    return None;
+                match cur.copy_of(row) {
+                    CopyOf::Plain => {
+                        self.stats.plain_duplicates += 1;
+                        let after = u32::try_from(cur.runs.len()).expect("fewer than 2³² runs");
+                        cur.dropped.push((after, row.batch().0.file, row.seq()));
+                        return None;
+                    }
+                    CopyOf::HashOnly => cur.changed_copies = true,
+                    CopyOf::Neither => {}
                 }
                 None
             }

@@ -579,6 +579,34 @@ fn a_file_with_a_column_of_another_type_is_an_error_naming_the_file() {
     }
 }
 
+/// A file without a column of the layout is refused by name, as damaged
+/// (rev-s51-exact F2: the footer check passed it, the scan's projection
+/// failed on it, and the second look, which read the file whole, called it
+/// the store's failure and said to run again, every night). Whichever
+/// column: one every row fills, one no account row does.
+#[test]
+fn a_file_without_a_column_of_the_layout_is_an_error_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    clean_lake(&clean);
+    for column in ["overdraft_limit", "reason", "prev_hash"] {
+        let dir = tmp.path().join(column);
+        copy_lake(&clean, &dir).unwrap();
+        let key = common::files_under(&dir, "events/account").pop().unwrap();
+        common::drop_column(&dir.join(&key), column);
+        let (code, stdout, stderr) = run_bin(&[dir.to_str().unwrap()]);
+        assert_eq!(code, 2, "{column}: {stdout}\n{stderr}");
+        assert!(
+            stderr.contains(&key)
+                && stderr.contains(&format!("column `{column}` of the lake layout is missing"))
+                && stderr.contains("quarantine/")
+                && !stderr.contains(ledger_reconcile::lake::READ_WHOLE_AGAIN),
+            "{column}: {stderr}"
+        );
+        assert!(stdout.is_empty(), "{column}: no verdict: {stdout}");
+    }
+}
+
 /// rev-s48-redteam2 M1: a file that declares REQUIRED a column the layout
 /// lets rows leave empty is refused by name. Read first, it made the sorted
 /// scan refuse the next honest file's nulls, blaming that file, and which
@@ -596,6 +624,145 @@ fn a_file_declaring_a_nullable_column_required_is_an_error_naming_it() {
         stderr.contains(&key) && stderr.contains("column `currency` is declared REQUIRED"),
         "{stderr}"
     );
+}
+
+/// A copy of a row changed after it was hashed (its recorded hash kept, a
+/// deposit made 1,000 larger) is named `hash_mismatch`, and the folds read
+/// the row the hash vouches for, whichever file sorts first: the report is
+/// the same with the changed copy's file listed before the honest one's and
+/// after it (rev-s51-exact F1: the folds read the first file's copy, so a
+/// `balance_mismatch` at the honest row after it and a `not_conserved`
+/// came and went with the files' names).
+#[test]
+fn a_changed_copy_is_named_and_never_folded_whichever_file_sorts_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    clean_lake(&clean);
+    // A deposit that is not its stream's last row in the lake.
+    let last_seq: BTreeMap<String, u64> = common::files_under(&clean, "events/account")
+        .iter()
+        .flat_map(|k| {
+            ledger_ingest::read_file(k, std::fs::read(clean.join(k)).unwrap().into()).unwrap()
+        })
+        .fold(BTreeMap::new(), |mut m, r| {
+            let last = m.entry(r.event.stream_key.clone()).or_insert(0);
+            *last = (*last).max(r.event.seq);
+            m
+        });
+    let (key, mut row) = common::files_under(&clean, "events/account")
+        .iter()
+        .find_map(|k| {
+            let rows =
+                ledger_ingest::read_file(k, std::fs::read(clean.join(k)).unwrap().into()).unwrap();
+            rows.into_iter()
+                .find(|r| {
+                    r.event.kind == "deposited" && r.event.seq < last_seq[&r.event.stream_key]
+                })
+                .map(|r| (k.clone(), r))
+        })
+        .expect("a deposit before its stream's last row");
+    row.event.amount = row.event.amount.map(|a| a + 1_000);
+    row.event.balance_after = row.event.balance_after.map(|b| b + 1_000);
+    let event_id = row.event.event_id.clone();
+    let bytes = ledger_ingest::build_files(vec![row], ledger_ingest::FileLayer::Ingest)
+        .unwrap()
+        .remove(0)
+        .bytes;
+    let partition = &key[..key.rfind('/').unwrap()];
+    let report = |digest: char| {
+        let dir = tmp.path().join(format!("changed-{digest}"));
+        copy_lake(&clean, &dir).unwrap();
+        let name = format!("{partition}/i-{}.parquet", digest.to_string().repeat(32));
+        assert!(
+            (name.as_str() < key.as_str()) == (digest == '0'),
+            "{name} must sort {} {key}",
+            if digest == '0' { "before" } else { "after" }
+        );
+        ledger_reconcile::gen::write_object(&dir, &name, &bytes).unwrap();
+        findings(&run_lib(&dir).unwrap())
+    };
+    let (before, after) = (report('0'), report('f'));
+    let expected = vec![Expected {
+        check: "completeness",
+        code: "hash_mismatch",
+        key: event_id.split(':').nth(1).unwrap().to_owned(),
+        event_id: Some(event_id.clone()),
+    }];
+    assert_eq!(before, expected, "changed copy's file first");
+    assert_eq!(after, expected, "changed copy's file last");
+}
+
+/// A copy of an account's row filed in the transfer table (its seq 3 alone)
+/// is one `wrong_table`, and no `seq_gap` naming seqs 1–2 as missing, which
+/// the account table holds (rev-s51-exact F3). Its own hash and validity
+/// are still judged: the same row made invalid there is named too.
+#[test]
+fn a_row_filed_in_the_wrong_table_names_no_gap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    clean_lake(&clean);
+    let (key, row) = common::files_under(&clean, "events/account")
+        .iter()
+        .find_map(|k| {
+            let rows =
+                ledger_ingest::read_file(k, std::fs::read(clean.join(k)).unwrap().into()).unwrap();
+            rows.into_iter()
+                .find(|r| r.event.seq == 3)
+                .map(|r| (k.clone(), r))
+        })
+        .expect("an account row of seq 3");
+    let account = row.event.stream_key.clone();
+    let misfiled = |dir: &Path, row: ledger_ingest::Row| {
+        copy_lake(&clean, dir).unwrap();
+        let f = ledger_ingest::build_files(vec![row], ledger_ingest::FileLayer::Ingest)
+            .unwrap()
+            .remove(0);
+        assert_eq!(
+            &f.key[..key.rfind('/').unwrap()],
+            &key[..key.rfind('/').unwrap()]
+        );
+        let moved = f.key.replacen("events/account/", "events/transfer/", 1);
+        ledger_reconcile::gen::write_object(dir, &moved, &f.bytes).unwrap();
+        findings(&run_lib(dir).unwrap())
+    };
+    let wrong_table = Expected {
+        check: "completeness",
+        code: "wrong_table",
+        key: account.clone(),
+        event_id: None,
+    };
+    let dir = tmp.path().join("misfiled");
+    assert_eq!(misfiled(&dir, row.clone()), vec![wrong_table.clone()]);
+    let mut invalid = row;
+    invalid.event.seq = 0;
+    invalid.event.event_id = format!("account:{account}:0");
+    let dir = tmp.path().join("misfiled-invalid");
+    let found = misfiled(&dir, invalid);
+    assert!(
+        found.contains(&wrong_table)
+            && found.iter().any(|f| f.code == "invalid_event")
+            && !found.iter().any(|f| f.code == "seq_gap"),
+        "{found:?}"
+    );
+}
+
+/// `--now-ms` past 2100 (or before 1970) is refused (rev-s51-exact F4: the
+/// proof keeps dates in whole seconds to 2106, and a replay at 2199 missed
+/// rows dated ahead of it and called a transfer dangling before its
+/// deadline); 2100-01-01 itself is a run.
+#[test]
+fn now_ms_is_refused_past_what_the_proof_can_judge() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("clean");
+    clean_lake(&dir);
+    let lake = dir.to_str().unwrap();
+    for bad in ["4102444800001", "-1"] {
+        let (code, stdout, stderr) = run_bin_at(&[lake, &format!("--now-ms={bad}")], None);
+        assert_eq!(code, 2, "{bad}: {stdout}\n{stderr}");
+        assert!(stderr.contains("0..=4102444800000"), "{bad}: {stderr}");
+    }
+    let (code, stdout, stderr) = run_bin_at(&[lake, "--now-ms", "4102444800000"], None);
+    assert!(code == 0 || code == 1, "{stdout}\n{stderr}");
 }
 
 /// A row of a schema version newer than this reconciler knows stops the
@@ -1775,18 +1942,18 @@ fn a_clock_behind_the_checkpoints_run_is_refused() {
         ck.to_str().unwrap(),
     ];
     let run = |now: Option<&str>| run_bin_at(&args, now);
-    // The checkpoint's run judged the lake at 2100-01-01.
-    let (code, _, stderr) = run(Some("4102444800000"));
+    // The checkpoint's run judged the lake at 2099-12-31T23:58:20Z.
+    let (code, _, stderr) = run(Some("4102444700000"));
     assert_eq!(code, 0, "{stderr}");
     let (code, stdout, stderr) = run(None);
     assert_eq!(code, 2, "{stdout}\n{stderr}");
     assert!(
         stderr.contains("before the run that wrote the checkpoint")
-            && stderr.contains("2100-01-01"),
+            && stderr.contains("2099-12-31"),
         "{stderr}"
     );
     assert!(stdout.is_empty());
-    let (code, _, stderr) = run(Some("4102444900000"));
+    let (code, _, stderr) = run(Some("4102444800000"));
     assert_eq!(code, 0, "{stderr}");
     // The clock is right and the run before had one ahead: --full is the
     // way on (rev-s50-diff F6), and the nights after it run again.

@@ -123,7 +123,9 @@ pub fn check_with(f: &Facts, now_ms: i64, ahead_ms: i64, dangling: &[Dangling]) 
                     "phase {} past its deadline {} by {} ms",
                     d.phase,
                     d.deadline_ms,
-                    now_ms - d.deadline_ms
+                    // i128: a deadline from an invalid row can be i64::MIN
+                    // (rev-s51-exact F5: the difference wrapped).
+                    i128::from(now_ms) - i128::from(d.deadline_ms)
                 ),
             )
             .at(d.last_seq, &id)

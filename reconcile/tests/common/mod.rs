@@ -203,6 +203,17 @@ pub fn require(path: &Path, column: &str) {
     });
 }
 
+/// Rewrites the lake file at `path` without its column `column`: what a
+/// writer of another layout may leave out.
+pub fn drop_column(path: &Path, column: &str) {
+    let rows = footer_of(path).file_metadata().num_rows() as usize;
+    rewrite(path, &[], rows.max(1), |mut all| {
+        let at = all.schema().index_of(column).unwrap();
+        all.remove_column(at);
+        all
+    });
+}
+
 /// Rewrites the lake file at `path` with each field of its Arrow schema as
 /// `to` makes it, each column cast to its field's type.
 fn refield(
