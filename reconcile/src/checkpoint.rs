@@ -639,10 +639,16 @@ impl ProofState {
             // are named by no checkpoint, and would make the next run take
             // the checkpoint for one lost (a kill leaves them too: that
             // run's refusal says so).
-            let dir = archive::place(path).0;
+            let (dir, stem) = archive::place(path);
             for name in archive::state_files(path) {
                 let _ = std::fs::remove_file(dir.join(name));
             }
+            // And the temporary files (rev-s51-ops2 F2: a segment cut short
+            // by the file-size limit stayed as `FILE.seg.tmp`).
+            for ext in archive::STATE_FILE_EXTS {
+                let _ = std::fs::remove_file(dir.join(format!("{stem}.{ext}.tmp")));
+            }
+            let _ = std::fs::remove_file(tmp_path(path));
         }
         saved
     }

@@ -616,11 +616,26 @@ hardware memory error, an I/O error under a mapped file, or a signal sent to it;
     }
 }
 
+/// A write past the file-size limit (`ulimit -f`, systemd's `LimitFSIZE=`)
+/// fails with EFBIG ("File too large") instead of killing the process with
+/// SIGXFSZ (exit 153, not a word, and every output after that file skipped:
+/// rev-s51-ops2 F2): it is then an output's or the checkpoint's error like
+/// any other, exit 2 with its `error:` line, the other outputs still written.
+fn file_size_limit_is_an_error() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setting a signal's disposition to SIG_IGN touches no memory of ours.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
 /// Exit 2 on a panic too (a bug; its message is on stderr): a wrapper that
 /// tells a verdict (0, 1) from an error (2) must not see Rust's 101; nor
-/// the signal of a lake file cut short under the run ([`exit_2_on_sigbus`]).
+/// the signal of a lake file cut short under the run ([`exit_2_on_sigbus`]),
+/// nor one of a file grown past the size limit ([`file_size_limit_is_an_error`]).
 fn main() -> ExitCode {
     exit_2_on_sigbus();
+    file_size_limit_is_an_error();
     std::panic::catch_unwind(run).unwrap_or(ExitCode::from(EXIT_ERROR as u8))
 }
 

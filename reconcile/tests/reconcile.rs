@@ -765,6 +765,46 @@ fn now_ms_is_refused_past_what_the_proof_can_judge() {
     assert!(code == 0 || code == 1, "{stdout}\n{stderr}");
 }
 
+/// rev-s51-ops2 F2: under a file-size limit (`ulimit -f`, systemd's
+/// `LimitFSIZE=`), a checkpoint that grows past it is an error like any
+/// other: exit 2 with its `error:` line, the metrics still written, and no
+/// file of the failed save left beside it. SIGXFSZ killed the run (exit 153,
+/// not a word, no metrics, a `FILE.seg.tmp` left).
+#[test]
+fn a_file_size_limit_is_an_error_and_the_other_outputs_still_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    sized_lake(&dir, 3_000, 50, 3);
+    let state = tmp.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let (ck, metrics) = (state.join("ck"), tmp.path().join("m.prom"));
+    // 64 blocks: 32 KiB where a block is 512 bytes (POSIX sh), 64 KiB in
+    // bash; the metrics fit, the checkpoint does not.
+    let out = Command::new("sh")
+        .args(["-c", "ulimit -f 64 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_reconcile"))
+        .args([dir.to_str().unwrap(), "--quiet", "--now-ms", &NOW_MS.to_string()])
+        .args(["--checkpoint", ck.to_str().unwrap()])
+        .args(["--metrics", metrics.to_str().unwrap()])
+        .env_remove("LEDGER_LAKE")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cannot write checkpoint") && stderr.contains("File too large"),
+        "{stderr}"
+    );
+    let metrics = std::fs::read_to_string(&metrics).unwrap();
+    assert!(metrics.contains("reconcile_outputs_failed 1"), "{metrics}");
+    let mut left: Vec<String> = std::fs::read_dir(&state)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["ck.lock"]);
+}
+
 /// A row of a schema version newer than this reconciler knows stops the
 /// run (exit 2, naming it); one older than any the ledger writes (`v` = 0)
 /// is a row that is not valid, judged with the rest (rev-s48-redteam M1:

@@ -777,6 +777,27 @@ async fn a_signal_stops_compaction_and_removes_its_spilled_runs() {
 /// A stderr that is gone (a closed pipe: `ledger-compact … 2>&1 | true`)
 /// does not stop the work: every partition is compacted and the exit code is
 /// the run's (`eprintln!` panicked, exit 101, after the first partition).
+/// rev-s51-ops2 F2: under a file-size limit (`ulimit -f`) the output that
+/// outgrows it is an error with its message, exit 2, and the lake is as it
+/// was (no input deleted); SIGXFSZ killed the run (exit 153, not a word).
+#[test]
+fn a_file_size_limit_is_an_error_that_changes_nothing() {
+    let dir = small_file_lake("fsize");
+    let before = files(&dir);
+    let out = Command::new("sh")
+        .args(["-c", "ulimit -f 1 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_ledger-compact"))
+        .args(["--lake", dir.to_str().unwrap()])
+        .env_remove("LEDGER_LAKE")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("File too large"), "{stderr}");
+    assert_eq!(files(&dir), before);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_closed_stderr_does_not_stop_compaction() {
     let dir = small_file_lake("closed-stderr");
