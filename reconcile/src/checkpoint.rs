@@ -457,14 +457,24 @@ impl ProofState {
         let bytes = std::fs::read(path).map_err(|e| match e.kind() {
             // The file may be whole: `--full` would replace it and forget
             // what it proved and was owed.
-            std::io::ErrorKind::PermissionDenied => CheckpointError(format!(
-                "checkpoint {}: cannot read: {e}\nHelp: give the user the job runs as access to \
-                 the checkpoint and the files beside it (a run as another user wrote them?), and \
-                 run again; --full would replace it without judging what it proved",
-                path.display()
-            )),
+            std::io::ErrorKind::PermissionDenied => {
+                CheckpointError(format!("checkpoint {}: cannot read: {e}\n{ACCESS_HELP}", path.display()))
+            }
             _ => err(format!("cannot read: {e}")),
         })?;
+        // The files beside it alike, all named at once (rev-s51-ops2 F1:
+        // one the run may not read was a damaged file's `--full`, which set
+        // aside everything the archive proved). A full run goes on, saying
+        // what it cannot judge, as for any file of the archive it cannot read.
+        let denied = if full { Vec::new() } else { denied_beside(path) };
+        if let Some(first) = denied.first() {
+            return Err(CheckpointError(format!(
+                "checkpoint {}: {} file(s) of its state cannot be read by this user: {first}{}\n{ACCESS_HELP}",
+                path.display(),
+                denied.len(),
+                if denied.len() > 1 { format!(" and {} more", denied.len() - 1) } else { String::new() },
+            )));
+        }
         let (content, digest) = frame(&bytes).map_err(err)?;
         // The digest is checked on a second thread while the records are
         // decoded (decoding damaged bytes is safe: every read is checked);
@@ -890,6 +900,35 @@ fn frame(bytes: &[u8]) -> Result<(&[u8], &[u8]), String> {
         ));
     }
     Ok(bytes.split_at(bytes.len() - 32))
+}
+
+/// What to do about a checkpoint, or a file of its state, the run may not
+/// read: it may be whole, and `--full` would replace it and forget what it
+/// proved and was owed.
+const ACCESS_HELP: &str = "Help: give the user the job runs as access to the checkpoint and the \
+    files beside it (a run as another user wrote them?), and run again; --full would replace it \
+    without judging what it proved";
+
+/// The files of state the checkpoint at `path` names that this user may not
+/// open (permission denied), each as the path it is at; none when its
+/// header does not read (its load says why).
+fn denied_beside(path: &Path) -> Vec<String> {
+    let Some(named) = header_part::<NamedFiles>(path) else {
+        return Vec::new();
+    };
+    let dir = archive::place(path).0;
+    let files = named.archive.iter().map(|r| &r.file);
+    let files = files
+        .chain(named.streams_files.iter().map(|r| &r.file))
+        .chain(named.entry_segments.iter().map(|r| &r.file));
+    files
+        .map(|f| dir.join(f))
+        .filter(|f| {
+            std::fs::File::open(f)
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+        })
+        .map(|f| f.display().to_string())
+        .collect()
 }
 
 /// The files of state a checkpoint's header names, read from its header

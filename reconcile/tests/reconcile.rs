@@ -805,6 +805,68 @@ fn a_file_size_limit_is_an_error_and_the_other_outputs_still_run() {
     assert_eq!(left, ["ck.lock"]);
 }
 
+/// rev-s51-ops2 F1: a file of the checkpoint's state that the job's user may
+/// not read (a run as root under `umask 077` wrote it) gets the access Help,
+/// naming it, not "run with --full", which set aside everything the archive
+/// proved. As root, the job runs as `nobody` (setpriv); otherwise the file's
+/// mode is taken away.
+#[test]
+fn a_checkpoint_file_the_job_may_not_read_says_to_fix_access_not_full() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+    mode(tmp.path(), 0o755).unwrap();
+    let dir = tmp.path().join("lake");
+    clean_lake(&dir);
+    let state = tmp.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let ck = state.join("ck");
+    let args = [dir.to_str().unwrap(), "--quiet", "--checkpoint", ck.to_str().unwrap()];
+    let (code, _, stderr) = run_bin(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let root = std::fs::metadata("/proc/self")
+        .is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0);
+    let state_files: Vec<PathBuf> = std::fs::read_dir(&state)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let denied = state_files
+        .iter()
+        .find(|p| p.extension().is_some_and(|e| e == "ent" || e == "seg"))
+        .expect("a file of the checkpoint's state")
+        .clone();
+    let mut job = if root {
+        // The job's user owns the state (its lock, its checkpoint); the
+        // root run left one file as its own, readable by nobody else.
+        for p in state_files.iter().chain([&state]) {
+            std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
+        }
+        std::os::unix::fs::chown(&denied, Some(0), Some(0)).unwrap();
+        mode(&denied, 0o600).unwrap();
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_reconcile"));
+        c
+    } else {
+        mode(&denied, 0o000).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_reconcile"))
+    };
+    let out = job
+        .args(args)
+        .args(["--now-ms", &NOW_MS.to_string()])
+        .env_remove("LEDGER_LAKE")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&denied.display().to_string())
+            && stderr.contains("give the user the job runs as access")
+            && !stderr.contains("run with --full"),
+        "{stderr}"
+    );
+}
+
 /// A row of a schema version newer than this reconciler knows stops the
 /// run (exit 2, naming it); one older than any the ledger writes (`v` = 0)
 /// is a row that is not valid, judged with the rest (rev-s48-redteam M1:
