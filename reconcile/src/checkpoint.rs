@@ -457,16 +457,21 @@ impl ProofState {
         let bytes = std::fs::read(path).map_err(|e| match e.kind() {
             // The file may be whole: `--full` would replace it and forget
             // what it proved and was owed.
-            std::io::ErrorKind::PermissionDenied => {
-                CheckpointError(format!("checkpoint {}: cannot read: {e}\n{ACCESS_HELP}", path.display()))
-            }
+            std::io::ErrorKind::PermissionDenied => CheckpointError(format!(
+                "checkpoint {}: cannot read: {e}\n{ACCESS_HELP}",
+                path.display()
+            )),
             _ => err(format!("cannot read: {e}")),
         })?;
         // The files beside it alike, all named at once (rev-s51-ops2 F1:
         // one the run may not read was a damaged file's `--full`, which set
         // aside everything the archive proved). A full run goes on, saying
         // what it cannot judge, as for any file of the archive it cannot read.
-        let denied = if full { Vec::new() } else { denied_beside(path) };
+        let denied = if full {
+            Vec::new()
+        } else {
+            denied_beside(path)
+        };
         if let Some(first) = denied.first() {
             return Err(CheckpointError(format!(
                 "checkpoint {}: {} file(s) of its state cannot be read by this user: {first}{}\n{ACCESS_HELP}",
@@ -924,8 +929,7 @@ fn denied_beside(path: &Path) -> Vec<String> {
     files
         .map(|f| dir.join(f))
         .filter(|f| {
-            std::fs::File::open(f)
-                .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+            std::fs::File::open(f).is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
         })
         .map(|f| f.display().to_string())
         .collect()

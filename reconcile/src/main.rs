@@ -107,7 +107,8 @@ struct Cli {
     /// their rows (at most --settle-ms) and run once more (resumed from the
     /// checkpoint when there is one, else in full), so one invocation
     /// decides every finding on the rows the first run read; the outputs
-    /// are the second run's.
+    /// are the second run's. SIGINT, SIGTERM or SIGHUP during the wait ends
+    /// it with the first run's outputs (exit 2).
     #[arg(long)]
     settle_wait: bool,
     /// Resume from the checkpoint FILE when it exists (read only the lake
@@ -479,6 +480,9 @@ async fn settle_wait(
     (first, state): (ledger_reconcile::Report, ProofState),
     by: i64,
 ) -> Settled {
+    // Caught from here (the save before the wait included) until the wait
+    // ends, whichever way: see below.
+    let caught = waiting::catch();
     let wait_ms = (by - opts.now_ms + 1).clamp(0, opts.settle_ms + 1);
     // A wait over a minute is said even with --quiet: a job that sleeps
     // for hours with a long window must not look hung.
@@ -491,11 +495,6 @@ async fn settle_wait(
         );
     }
     let waited = std::time::Instant::now();
-    tokio::time::sleep(std::time::Duration::from_millis(wait_ms as u64)).await;
-    let later = Options {
-        now_ms: opts.now_ms + waited.elapsed().as_millis() as i64,
-        ..opts.clone()
-    };
     let only_first = |first, state, why: String| {
         Settled {
         report: first,
@@ -506,6 +505,8 @@ async fn settle_wait(
         )),
     }
     };
+    // The first run's checkpoint is written before the wait, so that a
+    // signal in it loses nothing the first run proved.
     let resume = match &cli.checkpoint {
         Some(path) => {
             if let Err(e) = state.save(path, &cli.lake, opts.now_ms) {
@@ -522,6 +523,22 @@ async fn settle_wait(
             std::mem::forget(state);
             None
         }
+    };
+    // A signal in the wait (a node drained, a job runner's deadline) ends it
+    // with the first run's outputs, not with none (rev-s51-ops2 F3: the
+    // finished first run, its decided violations and their alert were lost).
+    let signal = tokio::select! {
+        () = tokio::time::sleep(std::time::Duration::from_millis(wait_ms as u64)) => None,
+        signal = waiting::received() => Some(signal),
+    };
+    drop(caught);
+    if let Some(signal) = signal {
+        let why = format!("{} received during the wait", waiting::name(signal));
+        return only_first(first, None, why);
+    }
+    let later = Options {
+        now_ms: opts.now_ms + waited.elapsed().as_millis() as i64,
+        ..opts.clone()
     };
     // What the first run could not judge, this one does not either.
     let (mut report, state) = match reconcile_from(lake, &later, resume).await {
@@ -543,6 +560,86 @@ async fn settle_wait(
         report,
         state: Some(state),
         failed: None,
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP while `--settle-wait` waits ([`settle_wait`]):
+/// the first is recorded and ends the wait, and a second of any of them
+/// kills, as outside the wait.
+mod waiting {
+    use std::sync::atomic::{AtomicI32, Ordering};
+
+    /// The signal received, 0 before any.
+    static RECEIVED: AtomicI32 = AtomicI32::new(0);
+
+    /// How often [`received`] looks at the signal recorded.
+    const POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+    #[cfg(target_os = "linux")]
+    const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+    /// The three caught: until this is dropped.
+    pub struct Caught(());
+
+    impl Drop for Caught {
+        fn drop(&mut self) {
+            restore();
+        }
+    }
+
+    /// Catches the three until what it returns is dropped.
+    pub fn catch() -> Caught {
+        #[cfg(target_os = "linux")]
+        {
+            extern "C" fn on_signal(signal: libc::c_int) {
+                RECEIVED.store(signal, Ordering::SeqCst);
+                restore();
+            }
+            for signal in SIGNALS {
+                // SAFETY: a zeroed sigaction is valid (its mask emptied
+                // below); the handler stores to an atomic and calls
+                // signal(2), both async-signal-safe.
+                unsafe {
+                    let mut action: libc::sigaction = std::mem::zeroed();
+                    action.sa_sigaction =
+                        on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                    libc::sigemptyset(&mut action.sa_mask);
+                    libc::sigaction(signal, &action, std::ptr::null_mut());
+                }
+            }
+        }
+        Caught(())
+    }
+
+    /// The default action back for the three.
+    fn restore() {
+        #[cfg(target_os = "linux")]
+        for signal in SIGNALS {
+            // SAFETY: setting a signal's default action touches no memory.
+            unsafe {
+                libc::signal(signal, libc::SIG_DFL);
+            }
+        }
+    }
+
+    /// Resolves with the first signal's number once one is caught.
+    pub async fn received() -> i32 {
+        loop {
+            match RECEIVED.load(Ordering::SeqCst) {
+                0 => tokio::time::sleep(POLL).await,
+                signal => return signal,
+            }
+        }
+    }
+
+    /// The signal's name, for the message.
+    pub fn name(signal: i32) -> String {
+        match signal {
+            1 => "SIGHUP".into(),
+            2 => "SIGINT".into(),
+            15 => "SIGTERM".into(),
+            n => format!("signal {n}"),
+        }
     }
 }
 

@@ -783,7 +783,12 @@ fn a_file_size_limit_is_an_error_and_the_other_outputs_still_run() {
     let out = Command::new("sh")
         .args(["-c", "ulimit -f 64 && exec \"$0\" \"$@\""])
         .arg(env!("CARGO_BIN_EXE_reconcile"))
-        .args([dir.to_str().unwrap(), "--quiet", "--now-ms", &NOW_MS.to_string()])
+        .args([
+            dir.to_str().unwrap(),
+            "--quiet",
+            "--now-ms",
+            &NOW_MS.to_string(),
+        ])
         .args(["--checkpoint", ck.to_str().unwrap()])
         .args(["--metrics", metrics.to_str().unwrap()])
         .env_remove("LEDGER_LAKE")
@@ -821,11 +826,16 @@ fn a_checkpoint_file_the_job_may_not_read_says_to_fix_access_not_full() {
     let state = tmp.path().join("state");
     std::fs::create_dir(&state).unwrap();
     let ck = state.join("ck");
-    let args = [dir.to_str().unwrap(), "--quiet", "--checkpoint", ck.to_str().unwrap()];
+    let args = [
+        dir.to_str().unwrap(),
+        "--quiet",
+        "--checkpoint",
+        ck.to_str().unwrap(),
+    ];
     let (code, _, stderr) = run_bin(&args);
     assert_eq!(code, 0, "{stderr}");
-    let root = std::fs::metadata("/proc/self")
-        .is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0);
+    let root =
+        std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0);
     let state_files: Vec<PathBuf> = std::fs::read_dir(&state)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -865,6 +875,53 @@ fn a_checkpoint_file_the_job_may_not_read_says_to_fix_access_not_full() {
             && !stderr.contains("run with --full"),
         "{stderr}"
     );
+}
+
+/// rev-s51-ops2 F3: SIGTERM during `--settle-wait`'s wait ends it with the
+/// first run's outputs (summary, report, checkpoint) and exit 2 saying why,
+/// at once; the night's finished first run was lost (exit 143, no output).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_signal_during_the_settle_wait_gives_the_first_runs_outputs() {
+    use std::io::{BufRead, BufReader};
+    let (tmp, dir, youngest) = gap_lake_and_its_youngest_row();
+    let (json, ck) = (tmp.path().join("r.json"), tmp.path().join("ck"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+        .arg(dir.to_str().unwrap())
+        .args(["--quiet", "--settle-wait", "--settle-ms", "3600000"])
+        .args(["--now-ms", &(youngest + 500).to_string()])
+        .args([
+            "--json",
+            json.to_str().unwrap(),
+            "--checkpoint",
+            ck.to_str().unwrap(),
+        ])
+        .env_remove("LEDGER_LAKE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.contains("waiting 3599."), "{line}");
+    let asked = std::time::Instant::now();
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert!(asked.elapsed() < std::time::Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(2), "{rest}");
+    assert!(
+        rest.contains("outputs are the first run's: SIGTERM received during the wait"),
+        "{rest}"
+    );
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(summary.contains("seq_gap"), "{summary}");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["checks"][0]["pending"][0]["code"], "seq_gap");
+    assert!(ck.exists());
 }
 
 /// A row of a schema version newer than this reconciler knows stops the
