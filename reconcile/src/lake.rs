@@ -524,7 +524,13 @@ impl Lake {
             .store
             .list_with_delimiter(Some(&Path::from(events.as_str())))
             .await
-            .map_err(|e| Error::Lake(format!("cannot list {}: {e}", self.shown(&events))))?;
+            .map_err(|e| {
+                Error::Lake(format!(
+                    "cannot list {}: {e}{}",
+                    self.shown(&events),
+                    self.help(&e)
+                ))
+            })?;
         let tables: Vec<String> = Table::ALL
             .iter()
             .map(|t| format!("{events}{}", t.as_str()))
@@ -565,7 +571,22 @@ impl Lake {
             .list(Some(&Path::from(prefix)))
             .try_collect()
             .await
-            .map_err(|e| Error::Lake(format!("cannot list {}: {e}", self.shown(prefix))))
+            .map_err(|e| {
+                Error::Lake(format!(
+                    "cannot list {}: {e}{}",
+                    self.shown(prefix),
+                    self.help(&e)
+                ))
+            })
+    }
+
+    /// The `Help:` line for a store's error on an S3 lake (with its
+    /// newline), as the connection check words it; none for a local lake's.
+    fn help(&self, e: &object_store::Error) -> String {
+        match self.local_root {
+            Some(_) => String::new(),
+            None => crate::store::help_line(e),
+        }
     }
 
     /// The compaction manifests of `partitions` (docs/LAKE.md, "Compaction
@@ -583,7 +604,13 @@ impl Lake {
                 let key = self.key_of(&m.location);
                 let bytes = async { self.store.get(&m.location).await?.bytes().await }
                     .await
-                    .map_err(|e| Error::Lake(format!("cannot read {}: {e}", self.shown(&key))))?;
+                    .map_err(|e| {
+                        Error::Lake(format!(
+                            "cannot read {}: {e}{}",
+                            self.shown(&key),
+                            self.help(&e)
+                        ))
+                    })?;
                 match Manifest::parse(&key, &bytes) {
                     Ok(manifest) => manifests.push(manifest),
                     Err(why) => unreadable.push(why),

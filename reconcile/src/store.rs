@@ -168,67 +168,131 @@ fn shown_endpoint(raw: &str) -> String {
     }
 }
 
+/// What an S3 error says went wrong, from its words and its causes'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum S3Failure {
+    NoBucket,
+    /// A session token (AWS_SESSION_TOKEN) expired or not valid.
+    Token,
+    Credentials,
+    Tls,
+    Unreachable,
+    Other,
+}
+
+impl S3Failure {
+    fn of(text: &str) -> S3Failure {
+        let has = |needles: &[&str]| needles.iter().any(|n| text.contains(n));
+        if has(&["NoSuchBucket", "The specified bucket does not exist"]) {
+            S3Failure::NoBucket
+        } else if has(&["ExpiredToken", "InvalidToken", "TokenRefreshRequired"]) {
+            S3Failure::Token
+        } else if has(&[
+            "InvalidAccessKeyId",
+            "SignatureDoesNotMatch",
+            "AccessDenied",
+            "403 Forbidden",
+            "401 Unauthorized",
+        ]) {
+            S3Failure::Credentials
+        } else if has(&[
+            // rustls' words: a certificate it does not trust, or bytes that
+            // are not TLS at all (an https URL for a plain-http port).
+            "invalid peer certificate",
+            "received corrupt message",
+            "InvalidContentType",
+            "peer is incompatible",
+            "handshake",
+        ]) {
+            S3Failure::Tls
+        } else if has(&[
+            "error sending request",
+            "Connection refused",
+            "connection refused",
+            "dns error",
+            "timed out",
+            "operation timed out",
+            "tcp connect",
+            "connection closed",
+            "Connection reset",
+        ]) {
+            S3Failure::Unreachable
+        } else {
+            S3Failure::Other
+        }
+    }
+
+    /// What to do about it.
+    fn help(self) -> &'static str {
+        match self {
+            S3Failure::NoBucket => {
+                "Help: check the bucket name and AWS_ENDPOINT_URL (R2: the account's endpoint)"
+            }
+            S3Failure::Token => {
+                "Help: the session token has expired or is not valid: refresh AWS_SESSION_TOKEN \
+                 with its AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and run again"
+            }
+            S3Failure::Credentials => {
+                "Help: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (R2: an API token with \
+                 Object Read on the bucket; Object Read & Write for --publish-dangling)"
+            }
+            S3Failure::Tls => {
+                "Help: the endpoint must speak https with a certificate this machine trusts (the \
+                 system's roots, or SSL_CERT_FILE / SSL_CERT_DIR for a private CA); a plain-http \
+                 endpoint is http:// with AWS_ALLOW_HTTP=true"
+            }
+            S3Failure::Unreachable => {
+                "Help: check AWS_ENDPOINT_URL and the network; a plain-http endpoint needs \
+                 AWS_ALLOW_HTTP=true"
+            }
+            S3Failure::Other => ledger_s3::ENV_HELP,
+        }
+    }
+}
+
+/// The `Help:` line for a store's error met once the lake was reached (a
+/// listing, a manifest's read), as the connection check words the same
+/// error: credentials revoked or a session token expired mid-run are named
+/// as such (rev-s51-ops2 F10: such errors had no Help). With its newline.
+/// For an S3 lake's errors only.
+pub fn help_line(e: &object_store::Error) -> String {
+    let (text, _) = ledger_s3::causes(e);
+    match S3Failure::of(&text) {
+        S3Failure::Other => "\nHelp: the store failed or refused the request: check its health \
+                             and the run's access, and run again"
+            .to_owned(),
+        failure => format!("\n{}", failure.help()),
+    }
+}
+
 fn describe_s3_error_at(bucket: &str, e: &object_store::Error, endpoint: String) -> String {
     let (text, cause) = ledger_s3::causes(e);
     let said = ledger_s3::with_cause(e);
-    let has = |needles: &[&str]| needles.iter().any(|n| text.contains(n));
-    if has(&["NoSuchBucket", "The specified bucket does not exist"]) {
-        format!(
-            "s3://{bucket}: the bucket does not exist at {endpoint}\n\
-             Help: check the bucket name and AWS_ENDPOINT_URL (R2: the account's endpoint)"
-        )
-    } else if has(&[
-        "InvalidAccessKeyId",
-        "SignatureDoesNotMatch",
-        "InvalidToken",
-        "ExpiredToken",
-        "AccessDenied",
-        "403 Forbidden",
-        "401 Unauthorized",
-    ]) {
-        format!(
+    let failure = S3Failure::of(&text);
+    let help = failure.help();
+    match failure {
+        S3Failure::NoBucket => {
+            format!("s3://{bucket}: the bucket does not exist at {endpoint}\n{help}")
+        }
+        S3Failure::Token => format!(
+            "s3://{bucket}: {endpoint} refused the session token (expired, or not valid): {e}\n{help}"
+        ),
+        S3Failure::Credentials => format!(
             "s3://{bucket}: the credentials were refused by {endpoint} (access key unknown, wrong secret, \
-             or no permission to list the bucket): {e}\n\
-             Help: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (R2: an API token with Object Read \
-             on the bucket; Object Read & Write for --publish-dangling)"
-        )
-    } else if has(&[
-        // rustls' words: a certificate it does not trust, or bytes that are
-        // not TLS at all (an https URL for a plain-http port).
-        "invalid peer certificate",
-        "received corrupt message",
-        "InvalidContentType",
-        "peer is incompatible",
-        "handshake",
-    ]) {
-        format!(
-            "s3://{bucket}: the TLS connection to {endpoint} failed: {cause}\n\
-             Help: the endpoint must speak https with a certificate this machine trusts (the system's \
-             roots, or SSL_CERT_FILE / SSL_CERT_DIR for a private CA); a plain-http endpoint is \
-             http:// with AWS_ALLOW_HTTP=true"
-        )
-    } else if has(&[
-        "error sending request",
-        "Connection refused",
-        "connection refused",
-        "dns error",
-        "timed out",
-        "operation timed out",
-        "tcp connect",
-        "connection closed",
-        "Connection reset",
-    ]) {
-        format!(
+             or no permission to list the bucket): {e}\n{help}"
+        ),
+        S3Failure::Tls => {
+            format!("s3://{bucket}: the TLS connection to {endpoint} failed: {cause}\n{help}")
+        }
+        S3Failure::Unreachable => format!(
             "s3://{bucket}: the endpoint {endpoint} is unreachable (connect timeout {}, a request's \
-             timeout {} s, at most {} retries started within {} s): {said}\n\
-             Help: check AWS_ENDPOINT_URL and the network; a plain-http endpoint needs AWS_ALLOW_HTTP=true",
+             timeout {} s, at most {} retries started within {} s): {said}\n{help}",
             ledger_s3::CONNECT_TIMEOUT,
             S3_REQUEST_TIMEOUT.as_secs(),
             ledger_s3::MAX_RETRIES,
             ledger_s3::retry_timeout(S3_REQUEST_TIMEOUT).as_secs()
-        )
-    } else {
-        format!("s3://{bucket}: {said}\n{}", ledger_s3::ENV_HELP)
+        ),
+        S3Failure::Other => format!("s3://{bucket}: {said}\n{help}"),
     }
 }
 

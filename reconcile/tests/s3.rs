@@ -439,6 +439,42 @@ fn a_store_failing_mid_scan_is_not_called_a_damaged_file() {
     }
 }
 
+/// rev-s51-ops2 F10: credentials refused once the connection check passed
+/// (a session token that expired mid-run, a key revoked) are named as such
+/// at the listing, with the Help the check gives; they had no Help, and an
+/// expired token was never tied to AWS_SESSION_TOKEN. The refusals come
+/// from a proxy (a mock: moto cannot expire a token on demand).
+#[test]
+fn credentials_refused_after_the_connection_check_are_named() {
+    let (server, store, tmp) = clean_lake_on_s3("lake");
+    upload(&store, &tmp.path().join("clean"), "lake");
+    for (code, says) in [
+        ("ExpiredToken", "refresh AWS_SESSION_TOKEN"),
+        (
+            "InvalidAccessKeyId",
+            "check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+        ),
+    ] {
+        // Every listing after the first (the connection check's) refused.
+        let lists = std::sync::atomic::AtomicUsize::new(0);
+        let proxy = FaultyProxy::start(
+            server.port,
+            Box::new(move |method, path, _| {
+                let list = method == "GET" && path.contains("list-type=2");
+                (list && lists.fetch_add(1, SeqCst) >= 1).then_some(Fault::S3Error(403, code))
+            }),
+        );
+        let r = reconcile(&format!("s3://{BUCKET}/lake"), &proxy.env(&server));
+        assert_eq!(r.code, 2, "{code}: {}\n{}", r.stdout, r.stderr);
+        assert!(
+            r.stderr.contains("cannot list") && r.stderr.contains(code) && r.stderr.contains(says),
+            "{code}: {}",
+            r.stderr
+        );
+        assert!(r.stdout.is_empty(), "no verdict: {}", r.stdout);
+    }
+}
+
 #[test]
 fn s3_failures_are_exit_2_saying_which() {
     let server = S3Server::start();

@@ -229,6 +229,9 @@ pub enum Fault {
     /// Forward it without its body (an intermediary that truncates an
     /// upload): the server stores an empty object and says it did.
     EmptyBody,
+    /// Answer it with this status and an S3 error body of this code
+    /// (`ExpiredToken`, `InvalidAccessKeyId`), without forwarding it.
+    S3Error(u16, &'static str),
 }
 
 /// The fault for a request, given its method, its path (query included)
@@ -313,6 +316,18 @@ fn proxy_one(
     if let Some(Fault::Status(status)) = fault {
         let reply =
             format!("HTTP/1.1 {status} Injected\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        return client.write_all(reply.as_bytes());
+    }
+    if let Some(Fault::S3Error(status, code)) = fault {
+        let body = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code>\
+             <Message>Injected</Message></Error>"
+        );
+        let reply = format!(
+            "HTTP/1.1 {status} Injected\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        );
         return client.write_all(reply.as_bytes());
     }
     let empty = fault == Some(Fault::EmptyBody);
