@@ -815,8 +815,9 @@ pub const STATE_FILE_EXTS: &[&str] = &["seg", "ent", "prs"];
 
 /// Whether `name`, beside the checkpoint `stem`, is one of that
 /// checkpoint's own files: a file of its state ([`state_file_of`]), its
-/// temporary one (`{stem}.{ext}.tmp`, `{stem}.tmp`) or its lock
-/// (`{stem}.lock`). Other names that start with `{stem}.` are not its.
+/// temporary one (`{stem}.{ext}.tmp`, `{stem}.tmp`), its lock
+/// (`{stem}.lock`) or its first save's marker (`{stem}.first-save`). Other
+/// names that start with `{stem}.` are not its.
 pub fn is_checkpoint_file(stem: &str, name: &str) -> bool {
     let Some(rest) = name.strip_prefix(stem).and_then(|r| r.strip_prefix('.')) else {
         return false;
@@ -826,6 +827,7 @@ pub fn is_checkpoint_file(stem: &str, name: &str) -> bool {
         .any(|ext| state_file_of(stem, name, ext) || rest.strip_suffix(".tmp") == Some(ext))
         || rest == "tmp"
         || rest == "lock"
+        || rest == "first-save"
 }
 
 #[cfg(test)]

@@ -642,7 +642,21 @@ impl ProofState {
     }
 
     /// Writes the checkpoint atomically (temporary file, fsync, rename).
+    /// The first save (no checkpoint yet) is marked ([`first_save_marker`])
+    /// while it writes.
     pub fn save(&self, path: &Path, lake: &str, now_ms: i64) -> Result<(), CheckpointError> {
+        let first = !path.exists();
+        let marker = first_save_marker(path);
+        if first {
+            mark(&marker).map_err(|e| {
+                CheckpointError(format!(
+                    "cannot write checkpoint {}: its first save's marker {}: {e}\nHelp: check that the \
+                     directory exists and is writable",
+                    path.display(),
+                    marker.display()
+                ))
+            })?;
+        }
         let saved = self.save_files(path, lake, now_ms);
         if saved.is_err() && path.exists() {
             // The files this save wrote that the checkpoint on disk does
@@ -664,6 +678,9 @@ impl ProofState {
                 let _ = std::fs::remove_file(dir.join(format!("{stem}.{ext}.tmp")));
             }
             let _ = std::fs::remove_file(tmp_path(path));
+        }
+        if first && (saved.is_ok() || !path.exists()) {
+            let _ = std::fs::remove_file(&marker);
         }
         saved
     }
@@ -965,6 +982,56 @@ fn remove_orphans(path: &Path) {
     let _ = entry_store::remove_unreferenced(path, &named.entry_segments);
     let _ = presence_files::remove_unreferenced(path, &named.streams_files);
     let _ = std::fs::remove_file(tmp_path(path));
+}
+
+/// `FILE.first-save`: present while the first save of the checkpoint `FILE`
+/// writes (made durable before any file of its state, removed once the
+/// checkpoint is written, or the save failed and removed what it wrote).
+/// Found beside files of state and no checkpoint, it tells a first save that
+/// was killed from a checkpoint that was lost: its files are removed and the
+/// run is a first run again, where a lost checkpoint is refused (rev-s51-ops2
+/// F11: the night after a killed first night waited for a `--full` by hand).
+pub fn first_save_marker(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".first-save");
+    PathBuf::from(name)
+}
+
+/// Creates the marker `marker` durably: the file, then its directory.
+fn mark(marker: &Path) -> std::io::Result<()> {
+    std::fs::File::create(marker)?.sync_all()?;
+    let dir = marker.parent().filter(|d| !d.as_os_str().is_empty());
+    std::fs::File::open(dir.unwrap_or(Path::new(".")))?.sync_all()
+}
+
+/// What a killed first save of the checkpoint `path` left, when it left
+/// its marker ([`first_save_marker`]) and no checkpoint: removed, marker
+/// last; how many files of state there were. `None` when there is no such
+/// marker (the files beside a missing checkpoint are then a lost one's).
+pub fn clear_killed_first_save(path: &Path) -> Option<std::io::Result<usize>> {
+    let marker = first_save_marker(path);
+    if path.exists() || !marker.exists() {
+        return None;
+    }
+    let (dir, stem) = archive::place(path);
+    let files = archive::state_files(path);
+    let removed = (|| {
+        for name in &files {
+            std::fs::remove_file(dir.join(name))?;
+        }
+        for ext in archive::STATE_FILE_EXTS {
+            match std::fs::remove_file(dir.join(format!("{stem}.{ext}.tmp"))) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        match std::fs::remove_file(tmp_path(path)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        std::fs::remove_file(&marker)
+    })();
+    Some(removed.map(|()| files.len()))
 }
 
 /// The temporary file a save of the checkpoint `path` writes, `FILE.tmp`,

@@ -371,6 +371,25 @@ async fn reconcile_with(
             }
         }
         Some(path) if !cli.full => {
+            // A first save killed before it wrote the checkpoint: what it
+            // wrote is removed, and this is a first run.
+            match ledger_reconcile::checkpoint::clear_killed_first_save(path) {
+                Some(Ok(n)) => ledger_reconcile::say!(
+                    "reconcile: warning: the first run to write checkpoint {} was stopped before it \
+                     wrote it: the {n} file(s) of state it left are removed, and this run proves the \
+                     lake from its first event",
+                    path.display()
+                ),
+                Some(Err(e)) => {
+                    return Err(Error::Lake(format!(
+                        "checkpoint {}: the first run to write it was stopped before it wrote it, and \
+                         what it left cannot be removed: {e}\nHelp: check that the directory is \
+                         writable, and run again",
+                        path.display()
+                    )))
+                }
+                None => {}
+            }
             // No checkpoint file, yet the files of one's state beside it:
             // it was lost (a restore that missed it, a typo in the path), and
             // a first run would forget every tail it proved and owed.
@@ -379,7 +398,8 @@ async fn reconcile_with(
                 return Err(Error::Lake(format!(
                     "checkpoint {}: the file is missing, yet {} file(s) of a checkpoint's state are \
                      beside it ({first}{}): it was lost (a restore that missed it), the path is \
-                     mistyped, or the first run that wrote them was killed before it wrote the checkpoint\n\
+                     mistyped, or a first run of an older reconciler (one that wrote no \
+                     FILE.first-save) was stopped before it wrote it\n\
                      Help: restore the checkpoint file (or correct the path); if none was ever written \
                      here, run with --full: it proves the lake from the first event and writes a new \
                      checkpoint, without judging what a lost one proved and was owed",

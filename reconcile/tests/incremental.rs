@@ -5319,6 +5319,54 @@ fn checkpoints_keep_to_their_own_files_and_a_lost_one_is_no_first_run() {
 /// after a save succeeded, so on a volume without room for it and a night's
 /// new files every later save failed. A save that fails still frees it; the
 /// files the checkpoint names are kept, and it resumes as before.
+/// rev-s51-ops2 F11: a first save stopped before it wrote the checkpoint
+/// leaves its marker beside the files it wrote; the next night removes them
+/// and proves the lake as a first run, saying so, where it waited for a
+/// `--full` by hand. Files of state beside a missing checkpoint without the
+/// marker are still a lost checkpoint's, refused. A first save that ends,
+/// either way, leaves no marker.
+#[test]
+fn a_first_save_stopped_before_the_checkpoint_is_undone_by_the_next_night() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake");
+    let events = history(31, 6, 240);
+    deliver(&root, &events.iter().collect::<Vec<_>>(), "n0");
+    let ck = dir.path().join("ck");
+    let arg = ck.to_str().unwrap();
+    let marker = ledger_reconcile::checkpoint::first_save_marker(&ck);
+    // A first save that fails (its temporary file cannot be made).
+    std::fs::create_dir(dir.path().join("ck.tmp")).unwrap();
+    let (code, stderr) = cli(&root, &["--checkpoint", arg]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(!marker.exists() && ledger_reconcile::archive::state_files(&ck).is_empty());
+    std::fs::remove_dir(dir.path().join("ck.tmp")).unwrap();
+    let (first_code, stderr) = cli(&root, &["--checkpoint", arg]);
+    assert!(first_code <= 1, "{stderr}");
+    assert!(ck.exists() && !marker.exists());
+    let left = ledger_reconcile::archive::state_files(&ck);
+    assert!(!left.is_empty());
+    // As a first save stopped before its rename leaves it: its files, its
+    // marker, no checkpoint.
+    std::fs::remove_file(&ck).unwrap();
+    std::fs::write(&marker, b"").unwrap();
+    let (code, stderr) = cli(&root, &["--checkpoint", arg]);
+    assert_eq!(code, first_code, "{stderr}");
+    assert!(
+        stderr.contains("was stopped before it wrote it")
+            && stderr.contains(&format!(
+                "the {} file(s) of state it left are removed",
+                left.len()
+            )),
+        "{stderr}"
+    );
+    assert!(ck.exists() && !marker.exists());
+    // Without the marker: a lost checkpoint, refused.
+    std::fs::remove_file(&ck).unwrap();
+    let (code, stderr) = cli(&root, &["--checkpoint", arg]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("the file is missing"), "{stderr}");
+}
+
 #[test]
 fn a_killed_saves_leftovers_are_removed_before_the_next_save_writes() {
     let dir = tempfile::tempdir().unwrap();
