@@ -168,6 +168,28 @@ fn shown_endpoint(raw: &str) -> String {
     }
 }
 
+/// Whether an error's text (its chain of causes) is a failed TLS handshake,
+/// in rustls' words: a certificate it does not trust, or bytes that are not
+/// TLS at all (an https URL for a plain-http port). The S3 store's errors
+/// and the outputs' HTTP calls alike (`output::http`).
+pub(crate) fn tls_failure(text: &str) -> bool {
+    [
+        "invalid peer certificate",
+        "received corrupt message",
+        "InvalidContentType",
+        "peer is incompatible",
+        "handshake",
+    ]
+    .iter()
+    .any(|n| text.contains(n))
+}
+
+/// What a TLS Help asks of the far end's certificate: that it is trusted
+/// here, and how a private CA is (rustls reads these variables for its
+/// roots, the S3 store's and the outputs' alike).
+pub(crate) const TRUSTED_CERTIFICATE: &str = "a certificate this machine trusts (the system's \
+     roots, or SSL_CERT_FILE / SSL_CERT_DIR for a private CA)";
+
 fn describe_s3_error_at(bucket: &str, e: &object_store::Error, endpoint: String) -> String {
     let (text, cause) = ledger_s3::causes(e);
     let said = ledger_s3::with_cause(e);
@@ -192,19 +214,10 @@ fn describe_s3_error_at(bucket: &str, e: &object_store::Error, endpoint: String)
              Help: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (R2: an API token with Object Read \
              on the bucket; Object Read & Write for --publish-dangling)"
         )
-    } else if has(&[
-        // rustls' words: a certificate it does not trust, or bytes that are
-        // not TLS at all (an https URL for a plain-http port).
-        "invalid peer certificate",
-        "received corrupt message",
-        "InvalidContentType",
-        "peer is incompatible",
-        "handshake",
-    ]) {
+    } else if tls_failure(&text) {
         format!(
             "s3://{bucket}: the TLS connection to {endpoint} failed: {cause}\n\
-             Help: the endpoint must speak https with a certificate this machine trusts (the system's \
-             roots, or SSL_CERT_FILE / SSL_CERT_DIR for a private CA); a plain-http endpoint is \
+             Help: the endpoint must speak https with {TRUSTED_CERTIFICATE}; a plain-http endpoint is \
              http:// with AWS_ALLOW_HTTP=true"
         )
     } else if has(&[

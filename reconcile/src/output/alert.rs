@@ -316,10 +316,20 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
     http::post_json(&cfg.webhook, &[], &text, &cfg.retry)
         .await
         .map_err(|f| {
+            let help = if f.tls() {
+                format!(
+                    "the receiver must speak https with {}; a plain-http receiver is an http:// URL",
+                    crate::store::TRUSTED_CERTIFICATE
+                )
+            } else {
+                "check the webhook URL (--alert-webhook or LEDGER_ALERT_WEBHOOK) and that the \
+                 receiver is up"
+                    .to_owned()
+            };
             format!(
                 "alert: POST {} with {} new violation(s) was not delivered: {f}\n\
                  The state file {} is unchanged, so the next run alerts on them again.\n\
-                 Help: check the webhook URL (--alert-webhook or LEDGER_ALERT_WEBHOOK) and that the receiver is up",
+                 Help: {help}",
                 http::redact_path(&cfg.webhook),
                 p.new.len(),
                 cfg.state.display()
