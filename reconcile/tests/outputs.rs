@@ -1020,6 +1020,92 @@ fn alert_run(dir: &Path, hook: &str, state: &Path, extra: &[&str], env: &[(&str,
     run_bin(&args, env)
 }
 
+/// The body's `dedup_key` as docs/RECONCILE.md defines it: SHA-256 over
+/// the JSON array of the new violations' fingerprints, sorted, in hex.
+fn documented_dedup_key(body: &serde_json::Value) -> String {
+    use sha2::{Digest, Sha256};
+    let sorted: BTreeSet<&str> = body["new_violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["fingerprint"].as_str().unwrap())
+        .collect();
+    let array = serde_json::json!(sorted).to_string();
+    ledger_events::event::hex(&Sha256::digest(array.as_bytes()))
+}
+
+/// rev-s51-ops2 F4: a receiver slower than the timeout acts on every
+/// attempt. The timeout is `--alert-timeout`; every attempt, and the next
+/// run's, carries the same `dedup_key`; the error says the alert may have
+/// been delivered, not that the receiver is down.
+#[test]
+fn a_receiver_slower_than_the_timeout_may_have_the_alert_and_gets_one_dedup_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = corrupted_lake(tmp.path(), &[Class::Overdraft]);
+    let state = tmp.path().join("alert-state.json");
+    // Answers 200, after 2 s: past a 1 s timeout.
+    let server = Server::start(|_| {
+        std::thread::sleep(Duration::from_secs(2));
+        (200, "{}".to_owned())
+    });
+    let hook = format!("{}/hook/SECRET", server.base);
+    let r = alert_run(&dir, &hook, &state, &["--alert-timeout", "1"], &[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    let reqs = server.take();
+    assert_eq!(reqs.len(), 3, "three attempts: {reqs:?}");
+    let bodies: Vec<serde_json::Value> = reqs
+        .iter()
+        .map(|r| serde_json::from_str(&r.body).unwrap())
+        .collect();
+    let key = bodies[0]["dedup_key"].as_str().unwrap().to_owned();
+    assert_eq!(key, documented_dedup_key(&bodies[0]));
+    assert!(
+        key.len() == 64 && key.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{key}"
+    );
+    assert!(bodies.iter().all(|b| b["dedup_key"] == key.as_str()));
+    assert!(
+        r.stderr
+            .contains("may have been delivered (no answer within 1 s)")
+            && r.stderr.contains(&format!("same dedup_key ({key})"))
+            && r.stderr.contains("--alert-timeout"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr.contains("not delivered") && !r.stderr.contains("receiver is up"),
+        "{}",
+        r.stderr
+    );
+    assert!(!state.exists(), "the state is not advanced");
+    assert!(
+        std::fs::read_dir(tmp.path()).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains(".tmp-")),
+        "the staged state is removed"
+    );
+
+    // The next run, the timeout from the environment: the same key, once.
+    server.set(|_| (200, "{}".to_owned()));
+    let r = alert_run(&dir, &hook, &state, &[], &[("LEDGER_ALERT_TIMEOUT", "30")]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let reqs = server.take();
+    assert_eq!(reqs.len(), 1);
+    let body: serde_json::Value = serde_json::from_str(&reqs[0].body).unwrap();
+    assert_eq!(body["dedup_key"], key.as_str());
+    assert!(state.exists());
+
+    // Out of range: a usage error before the run.
+    for bad in ["0", "301", "ten"] {
+        let r = alert_run(&dir, &hook, &state, &["--alert-timeout", bad], &[]);
+        assert_eq!(r.code, 2, "{bad}: {}", r.stderr);
+        assert!(r.stdout.is_empty(), "no run: {}", r.stdout);
+    }
+    assert!(server.take().is_empty());
+}
+
 /// rev-s51-ops2 F7: an answer is read up to a bound, not whole: 64 KiB of
 /// an error's or an alert's 2xx, 4 MiB of the sweep's (parsed: past it, an
 /// error).

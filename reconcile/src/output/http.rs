@@ -22,8 +22,8 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     /// 3 attempts, 0.5 s then 1 s apart, 10 s each: at most about 32 s; a
-    /// 2xx answer read up to [`ERROR_BODY_MAX`]. The sweep sets its own
-    /// timeout and bound.
+    /// 2xx answer read up to [`ERROR_BODY_MAX`]. The alert sets its own
+    /// timeout (`--alert-timeout`), the sweep its timeout and bound.
     fn default() -> RetryPolicy {
         RetryPolicy {
             attempts: 3,
