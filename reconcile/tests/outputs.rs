@@ -1106,6 +1106,49 @@ fn a_receiver_slower_than_the_timeout_may_have_the_alert_and_gets_one_dedup_key(
     assert!(server.take().is_empty());
 }
 
+/// rev-s51-ops2 F6: the next state is written before the POST, so a state
+/// that cannot be written sends nothing; and a state that cannot be put in
+/// place after a delivered POST says the alert was delivered.
+#[test]
+fn an_alert_state_that_cannot_be_written_sends_nothing_and_after_a_delivery_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = corrupted_lake(tmp.path(), &[Class::Overdraft]);
+    let server = Server::start(|_| (200, "{}".to_owned()));
+    let hook = format!("{}/hook", server.base);
+    // A state whose temporary file cannot be created: with `.tmp-PID` its
+    // name passes the 255-byte limit of a file name (no permission makes a
+    // directory read-only to root, who may run the tests).
+    let unwritable = tmp.path().join("s".repeat(250));
+    let r = alert_run(&dir, &hook, &unwritable, &[], &[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(server.take().is_empty(), "nothing is sent");
+    assert!(
+        r.stderr.contains("cannot write") && r.stderr.contains("nothing was sent"),
+        "{}",
+        r.stderr
+    );
+
+    // Delivered, and then the state cannot be renamed into place (a
+    // directory stands there by then).
+    let state = tmp.path().join("alert-state.json");
+    let blocker = state.clone();
+    server.set(move |_| {
+        std::fs::create_dir(&blocker).unwrap();
+        (200, "{}".to_owned())
+    });
+    let r = alert_run(&dir, &hook, &state, &[], &[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(server.take().len(), 1);
+    assert!(
+        r.stderr.contains("the alert WAS delivered (HTTP 200")
+            && r.stderr.contains("the state could not be advanced")
+            && r.stderr
+                .contains("The next run sends it again, with the same dedup_key"),
+        "{}",
+        r.stderr
+    );
+}
+
 /// rev-s51-ops2 F7: an answer is read up to a bound, not whole: 64 KiB of
 /// an error's or an alert's 2xx, 4 MiB of the sweep's (parsed: past it, an
 /// error).

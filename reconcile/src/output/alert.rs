@@ -281,7 +281,13 @@ pub fn read_state(path: &Path, lake: &str) -> Result<BTreeSet<String>, String> {
     Ok(state.fingerprints)
 }
 
-fn write_state(path: &Path, lake: &str, fingerprints: &BTreeSet<String>) -> Result<(), String> {
+/// The state file holding `fingerprints`, written in full beside `path`
+/// but not yet in its place ([`super::Staged::commit`]).
+fn stage_state(
+    path: &Path,
+    lake: &str,
+    fingerprints: &BTreeSet<String>,
+) -> Result<super::Staged, String> {
     let state = AlertState {
         version: ALERT_STATE_VERSION,
         // The lake however it was spelled.
@@ -290,7 +296,7 @@ fn write_state(path: &Path, lake: &str, fingerprints: &BTreeSet<String>) -> Resu
         fingerprints: fingerprints.clone(),
     };
     let text = serde_json::to_string_pretty(&state).map_err(|e| e.to_string())? + "\n";
-    super::write_atomic(path, text.as_bytes()).map_err(|e| format!("alert: {e}"))
+    super::stage(path, text.as_bytes())
 }
 
 fn wall_clock_ms() -> i64 {
@@ -336,23 +342,36 @@ impl Outcome {
 }
 
 /// Reads the state, POSTs when there is something new, advances the state
-/// only after a 2xx. A failed delivery is an error (exit 2).
+/// only after a 2xx. A failed delivery is an error (exit 2). The next state
+/// is written to its temporary file before the POST and renamed over the
+/// state after the 2xx (rev-s51-ops2 F6): a state that cannot be written (a
+/// read-only or full volume) fails before anything is sent, not after every
+/// night's delivered alert.
 pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> {
     http::check_url("--alert-webhook", &cfg.webhook)?;
     let previous = read_state(&cfg.state, &report.lake)?;
     let p = plan(report, &previous);
+    let write_help = super::WRITE_HELP;
     if p.new.is_empty() {
-        write_state(&cfg.state, &report.lake, &p.next)?;
+        stage_state(&cfg.state, &report.lake, &p.next)
+            .and_then(super::Staged::commit)
+            .map_err(|e| format!("alert: {e}\n{write_help}"))?;
         return Ok(Outcome::NothingNew {
             violations: p.known,
             resolved: p.resolved,
         });
     }
     let n = p.new.len();
+    let staged = stage_state(&cfg.state, &report.lake, &p.next).map_err(|e| {
+        format!(
+            "alert: {e}; nothing was sent ({n} new violation(s)): the state is written before the \
+             POST, so that a delivered alert is not sent again every night for want of it\n{write_help}"
+        )
+    })?;
     let key = dedup_key(&p);
     let url = http::redact_path(&cfg.webhook);
     let state = cfg.state.display();
-    http::post_json(&cfg.webhook, &[], &body(report, &p).to_string(), &cfg.retry)
+    let answer = http::post_json(&cfg.webhook, &[], &body(report, &p).to_string(), &cfg.retry)
         .await
         .map_err(|f| {
             let timeout = cfg.retry.timeout.as_secs();
@@ -383,7 +402,14 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
                 )
             }
         })?;
-    write_state(&cfg.state, &report.lake, &p.next)?;
+    staged.commit().map_err(|e| {
+        format!(
+            "alert: the alert WAS delivered (HTTP {}: {n} new violation(s), dedup_key {key}), but \
+             the state could not be advanced: {e}\n\
+             The next run sends it again, with the same dedup_key.\n{write_help}",
+            answer.status
+        )
+    })?;
     Ok(Outcome::Sent {
         new: n,
         known: p.known,
