@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use ledger_reconcile::output::{
-    alert::AlertConfig,
+    alert::{AlertConfig, ALERT_TIMEOUT_DEFAULT_S, ALERT_TIMEOUT_MAX_S},
     sweep::{SweepConfig, SWEEP_MAX_DEFAULT},
     Outputs,
 };
@@ -139,8 +139,9 @@ struct Cli {
     #[arg(long, value_name = "FILE")]
     metrics: Option<PathBuf>,
     /// POST a JSON alert to URL when a violation appears that the last run did not
-    /// have; 3 attempts, then exit 2. Needs --alert-state. Prefer the variable to
-    /// the flag when the URL carries a token (flags show in process lists).
+    /// have; 3 attempts (each given --alert-timeout), then exit 2. Needs --alert-state.
+    /// Prefer the variable to the flag when the URL carries a token (flags show in
+    /// process lists).
     #[arg(
         long,
         value_name = "URL",
@@ -152,6 +153,13 @@ struct Cli {
     /// advanced only after a delivered alert). One file per lake.
     #[arg(long, value_name = "FILE", env = "LEDGER_ALERT_STATE")]
     alert_state: Option<PathBuf>,
+    /// Give each attempt of the alert's POST SECONDS to answer (1 to 300). A receiver
+    /// slower than that may still act on the request: the alert is sent again (the next
+    /// attempt, the next run) with the same dedup_key in its body, to deduplicate on.
+    #[arg(long, value_name = "SECONDS", env = "LEDGER_ALERT_TIMEOUT",
+          default_value_t = ALERT_TIMEOUT_DEFAULT_S,
+          value_parser = clap::value_parser!(u64).range(1..=ALERT_TIMEOUT_MAX_S))]
+    alert_timeout: u64,
     /// Send no alert and leave the alert state as it is, even with LEDGER_ALERT_WEBHOOK and
     /// LEDGER_ALERT_STATE set: for an ad-hoc replay (--now-ms, --settle-ms) run where the
     /// nightly job's environment is, which would page on-call and move its state.
@@ -771,11 +779,7 @@ fn run() -> ExitCode {
             .clone()
             .zip(cli.alert_state.clone())
             .filter(|_| !cli.no_alert)
-            .map(|(webhook, state)| AlertConfig {
-                webhook,
-                state,
-                retry: Default::default(),
-            }),
+            .map(|(webhook, state)| AlertConfig::new(webhook, state, cli.alert_timeout)),
         sweep: cli
             .sweep_url
             .clone()

@@ -168,6 +168,28 @@ fn shown_endpoint(raw: &str) -> String {
     }
 }
 
+/// Whether an error's text (its chain of causes) is a failed TLS handshake,
+/// in rustls' words: a certificate it does not trust, or bytes that are not
+/// TLS at all (an https URL for a plain-http port). The S3 store's errors
+/// and the outputs' HTTP calls alike (`output::http`).
+pub(crate) fn tls_failure(text: &str) -> bool {
+    [
+        "invalid peer certificate",
+        "received corrupt message",
+        "InvalidContentType",
+        "peer is incompatible",
+        "handshake",
+    ]
+    .iter()
+    .any(|n| text.contains(n))
+}
+
+/// What a TLS Help asks of the far end's certificate: that it is trusted
+/// here, and how a private CA is (rustls reads these variables for its
+/// roots, the S3 store's and the outputs' alike).
+pub(crate) const TRUSTED_CERTIFICATE: &str = "a certificate this machine trusts (the system's \
+     roots, or SSL_CERT_FILE / SSL_CERT_DIR for a private CA)";
+
 /// What an S3 error says went wrong, from its words and its causes'.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum S3Failure {
@@ -195,15 +217,7 @@ impl S3Failure {
             "401 Unauthorized",
         ]) {
             S3Failure::Credentials
-        } else if has(&[
-            // rustls' words: a certificate it does not trust, or bytes that
-            // are not TLS at all (an https URL for a plain-http port).
-            "invalid peer certificate",
-            "received corrupt message",
-            "InvalidContentType",
-            "peer is incompatible",
-            "handshake",
-        ]) {
+        } else if tls_failure(text) {
             S3Failure::Tls
         } else if has(&[
             "error sending request",
@@ -223,8 +237,8 @@ impl S3Failure {
     }
 
     /// What to do about it.
-    fn help(self) -> &'static str {
-        match self {
+    fn help(self) -> String {
+        let help = match self {
             S3Failure::NoBucket => {
                 "Help: check the bucket name and AWS_ENDPOINT_URL (R2: the account's endpoint)"
             }
@@ -237,16 +251,18 @@ impl S3Failure {
                  Object Read on the bucket; Object Read & Write for --publish-dangling)"
             }
             S3Failure::Tls => {
-                "Help: the endpoint must speak https with a certificate this machine trusts (the \
-                 system's roots, or SSL_CERT_FILE / SSL_CERT_DIR for a private CA); a plain-http \
-                 endpoint is http:// with AWS_ALLOW_HTTP=true"
+                return format!(
+                    "Help: the endpoint must speak https with {TRUSTED_CERTIFICATE}; a plain-http \
+                     endpoint is http:// with AWS_ALLOW_HTTP=true"
+                )
             }
             S3Failure::Unreachable => {
                 "Help: check AWS_ENDPOINT_URL and the network; a plain-http endpoint needs \
                  AWS_ALLOW_HTTP=true"
             }
             S3Failure::Other => ledger_s3::ENV_HELP,
-        }
+        };
+        help.to_owned()
     }
 }
 

@@ -18,10 +18,11 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use common::{config, run_lib, NOW_MS};
 use ledger_events::{Event, Stream, GENESIS_HASH};
@@ -605,16 +606,29 @@ struct Req {
     path: String,
     headers: BTreeMap<String, String>,
     body: String,
+    /// When the request was read.
+    at: Instant,
 }
 
 type Respond = dyn Fn(&Req) -> (u16, String) + Send + Sync;
+/// Writes the whole answer itself (headers, a body of its own size, a
+/// pause).
+type RespondRaw = dyn Fn(&Req, &mut TcpStream) + Send + Sync;
+
+#[derive(Clone)]
+enum Handler {
+    Reply(Arc<Respond>),
+    Raw(Arc<RespondRaw>),
+}
 
 /// An HTTP/1.1 server on an ephemeral loopback port, one request per
-/// connection, recording every request and answering with `respond`.
+/// connection, recording every request (before it answers: a client that
+/// gave up on a slow answer has still sent it) and answering with
+/// `respond`.
 struct Server {
     base: String,
     requests: Arc<Mutex<Vec<Req>>>,
-    respond: Arc<Mutex<Arc<Respond>>>,
+    respond: Arc<Mutex<Handler>>,
 }
 
 impl Server {
@@ -622,7 +636,7 @@ impl Server {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let requests: Arc<Mutex<Vec<Req>>> = Arc::default();
-        let respond: Arc<Mutex<Arc<Respond>>> = Arc::new(Mutex::new(Arc::new(respond)));
+        let respond = Arc::new(Mutex::new(Handler::Reply(Arc::new(respond))));
         let (reqs, resp) = (requests.clone(), respond.clone());
         let base_url = base.clone();
         std::thread::spawn(move || {
@@ -657,10 +671,17 @@ impl Server {
                     path,
                     headers,
                     body: String::from_utf8(body).unwrap(),
+                    at: Instant::now(),
                 };
-                let f = resp.lock().unwrap().clone();
+                reqs.lock().unwrap().push(req.clone());
+                let f = match resp.lock().unwrap().clone() {
+                    Handler::Reply(f) => f,
+                    Handler::Raw(f) => {
+                        f(&req, &mut conn);
+                        continue;
+                    }
+                };
                 let (status, text) = f(&req);
-                reqs.lock().unwrap().push(req);
                 // A redirect names the server's /moved.
                 let location = if (300..400).contains(&status) {
                     format!("location: {base_url}/moved\r\n")
@@ -682,7 +703,11 @@ impl Server {
     }
 
     fn set(&self, respond: impl Fn(&Req) -> (u16, String) + Send + Sync + 'static) {
-        *self.respond.lock().unwrap() = Arc::new(respond);
+        *self.respond.lock().unwrap() = Handler::Reply(Arc::new(respond));
+    }
+
+    fn set_raw(&self, respond: impl Fn(&Req, &mut TcpStream) + Send + Sync + 'static) {
+        *self.respond.lock().unwrap() = Handler::Raw(Arc::new(respond));
     }
 
     fn take(&self) -> Vec<Req> {
@@ -986,6 +1011,314 @@ fn the_alert_webhook_posts_only_new_violations_and_advances_after_delivery() {
         r.stderr
     );
     assert!(server.take().is_empty());
+}
+
+/// `reconcile DIR --alert-webhook HOOK --alert-state STATE`, and `extra`.
+fn alert_run(dir: &Path, hook: &str, state: &Path, extra: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut args = vec![s(dir), "--alert-webhook", hook, "--alert-state", s(state)];
+    args.extend_from_slice(extra);
+    run_bin(&args, env)
+}
+
+/// The body's `dedup_key` as docs/RECONCILE.md defines it: SHA-256 over
+/// the JSON array of the new violations' fingerprints, sorted, in hex.
+fn documented_dedup_key(body: &serde_json::Value) -> String {
+    use sha2::{Digest, Sha256};
+    let sorted: BTreeSet<&str> = body["new_violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["fingerprint"].as_str().unwrap())
+        .collect();
+    let array = serde_json::json!(sorted).to_string();
+    ledger_events::event::hex(&Sha256::digest(array.as_bytes()))
+}
+
+/// rev-s51-ops2 F4: a receiver slower than the timeout acts on every
+/// attempt. The timeout is `--alert-timeout`; every attempt, and the next
+/// run's, carries the same `dedup_key`; the error says the alert may have
+/// been delivered, not that the receiver is down.
+#[test]
+fn a_receiver_slower_than_the_timeout_may_have_the_alert_and_gets_one_dedup_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = corrupted_lake(tmp.path(), &[Class::Overdraft]);
+    let state = tmp.path().join("alert-state.json");
+    // Answers 200, after 2 s: past a 1 s timeout.
+    let server = Server::start(|_| {
+        std::thread::sleep(Duration::from_secs(2));
+        (200, "{}".to_owned())
+    });
+    let hook = format!("{}/hook/SECRET", server.base);
+    let r = alert_run(&dir, &hook, &state, &["--alert-timeout", "1"], &[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    let reqs = server.take();
+    assert_eq!(reqs.len(), 3, "three attempts: {reqs:?}");
+    let bodies: Vec<serde_json::Value> = reqs
+        .iter()
+        .map(|r| serde_json::from_str(&r.body).unwrap())
+        .collect();
+    let key = bodies[0]["dedup_key"].as_str().unwrap().to_owned();
+    assert_eq!(key, documented_dedup_key(&bodies[0]));
+    assert!(
+        key.len() == 64 && key.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{key}"
+    );
+    assert!(bodies.iter().all(|b| b["dedup_key"] == key.as_str()));
+    assert!(
+        r.stderr
+            .contains("may have been delivered (no answer within 1 s)")
+            && r.stderr.contains(&format!("same dedup_key ({key})"))
+            && r.stderr.contains("--alert-timeout"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr.contains("not delivered") && !r.stderr.contains("receiver is up"),
+        "{}",
+        r.stderr
+    );
+    assert!(!state.exists(), "the state is not advanced");
+    assert!(
+        std::fs::read_dir(tmp.path()).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains(".tmp-")),
+        "the staged state is removed"
+    );
+
+    // The next run, the timeout from the environment: the same key, once.
+    server.set(|_| (200, "{}".to_owned()));
+    let r = alert_run(&dir, &hook, &state, &[], &[("LEDGER_ALERT_TIMEOUT", "30")]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let reqs = server.take();
+    assert_eq!(reqs.len(), 1);
+    let body: serde_json::Value = serde_json::from_str(&reqs[0].body).unwrap();
+    assert_eq!(body["dedup_key"], key.as_str());
+    assert!(state.exists());
+
+    // Out of range: a usage error before the run.
+    for bad in ["0", "301", "ten"] {
+        let r = alert_run(&dir, &hook, &state, &["--alert-timeout", bad], &[]);
+        assert_eq!(r.code, 2, "{bad}: {}", r.stderr);
+        assert!(r.stdout.is_empty(), "no run: {}", r.stdout);
+    }
+    assert!(server.take().is_empty());
+}
+
+/// rev-s51-ops2 F6: the next state is written before the POST, so a state
+/// that cannot be written sends nothing; and a state that cannot be put in
+/// place after a delivered POST says the alert was delivered.
+#[test]
+fn an_alert_state_that_cannot_be_written_sends_nothing_and_after_a_delivery_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = corrupted_lake(tmp.path(), &[Class::Overdraft]);
+    let server = Server::start(|_| (200, "{}".to_owned()));
+    let hook = format!("{}/hook", server.base);
+    // A state whose temporary file cannot be created: with `.tmp-PID` its
+    // name passes the 255-byte limit of a file name (no permission makes a
+    // directory read-only to root, who may run the tests).
+    let unwritable = tmp.path().join("s".repeat(250));
+    let r = alert_run(&dir, &hook, &unwritable, &[], &[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(server.take().is_empty(), "nothing is sent");
+    assert!(
+        r.stderr.contains("cannot write") && r.stderr.contains("nothing was sent"),
+        "{}",
+        r.stderr
+    );
+
+    // Delivered, and then the state cannot be renamed into place (a
+    // directory stands there by then).
+    let state = tmp.path().join("alert-state.json");
+    let blocker = state.clone();
+    server.set(move |_| {
+        std::fs::create_dir(&blocker).unwrap();
+        (200, "{}".to_owned())
+    });
+    let r = alert_run(&dir, &hook, &state, &[], &[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(server.take().len(), 1);
+    assert!(
+        r.stderr.contains("the alert WAS delivered (HTTP 200")
+            && r.stderr.contains("the state could not be advanced")
+            && r.stderr
+                .contains("The next run sends it again, with the same dedup_key"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// rev-s51-ops2 F7: an answer is read up to a bound, not whole: 64 KiB of
+/// an error's or an alert's 2xx, 4 MiB of the sweep's (parsed: past it, an
+/// error).
+#[test]
+fn answers_are_read_up_to_a_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = corrupted_lake(tmp.path(), &[Class::Overdraft]);
+    let state = tmp.path().join("alert-state.json");
+    let server = Server::start(|_| (400, "x".repeat(1 << 20)));
+    let hook = format!("{}/hook", server.base);
+    let r = alert_run(&dir, &hook, &state, &[], &[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(server.take().len(), 1);
+    assert!(
+        r.stderr
+            .contains("… (larger than 64 KiB: not read further)"),
+        "{}",
+        &r.stderr[r.stderr.len().saturating_sub(500)..]
+    );
+
+    // A 2xx with 64 MiB: delivered, and the client hangs up after the
+    // first 64 KiB (the server's writes of the rest fail).
+    let whole = Arc::new(Mutex::new(None));
+    let said = whole.clone();
+    server.set_raw(move |_, conn| {
+        let size = 64 << 20;
+        let head =
+            format!("HTTP/1.1 200 OK\r\ncontent-length: {size}\r\nconnection: close\r\n\r\n");
+        let chunk = vec![b' '; 1 << 20];
+        let sent = conn.write_all(head.as_bytes()).is_ok()
+            && (0..64).all(|_| conn.write_all(&chunk).is_ok());
+        *said.lock().unwrap() = Some(sent);
+    });
+    let r = alert_run(&dir, &hook, &state, &[], &[]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(server.take().len(), 1);
+    assert!(state.exists(), "delivered");
+    // The server's last write fails once the run is gone, at the latest.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while whole.lock().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(*whole.lock().unwrap(), Some(false), "not read whole");
+
+    // The sweep: an answer past 4 MiB is not parsed (this one would be
+    // valid), an error that says so.
+    let ids = add_dangling(&dir, 1);
+    server.set(|req| {
+        let (status, text) = redriven(
+            req,
+            |_, id| serde_json::json!({"transfer_id": id, "phase": "captured"}),
+        );
+        (status, text + &" ".repeat(5 << 20))
+    });
+    let r = run_bin(
+        &[s(&dir), "--quiet", "--sweep-url", &server.base],
+        &[("LEDGER_ADMIN_KEY", "k")],
+    );
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(server.take().len(), 1, "one request for {ids:?}");
+    assert!(
+        r.stderr
+            .contains("the answer is larger than 4 MiB: not read further"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// rev-s51-ops2 F8: the receiver's or the edge's text is shown escaped, as
+/// the summary shows lake text: it cannot write lines of the job's log.
+#[test]
+fn a_receivers_answer_cannot_write_lines_of_the_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = corrupted_lake(tmp.path(), &[Class::Overdraft]);
+    let state = tmp.path().join("alert-state.json");
+    let forged = "oops\nerror: alert: nothing new to send (forged)\n\u{1b}[2Jreconcile: verdict: every invariant holds";
+    let server = Server::start(move |_| (400, forged.to_owned()));
+    let hook = format!("{}/hook", server.base);
+    let r = alert_run(&dir, &hook, &state, &["--quiet"], &[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    let clean = |stderr: &str| {
+        assert!(
+            !stderr.contains('\u{1b}')
+                && !stderr
+                    .lines()
+                    .any(|l| l.starts_with("error: alert: nothing new")
+                        || l.starts_with("reconcile: verdict")),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(r"oops\nerror: alert: nothing new to send (forged)\n\u{1b}[2J"),
+            "{stderr}"
+        );
+    };
+    clean(&r.stderr);
+
+    // The sweep's answer that is not JSON, alike.
+    add_dangling(&dir, 1);
+    server.set(move |_| (200, forged.to_owned()));
+    let r = run_bin(
+        &[s(&dir), "--quiet", "--sweep-url", &server.base],
+        &[("LEDGER_ADMIN_KEY", "k")],
+    );
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("the answer is not JSON"), "{}", r.stderr);
+    clean(&r.stderr);
+}
+
+/// rev-s51-ops2 F9: a 307 is named as a redirect not followed (not as a
+/// POST turned into a GET); a 429's Retry-After sets the retry's wait; a
+/// failed TLS handshake says how a certificate is trusted.
+#[test]
+fn redirects_retry_after_and_tls_failures_are_told_as_they_are() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = corrupted_lake(tmp.path(), &[Class::Overdraft]);
+    let state = tmp.path().join("alert-state.json");
+    let server = Server::start(|_| (307, String::new()));
+    let hook = format!("{}/hook", server.base);
+    let r = alert_run(&dir, &hook, &state, &[], &[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(server.take().len(), 1, "not followed");
+    assert!(
+        r.stderr.contains("HTTP 307")
+            && r.stderr.contains("redirects are not followed")
+            && r.stderr
+                .contains(&format!("a redirect to {}/moved", server.base))
+            && !r.stderr.contains("as a GET"),
+        "{}",
+        r.stderr
+    );
+
+    // 429 with `Retry-After: 2`, then 200: the retry waits the 2 s (the
+    // backoff alone is 0.5 s).
+    let seen = std::sync::atomic::AtomicUsize::new(0);
+    server.set_raw(move |_, conn| {
+        let answer: &[u8] = if seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 2\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        } else {
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}"
+        };
+        let _ = conn.write_all(answer);
+    });
+    let r = alert_run(&dir, &hook, &state, &[], &[]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let reqs = server.take();
+    assert_eq!(reqs.len(), 2, "{reqs:?}");
+    let waited = reqs[1].at - reqs[0].at;
+    assert!(waited >= Duration::from_millis(1900), "{waited:?}");
+
+    // An https URL for a plain-http port (bytes that are not TLS): the
+    // TLS Help, naming the variables that trust a private CA.
+    std::fs::remove_file(&state).unwrap();
+    let plain = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = plain.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in plain.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    let https = format!("https://127.0.0.1:{port}/hook");
+    let r = alert_run(&dir, &https, &state, &[], &[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("not delivered")
+            && r.stderr.contains("SSL_CERT_FILE / SSL_CERT_DIR")
+            && !r.stderr.contains("receiver is up"),
+        "{}",
+        r.stderr
+    );
 }
 
 /// Adds `n` transfers created and never advanced, deadlines past, so the

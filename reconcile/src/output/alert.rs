@@ -30,6 +30,14 @@ pub const ALERT_STATE_VERSION: u32 = 1;
 /// New violations the body lists in full; more are counted in
 /// `new_violations_omitted` (all are in `--violations` / `--json`).
 pub const ALERT_ROWS_MAX: usize = 1000;
+/// Per attempt, by default (`--alert-timeout`): receivers that open a
+/// ticket before they answer take more than a few seconds, and one slower
+/// than the timeout acts on every attempt (rev-s51-ops2 F4: 10 s, three
+/// pages a night).
+pub const ALERT_TIMEOUT_DEFAULT_S: u64 = 30;
+/// The longest `--alert-timeout`: three attempts of it stay within a
+/// quarter of an hour.
+pub const ALERT_TIMEOUT_MAX_S: u64 = 300;
 
 /// Codes of one event whose detail names its versions' hashes: a
 /// `conflict` every version's, a `hash_mismatch` what the row's content
@@ -54,6 +62,20 @@ pub struct AlertConfig {
 }
 
 impl AlertConfig {
+    /// The config for `--alert-webhook URL --alert-state FILE
+    /// --alert-timeout SECONDS`: the default retries, each attempt given
+    /// `timeout_s`.
+    pub fn new(webhook: String, state: PathBuf, timeout_s: u64) -> AlertConfig {
+        AlertConfig {
+            webhook,
+            state,
+            retry: RetryPolicy {
+                timeout: std::time::Duration::from_secs(timeout_s),
+                ..RetryPolicy::default()
+            },
+        }
+    }
+
     /// For the run on `lake`: a damaged state file, or one of another
     /// lake, is found before the run, not after it.
     pub fn validate(&self, lake: &str) -> Result<(), String> {
@@ -152,6 +174,19 @@ pub fn plan(report: &Report, previous: &BTreeSet<String>) -> Plan {
     }
 }
 
+/// The alert's deduplication key: SHA-256 over the JSON array of the new
+/// violations' fingerprints, sorted (every one, not only the
+/// [`ALERT_ROWS_MAX`] listed), in hex. The same on every attempt and on
+/// the next run's sending again of the same new violations (an alert not
+/// delivered, or whose answer did not come in time), so a receiver that
+/// deduplicates on it (PagerDuty's Events API, most incident tools) pages
+/// once for them.
+pub fn dedup_key(plan: &Plan) -> String {
+    let sorted: BTreeSet<&str> = plan.new.iter().map(|(fp, _)| fp.as_str()).collect();
+    let array = serde_json::json!(sorted).to_string();
+    ledger_events::event::hex(&Sha256::digest(array.as_bytes()))
+}
+
 /// The webhook body (version 1) for a plan with new violations.
 pub fn body(report: &Report, plan: &Plan) -> serde_json::Value {
     let rows: Vec<serde_json::Value> = plan
@@ -177,6 +212,7 @@ pub fn body(report: &Report, plan: &Plan) -> serde_json::Value {
     }
     serde_json::json!({
         "version": ALERT_VERSION,
+        "dedup_key": dedup_key(plan),
         "lake": report.lake,
         "now_ms": report.now_ms,
         "verdict": if report.holds { "holds" } else { "violated" },
@@ -245,7 +281,13 @@ pub fn read_state(path: &Path, lake: &str) -> Result<BTreeSet<String>, String> {
     Ok(state.fingerprints)
 }
 
-fn write_state(path: &Path, lake: &str, fingerprints: &BTreeSet<String>) -> Result<(), String> {
+/// The state file holding `fingerprints`, written in full beside `path`
+/// but not yet in its place ([`super::Staged::commit`]).
+fn stage_state(
+    path: &Path,
+    lake: &str,
+    fingerprints: &BTreeSet<String>,
+) -> Result<super::Staged, String> {
     let state = AlertState {
         version: ALERT_STATE_VERSION,
         // The lake however it was spelled.
@@ -254,7 +296,7 @@ fn write_state(path: &Path, lake: &str, fingerprints: &BTreeSet<String>) -> Resu
         fingerprints: fingerprints.clone(),
     };
     let text = serde_json::to_string_pretty(&state).map_err(|e| e.to_string())? + "\n";
-    super::write_atomic(path, text.as_bytes()).map_err(|e| format!("alert: {e}"))
+    super::stage(path, text.as_bytes())
 }
 
 fn wall_clock_ms() -> i64 {
@@ -300,34 +342,76 @@ impl Outcome {
 }
 
 /// Reads the state, POSTs when there is something new, advances the state
-/// only after a 2xx. A failed delivery is an error (exit 2).
+/// only after a 2xx. A failed delivery is an error (exit 2). The next state
+/// is written to its temporary file before the POST and renamed over the
+/// state after the 2xx (rev-s51-ops2 F6): a state that cannot be written (a
+/// read-only or full volume) fails before anything is sent, not after every
+/// night's delivered alert.
 pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> {
     http::check_url("--alert-webhook", &cfg.webhook)?;
     let previous = read_state(&cfg.state, &report.lake)?;
     let p = plan(report, &previous);
+    let write_help = super::WRITE_HELP;
     if p.new.is_empty() {
-        write_state(&cfg.state, &report.lake, &p.next)?;
+        stage_state(&cfg.state, &report.lake, &p.next)
+            .and_then(super::Staged::commit)
+            .map_err(|e| format!("alert: {e}\n{write_help}"))?;
         return Ok(Outcome::NothingNew {
             violations: p.known,
             resolved: p.resolved,
         });
     }
-    let text = body(report, &p).to_string();
-    http::post_json(&cfg.webhook, &[], &text, &cfg.retry)
+    let n = p.new.len();
+    let staged = stage_state(&cfg.state, &report.lake, &p.next).map_err(|e| {
+        format!(
+            "alert: {e}; nothing was sent ({n} new violation(s)): the state is written before the \
+             POST, so that a delivered alert is not sent again every night for want of it\n{write_help}"
+        )
+    })?;
+    let key = dedup_key(&p);
+    let url = http::redact_path(&cfg.webhook);
+    let state = cfg.state.display();
+    let answer = http::post_json(&cfg.webhook, &[], &body(report, &p).to_string(), &cfg.retry)
         .await
         .map_err(|f| {
-            format!(
-                "alert: POST {} with {} new violation(s) was not delivered: {f}\n\
-                 The state file {} is unchanged, so the next run alerts on them again.\n\
-                 Help: check the webhook URL (--alert-webhook or LEDGER_ALERT_WEBHOOK) and that the receiver is up",
-                http::redact_path(&cfg.webhook),
-                p.new.len(),
-                cfg.state.display()
-            )
+            let timeout = cfg.retry.timeout.as_secs();
+            if f.unanswered > 0 {
+                format!(
+                    "alert: POST {url} with {n} new violation(s) may have been delivered (no answer \
+                     within {timeout} s): {f}\n\
+                     The state file {state} is unchanged, so the next run sends it again with the same \
+                     dedup_key ({key}).\n\
+                     Help: give the receiver more time (--alert-timeout or LEDGER_ALERT_TIMEOUT; now \
+                     {timeout} s), or have it deduplicate on the body's dedup_key"
+                )
+            } else {
+                let help = if f.tls() {
+                    format!(
+                        "the receiver must speak https with {}; a plain-http receiver is an http:// URL",
+                        crate::store::TRUSTED_CERTIFICATE
+                    )
+                } else {
+                    "check the webhook URL (--alert-webhook or LEDGER_ALERT_WEBHOOK) and that the \
+                     receiver is up"
+                        .to_owned()
+                };
+                format!(
+                    "alert: POST {url} with {n} new violation(s) was not delivered: {f}\n\
+                     The state file {state} is unchanged, so the next run alerts on them again.\n\
+                     Help: {help}"
+                )
+            }
         })?;
-    write_state(&cfg.state, &report.lake, &p.next)?;
+    staged.commit().map_err(|e| {
+        format!(
+            "alert: the alert WAS delivered (HTTP {}: {n} new violation(s), dedup_key {key}), but \
+             the state could not be advanced: {e}\n\
+             The next run sends it again, with the same dedup_key.\n{write_help}",
+            answer.status
+        )
+    })?;
     Ok(Outcome::Sent {
-        new: p.new.len(),
+        new: n,
         known: p.known,
         resolved: p.resolved,
     })
@@ -449,6 +533,41 @@ mod tests {
             sha(
                 r#"["transfer_conservation","money_moved_without_capture","k",null,null,"failed transfer has 1 debit(s) and 0 credit(s)"]"#
             )
+        );
+    }
+
+    /// rev-s51-ops2 F4: the dedup_key is the documented hash of the sorted
+    /// new fingerprints: the same for the same new violations whatever their
+    /// order, another for another set, and blind to what is already known.
+    #[test]
+    fn the_dedup_key_hashes_the_sorted_new_fingerprints() {
+        let gap = |key: &str| {
+            Finding::new("seq_gap", key, "seq 5 missing".into())
+                .at(5, &format!("account:{key}:5"))
+                .absence(0)
+        };
+        let (a, b, c) = (gap("acme.a"), gap("acme.b"), gap("acme.c"));
+        let ab = plan(&report(&[&a, &b], &[]), &BTreeSet::new());
+        let ba = plan(&report(&[&b, &a], &[]), &BTreeSet::new());
+        assert_eq!(dedup_key(&ab), dedup_key(&ba));
+        let mut sorted: Vec<&str> = ab.new.iter().map(|(fp, _)| fp.as_str()).collect();
+        sorted.sort();
+        let array = serde_json::json!(sorted).to_string();
+        assert_eq!(
+            dedup_key(&ab),
+            ledger_events::event::hex(&Sha256::digest(array.as_bytes()))
+        );
+        assert_ne!(
+            dedup_key(&ab),
+            dedup_key(&plan(&report(&[&a], &[]), &BTreeSet::new()))
+        );
+        // c new, a and b known: the key of c alone.
+        let known = plan(&report(&[&a, &b, &c], &[]), &ab.next);
+        let c_alone = plan(&report(&[&c], &[]), &BTreeSet::new());
+        assert_eq!(dedup_key(&known), dedup_key(&c_alone));
+        assert_eq!(
+            body(&report(&[&c], &[]), &c_alone)["dedup_key"],
+            dedup_key(&c_alone)
         );
     }
 

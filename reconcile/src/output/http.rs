@@ -11,19 +11,43 @@ pub struct RetryPolicy {
     pub attempts: u32,
     /// The wait before the first retry; each further retry waits twice as long.
     pub backoff: Duration,
-    /// Per attempt: connect, send and read the answer.
+    /// Per attempt: connect, send and read the answer. Connecting (DNS, TCP
+    /// and TLS) has at most [`connect_timeout`] of it, so an attempt that
+    /// runs out of time after that had its request sent: the receiver may
+    /// have acted on it ([`Failure::unanswered`]).
     pub timeout: Duration,
+    /// The most of a 2xx answer read (the rest is not: [`Answer::cut`]).
+    pub answer_max: usize,
 }
 
 impl Default for RetryPolicy {
-    /// 3 attempts, 0.5 s then 1 s apart, 10 s each: at most about 32 s.
+    /// 3 attempts, 0.5 s then 1 s apart, 10 s each: at most about 32 s; a
+    /// 2xx answer read up to [`ERROR_BODY_MAX`]. The alert sets its own
+    /// timeout (`--alert-timeout`), the sweep its timeout and bound.
     fn default() -> RetryPolicy {
         RetryPolicy {
             attempts: 3,
             backoff: Duration::from_millis(500),
             timeout: Duration::from_secs(10),
+            answer_max: ERROR_BODY_MAX,
         }
     }
+}
+
+/// The most of a non-2xx answer read: its first 2,000 characters are shown,
+/// and a receiver (or an intermediary serving a file) that answers with
+/// gigabytes must not cost their memory (rev-s51-ops2 F7: 7 GB RSS).
+pub const ERROR_BODY_MAX: usize = 64 * 1024;
+
+/// The longest a 429's or a 503's `Retry-After` (in seconds) makes a retry
+/// wait: longer is waited for this long (one attempt more, not a night).
+pub const RETRY_AFTER_MAX: Duration = Duration::from_secs(30);
+
+/// The connect phase's share of an attempt's `timeout`: half of it, at
+/// most 10 s. Strictly less than the timeout, so an attempt that runs out
+/// of time is told apart: in the connect phase (nothing sent) or after it.
+pub fn connect_timeout(timeout: Duration) -> Duration {
+    (timeout / 2).min(Duration::from_secs(10))
 }
 
 /// A 2xx answer.
@@ -31,39 +55,69 @@ impl Default for RetryPolicy {
 pub struct Answer {
     pub status: u16,
     pub body: String,
+    /// Why `body` is not the whole answer: larger than the policy's
+    /// `answer_max` (not read further), or cut short by an error.
+    pub cut: Option<String>,
 }
 
 /// Why a POST failed after its last attempt.
 #[derive(Debug, Clone)]
-pub enum Failure {
-    /// The server answered with a non-2xx status (the last answer).
+pub struct Failure {
+    /// The last attempt's failure.
+    pub last: Last,
+    pub attempts: u32,
+    /// Attempts that had their request sent and no answer within the
+    /// timeout: the receiver may have acted on them (a slow receiver).
+    pub unanswered: u32,
+}
+
+/// How the last attempt failed.
+#[derive(Debug, Clone)]
+pub enum Last {
+    /// The server answered with a non-2xx status; at most
+    /// [`ERROR_BODY_MAX`] of its body read (`cut`: why there was more).
     Status {
         status: u16,
         body: String,
-        attempts: u32,
+        cut: Option<String>,
     },
     /// No answer: connection refused, timeout, TLS, DNS...
-    Transport { error: String, attempts: u32 },
+    Transport { error: String },
+}
+
+impl Failure {
+    /// Whether the last attempt failed in the TLS handshake (an untrusted
+    /// certificate, or an https URL for a plain-http port).
+    pub fn tls(&self) -> bool {
+        matches!(&self.last, Last::Transport { error } if crate::store::tls_failure(error))
+    }
 }
 
 impl std::fmt::Display for Failure {
+    /// The receiver's text escaped as the summary escapes lake text
+    /// ([`crate::report::plain`]): a body with line feeds or escape
+    /// sequences cannot write lines of the job's log (rev-s51-ops2 F8).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::Status {
-                status,
-                body,
-                attempts,
-            } => {
+        let attempts = self.attempts;
+        match &self.last {
+            Last::Status { status, body, cut } => {
                 let body = body.trim();
-                let body = if body.chars().count() > 2000 {
-                    let head: String = body.chars().take(2000).collect();
-                    format!("{head}… ({} bytes)", body.len())
+                let more = if let Some(why) = cut {
+                    format!("… ({})", crate::report::plain(why))
+                } else if body.chars().count() > 2000 {
+                    format!("… ({} bytes)", body.len())
                 } else {
-                    body.to_owned()
+                    String::new()
                 };
-                write!(f, "HTTP {status} after {attempts} attempt(s); body: {body}")
+                let head: String = body.chars().take(2000).collect();
+                let head = crate::report::plain(&head);
+                write!(
+                    f,
+                    "HTTP {status} after {attempts} attempt(s); body: {head}{more}"
+                )
             }
-            Failure::Transport { error, attempts } => {
+            Last::Transport { error } => {
+                let error = crate::report::plain(error);
                 write!(f, "no answer after {attempts} attempt(s): {error}")
             }
         }
@@ -131,7 +185,8 @@ pub fn check_url(flag: &str, url: &str) -> Result<reqwest::Url, String> {
 
 /// POSTs `body` (JSON) to `url` with `headers`. Retries on no answer, on
 /// 5xx and on 408/429; any other non-2xx answer is final at once (retrying
-/// a refused request changes nothing).
+/// a refused request changes nothing). A 429's or 503's `Retry-After` in
+/// seconds sets the wait before the retry, up to [`RETRY_AFTER_MAX`].
 pub async fn post_json(
     url: &str,
     headers: &[(&str, &str)],
@@ -140,20 +195,26 @@ pub async fn post_json(
 ) -> Result<Answer, Failure> {
     let client = reqwest::Client::builder()
         .timeout(policy.timeout)
-        .connect_timeout(policy.timeout)
+        .connect_timeout(connect_timeout(policy.timeout))
         .user_agent(concat!("ledger-reconcile/", env!("CARGO_PKG_VERSION")))
         // A redirect is an answer, not followed: a 301/302/303 turns the
         // POST into a GET without its body, which the target may well
-        // answer 2xx, and the alert or the sweep would count as delivered.
+        // answer 2xx, and the alert or the sweep would count as delivered;
+        // and a 307/308 would send the body (the violations, the admin key)
+        // to a place the operator never named.
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .map_err(|e| Failure::Transport {
-            error: format!("cannot build the HTTP client: {e}"),
+        .map_err(|e| Failure {
+            last: Last::Transport {
+                error: format!("cannot build the HTTP client: {e}"),
+            },
             attempts: 0,
+            unanswered: 0,
         })?;
     let attempts = policy.attempts.max(1);
     let mut wait = policy.backoff;
     let mut attempt = 0;
+    let mut unanswered = 0;
     loop {
         attempt += 1;
         let mut req = client
@@ -163,8 +224,9 @@ pub async fn post_json(
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
-        let failure = match req.send().await {
-            Ok(resp) => {
+        let mut retry_after = None;
+        let last = match req.send().await {
+            Ok(mut resp) => {
                 let status = resp.status().as_u16();
                 if resp.status().is_redirection() {
                     let to = resp
@@ -172,42 +234,133 @@ pub async fn post_json(
                         .get(reqwest::header::LOCATION)
                         .and_then(|v| v.to_str().ok())
                         .map_or_else(|| "nowhere named".to_owned(), redact_path);
-                    return Err(Failure::Status {
-                        status,
-                        body: format!(
-                            "a redirect to {to}, not followed (it would resend the POST as a GET \
-                             without its body); give the URL it redirects to"
-                        ),
+                    return Err(Failure {
+                        last: Last::Status {
+                            status,
+                            body: redirect_said(status, &to),
+                            cut: None,
+                        },
                         attempts: attempt,
+                        unanswered,
                     });
                 }
-                let text = resp.text().await.unwrap_or_default();
                 if (200..300).contains(&status) {
-                    return Ok(Answer { status, body: text });
+                    let (bytes, cut) = read_at_most(&mut resp, policy.answer_max).await;
+                    return Ok(Answer {
+                        status,
+                        body: String::from_utf8_lossy(&bytes).into_owned(),
+                        cut,
+                    });
                 }
-                let retryable = status >= 500 || status == 408 || status == 429;
-                let f = Failure::Status {
+                if status == 429 || status == 503 {
+                    retry_after = retry_after_secs(resp.headers());
+                }
+                let (bytes, cut) = read_at_most(&mut resp, ERROR_BODY_MAX).await;
+                let last = Last::Status {
                     status,
-                    body: text,
-                    attempts: attempt,
+                    body: String::from_utf8_lossy(&bytes).into_owned(),
+                    cut,
                 };
+                let retryable = status >= 500 || status == 408 || status == 429;
                 if !retryable {
-                    return Err(f);
+                    return Err(Failure {
+                        last,
+                        attempts: attempt,
+                        unanswered,
+                    });
                 }
-                f
+                last
             }
-            Err(e) => Failure::Transport {
-                // Without the URL: it may carry a secret (the caller names
-                // the redacted URL).
-                error: error_chain(&e.without_url()),
-                attempts: attempt,
-            },
+            Err(e) => {
+                // Out of time past the connect phase (which has less than
+                // the whole timeout): the request went out, and only the
+                // answer is missing.
+                if e.is_timeout() && !e.is_connect() {
+                    unanswered += 1;
+                }
+                Last::Transport {
+                    // Without the URL: it may carry a secret (the caller
+                    // names the redacted URL).
+                    error: error_chain(&e.without_url()),
+                }
+            }
         };
         if attempt >= attempts {
-            return Err(failure);
+            return Err(Failure {
+                last,
+                attempts: attempt,
+                unanswered,
+            });
         }
-        tokio::time::sleep(wait).await;
+        let asked = retry_after.map(|s| Duration::from_secs(s).min(RETRY_AFTER_MAX));
+        tokio::time::sleep(asked.map_or(wait, |a| a.max(wait))).await;
         wait *= 2;
+    }
+}
+
+/// What a redirect answer says: not followed, and where it points.
+fn redirect_said(status: u16, to: &str) -> String {
+    // Only these turn the POST into a GET without its body when followed;
+    // a 307 or 308 would resend it as it is.
+    let why = if matches!(status, 301..=303) {
+        " (a client that follows this one resends the POST as a GET without its body)"
+    } else {
+        ""
+    };
+    format!("a redirect to {to} (its Location); redirects are not followed{why}: give the URL it redirects to")
+}
+
+/// A `Retry-After` in seconds (its date form is not honoured: the backoff
+/// applies).
+fn retry_after_secs(headers: &reqwest::header::HeaderMap) -> Option<u64> {
+    headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// At most `max` bytes of the answer's body, and why there is more when
+/// there is: past `max` the rest is left unread (the connection is
+/// dropped), and an error mid-body keeps what came before it.
+async fn read_at_most(resp: &mut reqwest::Response, max: usize) -> (Vec<u8>, Option<String>) {
+    let mut bytes = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => {
+                let room = max - bytes.len();
+                if chunk.len() > room {
+                    bytes.extend_from_slice(&chunk[..room]);
+                    return (
+                        bytes,
+                        Some(format!("larger than {}: not read further", size(max))),
+                    );
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+            Ok(None) => return (bytes, None),
+            Err(e) => {
+                let why = format!(
+                    "cut short after {} bytes: {}",
+                    bytes.len(),
+                    error_chain(&e.without_url())
+                );
+                return (bytes, Some(why));
+            }
+        }
+    }
+}
+
+/// `bytes` in KiB or MiB, as a bound is named.
+pub fn size(bytes: usize) -> String {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else if bytes.is_multiple_of(1024) {
+        format!("{} KiB", bytes >> 10)
+    } else {
+        format!("{bytes} bytes")
     }
 }
 
@@ -243,6 +396,74 @@ mod tests {
             "http://127.0.0.1:9/hook"
         );
         assert_eq!(redact_path("not a url"), "(unparsable URL)");
+    }
+
+    fn failure(last: Last) -> Failure {
+        Failure {
+            last,
+            attempts: 3,
+            unanswered: 0,
+        }
+    }
+
+    /// rev-s51-ops2 F9: a certificate not trusted here is told from a
+    /// receiver that is down, in rustls' words as the S3 store tells it.
+    #[test]
+    fn a_tls_failure_is_told_from_a_receiver_that_is_down() {
+        let tls = failure(Last::Transport {
+            error: "error sending request: client error (Connect): invalid peer certificate: \
+                    UnknownIssuer"
+                .into(),
+        });
+        assert!(tls.tls());
+        let refused = failure(Last::Transport {
+            error: "error sending request: client error (Connect): tcp connect error: Connection \
+                    refused (os error 111)"
+                .into(),
+        });
+        assert!(!refused.tls());
+    }
+
+    /// rev-s51-ops2 F8, F7: the body is shown escaped, its first 2,000
+    /// characters, and a body not read whole says so.
+    #[test]
+    fn a_body_is_shown_escaped_and_cut() {
+        let f = failure(Last::Status {
+            status: 500,
+            body: "oops\nerror: forged\u{1b}[2J".into(),
+            cut: None,
+        });
+        assert_eq!(
+            f.to_string(),
+            r"HTTP 500 after 3 attempt(s); body: oops\nerror: forged\u{1b}[2J"
+        );
+        let f = failure(Last::Status {
+            status: 500,
+            body: "x".repeat(3000),
+            cut: Some("larger than 64 KiB: not read further".into()),
+        });
+        let shown = f.to_string();
+        assert!(
+            shown.ends_with(&format!(
+                "{}… (larger than 64 KiB: not read further)",
+                "x".repeat(2000)
+            )),
+            "{shown}"
+        );
+        assert_eq!(size(ERROR_BODY_MAX), "64 KiB");
+        assert_eq!(size(4 << 20), "4 MiB");
+    }
+
+    #[test]
+    fn a_redirect_is_named_not_followed_and_only_a_303_said_to_turn_into_a_get() {
+        let temporary = redirect_said(307, "https://hooks.example/new");
+        assert!(
+            temporary.contains("a redirect to https://hooks.example/new")
+                && temporary.contains("redirects are not followed")
+                && !temporary.contains("GET"),
+            "{temporary}"
+        );
+        assert!(redirect_said(303, "x").contains("as a GET without its body"));
     }
 
     #[test]

@@ -29,34 +29,80 @@ use crate::report::Report;
 /// textfile collector, an auditor's job) sees the old file or the new one,
 /// never half of one.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    stage(path, bytes)
+        .and_then(Staged::commit)
+        .map_err(|e| format!("{e}\n{WRITE_HELP}"))
+}
+
+/// The Help of a file that could not be written.
+pub const WRITE_HELP: &str = "Help: check that the directory exists and is writable";
+
+/// A file written in full, flushed and synced under a temporary name
+/// beside its path ([`stage`]), not yet renamed over it ([`Staged::commit`]).
+/// Dropped without the rename, the temporary file is removed. The alert
+/// writes its next state so before the POST and renames it after the 2xx: a
+/// volume that cannot take the file fails before the alert goes out.
+#[derive(Debug)]
+pub struct Staged {
+    tmp: PathBuf,
+    path: PathBuf,
+    dir: PathBuf,
+    name: String,
+    renamed: bool,
+}
+
+/// Writes `bytes` to the temporary file of `path` (`.NAME.tmp-PID` in its
+/// directory; a symbolic link's target's, the link kept). The error names
+/// `path` (`cannot write PATH: …`), without a Help line.
+pub fn stage(path: &Path, bytes: &[u8]) -> Result<Staged, String> {
     // A symbolic link is kept, and its target written (rev-s50-ops F6: the
     // rename replaced the link by a file, and what read the target, a
     // metrics collector say, kept the last file written before).
     let target = link_target(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    let path = target.as_path();
-    let dir = match path.parent() {
+    let dir = match target.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = path
+    let name = target
         .file_name()
-        .ok_or_else(|| format!("{} is not a file path", path.display()))?
+        .ok_or_else(|| format!("{} is not a file path", target.display()))?
         .to_string_lossy()
         .into_owned();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let help = "Help: check that the directory exists and is writable";
-    let result = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
+    let staged = Staged {
+        tmp: dir.join(format!(".{name}.tmp-{}", std::process::id())),
+        path: target,
+        dir,
+        name,
+        renamed: false,
+    };
+    let written = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&staged.tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
+        f.sync_all()
     })();
-    result.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot write {}: {e}\n{help}", path.display())
-    })?;
-    remove_stale_temporaries(&dir, &name);
-    Ok(())
+    // On an error, dropping `staged` removes what was written.
+    written.map_err(|e| format!("cannot write {}: {e}", staged.path.display()))?;
+    Ok(staged)
+}
+
+impl Staged {
+    /// Renames the temporary file over the path; the error names the path
+    /// (`cannot write PATH: …`), without a Help line.
+    pub fn commit(mut self) -> Result<(), String> {
+        std::fs::rename(&self.tmp, &self.path)
+            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))?;
+        self.renamed = true;
+        remove_stale_temporaries(&self.dir, &self.name);
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.renamed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// The file `path` names: itself, or the end of the chain of symbolic links

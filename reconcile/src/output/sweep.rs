@@ -29,6 +29,11 @@ pub const EDGE_REDRIVE_WAIT: Duration = Duration::from_secs(10);
 /// 10 s more for the round trip.
 pub const REQUEST_TIMEOUT: Duration =
     Duration::from_secs(EDGE_REDRIVE_WAIT.as_secs() * REDRIVE_CHUNK as u64 + 10);
+/// The most of an answer read: one for [`REDRIVE_CHUNK`] ids is about a
+/// kilobyte; past this bound it is no answer of the route's (an
+/// intermediary serving a file, say) and is not read further
+/// (rev-s51-ops2 F7: a 3 GB answer took 7 GB of memory).
+pub const ANSWER_MAX: usize = 4 << 20;
 /// How many dangling transfers one run re-drives by default
 /// (`--sweep-max`): a few minutes of requests on a healthy edge. The rest
 /// are left to the sweeper's cron (`--publish-dangling`) or the next run.
@@ -58,6 +63,7 @@ impl SweepConfig {
             max,
             retry: RetryPolicy {
                 timeout: REQUEST_TIMEOUT,
+                answer_max: ANSWER_MAX,
                 ..RetryPolicy::default()
             },
         }
@@ -234,11 +240,15 @@ impl Redriven {
     /// answer that leaves one out is an edge, or a proxy, in trouble, not a
     /// re-drive).
     fn add(&mut self, answer: &str, ids: &[&str]) -> Result<(), String> {
+        // The edge's text as the summary shows lake text: it cannot write
+        // lines of the job's log (rev-s51-ops2 F8).
+        let shown = crate::report::plain(answer);
+        let answer_shown = &*shown;
         let v: serde_json::Value = serde_json::from_str(answer)
-            .map_err(|e| format!("the answer is not JSON ({e}): {answer}"))?;
+            .map_err(|e| format!("the answer is not JSON ({e}): {answer_shown}"))?;
         let list = v["redriven"]
             .as_array()
-            .ok_or_else(|| format!("the answer has no `redriven` array: {answer}"))?;
+            .ok_or_else(|| format!("the answer has no `redriven` array: {answer_shown}"))?;
         let answered: std::collections::BTreeSet<&str> = list
             .iter()
             .filter_map(|e| e["transfer_id"].as_str())
@@ -248,7 +258,7 @@ impl Redriven {
             let missing = sent.difference(&answered).next();
             let extra = answered.difference(&sent).next();
             return Err(format!(
-                "the answer does not account for the ids sent: {} entries for {} ids{}{}: {answer}",
+                "the answer does not account for the ids sent: {} entries for {} ids{}{}: {answer_shown}",
                 list.len(),
                 sent.len(),
                 missing
@@ -265,8 +275,8 @@ impl Redriven {
                 self.first_failure.get_or_insert_with(|| {
                     format!(
                         "{}: {}",
-                        e["transfer_id"].as_str().unwrap_or("?"),
-                        error.as_str().unwrap_or_default()
+                        crate::report::plain(e["transfer_id"].as_str().unwrap_or("?")),
+                        crate::report::plain(error.as_str().unwrap_or_default())
                     )
                 });
                 continue;
@@ -320,20 +330,44 @@ pub async fn redrive(
         )
         .await
         .map_err(|f| {
+            let help = if f.tls() {
+                format!(
+                    "the edge must speak https with {}",
+                    crate::store::TRUSTED_CERTIFICATE
+                )
+            } else {
+                format!(
+                    "401/403 mean {ADMIN_KEY_ENV} is not the edge's ADMIN_KEY; 503 that the edge has \
+                     no ADMIN_KEY configured; no answer, that --sweep-url is not the edge's base URL or \
+                     that the edge took longer than {} s for {REDRIVE_CHUNK} re-drives (transfer \
+                     objects that hang: see its logs)",
+                    REQUEST_TIMEOUT.as_secs()
+                )
+            };
             format!(
                 "sweep: POST {} (request {} of {}, {n} ids) failed: {f}\n\
                  {} of {total} dangling transfer(s) were sent before it.\n\
-                 Help: 401/403 mean {ADMIN_KEY_ENV} is not the edge's ADMIN_KEY; 503 that the edge has no \
-                 ADMIN_KEY configured; no answer, that --sweep-url is not the edge's base URL or that the \
-                 edge took longer than {} s for {REDRIVE_CHUNK} re-drives (transfer objects that hang: see \
-                 its logs); re-driving is idempotent, so the next run may send them again",
+                 Help: {help}; re-driving is idempotent, so the next run may send them again",
                 http::redact(&url),
                 i + 1,
                 bodies.len(),
                 done.sent,
-                REQUEST_TIMEOUT.as_secs()
             )
         })?;
+        if let Some(why) = &answer.cut {
+            return Err(format!(
+                "sweep: POST {} (request {} of {}): the answer is {why} (one for {REDRIVE_CHUNK} ids is \
+                 about a kilobyte), so what the edge did with them is not known\n\
+                 {} of {total} dangling transfer(s) were sent before it.\n\
+                 Help: --sweep-url must be the edge's base URL, its admin route answered by the edge \
+                 itself (not a proxy's or a file server's page); re-driving is idempotent, so the next \
+                 run may send them again",
+                http::redact(&url),
+                i + 1,
+                bodies.len(),
+                done.sent,
+            ));
+        }
         done.add(&answer.body, &ids).map_err(|e| {
             format!(
                 "sweep: POST {} (request {} of {}): {e}",
