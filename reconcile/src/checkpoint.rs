@@ -95,7 +95,11 @@ use crate::stream::Tail;
 /// now by it: a version-17 one may have forgotten an earlier row's). 19:
 /// each account's state keeps the overdraft limit it was opened with
 /// (`AccountFacts::limit`), which `checks::overdraft` judges every row by.
-pub const CHECKPOINT_VERSION: u32 = 19;
+/// 20: the same layout; of copies of a row with one hash, the folds read
+/// the one that hashes to it, not the first file's (`stream::copies_order`),
+/// and a stream in the wrong table has no `seq_gap` (rev-s51-diff M2: a
+/// version-19 checkpoint keeps what those rules no longer report).
+pub const CHECKPOINT_VERSION: u32 = 20;
 
 /// Versions this reconciler reads: a version-6 checkpoint is a version-7
 /// one that owes nothing, a version-7 one a version-8 one that knows no
@@ -114,7 +118,8 @@ pub const CHECKPOINT_VERSION: u32 = 19;
 /// version-17 one whose files of streams (layout 2) count no stretch's
 /// rows, a version-17 one a version-18 one whose open transfers' dates are
 /// their last rows', a version-18 one a version-19 one whose accounts'
-/// limits are their last rows'. Versions 6–18 are read to be set aside
+/// limits are their last rows', a version-19 one a version-20 one. Versions
+/// 6–19 are read to be set aside
 /// (`ProofState::older_rules`): their tails judged, the lake proved from
 /// its first event once (before 14, no row's amount, limit or reason and
 /// no failed transfer's hold was judged; before 15, no failed transfer's
@@ -122,9 +127,10 @@ pub const CHECKPOINT_VERSION: u32 = 19;
 /// release off the source; before 17, no keyed scan could see rows a
 /// footer hid inside a stretch whose first row it left; before 18, no open
 /// transfer's row dated after the run's now but its last; before 19, no
-/// row was judged by a limit but its own), and every lake
+/// row was judged by a limit but its own; before 20, copies with one hash
+/// were folded in file order and misfiled streams' gaps reported), and every lake
 /// file's notes written again, counted.
-const CHECKPOINT_VERSIONS_READ: [u32; 14] = [
+const CHECKPOINT_VERSIONS_READ: [u32; 15] = [
     6,
     7,
     8,
@@ -138,6 +144,7 @@ const CHECKPOINT_VERSIONS_READ: [u32; 14] = [
     16,
     17,
     18,
+    19,
     CHECKPOINT_VERSION,
 ];
 
@@ -189,7 +196,7 @@ pub struct ProofState {
     /// Parts of the archive [`ProofState::load_for_full`] left out, each
     /// with why (not saved: the report's `not_judged`).
     pub left_out: Vec<String>,
-    /// Written before version 19: proved by older rules (before 11, a hold
+    /// Written before version 20: proved by older rules (before 11, a hold
     /// of another amount judged only from `reserved` on and deadlines
     /// unbounded; before 12, no account's entry ids kept; before 14, no
     /// row's amount, limit or reason judged, nor a failed transfer's hold;
@@ -198,7 +205,8 @@ pub struct ProofState {
     /// 17, no stretch's rows counted, so a footer could hide rows inside a
     /// stretch from a keyed scan; before 18, an open transfer's date was its
     /// last row's, not its latest; before 19, each row judged by the
-    /// overdraft limit it records), so the next run proves the lake from its
+    /// overdraft limit it records; before 20, copies with one hash folded in
+    /// file order, misfiled streams' gaps reported), so the next run proves the lake from its
     /// first event, with this proof set aside (its tails judged), and notes
     /// every file's stretches with their rows.
     pub older_rules: bool,
@@ -472,12 +480,12 @@ impl ProofState {
         } else {
             denied_beside(path)
         };
-        if let Some(first) = denied.first() {
+        if !denied.is_empty() {
             return Err(CheckpointError(format!(
-                "checkpoint {}: {} file(s) of its state cannot be read by this user: {first}{}\n{ACCESS_HELP}",
+                "checkpoint {}: {} file(s) of its state cannot be read by this user: {}\n{ACCESS_HELP}",
                 path.display(),
                 denied.len(),
-                if denied.len() > 1 { format!(" and {} more", denied.len() - 1) } else { String::new() },
+                denied.join(", "),
             )));
         }
         let (content, digest) = frame(&bytes).map_err(err)?;
@@ -571,7 +579,7 @@ impl ProofState {
                 dir: dir.to_path_buf(),
                 refs: f.streams_files.into_owned(),
             },
-            older_rules: f.version < 19,
+            older_rules: f.version < CHECKPOINT_VERSION,
             entry_key: entry_key.unwrap_or_default(),
             entry_store,
             ..Default::default()
@@ -679,7 +687,11 @@ impl ProofState {
             }
             let _ = std::fs::remove_file(tmp_path(path));
         }
-        if first && (saved.is_ok() || !path.exists()) {
+        // Once the checkpoint is there, or nothing of the save is left
+        // (rev-s51-diff H1: a save that failed after its rename kept the
+        // marker beside a checkpoint, and had that checkpoint been lost
+        // later, its files would have been taken for a killed first save's).
+        if first && (path.exists() || archive::state_files(path).is_empty()) {
             let _ = std::fs::remove_file(&marker);
         }
         saved
@@ -689,7 +701,8 @@ impl ProofState {
         let err = |why: String| {
             CheckpointError(format!(
                 "cannot write checkpoint {}: {why}\nHelp: check that the directory exists, is writable \
-                 and has room: a save writes the night's new files of state (and its temporary files) \
+                 and has room, and the job's file-size limit (ulimit -f) if the error is \"File too \
+                 large\": a save writes the night's new files of state (and its temporary files) \
                  before it removes those the checkpoint no longer names",
                 path.display()
             ))
@@ -1007,10 +1020,18 @@ fn mark(marker: &Path) -> std::io::Result<()> {
 /// What a killed first save of the checkpoint `path` left, when it left
 /// its marker ([`first_save_marker`]) and no checkpoint: removed, marker
 /// last; how many files of state there were. `None` when there is no such
-/// marker (the files beside a missing checkpoint are then a lost one's).
+/// marker (the files beside a missing checkpoint are then a lost one's), or
+/// the checkpoint is there: a marker beside it (a first save killed after
+/// its rename) is removed, so that the checkpoint's files are never taken
+/// for a killed save's should the checkpoint be lost later. The caller
+/// holds the checkpoint's lock.
 pub fn clear_killed_first_save(path: &Path) -> Option<std::io::Result<usize>> {
     let marker = first_save_marker(path);
-    if path.exists() || !marker.exists() {
+    if !marker.exists() {
+        return None;
+    }
+    if path.exists() {
+        let _ = std::fs::remove_file(&marker);
         return None;
     }
     let (dir, stem) = archive::place(path);

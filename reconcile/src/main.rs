@@ -342,6 +342,28 @@ async fn reconcile_with(
 ) -> Result<(ledger_reconcile::Report, ProofState), Error> {
     let started = std::time::Instant::now();
     let mut not_judged = None;
+    // A first save stopped before it wrote the checkpoint: what it wrote is
+    // removed, and this is a first run (a marker beside a checkpoint that
+    // is there is only removed).
+    if let Some(path) = &cli.checkpoint {
+        match ledger_reconcile::checkpoint::clear_killed_first_save(path) {
+            Some(Ok(n)) => ledger_reconcile::say!(
+                "reconcile: warning: the first run to write checkpoint {} was stopped before it \
+                 wrote it: the {n} file(s) of state it left are removed, and this run proves the \
+                 lake from its first event",
+                path.display()
+            ),
+            Some(Err(e)) => {
+                return Err(Error::Lake(format!(
+                    "checkpoint {}: the first run to write it was stopped before it wrote it, and \
+                     what it left cannot be removed: {e}\nHelp: check that the directory is \
+                     writable, and run again",
+                    path.display()
+                )))
+            }
+            None => {}
+        }
+    }
     let resume = match &cli.checkpoint {
         Some(path) if !cli.full && path.exists() => {
             let state =
@@ -379,25 +401,6 @@ async fn reconcile_with(
             }
         }
         Some(path) if !cli.full => {
-            // A first save killed before it wrote the checkpoint: what it
-            // wrote is removed, and this is a first run.
-            match ledger_reconcile::checkpoint::clear_killed_first_save(path) {
-                Some(Ok(n)) => ledger_reconcile::say!(
-                    "reconcile: warning: the first run to write checkpoint {} was stopped before it \
-                     wrote it: the {n} file(s) of state it left are removed, and this run proves the \
-                     lake from its first event",
-                    path.display()
-                ),
-                Some(Err(e)) => {
-                    return Err(Error::Lake(format!(
-                        "checkpoint {}: the first run to write it was stopped before it wrote it, and \
-                         what it left cannot be removed: {e}\nHelp: check that the directory is \
-                         writable, and run again",
-                        path.display()
-                    )))
-                }
-                None => {}
-            }
             // No checkpoint file, yet the files of one's state beside it:
             // it was lost (a restore that missed it, a typo in the path), and
             // a first run would forget every tail it proved and owed.
@@ -556,7 +559,8 @@ async fn settle_wait(
     // with the first run's outputs, not with none (rev-s51-ops2 F3: the
     // finished first run, its decided violations and their alert were lost).
     let signal = tokio::select! {
-        () = tokio::time::sleep(std::time::Duration::from_millis(wait_ms as u64)) => None,
+        // One that came as the wait ended counts too.
+        () = tokio::time::sleep(std::time::Duration::from_millis(wait_ms as u64)) => waiting::signal(),
         signal = waiting::received() => Some(signal),
     };
     drop(caught);
@@ -593,12 +597,18 @@ async fn settle_wait(
 
 /// SIGINT, SIGTERM and SIGHUP while `--settle-wait` waits ([`settle_wait`]):
 /// the first is recorded and ends the wait, and a second of any of them
-/// kills, as outside the wait.
+/// kills, as outside the wait. One the run was started ignoring (`nohup`,
+/// a background job's SIGINT) stays ignored, and each gets back the action
+/// it had (rev-s51-diff M1).
 mod waiting {
-    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 
     /// The signal received, 0 before any.
     static RECEIVED: AtomicI32 = AtomicI32::new(0);
+
+    /// Which of [`SIGNALS`] are caught (bit `i` for `SIGNALS[i]`): the
+    /// handler sets those to their default action.
+    static CAUGHT: AtomicU8 = AtomicU8::new(0);
 
     /// How often [`received`] looks at the signal recorded.
     const POLL: std::time::Duration = std::time::Duration::from_millis(50);
@@ -606,56 +616,85 @@ mod waiting {
     #[cfg(target_os = "linux")]
     const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
-    /// The three caught: until this is dropped.
-    pub struct Caught(());
+    /// The three caught: until this is dropped, which puts back the
+    /// actions they had.
+    pub struct Caught {
+        #[cfg(target_os = "linux")]
+        before: [Option<libc::sigaction>; 3],
+    }
 
     impl Drop for Caught {
         fn drop(&mut self) {
-            restore();
+            #[cfg(target_os = "linux")]
+            for (signal, before) in SIGNALS.iter().zip(&self.before) {
+                if let Some(before) = before {
+                    // SAFETY: `before` is the action sigaction(2) returned.
+                    unsafe {
+                        libc::sigaction(*signal, before, std::ptr::null_mut());
+                    }
+                }
+            }
+            CAUGHT.store(0, Ordering::SeqCst);
         }
     }
 
-    /// Catches the three until what it returns is dropped.
+    /// Catches those of the three the run was not started ignoring, until
+    /// what it returns is dropped.
     pub fn catch() -> Caught {
         #[cfg(target_os = "linux")]
         {
             extern "C" fn on_signal(signal: libc::c_int) {
                 RECEIVED.store(signal, Ordering::SeqCst);
-                restore();
+                let caught = CAUGHT.load(Ordering::SeqCst);
+                for (i, other) in SIGNALS.iter().enumerate() {
+                    if caught & (1 << i) != 0 {
+                        // SAFETY: signal(2) is async-signal-safe; setting a
+                        // default action touches no memory.
+                        unsafe {
+                            libc::signal(*other, libc::SIG_DFL);
+                        }
+                    }
+                }
             }
-            for signal in SIGNALS {
-                // SAFETY: a zeroed sigaction is valid (its mask emptied
-                // below); the handler stores to an atomic and calls
-                // signal(2), both async-signal-safe.
+            let mut before = [None; 3];
+            for (i, signal) in SIGNALS.into_iter().enumerate() {
+                // SAFETY: zeroed sigactions are valid (the mask emptied
+                // below); sigaction(2) fills `old`; the handler stores to
+                // atomics and calls signal(2), all async-signal-safe.
                 unsafe {
+                    let mut old: libc::sigaction = std::mem::zeroed();
+                    if libc::sigaction(signal, std::ptr::null(), &mut old) != 0
+                        || old.sa_sigaction == libc::SIG_IGN
+                    {
+                        continue;
+                    }
                     let mut action: libc::sigaction = std::mem::zeroed();
                     action.sa_sigaction =
                         on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
                     libc::sigemptyset(&mut action.sa_mask);
-                    libc::sigaction(signal, &action, std::ptr::null_mut());
+                    CAUGHT.fetch_or(1 << i, Ordering::SeqCst);
+                    if libc::sigaction(signal, &action, std::ptr::null_mut()) == 0 {
+                        before[i] = Some(old);
+                    }
                 }
             }
+            Caught { before }
         }
-        Caught(())
+        #[cfg(not(target_os = "linux"))]
+        Caught {}
     }
 
-    /// The default action back for the three.
-    fn restore() {
-        #[cfg(target_os = "linux")]
-        for signal in SIGNALS {
-            // SAFETY: setting a signal's default action touches no memory.
-            unsafe {
-                libc::signal(signal, libc::SIG_DFL);
-            }
-        }
+    /// The signal received, if one was.
+    pub fn signal() -> Option<i32> {
+        Some(RECEIVED.load(Ordering::SeqCst)).filter(|&s| s != 0)
     }
 
     /// Resolves with the first signal's number once one is caught.
     pub async fn received() -> i32 {
         loop {
-            match RECEIVED.load(Ordering::SeqCst) {
-                0 => tokio::time::sleep(POLL).await,
-                signal => return signal,
+            match signal() {
+                None => tokio::time::sleep(POLL).await,
+                Some(signal) => return signal,
             }
         }
     }

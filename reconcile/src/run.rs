@@ -1797,9 +1797,9 @@ async fn prove(
         warn_custody(&custody);
         if custody.lost.is_empty() && prior.older_rules {
             crate::say!(
-                "reconcile: the checkpoint was written before version 19, by older rules (holds, deadlines, entry ids, \
+                "reconcile: the checkpoint was written before version 20, by older rules (holds, deadlines, entry ids, \
                  protocol values, failed transfers' holds and releases, rows after a hold's end, rows per stretch of each file, \
-                 open transfers' latest dates, accounts' opened limits): \
+                 open transfers' latest dates, accounts' opened limits, copies with one hash, misfiled streams' gaps): \
                  proving the lake from its first event once (the checkpoint's tails still judged)"
             );
         }

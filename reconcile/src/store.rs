@@ -274,9 +274,14 @@ impl S3Failure {
 pub fn help_line(e: &object_store::Error) -> String {
     let (text, _) = ledger_s3::causes(e);
     match S3Failure::of(&text) {
-        S3Failure::Other => "\nHelp: the store failed or refused the request: check its health \
-                             and the run's access, and run again"
-            .to_owned(),
+        // The connection check reached the endpoint: what failed since is
+        // the store or the network, not its address (rev-s51-diff L1).
+        S3Failure::Other | S3Failure::Unreachable => {
+            "\nHelp: the store failed, refused the request \
+                                                      or stopped answering: check its health, the \
+                                                      network and the run's access, and run again"
+                .to_owned()
+        }
         failure => format!("\n{}", failure.help()),
     }
 }

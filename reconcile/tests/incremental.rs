@@ -2471,10 +2471,10 @@ fn checkpoint_header(ckpt: &Path) -> serde_json::Value {
     serde_json::from_slice(&bytes[20..20 + len]).unwrap()
 }
 
-/// [`checkpoint_header`] of a checkpoint this build wrote (version 19).
+/// [`checkpoint_header`] of a checkpoint this build wrote (version 20).
 fn current_header(ckpt: &Path) -> serde_json::Value {
     let header = checkpoint_header(ckpt);
-    assert_eq!(header["version"], 19);
+    assert_eq!(header["version"], 20);
     header
 }
 
@@ -2626,12 +2626,12 @@ fn downgrade(ckpt: &Path, version: u32) {
     let bytes = std::fs::read(ckpt).unwrap();
     let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     let header = std::str::from_utf8(&bytes[20..20 + len]).unwrap();
-    assert!(header.starts_with("{\"version\":19,"), "{header}");
+    assert!(header.starts_with("{\"version\":20,"), "{header}");
     let at = header
         .find(",\"owed\":[],\"streams_files\":[")
         .expect(header);
     let mut old =
-        header[..at].replacen("{\"version\":19,", &format!("{{\"version\":{version},"), 1);
+        header[..at].replacen("{\"version\":20,", &format!("{{\"version\":{version},"), 1);
     old += if version == 6 { "}" } else { ",\"owed\":[]}" };
     reseal(ckpt, version, old.as_bytes());
 }
@@ -4461,10 +4461,16 @@ fn downgrade_to_11(ckpt: &Path) {
 fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
     // Resumed from a current checkpoint, and from ones written by older
     // rules (set aside: the night proves the lake in full once).
-    for version in [19, 18, 17, 16, 15, 14, 13, 12, 11] {
+    for version in [20, 19, 18, 17, 16, 15, 14, 13, 12, 11] {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half) = first_half_proved(dir.path(), 47, 160);
         match version {
+            19 => {
+                // The same layout and header: another copies' order.
+                let mut header = current_header(&ckpt);
+                header["version"] = 19.into();
+                reseal(&ckpt, 19, &serde_json::to_vec(&header).unwrap());
+            }
             17 | 18 => downgrade_to_17_or_18(&ckpt, version),
             14..=16 => downgrade_to_same_layout(&ckpt, version),
             13 => downgrade_to_13(&ckpt),
@@ -4524,8 +4530,8 @@ fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
             r.summary()
         );
         let i = r.incremental.unwrap();
-        assert_eq!(i.reproved_in_full, version < 19, "version {version}: {i:?}");
-        if version >= 19 {
+        assert_eq!(i.reproved_in_full, version < 20, "version {version}: {i:?}");
+        if version >= 20 {
             assert_eq!(i.streams_reopened, 0, "rows appended only");
             // The first posting is in the entry store only: the night read
             // the block that holds it.
@@ -5313,12 +5319,6 @@ fn checkpoints_keep_to_their_own_files_and_a_lost_one_is_no_first_run() {
     assert!(ck_c.is_file());
 }
 
-/// rev-s50-ops F2: what a killed or failed save left (files of state the
-/// checkpoint does not name, temporary files) is removed before the next
-/// save writes anything, under the checkpoint's lock: it was removed only
-/// after a save succeeded, so on a volume without room for it and a night's
-/// new files every later save failed. A save that fails still frees it; the
-/// files the checkpoint names are kept, and it resumes as before.
 /// rev-s51-ops2 F11: a first save stopped before it wrote the checkpoint
 /// leaves its marker beside the files it wrote; the next night removes them
 /// and proves the lake as a first run, saying so, where it waited for a
@@ -5360,13 +5360,28 @@ fn a_first_save_stopped_before_the_checkpoint_is_undone_by_the_next_night() {
         "{stderr}"
     );
     assert!(ck.exists() && !marker.exists());
-    // Without the marker: a lost checkpoint, refused.
+    // A marker beside a checkpoint that is there (a first save killed after
+    // its rename) is only removed: the checkpoint lost later is refused,
+    // its files kept (rev-s51-diff H1).
+    std::fs::write(&marker, b"").unwrap();
+    let (code, stderr) = cli(&root, &["--checkpoint", arg]);
+    assert_eq!(code, first_code, "{stderr}");
+    assert!(!stderr.contains("was stopped before"), "{stderr}");
+    assert!(ck.exists() && !marker.exists());
+    let kept = ledger_reconcile::archive::state_files(&ck);
     std::fs::remove_file(&ck).unwrap();
     let (code, stderr) = cli(&root, &["--checkpoint", arg]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("the file is missing"), "{stderr}");
+    assert_eq!(ledger_reconcile::archive::state_files(&ck), kept);
 }
 
+/// rev-s50-ops F2: what a killed or failed save left (files of state the
+/// checkpoint does not name, temporary files) is removed before the next
+/// save writes anything, under the checkpoint's lock: it was removed only
+/// after a save succeeded, so on a volume without room for it and a night's
+/// new files every later save failed. A save that fails still frees it; the
+/// files the checkpoint names are kept, and it resumes as before.
 #[test]
 fn a_killed_saves_leftovers_are_removed_before_the_next_save_writes() {
     let dir = tempfile::tempdir().unwrap();

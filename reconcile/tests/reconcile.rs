@@ -797,7 +797,9 @@ fn a_file_size_limit_is_an_error_and_the_other_outputs_still_run() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("cannot write checkpoint") && stderr.contains("File too large"),
+        stderr.contains("cannot write checkpoint")
+            && stderr.contains("File too large")
+            && stderr.contains("ulimit -f"),
         "{stderr}"
     );
     let metrics = std::fs::read_to_string(&metrics).unwrap();
@@ -880,13 +882,17 @@ fn a_checkpoint_file_the_job_may_not_read_says_to_fix_access_not_full() {
 /// rev-s51-ops2 F3: SIGTERM during `--settle-wait`'s wait ends it with the
 /// first run's outputs (summary, report, checkpoint) and exit 2 saying why,
 /// at once; the night's finished first run was lost (exit 143, no output).
+/// A signal the run was started ignoring stays ignored (rev-s51-diff M1).
 #[cfg(target_os = "linux")]
 #[test]
 fn a_signal_during_the_settle_wait_gives_the_first_runs_outputs() {
     use std::io::{BufRead, BufReader};
     let (tmp, dir, youngest) = gap_lake_and_its_youngest_row();
     let (json, ck) = (tmp.path().join("r.json"), tmp.path().join("ck"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+    // Started ignoring SIGHUP, as under nohup: it stays ignored.
+    let mut child = Command::new("sh")
+        .args(["-c", "trap '' HUP && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_reconcile"))
         .arg(dir.to_str().unwrap())
         .args(["--quiet", "--settle-wait", "--settle-ms", "3600000"])
         .args(["--now-ms", &(youngest + 500).to_string()])
@@ -905,9 +911,17 @@ fn a_signal_during_the_settle_wait_gives_the_first_runs_outputs() {
     let mut line = String::new();
     stderr.read_line(&mut line).unwrap();
     assert!(line.contains("waiting 3599."), "{line}");
-    let asked = std::time::Instant::now();
+    let pid = child.id() as libc::pid_t;
     // SAFETY: kill(2) on our own child, not yet reaped.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "SIGHUP ignored, as it was"
+    );
+    let asked = std::time::Instant::now();
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
     let out = child.wait_with_output().unwrap();
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();

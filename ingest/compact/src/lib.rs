@@ -542,7 +542,14 @@ impl std::fmt::Display for CompactError {
             CompactError::Usage(m) => write!(f, "{m}"),
             CompactError::Store { op, key, why } => write!(
                 f,
-                "{op} {key} failed: {why}\nHelp: check the lake location and credentials; compaction is safe to re-run"
+                "{op} {key} failed: {why}\nHelp: check the lake location and credentials{}; compaction is safe to re-run",
+                // A local lake's write past the job's file-size limit
+                // (rev-s51-diff L3).
+                if why.contains("File too large") {
+                    ", and the job's file-size limit (ulimit -f)"
+                } else {
+                    ""
+                }
             ),
             CompactError::Damaged(e) => write!(f, "{e}\n(the partition was left as it was)"),
             CompactError::TooLarge(m) => write!(f, "{m}"),

@@ -793,7 +793,10 @@ fn a_file_size_limit_is_an_error_that_changes_nothing() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("File too large"), "{stderr}");
+    assert!(
+        stderr.contains("File too large") && stderr.contains("ulimit -f"),
+        "{stderr}"
+    );
     assert_eq!(files(&dir), before);
     let _ = std::fs::remove_dir_all(&dir);
 }
