@@ -1369,6 +1369,51 @@ fn redriven(
     (200, serde_json::json!({ "redriven": out }).to_string())
 }
 
+/// rev-s51-ops2 F5: the metrics are written before the sweep, so a slow
+/// or hung edge does not keep the night's verdict from the dashboards, and
+/// again after it, counting its failure (they were written only after it:
+/// a hung edge held them 5 minutes).
+#[test]
+fn the_metrics_are_written_before_the_sweep_and_again_after_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    clean_lake(&dir);
+    add_dangling(&dir, 15);
+    let prom = tmp.path().join("m.prom");
+    // What the metrics said when each re-drive request came.
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (at_request, path) = (seen.clone(), prom.clone());
+    let server = Server::start(move |_| {
+        at_request
+            .lock()
+            .unwrap()
+            .push(std::fs::read_to_string(&path).unwrap_or_default());
+        (503, "overloaded".into())
+    });
+    let r = run_bin(
+        &[
+            s(&dir),
+            "--quiet",
+            "--sweep-url",
+            &server.base,
+            "--metrics",
+            s(&prom),
+        ],
+        &[("LEDGER_ADMIN_KEY", "admin-key-0123456789abcdef")],
+    );
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    let seen = seen.lock().unwrap();
+    assert!(!seen.is_empty());
+    assert!(
+        seen.iter()
+            .all(|m| m.contains("reconcile_verdict_holds 0")
+                && m.contains("reconcile_outputs_failed 0")),
+        "{seen:?}"
+    );
+    let last = std::fs::read_to_string(&prom).unwrap();
+    assert!(last.contains("reconcile_outputs_failed 1"), "{last}");
+}
+
 #[test]
 fn the_sweep_posts_dangling_ids_in_chunks_of_10_with_the_admin_key() {
     let tmp = tempfile::tempdir().unwrap();

@@ -194,10 +194,12 @@ impl Outputs {
     /// the alert (before the sweep, which may take long against a slow
     /// edge: the page goes out first), the sweep, and the metrics last,
     /// counting the outputs that failed before them (`failed`: the caller's
-    /// own, such as the JSON report, plus these). Each runs even when
-    /// another failed; the errors are returned (one per failed output) for
-    /// the caller to print and turn into exit 2. `wall_clock_ms` stamps
-    /// the metrics.
+    /// own, such as the JSON report, plus these). With a sweep, the metrics
+    /// are also written before it, so that a slow or hung edge does not
+    /// keep the night's verdict from the dashboards (rev-s51-ops2 F5), and
+    /// written again after it. Each runs even when another failed; the
+    /// errors are returned (one per failed output) for the caller to print
+    /// and turn into exit 2. `wall_clock_ms` stamps the metrics.
     pub fn write(
         &self,
         report: &Report,
@@ -221,7 +223,15 @@ impl Outputs {
                 Err(e) => errors.push(e),
             }
         }
+        let metrics = |failed: usize| {
+            self.metrics.as_ref().map(|path| {
+                let text = metrics::render(report, wall_clock_ms, failed);
+                write_atomic(path, text.as_bytes())
+            })
+        };
         if let Some(cfg) = &self.sweep {
+            // Its failure is the final write's to report: it would fail alike.
+            let _ = metrics(failed + errors.len());
             match rt.block_on(sweep::redrive(cfg, &report.dangling, report.now_ms)) {
                 Ok(done) => {
                     if !self.quiet {
@@ -231,11 +241,8 @@ impl Outputs {
                 Err(e) => errors.push(e),
             }
         }
-        if let Some(path) = &self.metrics {
-            let text = metrics::render(report, wall_clock_ms, failed + errors.len());
-            if let Err(e) = write_atomic(path, text.as_bytes()) {
-                errors.push(e);
-            }
+        if let Some(Err(e)) = metrics(failed + errors.len()) {
+            errors.push(e);
         }
         errors
     }
