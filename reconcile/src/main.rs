@@ -564,7 +564,9 @@ async fn settle_wait(
         signal = waiting::received() => Some(signal),
     };
     drop(caught);
-    if let Some(signal) = signal {
+    // Or one that came between the look and the actions put back
+    // (rev-s51-late L5).
+    if let Some(signal) = signal.or_else(waiting::signal) {
         let why = format!("{} received during the wait", waiting::name(signal));
         return only_first(first, None, why);
     }

@@ -1021,7 +1021,8 @@ fn alert_run(dir: &Path, hook: &str, state: &Path, extra: &[&str], env: &[(&str,
 }
 
 /// The body's `dedup_key` as docs/RECONCILE.md defines it: SHA-256 over
-/// the JSON array of the new violations' fingerprints, sorted, in hex.
+/// the JSON array of the body's `lake` and the array of the new
+/// violations' fingerprints, sorted, in hex.
 fn documented_dedup_key(body: &serde_json::Value) -> String {
     use sha2::{Digest, Sha256};
     let sorted: BTreeSet<&str> = body["new_violations"]
@@ -1030,7 +1031,7 @@ fn documented_dedup_key(body: &serde_json::Value) -> String {
         .iter()
         .map(|v| v["fingerprint"].as_str().unwrap())
         .collect();
-    let array = serde_json::json!(sorted).to_string();
+    let array = serde_json::json!([body["lake"], sorted]).to_string();
     ledger_events::event::hex(&Sha256::digest(array.as_bytes()))
 }
 
@@ -1370,9 +1371,11 @@ fn redriven(
 }
 
 /// rev-s51-ops2 F5: the metrics are written before the sweep, so a slow
-/// or hung edge does not keep the night's verdict from the dashboards, and
-/// again after it, counting its failure (they were written only after it:
-/// a hung edge held them 5 minutes).
+/// or hung edge does not keep the night's verdict from the dashboards, the
+/// sweep counted as failed until it is done (rev-s51-late M1: a job stopped
+/// in it must not leave metrics of a whole run), and again after it,
+/// counting its outcome (they were written only after it: a hung edge held
+/// them 5 minutes). A sweep that succeeds leaves no failure counted.
 #[test]
 fn the_metrics_are_written_before_the_sweep_and_again_after_it() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1407,11 +1410,32 @@ fn the_metrics_are_written_before_the_sweep_and_again_after_it() {
     assert!(
         seen.iter()
             .all(|m| m.contains("reconcile_verdict_holds 0")
-                && m.contains("reconcile_outputs_failed 0")),
+                && m.contains("reconcile_outputs_failed 1")),
         "{seen:?}"
     );
     let last = std::fs::read_to_string(&prom).unwrap();
     assert!(last.contains("reconcile_outputs_failed 1"), "{last}");
+    drop(seen);
+    server.set(|req| {
+        redriven(
+            req,
+            |_, id| serde_json::json!({"transfer_id": id, "phase": "captured"}),
+        )
+    });
+    let r = run_bin(
+        &[
+            s(&dir),
+            "--quiet",
+            "--sweep-url",
+            &server.base,
+            "--metrics",
+            s(&prom),
+        ],
+        &[("LEDGER_ADMIN_KEY", "admin-key-0123456789abcdef")],
+    );
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let last = std::fs::read_to_string(&prom).unwrap();
+    assert!(last.contains("reconcile_outputs_failed 0"), "{last}");
 }
 
 #[test]

@@ -174,16 +174,18 @@ pub fn plan(report: &Report, previous: &BTreeSet<String>) -> Plan {
     }
 }
 
-/// The alert's deduplication key: SHA-256 over the JSON array of the new
-/// violations' fingerprints, sorted (every one, not only the
-/// [`ALERT_ROWS_MAX`] listed), in hex. The same on every attempt and on
-/// the next run's sending again of the same new violations (an alert not
-/// delivered, or whose answer did not come in time), so a receiver that
-/// deduplicates on it (PagerDuty's Events API, most incident tools) pages
-/// once for them.
-pub fn dedup_key(plan: &Plan) -> String {
+/// The alert's deduplication key: SHA-256 over the JSON array of the lake
+/// (the body's `lake`) and the array of the new violations' fingerprints,
+/// sorted (every one, not only the [`ALERT_ROWS_MAX`] listed), in hex. The
+/// same on every attempt and on the next run's sending again of the same
+/// new violations (an alert not delivered, or whose answer did not come in
+/// time), so a receiver that deduplicates on it (PagerDuty's Events API,
+/// most incident tools) pages once for them; another lake's alert never
+/// shares it (rev-s51-late H1: a staging copy of the production lake sent
+/// the same key, and its open incident would have swallowed production's).
+pub fn dedup_key(lake: &str, plan: &Plan) -> String {
     let sorted: BTreeSet<&str> = plan.new.iter().map(|(fp, _)| fp.as_str()).collect();
-    let array = serde_json::json!(sorted).to_string();
+    let array = serde_json::json!([lake, sorted]).to_string();
     ledger_events::event::hex(&Sha256::digest(array.as_bytes()))
 }
 
@@ -212,7 +214,7 @@ pub fn body(report: &Report, plan: &Plan) -> serde_json::Value {
     }
     serde_json::json!({
         "version": ALERT_VERSION,
-        "dedup_key": dedup_key(plan),
+        "dedup_key": dedup_key(&report.lake, plan),
         "lake": report.lake,
         "now_ms": report.now_ms,
         "verdict": if report.holds { "holds" } else { "violated" },
@@ -368,7 +370,7 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
              POST, so that a delivered alert is not sent again every night for want of it\n{write_help}"
         )
     })?;
-    let key = dedup_key(&p);
+    let key = dedup_key(&report.lake, &p);
     let url = http::redact_path(&cfg.webhook);
     let state = cfg.state.display();
     let answer = http::post_json(&cfg.webhook, &[], &body(report, &p).to_string(), &cfg.retry)
@@ -549,25 +551,31 @@ mod tests {
         let (a, b, c) = (gap("acme.a"), gap("acme.b"), gap("acme.c"));
         let ab = plan(&report(&[&a, &b], &[]), &BTreeSet::new());
         let ba = plan(&report(&[&b, &a], &[]), &BTreeSet::new());
-        assert_eq!(dedup_key(&ab), dedup_key(&ba));
+        assert_eq!(dedup_key("/lake", &ab), dedup_key("/lake", &ba));
         let mut sorted: Vec<&str> = ab.new.iter().map(|(fp, _)| fp.as_str()).collect();
         sorted.sort();
-        let array = serde_json::json!(sorted).to_string();
+        let array = serde_json::json!(["/lake", sorted]).to_string();
         assert_eq!(
-            dedup_key(&ab),
+            dedup_key("/lake", &ab),
             ledger_events::event::hex(&Sha256::digest(array.as_bytes()))
         );
         assert_ne!(
-            dedup_key(&ab),
-            dedup_key(&plan(&report(&[&a], &[]), &BTreeSet::new()))
+            dedup_key("/lake", &ab),
+            dedup_key("/lake", &plan(&report(&[&a], &[]), &BTreeSet::new()))
         );
         // c new, a and b known: the key of c alone.
         let known = plan(&report(&[&a, &b, &c], &[]), &ab.next);
         let c_alone = plan(&report(&[&c], &[]), &BTreeSet::new());
-        assert_eq!(dedup_key(&known), dedup_key(&c_alone));
+        assert_eq!(dedup_key("/lake", &known), dedup_key("/lake", &c_alone));
+        let r = report(&[&c], &[]);
         assert_eq!(
-            body(&report(&[&c], &[]), &c_alone)["dedup_key"],
-            dedup_key(&c_alone)
+            body(&r, &c_alone)["dedup_key"],
+            dedup_key(&r.lake, &c_alone)
+        );
+        // Another lake, the same violations: another key.
+        assert_ne!(
+            dedup_key("/lake", &c_alone),
+            dedup_key("/staging", &c_alone)
         );
     }
 

@@ -93,6 +93,26 @@ impl Failure {
     }
 }
 
+/// The first 2,000 characters of a receiver's or the edge's text, trimmed,
+/// escaped as the summary escapes lake text ([`crate::report::plain`]: it
+/// cannot write lines of the job's log), with how long it was when longer
+/// (rev-s51-late M2: a 3 MB answer was one 3.3 MB line of the log).
+pub fn excerpt(text: &str) -> String {
+    excerpt_cut(text, None)
+}
+
+/// [`excerpt`] of a text cut short before its end, for the reason `cut`.
+fn excerpt_cut(text: &str, cut: Option<&str>) -> String {
+    let text = text.trim();
+    let head: String = text.chars().take(2000).collect();
+    let more = match cut {
+        Some(why) => format!("… ({})", crate::report::plain(why)),
+        None if head.len() < text.len() => format!("… ({} bytes)", text.len()),
+        None => String::new(),
+    };
+    format!("{}{more}", crate::report::plain(&head))
+}
+
 impl std::fmt::Display for Failure {
     /// The receiver's text escaped as the summary escapes lake text
     /// ([`crate::report::plain`]): a body with line feeds or escape
@@ -101,19 +121,10 @@ impl std::fmt::Display for Failure {
         let attempts = self.attempts;
         match &self.last {
             Last::Status { status, body, cut } => {
-                let body = body.trim();
-                let more = if let Some(why) = cut {
-                    format!("… ({})", crate::report::plain(why))
-                } else if body.chars().count() > 2000 {
-                    format!("… ({} bytes)", body.len())
-                } else {
-                    String::new()
-                };
-                let head: String = body.chars().take(2000).collect();
-                let head = crate::report::plain(&head);
+                let shown = excerpt_cut(body, cut.as_deref());
                 write!(
                     f,
-                    "HTTP {status} after {attempts} attempt(s); body: {head}{more}"
+                    "HTTP {status} after {attempts} attempt(s); body: {shown}"
                 )
             }
             Last::Transport { error } => {
@@ -452,6 +463,15 @@ mod tests {
         );
         assert_eq!(size(ERROR_BODY_MAX), "64 KiB");
         assert_eq!(size(4 << 20), "4 MiB");
+        // A long answer read whole (the sweep's, up to 4 MiB) is shown by
+        // its start and its size, not as one line of megabytes
+        // (rev-s51-late M2).
+        let long = format!("<html>\n{}", "y".repeat(3_000_000));
+        let shown = excerpt(&long);
+        assert_eq!(
+            shown,
+            format!(r"<html>\n{}… (3000007 bytes)", "y".repeat(1994))
+        );
     }
 
     #[test]

@@ -218,7 +218,7 @@ pub fn render(report: &Report, wall_clock_ms: i64, outputs_failed: usize) -> Str
     );
     t.single(
         "reconcile_outputs_failed",
-        "Outputs the last run failed to write or deliver before these metrics (the summary on stdout, the report, the dangling list and its publication, the checkpoint, the violation rows, the alert, the sweep): any makes its exit 2, whatever the verdict; alert on it.",
+        "Outputs the last run failed to write or deliver before these metrics (the summary on stdout, the report, the dangling list and its publication, the checkpoint, the violation rows, the alert, the sweep; a sweep still running counts until these are written again after it): any makes its exit 2, whatever the verdict; alert on it.",
         outputs_failed,
     );
     t.single(

@@ -195,9 +195,9 @@ impl Outputs {
     /// edge: the page goes out first), the sweep, and the metrics last,
     /// counting the outputs that failed before them (`failed`: the caller's
     /// own, such as the JSON report, plus these). With a sweep, the metrics
-    /// are also written before it, so that a slow or hung edge does not
-    /// keep the night's verdict from the dashboards (rev-s51-ops2 F5), and
-    /// written again after it. Each runs even when another failed; the
+    /// are also written before it, the sweep counted as failed, so that a
+    /// slow or hung edge does not keep the night's verdict from the
+    /// dashboards (rev-s51-ops2 F5), and written again after it. Each runs even when another failed; the
     /// errors are returned (one per failed output) for the caller to print
     /// and turn into exit 2. `wall_clock_ms` stamps the metrics.
     pub fn write(
@@ -230,8 +230,11 @@ impl Outputs {
             })
         };
         if let Some(cfg) = &self.sweep {
-            // Its failure is the final write's to report: it would fail alike.
-            let _ = metrics(failed + errors.len());
+            // The sweep counted as failed until it is done: a job stopped
+            // in it (a deadline, a hung edge) leaves metrics that say so,
+            // not a run that looks whole (rev-s51-late M1). A failure of
+            // this write is the final write's to report: it would fail alike.
+            let _ = metrics(failed + errors.len() + 1);
             match rt.block_on(sweep::redrive(cfg, &report.dangling, report.now_ms)) {
                 Ok(done) => {
                     if !self.quiet {

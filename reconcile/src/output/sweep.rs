@@ -241,8 +241,8 @@ impl Redriven {
     /// re-drive).
     fn add(&mut self, answer: &str, ids: &[&str]) -> Result<(), String> {
         // The edge's text as the summary shows lake text: it cannot write
-        // lines of the job's log (rev-s51-ops2 F8).
-        let shown = crate::report::plain(answer);
+        // lines of the job's log (rev-s51-ops2 F8), nor one line of megabytes.
+        let shown = super::http::excerpt(answer);
         let answer_shown = &*shown;
         let v: serde_json::Value = serde_json::from_str(answer)
             .map_err(|e| format!("the answer is not JSON ({e}): {answer_shown}"))?;
