@@ -470,7 +470,7 @@ mod tests {
         let shown = excerpt(&long);
         assert_eq!(
             shown,
-            format!(r"<html>\n{}… (3000007 bytes)", "y".repeat(1994))
+            format!(r"<html>\n{}… (3000007 bytes)", "y".repeat(1993))
         );
     }
 
