@@ -1280,6 +1280,23 @@ fn redirects_retry_after_and_tls_failures_are_told_as_they_are() {
         "{}",
         r.stderr
     );
+    // A relative Location is of the URL asked (rev-s51-late L1).
+    server.set_raw(|_, conn| {
+        let _ = conn.write_all(
+            b"HTTP/1.1 308 Permanent Redirect\r\nlocation: /v2/hooks/SECRET\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        );
+    });
+    let r = alert_run(&dir, &hook, &state, &[], &[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    server.take();
+    assert!(
+        r.stderr
+            .contains(&format!("a redirect to {}/v2/", server.base))
+            && !r.stderr.contains("SECRET")
+            && !r.stderr.contains("unparsable"),
+        "{}",
+        r.stderr
+    );
 
     // 429 with `Retry-After: 2`, then 200: the retry waits the 2 s (the
     // backoff alone is 0.5 s).

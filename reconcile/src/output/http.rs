@@ -240,11 +240,20 @@ pub async fn post_json(
             Ok(mut resp) => {
                 let status = resp.status().as_u16();
                 if resp.status().is_redirection() {
+                    // A relative Location (`/v2/hook/…`) is of the URL asked
+                    // (rev-s51-late L1: it was shown as "unparsable").
                     let to = resp
                         .headers()
                         .get(reqwest::header::LOCATION)
                         .and_then(|v| v.to_str().ok())
-                        .map_or_else(|| "nowhere named".to_owned(), redact_path);
+                        .map_or_else(
+                            || "nowhere named".to_owned(),
+                            |to| {
+                                resp.url()
+                                    .join(to)
+                                    .map_or_else(|_| redact_path(to), |u| redact_path(u.as_str()))
+                            },
+                        );
                     return Err(Failure {
                         last: Last::Status {
                             status,
