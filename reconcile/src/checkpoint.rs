@@ -1005,9 +1005,7 @@ fn remove_orphans(path: &Path) {
 /// run is a first run again, where a lost checkpoint is refused (rev-s51-ops2
 /// F11: the night after a killed first night waited for a `--full` by hand).
 pub fn first_save_marker(path: &Path) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(".first-save");
-    PathBuf::from(name)
+    appended(path, ".first-save")
 }
 
 /// Creates the marker `marker` durably: the file, then its directory.
@@ -1055,12 +1053,17 @@ pub fn clear_killed_first_save(path: &Path) -> Option<std::io::Result<usize>> {
     Some(removed.map(|()| files.len()))
 }
 
-/// The temporary file a save of the checkpoint `path` writes, `FILE.tmp`,
-/// appended: `with_extension` would give the checkpoints `ck` and `ck.b`
-/// one temporary file, and each has its own lock.
+/// The temporary file a save of the checkpoint `path` writes, `FILE.tmp`.
 fn tmp_path(path: &Path) -> PathBuf {
+    appended(path, ".tmp")
+}
+
+/// `path` with `suffix` appended to its name: `with_extension` would give
+/// the checkpoints `ck` and `ck.b` one temporary file (and one marker), and
+/// each has its own lock.
+fn appended(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
-    name.push(".tmp");
+    name.push(suffix);
     PathBuf::from(name)
 }
 

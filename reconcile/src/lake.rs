@@ -524,13 +524,7 @@ impl Lake {
             .store
             .list_with_delimiter(Some(&Path::from(events.as_str())))
             .await
-            .map_err(|e| {
-                Error::Lake(format!(
-                    "cannot list {}: {e}{}",
-                    self.shown(&events),
-                    self.help(&e)
-                ))
-            })?;
+            .map_err(|e| self.store_failed("list", &events, e))?;
         let tables: Vec<String> = Table::ALL
             .iter()
             .map(|t| format!("{events}{}", t.as_str()))
@@ -571,22 +565,18 @@ impl Lake {
             .list(Some(&Path::from(prefix)))
             .try_collect()
             .await
-            .map_err(|e| {
-                Error::Lake(format!(
-                    "cannot list {}: {e}{}",
-                    self.shown(prefix),
-                    self.help(&e)
-                ))
-            })
+            .map_err(|e| self.store_failed("list", prefix, e))
     }
 
-    /// The `Help:` line for a store's error on an S3 lake (with its
-    /// newline), as the connection check words it; none for a local lake's.
-    fn help(&self, e: &object_store::Error) -> String {
-        match self.local_root {
+    /// The store's error `e` when it was asked to `op` (list, read) `key`,
+    /// named as the lake shows it; on an S3 lake with the `Help:` line the
+    /// connection check gives the same error, none for a local lake's.
+    fn store_failed(&self, op: &str, key: &str, e: object_store::Error) -> Error {
+        let help = match self.local_root {
             Some(_) => String::new(),
-            None => crate::store::help_line(e),
-        }
+            None => crate::store::help_line(&e),
+        };
+        Error::Lake(format!("cannot {op} {}: {e}{help}", self.shown(key)))
     }
 
     /// The compaction manifests of `partitions` (docs/LAKE.md, "Compaction
@@ -604,13 +594,7 @@ impl Lake {
                 let key = self.key_of(&m.location);
                 let bytes = async { self.store.get(&m.location).await?.bytes().await }
                     .await
-                    .map_err(|e| {
-                        Error::Lake(format!(
-                            "cannot read {}: {e}{}",
-                            self.shown(&key),
-                            self.help(&e)
-                        ))
-                    })?;
+                    .map_err(|e| self.store_failed("read", &key, e))?;
                 match Manifest::parse(&key, &bytes) {
                     Ok(manifest) => manifests.push(manifest),
                     Err(why) => unreadable.push(why),

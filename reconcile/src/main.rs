@@ -559,13 +559,12 @@ async fn settle_wait(
     // with the first run's outputs, not with none (rev-s51-ops2 F3: the
     // finished first run, its decided violations and their alert were lost).
     let signal = tokio::select! {
-        // One that came as the wait ended counts too.
-        () = tokio::time::sleep(std::time::Duration::from_millis(wait_ms as u64)) => waiting::signal(),
+        () = tokio::time::sleep(std::time::Duration::from_millis(wait_ms as u64)) => None,
         signal = waiting::received() => Some(signal),
     };
     drop(caught);
-    // Or one that came between the look and the actions put back
-    // (rev-s51-late L5).
+    // Or one that came as the wait ended, up to the actions put back
+    // (rev-s51-diff L4, rev-s51-late L5).
     if let Some(signal) = signal.or_else(waiting::signal) {
         let why = format!("{} received during the wait", waiting::name(signal));
         return only_first(first, None, why);

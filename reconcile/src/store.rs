@@ -238,31 +238,29 @@ impl S3Failure {
 
     /// What to do about it.
     fn help(self) -> String {
-        let help = match self {
+        match self {
             S3Failure::NoBucket => {
                 "Help: check the bucket name and AWS_ENDPOINT_URL (R2: the account's endpoint)"
+                    .into()
             }
-            S3Failure::Token => {
-                "Help: the session token has expired or is not valid: refresh AWS_SESSION_TOKEN \
-                 with its AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and run again"
-            }
+            S3Failure::Token => "Help: the session token has expired or is not valid: refresh \
+                                 AWS_SESSION_TOKEN with its AWS_ACCESS_KEY_ID and \
+                                 AWS_SECRET_ACCESS_KEY, and run again"
+                .into(),
             S3Failure::Credentials => {
-                "Help: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (R2: an API token with \
-                 Object Read on the bucket; Object Read & Write for --publish-dangling)"
+                "Help: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (R2: an API token \
+                 with Object Read on the bucket; Object Read & Write for --publish-dangling)"
+                    .into()
             }
-            S3Failure::Tls => {
-                return format!(
-                    "Help: the endpoint must speak https with {TRUSTED_CERTIFICATE}; a plain-http \
-                     endpoint is http:// with AWS_ALLOW_HTTP=true"
-                )
-            }
-            S3Failure::Unreachable => {
-                "Help: check AWS_ENDPOINT_URL and the network; a plain-http endpoint needs \
-                 AWS_ALLOW_HTTP=true"
-            }
-            S3Failure::Other => ledger_s3::ENV_HELP,
-        };
-        help.to_owned()
+            S3Failure::Tls => format!(
+                "Help: the endpoint must speak https with {TRUSTED_CERTIFICATE}; a plain-http \
+                 endpoint is http:// with AWS_ALLOW_HTTP=true"
+            ),
+            S3Failure::Unreachable => "Help: check AWS_ENDPOINT_URL and the network; a plain-http \
+                                       endpoint needs AWS_ALLOW_HTTP=true"
+                .into(),
+            S3Failure::Other => ledger_s3::ENV_HELP.into(),
+        }
     }
 }
 
@@ -276,12 +274,11 @@ pub fn help_line(e: &object_store::Error) -> String {
     match S3Failure::of(&text) {
         // The connection check reached the endpoint: what failed since is
         // the store or the network, not its address (rev-s51-diff L1).
-        S3Failure::Other | S3Failure::Unreachable => {
-            "\nHelp: the store failed, refused the request \
-                                                      or stopped answering: check its health, the \
-                                                      network and the run's access, and run again"
-                .to_owned()
-        }
+        S3Failure::Other | S3Failure::Unreachable => "\nHelp: the store failed, refused the \
+                                                      request or stopped answering: check its \
+                                                      health, the network and the run's access, \
+                                                      and run again"
+            .to_owned(),
         failure => format!("\n{}", failure.help()),
     }
 }
