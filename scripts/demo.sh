@@ -14,7 +14,8 @@
 #
 # Env: DEMO_PORT (default 8787), DEMO_STATE (default /var/tmp/ledger-demo-state, wiped first; the
 #      edge's exported lake is $DEMO_STATE-edge-lake), DEMO_DRAIN_TIMEOUT (seconds, default 60),
-#      LAKE (default .lake in the clone, regenerated).
+#      LAKE (default .lake in the clone, regenerated when the demo wrote it; a non-empty one it did
+#      not write stops the demo, exit 2).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PORT="${DEMO_PORT:-8787}"
@@ -146,8 +147,17 @@ log "reconcile exited 0 on the $expected events the edge produced"
 LAKE="${LAKE:-$ROOT/.lake}"
 BAD="$STATE-lake-with-overdraft"
 log "the nightly proof at scale: a seeded lake in $LAKE from the real core and ingest writer (first build compiles DataFusion)"
+# The lake is regenerated, but only over one this demo wrote (its marker file): a lake
+# exported from the edge by hand (`make lake-export`) also lives in .lake/ by default.
+MARK="$LAKE/.written-by-make-demo"
+if [[ -e "$LAKE" && ! -e "$MARK" ]] && [[ -n "$(ls -A "$LAKE" 2>/dev/null)" ]]; then
+  echo "demo: $LAKE holds a lake this demo did not write (an exported edge lake?); it is left as it is" >&2
+  echo "Help: move it elsewhere, or run the demo with LAKE=/another/dir (make demo LAKE=/tmp/demo-lake)" >&2
+  exit 2
+fi
 rm -rf "$LAKE" "$BAD"
 cargo run -q -p ledger-reconcile --bin reconcile-testdata -- generate "$LAKE"
+echo "written by make demo (scripts/demo.sh), which regenerates this directory" > "$MARK"
 set +e
 cargo run -q -p ledger-reconcile --bin reconcile -- "$LAKE" --json "$STATE-report.json" --dangling "$STATE-dangling.json"
 code=$?

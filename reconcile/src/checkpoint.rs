@@ -389,6 +389,29 @@ pub(crate) fn warn_archive_left_out(why: &str) {
 #[derive(Debug)]
 pub struct CheckpointError(pub String);
 
+/// How the refusal of a checkpoint written for another lake begins
+/// ([`CheckpointError::other_lake`]).
+const OTHER_LAKE: &str = "written for the lake ";
+
+/// The Help of a checkpoint of another lake: the path is the likely
+/// mistake, and `--full` would replace that lake's checkpoint, with every
+/// tail it proved and is owed (rev-s52-docs H1: following "run with
+/// --full" here wiped a lake's record of lost rows, and its nights then
+/// passed).
+const OTHER_LAKE_HELP: &str = "Help: give this lake its own checkpoint (--checkpoint with \
+     another path: one checkpoint per lake); --full does not replace another lake's. If this \
+     lake is that one moved to a new path, move the checkpoint's files aside (FILE, FILE.*) \
+     and run with --full: it proves the lake from its first event without judging what they \
+     proved and were owed";
+
+impl CheckpointError {
+    /// Whether the checkpoint was written for another lake: `--full`
+    /// refuses it too, where it replaces an unreadable one.
+    pub fn other_lake(&self) -> bool {
+        self.0.contains(&format!(": {OTHER_LAKE}\""))
+    }
+}
+
 impl std::fmt::Display for CheckpointError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
@@ -500,7 +523,16 @@ impl ProofState {
                     "damaged: its SHA-256 does not match (truncated or altered)".into(),
                 ));
             }
-            let (mut state, left_out) = parsed.map_err(err)?;
+            let (mut state, left_out) = parsed.map_err(|why| {
+                if why.starts_with(OTHER_LAKE) {
+                    CheckpointError(format!(
+                        "checkpoint {}: {why}\n{OTHER_LAKE_HELP}",
+                        path.display()
+                    ))
+                } else {
+                    err(why)
+                }
+            })?;
             state.source = Some((path.to_path_buf(), lake.to_owned()));
             Ok((state, left_out))
         })
@@ -532,7 +564,7 @@ impl ProofState {
         let identity = crate::store::Location::identity(lake);
         if !crate::store::Location::is_same_lake(&f.lake, &identity) {
             return Err(format!(
-                "written for the lake {:?}, not {lake:?} ({identity})",
+                "{OTHER_LAKE}{:?}, not {lake:?} ({identity})",
                 f.lake
             ));
         }

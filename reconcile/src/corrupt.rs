@@ -65,7 +65,7 @@ pub enum Class {
     /// A hold already released, released again at the end of its account's
     /// stream, freeing money held for a transfer still in flight (needs a
     /// lake with transfers in progress: `generate --in-flight`; not in
-    /// [`Class::ALL`], which runs on lakes without).
+    /// the list of every class, which runs on lakes without).
     ReleasedTwice,
     /// A transfer in progress (`reserved`) whose credit its destination
     /// already committed, every row of its stream, and its source's hold,
@@ -74,7 +74,7 @@ pub enum Class {
     /// while its source's hold is live and every balance refolds. The
     /// credit is then not money in flight, so its currency is not conserved
     /// (needs a lake with transfers in progress: `generate --in-flight`; not
-    /// in [`Class::ALL`]).
+    /// in the list of every class).
     CreditElsewhere,
     /// A transfer that is only `created` whose source holds 1 of its
     /// amount while its destination is credited the whole amount: a token
@@ -158,7 +158,7 @@ pub enum Class {
     CreatedLost,
     /// A hold on an account for a transfer whose whole stream is lost: a
     /// leg without its transfer and a leaked hold; 30 days after the hold,
-    /// the transfer is on the sweeper's list (`hold_only`), not `dangling`.
+    /// the transfer is on the sweeper's list (phase `"unknown"`), not `dangling`.
     TransferLost,
     /// A deposit booked again on a second account of its currency under the
     /// first account's entry id (resealed): entry ids are kept per account,

@@ -65,7 +65,8 @@ struct Stop {
 
 /// The stops cycled through: reserved; reserved with the credit committed
 /// (money in flight); credited (money in flight); credited with the
-/// capture committed on the source.
+/// capture committed on the source. A transfer whose credit was refused
+/// stops in `releasing` at the last two (its hold live until the release).
 const STOPS: [Stop; 4] = [
     Stop {
         recorded: 1,

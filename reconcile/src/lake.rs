@@ -97,6 +97,12 @@ impl std::fmt::Display for Error {
                  out of events/ (for example to quarantine/) and re-deliver or re-compact its events \
                  (docs/LAKE.md)"
             ),
+            Error::File { key, why } if why.ends_with(LAYOUT_UNKNOWN) => write!(
+                f,
+                "lake file {key}: {why}\nHelp: upgrade reconcile (and ledger-compact) to a version that \
+                 knows the layout, and run again; do not move the file: a writer upgraded before them \
+                 writes such files, whole, and each may be the only copy of its events"
+            ),
             Error::File { key, why } if why.ends_with(STORE_FAILED) => write!(
                 f,
                 "lake file {key}: {why}\nHelp: do not move the file: the store or the file system \
@@ -288,8 +294,8 @@ impl Footer {
                 })
             }
             Some(other) => Err(format!(
-                "written in lake layout {other:?}; this reconciler knows {LAKE_LAYOUTS_READABLE:?}\n\
-                 Help: upgrade reconcile"
+                "written in lake layout {other:?} (this reconciler knows {LAKE_LAYOUTS_READABLE:?}): \
+                 {LAYOUT_UNKNOWN}"
             )),
             None => Err(format!(
                 "has no {LAYOUT_METADATA_KEY} metadata: not written by ledger-ingest"
@@ -398,6 +404,17 @@ impl Lake {
         let abs = dir
             .canonicalize()
             .map_err(|e| Error::Lake(format!("cannot open {location}: {e}")))?;
+        // The store names each file by its whole path, and a control
+        // character is not allowed in a name: every file would be refused,
+        // and the error would blame the store (rev-s52-contracts L4).
+        if abs.to_string_lossy().chars().any(char::is_control) {
+            return Err(Error::Lake(format!(
+                "lake directory {:?}: its path holds a control character (a tab, a line feed…), \
+                 which the object store cannot name its files by\nHelp: rename the directory (or the \
+                 one it is in) to a name without one",
+                abs.display().to_string()
+            )));
+        }
         // DataFusion's scans of local files read row groups through maps
         // (`crate::mapped`); our own listing and footer reads stay plain.
         crate::mapped::read_local_files_mapped(&ctx);
@@ -1035,6 +1052,11 @@ pub const FOOTER_DISAGREES: &str = "the footer's statistics disagree with its pa
 /// failed to read it, or refused the run access (an S3 5xx, 403 or timeout,
 /// a local permission denied): the file may be whole, and [`Error::File`]'s
 /// Help says to fix access and run again, not to move it out of the lake.
+/// How the error of a file in a layout this reader does not know ends:
+/// its Help is an upgrade, never the quarantine (the file is whole;
+/// rev-s52-docs M1: both were given).
+pub const LAYOUT_UNKNOWN: &str = "a newer writer's layout, or not a ledger lake file's";
+
 pub const STORE_FAILED: &str =
     "(the store failed or refused the read: the file itself may be whole)";
 
@@ -1487,7 +1509,7 @@ mod tests {
         );
         let other = Footer::of(&write(Some("lake-v99"))).err().expect("refused");
         assert!(
-            other.contains("\"lake-v99\"") && other.contains("upgrade reconcile"),
+            other.contains("\"lake-v99\"") && other.ends_with(LAYOUT_UNKNOWN),
             "{other}"
         );
     }

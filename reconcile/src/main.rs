@@ -153,9 +153,10 @@ struct Cli {
     /// advanced only after a delivered alert). One file per lake.
     #[arg(long, value_name = "FILE", env = "LEDGER_ALERT_STATE")]
     alert_state: Option<PathBuf>,
-    /// Give each attempt of the alert's POST SECONDS to answer (1 to 300). A receiver
-    /// slower than that may still act on the request: the alert is sent again (the next
-    /// attempt, the next run) with the same dedup_key in its body, to deduplicate on.
+    /// Give each attempt of the alert's POST SECONDS to answer (1 to 300; connecting has
+    /// half of it, at most 10 s). A receiver slower than that may still act on the
+    /// request: the alert is sent again (the next attempt, the next run) with the same
+    /// dedup_key in its body, to deduplicate on.
     #[arg(long, value_name = "SECONDS", env = "LEDGER_ALERT_TIMEOUT",
           default_value_t = ALERT_TIMEOUT_DEFAULT_S,
           value_parser = clap::value_parser!(u64).range(1..=ALERT_TIMEOUT_MAX_S))]
@@ -387,6 +388,9 @@ async fn reconcile_with(
                     }
                     return ledger_reconcile::reconcile_full_owing(lake, opts, prior).await;
                 }
+                // Another lake's checkpoint: this run would replace it, and
+                // that lake's tails with it.
+                Err(e) if e.other_lake() => return Err(Error::Lake(e.to_string())),
                 Err(e) => {
                     // Its help says to run with --full: this is that run.
                     let e = e.to_string();
@@ -463,9 +467,11 @@ fn clock_not_behind(cli: &Cli, opts: &Options, path: &std::path::Path) -> Result
             "the clock says {}, {} s before the run that wrote the checkpoint {} ({}): a clock \
              that moved back would judge every row after it as committed in the future\n\
              Help: if this host's clock is wrong, fix it (NTP) and run again; if it is right, the run \
-             that wrote the checkpoint had a clock ahead and judged its deadlines early: run with \
-             --full, which proves the lake from its first event and writes a new checkpoint (to judge \
-             the lake at a chosen instant, pass --now-ms)",
+             that wrote the checkpoint judged the lake at a later instant: a replay given --now-ms \
+             with this checkpoint (a checkpoint is written as of its run's instant: replay on \
+             a copy of it), or a host whose clock was ahead. Then run with \
+             --full, which proves the lake from its first event and writes a new checkpoint (to \
+             judge the lake at a chosen instant, pass --now-ms)",
             ledger_reconcile::report::utc(opts.now_ms),
             (before - opts.now_ms) / 1000,
             path.display(),
@@ -804,6 +810,17 @@ fn main() -> ExitCode {
     std::panic::catch_unwind(run).unwrap_or(ExitCode::from(EXIT_ERROR as u8))
 }
 
+/// Exit 2 before a verdict: the metrics say the run failed
+/// ([`Outputs::write_failed`]), not what the last good night said. Only
+/// once the output paths are known to be placeable (a --metrics path that
+/// names the checkpoint or a file in the lake is never written).
+fn failed(outputs: &Outputs, lake: &str) -> ExitCode {
+    if let Some(e) = outputs.write_failed(lake, wall_clock_ms()) {
+        ledger_reconcile::say!("error: {e}");
+    }
+    ExitCode::from(EXIT_ERROR as u8)
+}
+
 fn run() -> ExitCode {
     no_transparent_huge_pages();
     let mut cli = Cli::parse();
@@ -876,7 +893,7 @@ fn run() -> ExitCode {
         Ok(lock) => lock,
         Err(e) => {
             ledger_reconcile::say!("error: {e}");
-            return ExitCode::from(EXIT_ERROR as u8);
+            return failed(&outputs, &cli.lake);
         }
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -887,7 +904,7 @@ fn run() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             ledger_reconcile::say!("error: cannot start the runtime: {e}");
-            return ExitCode::from(EXIT_ERROR as u8);
+            return failed(&outputs, &cli.lake);
         }
     };
     // Tests and comparisons only (docs/RECONCILE.md): how many stretches a
@@ -901,7 +918,7 @@ fn run() -> ExitCode {
                 ledger_reconcile::say!(
                     "error: RECONCILE_WANTED_STARTS_MAX={v:?}: not a number from 0 to {most}"
                 );
-                return ExitCode::from(EXIT_ERROR as u8);
+                return failed(&outputs, &cli.lake);
             }
         },
     };
@@ -950,7 +967,7 @@ fn run() -> ExitCode {
         Err(e) => {
             let e = shown_error(e, &cli.lake);
             ledger_reconcile::say!("error: {e}");
-            return ExitCode::from(EXIT_ERROR as u8);
+            return failed(&outputs, &cli.lake);
         }
     };
     // Each output runs even when one before it failed; any failure is exit 2.
@@ -972,16 +989,31 @@ fn run() -> ExitCode {
             errors.push(e);
         }
     }
-    if let Some(path) = &cli.dangling {
-        if let Err(e) = write_json(path, &report.dangling_list(wall_clock_ms())) {
-            errors.push(e);
-        }
-    }
-    if cli.publish_dangling {
+    // One document for the file and the lake: the sweeper's, as it reads
+    // it (at most 1 MiB, ids it takes); the whole list is the report's.
+    let sweeper_list = (cli.dangling.is_some() || cli.publish_dangling).then(|| {
         let (bytes, listed) = report.dangling_document(
             wall_clock_ms(),
             ledger_api::sweep::DANGLING_BYTES_MAX as usize,
         );
+        let not_listed = report.dangling.len() - listed;
+        if not_listed > 0 && !cli.quiet {
+            let others = report.dangling.len() - report.sweepable().len();
+            ledger_reconcile::say!(
+                "reconcile: dangling list: {listed} of {} transfers listed ({} past the sweeper's \
+                 1 MiB, {others} not ids the edge takes); every one is in the report's `dangling`",
+                report.dangling.len(),
+                not_listed - others,
+            );
+        }
+        (bytes, listed)
+    });
+    if let (Some(path), Some((bytes, _))) = (&cli.dangling, &sweeper_list) {
+        if let Err(e) = ledger_reconcile::output::write_atomic(path, bytes) {
+            errors.push(e);
+        }
+    }
+    if let (true, Some((bytes, listed))) = (cli.publish_dangling, sweeper_list) {
         match rt.block_on(lake.put(DANGLING_LIST_KEY, bytes)) {
             Ok(()) if !cli.quiet => ledger_reconcile::say!(
                 "reconcile: dangling list ({listed} of {} transfers) published at {DANGLING_LIST_KEY}",

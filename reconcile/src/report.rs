@@ -311,15 +311,26 @@ impl Report {
         s
     }
 
-    /// The dangling list in the sweeper's format v1.
-    pub fn dangling_list(&self, generated_at_ms: i64) -> serde_json::Value {
-        self.dangling_list_of(generated_at_ms, 0, self.dangling.len())
+    /// The dangling transfers the sweeper can re-drive: ids of the form
+    /// `t.{tenant}.{key}` (another names no object at the edge, and its
+    /// sweeper would skip it with a warning every run: rev-s52-contracts
+    /// L2), in the list's order. The report's `dangling` keeps them all.
+    pub fn sweepable(&self) -> Vec<&Dangling> {
+        self.dangling
+            .iter()
+            .filter(|d| ledger_api::names::parse_transfer_id(&d.transfer_id).is_ok())
+            .collect()
     }
 
-    /// The list of the `n` transfers from position `start` on, wrapping
-    /// around (all of them: `0, len`).
-    fn dangling_list_of(&self, generated_at_ms: i64, start: usize, n: usize) -> serde_json::Value {
-        let listed = self.dangling.iter().cycle().skip(start).take(n);
+    /// The sweeper's list (format v1) of the `n` transfers of `list` from
+    /// position `start` on, wrapping around (all of them: `0, len`).
+    fn dangling_list_of(
+        list: &[&Dangling],
+        generated_at_ms: i64,
+        start: usize,
+        n: usize,
+    ) -> serde_json::Value {
+        let listed = list.iter().cycle().skip(start).take(n);
         let mut doc = serde_json::json!({
             "version": DANGLING_LIST_VERSION,
             "generated_at_ms": generated_at_ms,
@@ -330,28 +341,31 @@ impl Report {
                 "last_seq": d.last_seq,
             })).collect::<Vec<_>>(),
         });
-        if n < self.dangling.len() {
+        if n < list.len() {
             // Extra members: the sweeper ignores them (docs/SWEEPER.md).
-            doc["dangling_total"] = self.dangling.len().into();
+            doc["dangling_total"] = list.len().into();
             doc["truncated"] = true.into();
             doc["window_start"] = start.into();
         }
         doc
     }
 
-    /// The dangling list as the bytes the sweeper reads, at most `max_bytes`
-    /// (it refuses a larger document whole): every transfer when they fit;
-    /// else as many as fit, marked `truncated`, in a window of the list (most
-    /// overdue first) that moves by its length each day of the run's `now`,
+    /// The sweeper's list (`--dangling`, `--publish-dangling`) as the bytes
+    /// it reads, at most `max_bytes` (it refuses a larger document whole:
+    /// rev-s52-contracts M1, `--dangling` wrote every transfer, pretty):
+    /// every [`Report::sweepable`] transfer when they fit; else as many as
+    /// fit, marked `truncated`, in a window of the list (most overdue
+    /// first) that moves by its length each day of the run's `now`,
     /// wrapping around (as `--sweep-max`'s, `output::sweep::request_bodies`):
     /// a fixed prefix would keep the transfers behind stuck ones off the
     /// sweeper's list for good. Returns the bytes and how many transfers
     /// they list.
     pub fn dangling_document(&self, generated_at_ms: i64, max_bytes: usize) -> (Vec<u8>, usize) {
-        let total = self.dangling.len();
+        let list = self.sweepable();
+        let total = list.len();
         let start = |n| crate::output::sweep::window_start(self.now_ms, n, total);
         let bytes = |n| {
-            serde_json::to_vec(&self.dangling_list_of(generated_at_ms, start(n), n))
+            serde_json::to_vec(&Self::dangling_list_of(&list, generated_at_ms, start(n), n))
                 .expect("a JSON value serializes")
         };
         let all = bytes(total);

@@ -3471,6 +3471,22 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("written for the lake"), "{err}");
+    // rev-s52-docs H1: the Help is the path, not --full, and --full does not
+    // replace another lake's checkpoint (its tails owed would be gone).
+    assert!(
+        err.contains("give this lake its own checkpoint") && !err.contains("run with --full to"),
+        "{err}"
+    );
+    let before = std::fs::read(&ckpt).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+        .arg(other.to_str().unwrap())
+        .args(["--quiet", "--checkpoint", ck, "--full"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("written for the lake"), "{err}");
+    assert_eq!(std::fs::read(&ckpt).unwrap(), before, "left as it was");
 }
 
 /// The per-row checks whose state crosses nights (a transfer's last phase and created terms in
@@ -5487,8 +5503,13 @@ fn a_lake_spelled_another_way_is_the_same_lake() {
     ledger_reconcile::corrupt::copy_lake(&root, &other).unwrap();
     let (code, stderr) = run("other");
     assert_eq!(code, 2, "{stderr}");
-    // The alert state is checked first, before the lake is read.
+    // The alert state is checked first, before the lake is read; its Help
+    // is this lake's own state, never deleting that lake's (rev-s52-docs M4).
     assert!(stderr.contains("belongs to the lake"), "{stderr}");
+    assert!(
+        stderr.contains("give this lake its own state file") && !stderr.contains("delete the file"),
+        "{stderr}"
+    );
     std::fs::remove_file(dir.path().join("alerts.json")).unwrap();
     let (code, stderr) = run("other");
     assert_eq!(code, 2, "{stderr}");

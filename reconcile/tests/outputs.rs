@@ -453,6 +453,39 @@ fn a_closed_stderr_changes_nothing_but_the_progress_lines() {
     assert_eq!(report["holds"], false);
 }
 
+/// The samples of a metrics file as the `prometheus_client` parser reads
+/// it (installed by scripts/install-metrics-reader.sh): family, type,
+/// help, name, labels and value of each; fails the test if it refuses the
+/// file.
+fn prom_samples(prom: &Path) -> Vec<serde_json::Value> {
+    let install = Command::new("bash")
+        .arg(repo().join("scripts/install-metrics-reader.sh"))
+        .status()
+        .expect("run scripts/install-metrics-reader.sh");
+    assert!(install.success(), "installing prometheus_client failed");
+    let script = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = []
+for fam in text_string_to_metric_families(open(sys.argv[1], encoding="utf-8").read()):
+    for s in fam.samples:
+        out.append({"family": fam.name, "type": fam.type, "help": fam.documentation,
+                    "name": s.name, "labels": s.labels, "value": s.value})
+print(json.dumps(out))
+"#;
+    let out = Command::new(python())
+        .args(["-c", script, s(prom)])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "prometheus_client refused the file: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(prom).unwrap()
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 #[test]
 fn metrics_parse_with_prometheus_client_and_equal_the_report() {
     let tmp = tempfile::tempdir().unwrap();
@@ -485,32 +518,7 @@ fn metrics_parse_with_prometheus_client_and_equal_the_report() {
     assert_eq!(names, vec!["reconcile.prom".to_owned()]);
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
 
-    let install = Command::new("bash")
-        .arg(repo().join("scripts/install-metrics-reader.sh"))
-        .status()
-        .expect("run scripts/install-metrics-reader.sh");
-    assert!(install.success(), "installing prometheus_client failed");
-    let script = r#"
-import json, sys
-from prometheus_client.parser import text_string_to_metric_families
-out = []
-for fam in text_string_to_metric_families(open(sys.argv[1], encoding="utf-8").read()):
-    for s in fam.samples:
-        out.append({"family": fam.name, "type": fam.type, "help": fam.documentation,
-                    "name": s.name, "labels": s.labels, "value": s.value})
-print(json.dumps(out))
-"#;
-    let out = Command::new(python())
-        .args(["-c", script, s(&prom)])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "prometheus_client refused the file: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        std::fs::read_to_string(&prom).unwrap()
-    );
-    let samples: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let samples = prom_samples(&prom);
     for smp in &samples {
         assert_eq!(smp["type"], "gauge", "{smp}");
         assert!(!smp["help"].as_str().unwrap().is_empty(), "{smp}");
@@ -561,6 +569,8 @@ print(json.dumps(out))
         last >= before.floor() && last < before + 600.0,
         "{last} vs {before}"
     );
+    assert_eq!(one("reconcile_run_failed"), 0.0);
+    assert_eq!(one("reconcile_last_attempt_timestamp_seconds"), last);
     // The lake label survives its quote, backslash and comma.
     let info: Vec<&serde_json::Value> = samples
         .iter()
@@ -596,6 +606,71 @@ print(json.dumps(out))
         violated += usize::from(!holds);
     }
     assert!(violated >= 2, "overdraft and dangling: {report}");
+}
+
+/// rev-s52-contracts M2: a run that stops before its verdict wrote no
+/// metrics, so the file kept the last good night's `verdict_holds 1`. Now
+/// it says the run failed, holds no verdict, and keeps the time of the last
+/// verdict for the staleness alert, across failed nights.
+#[test]
+fn a_run_that_stops_before_its_verdict_says_so_in_the_metrics() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    clean_lake(&dir);
+    let prom = tmp.path().join("reconcile.prom");
+    let r = run_bin(&[s(&dir), "--quiet", "--metrics", s(&prom)], &[]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let value = |samples: &[serde_json::Value], name: &str| -> Option<f64> {
+        let v: Vec<f64> = samples
+            .iter()
+            .filter(|x| x["name"] == name)
+            .map(|x| x["value"].as_f64().unwrap())
+            .collect();
+        assert!(v.len() <= 1, "{name}: {samples:?}");
+        v.first().copied()
+    };
+    let good = prom_samples(&prom);
+    let verdict_at = value(&good, "reconcile_last_run_timestamp_seconds").unwrap();
+    assert_eq!(value(&good, "reconcile_verdict_holds"), Some(1.0));
+
+    // A damaged file: exit 2 before any verdict, twice.
+    let file = common::files_under(&dir, "events/account").swap_remove(0);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join(&file))
+        .unwrap();
+    f.set_len(100).unwrap();
+    for night in 0..2 {
+        std::thread::sleep(Duration::from_millis(20));
+        let r = run_bin(&[s(&dir), "--quiet", "--metrics", s(&prom)], &[]);
+        assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+        let failed = prom_samples(&prom);
+        assert_eq!(
+            value(&failed, "reconcile_run_failed"),
+            Some(1.0),
+            "night {night}"
+        );
+        for gone in [
+            "reconcile_verdict_holds",
+            "reconcile_check_holds",
+            "reconcile_outputs_failed",
+            "reconcile_rows_read",
+        ] {
+            assert_eq!(value(&failed, gone), None, "{gone}: {failed:?}");
+        }
+        assert_eq!(
+            value(&failed, "reconcile_last_run_timestamp_seconds"),
+            Some(verdict_at),
+            "the last verdict's time is kept"
+        );
+        assert!(value(&failed, "reconcile_last_attempt_timestamp_seconds").unwrap() >= verdict_at);
+        let info: Vec<&serde_json::Value> = failed
+            .iter()
+            .filter(|x| x["name"] == "reconcile_run_info")
+            .collect();
+        assert_eq!(info.len(), 1);
+        assert_eq!(info[0]["labels"]["lake"], s(&dir));
+    }
 }
 
 // ---- a real HTTP server on 127.0.0.1 ----
@@ -1031,7 +1106,7 @@ fn documented_dedup_key(body: &serde_json::Value) -> String {
         .iter()
         .map(|v| v["fingerprint"].as_str().unwrap())
         .collect();
-    let array = serde_json::json!([body["lake"], sorted]).to_string();
+    let array = serde_json::json!([body["lake_identity"], sorted]).to_string();
     ledger_events::event::hex(&Sha256::digest(array.as_bytes()))
 }
 
@@ -1105,6 +1180,55 @@ fn a_receiver_slower_than_the_timeout_may_have_the_alert_and_gets_one_dedup_key(
         assert!(r.stdout.is_empty(), "no run: {}", r.stdout);
     }
     assert!(server.take().is_empty());
+}
+
+/// rev-s51-late: a gateway's 502 or 504 may hide a receiver that took the
+/// request (and a timeout then a refusal needs the refusal mended): neither
+/// is told as "not delivered", and the state stays as it was.
+#[test]
+fn a_gateway_error_or_a_refusal_after_a_timeout_is_told_as_it_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = corrupted_lake(tmp.path(), &[Class::Overdraft]);
+    let state = tmp.path().join("alert-state.json");
+    let server = Server::start(|_| (502, "upstream timed out".to_owned()));
+    let hook = format!("{}/hook", server.base);
+    let r = alert_run(&dir, &hook, &state, &[], &[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(server.take().len(), 3, "502 is retried");
+    assert!(
+        r.stderr
+            .contains("may have been delivered (attempt 1 was answered HTTP 502, a gateway's")
+            && r.stderr.contains("deduplicate on the body's dedup_key")
+            && !r.stderr.contains("not delivered"),
+        "{}",
+        r.stderr
+    );
+    assert!(!state.exists(), "the state is not advanced");
+
+    // The first attempt out of time, the second refused.
+    let calls = Arc::new(Mutex::new(0));
+    server.set(move |_| {
+        let mut n = calls.lock().unwrap();
+        *n += 1;
+        if *n == 1 {
+            std::thread::sleep(Duration::from_secs(2));
+            (200, "{}".to_owned())
+        } else {
+            (401, "bad token".to_owned())
+        }
+    });
+    let r = alert_run(&dir, &hook, &state, &["--alert-timeout", "1"], &[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(server.take().len(), 2, "a 401 is final");
+    assert!(
+        r.stderr
+            .contains("may have been delivered (no answer within 1 s)")
+            && r.stderr.contains("the last attempt was refused (HTTP 401)")
+            && !r.stderr.contains("more time"),
+        "{}",
+        r.stderr
+    );
+    assert!(!state.exists(), "the state is not advanced");
 }
 
 /// rev-s51-ops2 F6: the next state is written before the POST, so a state
@@ -1317,7 +1441,8 @@ fn redirects_retry_after_and_tls_failures_are_told_as_they_are() {
     assert!(waited >= Duration::from_millis(1900), "{waited:?}");
 
     // An https URL for a plain-http port (bytes that are not TLS): the
-    // TLS Help, naming the variables that trust a private CA.
+    // TLS Help, naming the variables that trust a private CA, after one
+    // attempt (every attempt fails the same way).
     std::fs::remove_file(&state).unwrap();
     let plain = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = plain.local_addr().unwrap().port();
@@ -1332,6 +1457,7 @@ fn redirects_retry_after_and_tls_failures_are_told_as_they_are() {
     assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
     assert!(
         r.stderr.contains("not delivered")
+            && r.stderr.contains("after 1 attempt(s)")
             && r.stderr.contains("SSL_CERT_FILE / SSL_CERT_DIR")
             && !r.stderr.contains("receiver is up"),
         "{}",
@@ -1514,6 +1640,18 @@ fn the_sweep_posts_dangling_ids_in_chunks_of_10_with_the_admin_key() {
         assert_eq!(v.as_object().unwrap().len(), 1, "only transfer_ids: {v}");
         let chunk: Vec<String> = serde_json::from_value(v["transfer_ids"].clone()).unwrap();
         assert_eq!(chunk.len(), size);
+        // What the edge's own code makes of the request (rev-s52-contracts
+        // L5): its admin check, its body limit and its parser.
+        let limits = ledger_api::parse::Limits::default();
+        ledger_api::auth::ApiKeys::parse(None, Some(key))
+            .unwrap()
+            .admin(Some(&req.headers["authorization"]))
+            .unwrap();
+        limits.check_body_len(req.body.len()).unwrap();
+        assert_eq!(
+            ledger_api::parse::redrive(&req.body, &limits).unwrap(),
+            chunk
+        );
         sent.extend(chunk);
     }
     assert_eq!(sent, want, "every id once, most overdue first");

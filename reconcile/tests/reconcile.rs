@@ -485,6 +485,16 @@ fn a_missing_lake_is_an_error_not_a_verdict() {
     let (code, _, stderr) = run_bin(&[tmp.path().join("empty").to_str().unwrap()]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("no lake files"), "{stderr}");
+    // A path with a control character: named as such, not as the store's
+    // failure (rev-s52-contracts L4).
+    let tabbed = tmp.path().join("lk\ttab");
+    clean_lake(&tabbed);
+    let (code, _, stderr) = run_bin(&[tabbed.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("holds a control character") && !stderr.contains("store failed"),
+        "{stderr}"
+    );
 }
 
 fn some_lake_file(dir: &Path) -> String {
@@ -1042,6 +1052,11 @@ fn files_of_the_older_layout_read_as_one_lake_and_unknown_layouts_are_refused() 
     assert_eq!(code, 2, "{stdout}\n{stderr}");
     assert!(
         stderr.contains(&key) && stderr.contains("\"lake-v9\"") && stderr.contains("upgrade"),
+        "{stderr}"
+    );
+    // A whole file of a newer writer: never the quarantine (rev-s52-docs M1).
+    assert!(
+        stderr.contains("do not move the file") && !stderr.contains("quarantine"),
         "{stderr}"
     );
 }

@@ -68,7 +68,7 @@ struct Cli {
     /// than 524,288 rows is spilled in sorted runs (about the partition's size in
     /// Parquet, and up to 64 runs' worth more past 33M rows while runs are merged
     /// into longer ones) into a temporary directory made here and removed after, also on
-    /// SIGINT or SIGTERM (one killed outright is removed by the next run that
+    /// SIGINT, SIGTERM or SIGHUP (one killed outright is removed by the next run that
     /// spills here). Default: $TMPDIR, else /tmp.
     #[arg(long, value_name = "DIR")]
     spill_dir: Option<std::path::PathBuf>,
@@ -236,6 +236,17 @@ async fn run(cli: Cli, doing: &std::cell::RefCell<String>) -> Result<u8, Compact
     }
     let lake = Lake::open(&cli.lake)?;
     let mut partitions = lake.partitions(None).await?;
+    if partitions.is_empty() {
+        // No partition at all: an empty directory where the lake should be
+        // (a volume not mounted, a mistyped path) is not "nothing to do"
+        // (rev-s52-docs L11; reconcile refuses it too).
+        return Err(CompactError::Usage(format!(
+            "no partition under events/ in {}: not a lake, or not yet one\nHelp: check --lake (or \
+             LEDGER_LAKE) and that its volume is mounted; a lake with no events yet has nothing to \
+             compact",
+            lake.name
+        )));
+    }
     partitions.retain(|p| {
         (cli.table.is_empty() || cli.table.contains(&p.table))
             && (cli.date.is_empty() || cli.date.contains(&p.date))

@@ -589,8 +589,8 @@ async fn the_cli_keeps_its_exit_code_contract_and_survives_a_real_crash() {
     assert_eq!(spill.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&spill.stderr)
         .contains("--spill-dir /nonexistent/spill is not a directory"));
-    // A leap day is a day.
-    let empty = tempfile_dir("leap-day");
+    // A leap day is a day (of a lake that has no partition for it).
+    let empty = small_file_lake("leap-day");
     assert_eq!(
         cli(
             &["--lake", empty.to_str().unwrap(), "--date", "2024-02-29"],
@@ -859,4 +859,30 @@ fn a_killed_puts_partial_file_is_removed_by_the_next_compaction() {
     );
     assert!(!old.exists() && recent.exists() && not_ours.exists());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// rev-s52-docs L11: an empty directory where the lake should be (a volume
+/// not mounted, a mistyped path) is exit 2, not "nothing to do"; a --date
+/// that selects no partition of a real lake is still exit 0.
+#[test]
+fn a_lake_without_partitions_is_an_error_and_an_empty_selection_is_not() {
+    let empty = tempfile::tempdir().unwrap();
+    let out = cli(&["--lake", empty.path().to_str().unwrap()], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no partition under events/") && stderr.contains("mounted"),
+        "{stderr}"
+    );
+    let dir = small_file_lake("no-such-day");
+    let before = files(&dir);
+    let out = cli(
+        &["--lake", dir.to_str().unwrap(), "--date", "2031-03-01"],
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("nothing to do"), "{stderr}");
+    assert_eq!(files(&dir), before);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -167,6 +167,9 @@ pub enum LakeErrorKind {
     Parquet(String),
     /// Readable, but its columns are not the lake's.
     Layout(String),
+    /// Its metadata names a lake layout this reader does not know: a
+    /// newer writer's file, whole (not damaged: the Help is an upgrade).
+    UnknownLayout(String),
     /// More rows than any lake file may hold.
     TooManyRows { rows_min: usize },
     /// A row that is not a valid event, or whose hash does not match it.
@@ -187,7 +190,30 @@ impl std::fmt::Display for LakeError {
                 f,
                 "lake file {key}: holds at least {rows_min} rows, more than PARQUET_FILE_ROWS_MAX = {PARQUET_FILE_ROWS_MAX}"
             )?,
-            LakeErrorKind::BadRow { row, why } => write!(f, "lake file {key}: row {row}: {why}")?,
+            LakeErrorKind::UnknownLayout(l) => {
+                // Whole, and maybe the only copy of its events: an upgrade,
+                // not the quarantine (rev-s52-docs M1).
+                return write!(
+                    f,
+                    "lake file {key}: written in lake layout {l:?}, which this reader does not know \
+                     (readable: {LAKE_LAYOUTS_READABLE:?})\nHelp: upgrade ledger-compact (and reconcile) \
+                     to a version that knows it; do not move the file: a writer upgraded first writes \
+                     such files, whole, and each may be the only copy of its events."
+                );
+            }
+            LakeErrorKind::BadRow { row, why } => {
+                // A row that fails its check is evidence, and in a compacted
+                // partition the file may be its rows' only copy
+                // (rev-s52-docs M2: the Help said to move it, unconditionally).
+                return write!(
+                    f,
+                    "lake file {key}: row {row}: {why}\nHelp: run reconcile, which names the row as a \
+                     finding. If another file holds the file's rows (a redelivery, or the ingest files a \
+                     c- file was made from), move it out of events/ (for example to quarantine/); if it \
+                     is their only copy, restore it from its source (docs/LAKE.md) and keep the damaged \
+                     one as evidence, outside events/."
+                );
+            }
             LakeErrorKind::NotItsKey(why) => write!(f, "lake file {key}: not the file its key names: {why}")?,
         }
         write!(
@@ -263,6 +289,7 @@ fn read_checked<E: From<LakeError>>(
         let meta = builder.metadata();
         let layout = match footer_layout(meta.file_metadata()) {
             Some(l) if LAKE_LAYOUTS_READABLE.contains(&l) => l.to_owned(),
+            Some(l) => return Err(err(LakeErrorKind::UnknownLayout(l.to_owned()))),
             other => {
                 return Err(err(LakeErrorKind::Layout(format!(
                     "its metadata names the layout {other:?}; readable: {LAKE_LAYOUTS_READABLE:?}"

@@ -663,3 +663,44 @@ fn a_dead_letters_queue_item_names_the_body_and_stays_small() {
         }
     }
 }
+
+/// rev-s52-docs M1: a file whose metadata names a layout this reader does
+/// not know is a newer writer's, whole: its error says to upgrade and not
+/// to move it (the quarantine Help took valid events out of the lake).
+#[test]
+fn a_file_of_an_unknown_layout_is_an_upgrade_not_a_quarantine() {
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::WriterProperties;
+    let out = Batch::of_lines(&golden_lines()).ingest();
+    let f = &out.files[0];
+    let rows = read_file(&f.key, Bytes::from(f.bytes.clone())).unwrap();
+    let batch = ledger_ingest::rows_to_batch(&rows).unwrap();
+    let props = WriterProperties::builder()
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            "ledger.lake.layout".to_owned(),
+            "lake-v9".to_owned(),
+        )]))
+        .build();
+    let mut bytes = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        &mut bytes,
+        ledger_ingest::arrow_schema(),
+        Some(props),
+    )
+    .unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let e = read_file(&f.key, Bytes::from(bytes)).unwrap_err();
+    assert!(
+        matches!(&e.kind, LakeErrorKind::UnknownLayout(l) if l == "lake-v9"),
+        "{e}"
+    );
+    let said = e.to_string();
+    assert!(
+        said.contains("\"lake-v9\"")
+            && said.contains("upgrade ledger-compact")
+            && said.contains("do not move the file")
+            && !said.contains("quarantine"),
+        "{said}"
+    );
+}

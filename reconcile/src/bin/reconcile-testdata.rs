@@ -33,10 +33,11 @@ macro_rules! out {
     }};
 }
 
-/// `corrupt --now-ms` by default: a day before the row `future-created`
-/// dates in the year 9999 (so that row is more than a settle window and an
-/// hour ahead), after every deadline a generated lake holds.
-const NOW_MS_DEFAULT: i64 = ledger_events::event::TIME_MS_MAX - 300_000 - 86_400_000;
+/// `corrupt --now-ms` by default: the latest instant `reconcile --now-ms`
+/// takes (2100-01-01), after every deadline a generated lake holds and
+/// long before the row `future-created` dates in the year 9999 (an instant
+/// in 9999 was the default, which reconcile refuses: rev-s52-docs L6).
+const NOW_MS_DEFAULT: i64 = 4_102_444_800_000;
 
 /// Test data for reconcile: lakes written by the real ledger core and the
 /// real ingest writer, and copies of them with exactly one violation.
@@ -88,9 +89,9 @@ enum Cmd {
         /// The instant reconcile will judge deadlines at: the findings printed are a run's at
         /// that instant (classes with a deadline or a date: dangling, far-deadline,
         /// future-created, token-hold, credit-lost, credit-while-releasing, cross-tenant,
-        /// foreign-id, same-account, created-lost, transfer-lost). The default, late in the year 9999, is
-        /// past every deadline and before future-created's row; a class that cannot be judged
-        /// at the instant given is exit 2 naming both.
+        /// foreign-id, same-account, created-lost, transfer-lost). The default, 2100-01-01 (the
+        /// latest instant reconcile judges at), is past every deadline and before future-created's
+        /// row; a class that cannot be judged at the instant given is exit 2 naming both.
         #[arg(long, default_value_t = NOW_MS_DEFAULT)]
         now_ms: i64,
     },
@@ -121,7 +122,9 @@ enum Cmd {
     /// Move every lake file of DATE (every table) under a new compacted key, bytes
     /// unchanged, and record each partition's compaction manifest as ledger-compact does
     /// (docs/LAKE.md): what compacting a partition a checkpoint proved leaves, the same
-    /// rows in new files (the benchmark's `recompact` night).
+    /// rows in new files (the benchmark's `recompact` night). For reconcile only: the new
+    /// keys are not their content's digest, so ledger-compact refuses the files as not the
+    /// ones their keys name.
     Rekey {
         lake: PathBuf,
         /// The date partition, YYYY-MM-DD.

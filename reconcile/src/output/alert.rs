@@ -35,8 +35,9 @@ pub const ALERT_ROWS_MAX: usize = 1000;
 /// than the timeout acts on every attempt (rev-s51-ops2 F4: 10 s, three
 /// pages a night).
 pub const ALERT_TIMEOUT_DEFAULT_S: u64 = 30;
-/// The longest `--alert-timeout`: three attempts of it stay within a
-/// quarter of an hour.
+/// The longest `--alert-timeout`: three attempts of it, with the waits
+/// between them (each at most [`super::http::RETRY_AFTER_MAX`]), stay
+/// within 16 minutes.
 pub const ALERT_TIMEOUT_MAX_S: u64 = 300;
 
 /// Codes of one event whose detail names its versions' hashes: a
@@ -174,8 +175,10 @@ pub fn plan(report: &Report, previous: &BTreeSet<String>) -> Plan {
     }
 }
 
-/// The alert's deduplication key: SHA-256 over the JSON array of the lake
-/// (the body's `lake`) and the array of the new violations' fingerprints,
+/// The alert's deduplication key: SHA-256 over the JSON array of the lake's
+/// identity (the body's `lake_identity`, as the state file records the
+/// lake: one however the lake is spelled, rev-s52-contracts L3) and the
+/// array of the new violations' fingerprints,
 /// sorted (every one, not only the [`ALERT_ROWS_MAX`] listed), in hex. The
 /// same on every attempt and on the next run's sending again of the same
 /// new violations (an alert not delivered, or whose answer did not come in
@@ -191,6 +194,7 @@ pub fn dedup_key(lake: &str, plan: &Plan) -> String {
 
 /// The webhook body (version 1) for a plan with new violations.
 pub fn body(report: &Report, plan: &Plan) -> serde_json::Value {
+    let identity = crate::store::Location::identity(&report.lake);
     let rows: Vec<serde_json::Value> = plan
         .new
         .iter()
@@ -214,8 +218,9 @@ pub fn body(report: &Report, plan: &Plan) -> serde_json::Value {
     }
     serde_json::json!({
         "version": ALERT_VERSION,
-        "dedup_key": dedup_key(&report.lake, plan),
+        "dedup_key": dedup_key(&identity, plan),
         "lake": report.lake,
+        "lake_identity": identity,
         "now_ms": report.now_ms,
         "verdict": if report.holds { "holds" } else { "violated" },
         "counts": {
@@ -275,7 +280,10 @@ pub fn read_state(path: &Path, lake: &str) -> Result<BTreeSet<String>, String> {
     };
     if !crate::store::Location::is_same_lake(&state.lake, &crate::store::Location::identity(lake)) {
         return Err(format!(
-            "alert: the state file {} belongs to the lake {:?}, not {lake:?}; one state file per lake\n{STATE_HELP}",
+            "alert: the state file {} belongs to the lake {:?}, not {lake:?}; one state file per lake\n\
+             Help: give this lake its own state file (--alert-state or LEDGER_ALERT_STATE), or \
+             --no-alert for a run that should not page (a replay in the nightly job's environment); \
+             do not delete that one: it is the other lake's record of what it already alerted",
             path.display(),
             state.lake
         ));
@@ -370,27 +378,50 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
              POST, so that a delivered alert is not sent again every night for want of it\n{write_help}"
         )
     })?;
-    let key = dedup_key(&report.lake, &p);
+    let key = dedup_key(&crate::store::Location::identity(&report.lake), &p);
     let url = http::redact_path(&cfg.webhook);
     let state = cfg.state.display();
     let answer = http::post_json(&cfg.webhook, &[], &body(report, &p).to_string(), &cfg.retry)
         .await
         .map_err(|f| {
             let timeout = cfg.retry.timeout.as_secs();
-            if f.unanswered > 0 {
+            // A refusal (a 4xx that is not retried) is what to mend, even
+            // when an earlier attempt may have been taken.
+            let refused = match &f.last {
+                http::Last::Status { status, .. } if (400..500).contains(status) => Some(*status),
+                _ => None,
+            };
+            if let Some(why) = &f.maybe_acted {
+                let help = match refused {
+                    Some(status) => format!(
+                        "the last attempt was refused (HTTP {status}): check the webhook URL and its \
+                         token (--alert-webhook or LEDGER_ALERT_WEBHOOK); have the receiver \
+                         deduplicate on the body's dedup_key"
+                    ),
+                    None if f.unanswered > 0 => format!(
+                        "give the receiver more time (--alert-timeout or LEDGER_ALERT_TIMEOUT; now \
+                         {timeout} s), or have it deduplicate on the body's dedup_key"
+                    ),
+                    None => "have the receiver deduplicate on the body's dedup_key, and check that \
+                             it (and any gateway before it) is up"
+                        .to_owned(),
+                };
                 format!(
-                    "alert: POST {url} with {n} new violation(s) may have been delivered (no answer \
-                     within {timeout} s): {f}\n\
-                     The state file {state} is unchanged, so the next run sends it again with the same \
-                     dedup_key ({key}).\n\
-                     Help: give the receiver more time (--alert-timeout or LEDGER_ALERT_TIMEOUT; now \
-                     {timeout} s), or have it deduplicate on the body's dedup_key"
+                    "alert: POST {url} with {n} new violation(s) may have been delivered ({why}): {f}\n\
+                     The state file {state} is unchanged, so the next run sends these violations again, \
+                     with the same dedup_key ({key}) while the same ones are new.\n\
+                     Help: {help}"
                 )
             } else {
                 let help = if f.tls() {
                     format!(
                         "the receiver must speak https with {}; a plain-http receiver is an http:// URL",
                         crate::store::TRUSTED_CERTIFICATE
+                    )
+                } else if let Some(status) = refused {
+                    format!(
+                        "the receiver refused the alert (HTTP {status}): check the webhook URL and its \
+                         token (--alert-webhook or LEDGER_ALERT_WEBHOOK)"
                     )
                 } else {
                     "check the webhook URL (--alert-webhook or LEDGER_ALERT_WEBHOOK) and that the \
@@ -572,6 +603,19 @@ mod tests {
             body(&r, &c_alone)["dedup_key"],
             dedup_key(&r.lake, &c_alone)
         );
+        // One lake however it is spelled (rev-s52-contracts L3): the key
+        // hashes the identity the state file records.
+        let dir = tempfile::tempdir().unwrap();
+        let spelled = |lake: String| {
+            let mut r = report(&[&c], &[]);
+            r.lake = lake;
+            body(&r, &c_alone)
+        };
+        let plain = spelled(dir.path().display().to_string());
+        let slashed = spelled(format!("{}/./", dir.path().display()));
+        assert_ne!(plain["lake"], slashed["lake"]);
+        assert_eq!(plain["lake_identity"], slashed["lake_identity"]);
+        assert_eq!(plain["dedup_key"], slashed["dedup_key"]);
         // Another lake, the same violations: another key.
         assert_ne!(
             dedup_key("/lake", &c_alone),

@@ -14,7 +14,7 @@ pub struct RetryPolicy {
     /// Per attempt: connect, send and read the answer. Connecting (DNS, TCP
     /// and TLS) has at most [`connect_timeout`] of it, so an attempt that
     /// runs out of time after that had its request sent: the receiver may
-    /// have acted on it ([`Failure::unanswered`]).
+    /// have acted on it ([`Failure::maybe_acted`]).
     pub timeout: Duration,
     /// The most of a 2xx answer read (the rest is not: [`Answer::cut`]).
     pub answer_max: usize,
@@ -60,6 +60,18 @@ pub struct Answer {
     pub cut: Option<String>,
 }
 
+impl Answer {
+    /// Whether the answer was longer than read ([`read_at_most`]'s bound),
+    /// not cut short by an error.
+    pub fn too_long(&self) -> bool {
+        self.cut
+            .as_deref()
+            .is_some_and(|c| c.starts_with(LONGER_THAN))
+    }
+}
+
+const LONGER_THAN: &str = "larger than";
+
 /// Why a POST failed after its last attempt.
 #[derive(Debug, Clone)]
 pub struct Failure {
@@ -69,6 +81,12 @@ pub struct Failure {
     /// Attempts that had their request sent and no answer within the
     /// timeout: the receiver may have acted on them (a slow receiver).
     pub unanswered: u32,
+    /// Why the receiver may have acted on an attempt, for the first such
+    /// attempt: no answer within the timeout, a gateway's 502 or 504 (the
+    /// receiver behind it may have taken the request and failed to answer
+    /// in time), or the connection lost after connecting (rev-s51-late:
+    /// these were told as "not delivered").
+    pub maybe_acted: Option<String>,
 }
 
 /// How the last attempt failed.
@@ -195,8 +213,9 @@ pub fn check_url(flag: &str, url: &str) -> Result<reqwest::Url, String> {
 }
 
 /// POSTs `body` (JSON) to `url` with `headers`. Retries on no answer, on
-/// 5xx and on 408/429; any other non-2xx answer is final at once (retrying
-/// a refused request changes nothing). A 429's or 503's `Retry-After` in
+/// 5xx and on 408/429; any other non-2xx answer, and a failed TLS
+/// handshake, is final at once (retrying a refused request changes
+/// nothing). A 429's or 503's `Retry-After` in
 /// seconds sets the wait before the retry, up to [`RETRY_AFTER_MAX`].
 pub async fn post_json(
     url: &str,
@@ -221,11 +240,13 @@ pub async fn post_json(
             },
             attempts: 0,
             unanswered: 0,
+            maybe_acted: None,
         })?;
     let attempts = policy.attempts.max(1);
     let mut wait = policy.backoff;
     let mut attempt = 0;
     let mut unanswered = 0;
+    let mut maybe_acted: Option<String> = None;
     loop {
         attempt += 1;
         let mut req = client
@@ -262,6 +283,7 @@ pub async fn post_json(
                         },
                         attempts: attempt,
                         unanswered,
+                        maybe_acted,
                     });
                 }
                 if (200..300).contains(&status) {
@@ -281,12 +303,18 @@ pub async fn post_json(
                     body: String::from_utf8_lossy(&bytes).into_owned(),
                     cut,
                 };
+                if matches!(status, 502 | 504) && maybe_acted.is_none() {
+                    maybe_acted = Some(format!(
+                        "attempt {attempt} was answered HTTP {status}, a gateway's: the receiver behind it may have taken the request"
+                    ));
+                }
                 let retryable = status >= 500 || status == 408 || status == 429;
                 if !retryable {
                     return Err(Failure {
                         last,
                         attempts: attempt,
                         unanswered,
+                        maybe_acted,
                     });
                 }
                 last
@@ -295,14 +323,30 @@ pub async fn post_json(
                 // Out of time past the connect phase (which has less than
                 // the whole timeout): the request went out, and only the
                 // answer is missing.
+                if !e.is_connect() && !e.is_builder() && maybe_acted.is_none() {
+                    maybe_acted = Some(if e.is_timeout() {
+                        format!("no answer within {} s", policy.timeout.as_secs())
+                    } else {
+                        format!("attempt {attempt} lost its connection after connecting")
+                    });
+                }
                 if e.is_timeout() && !e.is_connect() {
                     unanswered += 1;
                 }
-                Last::Transport {
-                    // Without the URL: it may carry a secret (the caller
-                    // names the redacted URL).
-                    error: error_chain(&e.without_url()),
+                let error = error_chain(&e.without_url());
+                // A certificate not trusted here, or https to a plain-http
+                // port, fails the same way on every attempt.
+                if crate::store::tls_failure(&error) {
+                    return Err(Failure {
+                        last: Last::Transport { error },
+                        attempts: attempt,
+                        unanswered,
+                        maybe_acted,
+                    });
                 }
+                // Without the URL: it may carry a secret (the caller names
+                // the redacted URL).
+                Last::Transport { error }
             }
         };
         if attempt >= attempts {
@@ -310,6 +354,7 @@ pub async fn post_json(
                 last,
                 attempts: attempt,
                 unanswered,
+                maybe_acted,
             });
         }
         let asked = retry_after.map(|s| Duration::from_secs(s).min(RETRY_AFTER_MAX));
@@ -355,7 +400,7 @@ async fn read_at_most(resp: &mut reqwest::Response, max: usize) -> (Vec<u8>, Opt
                     bytes.extend_from_slice(&chunk[..room]);
                     return (
                         bytes,
-                        Some(format!("larger than {}: not read further", size(max))),
+                        Some(format!("{LONGER_THAN} {}: not read further", size(max))),
                     );
                 }
                 bytes.extend_from_slice(&chunk);
@@ -423,6 +468,7 @@ mod tests {
             last,
             attempts: 3,
             unanswered: 0,
+            maybe_acted: None,
         }
     }
 

@@ -231,11 +231,61 @@ pub fn render(report: &Report, wall_clock_ms: i64, outputs_failed: usize) -> Str
         "The instant the last run judged deadlines at (--now-ms, default the wall clock).",
         format_seconds(report.now_ms),
     );
+    t.single(RUN_FAILED, RUN_FAILED_HELP, 0);
     t.single(
-        "reconcile_last_run_timestamp_seconds",
-        "When the last run finished (Unix time); alert when it is older than a day.",
+        LAST_ATTEMPT,
+        LAST_ATTEMPT_HELP,
         format_seconds(wall_clock_ms),
     );
+    t.single(LAST_RUN, LAST_RUN_HELP, format_seconds(wall_clock_ms));
+    t.0
+}
+
+const RUN_FAILED: &str = "reconcile_run_failed";
+const RUN_FAILED_HELP: &str = "1 when the last run stopped before a verdict (exit 2: an unreadable lake, a damaged file, a checkpoint it may not use; its error on stderr), 0 when it reached one. A failed run's file holds no verdict or check metric: alert on it.";
+const LAST_ATTEMPT: &str = "reconcile_last_attempt_timestamp_seconds";
+const LAST_ATTEMPT_HELP: &str =
+    "When the last run ended, whether or not it reached a verdict (Unix time).";
+const LAST_RUN: &str = "reconcile_last_run_timestamp_seconds";
+const LAST_RUN_HELP: &str = "When the last run that reached a verdict finished (Unix time); alert when it is older than a day.";
+
+/// The metrics of a run that stopped before its verdict (rev-s52-contracts
+/// M2: it wrote none, so the file kept the last good night's
+/// `reconcile_verdict_holds 1`, and a failed night never showed). It says
+/// the run failed and when, names the lake, and keeps from `previous` (the
+/// file as the last run left it) the time of the last run that reached a
+/// verdict, so that a staleness alert on it keeps counting across failed
+/// nights. No verdict, check or count: nothing was judged.
+pub fn render_failed(lake: &str, previous: Option<&str>, wall_clock_ms: i64) -> String {
+    let mut t = Text(String::new());
+    t.family(
+        "reconcile_run_info",
+        "The lake the last run read and the report format version; always 1.",
+    );
+    let version = crate::report::REPORT_VERSION.to_string();
+    t.sample(
+        "reconcile_run_info",
+        &[("lake", lake), ("report_version", &version)],
+        1,
+    );
+    t.single(RUN_FAILED, RUN_FAILED_HELP, 1);
+    t.single(
+        LAST_ATTEMPT,
+        LAST_ATTEMPT_HELP,
+        format_seconds(wall_clock_ms),
+    );
+    let last_verdict = previous.and_then(|text| {
+        text.lines().find_map(|l| {
+            let value = l.strip_prefix(LAST_RUN)?.strip_prefix(' ')?.trim();
+            // Only a number this module writes is carried.
+            let (whole, frac) = value.split_once('.').unwrap_or((value, ""));
+            let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
+            (!whole.is_empty() && digits(whole) && digits(frac)).then(|| value.to_owned())
+        })
+    });
+    if let Some(value) = last_verdict {
+        t.single(LAST_RUN, LAST_RUN_HELP, value);
+    }
     t.0
 }
 

@@ -35,7 +35,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
 }
 
 /// The Help of a file that could not be written.
-pub const WRITE_HELP: &str = "Help: check that the directory exists and is writable";
+pub const WRITE_HELP: &str = "Help: check that the directory exists and is writable, that its \
+     volume has room, and the job's file size limit (ulimit -f; systemd's LimitFSIZE=)";
 
 /// A file written in full, flushed and synced under a temporary name
 /// beside its path ([`stage`]), not yet renamed over it ([`Staged::commit`]).
@@ -188,6 +189,17 @@ impl Outputs {
             }
         }
         Ok(())
+    }
+
+    /// After a run that stopped before its verdict (exit 2): the metrics
+    /// of a failed run ([`metrics::render_failed`]), the file as the last
+    /// run left it read for the time of the last verdict. The error, if
+    /// they could not be written.
+    pub fn write_failed(&self, lake: &str, wall_clock_ms: i64) -> Option<String> {
+        let path = self.metrics.as_ref()?;
+        let previous = std::fs::read_to_string(path).ok();
+        let text = metrics::render_failed(lake, previous.as_deref(), wall_clock_ms);
+        write_atomic(path, text.as_bytes()).err()
     }
 
     /// Writes every requested output, in this order: the violation rows,

@@ -1,8 +1,9 @@
 //! Violation rows for auditors (`--violations FILE`): every finding of every
 //! violated check, one row each, as CSV (RFC 4180) or Parquet, chosen by the
 //! file's extension. A clean run writes the header (CSV) or the schema
-//! (Parquet) with zero rows, so a job reading the file never breaks on a
-//! good night.
+//! (Parquet) with zero rows, so a job finds the file and its columns on a
+//! good night (a CSV has no types: a reader that guesses them from the rows
+//! must be given them, docs/RECONCILE.md).
 
 use std::path::Path;
 use std::sync::Arc;

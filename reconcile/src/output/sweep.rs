@@ -338,7 +338,8 @@ pub async fn redrive(
             } else {
                 format!(
                     "401/403 mean {ADMIN_KEY_ENV} is not the edge's ADMIN_KEY; 503 that the edge has \
-                     no ADMIN_KEY configured; no answer, that --sweep-url is not the edge's base URL or \
+                     no ADMIN_KEY configured; 413 that the edge's BODY_BYTES_MAX is below a request of \
+                     {REDRIVE_CHUNK} ids (about a kilobyte; its default is 16 KiB); no answer, that --sweep-url is not the edge's base URL or \
                      that the edge took longer than {} s for {REDRIVE_CHUNK} re-drives (transfer \
                      objects that hang: see its logs)",
                     REQUEST_TIMEOUT.as_secs()
@@ -355,13 +356,20 @@ pub async fn redrive(
             )
         })?;
         if let Some(why) = &answer.cut {
+            // Too long is another server's page; cut short is the
+            // connection lost while the edge's answer came.
+            let help = if answer.too_long() {
+                "--sweep-url must be the edge's base URL, its admin route answered by the edge \
+                 itself (not a proxy's or a file server's page)"
+            } else {
+                "the connection to the edge was lost while it answered: check the network between \
+                 the job and the edge, and the edge's logs"
+            };
             return Err(format!(
                 "sweep: POST {} (request {} of {}): the answer is {why} (one for {REDRIVE_CHUNK} ids is \
                  about a kilobyte), so what the edge did with them is not known\n\
                  {} of {total} dangling transfer(s) were sent before it.\n\
-                 Help: --sweep-url must be the edge's base URL, its admin route answered by the edge \
-                 itself (not a proxy's or a file server's page); re-driving is idempotent, so the next \
-                 run may send them again",
+                 Help: {help}; re-driving is idempotent, so the next run may send them again",
                 http::redact(&url),
                 i + 1,
                 bodies.len(),
