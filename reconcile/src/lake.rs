@@ -103,6 +103,14 @@ impl std::fmt::Display for Error {
                  knows the layout, and run again; do not move the file: a writer upgraded before them \
                  writes such files, whole, and each may be the only copy of its events"
             ),
+            // A day's or a table's directory behind a link whose target is
+            // missing is named as one (rev-s52-docs L12: "lake file").
+            Error::File { key, why } if why.ends_with(STORE_FAILED) && !is_parquet_name(key) => write!(
+                f,
+                "lake directory {key}: {why}\nHelp: do not move it: the file system failed, or refused \
+                 the run access (an unmounted share, file permissions for the user the job runs as). \
+                 Fix that and run reconcile again"
+            ),
             Error::File { key, why } if why.ends_with(STORE_FAILED) => write!(
                 f,
                 "lake file {key}: {why}\nHelp: do not move the file: the store or the file system \

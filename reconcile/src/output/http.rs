@@ -128,6 +128,9 @@ fn excerpt_cut(text: &str, cut: Option<&str>) -> String {
         None if head.len() < text.len() => format!("… ({} bytes)", text.len()),
         None => String::new(),
     };
+    // A backslash of the text doubled: its `\n` is then told from a line
+    // feed escaped (rev-s51-late: both showed as `\n`).
+    let head = head.replace('\\', "\\\\");
     format!("{}{more}", crate::report::plain(&head))
 }
 
@@ -518,6 +521,9 @@ mod tests {
         );
         assert_eq!(size(ERROR_BODY_MAX), "64 KiB");
         assert_eq!(size(4 << 20), "4 MiB");
+        // A backslash is doubled: the text `\n` is not a line feed.
+        assert_eq!(excerpt("a\nb"), r"a\nb");
+        assert_eq!(excerpt(r"a\nb"), r"a\\nb");
         // A long answer read whole (the sweep's, up to 4 MiB) is shown by
         // its start and its size, not as one line of megabytes
         // (rev-s51-late M2).
