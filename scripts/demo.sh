@@ -152,7 +152,8 @@ log "the nightly proof at scale: a seeded lake in $LAKE from the real core and i
 MARK="$LAKE/.written-by-make-demo"
 if [[ -e "$LAKE" && ! -e "$MARK" ]] && [[ -n "$(ls -A "$LAKE" 2>/dev/null)" ]]; then
   echo "demo: $LAKE holds a lake this demo did not write (an exported edge lake?); it is left as it is" >&2
-  echo "Help: move it elsewhere, or run the demo with LAKE=/another/dir (make demo LAKE=/tmp/demo-lake)" >&2
+  echo "Help: move it elsewhere, or run the demo with LAKE=/another/dir (make demo LAKE=/tmp/demo-lake);" >&2
+  echo "      a $LAKE left by a demo of an earlier version has no marker: remove it (rm -r $LAKE)" >&2
   exit 2
 fi
 rm -rf "$LAKE" "$BAD"

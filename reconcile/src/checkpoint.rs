@@ -400,9 +400,8 @@ const OTHER_LAKE: &str = "written for the lake ";
 /// passed).
 const OTHER_LAKE_HELP: &str = "Help: give this lake its own checkpoint (--checkpoint with \
      another path: one checkpoint per lake); --full does not replace another lake's. If this \
-     lake is that one moved to a new path, move the checkpoint's files aside (FILE, FILE.*) \
-     and run with --full: it proves the lake from its first event without judging what they \
-     proved and were owed";
+     lake is that one moved to a new path, make the old path a symbolic link to the new one \
+     (ln -s NEW OLD): the checkpoint then resumes, with every tail it proved and is owed";
 
 impl CheckpointError {
     /// Whether the checkpoint was written for another lake: `--full`

@@ -1056,15 +1056,15 @@ fn only_from(
 pub const FOOTER_DISAGREES: &str = "the footer's statistics disagree with its pages \
      (no file ledger-ingest or ledger-compact writes does that: restore the file from its source, or re-deliver its events)";
 
-/// What an error on a lake file ends with when the store or the file system
-/// failed to read it, or refused the run access (an S3 5xx, 403 or timeout,
-/// a local permission denied): the file may be whole, and [`Error::File`]'s
-/// Help says to fix access and run again, not to move it out of the lake.
 /// How the error of a file in a layout this reader does not know ends:
 /// its Help is an upgrade, never the quarantine (the file is whole;
 /// rev-s52-docs M1: both were given).
 pub const LAYOUT_UNKNOWN: &str = "a newer writer's layout, or not a ledger lake file's";
 
+/// What an error on a lake file ends with when the store or the file system
+/// failed to read it, or refused the run access (an S3 5xx, 403 or timeout,
+/// a local permission denied): the file may be whole, and [`Error::File`]'s
+/// Help says to fix access and run again, not to move it out of the lake.
 pub const STORE_FAILED: &str =
     "(the store failed or refused the read: the file itself may be whole)";
 
@@ -1150,7 +1150,7 @@ mod tests {
             DataFusionError::IoError(denied),
         ] {
             let shown = format!("{e}");
-            let err = unreadable("events/a")(e).to_string();
+            let err = unreadable("events/a.parquet")(e).to_string();
             assert!(
                 err.contains(STORE_FAILED) && err.contains("do not move the file"),
                 "{shown}: {err}"

@@ -77,8 +77,9 @@ struct Cli {
     /// Write the full JSON report (format: docs/RECONCILE.md) to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Write the dangling-transfer list in the sweeper's format v1 (docs/SWEEPER.md) to FILE:
-    /// every dangling transfer (the sweeper takes at most 1 MiB; --publish-dangling cuts to that).
+    /// Write the dangling-transfer list in the sweeper's format v1 (docs/SWEEPER.md) to FILE,
+    /// as the sweeper reads it: at most 1 MiB and ids the edge takes, the bytes
+    /// --publish-dangling puts (every dangling transfer is in the --json report).
     #[arg(long, value_name = "FILE")]
     dangling: Option<PathBuf>,
     /// Put the dangling list into the lake at reconcile/dangling/latest.json, the
@@ -127,7 +128,7 @@ struct Cli {
     /// still judge that it holds every stream's tail the checkpoint proved
     /// (completeness: proved_rows_missing, proved_row_changed); the
     /// checkpoint is written afterwards. A checkpoint that cannot be read is
-    /// named and rebuilt.
+    /// named and rebuilt; one written for another lake is refused.
     #[arg(long, requires = "checkpoint")]
     full: bool,
     /// Write every finding of every violated check, one row each, to FILE:
@@ -811,9 +812,10 @@ fn main() -> ExitCode {
 }
 
 /// Exit 2 before a verdict: the metrics say the run failed
-/// ([`Outputs::write_failed`]), not what the last good night said. Only
-/// once the output paths are known to be placeable (a --metrics path that
-/// names the checkpoint or a file in the lake is never written).
+/// ([`Outputs::write_failed`]), beside the last verdict's. Only once the
+/// output paths are known to be placeable (a --metrics path that names the
+/// checkpoint or a file in the lake is never written) and this run holds
+/// the checkpoint's lock.
 fn failed(outputs: &Outputs, lake: &str) -> ExitCode {
     if let Some(e) = outputs.write_failed(lake, wall_clock_ms()) {
         ledger_reconcile::say!("error: {e}");
@@ -892,8 +894,10 @@ fn run() -> ExitCode {
     {
         Ok(lock) => lock,
         Err(e) => {
+            // Another run holds the checkpoint: its metrics are its own to
+            // write (rev-s52-diff M1: this run's failure replaced them).
             ledger_reconcile::say!("error: {e}");
-            return failed(&outputs, &cli.lake);
+            return ExitCode::from(EXIT_ERROR as u8);
         }
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()

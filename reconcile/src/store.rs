@@ -173,12 +173,20 @@ fn shown_endpoint(raw: &str) -> String {
 /// TLS at all (an https URL for a plain-http port). The S3 store's errors
 /// and the outputs' HTTP calls alike (`output::http`).
 pub(crate) fn tls_failure(text: &str) -> bool {
+    tls_refused(text) || text.contains("handshake")
+}
+
+/// Whether a TLS failure is one every attempt meets alike: a certificate
+/// refused, bytes that are not TLS (https to a plain-http port), no
+/// protocol in common. Not a handshake cut short by the peer (`tls
+/// handshake eof`: a receiver restarting), which a retry may pass
+/// (rev-s52-diff M4).
+pub(crate) fn tls_refused(text: &str) -> bool {
     [
         "invalid peer certificate",
         "received corrupt message",
         "InvalidContentType",
         "peer is incompatible",
-        "handshake",
     ]
     .iter()
     .any(|n| text.contains(n))

@@ -609,9 +609,10 @@ fn metrics_parse_with_prometheus_client_and_equal_the_report() {
 }
 
 /// rev-s52-contracts M2: a run that stops before its verdict wrote no
-/// metrics, so the file kept the last good night's `verdict_holds 1`. Now
-/// it says the run failed, holds no verdict, and keeps the time of the last
-/// verdict for the staleness alert, across failed nights.
+/// metrics, so nothing said the night failed. Now `reconcile_run_failed 1`
+/// and the attempt's time say it, beside the last verdict's metrics, kept
+/// (rev-s52-diff M3: a violated verdict's alert keeps firing), across failed
+/// nights; a file of another lake, or none, keeps nothing.
 #[test]
 fn a_run_that_stops_before_its_verdict_says_so_in_the_metrics() {
     let tmp = tempfile::tempdir().unwrap();
@@ -650,26 +651,44 @@ fn a_run_that_stops_before_its_verdict_says_so_in_the_metrics() {
             Some(1.0),
             "night {night}"
         );
-        for gone in [
-            "reconcile_verdict_holds",
-            "reconcile_check_holds",
-            "reconcile_outputs_failed",
-            "reconcile_rows_read",
-        ] {
-            assert_eq!(value(&failed, gone), None, "{gone}: {failed:?}");
-        }
+        // The last verdict's, kept.
+        assert_eq!(value(&failed, "reconcile_verdict_holds"), Some(1.0));
+        assert_eq!(
+            value(&failed, "reconcile_rows_read"),
+            value(&good, "reconcile_rows_read")
+        );
         assert_eq!(
             value(&failed, "reconcile_last_run_timestamp_seconds"),
             Some(verdict_at),
             "the last verdict's time is kept"
         );
-        assert!(value(&failed, "reconcile_last_attempt_timestamp_seconds").unwrap() >= verdict_at);
+        assert!(value(&failed, "reconcile_last_attempt_timestamp_seconds").unwrap() > verdict_at);
         let info: Vec<&serde_json::Value> = failed
             .iter()
             .filter(|x| x["name"] == "reconcile_run_info")
             .collect();
         assert_eq!(info.len(), 1);
         assert_eq!(info[0]["labels"]["lake"], s(&dir));
+    }
+    // Without an earlier file of this lake (another lake's here): only
+    // that the run failed, nothing of the other lake's.
+    let other = tmp.path().join("other");
+    clean_lake(&other);
+    let other_prom = tmp.path().join("other.prom");
+    let r = run_bin(&[s(&other), "--quiet", "--metrics", s(&other_prom)], &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    std::fs::copy(&other_prom, &prom).unwrap();
+    let r = run_bin(&[s(&dir), "--quiet", "--metrics", s(&prom)], &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let failed = prom_samples(&prom);
+    assert_eq!(value(&failed, "reconcile_run_failed"), Some(1.0));
+    for gone in [
+        "reconcile_verdict_holds",
+        "reconcile_check_holds",
+        "reconcile_last_run_timestamp_seconds",
+        "reconcile_rows_read",
+    ] {
+        assert_eq!(value(&failed, gone), None, "{gone}: {failed:?}");
     }
 }
 

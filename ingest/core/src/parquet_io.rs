@@ -170,6 +170,13 @@ pub enum LakeErrorKind {
     /// Its metadata names a lake layout this reader does not know: a
     /// newer writer's file, whole (not damaged: the Help is an upgrade).
     UnknownLayout(String),
+    /// A row of an event schema version this reader does not know (newer
+    /// than its own): a newer writer's row, whole (the Help is an upgrade).
+    NewerSchema {
+        row: usize,
+        event_id: String,
+        v: u16,
+    },
     /// More rows than any lake file may hold.
     TooManyRows { rows_min: usize },
     /// A row that is not a valid event, or whose hash does not match it.
@@ -199,6 +206,16 @@ impl std::fmt::Display for LakeError {
                      (readable: {LAKE_LAYOUTS_READABLE:?})\nHelp: upgrade ledger-compact (and reconcile) \
                      to a version that knows it; do not move the file: a writer upgraded first writes \
                      such files, whole, and each may be the only copy of its events."
+                );
+            }
+            LakeErrorKind::NewerSchema { row, event_id, v } => {
+                return write!(
+                    f,
+                    "lake file {key}: row {row}: event {event_id}: schema version {v} is not known to \
+                     this reader (known: {:?})\nHelp: upgrade ledger-compact (and reconcile) to a \
+                     version that knows it; do not move the file: a writer upgraded first writes such \
+                     rows, whole, and the file may be their only copy.",
+                    ledger_events::SCHEMA_VERSIONS_KNOWN
                 );
             }
             LakeErrorKind::BadRow { row, why } => {
@@ -290,9 +307,10 @@ fn read_checked<E: From<LakeError>>(
         let layout = match footer_layout(meta.file_metadata()) {
             Some(l) if LAKE_LAYOUTS_READABLE.contains(&l) => l.to_owned(),
             Some(l) => return Err(err(LakeErrorKind::UnknownLayout(l.to_owned()))),
-            other => {
+            None => {
                 return Err(err(LakeErrorKind::Layout(format!(
-                    "its metadata names the layout {other:?}; readable: {LAKE_LAYOUTS_READABLE:?}"
+                    "its metadata names no layout ({LAYOUT_METADATA_KEY}); readable: \
+                     {LAKE_LAYOUTS_READABLE:?}"
                 ))))
             }
         };
@@ -332,6 +350,17 @@ fn read_checked<E: From<LakeError>>(
         }
         let got = rows_from_batch(&batch).map_err(|e| err(LakeErrorKind::Layout(e)))?;
         for (i, row) in got.iter().enumerate() {
+            // A row of a schema newer than this reader's is a newer
+            // writer's, whole: an upgrade, not the quarantine (rev-s52-diff M6).
+            let v = row.event.v;
+            if v > 0 && !ledger_events::SCHEMA_VERSIONS_KNOWN.contains(&v) {
+                return Err(err(LakeErrorKind::NewerSchema {
+                    row: read + i,
+                    event_id: row.event.event_id.clone(),
+                    v,
+                })
+                .into());
+            }
             check_row(row).map_err(|why| err(LakeErrorKind::BadRow { row: read + i, why }))?;
         }
         let first = read;

@@ -674,23 +674,41 @@ fn a_file_of_an_unknown_layout_is_an_upgrade_not_a_quarantine() {
     let out = Batch::of_lines(&golden_lines()).ingest();
     let f = &out.files[0];
     let rows = read_file(&f.key, Bytes::from(f.bytes.clone())).unwrap();
-    let batch = ledger_ingest::rows_to_batch(&rows).unwrap();
-    let props = WriterProperties::builder()
-        .set_key_value_metadata(Some(vec![KeyValue::new(
-            "ledger.lake.layout".to_owned(),
-            "lake-v9".to_owned(),
-        )]))
-        .build();
-    let mut bytes = Vec::new();
-    let mut w = parquet::arrow::ArrowWriter::try_new(
-        &mut bytes,
-        ledger_ingest::arrow_schema(),
-        Some(props),
-    )
-    .unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
-    let e = read_file(&f.key, Bytes::from(bytes)).unwrap_err();
+    let written = |rows: &[Row], layout: &str| {
+        let batch = ledger_ingest::rows_to_batch(rows).unwrap();
+        let props = WriterProperties::builder()
+            .set_key_value_metadata(Some(vec![KeyValue::new(
+                "ledger.lake.layout".to_owned(),
+                layout.to_owned(),
+            )]))
+            .build();
+        let mut bytes = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(
+            &mut bytes,
+            ledger_ingest::arrow_schema(),
+            Some(props),
+        )
+        .unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        Bytes::from(bytes)
+    };
+    // A row of a newer schema, alike (rev-s52-diff M6).
+    let mut newer = rows.clone();
+    newer[1].event.v = 2;
+    let e = read_file(&f.key, written(&newer, ledger_ingest::LAKE_LAYOUT_VERSION)).unwrap_err();
+    assert!(
+        matches!(&e.kind, LakeErrorKind::NewerSchema { row: 1, v: 2, .. }),
+        "{e}"
+    );
+    let said = e.to_string();
+    assert!(
+        said.contains("schema version 2")
+            && said.contains("upgrade ledger-compact")
+            && !said.contains("quarantine"),
+        "{said}"
+    );
+    let e = read_file(&f.key, written(&rows, "lake-v9")).unwrap_err();
     assert!(
         matches!(&e.kind, LakeErrorKind::UnknownLayout(l) if l == "lake-v9"),
         "{e}"

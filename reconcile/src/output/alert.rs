@@ -387,10 +387,14 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
             let timeout = cfg.retry.timeout.as_secs();
             // A refusal (a 4xx that is not retried) is what to mend, even
             // when an earlier attempt may have been taken.
-            let refused = match &f.last {
-                http::Last::Status { status, .. } if (400..500).contains(status) => Some(*status),
-                _ => None,
+            // 408 and 429 are retried, and are the receiver's state, not the
+            // request's fault (rev-s52-diff M5).
+            let last = match &f.last {
+                http::Last::Status { status, .. } => Some(*status),
+                http::Last::Transport { .. } => None,
             };
+            let refused = last.filter(|s| (400..500).contains(s) && !matches!(s, 408 | 429));
+            let busy = last.filter(|s| matches!(s, 408 | 429));
             if let Some(why) = &f.maybe_acted {
                 let help = match refused {
                     Some(status) => format!(
@@ -417,6 +421,12 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
                     format!(
                         "the receiver must speak https with {}; a plain-http receiver is an http:// URL",
                         crate::store::TRUSTED_CERTIFICATE
+                    )
+                } else if let Some(status) = busy {
+                    format!(
+                        "the receiver answered HTTP {status} (too many requests, or out of time) to \
+                         every attempt: it is overloaded or rate-limits this sender; the next run sends \
+                         the alert again"
                     )
                 } else if let Some(status) = refused {
                     format!(

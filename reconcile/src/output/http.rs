@@ -107,7 +107,7 @@ impl Failure {
     /// Whether the last attempt failed in the TLS handshake (an untrusted
     /// certificate, or an https URL for a plain-http port).
     pub fn tls(&self) -> bool {
-        matches!(&self.last, Last::Transport { error } if crate::store::tls_failure(error))
+        matches!(&self.last, Last::Transport { error } if crate::store::tls_refused(error))
     }
 }
 
@@ -217,7 +217,8 @@ pub fn check_url(flag: &str, url: &str) -> Result<reqwest::Url, String> {
 
 /// POSTs `body` (JSON) to `url` with `headers`. Retries on no answer, on
 /// 5xx and on 408/429; any other non-2xx answer, and a failed TLS
-/// handshake, is final at once (retrying a refused request changes
+/// handshake that every attempt meets alike (a certificate refused, https
+/// to a plain-http port), is final at once (retrying a refused request changes
 /// nothing). A 429's or 503's `Retry-After` in
 /// seconds sets the wait before the retry, up to [`RETRY_AFTER_MAX`].
 pub async fn post_json(
@@ -339,7 +340,7 @@ pub async fn post_json(
                 let error = error_chain(&e.without_url());
                 // A certificate not trusted here, or https to a plain-http
                 // port, fails the same way on every attempt.
-                if crate::store::tls_failure(&error) {
+                if crate::store::tls_refused(&error) {
                     return Err(Failure {
                         last: Last::Transport { error },
                         attempts: attempt,

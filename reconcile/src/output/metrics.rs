@@ -242,7 +242,7 @@ pub fn render(report: &Report, wall_clock_ms: i64, outputs_failed: usize) -> Str
 }
 
 const RUN_FAILED: &str = "reconcile_run_failed";
-const RUN_FAILED_HELP: &str = "1 when the last run stopped before a verdict (exit 2: an unreadable lake, a damaged file, a checkpoint it may not use; its error on stderr), 0 when it reached one. A failed run's file holds no verdict or check metric: alert on it.";
+const RUN_FAILED_HELP: &str = "1 when the last run stopped before a verdict (exit 2: an unreadable lake, a damaged file, a checkpoint it may not use; its error on stderr): the verdict, check and count metrics beside it are then the last verdict's (reconcile_last_run_timestamp_seconds), kept; 0 when the last run reached its own. Alert on it.";
 const LAST_ATTEMPT: &str = "reconcile_last_attempt_timestamp_seconds";
 const LAST_ATTEMPT_HELP: &str =
     "When the last run ended, whether or not it reached a verdict (Unix time).";
@@ -250,42 +250,63 @@ const LAST_RUN: &str = "reconcile_last_run_timestamp_seconds";
 const LAST_RUN_HELP: &str = "When the last run that reached a verdict finished (Unix time); alert when it is older than a day.";
 
 /// The metrics of a run that stopped before its verdict (rev-s52-contracts
-/// M2: it wrote none, so the file kept the last good night's
-/// `reconcile_verdict_holds 1`, and a failed night never showed). It says
-/// the run failed and when, names the lake, and keeps from `previous` (the
-/// file as the last run left it) the time of the last run that reached a
-/// verdict, so that a staleness alert on it keeps counting across failed
-/// nights. No verdict, check or count: nothing was judged.
+/// M2: it wrote none, and nothing said the night failed). The verdict, the
+/// checks and the counts describe the last run that reached a verdict
+/// (`reconcile_last_run_timestamp_seconds`), so they are kept from
+/// `previous` (the file as the last run left it), and a violated verdict's
+/// alert keeps firing across failed nights (rev-s52-diff M3: dropping them
+/// resolved it); `reconcile_run_failed 1` and
+/// `reconcile_last_attempt_timestamp_seconds` say this run failed, and when.
+/// Only a file this module wrote for the same lake is kept (rev-s52-diff
+/// L4); else the file says only that the run failed.
 pub fn render_failed(lake: &str, previous: Option<&str>, wall_clock_ms: i64) -> String {
-    let mut t = Text(String::new());
-    t.family(
-        "reconcile_run_info",
-        "The lake the last run read and the report format version; always 1.",
-    );
     let version = crate::report::REPORT_VERSION.to_string();
-    t.sample(
+    let mut info = Text(String::new());
+    info.sample(
         "reconcile_run_info",
         &[("lake", lake), ("report_version", &version)],
         1,
     );
+    let kept = previous.filter(|text| {
+        text.lines().any(|l| l == info.0.trim_end())
+            && text.lines().all(|l| {
+                l.starts_with("# HELP reconcile_")
+                    || l.starts_with("# TYPE reconcile_")
+                    || l.starts_with("reconcile_")
+            })
+    });
+    let mut t = Text(String::new());
+    match kept {
+        Some(text) => {
+            // Every family but the two this run writes anew.
+            let name = |l: &str| {
+                let l = l
+                    .strip_prefix("# HELP ")
+                    .or_else(|| l.strip_prefix("# TYPE "))
+                    .unwrap_or(l);
+                l.split([' ', '{']).next().unwrap_or_default().to_owned()
+            };
+            for l in text.lines() {
+                if ![RUN_FAILED, LAST_ATTEMPT].contains(&name(l).as_str()) {
+                    t.0.push_str(l);
+                    t.0.push('\n');
+                }
+            }
+        }
+        None => {
+            t.family(
+                "reconcile_run_info",
+                "The lake the last run read and the report format version; always 1.",
+            );
+            t.0.push_str(&info.0);
+        }
+    }
     t.single(RUN_FAILED, RUN_FAILED_HELP, 1);
     t.single(
         LAST_ATTEMPT,
         LAST_ATTEMPT_HELP,
         format_seconds(wall_clock_ms),
     );
-    let last_verdict = previous.and_then(|text| {
-        text.lines().find_map(|l| {
-            let value = l.strip_prefix(LAST_RUN)?.strip_prefix(' ')?.trim();
-            // Only a number this module writes is carried.
-            let (whole, frac) = value.split_once('.').unwrap_or((value, ""));
-            let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
-            (!whole.is_empty() && digits(whole) && digits(frac)).then(|| value.to_owned())
-        })
-    });
-    if let Some(value) = last_verdict {
-        t.single(LAST_RUN, LAST_RUN_HELP, value);
-    }
     t.0
 }
 
