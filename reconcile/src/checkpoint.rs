@@ -403,12 +403,36 @@ const OTHER_LAKE_HELP: &str = "Help: give this lake its own checkpoint (--checkp
      lake is that one moved to a new path, make the old path a symbolic link to the new one \
      (ln -s NEW OLD): the checkpoint then resumes, with every tail it proved and is owed";
 
+/// How the refusal of a checkpoint a newer reconciler wrote begins (a
+/// format version or a lake layout this one does not know).
+const NEWER: &str = "written by a newer reconciler: ";
+
+/// The Help of a checkpoint a newer reconciler wrote (a rollback): `--full`
+/// would replace it, with every tail it proved and is owed (rev-s52-diff
+/// L3).
+const NEWER_HELP: &str = "Help: run the reconciler that wrote it, or a newer one (a rollback of \
+     the job's reconciler?); --full does not replace it. To go on with this one, move the \
+     checkpoint's files aside (the checkpoint and every file named after it) and run with --full: \
+     what they proved and are owed is then not judged";
+
 impl CheckpointError {
-    /// Whether the checkpoint was written for another lake: `--full`
-    /// refuses it too, where it replaces an unreadable one.
+    /// Whether the checkpoint is another lake's or a newer reconciler's:
+    /// `--full` refuses it too, where it replaces an unreadable one.
     pub fn other_lake(&self) -> bool {
-        self.0.contains(&format!(": {OTHER_LAKE}\""))
+        self.0.contains(&format!(": {OTHER_LAKE}\"")) || self.0.contains(&format!(": {NEWER}"))
     }
+}
+
+/// The refusal of the checkpoint at `path` for `why`, with its Help.
+fn refusal(path: &Path, why: String) -> CheckpointError {
+    let help = if why.starts_with(OTHER_LAKE) {
+        OTHER_LAKE_HELP
+    } else if why.starts_with(NEWER) {
+        NEWER_HELP
+    } else {
+        FULL_HELP
+    };
+    CheckpointError(format!("checkpoint {}: {why}\n{help}", path.display()))
 }
 
 impl std::fmt::Display for CheckpointError {
@@ -510,7 +534,7 @@ impl ProofState {
                 denied.join(", "),
             )));
         }
-        let (content, digest) = frame(&bytes).map_err(err)?;
+        let (content, digest) = frame(&bytes).map_err(|why| refusal(path, why))?;
         // The digest is checked on a second thread while the records are
         // decoded (decoding damaged bytes is safe: every read is checked);
         // a mismatch wins over whatever the decoding made of them.
@@ -522,16 +546,7 @@ impl ProofState {
                     "damaged: its SHA-256 does not match (truncated or altered)".into(),
                 ));
             }
-            let (mut state, left_out) = parsed.map_err(|why| {
-                if why.starts_with(OTHER_LAKE) {
-                    CheckpointError(format!(
-                        "checkpoint {}: {why}\n{OTHER_LAKE_HELP}",
-                        path.display()
-                    ))
-                } else {
-                    err(why)
-                }
-            })?;
+            let (mut state, left_out) = parsed.map_err(|why| refusal(path, why))?;
             state.source = Some((path.to_path_buf(), lake.to_owned()));
             Ok((state, left_out))
         })
@@ -558,7 +573,8 @@ impl ProofState {
         // The proof state does not depend on the files' encodings: a
         // checkpoint of a lake-v1 lake carries over to its lake-v2 files.
         if !ledger_ingest::LAKE_LAYOUTS_READABLE.contains(&f.layout.as_ref()) {
-            return Err(format!("written for lake layout {:?}", f.layout));
+            // Every older layout is readable: an unknown one is newer.
+            return Err(format!("{NEWER}written for lake layout {:?}", f.layout));
         }
         let identity = crate::store::Location::identity(lake);
         if !crate::store::Location::is_same_lake(&f.lake, &identity) {
@@ -961,8 +977,13 @@ fn frame(bytes: &[u8]) -> Result<(&[u8], &[u8]), String> {
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
     if !CHECKPOINT_VERSIONS_READ.contains(&version) {
+        let newer = if version > CHECKPOINT_VERSION {
+            NEWER
+        } else {
+            ""
+        };
         return Err(format!(
-            "format version {version} (this reconciler reads {CHECKPOINT_VERSIONS_READ:?})"
+            "{newer}format version {version} (this reconciler reads {CHECKPOINT_VERSIONS_READ:?})"
         ));
     }
     Ok(bytes.split_at(bytes.len() - 32))

@@ -3487,6 +3487,24 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("written for the lake"), "{err}");
     assert_eq!(std::fs::read(&ckpt).unwrap(), before, "left as it was");
+
+    // A newer reconciler's checkpoint (a rollback): refused, --full too,
+    // left as it was (rev-s52-diff L3).
+    let mut newer = before.clone();
+    newer[8..12]
+        .copy_from_slice(&(ledger_reconcile::checkpoint::CHECKPOINT_VERSION + 1).to_le_bytes());
+    std::fs::write(&ckpt, &newer).unwrap();
+    for args in [vec!["--checkpoint", ck], vec!["--checkpoint", ck, "--full"]] {
+        let (code, err) = bin(&args);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains("written by a newer reconciler")
+                && err.contains("run the reconciler that wrote it"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&ckpt).unwrap(), newer, "left as it was");
+    }
+    std::fs::write(&ckpt, &before).unwrap();
 }
 
 /// The per-row checks whose state crosses nights (a transfer's last phase and created terms in
