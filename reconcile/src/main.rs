@@ -128,7 +128,8 @@ struct Cli {
     /// still judge that it holds every stream's tail the checkpoint proved
     /// (completeness: proved_rows_missing, proved_row_changed); the
     /// checkpoint is written afterwards. A checkpoint that cannot be read is
-    /// named and rebuilt; one written for another lake is refused.
+    /// named and rebuilt; one written for another lake or by a newer
+    /// reconciler is refused.
     #[arg(long, requires = "checkpoint")]
     full: bool,
     /// Write every finding of every violated check, one row each, to FILE:
