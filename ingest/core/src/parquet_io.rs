@@ -187,6 +187,12 @@ pub enum LakeErrorKind {
     NotItsKey(String),
 }
 
+/// The Help of a file or a row a newer writer wrote (an unknown layout, a
+/// newer event schema): whole, so an upgrade, never the quarantine.
+const NEWER_WRITER_HELP: &str = "Help: upgrade ledger-compact (and reconcile) to a version that \
+     knows it; do not move the file: a writer upgraded first writes it whole, and it may be the \
+     only copy of its events.";
+
 impl std::fmt::Display for LakeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let key = &self.key;
@@ -203,18 +209,14 @@ impl std::fmt::Display for LakeError {
                 return write!(
                     f,
                     "lake file {key}: written in lake layout {l:?}, which this reader does not know \
-                     (readable: {LAKE_LAYOUTS_READABLE:?})\nHelp: upgrade ledger-compact (and reconcile) \
-                     to a version that knows it; do not move the file: a writer upgraded first writes \
-                     such files, whole, and each may be the only copy of its events."
+                     (readable: {LAKE_LAYOUTS_READABLE:?})\n{NEWER_WRITER_HELP}"
                 );
             }
             LakeErrorKind::NewerSchema { row, event_id, v } => {
                 return write!(
                     f,
                     "lake file {key}: row {row}: event {event_id}: schema version {v} is not known to \
-                     this reader (known: {:?})\nHelp: upgrade ledger-compact (and reconcile) to a \
-                     version that knows it; do not move the file: a writer upgraded first writes such \
-                     rows, whole, and the file may be their only copy.",
+                     this reader (known: {:?})\n{NEWER_WRITER_HELP}",
                     ledger_events::SCHEMA_VERSIONS_KNOWN
                 );
             }

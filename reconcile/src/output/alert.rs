@@ -378,10 +378,12 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
              POST, so that a delivered alert is not sent again every night for want of it\n{write_help}"
         )
     })?;
-    let key = dedup_key(&crate::store::Location::identity(&report.lake), &p);
+    // The key as the body carries it (one identity, one hash).
+    let body = body(report, &p);
+    let key = body["dedup_key"].as_str().unwrap_or_default().to_owned();
     let url = http::redact_path(&cfg.webhook);
     let state = cfg.state.display();
-    let answer = http::post_json(&cfg.webhook, &[], &body(report, &p).to_string(), &cfg.retry)
+    let answer = http::post_json(&cfg.webhook, &[], &body.to_string(), &cfg.retry)
         .await
         .map_err(|f| {
             let timeout = cfg.retry.timeout.as_secs();

@@ -322,6 +322,14 @@ pub async fn redrive(
             .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
             .unwrap_or_default();
         let n = ids.len();
+        // How every failed request's message ends.
+        let sent_before = |help: &str| {
+            format!(
+                "{} of {total} dangling transfer(s) were sent before it.\n\
+                 Help: {help}; re-driving is idempotent, so the next run may send them again",
+                done.sent
+            )
+        };
         let answer = http::post_json(
             &url,
             &[("authorization", &auth)],
@@ -346,13 +354,11 @@ pub async fn redrive(
                 )
             };
             format!(
-                "sweep: POST {} (request {} of {}, {n} ids) failed: {f}\n\
-                 {} of {total} dangling transfer(s) were sent before it.\n\
-                 Help: {help}; re-driving is idempotent, so the next run may send them again",
+                "sweep: POST {} (request {} of {}, {n} ids) failed: {f}\n{}",
                 http::redact(&url),
                 i + 1,
                 bodies.len(),
-                done.sent,
+                sent_before(&help),
             )
         })?;
         if let Some(why) = &answer.cut {
@@ -367,13 +373,11 @@ pub async fn redrive(
             };
             return Err(format!(
                 "sweep: POST {} (request {} of {}): the answer is {why} (one for {REDRIVE_CHUNK} ids is \
-                 about a kilobyte), so what the edge did with them is not known\n\
-                 {} of {total} dangling transfer(s) were sent before it.\n\
-                 Help: {help}; re-driving is idempotent, so the next run may send them again",
+                 about a kilobyte), so what the edge did with them is not known\n{}",
                 http::redact(&url),
                 i + 1,
                 bodies.len(),
-                done.sent,
+                sent_before(help),
             ));
         }
         done.add(&answer.body, &ids).map_err(|e| {
