@@ -6,6 +6,9 @@
 #   reconcile incr.      reconcile with its checkpoint option, if `reconcile --help` shows one
 #   reconcile recompact  the same, resuming after the last day's files were rewritten under new keys
 #                        (what compacting a proved partition leaves)
+#   reconcile early      the same for the day before the last (a late delivery merged into a
+#                        partition after it and the next day were proved: its rows stop before
+#                        the streams' tails, and the proved rows of the last day vouch for them)
 #   reconcile redeliver  the same, resuming after one row in REDELIVER_EVERY of the last day was
 #                        delivered again (new ingest files): each stream a copy reopens is pulled
 #                        back and re-proved, its proved files read by key and checked
@@ -43,7 +46,7 @@
 #   PGO=1            time the reconcile runs with the binary scripts/build-pgo.sh builds
 #                    (profile-guided; its first build takes two release builds); the generator,
 #                    compaction and the scans stay on the plain release build
-#   ONLY             space-separated subset of: full incr recompact redeliver lost duckdb dscan fscan vscan
+#   ONLY             space-separated subset of: full incr recompact early redeliver lost duckdb dscan fscan vscan
 #   REDELIVER_EVERY  one row in this many of the last day delivered again (default 10000: a few
 #                    dozen streams reopened; many more reopened accounts prove the lake in full)
 #   INCREMENTAL_ARGS arguments of the incremental run (default: --checkpoint FILE)
@@ -66,7 +69,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/ledger-target-release}"
 BIN="$CARGO_TARGET_DIR/release"
 REPEAT="${REPEAT:-1}"
 WARMUP="${WARMUP:-1}"
-ONLY="${ONLY:-full incr recompact redeliver lost duckdb dscan fscan vscan}"
+ONLY="${ONLY:-full incr recompact early redeliver lost duckdb dscan fscan vscan}"
 REDELIVER_EVERY="${REDELIVER_EVERY:-10000}"
 PY="${PYTHON:-python3}"
 # Far after every generated deadline (2100-01-01): the proof is reproducible, nothing dangles.
@@ -201,7 +204,8 @@ measure() {
 }
 has() { [[ " $ONLY " == *" $1 "* ]]; }
 # A hard-linked copy of the lake at $W/NAME-lake and a checkpoint of all of it in
-# $W/NAME/checkpoint (not timed); LAST_DAY: the copy's last date partition.
+# $W/NAME/checkpoint (not timed); LAST_DAY and PREV_DAY: the copy's last date partition and the
+# one before it.
 # checkpoint_written NAME RC FILE: the untimed run that writes a checkpoint gave a verdict (exit
 # 0 or 1) and wrote FILE; otherwise the timed run after it would not be a resumed one.
 checkpoint_written() {
@@ -216,7 +220,10 @@ checkpointed_copy() {
   local rc=0
   nice -n 10 "$RECONCILE" "$W/$1-lake" --now-ms "$NOW_MS" --quiet --checkpoint "$W/$1/checkpoint" >/dev/null || rc=$?
   checkpoint_written "$1" "$rc" "$W/$1/checkpoint"
-  LAST_DAY=$(find "$W/$1-lake/events" -mindepth 2 -maxdepth 2 -type d -name 'date=*' -printf '%f\n' | sort | tail -1)
+  local days
+  days=$(find "$W/$1-lake/events" -mindepth 2 -maxdepth 2 -type d -name 'date=*' -printf '%f\n' | sort -u)
+  LAST_DAY=$(tail -1 <<<"$days")
+  PREV_DAY=$(tail -2 <<<"$days" | head -1)
 }
 # The CPU's model, family/model numbers and the flags the proof's hashing path depends on.
 cpu_line() {
@@ -302,6 +309,22 @@ if has recompact; then
   full_instead=$(grep -q 'a full proof is cheaper\|proving the lake from its first event' "$W/recompact.err" && echo "; proved in full instead" || true)
   NOTE[recompact]="${NOTE[recompact]:-resumed from a checkpoint of the whole lake after the $moved files of $last_day were rewritten under new keys: $copies rows recognised as copies of proved rows$full_instead}"
   sed 's/^/  recompact: /' "$W/recompact.err" >&2
+fi
+if has early; then
+  # As `recompact`, for the day before the last: its rows stop before the tails of the streams
+  # the last day goes on with, and the files they were proved in are gone; the proved rows of
+  # the last day vouch for them (reconcile/src/copies.rs, "Rows found again").
+  checkpointed_copy eck
+  eck="$W/eck/checkpoint" ea_lake="$W/eck-lake" prev_day=$PREV_DAY
+  moved=$(find "$ea_lake"/events/*/"$prev_day" -name '*.parquet' | wc -l)
+  "$BIN/reconcile-testdata" rekey "$ea_lake" --date "${prev_day#date=}" >/dev/null
+  cp -a "$W/eck" "$W/eck.before"
+  PRE="rm -rf '$W/eck' && cp -a '$W/eck.before' '$W/eck'" measure early 0 "$RECONCILE" "$ea_lake" --now-ms "$NOW_MS" --checkpoint "$eck"
+  copies=$( { grep -o '[0-9]* new rows are copies' "$W/early.err" || true; } | awk '{s += $1} END {print s + 0}')
+  reopened=$( { grep -o '[0-9]* stream(s) have new rows at or before' "$W/early.err" || true; } | awk '{s += $1} END {print s + 0}')
+  full_instead=$(grep -q 'a full proof is cheaper\|proving the lake from its first event' "$W/early.err" && echo "; proved in full instead" || true)
+  NOTE[early]="${NOTE[early]:-resumed from a checkpoint of the whole lake after the $moved files of $prev_day were rewritten under new keys: $copies rows recognised as copies of proved rows, $reopened stream(s) reopened$full_instead}"
+  sed 's/^/  early: /' "$W/early.err" >&2
 fi
 if has redeliver; then
   # The night after the queue delivered again some of a day the last run proved: a checkpoint
@@ -403,10 +426,11 @@ done
   echo
   echo "| run | seconds | peak RSS MB | × floor (fastest scan) | notes |"
   echo "|---|---:|---:|---:|---|"
-  for key in full incr recompact redeliver lost duckdb dscan fscan vscan; do
+  for key in full incr recompact early redeliver lost duckdb dscan fscan vscan; do
     case $key in
       full) name="reconcile full proof";; incr) name="reconcile incremental";;
       recompact) name="reconcile after a re-compacted day";;
+      early) name="reconcile after a re-compacted earlier day";;
       redeliver) name="reconcile after a redelivery";;
       lost) name="reconcile after a day's files were lost";;
       duckdb) name="DuckDB checks.sql";; dscan) name="DuckDB scan (floor)";; fscan) name="DataFusion scan (floor)";;

@@ -21,17 +21,27 @@
 //! same verdicts either way, so they are skipped.
 //!
 //! **Rows found again.** Rows that stop before the tail (a queue that
-//! delivered an old batch again) are not vouched for by the checkpoint's
-//! tail hash. They are copies when a proved file holds, at each one's seq,
-//! a row with its hash: the row hashes its whole content, so the two are
-//! the same row, which a full run over the lake counts as a plain
-//! duplicate. The run looks those hashes up by key in the proved files
+//! delivered an old batch again, or a partition before the newest compacted
+//! again after a late delivery, its first version gone) are not vouched for
+//! by the checkpoint's tail hash. They are vouched for by the proved row
+//! after them: split into runs that chain (one row a seq, each `prev_hash`
+//! the hash before), a run a..=b is copies of proved rows when a proved file
+//! holds the row at b + 1 and that row's `prev_hash` is b's hash. The proved
+//! row b + 1 names the hash of the proved row b, so a row b with that hash is
+//! that row (the argument above), and so on down to a. A full run over the
+//! lake sees them as plain duplicates of the rows still there, or, where the
+//! files they were proved in are gone, as those rows: the same verdicts.
+//! The run looks the `prev_hash`es up by key in the proved files
 //! (`run::found_again`, as `crate::owing` looks up tails, each file checked
 //! against the checkpoint's notes: `crate::keyed`): an account stream's
 //! before the proof, and the proof then recomputes each row's hash
 //! ([`proved_copies`]); a transfer stream's after the proof's pass over the
 //! new files, which recomputed them ([`OldRowsAre::MaybeFoundAgain`]: its
-//! tail is known once its transfer is pulled back).
+//! tail is known once its transfer is pulled back). On a night a proved file
+//! is gone this relies on `crate::custody` having held each gone version's
+//! outputs to every stretch the checkpoint noted in it (its first row and
+//! its count of rows): a proved row that was only in a gone file is then in
+//! the new files, so a run's successor is not where a cut left the stream.
 //!
 //! Anything else is reopened as before: a stream with a finding (its rows
 //! were not all there, or not all sound), old rows not found again in the
@@ -57,10 +67,10 @@ use crate::stream::{unhex, LastHashes, StreamRows, Tail, Views};
 pub enum OldRowsAre {
     /// The first `n` rows are copies of rows the tail proved.
     Copies(usize),
-    /// Neither the tail nor `found` vouches for them, but they may be rows
-    /// the proved files hold (a queue that delivered an old batch again):
-    /// the seq and hash of each (one a seq, each hashing to its recorded
-    /// hash and valid), to be looked up there.
+    /// Neither the tail nor `found` vouches for them, but the proved rows
+    /// after them may (a queue that delivered an old batch again, a
+    /// partition compacted again): the rows (one a seq, each hashing to its
+    /// recorded hash and valid), to be looked up there ([`OldRows`]).
     MaybeFoundAgain(OldRows),
     /// Anything else: the stream must be reopened.
     Reopened,
@@ -72,10 +82,10 @@ pub enum OldRowsAre {
 /// hash, and end at the tail's seq with the tail's hash. Only for a stream
 /// with no finding, whose first row is at or before its tail.
 ///
-/// With `found` (the rows the run found again in the proved files, each
-/// its seq and hash: `run::found_again`), rows that do not chain to the
-/// tail are copies too when each is one of them, one row a seq. Without,
-/// such rows may still be found again.
+/// With `found` (the rows the proved files vouch for, each its seq and
+/// hash: `run::found_again`), rows that do not chain to the tail are copies
+/// too when each is one of them, one row a seq. Without, such rows may
+/// still be vouched for.
 pub fn proved_copies(
     s: &StreamRows,
     tail: &Tail,
@@ -91,7 +101,7 @@ pub fn proved_copies(
     };
     let n = v.rows.iter().take_while(|r| r.seq <= tail.last_seq).count();
     let (rows, ok) = (&v.rows[..n], &v.hash_ok[..n]);
-    let Some(last) = rows.last() else {
+    let (Some(last), LastHashes::One(tail_hash)) = (rows.last(), &tail.last_hashes) else {
         return OldRowsAre::Reopened;
     };
     // A row with the recorded hash of a proved row is that row but for what
@@ -107,30 +117,91 @@ pub fn proved_copies(
     if last.seq == tail.last_seq && tail.last_hashes.contains(last.hash) && chained {
         return OldRowsAre::Copies(n);
     }
-    if !rows.windows(2).all(|w| w[1].seq > w[0].seq) {
-        return OldRowsAre::Reopened;
-    }
-    let old: Option<OldRows> = rows
+    let links: Option<Vec<Link>> = rows
         .iter()
-        .map(|r| unhex(r.hash).map(|h| (r.seq, h)))
+        .map(|r| Some((r.seq, unhex(r.hash)?, unhex(r.prev_hash)?)))
         .collect();
+    let old = links.and_then(|links| OldRows::new(links, (tail.last_seq, *tail_hash)));
     match (old, found) {
-        (Some(old), Some(found)) if old.iter().all(|r| found.contains(r)) => OldRowsAre::Copies(n),
+        (Some(old), Some(found)) if old.rows().all(|r| found.contains(&r)) => OldRowsAre::Copies(n),
         (Some(old), None) => OldRowsAre::MaybeFoundAgain(old),
         _ => OldRowsAre::Reopened,
     }
 }
 
-/// Rows a run found again in the proved files: each its seq and hash.
+/// Rows the proved files vouch for ([`OldRows::vouched`]): each its seq and
+/// hash.
 pub type Found = HashSet<(u64, [u8; 32])>;
 
-/// The seq and hash of each of a stream's old rows, one a seq: rows the
-/// run may find again in the proved files.
-pub type OldRows = Vec<(u64, [u8; 32])>;
+/// A stream's old rows that do not chain to its tail as a whole, one a seq,
+/// in seq order, and the tail: rows the proved rows after them may vouch
+/// for (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OldRows {
+    links: Vec<Link>,
+    /// The tail's seq and hash.
+    tail: (u64, [u8; 32]),
+}
+
+impl OldRows {
+    /// `links` (in seq order) and the tail's seq and hash, unless two rows
+    /// share a seq or a run of them ends at the tail's seq but not with its
+    /// hash: no proved row follows that one to vouch for it.
+    fn new(links: Vec<Link>, tail: (u64, [u8; 32])) -> Option<OldRows> {
+        let old = OldRows { links, tail };
+        let one_a_seq = old.links.windows(2).all(|w| w[1].0 > w[0].0);
+        let vouchable = old.run_ends().all(|end| end == tail || end.0 < tail.0);
+        (one_a_seq && vouchable).then_some(old)
+    }
+
+    /// How many rows.
+    pub fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    /// Whether there is no row (never, for a stream's old rows).
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty()
+    }
+
+    /// Each row's seq and hash.
+    pub fn rows(&self) -> impl Iterator<Item = (u64, [u8; 32])> + '_ {
+        self.links.iter().map(|&(seq, hash, _)| (seq, hash))
+    }
+
+    /// The runs of rows that chain (each row's seq one past the one before
+    /// and its `prev_hash` that row's hash), each its last row's seq and
+    /// hash.
+    fn run_ends(&self) -> impl Iterator<Item = (u64, [u8; 32])> + '_ {
+        let next = self.links.iter().skip(1).map(Some).chain([None]);
+        self.links.iter().zip(next).filter_map(|(l, next)| {
+            let chained = next.is_some_and(|n| n.0 == l.0 + 1 && n.2 == l.1);
+            (!chained).then_some((l.0, l.1))
+        })
+    }
+
+    /// The rows a proved file must hold to vouch for these, each as the
+    /// seq after a run's last row and that row's hash, which the proved row
+    /// at that seq names as its `prev_hash`: one a run, but for a run that
+    /// ends at the tail with its hash (the tail vouches for it).
+    pub fn successors(&self) -> impl Iterator<Item = (u64, [u8; 32])> + '_ {
+        self.run_ends()
+            .filter(|&end| end != self.tail)
+            .map(|(seq, hash)| (seq + 1, hash))
+    }
+
+    /// The rows, when `holds(seq, prev_hash)` says a proved file holds a
+    /// row at each of [`Self::successors`] naming that `prev_hash`: each
+    /// its seq and hash, for [`proved_copies`].
+    pub fn vouched(self, holds: impl Fn(u64, &[u8; 32]) -> bool) -> Option<Found> {
+        let ok = self.successors().all(|(seq, prev)| holds(seq, &prev));
+        ok.then(|| self.rows().collect())
+    }
+}
 
 /// Account streams the pre-proof scan cleared, each with how: its old rows
-/// chain to its tail (`None`), or each is a row of a proved file found
-/// again there (`Some`: those rows).
+/// chain to its tail (`None`), or the proved rows after them vouch for them
+/// (`Some`: those rows).
 pub type Cleared = HashMap<String, Option<Found>>;
 
 /// The pre-proof half of an account stream's decision, on `seq`, `hash` and
@@ -161,8 +232,8 @@ struct Candidate {
 
 impl Candidate {
     /// Whether the rows are copies of the proved rows, as far as their
-    /// chain can tell; if not, the seq and hash of each, when they may be
-    /// rows found again ([`ChainScan::finish`]).
+    /// chain can tell; if not, the rows, when the proved rows after them
+    /// may vouch for them ([`ChainScan::finish`]).
     fn chains_to_tail(self) -> Result<(), Option<OldRows>> {
         let (Some(tail_hash), Some(mut links)) = (self.tail_hash, self.links) else {
             return Err(None);
@@ -178,8 +249,7 @@ impl Candidate {
         if linked && at_tail {
             return Ok(());
         }
-        let one_a_seq = links.windows(2).all(|w| w[1].0 > w[0].0);
-        Err(one_a_seq.then(|| links.into_iter().map(|(seq, h, _)| (seq, h)).collect()))
+        Err(OldRows::new(links, (self.tail_seq, tail_hash)))
     }
 }
 
@@ -222,9 +292,10 @@ impl ChainScan {
 
     /// The streams with rows at or before their tails: those whose rows
     /// chain to their tails (to be checked again by [`proved_copies`] in the
-    /// proof), and the others (to be reopened unless their rows are found
-    /// again in the proved files), with the seq and hash of each old row of
-    /// those that can be: no finding, one row a seq, every hash well formed.
+    /// proof), and the others (to be reopened unless the proved rows after
+    /// their rows vouch for them), with the old rows of those that can be:
+    /// no finding, one row a seq, every hash well formed, no row at the
+    /// tail's seq but the tail.
     pub fn finish(self) -> (Cleared, HashMap<String, Option<OldRows>>) {
         let (mut cleared, mut reopened) = (HashMap::new(), HashMap::new());
         for (key, c) in self.streams {
@@ -282,8 +353,55 @@ mod tests {
         let mut a: Vec<_> = a.into_keys().collect();
         let mut b: Vec<_> = b.into_iter().collect();
         a.sort();
-        b.sort();
+        b.sort_by(|x, y| x.0.cmp(&y.0));
         (a, b)
+    }
+
+    /// The rows (seq, version) of a [`scan`]'s stream, each linked to version
+    /// 0 of the seq before, and its tail at `tail` (version 0).
+    fn chain(rows: &[(u64, u8)], tail: u64) -> OldRows {
+        let hash = |seq: u64, v: u8| unhex(&h(seq, v)).unwrap();
+        let links = rows.iter().map(|&(seq, v)| {
+            let prev = if seq == 1 { [0; 32] } else { hash(seq - 1, 0) };
+            (seq, hash(seq, v), prev)
+        });
+        OldRows {
+            links: links.collect(),
+            tail: (tail, hash(tail, 0)),
+        }
+    }
+
+    #[test]
+    fn each_run_of_old_rows_is_vouched_for_by_the_proved_row_after_it() {
+        let hash = |seq: u64, v: u8| unhex(&h(seq, v)).unwrap();
+        // Runs 1..=2 and 4 before a tail at 6: the rows at 3 and 5 must name
+        // the hashes of 2 and 4.
+        let old = chain(&[(1, 0), (2, 0), (4, 0)], 6);
+        let wanted: Vec<_> = old.successors().collect();
+        assert_eq!(wanted, [(3, hash(2, 0)), (5, hash(4, 0))]);
+        let held = |at: &[(u64, [u8; 32])]| {
+            let at = at.to_vec();
+            move |seq: u64, prev: &[u8; 32]| at.contains(&(seq, *prev))
+        };
+        let rows: Found = [(1, hash(1, 0)), (2, hash(2, 0)), (4, hash(4, 0))].into();
+        assert_eq!(old.clone().vouched(held(&wanted)), Some(rows));
+        // One successor missing, or naming another hash: not vouched for.
+        assert_eq!(old.clone().vouched(held(&wanted[..1])), None);
+        let other = [wanted[0], (5, hash(4, 1))];
+        assert_eq!(old.vouched(held(&other)), None);
+        // A run that ends at the tail with its hash needs no successor; seqs
+        // one apart whose second does not name the first's hash are two runs.
+        let to_tail = chain(&[(2, 0), (5, 0), (6, 0)], 6);
+        assert_eq!(to_tail.successors().collect::<Vec<_>>(), [(3, hash(2, 0))]);
+        let mut broken = chain(&[(1, 0), (2, 0)], 6);
+        broken.links[1].2 = hash(1, 1);
+        let ends: Vec<u64> = broken.successors().map(|(seq, _)| seq).collect();
+        assert_eq!(ends, [2, 3]);
+        // Another version at the tail's seq, or two rows at one seq: never.
+        let at_tail = chain(&[(5, 0), (6, 1)], 6);
+        assert_eq!(OldRows::new(at_tail.links, at_tail.tail), None);
+        let twice = chain(&[(2, 0), (2, 1)], 6);
+        assert_eq!(OldRows::new(twice.links, twice.tail), None);
     }
 
     /// `events` as the proof's merge hands them over: one stream's rows,
@@ -350,6 +468,14 @@ mod tests {
             .collect();
         assert_eq!(e.len(), 5);
         let at = |e: &ledger_events::Event| (e.seq, unhex(&e.hash).unwrap());
+        let link = |e: &ledger_events::Event| {
+            let (seq, hash) = at(e);
+            (seq, hash, unhex(&e.prev_hash).unwrap())
+        };
+        let old = |rows: &[&ledger_events::Event]| OldRows {
+            links: rows.iter().map(|e| link(e)).collect(),
+            tail: at(&e[2]),
+        };
         // Seqs 1 to 4, the tail at 3: the three up to it chain to it.
         assert_eq!(old_rows_are(&e, &e[..4], 3, None), OldRowsAre::Copies(3));
         // Seqs 1 and 2 stop short of the tail: maybe rows the proved files
@@ -357,7 +483,7 @@ mod tests {
         let short = &e[..2];
         assert_eq!(
             old_rows_are(&e, short, 3, None),
-            OldRowsAre::MaybeFoundAgain(vec![at(&e[0]), at(&e[1])])
+            OldRowsAre::MaybeFoundAgain(old(&[&e[0], &e[1]]))
         );
         let found: Found = [at(&e[0]), at(&e[1])].into_iter().collect();
         assert_eq!(
@@ -375,12 +501,12 @@ mod tests {
             old_rows_are(&e, &altered[..2], 3, Some(&found)),
             OldRowsAre::Reopened
         );
-        // Rows that skip a seq before the tail: maybe found again, not
-        // copies by their chain.
+        // Rows that skip a seq before the tail: maybe vouched for, not
+        // copies by the tail.
         let skipping = [e[0].clone(), e[2].clone()];
         assert_eq!(
             old_rows_are(&e, &skipping, 3, None),
-            OldRowsAre::MaybeFoundAgain(vec![at(&e[0]), at(&e[2])])
+            OldRowsAre::MaybeFoundAgain(old(&[&e[0], &e[2]]))
         );
         // Two versions of one seq: reopened.
         let mut other = e[1].clone();
@@ -404,7 +530,7 @@ mod tests {
     }
 
     #[test]
-    fn reopened_rows_one_a_seq_of_a_stream_without_a_finding_may_be_found_again() {
+    fn reopened_rows_one_a_seq_of_a_stream_without_a_finding_may_be_vouched_for() {
         let tails = [
             ("b", 3, true),
             ("c", 3, true),
@@ -412,7 +538,8 @@ mod tests {
             ("e", 3, true),
         ];
         // b: stops short of its tail; c: a version of seq 3 that is not the
-        // tail's; d: had a finding; e: two versions of seq 2.
+        // tail's (no proved row follows it); d: had a finding; e: two
+        // versions of seq 2.
         let rows = [
             ("b", 1, 0),
             ("b", 2, 0),
@@ -422,14 +549,13 @@ mod tests {
             ("e", 2, 0),
             ("e", 2, 1),
         ];
-        let at = |seq: u64, v: u8| (seq, unhex(&h(seq, v)).unwrap());
         let (cleared, reopened) = scan_rows(&rows, &tails);
         assert!(cleared.is_empty());
         assert_eq!(
             reopened,
             [
-                ("b".to_owned(), Some(vec![at(1, 0), at(2, 0)])),
-                ("c".to_owned(), Some(vec![at(2, 0), at(3, 1)])),
+                ("b".to_owned(), Some(chain(&[(1, 0), (2, 0)], 3))),
+                ("c".to_owned(), None),
                 ("d".to_owned(), None),
                 ("e".to_owned(), None),
             ]

@@ -111,6 +111,14 @@ pub struct Custody {
     /// Objects under `manifests/` that are not manifests this build reads
     /// (each with why): ignored, so what they would account for is lost.
     pub unreadable: Vec<String>,
+    /// Replaced versions whose outputs could not be held to the first row
+    /// and the count of rows of each stretch the checkpoint saw in them
+    /// (notes from before those were kept: none in a checkpoint this build
+    /// resumes from, `checkpoint::ProofState::older_rules`). While there is
+    /// one, a row only such a version held may be missing from the lake
+    /// with every other row of its stream there, so no proved row vouches
+    /// for the rows before it (`run::found_again`).
+    pub uncounted: usize,
 }
 
 /// The proved versions (`proved`: key → stamp) that are not listed now
@@ -156,6 +164,7 @@ pub async fn check(
     let custody = ledger_ingest::custody(gone.iter().copied(), &listed, &manifests);
     let mut lost: Vec<Lost> = Vec::new();
     let mut replaced: Vec<(&str, BTreeSet<String>)> = Vec::new();
+    let mut uncounted = 0;
     for (key, c) in custody {
         match c {
             Ok(holders) => replaced.push((key, holders)),
@@ -185,6 +194,10 @@ pub async fn check(
         // The streams of each file that holds replaced rows, read once.
         let mut read: HashMap<String, Held> = HashMap::new();
         for (key, holders) in replaced {
+            let plain = sets.plain.contains(key);
+            if plain || presence.rows(key).is_none() {
+                uncounted += 1;
+            }
             if presence.get(key).is_empty() {
                 continue; // not seen (a checkpoint before version 8)
             }
@@ -196,7 +209,6 @@ pub async fn check(
                     read.insert(h.clone(), streams_in(lake, file, &wanted).await?);
                 }
             }
-            let plain = sets.plain.contains(key);
             let present = |fp| holders.iter().any(|h| read[h].has(fp, plain));
             let streams = presence.missing(key, present);
             let output = || holders.first().cloned().unwrap_or_default();
@@ -223,6 +235,7 @@ pub async fn check(
         gone: gone.len(),
         lost,
         unreadable,
+        uncounted,
     })
 }
 

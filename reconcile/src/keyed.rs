@@ -6,7 +6,7 @@
 //! a reopened account stream's history names (`run::pull_back`), the
 //! re-proof of reopened streams (`run::prove_table`, pass 2), and the
 //! look-ups of the hashes at proved tails the proof cannot decide and of
-//! the proved rows that old rows delivered again may copy (`crate::owing`,
+//! the proved rows that follow old rows delivered again (`crate::owing`,
 //! `run::found_again`; these skip unread a file whose notes hold no
 //! wanted stretch, [`Keyed::holds_none`]). DataFusion skips the row groups
 //! and pages whose footer statistics (the page index, Bloom filters)

@@ -177,7 +177,16 @@ pub async fn judge(
         decide(id, tail, None);
     }
     let reading = "the hashes at the proved tails it judges";
-    let found = hashes_at(lake, files, noted, &look, opts.wanted_starts_max, reading).await?;
+    let found = hashes_at(
+        lake,
+        files,
+        noted,
+        &look,
+        opts.wanted_starts_max,
+        reading,
+        "hash",
+    )
+    .await?;
     for (id, tail) in &look {
         let at = found
             .get(&(id.0, id.1.as_str(), id.2.as_str(), tail.last_seq))
@@ -224,9 +233,10 @@ fn transfer(id: &str) -> StreamId {
 /// A wanted key, and its owed seqs with their streams' kinds, by seq.
 type OwedAt<'w, 's> = (&'w str, &'s [(u64, &'static str)]);
 
-/// The hashes of the rows of `files` at each `want`ed stream's owed seq, by
-/// (table, stream, key, seq): one scan of `stream`, `stream_key`, `seq` and
-/// `hash` per table with a stream to look at. A scan by key checks each
+/// The hashes in `column` (`hash`, or `prev_hash`: the hash a row names as
+/// its predecessor's) of the rows of `files` at each `want`ed stream's owed
+/// seq, by (table, stream, key, seq): one scan of `stream`, `stream_key`,
+/// `seq` and `column` per table with a stream to look at. A scan by key checks each
 /// file it filters against the streams `noted` in it ([`Lake::scan_keyed`]):
 /// a row at an owed seq that the footer hid would be a false
 /// `proved_rows_missing`. `reading` says what for in the error naming such
@@ -242,6 +252,7 @@ pub(crate) async fn hashes_at<'w>(
     want: &'w [(StreamId, Tail)],
     starts_max: usize,
     reading: &'static str,
+    column: &'static str,
 ) -> Result<HashMap<(Table, &'static str, &'w str, u64), Vec<String>>, Error> {
     let mut found: HashMap<(Table, &'static str, &'w str, u64), Vec<String>> = HashMap::new();
     for &table in Table::ALL.iter() {
@@ -263,13 +274,13 @@ pub(crate) async fn hashes_at<'w>(
         let mut keys: Vec<String> = seqs.keys().map(|k| (*k).to_owned()).collect();
         keys.sort_unstable();
         let files: Vec<LakeFileInfo> = files.iter().filter(|f| f.table == table).cloned().collect();
-        let columns = ["stream", "stream_key", "seq", "hash"];
+        let columns = ["stream", "stream_key", "seq", column];
         let visit = |b: &RecordBatch| {
             let (Some(stream), Some(key), Some(seq), Some(hash)) = (
                 strings(b, "stream"),
                 strings(b, "stream_key"),
                 crate::rows::col::<Int64Array>(b, "seq").ok().flatten(),
-                strings(b, "hash"),
+                strings(b, column),
             ) else {
                 return; // not the lake layout: the proof has said so
             };

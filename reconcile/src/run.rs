@@ -775,7 +775,8 @@ struct RunCtx<'a> {
     /// alone.
     cleared: Option<&'a crate::copies::Cleared>,
     /// Whether old transfer rows may be looked up in the proved files
-    /// ([`found_again`]): not on a night a proved file is gone.
+    /// ([`found_again`]): not on a night custody could not hold a gone
+    /// version to its stretches ([`Custody::uncounted`]).
     find_again: bool,
     opts: &'a Options,
     started: Instant,
@@ -924,7 +925,7 @@ async fn prove_table(
         let again = found_again(lake, kind, prior_files, stored, &files, look_up, opts).await?;
         if opts.progress && !again.is_empty() {
             crate::say!(
-                "reconcile: {}: {} transfer stream(s) have old rows the proved files hold (delivered again): not reopened ({:.1} s)",
+                "reconcile: {}: {} transfer stream(s) have old rows the proved rows after them vouch for (delivered again, or compacted again): not reopened ({:.1} s)",
                 table.as_str(),
                 again.len(),
                 started.elapsed().as_secs_f64()
@@ -943,7 +944,7 @@ async fn prove_table(
     if copies > 0 && opts.progress {
         crate::say!(
             "reconcile: {}: {copies} new rows are copies of rows the checkpoint proved (a compacted or redelivered day): \
-             they chain to their streams' checkpointed hashes, or the proved files hold them, so they are not proved again",
+             they chain to their streams' checkpointed hashes, or the proved rows after them vouch for them, so they are not proved again",
             table.as_str()
         );
     }
@@ -1339,19 +1340,22 @@ async fn touched(
     })
 }
 
-/// Of the streams `unchained` of `kind` (each with the seq and hash of its
-/// old rows: at or before its tail, one a seq, not chained to it), those
-/// whose every old row a file the checkpoint proved holds at its seq with
-/// its hash, with those rows: copies a queue delivered again
-/// ([`crate::copies`]), not reopened. The hashes are looked up in those of
-/// `files` the checkpoint proved (never the night's new ones, which hold
-/// the copies themselves), by key, as the look-up of proved tails reads
-/// them (`crate::owing`: each file checked against the checkpoint's notes,
-/// so a footer cannot hide the row). Only on a night no proved file is
-/// gone ([`pull_back`] says why). Account streams are looked up before the
-/// proof (reopening one pulls its history's transfers back), transfer
-/// streams after the first pass over the new files (their tails are those
-/// of the transfers pulled back).
+/// Of the streams `unchained` of `kind` (each with its old rows: at or
+/// before its tail, one a seq, not chained to it as a whole), those whose
+/// old rows the proved rows after them vouch for, with those rows: each run
+/// of them that chains is followed, in a file the checkpoint proved, by the
+/// proved row that names its last row's hash as its `prev_hash`
+/// ([`crate::copies`]: rows a queue delivered again, or a partition
+/// compacted again). Those are copies, not reopened. The `prev_hash`es are
+/// looked up in those of `files` the checkpoint proved (never the night's
+/// new ones, which hold the copies themselves), by key, as the look-up of
+/// proved tails reads them (`crate::owing`: each file checked against the
+/// checkpoint's notes, so a footer cannot hide the row). Only on a night
+/// custody held every gone version's outputs to its stretches
+/// ([`Custody::uncounted`]). Account streams are looked up
+/// before the proof (reopening one pulls its history's transfers back),
+/// transfer streams after the first pass over the new files (their tails
+/// are those of the transfers pulled back).
 async fn found_again(
     lake: &Lake,
     kind: (Table, Stream),
@@ -1372,7 +1376,7 @@ async fn found_again(
     let want: Vec<(StreamId, Tail)> = unchained
         .iter()
         .flat_map(|(key, rows)| {
-            rows.iter().map(move |&(seq, _)| {
+            rows.successors().map(move |(seq, _)| {
                 let id = (kind.0, kind.1, key.clone());
                 let at = Tail {
                     last_seq: seq,
@@ -1383,18 +1387,28 @@ async fn found_again(
         })
         .collect();
     let noted = Noted::Proved(stored, prior_files);
-    let reading = "the proved rows its old rows delivered again may copy";
-    let held =
-        crate::owing::hashes_at(lake, &proved, noted, &want, opts.wanted_starts_max, reading)
-            .await?;
-    let holds = |key: &str, seq: u64, hash: &[u8; 32]| {
+    let reading = "the proved rows that follow old rows delivered again";
+    let starts_max = opts.wanted_starts_max;
+    let held = crate::owing::hashes_at(
+        lake,
+        &proved,
+        noted,
+        &want,
+        starts_max,
+        reading,
+        "prev_hash",
+    )
+    .await?;
+    let holds = |key: &str, seq: u64, prev: &[u8; 32]| {
         held.get(&(kind.0, kind.1.as_str(), key, seq))
-            .is_some_and(|hs| hs.iter().any(|h| unhex(h).as_ref() == Some(hash)))
+            .is_some_and(|hs| hs.iter().any(|h| unhex(h).as_ref() == Some(prev)))
     };
     Ok(unchained
         .into_iter()
-        .filter(|(key, rows)| rows.iter().all(|(seq, hash)| holds(key, *seq, hash)))
-        .map(|(key, rows)| (key, rows.into_iter().collect()))
+        .filter_map(|(key, rows)| {
+            let found = rows.vouched(|seq, prev| holds(&key, seq, prev))?;
+            Some((key, found))
+        })
         .collect())
 }
 
@@ -1536,15 +1550,16 @@ async fn outside_tables_warning(lake: &Lake) -> Result<Vec<String>, Error> {
 
 /// Pulls back from `prior`'s archive every transfer the lake's new files
 /// name, and every transfer the whole history of a reopened account stream
-/// names, into its open state; `gone` proved files no longer in the lake as
-/// proved ([`Custody::gone`]) keep old rows from being looked up
+/// names, into its open state; `uncounted` gone versions custody could not
+/// hold to their stretches ([`Custody::uncounted`]) keep old rows from being
+/// looked up
 /// ([`found_again`]).
 async fn pull_back(
     lake: &Lake,
     prior: &mut ProofState,
     a: Vec<LakeFileInfo>,
     t: Vec<LakeFileInfo>,
-    gone: usize,
+    uncounted: usize,
     opts: &Options,
     started: Instant,
 ) -> Result<PullBack, Error> {
@@ -1565,12 +1580,12 @@ async fn pull_back(
         .keys()
         .filter(|id| id.0 == Table::Account && id.1 == Stream::Account)
         .count();
-    // Not on a night a proved file is gone (`gone`: compacted away, its rows
-    // in new files): a stream's proved rows may have been cut short there,
-    // which only a re-proof judges (custody checks where a gone file's rows
-    // start in its outputs; the re-proof, where they end). Nor when the
-    // streams reopened whatever it finds make a full proof cheaper anyway.
-    let again = if gone > 0 || (reopened.len() - unchained.len()) * 2 > accounts {
+    // Not on a night custody could not hold a gone version's outputs to
+    // its stretches (`uncounted`): a proved row only that version held may
+    // be missing with the rows around it there, which only a re-proof
+    // judges. Nor when the streams reopened whatever it finds make a full
+    // proof cheaper anyway.
+    let again = if uncounted > 0 || (reopened.len() - unchained.len()) * 2 > accounts {
         HashMap::new()
     } else {
         let account = (Table::Account, Stream::Account);
@@ -1589,7 +1604,7 @@ async fn pull_back(
         reopened.retain(|k| !again.contains_key(k));
         if opts.progress {
             crate::say!(
-                "reconcile: {} account stream(s) have old rows the proved files hold (delivered again): not reopened ({:.1} s)",
+                "reconcile: {} account stream(s) have old rows the proved rows after them vouch for (delivered again, or compacted again): not reopened ({:.1} s)",
                 again.len(),
                 started.elapsed().as_secs_f64()
             );
@@ -1821,21 +1836,22 @@ async fn prove(
         account_files.take(),
         transfer_files.take(),
     ) {
-        let (a, t) = match pull_back(lake, &mut prior, a, t, custody.gone, opts, started).await? {
-            PullBack::Pulled(a, t, c, n) => {
-                cleared = Some(c);
-                account_noted = n;
-                (a, t)
-            }
-            PullBack::FullIsCheaper(a, t) => {
-                // Set aside, not dropped: every tail it proved is judged,
-                // as when files were lost (a night that re-proves the most
-                // must not report less of what left the lake).
-                set_aside = Some(std::mem::take(&mut prior));
-                reproved_in_full = true;
-                (a, t)
-            }
-        };
+        let (a, t) =
+            match pull_back(lake, &mut prior, a, t, custody.uncounted, opts, started).await? {
+                PullBack::Pulled(a, t, c, n) => {
+                    cleared = Some(c);
+                    account_noted = n;
+                    (a, t)
+                }
+                PullBack::FullIsCheaper(a, t) => {
+                    // Set aside, not dropped: every tail it proved is judged,
+                    // as when files were lost (a night that re-proves the most
+                    // must not report less of what left the lake).
+                    set_aside = Some(std::mem::take(&mut prior));
+                    reproved_in_full = true;
+                    (a, t)
+                }
+            };
         (account_files, transfer_files) = (Some(a), Some(t));
     }
     let listed = (
@@ -1983,7 +1999,7 @@ async fn prove_resumed(
         stored: &stored,
         cleared,
         // A full proof has no tails to look up from.
-        find_again: custody.gone == 0 && !reproved_in_full,
+        find_again: custody.uncounted == 0 && !reproved_in_full,
         opts,
         started,
     };
