@@ -323,29 +323,67 @@ pub struct CheckpointLock {
     _file: std::fs::File,
 }
 
+/// Why [`CheckpointLock::take`] did not take the lock.
+#[derive(Debug)]
+pub enum LockError {
+    /// Another run holds it: its outputs are its own to write.
+    Held(CheckpointError),
+    /// The lock file cannot be created, opened or locked.
+    Failed(CheckpointError),
+}
+
+impl std::fmt::Display for LockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LockError::Held(e) | LockError::Failed(e) => e.fmt(f),
+        }
+    }
+}
+
+/// The Help of a lock file that cannot be created, opened or locked.
+const LOCK_HELP: &str = "Help: the checkpoint's directory must be writable by the job's user and have room \
+     (a free inode too: `df -i`); a read-only volume, another owner's directory or a full one stops \
+     the run before its proof. Do not run --full for this: the checkpoint is whole";
+
 impl CheckpointLock {
     /// Takes the lock `FILE.lock` beside the checkpoint `FILE`, or says which
-    /// run holds it.
-    pub fn take(path: &Path) -> Result<CheckpointLock, CheckpointError> {
+    /// run holds it. A lock file already there that this run may not write
+    /// (a read-only volume, another owner's file) is locked read-only, which
+    /// locks as well: the run proves and writes its outputs, and its save
+    /// then fails with its own Help (rev-s53-resources M2).
+    pub fn take(path: &Path) -> Result<CheckpointLock, LockError> {
+        use std::io::ErrorKind;
         let (dir, stem) = archive::place(path);
         let lock = dir.join(format!("{stem}.lock"));
         let err = |why: String| CheckpointError(format!("checkpoint {}: {why}", path.display()));
-        let file = std::fs::OpenOptions::new()
+        let failed = |e: std::io::Error, what: &str| {
+            LockError::Failed(err(format!("{what} {}: {e}\n{LOCK_HELP}", lock.display())))
+        };
+        let opened = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
-            .open(&lock)
-            .map_err(|e| err(format!("cannot open its lock file {}: {e}", lock.display())))?;
+            .open(&lock);
+        let file = match opened {
+            Ok(file) => file,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem
+                ) && lock.is_file() =>
+            {
+                std::fs::File::open(&lock).map_err(|e| failed(e, "cannot open its lock file"))?
+            }
+            Err(e) => return Err(failed(e, "cannot open its lock file")),
+        };
         match file.try_lock() {
             Ok(()) => Ok(CheckpointLock { _file: file }),
-            Err(std::fs::TryLockError::WouldBlock) => Err(err(format!(
+            Err(std::fs::TryLockError::WouldBlock) => Err(LockError::Held(err(format!(
                 "another reconcile run is using it (it holds {})\nHelp: wait for that run to end; \
                  two runs must not share a checkpoint",
                 lock.display()
-            ))),
-            Err(std::fs::TryLockError::Error(e)) => {
-                Err(err(format!("cannot lock {}: {e}", lock.display())))
-            }
+            )))),
+            Err(std::fs::TryLockError::Error(e)) => Err(failed(e, "cannot lock")),
         }
     }
 }
@@ -706,7 +744,7 @@ impl ProofState {
             mark(&marker).map_err(|e| {
                 CheckpointError(format!(
                     "cannot write checkpoint {}: its first save's marker {}: {e}\nHelp: check that the \
-                     directory exists and is writable",
+                     directory exists, is writable and has room (a free inode too: `df -i`)",
                     path.display(),
                     marker.display()
                 ))
@@ -928,10 +966,26 @@ impl ProofState {
         std::fs::rename(&tmp, path).map_err(io)?;
         sync_dir().map_err(io)?;
         // The segments and files of streams the old checkpoint named and
-        // this one does not.
-        archive::remove_unreferenced(path, &segments).map_err(err)?;
-        entry_store::remove_unreferenced(path, &entry_segments).map_err(err)?;
-        presence_files::remove_unreferenced(path, &streams_files).map_err(err)
+        // this one does not. The checkpoint is written: a file that cannot
+        // be removed is a warning, not a failed save (rev-s53-resources M4:
+        // "cannot write checkpoint" said of one written), and the next save
+        // tries again before it writes ([`remove_orphans`]).
+        let left = [
+            archive::remove_unreferenced(path, &segments),
+            entry_store::remove_unreferenced(path, &entry_segments),
+            presence_files::remove_unreferenced(path, &streams_files),
+        ];
+        if let Some(why) = left.into_iter().find_map(Result::err) {
+            crate::say!(
+                "reconcile: warning: checkpoint {} written, but files of its state it no longer names \
+                 were left beside it: {why}\n\
+                 Help: they are not needed (the checkpoint does not name them) and take room every night \
+                 until removed; see why the file cannot be removed (its owner, `lsattr` for the \
+                 immutable attribute, the directory's permissions); each run tries again",
+                path.display()
+            );
+        }
+        Ok(())
     }
 }
 

@@ -565,6 +565,7 @@ pub fn append<'a>(
     let dir = archive::place(checkpoint).0;
     let generation = store.generation + 1;
     let mut refs = store.refs();
+    let named: std::collections::HashSet<String> = refs.iter().map(|r| r.file.clone()).collect();
     let mut fresh: Vec<Segment> = Vec::new();
     let mut w: Option<SegmentWriter> = None;
     for (account, pairs) in added {
@@ -631,8 +632,10 @@ pub fn append<'a>(
             }
         }
         let r = w.finish(new.r.generation).map_err(Unwritable)?;
+        let inputs: Vec<String> = refs.drain(n - 2..).map(|r| r.file).collect();
+        let stays = |f: &str| f == r.file || named.contains(f);
+        fresh.retain(|s| !archive::remove_merged(&dir, &inputs, &s.r.file, stays));
         fresh.push(Segment::open(&dir, &r).map_err(Unwritable)?);
-        refs.truncate(n - 2);
         refs.push(r);
     }
     Ok(refs)

@@ -463,14 +463,27 @@ impl Lake {
 
     /// Writes `bytes` at `key` under the lake's root (or prefix), replacing
     /// any object there. The store makes it atomic: a local file is written
-    /// to a temporary name and renamed; an S3 PUT is all or nothing.
+    /// to a temporary name and renamed; an S3 PUT is all or nothing. The
+    /// error ends with a Help (rev-s53-resources M6): the store's (expired
+    /// token, refused credentials) and the write access a PUT needs, or a
+    /// local directory's room and permissions.
     pub async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), String> {
         let full = format!("{}{key}", self.prefix);
         self.store
             .put(&Path::from(full.as_str()), bytes.into())
             .await
             .map(|_| ())
-            .map_err(|e| format!("cannot write {key} to the lake {}: {e}", self.name))
+            .map_err(|e| {
+                let help = match self.local_root {
+                    Some(_) => format!("\n{}", crate::output::WRITE_HELP),
+                    None => format!(
+                        "{}\nThe credentials must allow writing the object (R2: an API token with \
+                         Object Read & Write, not Object Read only).",
+                        crate::store::help_line(&e)
+                    ),
+                };
+                format!("cannot write {key} to the lake {}: {e}{help}", self.name)
+            })
     }
 
     /// Every lake file of `table`, sorted by key, each footer checked.

@@ -56,7 +56,7 @@ pub mod settle;
 pub mod store;
 pub mod stream;
 
-pub use checkpoint::{CheckpointError, CheckpointLock, ProofState};
+pub use checkpoint::{CheckpointError, CheckpointLock, LockError, ProofState};
 pub use finding::{CheckResult, Finding};
 pub use lake::{Error, Lake};
 pub use report::Report;

@@ -11,8 +11,8 @@ use ledger_reconcile::output::{
 };
 use ledger_reconcile::store::Location;
 use ledger_reconcile::{
-    reconcile_from, CheckpointLock, Error, Lake, Options, ProofState, EXIT_ERROR, EXIT_HELD,
-    EXIT_VIOLATED,
+    reconcile_from, CheckpointLock, Error, Lake, LockError, Options, ProofState, EXIT_ERROR,
+    EXIT_HELD, EXIT_VIOLATED,
 };
 
 /// Proves the ledger's invariants from the event lake alone.
@@ -824,6 +824,37 @@ fn failed(outputs: &Outputs, lake: &str) -> ExitCode {
     ExitCode::from(EXIT_ERROR as u8)
 }
 
+/// The Help of a runtime that cannot start.
+const RUNTIME_HELP: &str = "Help: the reconciler runs two worker threads; the job's limit on threads or \
+     processes (ulimit -u, a cgroup's pids.max, systemd's TasksMax), on open files (ulimit -n) or on \
+     memory is too low for them: raise it";
+
+/// The runtime, or the run's exit (2, its failure in the metrics). Tokio's
+/// `build()` panics when the OS refuses a worker thread, and unwinding out
+/// of it waits for ever on the worker that did start (rev-s53-resources
+/// M1: a run hung holding its checkpoint's lock, and every later night was
+/// refused). So a panic hook, in force only while it builds, says why and
+/// ends the process there.
+fn runtime(outputs: &Outputs, lake: &str) -> Result<tokio::runtime::Runtime, ExitCode> {
+    let (o, l) = (outputs.clone(), lake.to_owned());
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let why = info.payload_as_str().unwrap_or("a panic");
+        ledger_reconcile::say!("error: cannot start the runtime: {why}\n{RUNTIME_HELP}");
+        failed(&o, &l);
+        std::process::exit(EXIT_ERROR);
+    }));
+    let built = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build();
+    std::panic::set_hook(previous);
+    built.map_err(|e| {
+        ledger_reconcile::say!("error: cannot start the runtime: {e}\n{RUNTIME_HELP}");
+        failed(outputs, lake)
+    })
+}
+
 fn run() -> ExitCode {
     no_transparent_huge_pages();
     let mut cli = Cli::parse();
@@ -886,6 +917,10 @@ fn run() -> ExitCode {
         ledger_reconcile::say!("error: {e}");
         return ExitCode::from(EXIT_ERROR as u8);
     }
+    let rt = match runtime(&outputs, &cli.lake) {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
     // Held until the new checkpoint is written (the end of main).
     let _lock = match cli
         .checkpoint
@@ -894,21 +929,14 @@ fn run() -> ExitCode {
         .transpose()
     {
         Ok(lock) => lock,
-        Err(e) => {
+        Err(e @ LockError::Held(_)) => {
             // Another run holds the checkpoint: its metrics are its own to
             // write (rev-s52-diff M1: this run's failure replaced them).
             ledger_reconcile::say!("error: {e}");
             return ExitCode::from(EXIT_ERROR as u8);
         }
-    };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            ledger_reconcile::say!("error: cannot start the runtime: {e}");
+        Err(e @ LockError::Failed(_)) => {
+            ledger_reconcile::say!("error: {e}");
             return failed(&outputs, &cli.lake);
         }
     };
@@ -986,7 +1014,11 @@ fn run() -> ExitCode {
         {
             // A reader that went away (`| head`) must not stop the report,
             // the checkpoint or the alert.
-            errors.push(format!("cannot write the summary to stdout: {e}"));
+            errors.push(format!(
+                "cannot write the summary to stdout: {e}\nHelp: stdout is where the job sends it \
+                 (a file on a full or read-only volume, a pipe closed early); the other outputs \
+                 do not depend on it"
+            ));
         }
     }
     if let Some(path) = &cli.json {

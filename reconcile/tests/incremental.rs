@@ -3447,6 +3447,200 @@ fn late_redeliveries_are_copies_and_violations_in_rewritten_files_are_caught() {
     }
 }
 
+/// Whether the tests run as root: only root can run the binary as another
+/// user (`setpriv`), whose limits and permissions bind.
+fn root_user() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+    })
+}
+
+/// The binary run as `nobody` under `bash -c "ulimit LIMIT"` (its exit code
+/// and stderr), killed and failed after 60 s.
+fn as_nobody(limit: &str, args: &[&str]) -> (i32, String) {
+    let script = format!("ulimit {limit}; exec \"$0\" \"$@\"");
+    let mut child = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "bash",
+            "-c",
+        ])
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_reconcile"))
+        .args(["--quiet", "--now-ms", &NOW_MS.to_string()])
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("ulimit {limit}: still running after 60 s (hung)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    (status.code().unwrap_or(-1), err)
+}
+
+/// rev-s53-resources M1, M2. A checkpoint directory the job's user may not
+/// write, its lock file there: the lock is taken read-only, the run proves
+/// and writes its outputs, and its save fails (exit 2) with the checkpoint
+/// as it was. Without the lock file: exit 2 before the proof, with a Help
+/// and the failure in the metrics. And a run whose second worker thread the
+/// OS refuses ends (exit 2), whatever the limit: it used to hang for ever
+/// at one, holding the checkpoint's lock. Needs root (to run as another
+/// user); skipped, and says so, otherwise.
+#[test]
+fn a_checkpoint_it_may_not_write_or_no_threads_to_run_is_exit_2_not_a_silent_or_hung_night() {
+    if !root_user() {
+        eprintln!("skipped: needs root to run the binary as another user");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mode =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    mode(dir.path(), 0o755);
+    let (root, ck_dir, out) = (
+        dir.path().join("lake"),
+        dir.path().join("ck"),
+        dir.path().join("out"),
+    );
+    let events = history(3, 4, 60);
+    deliver(&root, &events.iter().collect::<Vec<_>>(), "x");
+    std::fs::create_dir(&ck_dir).unwrap();
+    std::fs::create_dir(&out).unwrap();
+    mode(&out, 0o777);
+    let ckpt = ck_dir.join("ck");
+    let ck = ckpt.to_str().unwrap();
+    assert_eq!(cli(&root, &["--checkpoint", ck]).0, 0);
+    let before = std::fs::read(&ckpt).unwrap();
+    mode(&ck_dir, 0o555);
+    let (json, metrics) = (out.join("r.json"), out.join("m.prom"));
+    let args = [
+        root.to_str().unwrap(),
+        "--checkpoint",
+        ck,
+        "--json",
+        json.to_str().unwrap(),
+        "--metrics",
+        metrics.to_str().unwrap(),
+    ];
+    let (code, err) = as_nobody("-u unlimited", &args);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("cannot write checkpoint"),
+        "the save's error: {err}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(
+        report["holds"], true,
+        "the proof ran and its report was written"
+    );
+    assert!(std::fs::read_to_string(&metrics)
+        .unwrap()
+        .contains("reconcile_verdict"));
+    assert_eq!(
+        std::fs::read(&ckpt).unwrap(),
+        before,
+        "the checkpoint as it was"
+    );
+
+    mode(&ck_dir, 0o755);
+    std::fs::remove_file(ck_dir.join("ck.lock")).unwrap();
+    mode(&ck_dir, 0o555);
+    std::fs::remove_file(&metrics).unwrap();
+    let (code, err) = as_nobody("-u unlimited", &args);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("cannot open its lock file")
+            && err.contains("Help: the checkpoint's directory must be writable"),
+        "{err}"
+    );
+    let prom = std::fs::read_to_string(&metrics).unwrap();
+    assert!(prom.contains("reconcile_run_failed 1"), "{prom}");
+    mode(&ck_dir, 0o755);
+
+    // A checkpoint it may write (a first run): the lock is taken wherever
+    // the runtime starts.
+    let first = out.join("ck");
+    let args = [
+        root.to_str().unwrap(),
+        "--checkpoint",
+        first.to_str().unwrap(),
+    ];
+    let mut refused = 0;
+    for n in 1..=8 {
+        let (code, err) = as_nobody(&format!("-u {n}"), &args);
+        assert!(code == 2 || code == 0, "ulimit -u {n}: exit {code}: {err}");
+        if err.contains("error: cannot start the runtime") {
+            assert!(err.contains("ulimit -u"), "{err}");
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "some limit refuses the runtime's threads");
+    let first = first.to_str().unwrap();
+    assert_eq!(
+        cli(&root, &["--checkpoint", first]).0,
+        0,
+        "no lock left held"
+    );
+}
+
+/// rev-s53-resources M4: a file of the checkpoint's state it no longer
+/// names that cannot be removed (a directory by that name stands for one
+/// whose removal fails) is a warning: the checkpoint was written (exit 0,
+/// not "cannot write checkpoint"), and the other such files are removed.
+#[test]
+fn a_state_file_that_cannot_be_removed_is_a_warning_and_the_others_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake");
+    let events = history(3, 4, 60);
+    deliver(&root, &events.iter().collect::<Vec<_>>(), "x");
+    let ckpt = dir.path().join("ck");
+    let ck = ckpt.to_str().unwrap();
+    assert_eq!(cli(&root, &["--checkpoint", ck]).0, 0);
+    let stuck = dir.path().join("ck.0123456789abcdef.seg");
+    std::fs::create_dir(&stuck).unwrap();
+    let orphans = [
+        "ck.fedcba9876543210.seg",
+        "ck.fedcba9876543210.ent",
+        "ck.fedcba9876543210.prs",
+    ]
+    .map(|n| dir.path().join(n));
+    for night in 0..2 {
+        for o in &orphans {
+            std::fs::write(o, b"left by a killed save").unwrap();
+        }
+        let (code, err) = cli(&root, &["--checkpoint", ck]);
+        assert_eq!(code, 0, "night {night}: {err}");
+        assert!(
+            err.contains("warning: checkpoint")
+                && err.contains("could not be removed")
+                && err.contains("0123456789abcdef"),
+            "{err}"
+        );
+        assert!(
+            orphans.iter().all(|o| !o.exists()),
+            "the others are removed"
+        );
+        assert!(stuck.exists());
+    }
+    std::fs::remove_dir(&stuck).unwrap();
+    let (code, err) = cli(&root, &["--checkpoint", ck]);
+    assert!(code == 0 && !err.contains("warning"), "{err}");
+}
+
 #[test]
 fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
     let dir = tempfile::tempdir().unwrap();

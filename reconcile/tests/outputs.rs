@@ -1250,11 +1250,13 @@ fn a_gateway_error_or_a_refusal_after_a_timeout_is_told_as_it_is() {
     assert!(!state.exists(), "the state is not advanced");
 }
 
-/// rev-s51-ops2 F6: the next state is written before the POST, so a state
-/// that cannot be written sends nothing; and a state that cannot be put in
-/// place after a delivered POST says the alert was delivered.
+/// rev-s53-resources M3: a state that cannot be written does not hold the
+/// page back (rev-s51-ops2 F6 had it send nothing): the alert is sent and
+/// the run says it was delivered, exit 2, and so does a state that cannot
+/// be put in place after a delivered POST. The next run sends it again with
+/// the same dedup_key.
 #[test]
-fn an_alert_state_that_cannot_be_written_sends_nothing_and_after_a_delivery_says_so() {
+fn an_alert_state_that_cannot_be_written_still_sends_the_alert_and_says_so() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = corrupted_lake(tmp.path(), &[Class::Overdraft]);
     let server = Server::start(|_| (200, "{}".to_owned()));
@@ -1265,12 +1267,27 @@ fn an_alert_state_that_cannot_be_written_sends_nothing_and_after_a_delivery_says
     let unwritable = tmp.path().join("s".repeat(250));
     let r = alert_run(&dir, &hook, &unwritable, &[], &[]);
     assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
-    assert!(server.take().is_empty(), "nothing is sent");
+    let sent = server.take();
+    assert_eq!(sent.len(), 1, "the page goes out");
     assert!(
-        r.stderr.contains("cannot write") && r.stderr.contains("nothing was sent"),
+        r.stderr.contains("the alert WAS delivered (HTTP 200")
+            && r.stderr.contains("cannot write")
+            && r.stderr
+                .contains("The next run sends it again, with the same dedup_key"),
         "{}",
         r.stderr
     );
+    // The next night, the state still unwritable: the same page, the same
+    // key.
+    let again = alert_run(&dir, &hook, &unwritable, &[], &[]);
+    assert_eq!(again.code, 2, "{}", again.stderr);
+    let resent = server.take();
+    let key = |r: &[Req]| -> String {
+        let body: serde_json::Value = serde_json::from_str(&r[0].body).unwrap();
+        body["dedup_key"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(resent.len(), 1);
+    assert_eq!(key(&resent), key(&sent));
 
     // Delivered, and then the state cannot be renamed into place (a
     // directory stands there by then).
@@ -1826,6 +1843,26 @@ fn the_dangling_list_is_published_into_the_lake_for_the_sweeper() {
     // The lake is still a lake: the published object is not a lake file.
     let again = run_bin(&[s(&dir), "--publish-dangling"], &[]);
     assert_eq!(again.code, 1, "{}", again.stderr);
+    // A list that cannot be written: exit 2, with the write Help
+    // (rev-s53-resources M6: none), the other outputs written.
+    let published = dir.join("reconcile/dangling/latest.json");
+    std::fs::remove_file(&published).unwrap();
+    std::fs::create_dir(&published).unwrap();
+    let json = tmp.path().join("r.json");
+    let failed = run_bin(&[s(&dir), "--publish-dangling", "--json", s(&json)], &[]);
+    assert_eq!(failed.code, 2, "{}", failed.stderr);
+    assert!(
+        failed
+            .stderr
+            .contains("cannot write reconcile/dangling/latest.json")
+            && failed
+                .stderr
+                .contains("Help: check that the directory exists and is writable"),
+        "{}",
+        failed.stderr
+    );
+    assert!(json.exists());
+    std::fs::remove_dir(&published).unwrap();
 
     // Over the limit: a window of the list, most overdue first, marked
     // truncated, and still a document the sweeper accepts. The window moves

@@ -354,9 +354,12 @@ impl Outcome {
 /// Reads the state, POSTs when there is something new, advances the state
 /// only after a 2xx. A failed delivery is an error (exit 2). The next state
 /// is written to its temporary file before the POST and renamed over the
-/// state after the 2xx (rev-s51-ops2 F6): a state that cannot be written (a
-/// read-only or full volume) fails before anything is sent, not after every
-/// night's delivered alert.
+/// state after the 2xx. A state that cannot be written (a read-only or full
+/// volume) does not hold the page back (rev-s53-resources M3; rev-s51-ops2
+/// F6 had it send nothing): the alert is sent, and the run is exit 2 saying
+/// it was delivered and that the next run sends it again with the same
+/// `dedup_key`, which the receiver deduplicates on. A repeated page a night
+/// costs less than new money violations nobody is paged for.
 pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> {
     http::check_url("--alert-webhook", &cfg.webhook)?;
     let previous = read_state(&cfg.state, &report.lake)?;
@@ -372,12 +375,7 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
         });
     }
     let n = p.new.len();
-    let staged = stage_state(&cfg.state, &report.lake, &p.next).map_err(|e| {
-        format!(
-            "alert: {e}; nothing was sent ({n} new violation(s)): the state is written before the \
-             POST, so that a delivered alert is not sent again every night for want of it\n{write_help}"
-        )
-    })?;
+    let staged = stage_state(&cfg.state, &report.lake, &p.next);
     // The key as the body carries it (one identity, one hash).
     let body = body(report, &p);
     let key = body["dedup_key"].as_str().unwrap_or_default().to_owned();
@@ -447,7 +445,7 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
                 )
             }
         })?;
-    staged.commit().map_err(|e| {
+    staged.and_then(super::Staged::commit).map_err(|e| {
         format!(
             "alert: the alert WAS delivered (HTTP {}: {n} new violation(s), dedup_key {key}), but \
              the state could not be advanced: {e}\n\

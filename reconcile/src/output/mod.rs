@@ -41,8 +41,7 @@ pub const WRITE_HELP: &str = "Help: check that the directory exists and is writa
 /// A file written in full, flushed and synced under a temporary name
 /// beside its path ([`stage`]), not yet renamed over it ([`Staged::commit`]).
 /// Dropped without the rename, the temporary file is removed. The alert
-/// writes its next state so before the POST and renames it after the 2xx: a
-/// volume that cannot take the file fails before the alert goes out.
+/// writes its next state so before the POST and renames it after the 2xx.
 #[derive(Debug)]
 pub struct Staged {
     tmp: PathBuf,
