@@ -46,6 +46,8 @@
 #   PGO=1            time the reconcile runs with the binary scripts/build-pgo.sh builds
 #                    (profile-guided; its first build takes two release builds); the generator,
 #                    compaction and the scans stay on the plain release build
+#   RECONCILE_BIN    the reconcile binary to time (default: the release build's): an earlier
+#                    build's figures on the same lake; the generator and compaction stay this tree's
 #   ONLY             space-separated subset of: full incr recompact early redeliver lost duckdb dscan fscan vscan
 #   REDELIVER_EVERY  one row in this many of the last day delivered again (default 10000: a few
 #                    dozen streams reopened; many more reopened accounts prove the lake in full)
@@ -89,7 +91,8 @@ fi
 for b in reconcile reconcile-testdata ledger-compact; do
   [ -x "$BIN/$b" ] || { log "$BIN/$b missing (release build)"; exit 2; }
 done
-RECONCILE="$BIN/reconcile"
+RECONCILE="${RECONCILE_BIN:-$BIN/reconcile}"
+[ -x "$RECONCILE" ] || { log "RECONCILE_BIN=$RECONCILE is not an executable"; exit 2; }
 if [ "${PGO:-0}" = 1 ]; then
   log "PGO=1: the reconcile runs use a build guided by a training lake's profile (scripts/build-pgo.sh)"
   RECONCILE="$(bash "$ROOT/scripts/build-pgo.sh")"

@@ -139,12 +139,27 @@ pub async fn probe_s3(store: &dyn ObjectStore, location: &Location) -> Result<()
 /// message ("error sending request") does not say what failed.
 pub fn describe_s3_error(bucket: &str, e: &object_store::Error) -> String {
     let raw = std::env::var("AWS_ENDPOINT_URL").or_else(|_| std::env::var("AWS_ENDPOINT"));
-    let message = describe_s3_error_at(
+    let mut message = describe_s3_error_at(
         bucket,
         e,
         raw.as_deref()
             .map_or_else(|_| "the AWS S3 default endpoint".to_owned(), shown_endpoint),
     );
+    // Neither an endpoint nor a region: the region is R2's `auto`, which
+    // AWS S3 does not know (`s3.auto.amazonaws.com`), whatever else failed
+    // (rev-s53-resources L1: the Help blamed the network).
+    let region = ["AWS_REGION", "AWS_DEFAULT_REGION"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
+    if raw.is_err() && !region {
+        let at = message.find("\nHelp:").unwrap_or(message.len());
+        message.insert_str(
+            at,
+            "\nNeither AWS_ENDPOINT_URL nor AWS_REGION is set, so the region is `auto` (R2's), which \
+             AWS S3 does not know: for R2 set AWS_ENDPOINT_URL to the account's endpoint; for AWS S3 set \
+             AWS_REGION to the bucket's region",
+        );
+    }
     // Whatever quotes the endpoint (a transport error names its URL) shows
     // no password it carries.
     match raw.ok().and_then(|r| reqwest::Url::parse(&r).ok()) {

@@ -588,3 +588,31 @@ fn s3_failures_are_exit_2_saying_which() {
     assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
     assert!(r.stderr.contains("AWS_ALLOW_HTTP"), "{}", r.stderr);
 }
+
+/// rev-s53-resources L1: neither an endpoint nor a region makes the region
+/// R2's `auto`, which AWS S3 does not know (`s3.auto.amazonaws.com`): the
+/// error says so, before its Help, not only "check the network".
+#[test]
+fn no_endpoint_and_no_region_is_named_as_such() {
+    let env = [
+        ("AWS_ACCESS_KEY_ID".to_owned(), "k".to_owned()),
+        ("AWS_SECRET_ACCESS_KEY".to_owned(), "s".to_owned()),
+    ];
+    let r = reconcile("s3://no-such-bucket-here/lake", &env);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let said = "Neither AWS_ENDPOINT_URL nor AWS_REGION is set, so the region is `auto`";
+    let (before, help) = r.stderr.split_once("\nHelp:").unwrap();
+    assert!(
+        before.contains(said) && !help.contains(said),
+        "{}",
+        r.stderr
+    );
+    // With a region, not said.
+    let env = [
+        &env[..],
+        &[("AWS_REGION".to_owned(), "eu-west-1".to_owned())],
+    ]
+    .concat();
+    let r = reconcile("s3://no-such-bucket-here/lake", &env);
+    assert!(r.code == 2 && !r.stderr.contains(said), "{}", r.stderr);
+}
