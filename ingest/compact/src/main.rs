@@ -3,7 +3,9 @@
 //! Exit codes: 0 every selected partition is compact (or there was nothing to
 //! do); 1 some partition was left as it was because one of its files is
 //! damaged (named on stderr; the others were compacted); 2 an error (bad
-//! arguments, unreachable store, failed put or delete, a bound exceeded);
+//! arguments, unreachable store, failed put or delete, a bound exceeded, or
+//! a partition left as it was because a newer writer wrote one of its
+//! files: an upgrade, with none damaged);
 //! 128 + the signal's number when SIGINT, SIGTERM or SIGHUP stopped the run
 //! (130, 143, 129): it stops at its next wait on the store or within a few
 //! thousand rows of a merge, removes its spill directory and leaves the lake
@@ -42,7 +44,8 @@ versions it replaced and its outputs in manifests/{table}/date={day}/m-<digest>.
 reconcile tell a file compaction replaced from one that was lost. A partition listed exactly as a compaction \
 left it is skipped unread (--recheck reads it); a partition of any size is merged in bounded memory, sorted \
 on local disk past 524,288 rows (--spill-dir). See docs/LAKE.md.\n\n\
-Exit codes: 0 done, 1 a partition has a damaged file (left untouched), 2 error, 128 + N stopped by \
+Exit codes: 0 done, 1 a partition has a damaged file (left untouched), 2 error (also: a file a newer \
+writer wrote, left untouched: upgrade), 128 + N stopped by \
 signal N (SIGINT 130, SIGTERM 143, SIGHUP 129: the spill directory removed, the lake as a crash leaves it, \
 re-running converges).",
     after_help = "Examples:\n  ledger-compact --lake .lake\n  ledger-compact --lake .lake --table account --date 2026-01-01 --dry-run\n  \
@@ -269,7 +272,9 @@ async fn run(cli: Cli, doing: &std::cell::RefCell<String>) -> Result<u8, Compact
         recheck: cli.recheck,
     };
     let started = std::time::Instant::now();
-    let (mut rows, mut damaged) = (0usize, 0usize);
+    // Partitions left untouched: for a damaged file, or for one a newer
+    // writer wrote (an upgrade, not tampering: rev-s52-diff L6).
+    let (mut rows, mut damaged, mut newer) = (0usize, 0usize, 0usize);
     for (i, p) in partitions.iter().enumerate() {
         // A line every PROGRESS_EVERY while a big partition is read or
         // written; a small one only gets its summary line.
@@ -316,7 +321,11 @@ async fn run(cli: Cli, doing: &std::cell::RefCell<String>) -> Result<u8, Compact
                 }
             }
             Err(CompactError::Damaged(e)) => {
-                damaged += 1;
+                if e.kind.is_newer() {
+                    newer += 1;
+                } else {
+                    damaged += 1;
+                }
                 say!(
                     "[{}/{}] {}: skipped: {e}",
                     i + 1,
@@ -332,13 +341,26 @@ async fn run(cli: Cli, doing: &std::cell::RefCell<String>) -> Result<u8, Compact
         "ledger-compact: {} partitions, {rows} rows read in {secs:.2} s ({:.0} rows/s){}",
         partitions.len(),
         rows as f64 / secs.max(1e-9),
-        if damaged > 0 {
-            format!("; {damaged} left untouched because of a damaged file")
-        } else {
-            String::new()
-        }
+        [
+            (damaged, "because of a damaged file"),
+            (
+                newer,
+                "because a newer writer wrote a file there (upgrade ledger-compact)"
+            )
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, why)| format!("; {n} left untouched {why}"))
+        .collect::<String>()
     );
-    Ok(if damaged > 0 { 1 } else { 0 })
+    // A damaged file is 1 (what the nightly job alerts on as tampering); a
+    // newer writer's, with none damaged, is 2: this compactor must be
+    // upgraded.
+    Ok(match (damaged, newer) {
+        (0, 0) => 0,
+        (0, _) => 2,
+        _ => 1,
+    })
 }
 
 fn main() -> ExitCode {

@@ -886,3 +886,61 @@ fn a_lake_without_partitions_is_an_error_and_an_empty_selection_is_not() {
     assert_eq!(files(&dir), before);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// rev-s52-diff L6: a file a newer writer wrote (a lake layout this
+/// compactor does not know) leaves its partition untouched as a damaged
+/// file does, but it is not counted as damaged: exit 2 (upgrade), not 1
+/// (what the nightly job reads as tampering), the others compacted. A
+/// damaged file elsewhere still makes it 1.
+#[test]
+fn a_newer_writers_file_is_an_upgrade_exit_2_not_a_damaged_file() {
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::WriterProperties;
+    let dir = small_file_lake("newer-writer");
+    let all = files(&dir);
+    let newer = all
+        .iter()
+        .find(|f| f.starts_with("events/transfer/"))
+        .unwrap()
+        .clone();
+    let key = newer.clone();
+    let bytes = std::fs::read(dir.join(&key)).unwrap();
+    let rows = ledger_ingest::read_file(&key, bytes::Bytes::from(bytes)).unwrap();
+    let batch = ledger_ingest::rows_to_batch(&rows).unwrap();
+    let props = WriterProperties::builder()
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            "ledger.lake.layout".to_owned(),
+            "lake-v9".to_owned(),
+        )]))
+        .build();
+    let mut out = Vec::new();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(&mut out, ledger_ingest::arrow_schema(), Some(props))
+            .unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    std::fs::write(dir.join(&key), &out).unwrap();
+    let lake = dir.to_str().unwrap();
+    let run = cli(&["--lake", lake], &[]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("1 left untouched because a newer writer wrote a file there")
+            && err.contains("upgrade ledger-compact")
+            && !err.contains("damaged file"),
+        "{err}"
+    );
+    assert!(files(&dir).contains(&newer), "left as it was");
+    // And a damaged file in another partition: 1.
+    let damaged = files(&dir)
+        .into_iter()
+        .find(|f| f.starts_with("events/account/"))
+        .unwrap();
+    let path = dir.join(&damaged);
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    let run = cli(&["--lake", lake, "--recheck"], &[]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

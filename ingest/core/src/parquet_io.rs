@@ -187,6 +187,17 @@ pub enum LakeErrorKind {
     NotItsKey(String),
 }
 
+impl LakeErrorKind {
+    /// Whether a newer writer wrote it (an unknown layout, a newer event
+    /// schema): whole, not damaged, and the remedy is an upgrade.
+    pub fn is_newer(&self) -> bool {
+        matches!(
+            self,
+            LakeErrorKind::UnknownLayout(_) | LakeErrorKind::NewerSchema { .. }
+        )
+    }
+}
+
 /// The Help of a file or a row a newer writer wrote (an unknown layout, a
 /// newer event schema): whole, so an upgrade, never the quarantine.
 const NEWER_WRITER_HELP: &str = "Help: upgrade ledger-compact (and reconcile) to a version that \
