@@ -383,6 +383,21 @@ impl CheckpointLock {
                  two runs must not share a checkpoint",
                 lock.display()
             )))),
+            // A network file system (NFS, CIFS) locks through byte-range
+            // locks, which refuse a file opened read-only (EBADF) or have
+            // no lock service (ENOLCK): not the directory's permissions
+            // (rev-s53-diff L4).
+            Err(std::fs::TryLockError::Error(e))
+                if matches!(e.raw_os_error(), Some(libc::EBADF | libc::ENOLCK)) =>
+            {
+                Err(LockError::Failed(err(format!(
+                    "cannot lock {}: {e}\nHelp: the checkpoint's volume does not lock this file: a \
+                     network file system (NFS, CIFS) locks only a file the job may write, and needs its \
+                     lock service running; give the job's user write access to the lock file, or keep \
+                     the checkpoint on a local volume. Do not run --full for this: the checkpoint is whole",
+                    lock.display()
+                ))))
+            }
             Err(std::fs::TryLockError::Error(e)) => Err(failed(e, "cannot lock")),
         }
     }
@@ -576,18 +591,18 @@ impl ProofState {
         // The digest is checked on a second thread while the records are
         // decoded (decoding damaged bytes is safe: every read is checked);
         // a mismatch wins over whatever the decoding made of them.
-        std::thread::scope(|scope| {
-            let intact = scope.spawn(|| Sha256::digest(content).as_slice() == digest);
-            let parsed = ProofState::parse(content, lake, &archive::place(path).0, full);
-            if !intact.join().unwrap_or(false) {
-                return Err(err(
-                    "damaged: its SHA-256 does not match (truncated or altered)".into(),
-                ));
-            }
-            let (mut state, left_out) = parsed.map_err(|why| refusal(path, why))?;
-            state.source = Some((path.to_path_buf(), lake.to_owned()));
-            Ok((state, left_out))
-        })
+        let (intact, parsed) = crate::threads::both(
+            || Sha256::digest(content).as_slice() == digest,
+            || ProofState::parse(content, lake, &archive::place(path).0, full),
+        );
+        if !intact {
+            return Err(err(
+                "damaged: its SHA-256 does not match (truncated or altered)".into(),
+            ));
+        }
+        let (mut state, left_out) = parsed.map_err(|why| refusal(path, why))?;
+        state.source = Some((path.to_path_buf(), lake.to_owned()));
+        Ok((state, left_out))
     }
 
     /// The state in a checkpoint's `content` (everything before the digest),

@@ -145,13 +145,18 @@ pub struct OldRows {
 
 impl OldRows {
     /// `links` (in seq order) and the tail's seq and hash, unless two rows
-    /// share a seq or a run of them ends at the tail's seq but not with its
-    /// hash: no proved row follows that one to vouch for it.
+    /// share a seq, a run of them ends at the tail's seq but not with its
+    /// hash (no proved row follows that one to vouch for it), or one is at
+    /// seq 0: no proved row is (a stream starts at 1), and one whose hash
+    /// is the genesis hash would be vouched for by row 1, whose prev_hash
+    /// that is, and then fail the proof's own check of its hash, which
+    /// re-proves the whole lake instead of its stream (rev-s53-diff L2).
     fn new(links: Vec<Link>, tail: (u64, [u8; 32])) -> Option<OldRows> {
         let old = OldRows { links, tail };
         let one_a_seq = old.links.windows(2).all(|w| w[1].0 > w[0].0);
         let vouchable = old.run_ends().all(|end| end == tail || end.0 < tail.0);
-        (one_a_seq && vouchable).then_some(old)
+        let from_1 = old.links.first().is_none_or(|l| l.0 > 0);
+        (one_a_seq && vouchable && from_1).then_some(old)
     }
 
     /// How many rows.
@@ -255,7 +260,7 @@ impl Candidate {
 
 impl ChainScan {
     /// A row of the account stream `key` at or before its checkpointed tail
-    /// (a seq above 0); `tail` gives the tail and whether the stream had no
+    /// (a seq 0 reopens it: [`OldRows::new`]); `tail` gives the tail and whether the stream had no
     /// finding, asked once a stream.
     pub fn row(
         &mut self,
@@ -402,6 +407,14 @@ mod tests {
         assert_eq!(OldRows::new(at_tail.links, at_tail.tail), None);
         let twice = chain(&[(2, 0), (2, 1)], 6);
         assert_eq!(OldRows::new(twice.links, twice.tail), None);
+        // A row at seq 0 whose hash is the genesis hash, which row 1 names
+        // as its prev_hash: never (no proved row is at 0).
+        let mut zero = chain(&[(1, 0), (2, 0)], 6);
+        zero.links.insert(0, (0, [0; 32], [0; 32]));
+        assert_eq!(zero.successors().next(), Some((3, hash(2, 0))));
+        assert_eq!(OldRows::new(zero.links, zero.tail), None);
+        let fine = chain(&[(1, 0), (2, 0)], 6);
+        assert!(OldRows::new(fine.links, fine.tail).is_some());
     }
 
     /// `events` as the proof's merge hands them over: one stream's rows,

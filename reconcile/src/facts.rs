@@ -651,10 +651,7 @@ impl Transfers {
         }
         let half = self.rows.len() / 2;
         let (low, high) = self.rows.split_at_mut(half);
-        std::thread::scope(|scope| {
-            scope.spawn(|| remap(low));
-            remap(high);
-        });
+        crate::threads::both(|| remap(low), || remap(high));
     }
 }
 
@@ -1683,15 +1680,9 @@ fn find_each(transfers: &[(Id, TransferState)], legs: &LegsTable) -> Vec<Option<
             .collect()
     };
     let (low, high) = transfers.split_at(transfers.len() / 2);
-    std::thread::scope(|scope| {
-        let first = scope.spawn(|| find(low));
-        let second = find(high);
-        let mut v = first
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        v.extend(second);
-        v
-    })
+    let (mut v, second) = crate::threads::both(|| find(low), || find(high));
+    v.extend(second);
+    v
 }
 
 /// What [`find_each`] finds, for legs whose rows are in ascending order of
@@ -1724,13 +1715,7 @@ fn join_in_hash_order(
     };
     let (low, high) = prefixes.split_at(prefixes.len() / 2);
     let (out_low, out_high) = out.split_at_mut(low.len());
-    std::thread::scope(|scope| {
-        let first = scope.spawn(|| half(low, 0, out_low));
-        half(high, low.len(), out_high);
-        first
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p));
-    });
+    crate::threads::both(|| half(low, 0, out_low), || half(high, low.len(), out_high));
     out
 }
 

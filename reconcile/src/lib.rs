@@ -55,6 +55,7 @@ pub mod run;
 pub mod settle;
 pub mod store;
 pub mod stream;
+pub mod threads;
 
 pub use checkpoint::{CheckpointError, CheckpointLock, LockError, ProofState};
 pub use finding::{CheckResult, Finding};

@@ -825,22 +825,34 @@ fn failed(outputs: &Outputs, lake: &str) -> ExitCode {
 }
 
 /// The Help of a runtime that cannot start.
-const RUNTIME_HELP: &str = "Help: the reconciler runs two worker threads; the job's limit on threads or \
-     processes (ulimit -u, a cgroup's pids.max, systemd's TasksMax), on open files (ulimit -n) or on \
-     memory is too low for them: raise it";
+const RUNTIME_HELP: &str = ledger_reconcile::threads::THREADS_HELP;
 
 /// The runtime, or the run's exit (2, its failure in the metrics). Tokio's
 /// `build()` panics when the OS refuses a worker thread, and unwinding out
 /// of it waits for ever on the worker that did start (rev-s53-resources
 /// M1: a run hung holding its checkpoint's lock, and every later night was
-/// refused). So a panic hook, in force only while it builds, says why and
-/// ends the process there.
+/// refused). So a panic hook says why and ends the process there: any
+/// panic while it builds, and for the rest of the run a thread the OS
+/// refused wherever it was asked for (tokio's blocking pool, which the
+/// store's file reads use, panics then too: rev-s53-diff M1); the proof's
+/// own threads are errors or work done here instead
+/// ([`ledger_reconcile::threads`]). Any other panic goes to the hook that
+/// was there.
 fn runtime(outputs: &Outputs, lake: &str) -> Result<tokio::runtime::Runtime, ExitCode> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static BUILDING: AtomicBool = AtomicBool::new(true);
     let (o, l) = (outputs.clone(), lake.to_owned());
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let why = info.payload_as_str().unwrap_or("a panic");
-        ledger_reconcile::say!("error: cannot start the runtime: {why}\n{RUNTIME_HELP}");
+        let what = if BUILDING.load(Ordering::Relaxed) {
+            "the runtime"
+        } else if thread_refused(why) {
+            "a thread"
+        } else {
+            return previous(info);
+        };
+        ledger_reconcile::say!("error: cannot start {what}: {why}\n{RUNTIME_HELP}");
         failed(&o, &l);
         std::process::exit(EXIT_ERROR);
     }));
@@ -848,11 +860,17 @@ fn runtime(outputs: &Outputs, lake: &str) -> Result<tokio::runtime::Runtime, Exi
         .worker_threads(2)
         .enable_all()
         .build();
-    std::panic::set_hook(previous);
+    BUILDING.store(false, Ordering::Relaxed);
     built.map_err(|e| {
         ledger_reconcile::say!("error: cannot start the runtime: {e}\n{RUNTIME_HELP}");
         failed(outputs, lake)
     })
+}
+
+/// Whether a panic's message is that of a thread the OS refused: tokio's
+/// (its workers, its blocking pool) or the standard library's.
+fn thread_refused(why: &str) -> bool {
+    why.starts_with("OS can't spawn worker thread") || why.starts_with("failed to spawn thread")
 }
 
 fn run() -> ExitCode {
@@ -917,10 +935,6 @@ fn run() -> ExitCode {
         ledger_reconcile::say!("error: {e}");
         return ExitCode::from(EXIT_ERROR as u8);
     }
-    let rt = match runtime(&outputs, &cli.lake) {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
     // Held until the new checkpoint is written (the end of main).
     let _lock = match cli
         .checkpoint
@@ -939,6 +953,14 @@ fn run() -> ExitCode {
             ledger_reconcile::say!("error: {e}");
             return failed(&outputs, &cli.lake);
         }
+    };
+    // After the lock: a run that cannot start its runtime writes the
+    // failure metrics, which another run's lock would make its own
+    // (rev-s53-diff L1: a retry refused threads because the nightly run
+    // holds them overwrote its fresh metrics with the last night's).
+    let rt = match runtime(&outputs, &cli.lake) {
+        Ok(rt) => rt,
+        Err(code) => return code,
     };
     // Tests and comparisons only (docs/RECONCILE.md): how many stretches a
     // keyed scan enumerates before it matches the longest histories.

@@ -2009,9 +2009,13 @@ async fn prove_resumed(
         tx,
     };
     let split = Split::new();
+    // Each thread started with `spawn_scoped`: a thread the OS refuses is
+    // the run's error (exit 2, its Help), and the other thread is not left
+    // waiting on it (rev-s53-diff M1).
     let (ra, rx) = std::thread::scope(|scope| {
         let (h, sp) = (&handoff, &split);
-        let a = scope.spawn(move || {
+        let spawn = std::thread::Builder::new;
+        let a = spawn().spawn_scoped(scope, move || {
             let mut helped = Proof::empty();
             let mut upper = ScanStats::default();
             let mut take_upper = |helped: &mut Proof| -> Result<(), Error> {
@@ -2071,10 +2075,13 @@ async fn prove_resumed(
             trace(started, format_args!("account thread: done"));
             Ok((run, helped, upper))
         });
-        let x = scope.spawn(move || {
-            // Closed however this thread ends (error or panic included), so
-            // the other one never waits for chunks that will not come.
-            let closing = Closing(h, sp);
+        let a = a.map_err(|e| crate::threads::refused("the account table's thread", &e))?;
+        // Closed however the transfer table's thread ends (error or panic
+        // included) or if it never starts (dropped with its closure), so
+        // the other one never waits for chunks that will not come.
+        let closing = Closing(h, sp);
+        let x = spawn().spawn_scoped(scope, move || {
+            let closing = closing;
             block_on(async {
                 let offer = opts.handoff.then_some(h);
                 let t = prove_table(
@@ -2101,8 +2108,14 @@ async fn prove_resumed(
                 Ok((t.stats, t.inc, t.files, t.ignored, t.reopened, s))
             })
         });
-        (a.join(), x.join())
-    });
+        match x {
+            Ok(x) => Ok((a.join(), x.join())),
+            Err(e) => {
+                let _ = a.join();
+                Err(crate::threads::refused("the transfer table's thread", &e))
+            }
+        }
+    })?;
     let panicked = |_| Error::Scan("a table's proof panicked".into());
     let (ra, helped, upper) = ra.map_err(panicked)??;
     let (xstats, xinc, xfiles, xignored, xreopened, mut rs) = rx.map_err(panicked)??;

@@ -1288,6 +1288,19 @@ fn an_alert_state_that_cannot_be_written_still_sends_the_alert_and_says_so() {
     };
     assert_eq!(resent.len(), 1);
     assert_eq!(key(&resent), key(&sent));
+    // Refused as well (rev-s53-diff L3): both are said, not the refusal
+    // alone, which would leave the state for the next night to find.
+    server.set(|_| (401, "{}".to_owned()));
+    let refused = alert_run(&dir, &hook, &unwritable, &[], &[]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert_eq!(server.take().len(), 1);
+    assert!(
+        refused.stderr.contains("was not delivered")
+            && refused.stderr.contains("Also, the state cannot be written")
+            && refused.stderr.contains("cannot write"),
+        "{}",
+        refused.stderr
+    );
 
     // Delivered, and then the state cannot be renamed into place (a
     // directory stands there by then).

@@ -86,17 +86,10 @@ pub fn per_transfer<const N: usize>(f: &Facts, checks: [TransferCheck; N]) -> [V
     };
     let all = f.transfer_ids_len();
     let half = all / 2;
-    let mut found = std::thread::scope(|scope| {
-        let first = scope.spawn(|| walk(0, half));
-        let second = walk(half, all);
-        let mut first = first
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        for (a, b) in first.iter_mut().zip(second) {
-            a.extend(b);
-        }
-        first
-    });
+    let (mut found, second) = crate::threads::both(|| walk(0, half), || walk(half, all));
+    for (a, b) in found.iter_mut().zip(second) {
+        a.extend(b);
+    }
     for out in &mut found {
         out.sort_by(|a, b| a.key.cmp(&b.key));
     }

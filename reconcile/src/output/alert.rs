@@ -358,8 +358,10 @@ impl Outcome {
 /// volume) does not hold the page back (rev-s53-resources M3; rev-s51-ops2
 /// F6 had it send nothing): the alert is sent, and the run is exit 2 saying
 /// it was delivered and that the next run sends it again with the same
-/// `dedup_key`, which the receiver deduplicates on. A repeated page a night
-/// costs less than new money violations nobody is paged for.
+/// `dedup_key`: a receiver deduplicates on it while its incident is open
+/// (PagerDuty, Opsgenie); a resolved one, or a chat webhook, gets it again.
+/// A repeated page a night costs less than new money violations nobody is
+/// paged for.
 pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> {
     http::check_url("--alert-webhook", &cfg.webhook)?;
     let previous = read_state(&cfg.state, &report.lake)?;
@@ -381,6 +383,12 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
     let key = body["dedup_key"].as_str().unwrap_or_default().to_owned();
     let url = http::redact_path(&cfg.webhook);
     let state = cfg.state.display();
+    // Said with a failed POST too: mending the webhook alone would leave
+    // the repeat for the next night to find (rev-s53-diff L3).
+    let unwritable = match &staged {
+        Err(e) => format!("\nAlso, the state cannot be written: {e}\n{write_help}"),
+        Ok(_) => String::new(),
+    };
     let answer = http::post_json(&cfg.webhook, &[], &body.to_string(), &cfg.retry)
         .await
         .map_err(|f| {
@@ -414,7 +422,7 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
                     "alert: POST {url} with {n} new violation(s) may have been delivered ({why}): {f}\n\
                      The state file {state} is unchanged, so the next run sends these violations again, \
                      with the same dedup_key ({key}) while the same ones are new.\n\
-                     Help: {help}"
+                     Help: {help}{unwritable}"
                 )
             } else {
                 let help = if f.tls() {
@@ -441,7 +449,7 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
                 format!(
                     "alert: POST {url} with {n} new violation(s) was not delivered: {f}\n\
                      The state file {state} is unchanged, so the next run alerts on them again.\n\
-                     Help: {help}"
+                     Help: {help}{unwritable}"
                 )
             }
         })?;

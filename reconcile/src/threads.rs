@@ -1,0 +1,68 @@
+//! Threads the OS may refuse. A job's limit on threads or processes
+//! (`ulimit -u`, a cgroup's `pids.max`, systemd's `TasksMax`) can leave
+//! room for the runtime and not for a thread the proof starts later;
+//! `std::thread::scope`'s `spawn` panics then, and a scope whose other
+//! thread waits on the refused one never ends (rev-s53-diff M1: a run hung
+//! holding its checkpoint's lock). So the proof's threads are started with
+//! [`std::thread::Builder::spawn_scoped`]: a refused one is either work done
+//! here instead ([`both`]) or an error with [`THREADS_HELP`] ([`refused`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+/// The Help of a thread (or the runtime's) the OS refused.
+pub const THREADS_HELP: &str = "Help: the reconciler runs two worker threads and a few more \
+     of its own; the job's limit on threads or processes (ulimit -u, a cgroup's pids.max, systemd's \
+     TasksMax), on open files (ulimit -n) or on memory is too low for them: raise it";
+
+/// The run's error for a thread the OS refused to start: exit 2.
+pub fn refused(what: &str, e: &std::io::Error) -> crate::Error {
+    crate::Error::Lake(format!("cannot start {what}: {e}\n{THREADS_HELP}"))
+}
+
+/// `a` and `b` at once, `a` on a new thread and `b` on this one; when the
+/// OS refuses the thread, `b` then `a` on this one (slower, and said once a
+/// run on stderr). A panic in either is resumed here.
+pub fn both<RA: Send, RB>(a: impl FnOnce() -> RA + Send, b: impl FnOnce() -> RB) -> (RA, RB) {
+    // The thread takes `a` from here; a thread never started leaves it.
+    let slot = Mutex::new(Some(a));
+    let take = || slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+    std::thread::scope(|scope| {
+        let started = std::thread::Builder::new().spawn_scoped(scope, || take().map(|a| a()));
+        let rb = b();
+        let ra = match started {
+            Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            Err(e) => {
+                static SAID: AtomicBool = AtomicBool::new(false);
+                if !SAID.swap(true, Ordering::Relaxed) {
+                    crate::say!(
+                        "reconcile: warning: cannot start a thread ({e}): its work runs on this one, \
+                         slower\n{THREADS_HELP}"
+                    );
+                }
+                None
+            }
+        };
+        let ra = ra.unwrap_or_else(|| take().expect("a thread not started leaves its work")());
+        (ra, rb)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_halves_run_and_return_in_order() {
+        let v: Vec<u64> = (1..=1000).collect();
+        let (low, high) = v.split_at(500);
+        let (a, b) = both(|| low.iter().sum::<u64>(), || high.iter().sum::<u64>());
+        assert_eq!((a, b), (125_250, 375_250));
+    }
+
+    #[test]
+    #[should_panic(expected = "the thread's panic")]
+    fn a_panic_on_the_thread_is_resumed_here() {
+        both(|| panic!("the thread's panic"), || 1);
+    }
+}
