@@ -219,6 +219,9 @@ enum S3Failure {
     NoBucket,
     /// A session token (AWS_SESSION_TOKEN) expired or not valid.
     Token,
+    /// The region is not the bucket's (AWS S3 answers a redirect or a
+    /// malformed authorization; rev-s53-resources L2: named "Other").
+    Region,
     Credentials,
     Tls,
     Unreachable,
@@ -232,6 +235,13 @@ impl S3Failure {
             S3Failure::NoBucket
         } else if has(&["ExpiredToken", "InvalidToken", "TokenRefreshRequired"]) {
             S3Failure::Token
+        } else if has(&[
+            "incorrectly configured region",
+            "AuthorizationHeaderMalformed",
+            "PermanentRedirect",
+            "IllegalLocationConstraintException",
+        ]) {
+            S3Failure::Region
         } else if has(&[
             "InvalidAccessKeyId",
             "SignatureDoesNotMatch",
@@ -270,6 +280,12 @@ impl S3Failure {
                                  AWS_SESSION_TOKEN with its AWS_ACCESS_KEY_ID and \
                                  AWS_SECRET_ACCESS_KEY, and run again"
                 .into(),
+            S3Failure::Region => {
+                "Help: set AWS_REGION to the bucket's region (AWS S3: the bucket's \
+                                  properties name it); for R2, AWS_ENDPOINT_URL is the account's \
+                                  endpoint and AWS_REGION is `auto` or unset"
+                    .into()
+            }
             S3Failure::Credentials => {
                 "Help: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (R2: an API token \
                  with Object Read on the bucket; Object Read & Write for --publish-dangling)"
@@ -317,6 +333,9 @@ fn describe_s3_error_at(bucket: &str, e: &object_store::Error, endpoint: String)
         }
         S3Failure::Token => format!(
             "s3://{bucket}: {endpoint} refused the session token (expired, or not valid): {e}\n{help}"
+        ),
+        S3Failure::Region => format!(
+            "s3://{bucket}: {endpoint} says the region is not the bucket's: {said}\n{help}"
         ),
         S3Failure::Credentials => format!(
             "s3://{bucket}: the credentials were refused by {endpoint} (access key unknown, wrong secret, \

@@ -589,6 +589,47 @@ fn s3_failures_are_exit_2_saying_which() {
     assert!(r.stderr.contains("AWS_ALLOW_HTTP"), "{}", r.stderr);
 }
 
+/// rev-s53-resources L2: a region that is not the bucket's is named as
+/// such, at the connection check and after it, with a Help that names
+/// AWS_REGION; it was "Other" (the environment's Help). AWS S3's two
+/// answers to it come from a proxy (a mock: moto takes any region): a 301
+/// without a Location, and a 400 AuthorizationHeaderMalformed.
+#[test]
+fn a_region_that_is_not_the_buckets_is_named_as_such() {
+    let (server, store, tmp) = clean_lake_on_s3("lake");
+    upload(&store, &tmp.path().join("clean"), "lake");
+    for (fault, from) in [
+        (Fault::Status(301), 0),
+        (Fault::S3Error(400, "AuthorizationHeaderMalformed"), 0),
+        (Fault::S3Error(400, "AuthorizationHeaderMalformed"), 1),
+    ] {
+        let lists = std::sync::atomic::AtomicUsize::new(0);
+        let proxy = FaultyProxy::start(
+            server.port,
+            Box::new(move |method, path, _| {
+                let list = method == "GET" && path.contains("list-type=2");
+                (list && lists.fetch_add(1, SeqCst) >= from).then_some(fault)
+            }),
+        );
+        let r = reconcile(&format!("s3://{BUCKET}/lake"), &proxy.env(&server));
+        assert_eq!(r.code, 2, "{fault:?}: {}\n{}", r.stdout, r.stderr);
+        assert!(
+            r.stderr
+                .contains("Help: set AWS_REGION to the bucket's region"),
+            "{fault:?} from listing {from}: {}",
+            r.stderr
+        );
+        if from == 0 {
+            assert!(
+                r.stderr.contains("says the region is not the bucket's"),
+                "{fault:?}: {}",
+                r.stderr
+            );
+        }
+        assert!(r.stdout.is_empty(), "no verdict: {}", r.stdout);
+    }
+}
+
 /// rev-s53-resources L1: neither an endpoint nor a region makes the region
 /// R2's `auto`, which AWS S3 does not know (`s3.auto.amazonaws.com`): the
 /// error says so, before its Help, not only "check the network".
