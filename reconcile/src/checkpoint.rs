@@ -330,12 +330,16 @@ pub enum LockError {
     Held(CheckpointError),
     /// The lock file cannot be created, opened or locked.
     Failed(CheckpointError),
+    /// The volume cannot lock it (a network file system refusing a lock):
+    /// whether another run holds it cannot be told, so, as with `Held`,
+    /// the outputs are not this run's to write.
+    Unlockable(CheckpointError),
 }
 
 impl std::fmt::Display for LockError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            LockError::Held(e) | LockError::Failed(e) => e.fmt(f),
+            LockError::Held(e) | LockError::Failed(e) | LockError::Unlockable(e) => e.fmt(f),
         }
     }
 }
@@ -390,7 +394,7 @@ impl CheckpointLock {
             Err(std::fs::TryLockError::Error(e))
                 if matches!(e.raw_os_error(), Some(libc::EBADF | libc::ENOLCK)) =>
             {
-                Err(LockError::Failed(err(format!(
+                Err(LockError::Unlockable(err(format!(
                     "cannot lock {}: {e}\nHelp: the checkpoint's volume does not lock this file: a \
                      network file system (NFS, CIFS) locks only a file the job may write, and needs its \
                      lock service running; give the job's user write access to the lock file, or keep \

@@ -251,7 +251,12 @@ impl Candidate {
         let at_tail = links
             .last()
             .is_some_and(|l| l.0 == self.tail_seq && l.1 == tail_hash);
-        if linked && at_tail {
+        // A row at seq 0 is no proved row (a stream starts at 1): it
+        // reopens the stream, which re-proves it and reports it, instead of
+        // chaining to row 1 by the genesis hash and failing the proof's
+        // check of its own hash, a full proof (rev-s54-diff L3).
+        let from_1 = links.first().is_none_or(|l| l.0 > 0);
+        if linked && at_tail && from_1 {
             return Ok(());
         }
         Err(OldRows::new(links, (self.tail_seq, tail_hash)))
@@ -260,8 +265,9 @@ impl Candidate {
 
 impl ChainScan {
     /// A row of the account stream `key` at or before its checkpointed tail
-    /// (a seq 0 reopens it: [`OldRows::new`]); `tail` gives the tail and whether the stream had no
-    /// finding, asked once a stream.
+    /// (one at seq 0 reopens it: [`Candidate::chains_to_tail`],
+    /// [`OldRows::new`]); `tail` gives the tail and whether the stream had
+    /// no finding, asked once a stream.
     pub fn row(
         &mut self,
         key: &str,
@@ -346,7 +352,7 @@ mod tests {
                 last_seq: t.1,
                 last_hashes: LastHashes::of([h(t.1, 0).as_str()]),
             };
-            let prev = if seq == 1 {
+            let prev = if seq <= 1 {
                 "0".repeat(64)
             } else {
                 h(seq - 1, 0)
@@ -582,9 +588,12 @@ mod tests {
             ("b", 3, true),
             ("c", 3, true),
             ("d", 3, false),
+            ("e", 3, true),
         ];
         // a: 1..=3; b: stops short of its tail; c: a version of seq 3 that is
-        // not the tail's; d: had a finding.
+        // not the tail's; d: had a finding; e: 1..=3 after a row at seq 0
+        // whose hash is the genesis hash, which row 1 names (h(0, 0)).
+        assert_eq!(h(0, 0), "0".repeat(64));
         let rows = [
             ("a", 1, 0),
             ("a", 2, 0),
@@ -594,8 +603,12 @@ mod tests {
             ("c", 2, 0),
             ("c", 3, 1),
             ("d", 3, 0),
+            ("e", 0, 0),
+            ("e", 1, 0),
+            ("e", 2, 0),
+            ("e", 3, 0),
         ];
-        let reopened = ["b", "c", "d"].map(String::from).to_vec();
+        let reopened = ["b", "c", "d", "e"].map(String::from).to_vec();
         assert_eq!(scan(&rows, &tails), (vec!["a".to_owned()], reopened));
     }
 

@@ -831,13 +831,16 @@ const RUNTIME_HELP: &str = ledger_reconcile::threads::THREADS_HELP;
 /// `build()` panics when the OS refuses a worker thread, and unwinding out
 /// of it waits for ever on the worker that did start (rev-s53-resources
 /// M1: a run hung holding its checkpoint's lock, and every later night was
-/// refused). So a panic hook says why and ends the process there: any
-/// panic while it builds, and for the rest of the run a thread the OS
-/// refused wherever it was asked for (tokio's blocking pool, which the
-/// store's file reads use, panics then too: rev-s53-diff M1); the proof's
-/// own threads are errors or work done here instead
-/// ([`ledger_reconcile::threads`]). Any other panic goes to the hook that
-/// was there.
+/// refused). So a panic hook says why and ends the process there while it
+/// builds. Its blocking pool (the store's file reads) panics too when the
+/// OS refuses it a thread and it has none (rev-s53-diff M1), so one is
+/// started here and kept for the run: a thread refused later queues the
+/// work for it. The proof's own threads are errors or work done here
+/// instead ([`ledger_reconcile::threads`]). Any other refusal's panic (a
+/// table thread's own runtime's blocking pool, which has no thread kept)
+/// is said with the Help and unwinds as any panic does: the run's error
+/// follows (exit 2), and a verdict already reached keeps its outputs
+/// (rev-s54-diff L1).
 fn runtime(outputs: &Outputs, lake: &str) -> Result<tokio::runtime::Runtime, ExitCode> {
     use std::sync::atomic::{AtomicBool, Ordering};
     static BUILDING: AtomicBool = AtomicBool::new(true);
@@ -845,21 +848,29 @@ fn runtime(outputs: &Outputs, lake: &str) -> Result<tokio::runtime::Runtime, Exi
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let why = info.payload_as_str().unwrap_or("a panic");
-        let what = if BUILDING.load(Ordering::Relaxed) {
-            "the runtime"
-        } else if thread_refused(why) {
-            "a thread"
+        if BUILDING.load(Ordering::Relaxed) {
+            ledger_reconcile::say!("error: cannot start the runtime: {why}\n{RUNTIME_HELP}");
+            failed(&o, &l);
+            std::process::exit(EXIT_ERROR);
+        }
+        if thread_refused(why) {
+            // Said once, without the panic's location and backtrace note:
+            // the run's own error follows.
+            ledger_reconcile::say!("error: cannot start a thread: {why}\n{RUNTIME_HELP}");
         } else {
-            return previous(info);
-        };
-        ledger_reconcile::say!("error: cannot start {what}: {why}\n{RUNTIME_HELP}");
-        failed(&o, &l);
-        std::process::exit(EXIT_ERROR);
+            previous(info);
+        }
     }));
     let built = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .build();
+        // Idle blocking threads stay for the run (the one started below).
+        .thread_keep_alive(std::time::Duration::from_secs(u64::from(u32::MAX)))
+        .build()
+        .inspect(|rt| {
+            rt.block_on(rt.spawn_blocking(|| {}))
+                .expect("an empty task")
+        });
     BUILDING.store(false, Ordering::Relaxed);
     built.map_err(|e| {
         ledger_reconcile::say!("error: cannot start the runtime: {e}\n{RUNTIME_HELP}");
@@ -943,9 +954,10 @@ fn run() -> ExitCode {
         .transpose()
     {
         Ok(lock) => lock,
-        Err(e @ LockError::Held(_)) => {
-            // Another run holds the checkpoint: its metrics are its own to
-            // write (rev-s52-diff M1: this run's failure replaced them).
+        Err(e @ (LockError::Held(_) | LockError::Unlockable(_))) => {
+            // Another run holds the checkpoint (or may: a volume that
+            // cannot lock): its metrics are its own to write (rev-s52-diff
+            // M1: this run's failure replaced them; rev-s54-diff L4).
             ledger_reconcile::say!("error: {e}");
             return ExitCode::from(EXIT_ERROR as u8);
         }
