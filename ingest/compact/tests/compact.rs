@@ -5,6 +5,8 @@
 //! second run converges to the same files as a clean run.
 
 mod common;
+#[path = "../../../tests/support/layout.rs"]
+mod layout;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -894,8 +896,6 @@ fn a_lake_without_partitions_is_an_error_and_an_empty_selection_is_not() {
 /// damaged file elsewhere still makes it 1.
 #[test]
 fn a_newer_writers_file_is_an_upgrade_exit_2_not_a_damaged_file() {
-    use parquet::file::metadata::KeyValue;
-    use parquet::file::properties::WriterProperties;
     let dir = small_file_lake("newer-writer");
     let all = files(&dir);
     let newer = all
@@ -903,23 +903,7 @@ fn a_newer_writers_file_is_an_upgrade_exit_2_not_a_damaged_file() {
         .find(|f| f.starts_with("events/transfer/"))
         .unwrap()
         .clone();
-    let key = newer.clone();
-    let bytes = std::fs::read(dir.join(&key)).unwrap();
-    let rows = ledger_ingest::read_file(&key, bytes::Bytes::from(bytes)).unwrap();
-    let batch = ledger_ingest::rows_to_batch(&rows).unwrap();
-    let props = WriterProperties::builder()
-        .set_key_value_metadata(Some(vec![KeyValue::new(
-            "ledger.lake.layout".to_owned(),
-            "lake-v9".to_owned(),
-        )]))
-        .build();
-    let mut out = Vec::new();
-    let mut w =
-        parquet::arrow::ArrowWriter::try_new(&mut out, ledger_ingest::arrow_schema(), Some(props))
-            .unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
-    std::fs::write(dir.join(&key), &out).unwrap();
+    layout::rewrite_in_layout(&dir, &newer, "lake-v9");
     let lake = dir.to_str().unwrap();
     let run = cli(&["--lake", lake], &[]);
     let err = String::from_utf8_lossy(&run.stderr);
