@@ -92,16 +92,16 @@ pub fn proved_copies(
     found: Option<&Found>,
     hashes: &mut HashCheck,
 ) -> OldRowsAre {
-    if !matches!(tail.last_hashes, LastHashes::One(_)) {
+    let LastHashes::One(tail_hash) = &tail.last_hashes else {
         return OldRowsAre::Reopened;
-    }
+    };
     let views = Views::new(std::slice::from_ref(s), hashes);
     let Some(v) = views.get(0) else {
         return OldRowsAre::Reopened;
     };
     let n = v.rows.iter().take_while(|r| r.seq <= tail.last_seq).count();
     let (rows, ok) = (&v.rows[..n], &v.hash_ok[..n]);
-    let (Some(last), LastHashes::One(tail_hash)) = (rows.last(), &tail.last_hashes) else {
+    let Some(last) = rows.last() else {
         return OldRowsAre::Reopened;
     };
     // A row with the recorded hash of a proved row is that row but for what

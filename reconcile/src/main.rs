@@ -10,6 +10,7 @@ use ledger_reconcile::output::{
     Outputs,
 };
 use ledger_reconcile::store::Location;
+use ledger_reconcile::threads::THREADS_HELP;
 use ledger_reconcile::{
     reconcile_from, CheckpointLock, Error, Lake, LockError, Options, ProofState, EXIT_ERROR,
     EXIT_HELD, EXIT_VIOLATED,
@@ -824,9 +825,6 @@ fn failed(outputs: &Outputs, lake: &str) -> ExitCode {
     ExitCode::from(EXIT_ERROR as u8)
 }
 
-/// The Help of a runtime that cannot start.
-const RUNTIME_HELP: &str = ledger_reconcile::threads::THREADS_HELP;
-
 /// The runtime, or the run's exit (2, its failure in the metrics). Tokio's
 /// `build()` panics when the OS refuses a worker thread, and unwinding out
 /// of it waits for ever on the worker that did start (rev-s53-resources
@@ -849,14 +847,14 @@ fn runtime(outputs: &Outputs, lake: &str) -> Result<tokio::runtime::Runtime, Exi
     std::panic::set_hook(Box::new(move |info| {
         let why = info.payload_as_str().unwrap_or("a panic");
         if BUILDING.load(Ordering::Relaxed) {
-            ledger_reconcile::say!("error: cannot start the runtime: {why}\n{RUNTIME_HELP}");
+            ledger_reconcile::say!("error: cannot start the runtime: {why}\n{THREADS_HELP}");
             failed(&o, &l);
             std::process::exit(EXIT_ERROR);
         }
         if thread_refused(why) {
-            // Said once, without the panic's location and backtrace note:
+            // Said instead of the panic's location and backtrace note:
             // the run's own error follows.
-            ledger_reconcile::say!("error: cannot start a thread: {why}\n{RUNTIME_HELP}");
+            ledger_reconcile::say!("error: cannot start a thread: {why}\n{THREADS_HELP}");
         } else {
             previous(info);
         }
@@ -873,7 +871,7 @@ fn runtime(outputs: &Outputs, lake: &str) -> Result<tokio::runtime::Runtime, Exi
         });
     BUILDING.store(false, Ordering::Relaxed);
     built.map_err(|e| {
-        ledger_reconcile::say!("error: cannot start the runtime: {e}\n{RUNTIME_HELP}");
+        ledger_reconcile::say!("error: cannot start the runtime: {e}\n{THREADS_HELP}");
         failed(outputs, lake)
     })
 }
