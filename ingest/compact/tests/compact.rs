@@ -928,3 +928,38 @@ fn a_newer_writers_file_is_an_upgrade_exit_2_not_a_damaged_file() {
     assert_eq!(run.status.code(), Some(1), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// rev-s54-diff L6: a newer writer's file does not hide a damaged file of
+/// the same partition read after it: the partition is damaged (exit 1),
+/// whichever of the two comes first.
+#[test]
+fn a_damaged_file_after_a_newer_writers_one_in_its_partition_is_still_exit_1() {
+    let dir = small_file_lake("newer-then-damaged");
+    let mut in_partition: Vec<String> = files(&dir)
+        .into_iter()
+        .filter(|f| f.starts_with("events/transfer/"))
+        .collect();
+    in_partition.sort();
+    let dir_of = |f: &str| f.rsplit_once('/').unwrap().0.to_owned();
+    let partition = dir_of(&in_partition[0]);
+    in_partition.retain(|f| dir_of(f) == partition);
+    assert!(in_partition.len() >= 2, "{in_partition:?}");
+    let (first, last) = (&in_partition[0], in_partition.last().unwrap());
+    layout::rewrite_in_layout(&dir, first, "lake-v9");
+    let path = dir.join(last);
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    let run = cli(&["--lake", dir.to_str().unwrap()], &[]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("because of a damaged file") && err.contains(last.as_str()),
+        "{err}"
+    );
+    let after = files(&dir);
+    assert!(
+        in_partition.iter().all(|f| after.contains(f)),
+        "the partition is left as it was: {after:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
