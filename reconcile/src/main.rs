@@ -851,7 +851,7 @@ fn runtime(outputs: &Outputs, lake: &str) -> Result<tokio::runtime::Runtime, Exi
             failed(&o, &l);
             std::process::exit(EXIT_ERROR);
         }
-        if thread_refused(why) {
+        if ledger_reconcile::threads::refusal(why) {
             // Said instead of the panic's location and backtrace note:
             // the run's own error follows.
             ledger_reconcile::say!("error: cannot start a thread: {why}\n{THREADS_HELP}");
@@ -874,12 +874,6 @@ fn runtime(outputs: &Outputs, lake: &str) -> Result<tokio::runtime::Runtime, Exi
         ledger_reconcile::say!("error: cannot start the runtime: {e}\n{THREADS_HELP}");
         failed(outputs, lake)
     })
-}
-
-/// Whether a panic's message is that of a thread the OS refused: tokio's
-/// (its workers, its blocking pool) or the standard library's.
-fn thread_refused(why: &str) -> bool {
-    why.starts_with("OS can't spawn worker thread") || why.starts_with("failed to spawn thread")
 }
 
 fn run() -> ExitCode {

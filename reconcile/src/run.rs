@@ -2116,7 +2116,7 @@ async fn prove_resumed(
             }
         }
     })?;
-    let panicked = |_| Error::Scan("a table's proof panicked".into());
+    let panicked = crate::threads::table_panicked;
     let (ra, helped, upper) = ra.map_err(panicked)??;
     let (xstats, xinc, xfiles, xignored, xreopened, mut rs) = rx.map_err(panicked)??;
     split.check_rows()?;

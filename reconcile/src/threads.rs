@@ -20,6 +20,28 @@ pub fn refused(what: &str, e: &std::io::Error) -> crate::Error {
     crate::Error::Lake(format!("cannot start {what}: {e}\n{THREADS_HELP}"))
 }
 
+/// Whether a panic's message is that of a thread the OS refused: tokio's
+/// (its workers, its blocking pool) or the standard library's.
+pub fn refusal(why: &str) -> bool {
+    why.starts_with("OS can't spawn worker thread") || why.starts_with("failed to spawn thread")
+}
+
+/// The run's error for a panic that ended a table's proof: a thread the OS
+/// refused inside it (its own runtime's blocking pool) is named as such,
+/// with the Help; anything else is a panic.
+pub fn table_panicked(payload: Box<dyn std::any::Any + Send>) -> crate::Error {
+    let why = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+    match why {
+        Some(why) if refusal(why) => crate::Error::Lake(format!(
+            "cannot start a thread for a table's proof: {why}\n{THREADS_HELP}"
+        )),
+        _ => crate::Error::Scan("a table's proof panicked".into()),
+    }
+}
+
 /// `a` and `b` at once, `a` on a new thread and `b` on this one; when the
 /// OS refuses the thread, `b` then `a` on this one (slower, and said once a
 /// run on stderr). A panic in either is resumed here.
@@ -58,6 +80,29 @@ mod tests {
         let (low, high) = v.split_at(500);
         let (a, b) = both(|| low.iter().sum::<u64>(), || high.iter().sum::<u64>());
         assert_eq!((a, b), (125_250, 375_250));
+    }
+
+    /// A thread the OS refused inside a table's proof is named, with the
+    /// Help; any other panic is only a panic.
+    #[test]
+    fn a_tables_refused_thread_is_named_with_the_help() {
+        let refused = std::panic::catch_unwind(|| {
+            panic!("failed to spawn thread: Resource temporarily unavailable (os error 11)")
+        })
+        .unwrap_err();
+        let e = table_panicked(refused).to_string();
+        assert!(
+            e.contains("cannot start a thread for a table's proof: failed to spawn thread")
+                && e.contains(THREADS_HELP),
+            "{e}"
+        );
+        let tokio = Box::new("OS can't spawn worker thread: Resource temporarily unavailable");
+        assert!(table_panicked(tokio).to_string().contains(THREADS_HELP));
+        let other = std::panic::catch_unwind(|| panic!("index out of bounds")).unwrap_err();
+        assert_eq!(
+            table_panicked(other).to_string(),
+            "scan failed: a table's proof panicked"
+        );
     }
 
     #[test]
