@@ -111,13 +111,25 @@ impl std::fmt::Display for Error {
                  the run access (an unmounted share, file permissions for the user the job runs as). \
                  Fix that and run reconcile again"
             ),
-            Error::File { key, why } if why.ends_with(STORE_FAILED) => write!(
-                f,
-                "lake file {key}: {why}\nHelp: do not move the file: the store or the file system \
-                 failed, or refused the run access (file permissions for the user the job runs as; \
-                 the S3 credentials, endpoint and the store's health). Fix that and run reconcile \
-                 again; a file that is damaged is named as damaged then"
-            ),
+            // An S3 refusal that names its cause (a session token expired
+            // mid-run, credentials revoked) gets the connection check's
+            // Help for it (rev-s53-resources L3).
+            Error::File { key, why } if why.ends_with(STORE_FAILED) => {
+                match crate::store::access_help_in(why) {
+                    Some(help) => write!(
+                        f,
+                        "lake file {key}: {why}\nHelp: do not move the file (it may be whole): {}",
+                        help.trim_start_matches("Help: ")
+                    ),
+                    None => write!(
+                        f,
+                        "lake file {key}: {why}\nHelp: do not move the file: the store or the file \
+                         system failed, or refused the run access (file permissions for the user the \
+                         job runs as; the S3 credentials, endpoint and the store's health). Fix that \
+                         and run reconcile again; a file that is damaged is named as damaged then"
+                    ),
+                }
+            }
             Error::File { key, why } => write!(
                 f,
                 "lake file {key}: {why}\nHelp: move the file out of events/ (for example to quarantine/) \
@@ -661,7 +673,7 @@ impl Lake {
                 object_store::Error::NotFound { .. } => FILE_GONE,
                 _ => STORE_FAILED,
             };
-            file_err(format!("cannot read: {e} {tail}"))
+            file_err(format!("cannot read: {} {tail}", ledger_s3::with_cause(&e)))
         };
         let tail = self
             .store
@@ -1112,7 +1124,9 @@ pub(crate) fn unreadable(
         Error::File {
             key: key.to_owned(),
             why: if store_failed {
-                format!("not readable: {e} {STORE_FAILED}")
+                // With the innermost cause: the store's own words (an S3
+                // error code) name what to fix.
+                format!("not readable: {} {STORE_FAILED}", ledger_s3::with_cause(&e))
             } else {
                 format!("not readable as Parquet: {e}")
             },
@@ -1179,6 +1193,43 @@ mod tests {
             "{err}"
         );
         assert!(!err.contains(STORE_FAILED), "{err}");
+    }
+
+    /// rev-s53-resources L3: a file's read refused for a reason the store
+    /// names (a session token that expired mid-run, credentials revoked)
+    /// gets the Help for that reason, still not to move the file; a 5xx
+    /// keeps the store's-health Help.
+    #[test]
+    fn a_read_refused_for_a_named_reason_gets_that_reasons_help() {
+        use datafusion::error::DataFusionError;
+        let refused = |body: &str| {
+            DataFusionError::ObjectStore(Box::new(object_store::Error::Generic {
+                store: "S3",
+                source: Box::new(std::io::Error::other(body.to_owned())),
+            }))
+        };
+        let key = "events/account/date=2026-01-01/a.parquet";
+        let expired = unreadable(key)(refused(
+            "GET 400 Bad Request: <Error><Code>ExpiredToken</Code></Error>",
+        ))
+        .to_string();
+        assert!(
+            expired.contains("ExpiredToken")
+                && expired.contains("do not move the file")
+                && expired.contains("refresh AWS_SESSION_TOKEN"),
+            "{expired}"
+        );
+        let revoked =
+            unreadable(key)(refused("GET 403 Forbidden: <Code>AccessDenied</Code>")).to_string();
+        assert!(
+            revoked.contains("do not move the file") && revoked.contains("check AWS_ACCESS_KEY_ID"),
+            "{revoked}"
+        );
+        let failed = unreadable(key)(refused("GET 503 Service Unavailable")).to_string();
+        assert!(
+            failed.contains("the store's health") && !failed.contains("AWS_SESSION_TOKEN"),
+            "{failed}"
+        );
     }
 
     fn metadata_of(bytes: Vec<u8>) -> parquet::file::metadata::ParquetMetaData {

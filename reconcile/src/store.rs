@@ -310,15 +310,24 @@ impl S3Failure {
 /// For an S3 lake's errors only.
 pub fn help_line(e: &object_store::Error) -> String {
     let (text, _) = ledger_s3::causes(e);
-    match S3Failure::of(&text) {
+    match access_help_in(&text) {
+        Some(help) => format!("\n{help}"),
         // The connection check reached the endpoint: what failed since is
         // the store or the network, not its address (rev-s51-diff L1).
-        S3Failure::Other | S3Failure::Unreachable => "\nHelp: the store failed, refused the \
-                                                      request or stopped answering: check its \
-                                                      health, the network and the run's access, \
-                                                      and run again"
+        None => "\nHelp: the store failed, refused the request or stopped answering: check its \
+                 health, the network and the run's access, and run again"
             .to_owned(),
-        failure => format!("\n{}", failure.help()),
+    }
+}
+
+/// The connection check's `Help:` line (without its newline) for an S3
+/// error whose words name what to fix: an expired session token, refused
+/// credentials, the bucket's region, no such bucket, TLS. None when they
+/// do not (a 5xx, a timeout): the store's health is then the Help.
+pub fn access_help_in(text: &str) -> Option<String> {
+    match S3Failure::of(text) {
+        S3Failure::Other | S3Failure::Unreachable => None,
+        failure => Some(failure.help()),
     }
 }
 
