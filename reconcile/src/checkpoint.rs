@@ -359,7 +359,8 @@ impl CheckpointLock {
         use std::io::ErrorKind;
         let (dir, stem) = archive::place(path);
         let lock = dir.join(format!("{stem}.lock"));
-        let err = |why: String| CheckpointError(format!("checkpoint {}: {why}", path.display()));
+        let err =
+            |why: String| CheckpointError::new(format!("checkpoint {}: {why}", path.display()));
         let failed = |e: std::io::Error, what: &str| {
             LockError::Failed(err(format!("{what} {}: {e}\n{LOCK_HELP}", lock.display())))
         };
@@ -444,7 +445,11 @@ pub(crate) fn warn_archive_left_out(why: &str) {
 /// Why a checkpoint cannot be used. Exit code 2: a run must not silently
 /// fall back to a full proof (or worse, resume from the wrong state).
 #[derive(Debug)]
-pub struct CheckpointError(pub String);
+pub struct CheckpointError {
+    said: String,
+    /// Another lake's or a newer reconciler's: `--full` refuses it too.
+    not_ours: bool,
+}
 
 /// How the refusal of a checkpoint written for another lake begins
 /// ([`CheckpointError::other_lake`]).
@@ -473,28 +478,38 @@ const NEWER_HELP: &str = "Help: run the reconciler that wrote it, or a newer one
      what they proved and are owed is then not judged";
 
 impl CheckpointError {
+    fn new(said: String) -> CheckpointError {
+        CheckpointError {
+            said,
+            not_ours: false,
+        }
+    }
+
     /// Whether the checkpoint is another lake's or a newer reconciler's:
     /// `--full` refuses it too, where it replaces an unreadable one.
     pub fn other_lake(&self) -> bool {
-        self.0.contains(&format!(": {OTHER_LAKE}\"")) || self.0.contains(&format!(": {NEWER}"))
+        self.not_ours
     }
 }
 
 /// The refusal of the checkpoint at `path` for `why`, with its Help.
 fn refusal(path: &Path, why: String) -> CheckpointError {
-    let help = if why.starts_with(OTHER_LAKE) {
-        OTHER_LAKE_HELP
+    let (help, not_ours) = if why.starts_with(OTHER_LAKE) {
+        (OTHER_LAKE_HELP, true)
     } else if why.starts_with(NEWER) {
-        NEWER_HELP
+        (NEWER_HELP, true)
     } else {
-        FULL_HELP
+        (FULL_HELP, false)
     };
-    CheckpointError(format!("checkpoint {}: {why}\n{help}", path.display()))
+    CheckpointError {
+        said: format!("checkpoint {}: {why}\n{help}", path.display()),
+        not_ours,
+    }
 }
 
 impl std::fmt::Display for CheckpointError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.said)
     }
 }
 
@@ -563,12 +578,12 @@ impl ProofState {
         full: bool,
     ) -> Result<(ProofState, Vec<String>), CheckpointError> {
         let err = |why: String| {
-            CheckpointError(format!("checkpoint {}: {why}\n{FULL_HELP}", path.display()))
+            CheckpointError::new(format!("checkpoint {}: {why}\n{FULL_HELP}", path.display()))
         };
         let bytes = std::fs::read(path).map_err(|e| match e.kind() {
             // The file may be whole: `--full` would replace it and forget
             // what it proved and was owed.
-            std::io::ErrorKind::PermissionDenied => CheckpointError(format!(
+            std::io::ErrorKind::PermissionDenied => CheckpointError::new(format!(
                 "checkpoint {}: cannot read: {e}\n{ACCESS_HELP}",
                 path.display()
             )),
@@ -584,7 +599,7 @@ impl ProofState {
             denied_beside(path)
         };
         if !denied.is_empty() {
-            return Err(CheckpointError(format!(
+            return Err(CheckpointError::new(format!(
                 "checkpoint {}: {} file(s) of its state cannot be read by this user: {}\n{ACCESS_HELP}",
                 path.display(),
                 denied.len(),
@@ -761,7 +776,7 @@ impl ProofState {
         let marker = first_save_marker(path);
         if first {
             mark(&marker).map_err(|e| {
-                CheckpointError(format!(
+                CheckpointError::new(format!(
                     "cannot write checkpoint {}: its first save's marker {}: {e}\nHelp: check that the \
                      directory exists, is writable and has room (a free inode too: `df -i`)",
                     path.display(),
@@ -803,7 +818,7 @@ impl ProofState {
 
     fn save_files(&self, path: &Path, lake: &str, now_ms: i64) -> Result<(), CheckpointError> {
         let err = |why: String| {
-            CheckpointError(format!(
+            CheckpointError::new(format!(
                 "cannot write checkpoint {}: {why}\nHelp: check that the directory exists, is writable \
                  and has room, and the job's file-size limit (ulimit -f) if the error is \"File too \
                  large\": a save writes the night's new files of state (and its temporary files) \
@@ -817,7 +832,7 @@ impl ProofState {
         remove_orphans(path);
         let beside = |e: Beside| match e {
             Beside::Unwritable(why) => err(why),
-            Beside::Unreadable(why) => CheckpointError(format!(
+            Beside::Unreadable(why) => CheckpointError::new(format!(
                 "cannot write checkpoint {}: {why}\n{FULL_HELP}",
                 path.display()
             )),
@@ -1387,7 +1402,7 @@ mod tests {
             sealed.extend(digest);
             std::fs::write(&path, &sealed).unwrap();
             let e = ProofState::load(&path, "/lake").unwrap_err();
-            assert!(e.0.contains("entries_since"), "{bad:?}: {}", e.0);
+            assert!(e.to_string().contains("entries_since"), "{bad:?}: {e}");
         }
     }
 }
