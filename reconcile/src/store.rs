@@ -331,6 +331,26 @@ pub fn access_help_in(text: &str) -> Option<String> {
     }
 }
 
+/// The `Help:` line (without its newline) for a lake file's read the store
+/// refused with an S3 error code that says the run's identity changed
+/// since the listing worked: a session token that expired mid-run, an
+/// access key revoked or rotated. None for anything else, a 403 included:
+/// one object refused while the rest read is that object's (archived to
+/// Glacier, `InvalidObjectState`; its KMS key; a bucket policy), or the
+/// clock's (`RequestTimeTooSkewed`), and the store's-access Help names
+/// those better than "check the keys" would (rev-s55-diff M1). The codes
+/// are S3's, so a local lake's error never has one.
+pub fn read_refused_help_in(text: &str) -> Option<String> {
+    let has = |codes: &[&str]| codes.iter().any(|c| text.contains(c));
+    if has(&["ExpiredToken", "InvalidToken", "TokenRefreshRequired"]) {
+        Some(S3Failure::Token.help())
+    } else if has(&["InvalidAccessKeyId", "SignatureDoesNotMatch"]) {
+        Some(S3Failure::Credentials.help())
+    } else {
+        None
+    }
+}
+
 fn describe_s3_error_at(bucket: &str, e: &object_store::Error, endpoint: String) -> String {
     let (text, cause) = ledger_s3::causes(e);
     let said = ledger_s3::with_cause(e);

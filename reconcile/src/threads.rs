@@ -96,7 +96,11 @@ mod tests {
                 && e.contains(THREADS_HELP),
             "{e}"
         );
-        let tokio = Box::new("OS can't spawn worker thread: Resource temporarily unavailable");
+        // The standard library's and tokio's carry a `String` (formatted).
+        let e = "Resource temporarily unavailable (os error 11)";
+        let tokio =
+            std::panic::catch_unwind(|| panic!("OS can't spawn worker thread: {e}")).unwrap_err();
+        assert!(tokio.is::<String>());
         assert!(table_panicked(tokio).to_string().contains(THREADS_HELP));
         let other = std::panic::catch_unwind(|| panic!("index out of bounds")).unwrap_err();
         assert_eq!(

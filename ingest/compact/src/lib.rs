@@ -621,7 +621,7 @@ pub enum Progress {
 /// run's exit code tells the two apart (1 damaged, what the nightly job
 /// pages on as tampering; 2 upgrade ledger-compact), so a partition with
 /// both is damaged whichever file comes first. The rest are only read and
-/// checked, in this rare case; nothing more is merged.
+/// checked, in this rare case (one at a time); nothing more is merged.
 async fn damage_over_newer(lake: &Lake, rest: &[FileVersion], first: CompactError) -> CompactError {
     fn newer(e: &CompactError) -> bool {
         matches!(e, CompactError::Damaged(e) if e.kind.is_newer())
@@ -634,8 +634,11 @@ async fn damage_over_newer(lake: &Lake, rest: &[FileVersion], first: CompactErro
             Ok(bytes) => read_lake_file_each(&file.key, bytes, |_, _| Ok::<(), CompactError>(())),
             Err(e) => Err(e),
         };
+        // Damage replaces it; a store's failure to read one of the rest
+        // does not (it says nothing of the file, and as this partition's
+        // error it would end the run before the other partitions).
         match checked {
-            Err(e) if !newer(&e) => return e,
+            Err(e @ CompactError::Damaged(_)) if !newer(&e) => return e,
             _ => {}
         }
     }
