@@ -111,11 +111,11 @@ impl std::fmt::Display for Error {
                  the run access (an unmounted share, file permissions for the user the job runs as). \
                  Fix that and run reconcile again"
             ),
-            // An S3 refusal that names its cause (a session token expired
-            // mid-run, credentials revoked) gets the connection check's
-            // Help for it (rev-s53-resources L3).
+            // An S3 refusal whose code says the run's identity changed (a
+            // session token expired mid-run, a key revoked) gets the
+            // connection check's Help for it (rev-s53-resources L3).
             Error::File { key, why } if why.ends_with(STORE_FAILED) => {
-                match crate::store::access_help_in(why) {
+                match crate::store::read_refused_help_in(why) {
                     Some(help) => write!(
                         f,
                         "lake file {key}: {why}\nHelp: do not move the file (it may be whole): {}",
@@ -1195,10 +1195,10 @@ mod tests {
         assert!(!err.contains(STORE_FAILED), "{err}");
     }
 
-    /// rev-s53-resources L3: a file's read refused for a reason the store
-    /// names (a session token that expired mid-run, credentials revoked)
-    /// gets the Help for that reason, still not to move the file; a 5xx
-    /// keeps the store's-health Help.
+    /// rev-s53-resources L3: a file's read refused with an S3 code that
+    /// says the run's identity changed (a session token that expired
+    /// mid-run, a key revoked) gets the Help for that, still not to move
+    /// the file; anything else keeps the store's-access Help.
     #[test]
     fn a_read_refused_for_a_named_reason_gets_that_reasons_help() {
         use datafusion::error::DataFusionError;
@@ -1219,17 +1219,31 @@ mod tests {
                 && expired.contains("refresh AWS_SESSION_TOKEN"),
             "{expired}"
         );
-        let revoked =
-            unreadable(key)(refused("GET 403 Forbidden: <Code>AccessDenied</Code>")).to_string();
+        let revoked = unreadable(key)(refused(
+            "GET 403 Forbidden: <Code>InvalidAccessKeyId</Code>",
+        ))
+        .to_string();
         assert!(
             revoked.contains("do not move the file") && revoked.contains("check AWS_ACCESS_KEY_ID"),
             "{revoked}"
         );
-        let failed = unreadable(key)(refused("GET 503 Service Unavailable")).to_string();
-        assert!(
-            failed.contains("the store's health") && !failed.contains("AWS_SESSION_TOKEN"),
-            "{failed}"
-        );
+        // One object refused while the rest read (archived, its KMS key, a
+        // policy; rev-s55-diff M1), a 5xx: the store's-access Help, not
+        // "check the keys".
+        for said in [
+            "GET 403 Forbidden: <Code>InvalidObjectState</Code>",
+            "GET 403 Forbidden: <Code>AccessDenied</Code><Message>KMS</Message>",
+            "GET 403 Forbidden: <Code>RequestTimeTooSkewed</Code>",
+            "GET 503 Service Unavailable",
+        ] {
+            let failed = unreadable(key)(refused(said)).to_string();
+            assert!(
+                failed.contains("the store's health")
+                    && !failed.contains("AWS_SESSION_TOKEN")
+                    && !failed.contains("check AWS_ACCESS_KEY_ID"),
+                "{failed}"
+            );
+        }
     }
 
     fn metadata_of(bytes: Vec<u8>) -> parquet::file::metadata::ParquetMetaData {
