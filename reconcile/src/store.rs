@@ -324,7 +324,7 @@ pub fn help_line(e: &object_store::Error) -> String {
 /// error whose words name what to fix: an expired session token, refused
 /// credentials, the bucket's region, no such bucket, TLS. None when they
 /// do not (a 5xx, a timeout): the store's health is then the Help.
-pub fn access_help_in(text: &str) -> Option<String> {
+fn access_help_in(text: &str) -> Option<String> {
     match S3Failure::of(text) {
         S3Failure::Other | S3Failure::Unreachable => None,
         failure => Some(failure.help()),
