@@ -97,6 +97,15 @@ impl std::fmt::Display for Error {
                  out of events/ (for example to quarantine/) and re-deliver or re-compact its events \
                  (docs/LAKE.md)"
             ),
+            Error::File { key, why } if why.ends_with(MISFILED) => write!(
+                f,
+                "lake file {key}: {why}\nHelp: if every row of the file is of that other date, \
+                 move the file to that date's directory (where ledger-ingest writes it: a file \
+                 moved out of it, most likely) and run reconcile again; if its rows are of \
+                 several dates, move it out of events/ (for example to quarantine/) and re-deliver \
+                 its events (docs/LAKE.md). Left where it is, SQL that selects by date misses its \
+                 rows"
+            ),
             Error::File { key, why } if why.ends_with(LAYOUT_UNKNOWN) => write!(
                 f,
                 "lake file {key}: {why}\nHelp: upgrade reconcile (and ledger-compact) to a version that \
@@ -1093,6 +1102,11 @@ pub const LAYOUT_UNKNOWN: &str = "a newer writer's layout, or not a ledger lake 
 pub const STORE_FAILED: &str =
     "(the store failed or refused the read: the file itself may be whole)";
 
+/// What an error on a lake file ends with when one of its rows is of
+/// another date than the `date=` it is filed under. [`Error::File`]'s Help
+/// says to move it where its rows belong.
+pub const MISFILED: &str = "(the file is filed under another date than its rows')";
+
 /// What an error on a lake file ends with when the file is not in the store
 /// once the read failed: a compaction deleted it (after putting the files
 /// that hold its rows) while the run read it. [`Error::File`]'s Help says to
@@ -1258,7 +1272,9 @@ mod tests {
         let mut prev = ledger_events::GENESIS_HASH.to_owned();
         let rows: Vec<ledger_ingest::Row> = (1..=n)
             .map(|seq| {
-                let mut e = Event::new(Stream::Account, "acme.a-1", seq, "deposited", 1_000, &prev);
+                // On 2026-01-01, the date of the tests' keys.
+                let at = 1_767_225_600_000 + seq as i64;
+                let mut e = Event::new(Stream::Account, "acme.a-1", seq, "deposited", at, &prev);
                 e.currency = Some("USD".into());
                 e.amount = Some(5);
                 e.balance_after = Some(5 * seq as i64);

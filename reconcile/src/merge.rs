@@ -28,6 +28,8 @@ use crate::rows::{BatchError, Cols, Row};
 /// One file's rows, one record batch at a time, with the next row at `pos`.
 pub struct Cursor {
     key: String,
+    /// The date of the file's partition (`date=` in its key).
+    date: Option<String>,
     /// The file's index among the scan's files ([`Cols::file`]).
     file: u32,
     stream: SendableRecordBatchStream,
@@ -46,8 +48,13 @@ impl Cursor {
         file: u32,
         stream: SendableRecordBatchStream,
     ) -> Result<Cursor, Error> {
+        let date = key
+            .split('/')
+            .find_map(|part| part.strip_prefix("date="))
+            .map(str::to_owned);
         let mut c = Cursor {
             key,
+            date,
             file,
             stream,
             cols: None,
@@ -97,6 +104,7 @@ impl Cursor {
                 // Keep the last rows read: the next batch is checked against them.
                 continue;
             }
+            self.check_dates(&cols)?;
             let mut prev = self.cols.as_deref().map(|c| (c, c.len() - 1));
             for j in 0..cols.len() {
                 if let Some((a, i)) = prev {
@@ -120,6 +128,43 @@ impl Cursor {
             self.pos = 0;
         }
         Ok(())
+    }
+
+    /// Whether every row of `cols` (the next batch) is of the file's date:
+    /// the lake files each row under the UTC date of its `occurred_at_ms`
+    /// (docs/LAKE.md), which SQL that selects by `date=` relies on, and
+    /// ledger-compact refuses a file that breaks it. A file moved to
+    /// another date's directory stops the run naming it, as a file whose
+    /// rows are out of order does, not a verdict that says nothing of it
+    /// (rev-s55-blackbox F3). The batch's least and greatest instants
+    /// decide; a row is named only when one is outside.
+    fn check_dates(&self, cols: &Cols) -> Result<(), Error> {
+        let Some(date) = &self.date else {
+            return Ok(());
+        };
+        let at = cols.occurred();
+        let (lo, hi) = at
+            .iter()
+            .fold((i64::MAX, i64::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+        let day = ledger_ingest::date_of_ms;
+        if at.is_empty() || (day(lo) == *date && day(hi) == *date) {
+            return Ok(());
+        }
+        let j = at
+            .iter()
+            .position(|&t| day(t) != *date)
+            .expect("a row of another date");
+        Err(self.file_err(format!(
+            "row {} ({} {} seq {}) occurred at {} ms, on {}, but the file is under date={date}: \
+             the lake layout files each row under the UTC date of its occurred_at_ms {}",
+            self.before + j as u64,
+            cols.stream(j).as_str(),
+            cols.key(j),
+            cols.seq(j),
+            at[j],
+            day(at[j]),
+            crate::lake::MISFILED
+        )))
     }
 
     /// Whether this cursor's head comes before `other`'s (ties: the lower

@@ -265,6 +265,11 @@ impl Cols {
         self.stream_key.value(i)
     }
 
+    /// Every row's `occurred_at_ms`.
+    pub fn occurred(&self) -> &[i64] {
+        self.occurred.values()
+    }
+
     pub fn seq(&self, i: usize) -> u64 {
         self.seq[i]
     }

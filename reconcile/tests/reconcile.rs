@@ -1104,13 +1104,68 @@ fn run_with(dir: &Path, handoff: bool, split_first: bool, by_date: bool) -> serd
     serde_json::to_value(&r).unwrap()
 }
 
+/// A new account stream whose clock went back across midnight: `opened`
+/// on the last date of `lake`, `frozen` (its seq 2) on the first. Each row
+/// is filed under its own date, as ingest files it; the stream is valid.
+fn clock_went_back(lake: &Path) -> String {
+    let rows: Vec<ledger_ingest::Row> = common::files_under(lake, "events/account")
+        .iter()
+        .flat_map(|k| {
+            ledger_ingest::read_file(k, std::fs::read(lake.join(k)).unwrap().into()).unwrap()
+        })
+        .collect();
+    let at = |kind: &str| {
+        rows.iter()
+            .find(|r| r.event.kind == kind)
+            .unwrap_or_else(|| panic!("a {kind} row"))
+            .event
+            .clone()
+    };
+    let (first, last) = rows.iter().fold((i64::MAX, i64::MIN), |(lo, hi), r| {
+        (
+            lo.min(r.event.occurred_at_ms),
+            hi.max(r.event.occurred_at_ms),
+        )
+    });
+    let opened = at("opened");
+    // Frozen straight after it opened: nothing moved yet.
+    let mut frozen = at("frozen");
+    frozen.currency = opened.currency.clone();
+    frozen.overdraft_limit = opened.overdraft_limit;
+    (frozen.balance_after, frozen.held_after) = (Some(0), Some(0));
+    let key = format!("{}.acc-clock", ledger_reconcile::gen::GEN_TENANT);
+    let mut prev = ledger_events::GENESIS_HASH.to_owned();
+    let late: Vec<ledger_ingest::Row> = [(1, opened, last), (2, frozen, first)]
+        .into_iter()
+        .map(|(seq, mut e, occurred)| {
+            e.stream_key = key.clone();
+            e.seq = seq;
+            e.event_id = format!("account:{key}:{seq}");
+            e.occurred_at_ms = occurred;
+            e.prev_hash = prev.clone();
+            let e = e.seal();
+            prev = e.hash.clone();
+            ledger_ingest::Row {
+                event: e,
+                conflict: false,
+            }
+        })
+        .collect();
+    let files = ledger_ingest::build_files(late, ledger_ingest::FileLayer::Ingest).unwrap();
+    assert_eq!(files.len(), 2, "one file on each date");
+    for f in &files {
+        ledger_reconcile::gen::write_object(lake, &f.key, &f.bytes).unwrap();
+    }
+    key
+}
+
 /// A full run proves the account table one date at a time, and merges
 /// every date instead when a date holds an account row at or before what
 /// the dates before it proved: the report is the same as merging every
-/// date, finding for finding and count for count, either way. Here a whole
-/// account file of the first date is delivered again into the last date
-/// (its rows are plain duplicates there); another copy has violations in
-/// account streams.
+/// date, finding for finding and count for count, either way. Here an
+/// account's clock went back across midnight (its seq 2 filed on the first
+/// date, its seq 1 on the last); another copy has violations in account
+/// streams.
 #[test]
 fn one_date_at_a_time_is_the_same_proof_as_merging_every_date() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1125,13 +1180,11 @@ fn one_date_at_a_time_is_the_same_proof_as_merging_every_date() {
     assert!(dirs.len() >= 6, "{dirs:?}");
     let dirs: Vec<&str> = dirs.into_iter().collect();
 
-    // Delivered again into the last date: every row a plain duplicate.
+    // An account whose seq 1 is on the last date, its seq 2 on the first.
     let late = tmp.path().join("late");
     copy_lake(&clean, &late).unwrap();
-    let first = dates.iter().find(|k| k.starts_with(dirs[0])).unwrap();
     let last = dirs[dirs.len() - 1];
-    let again = format!("{last}/i-{}.parquet", "0123456789abcdef".repeat(2));
-    std::fs::copy(clean.join(first), late.join(&again)).unwrap();
+    clock_went_back(&late);
 
     // Violations in account streams (tampered last: the injector reads the
     // lake, and a tampered file is unreadable to it).
@@ -1173,17 +1226,11 @@ fn one_date_at_a_time_is_the_same_proof_as_merging_every_date() {
     assert_eq!(entries.len(), 1, "{entries:?}");
     assert_eq!(entries[0]["event_id"].as_str(), twice.as_deref());
     let stats = |dir: &Path| run_with(dir, true, false, true)["stats"].clone();
-    let extra = stats(&late)["plain_duplicates"].as_u64().unwrap()
-        - stats(&clean)["plain_duplicates"].as_u64().unwrap();
-    assert!(
-        extra > 100,
-        "the copied file's rows are plain duplicates: {extra}"
-    );
-    assert_eq!(
-        stats(&late)["distinct_rows"],
-        stats(&clean)["distinct_rows"]
-    );
-    assert_eq!(stats(&late)["streams"], stats(&clean)["streams"]);
+    let more =
+        |what: &str| stats(&late)[what].as_u64().unwrap() - stats(&clean)[what].as_u64().unwrap();
+    assert_eq!((more("distinct_rows"), more("streams")), (2, 1));
+    let late_report = run_with(&late, true, false, true);
+    assert_eq!(late_report["holds"], true, "{late_report:#}");
 
     // The CLI says which way it went.
     let (code, _, err) = run_bin(&[clean.to_str().unwrap()]);
@@ -1201,6 +1248,36 @@ fn one_date_at_a_time_is_the_same_proof_as_merging_every_date() {
     assert!(err.contains("merging every date instead"), "{err}");
     assert!(err.contains(last), "{err}");
     assert_eq!(run_with(&bad, true, false, true)["holds"], false);
+}
+
+/// rev-s55-blackbox F3: a lake file moved to another date's directory
+/// stops the run naming it and the date its rows belong to (exit 2), as
+/// ledger-compact refuses it; SQL that selects by `date=` would miss its
+/// rows. Moved back, the lake passes.
+#[test]
+fn a_file_filed_under_another_date_is_an_error_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    clean_lake(&dir);
+    let file = &common::files_under(&dir, "events/transfer")[0];
+    let (first, name) = file.rsplit_once('/').unwrap();
+    let moved = format!("events/transfer/date=2031-03-01/{name}");
+    assert_ne!(first, "events/transfer/date=2031-03-01");
+    std::fs::create_dir_all(dir.join(&moved).parent().unwrap()).unwrap();
+    std::fs::rename(dir.join(file), dir.join(&moved)).unwrap();
+    let (code, out, err) = run_bin(&[dir.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}{err}");
+    let date = first.rsplit_once("date=").unwrap().1;
+    assert!(
+        err.contains(&format!("lake file {moved}"))
+            && err.contains(&format!("on {date}, but the file is under date="))
+            && err.contains("move the file to that date's directory"),
+        "{err}"
+    );
+    assert!(!out.contains("every invariant holds"), "{out}");
+    std::fs::rename(dir.join(&moved), dir.join(file)).unwrap();
+    let (code, _, err) = run_bin(&[dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
 }
 
 /// `reconcile-testdata scan --verify` (the benchmark's verification floor) reads every row
