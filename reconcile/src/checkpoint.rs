@@ -447,7 +447,8 @@ pub(crate) fn warn_archive_left_out(why: &str) {
 #[derive(Debug)]
 pub struct CheckpointError {
     said: String,
-    /// Another lake's or a newer reconciler's: `--full` refuses it too.
+    /// Another lake's or a newer reconciler's, or no checkpoint at all:
+    /// `--full` refuses it too.
     not_ours: bool,
 }
 
@@ -464,6 +465,17 @@ const OTHER_LAKE_HELP: &str = "Help: give this lake its own checkpoint (--checkp
      another path: one checkpoint per lake); --full does not replace another lake's. If this \
      lake is that one moved to a new path, make the old path a symbolic link to the new one \
      (ln -s NEW OLD): the checkpoint then resumes, with every tail it proved and is owed";
+
+/// How the refusal of a file that is no checkpoint at all begins: the path
+/// is the likely mistake (`--checkpoint` given another output's path, a
+/// typo), and `--full` would overwrite that file (rev-s55-blackbox F1).
+const FOREIGN: &str = "another kind of file, not a checkpoint: ";
+
+/// The Help of a file that is no checkpoint: `--full` refuses it too.
+const FOREIGN_HELP: &str = "Help: check the --checkpoint path: it names this lake's \
+     checkpoint, which each run reads and rewrites, and this file is something else; --full does \
+     not replace it. If it is this lake's checkpoint damaged at its start, move it aside and run \
+     with --full";
 
 /// How the refusal of a checkpoint a newer reconciler wrote begins (a
 /// format version or a lake layout this one does not know).
@@ -485,8 +497,9 @@ impl CheckpointError {
         }
     }
 
-    /// Whether the checkpoint is another lake's or a newer reconciler's:
-    /// `--full` refuses it too, where it replaces an unreadable one.
+    /// Whether the checkpoint is another lake's or a newer reconciler's, or
+    /// the file no checkpoint: `--full` refuses it too, where it replaces
+    /// an unreadable one.
     pub fn other_lake(&self) -> bool {
         self.not_ours
     }
@@ -498,6 +511,8 @@ fn refusal(path: &Path, why: String) -> CheckpointError {
         (OTHER_LAKE_HELP, true)
     } else if why.starts_with(NEWER) {
         (NEWER_HELP, true)
+    } else if why.starts_with(FOREIGN) {
+        (FOREIGN_HELP, true)
     } else {
         (FULL_HELP, false)
     };
@@ -1060,8 +1075,14 @@ const FIXED: usize = MAGIC.len() + 4 + 8;
 /// Checks the magic and the version; returns the content and its trailing
 /// SHA-256 (not yet compared).
 fn frame(bytes: &[u8]) -> Result<(&[u8], &[u8]), String> {
-    if bytes.len() < FIXED + 32 || &bytes[..MAGIC.len()] != MAGIC {
-        return Err("not a checkpoint (no LDGRCKPT header)".into());
+    if !MAGIC.starts_with(&bytes[..bytes.len().min(MAGIC.len())]) {
+        return Err(format!("{FOREIGN}it does not begin with LDGRCKPT"));
+    }
+    if bytes.len() < FIXED + 32 {
+        return Err(format!(
+            "not a checkpoint: {} bytes, too short for one (cut short, or empty)",
+            bytes.len()
+        ));
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
     if !CHECKPOINT_VERSIONS_READ.contains(&version) {

@@ -3669,7 +3669,10 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
     assert!(ckpt.exists());
     assert_eq!(bin(&["--checkpoint", ck]).0, 0, "the resumed run holds too");
 
-    std::fs::write(&ckpt, b"{\"version\":1,").unwrap();
+    // Cut short (its start is a checkpoint's): damaged.
+    let good = std::fs::read(&ckpt).unwrap();
+    let cut = &good[..20];
+    std::fs::write(&ckpt, cut).unwrap();
     let (code, err) = bin(&["--checkpoint", ck]);
     assert_eq!(code, 2, "{err}");
     assert!(
@@ -3685,7 +3688,7 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
         "{listed:?} {metric}"
     );
     assert!(lines[0].contains("NOT JUDGED"), "{lines:?}");
-    std::fs::write(&ckpt, b"{\"version\":1,").unwrap();
+    std::fs::write(&ckpt, b"").unwrap();
     let (code, err) = bin(&["--checkpoint", ck, "--full"]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -3697,6 +3700,28 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
         "{err}"
     );
     assert_eq!(bin(&["--checkpoint", ck]).0, 0);
+
+    // Another kind of file (a mistyped path, another output's): refused
+    // with and without --full, and left as it was (rev-s55-blackbox F1).
+    let other = dir.path().join("hook.py");
+    std::fs::write(&other, b"#!/usr/bin/env python3\nprint('a job script')\n").unwrap();
+    for args in [
+        &["--checkpoint", other.to_str().unwrap()][..],
+        &["--checkpoint", other.to_str().unwrap(), "--full"],
+    ] {
+        let (code, err) = bin(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains("another kind of file, not a checkpoint")
+                && err.contains("check the --checkpoint path")
+                && err.contains("--full does not replace it"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(
+            std::fs::read(&other).unwrap(),
+            b"#!/usr/bin/env python3\nprint('a job script')\n"
+        );
+    }
 
     // One altered byte anywhere, or a cut tail, and the checkpoint is refused
     // whole (its trailing SHA-256), never half-used.
