@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use ledger_reconcile::output::{
     alert::{AlertConfig, ALERT_TIMEOUT_DEFAULT_S, ALERT_TIMEOUT_MAX_S},
     sweep::{SweepConfig, SWEEP_MAX_DEFAULT},
@@ -73,6 +73,7 @@ use ledger_reconcile::{
 #[command(name = "reconcile", version, verbatim_doc_comment)]
 struct Cli {
     /// The lake root: a directory, or s3://BUCKET[/PREFIX] (the prefix holding events/).
+    /// An empty one is an error (an unset variable), not the default.
     #[arg(env = "LEDGER_LAKE", default_value = ".lake")]
     lake: String,
     /// Write the full JSON report (format: docs/RECONCILE.md) to FILE.
@@ -878,9 +879,22 @@ fn runtime(outputs: &Outputs, lake: &str) -> Result<tokio::runtime::Runtime, Exi
 
 fn run() -> ExitCode {
     no_transparent_huge_pages();
-    let mut cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if cli.lake.is_empty() {
-        // LEDGER_LAKE set to nothing: the default, as documented.
+        // An empty argument is an unset variable in the job's command line
+        // (`reconcile "$LAKE"`), not the default: proved, whatever lake is
+        // in the working directory would pass for the night's
+        // (rev-s55-blackbox F2). LEDGER_LAKE set to nothing is the default,
+        // as documented.
+        if matches.value_source("lake") == Some(clap::parser::ValueSource::CommandLine) {
+            ledger_reconcile::say!(
+                "error: the lake argument is empty (an unset variable in the job's command?)\n\
+                 Help: give the lake's directory or s3://BUCKET[/PREFIX], or no argument for \
+                 $LEDGER_LAKE, then .lake"
+            );
+            return ExitCode::from(EXIT_ERROR as u8);
+        }
         cli.lake = ".lake".into();
     }
     let outputs = Outputs {

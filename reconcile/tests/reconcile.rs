@@ -1250,6 +1250,47 @@ fn one_date_at_a_time_is_the_same_proof_as_merging_every_date() {
     assert_eq!(run_with(&bad, true, false, true)["holds"], false);
 }
 
+/// rev-s55-blackbox F2: an empty lake argument (an unset variable in the
+/// job's command, `reconcile "$LAKE"`) is exit 2, never the default: here
+/// the working directory's `.lake` is a clean lake that would pass. No
+/// argument, or LEDGER_LAKE set to nothing, is the default, as documented.
+#[test]
+fn an_empty_lake_argument_is_an_error_not_the_default() {
+    let tmp = tempfile::tempdir().unwrap();
+    clean_lake(&tmp.path().join(".lake"));
+    let run = |args: &[&str], lake_env: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_reconcile"));
+        c.current_dir(tmp.path())
+            .args(args)
+            .args(["--now-ms", &NOW_MS.to_string()])
+            .env_remove("LEDGER_LAKE");
+        if let Some(v) = lake_env {
+            c.env("LEDGER_LAKE", v);
+        }
+        let out = c.output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        (
+            out.status.code(),
+            said,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = run(&[""], None);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("the lake argument is empty") && out.is_empty(),
+        "{out}{err}"
+    );
+    let (code, _, err) = run(&["", "--json", "r.json"], Some("/elsewhere"));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(!tmp.path().join("r.json").exists(), "nothing written");
+    for (args, lake_env) in [(&[][..], None), (&[][..], Some(""))] {
+        let (code, out, err) = run(args, lake_env);
+        assert_eq!(code, Some(0), "{lake_env:?}: {err}");
+        assert!(out.contains("every invariant holds"), "{out}");
+    }
+}
+
 /// rev-s55-blackbox F3: a lake file moved to another date's directory
 /// stops the run naming it and the date its rows belong to (exit 2), as
 /// ledger-compact refuses it; SQL that selects by `date=` would miss its

@@ -14,7 +14,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use ledger_compact::{
     compact_partition_with_progress, CompactError, Lake, Options, Progress, StopAt,
 };
@@ -54,7 +54,8 @@ AWS_ENDPOINT_URL=https://ACCOUNT.r2.cloudflarestorage.com AWS_REGION=auto ledger
 struct Cli {
     /// The lake: a local directory, or s3://BUCKET[/PREFIX] (credentials and
     /// endpoint from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL (or
-    /// AWS_ENDPOINT), AWS_REGION, AWS_ALLOW_HTTP).
+    /// AWS_ENDPOINT), AWS_REGION, AWS_ALLOW_HTTP). An empty one is an error (an unset
+    /// variable), not the default.
     #[arg(long, env = "LEDGER_LAKE", default_value = ".lake")]
     lake: String,
     /// Only this table (account, transfer, subscription); repeatable. Default: all.
@@ -364,8 +365,11 @@ async fn run(cli: Cli, doing: &std::cell::RefCell<String>) -> Result<u8, Compact
 }
 
 fn main() -> ExitCode {
-    let mut cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (m, cli)));
+    let (matches, mut cli) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             let _ = e.print();
             // --help and --version are not errors.
@@ -373,7 +377,18 @@ fn main() -> ExitCode {
         }
     };
     if cli.lake.is_empty() {
-        // LEDGER_LAKE set to nothing: the default, as reconcile takes it.
+        // `--lake ""` is an unset variable in the job's command, not the
+        // default (rev-s55-blackbox F2: it compacted whatever lake was in
+        // the working directory); LEDGER_LAKE set to nothing is the
+        // default, as reconcile takes it.
+        if matches.value_source("lake") == Some(clap::parser::ValueSource::CommandLine) {
+            say!(
+                "ledger-compact: error: --lake is empty (an unset variable in the job's command?)\n\
+                 Help: give the lake's directory or s3://BUCKET[/PREFIX], or leave --lake out for \
+                 $LEDGER_LAKE, then .lake"
+            );
+            return ExitCode::from(2);
+        }
         cli.lake = ".lake".into();
     }
     let rt = match tokio::runtime::Builder::new_current_thread()

@@ -568,6 +568,38 @@ fn cli(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     c.output().unwrap()
 }
 
+/// rev-s55-blackbox F2: `--lake ""` (an unset variable in the job's
+/// command) is exit 2 with nothing compacted, never the default `.lake` of
+/// the working directory; LEDGER_LAKE set to nothing is the default.
+#[test]
+fn an_empty_lake_argument_is_an_error_not_the_default() {
+    let dir = small_file_lake("empty-arg");
+    let work = tempfile_dir("empty-arg-work");
+    std::fs::rename(&dir, work.join(".lake")).unwrap();
+    let before = files(&work.join(".lake"));
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ledger-compact"));
+        c.current_dir(&work).args(args).env_remove("LEDGER_LAKE");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let out = run(&["--lake", ""], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--lake is empty"), "{err}");
+    assert_eq!(files(&work.join(".lake")), before, "nothing compacted");
+    let out = run(&["--dry-run"], &[("LEDGER_LAKE", "")]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&work).unwrap();
+}
+
 #[tokio::test]
 async fn the_cli_keeps_its_exit_code_contract_and_survives_a_real_crash() {
     let help = cli(&["--help"], &[]);
