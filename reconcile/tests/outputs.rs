@@ -670,6 +670,16 @@ fn a_run_that_stops_before_its_verdict_says_so_in_the_metrics() {
         assert_eq!(info.len(), 1);
         assert_eq!(info[0]["labels"]["lake"], s(&dir));
     }
+    // The same lake spelled otherwise (rev-s55-blackbox F4): kept too.
+    let slashed = format!("{}/", s(&dir));
+    let r = run_bin(&[&slashed, "--quiet", "--metrics", s(&prom)], &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let failed = prom_samples(&prom);
+    assert_eq!(value(&failed, "reconcile_verdict_holds"), Some(1.0));
+    assert_eq!(
+        value(&failed, "reconcile_last_run_timestamp_seconds"),
+        Some(verdict_at)
+    );
     // Without an earlier file of this lake (another lake's here): only
     // that the run failed, nothing of the other lake's.
     let other = tmp.path().join("other");

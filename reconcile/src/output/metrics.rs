@@ -21,6 +21,25 @@ pub fn escape_label(v: &str) -> String {
     out
 }
 
+/// The value [`escape_label`] escaped; none if it is not one it writes.
+fn unescape_label(v: &str) -> Option<String> {
+    let mut out = String::with_capacity(v.len());
+    let mut chars = v.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.push(match chars.next()? {
+                '\\' => '\\',
+                '"' => '"',
+                'n' => '\n',
+                _ => return None,
+            }),
+            '"' | '\n' => return None,
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
 struct Text(String);
 
 impl Text {
@@ -258,8 +277,16 @@ const LAST_RUN_HELP: &str = "When the last run that reached a verdict finished (
 /// resolved it); `reconcile_run_failed 1` and
 /// `reconcile_last_attempt_timestamp_seconds` say this run failed, and when.
 /// Only a file this module wrote for the same lake is kept (rev-s52-diff
-/// L4); else the file says only that the run failed.
-pub fn render_failed(lake: &str, previous: Option<&str>, wall_clock_ms: i64) -> String {
+/// L4): `same_lake` says whether the lake its `run_info` names, as that
+/// run spelled it, is this one (rev-s55-blackbox F4: `B` and `./B/` are one
+/// lake, and a failed night spelled otherwise dropped the last verdict);
+/// else the file says only that the run failed.
+pub fn render_failed(
+    lake: &str,
+    previous: Option<&str>,
+    wall_clock_ms: i64,
+    same_lake: impl Fn(&str) -> bool,
+) -> String {
     let version = crate::report::REPORT_VERSION.to_string();
     let mut info = Text(String::new());
     info.sample(
@@ -267,8 +294,16 @@ pub fn render_failed(lake: &str, previous: Option<&str>, wall_clock_ms: i64) -> 
         &[("lake", lake), ("report_version", &version)],
         1,
     );
+    let of_this_lake = |l: &str| {
+        let suffix = format!(",report_version=\"{}\"}} 1", escape_label(&version));
+        l.strip_prefix("reconcile_run_info{lake=\"")
+            .and_then(|l| l.strip_suffix(suffix.as_str()))
+            .and_then(|quoted| quoted.strip_suffix('"'))
+            .and_then(unescape_label)
+            .is_some_and(|was| same_lake(&was))
+    };
     let kept = previous.filter(|text| {
-        text.lines().any(|l| l == info.0.trim_end())
+        text.lines().any(of_this_lake)
             && text.lines().all(|l| {
                 l.starts_with("# HELP reconcile_")
                     || l.starts_with("# TYPE reconcile_")
@@ -406,6 +441,41 @@ mod tests {
     #[test]
     fn label_values_are_escaped() {
         assert_eq!(escape_label("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+    }
+
+    #[test]
+    fn label_values_unescape_to_what_was_escaped() {
+        for v in ["a\\b\"c\nd", "/srv/lake", "", "s3://b/p"] {
+            assert_eq!(unescape_label(&escape_label(v)).as_deref(), Some(v));
+        }
+        assert_eq!(unescape_label("a\"b"), None);
+        assert_eq!(unescape_label("a\\"), None);
+    }
+
+    /// rev-s55-blackbox F4: a failed run keeps the last verdict of its lake
+    /// however that run spelled it (`same_lake` decides), and of no other.
+    #[test]
+    fn a_failed_run_keeps_the_verdict_of_its_lake_spelled_otherwise() {
+        let mut report = Report::empty(2);
+        report.lake = "B".into();
+        let verdict = render(&report, 5_000, 0);
+        assert!(
+            verdict.contains("reconcile_run_info{lake=\"B\","),
+            "{verdict}"
+        );
+        let failed = render_failed("./B/", Some(&verdict), 9_000, |was| was == "B");
+        assert!(failed.contains("reconcile_verdict_holds"), "{failed}");
+        assert!(
+            failed.contains("reconcile_last_run_timestamp_seconds 5.000"),
+            "{failed}"
+        );
+        assert!(failed.contains("reconcile_run_failed 1"), "{failed}");
+        let other = render_failed("./C/", Some(&verdict), 9_000, |was| was == "C");
+        assert!(!other.contains("reconcile_verdict_holds"), "{other}");
+        assert!(
+            other.contains("reconcile_run_info{lake=\"./C/\","),
+            "{other}"
+        );
     }
 
     #[test]

@@ -197,7 +197,9 @@ impl Outputs {
     pub fn write_failed(&self, lake: &str, wall_clock_ms: i64) -> Option<String> {
         let path = self.metrics.as_ref()?;
         let previous = std::fs::read_to_string(path).ok();
-        let text = metrics::render_failed(lake, previous.as_deref(), wall_clock_ms);
+        let identity = crate::store::Location::identity(lake);
+        let same_lake = |was: &str| crate::store::Location::is_same_lake(was, &identity);
+        let text = metrics::render_failed(lake, previous.as_deref(), wall_clock_ms, same_lake);
         write_atomic(path, text.as_bytes()).err()
     }
 
