@@ -94,7 +94,7 @@ struct Cli {
     /// epoch) instead of now; makes a run over an old lake reproducible. From
     /// 0 to 4102444800000 (2100-01-01): the proof keeps dates in whole
     /// seconds, to 2106, and a later instant would misjudge rows dated after.
-    #[arg(long, value_name = "MS",
+    #[arg(long, value_name = "MS", allow_negative_numbers = true,
           value_parser = clap::value_parser!(i64).range(0..=NOW_MS_MAX))]
     now_ms: Option<i64>,
     /// The settle window (ms): a finding that rests on a row being absent (a
@@ -102,8 +102,9 @@ struct Cli {
     /// terminal past its deadline) is reported as pending, not violated,
     /// while the youngest row it rests on is younger than this: the absent
     /// row may still be in an outbox or the queue. Set it above the
-    /// pipeline's worst delivery delay; 0 judges the lake as delivered.
-    #[arg(long, value_name = "MS", default_value_t = 600_000,
+    /// pipeline's worst delivery delay; 0 judges the lake as delivered. At most
+    /// 31536000000 (a year).
+    #[arg(long, value_name = "MS", default_value_t = 600_000, allow_negative_numbers = true,
           value_parser = clap::value_parser!(i64).range(0..=31_536_000_000))]
     settle_ms: i64,
     /// When findings are pending, wait until the window has passed over
@@ -162,7 +163,7 @@ struct Cli {
     /// request: the alert is sent again (the next attempt, the next run) with the same
     /// dedup_key in its body, to deduplicate on.
     #[arg(long, value_name = "SECONDS", env = "LEDGER_ALERT_TIMEOUT",
-          default_value_t = ALERT_TIMEOUT_DEFAULT_S,
+          default_value_t = ALERT_TIMEOUT_DEFAULT_S, allow_negative_numbers = true,
           value_parser = clap::value_parser!(u64).range(1..=ALERT_TIMEOUT_MAX_S))]
     alert_timeout: u64,
     /// Send no alert and leave the alert state as it is, even with LEDGER_ALERT_WEBHOOK and
@@ -179,7 +180,8 @@ struct Cli {
     /// window of N that moves by N a day (no transfer waits for good behind N stuck ones); the
     /// rest are left to the sweeper's cron, --publish-dangling, or a later run.
     #[arg(long, value_name = "N", default_value_t = SWEEP_MAX_DEFAULT as u32,
-          requires = "sweep_url", value_parser = clap::value_parser!(u32).range(1..))]
+          requires = "sweep_url", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u32).range(1..))]
     sweep_max: u32,
     /// No progress lines on stderr.
     #[arg(long, short)]

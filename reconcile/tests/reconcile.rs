@@ -1250,6 +1250,24 @@ fn one_date_at_a_time_is_the_same_proof_as_merging_every_date() {
     assert_eq!(run_with(&bad, true, false, true)["holds"], false);
 }
 
+/// rev-s55-blackbox F5: a negative number for a numeric flag is answered
+/// with the flag's range, not clap's tip to pass it after `--` (which
+/// fails here).
+#[test]
+fn a_negative_number_gets_the_flags_range() {
+    for (flag, range) in [
+        ("--now-ms", "0..=4102444800000"),
+        ("--settle-ms", "0..=31536000000"),
+    ] {
+        let (code, _, err) = run_bin_at(&["/nonexistent-lake", flag, "-1"], None);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains(&format!("-1 is not in {range}")) && !err.contains("tip:"),
+            "{flag}: {err}"
+        );
+    }
+}
+
 /// rev-s55-blackbox F2: an empty lake argument (an unset variable in the
 /// job's command, `reconcile "$LAKE"`) is exit 2, never the default: here
 /// the working directory's `.lake` is a clean lake that would pass. No
