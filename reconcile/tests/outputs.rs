@@ -1525,7 +1525,8 @@ fn redirects_retry_after_and_tls_failures_are_told_as_they_are() {
 }
 
 /// Adds `n` transfers created and never advanced, deadlines past, so the
-/// lake has `n` dangling transfers (most overdue: `sweep-000`).
+/// lake has `n` dangling transfers (most overdue: `sweep-00000`; five
+/// digits keep the keys in the lake's order up to 100,000).
 fn add_dangling(dir: &Path, n: usize) -> Vec<String> {
     // Source, destination and currency from a real transfer of the lake.
     let rel = common::files_under(dir, "events/transfer").swap_remove(0);
@@ -1540,7 +1541,7 @@ fn add_dangling(dir: &Path, n: usize) -> Vec<String> {
     let mut ids = Vec::new();
     let mut new_rows = Vec::new();
     for i in 0..n {
-        let t = format!("t.{GEN_TENANT}.sweep-{i:03}");
+        let t = format!("t.{GEN_TENANT}.sweep-{i:05}");
         let at = model.occurred_at_ms;
         let mut e = Event::new(Stream::Transfer, &t, 1, "created", at, GENESIS_HASH);
         e.currency = model.currency.clone();
@@ -1929,6 +1930,27 @@ fn the_dangling_list_is_published_into_the_lake_for_the_sweeper() {
     );
     let (_, all) = report.dangling_document(NOW_MS, 1 << 20);
     assert_eq!(all, 150, "everything fits in the sweeper's 1 MiB");
+}
+
+/// rev-s55-blackbox F11: a dangling list cut at the sweeper's 1 MiB says so
+/// on stderr even with --quiet (the sweeper will not re-drive the rest).
+#[test]
+fn a_dangling_list_cut_short_is_said_even_with_quiet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    clean_lake(&dir);
+    add_dangling(&dir, 15_000);
+    let file = tmp.path().join("dangling.json");
+    let r = run_bin(&[s(&dir), "--quiet", "--dangling", s(&file)], &[]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("warning: dangling list:")
+            && r.stderr.contains("of 15000 transfers listed")
+            && r.stderr.contains("past the sweeper's 1 MiB"),
+        "{}",
+        r.stderr
+    );
+    assert!(std::fs::metadata(&file).unwrap().len() <= 1 << 20);
 }
 
 // ---- objects under events/ the proof does not read ----
