@@ -629,10 +629,15 @@ impl Lake {
 
     /// The store's error `e` when it was asked to `op` (list, read) `key`,
     /// named as the lake shows it; on an S3 lake with the `Help:` line the
-    /// connection check gives the same error, none for a local lake's.
+    /// connection check gives the same error, on a local lake the file
+    /// system's.
     fn store_failed(&self, op: &str, key: &str, e: object_store::Error) -> Error {
         let help = match self.local_root {
-            Some(_) => String::new(),
+            // rev-s55-blackbox F6: a refused listing had no Help.
+            Some(_) => "\nHelp: do not move anything: the file system failed, or refused the run \
+                        access (file permissions for the user the job runs as, a share not \
+                        mounted). Fix that and run reconcile again"
+                .to_owned(),
             None => crate::store::help_line(&e),
         };
         Error::Lake(format!("cannot {op} {}: {e}{help}", self.shown(key)))

@@ -3610,6 +3610,23 @@ fn a_checkpoint_it_may_not_write_or_no_threads_to_run_is_exit_2_not_a_silent_or_
         0,
         "no lock left held"
     );
+    // A date's directory the job's user may not list (rev-s55-blackbox F6:
+    // no Help): exit 2, the file system's Help, nothing to move.
+    let day = std::fs::read_dir(root.join("events/account"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    mode(&day, 0o311);
+    let (code, err) = as_nobody("-n 1024", &[root.to_str().unwrap()]);
+    mode(&day, 0o755);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("cannot list")
+            && err.contains("Help: do not move anything: the file system failed, or refused"),
+        "{err}"
+    );
 }
 
 /// rev-s53-resources M4: a file of the checkpoint's state it no longer
