@@ -123,13 +123,16 @@ pub fn s3_store(bucket: &str) -> Result<Arc<dyn ObjectStore>, String> {
 /// answers, the bucket exists and the credentials may list it, before any
 /// verdict work starts. Errors say which of these failed.
 pub async fn probe_s3(store: &dyn ObjectStore, location: &Location) -> Result<(), String> {
-    let Location::S3 { bucket, .. } = location else {
+    let Location::S3 { bucket, prefix } = location else {
         return Ok(());
     };
     let events = Path::from(format!("{}events", location.key_prefix()));
     match store.list_with_delimiter(Some(&events)).await {
         Ok(_) => Ok(()),
-        Err(e) => Err(describe_s3_error(bucket, &e)),
+        // Named as given, prefix and all: one bucket may hold several
+        // lakes (rev-s55-blackbox F9).
+        Err(e) if prefix.is_empty() => Err(describe_s3_error(bucket, &e)),
+        Err(e) => Err(describe_s3_error(&format!("{bucket}/{prefix}"), &e)),
     }
 }
 
@@ -353,7 +356,14 @@ pub fn read_refused_help_in(text: &str) -> Option<String> {
 
 fn describe_s3_error_at(bucket: &str, e: &object_store::Error, endpoint: String) -> String {
     let (text, cause) = ledger_s3::causes(e);
-    let said = ledger_s3::with_cause(e);
+    // The store's words hold the endpoint's answer: cut and escaped, as a
+    // receiver's are (rev-s55-blackbox F9: a web server's HTML page was
+    // printed whole, line by line, into the job's log).
+    let said = crate::output::http::excerpt(&ledger_s3::with_cause(e));
+    let (e, cause) = (
+        crate::output::http::excerpt(&e.to_string()),
+        crate::output::http::excerpt(&cause),
+    );
     let failure = S3Failure::of(&text);
     let help = failure.help();
     match failure {
@@ -500,6 +510,23 @@ mod tests {
             refused.contains("is unreachable")
                 && refused.contains("(cause: Connection refused (os error 111))"),
             "{refused}"
+        );
+        let page = describe_s3_error(
+            "lake/prod",
+            &s3_error(&[
+                "GET 501 Not Implemented: <!DOCTYPE HTML>\n<html lang=\"en\">\n<body>\nnot S3\n</body>",
+            ]),
+        );
+        let first = page.lines().next().unwrap();
+        assert!(
+            first.starts_with("s3://lake/prod: ")
+                && first.contains("<!DOCTYPE HTML>\\n<html")
+                && page
+                    .lines()
+                    .skip(1)
+                    .all(|l| !l.contains("<body") && !l.contains("</body"))
+                && page.contains("\nHelp:"),
+            "{page}"
         );
         let other = describe_s3_error("lake", &s3_error(&["something else"]));
         assert!(

@@ -485,7 +485,7 @@ fn s3_failures_are_exit_2_saying_which() {
     assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
     assert!(
         r.stderr
-            .contains("s3://no-such-bucket: the bucket does not exist"),
+            .contains("s3://no-such-bucket/lake: the bucket does not exist"),
         "{}",
         r.stderr
     );
