@@ -1091,6 +1091,33 @@ fn the_alert_webhook_posts_only_new_violations_and_advances_after_delivery() {
     assert!(r.stderr.contains("is not an alert state"), "{}", r.stderr);
     assert!(r.stdout.is_empty(), "no run: {}", r.stdout);
     assert!(server.take().is_empty());
+    // Not JSON at all (rev-s55-blackbox F8): the path first, not "delete
+    // it"; a state's own fields, damaged: delete it to start over. Both
+    // left as they are.
+    assert!(
+        r.stderr.contains("check the --alert-state path")
+            && std::fs::read(&damaged).unwrap() == b"not json",
+        "{}",
+        r.stderr
+    );
+    std::fs::write(&damaged, r#"{"version": 1, "fingerprints": 3}"#).unwrap();
+    let r = run_bin(
+        &[
+            s(&dir),
+            "--alert-webhook",
+            &hook,
+            "--alert-state",
+            s(&damaged),
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("Help: delete the file to start over")
+            && !r.stderr.contains("check the --alert-state path"),
+        "{}",
+        r.stderr
+    );
 
     // --alert-webhook without --alert-state is a usage error, and so is the
     // variable without its state, which the error names.
@@ -1306,6 +1333,8 @@ fn an_alert_state_that_cannot_be_written_still_sends_the_alert_and_says_so() {
     assert_eq!(server.take().len(), 1);
     assert!(
         refused.stderr.contains("was not delivered")
+            // None was ever written (rev-s55-blackbox F8: "unchanged").
+            && refused.stderr.contains("No state file is written")
             && refused.stderr.contains("Also, the state cannot be written")
             && refused.stderr.contains("cannot write"),
         "{}",

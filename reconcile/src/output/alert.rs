@@ -255,8 +255,17 @@ pub fn load_state(path: &Path) -> Result<Option<AlertState>, String> {
         }
     };
     let state: AlertState = serde_json::from_slice(&bytes).map_err(|e| {
+        // A JSON object with an alert state's fields is one damaged (or
+        // written by hand); anything else is another file, and the path the
+        // likely mistake: "delete it" would be the wrong Help there
+        // (rev-s55-blackbox F8).
+        let ours = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| v.as_object().map(|o| o.contains_key("fingerprints")))
+            .unwrap_or(false);
+        let help = if ours { STATE_HELP } else { FOREIGN_STATE_HELP };
         format!(
-            "alert: the state file {} is not an alert state ({e})\n{STATE_HELP}",
+            "alert: the state file {} is not an alert state ({e})\n{help}",
             path.display()
         )
     })?;
@@ -272,6 +281,12 @@ pub fn load_state(path: &Path) -> Result<Option<AlertState>, String> {
 
 const STATE_HELP: &str =
     "Help: delete the file to start over (every current violation then alerts once)";
+
+/// The Help of an `--alert-state` file that is no alert state at all.
+const FOREIGN_STATE_HELP: &str = "Help: check the --alert-state path: it names this lake's \
+     alert state (a JSON file reconcile writes), and this file is something else, left as it is. \
+     If it is this lake's state, damaged, delete it to start over (every current violation then \
+     alerts once)";
 
 /// The previous fingerprints for `lake`; a missing file is an empty state.
 pub fn read_state(path: &Path, lake: &str) -> Result<BTreeSet<String>, String> {
@@ -382,7 +397,12 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
     let body = body(report, &p);
     let key = body["dedup_key"].as_str().unwrap_or_default().to_owned();
     let url = http::redact_path(&cfg.webhook);
-    let state = cfg.state.display();
+    // What a failed POST leaves: the state as it was, or none yet
+    // (rev-s55-blackbox F8: "unchanged" named a file that does not exist).
+    let state = match cfg.state.exists() {
+        true => format!("The state file {} is unchanged", cfg.state.display()),
+        false => format!("No state file is written ({})", cfg.state.display()),
+    };
     // Said with a failed POST too: mending the webhook alone would leave
     // the repeat for the next night to find (rev-s53-diff L3).
     let unwritable = match &staged {
@@ -420,7 +440,7 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
                 };
                 format!(
                     "alert: POST {url} with {n} new violation(s) may have been delivered ({why}): {f}\n\
-                     The state file {state} is unchanged, so the next run sends these violations again, \
+                     {state}, so the next run sends these violations again, \
                      with the same dedup_key ({key}) while the same ones are new.\n\
                      Help: {help}{unwritable}"
                 )
@@ -448,7 +468,7 @@ pub async fn run(cfg: &AlertConfig, report: &Report) -> Result<Outcome, String> 
                 };
                 format!(
                     "alert: POST {url} with {n} new violation(s) was not delivered: {f}\n\
-                     The state file {state} is unchanged, so the next run alerts on them again.\n\
+                     {state}, so the next run alerts on them again.\n\
                      Help: {help}{unwritable}"
                 )
             }
