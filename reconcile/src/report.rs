@@ -31,7 +31,13 @@ pub fn utc(ms: i64) -> String {
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub version: u32,
+    /// The lake as given on the command line.
     pub lake: String,
+    /// The lake as the checkpoint and the alert state know it, however it
+    /// was spelled: a local directory's absolute path with links resolved,
+    /// `s3://BUCKET[/PREFIX]` (rev-s55-blackbox F13: an archived report of
+    /// `.lake` did not say which lake).
+    pub lake_identity: String,
     /// The instant deadlines were judged against.
     pub now_ms: i64,
     /// The settle window (ms): findings that rest on an absent row younger
@@ -127,6 +133,7 @@ impl Report {
         Report {
             version: REPORT_VERSION,
             lake: "lake".into(),
+            lake_identity: "/lake".into(),
             now_ms: 0,
             settle_ms: 0,
             holds: true,

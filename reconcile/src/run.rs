@@ -2358,6 +2358,7 @@ async fn prove_resumed(
     let report = Report {
         version: REPORT_VERSION,
         lake: lake.name.clone(),
+        lake_identity: crate::store::Location::identity(&lake.name),
         now_ms: opts.now_ms,
         settle_ms: opts.settle_ms,
         holds: checks.iter().all(|c| c.holds),

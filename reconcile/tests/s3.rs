@@ -124,6 +124,7 @@ fn verdict(r: &Run) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no report: {}\n{}", r.stdout, r.stderr));
     let o = j.as_object_mut().unwrap();
     o.remove("lake");
+    o.remove("lake_identity");
     o.remove("elapsed_ms");
     j
 }
@@ -152,6 +153,15 @@ fn assert_same_as_local(dir: &Path, s3_lake: &str, server: &S3Server, expected_c
     );
     assert_eq!(verdict(&remote), verdict(&local), "{s3_lake}");
     assert_eq!(remote.report.as_ref().unwrap()["lake"], s3_lake);
+    assert_eq!(
+        remote.report.as_ref().unwrap()["lake_identity"],
+        s3_lake.trim_end_matches('/')
+    );
+    let local_identity = dir.canonicalize().unwrap();
+    assert_eq!(
+        local.report.as_ref().unwrap()["lake_identity"],
+        local_identity.to_str().unwrap()
+    );
     assert_eq!(
         summary_checks(&remote, s3_lake),
         summary_checks(&local, dir.to_str().unwrap())
