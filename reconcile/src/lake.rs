@@ -640,7 +640,10 @@ impl Lake {
                 .to_owned(),
             None => crate::store::help_line(&e),
         };
-        Error::Lake(format!("cannot {op} {}: {e}{help}", self.shown(key)))
+        // The store's words cut and escaped: an S3 error quotes the
+        // endpoint's answer, a proxy's HTML page say (rev-s55-diff2 L6).
+        let said = crate::output::http::excerpt(&e.to_string());
+        Error::Lake(format!("cannot {op} {}: {said}{help}", self.shown(key)))
     }
 
     /// The compaction manifests of `partitions` (docs/LAKE.md, "Compaction
@@ -687,7 +690,8 @@ impl Lake {
                 object_store::Error::NotFound { .. } => FILE_GONE,
                 _ => STORE_FAILED,
             };
-            file_err(format!("cannot read: {} {tail}", ledger_s3::with_cause(&e)))
+            let said = crate::output::http::excerpt(&ledger_s3::with_cause(&e));
+            file_err(format!("cannot read: {said} {tail}"))
         };
         let tail = self
             .store
@@ -1145,7 +1149,10 @@ pub(crate) fn unreadable(
             why: if store_failed {
                 // With the innermost cause: the store's own words (an S3
                 // error code) name what to fix.
-                format!("not readable: {} {STORE_FAILED}", ledger_s3::with_cause(&e))
+                format!(
+                    "not readable: {} {STORE_FAILED}",
+                    crate::output::http::excerpt(&ledger_s3::with_cause(&e))
+                )
             } else {
                 format!("not readable as Parquet: {e}")
             },

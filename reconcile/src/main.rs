@@ -163,9 +163,10 @@ struct Cli {
     /// request: the alert is sent again (the next attempt, the next run) with the same
     /// dedup_key in its body, to deduplicate on.
     #[arg(long, value_name = "SECONDS", env = "LEDGER_ALERT_TIMEOUT",
-          default_value_t = ALERT_TIMEOUT_DEFAULT_S, allow_negative_numbers = true,
-          value_parser = clap::value_parser!(u64).range(1..=ALERT_TIMEOUT_MAX_S))]
-    alert_timeout: u64,
+          default_value_t = ALERT_TIMEOUT_DEFAULT_S as i64, allow_negative_numbers = true,
+          // Parsed as i64, so a negative value is answered with the range.
+          value_parser = clap::value_parser!(i64).range(1..=ALERT_TIMEOUT_MAX_S as i64))]
+    alert_timeout: i64,
     /// Send no alert and leave the alert state as it is, even with LEDGER_ALERT_WEBHOOK and
     /// LEDGER_ALERT_STATE set: for an ad-hoc replay (--now-ms, --settle-ms) run where the
     /// nightly job's environment is, which would page on-call and move its state.
@@ -907,7 +908,9 @@ fn run() -> ExitCode {
             .clone()
             .zip(cli.alert_state.clone())
             .filter(|_| !cli.no_alert)
-            .map(|(webhook, state)| AlertConfig::new(webhook, state, cli.alert_timeout)),
+            .map(|(webhook, state)| {
+                AlertConfig::new(webhook, state, cli.alert_timeout.unsigned_abs())
+            }),
         sweep: cli
             .sweep_url
             .clone()

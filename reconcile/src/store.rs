@@ -142,11 +142,17 @@ pub async fn probe_s3(store: &dyn ObjectStore, location: &Location) -> Result<()
 /// message ("error sending request") does not say what failed.
 pub fn describe_s3_error(bucket: &str, e: &object_store::Error) -> String {
     let raw = std::env::var("AWS_ENDPOINT_URL").or_else(|_| std::env::var("AWS_ENDPOINT"));
+    let secret = raw
+        .as_ref()
+        .ok()
+        .and_then(|r| reqwest::Url::parse(r).ok())
+        .and_then(|u| u.password().filter(|p| !p.is_empty()).map(str::to_owned));
     let mut message = describe_s3_error_at(
         bucket,
         e,
         raw.as_deref()
             .map_or_else(|_| "the AWS S3 default endpoint".to_owned(), shown_endpoint),
+        secret.as_deref(),
     );
     // Neither an endpoint nor a region: the region is R2's `auto`, which
     // AWS S3 does not know (`s3.auto.amazonaws.com`), whatever else failed
@@ -163,16 +169,17 @@ pub fn describe_s3_error(bucket: &str, e: &object_store::Error) -> String {
              AWS_REGION to the bucket's region",
         );
     }
-    // Whatever quotes the endpoint (a transport error names its URL) shows
-    // no password it carries.
-    match raw.ok().and_then(|r| reqwest::Url::parse(&r).ok()) {
-        // As the URL shows it (`:password@`): a short password is not
-        // replaced wherever its letters occur.
-        Some(u) => match u.password().filter(|p| !p.is_empty()) {
-            Some(secret) => message.replace(&format!(":{secret}@"), ":…@"),
-            None => message,
-        },
-        None => message,
+    message
+}
+
+/// `text` with the endpoint's password hidden where the URL shows it
+/// (`:password@`: a short password is not replaced wherever its letters
+/// occur). Done before a text is cut, so a cut cannot leave part of it
+/// (rev-s55-diff2 L7).
+fn without_password(text: &str, secret: Option<&str>) -> String {
+    match secret {
+        Some(secret) => text.replace(&format!(":{secret}@"), ":…@"),
+        None => text.to_owned(),
     }
 }
 
@@ -354,16 +361,20 @@ pub fn read_refused_help_in(text: &str) -> Option<String> {
     }
 }
 
-fn describe_s3_error_at(bucket: &str, e: &object_store::Error, endpoint: String) -> String {
+fn describe_s3_error_at(
+    bucket: &str,
+    e: &object_store::Error,
+    endpoint: String,
+    secret: Option<&str>,
+) -> String {
     let (text, cause) = ledger_s3::causes(e);
     // The store's words hold the endpoint's answer: cut and escaped, as a
     // receiver's are (rev-s55-blackbox F9: a web server's HTML page was
-    // printed whole, line by line, into the job's log).
-    let said = crate::output::http::excerpt(&ledger_s3::with_cause(e));
-    let (e, cause) = (
-        crate::output::http::excerpt(&e.to_string()),
-        crate::output::http::excerpt(&cause),
-    );
+    // printed whole, line by line, into the job's log); whatever quotes the
+    // endpoint (a transport error names its URL) shows no password.
+    let shown = |t: &str| crate::output::http::excerpt(&without_password(t, secret));
+    let said = shown(&ledger_s3::with_cause(e));
+    let (e, cause) = (shown(&e.to_string()), shown(&cause));
     let failure = S3Failure::of(&text);
     let help = failure.help();
     match failure {

@@ -3718,6 +3718,23 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
     );
     assert_eq!(bin(&["--checkpoint", ck]).0, 0);
 
+    // A checkpoint of the first formats (JSON; a header line of its own):
+    // an older checkpoint, which --full replaces.
+    for first in [
+        &b"{\"version\":1,\"lake\":"[..],
+        b"LEDGER-RECONCILE-CHECKPOINT\n1\n",
+    ] {
+        std::fs::write(&ckpt, first).unwrap();
+        let (code, err) = bin(&["--checkpoint", ck]);
+        assert!(
+            code == 2 && err.contains("a first format") && err.contains("run with --full"),
+            "{err}"
+        );
+        let (code, err) = bin(&["--checkpoint", ck, "--full"]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(bin(&["--checkpoint", ck]).0, 0);
+    }
+
     // Another kind of file (a mistyped path, another output's): refused
     // with and without --full, and left as it was (rev-s55-blackbox F1).
     let other = dir.path().join("hook.py");

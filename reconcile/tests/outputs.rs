@@ -680,6 +680,16 @@ fn a_run_that_stops_before_its_verdict_says_so_in_the_metrics() {
         value(&failed, "reconcile_last_run_timestamp_seconds"),
         Some(verdict_at)
     );
+    // And the night the directory is gone (rev-s55-diff2 L5): spelled
+    // otherwise still, the last verdict stays.
+    let gone = tmp.path().join("lake-gone");
+    std::fs::rename(&dir, &gone).unwrap();
+    let dotted = format!("{}/./", s(&dir));
+    let r = run_bin(&[&dotted, "--quiet", "--metrics", s(&prom)], &[]);
+    std::fs::rename(&gone, &dir).unwrap();
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let failed = prom_samples(&prom);
+    assert_eq!(value(&failed, "reconcile_verdict_holds"), Some(1.0));
     // Without an earlier file of this lake (another lake's here): only
     // that the run failed, nothing of the other lake's.
     let other = tmp.path().join("other");

@@ -1258,6 +1258,7 @@ fn a_negative_number_gets_the_flags_range() {
     for (flag, range) in [
         ("--now-ms", "0..=4102444800000"),
         ("--settle-ms", "0..=31536000000"),
+        ("--alert-timeout", "1..=300"),
     ] {
         let (code, _, err) = run_bin_at(&["/nonexistent-lake", flag, "-1"], None);
         assert_eq!(code, 2, "{err}");
@@ -1329,7 +1330,7 @@ fn a_file_filed_under_another_date_is_an_error_naming_it() {
     let date = first.rsplit_once("date=").unwrap().1;
     assert!(
         err.contains(&format!("lake file {moved}"))
-            && err.contains(&format!("on {date}, but the file is under date="))
+            && err.contains(&format!("on {date}, but the file is under date=2031-03-01"))
             && err.contains("move the file to that date's directory"),
         "{err}"
     );
@@ -1337,6 +1338,21 @@ fn a_file_filed_under_another_date_is_an_error_naming_it() {
     std::fs::rename(dir.join(&moved), dir.join(file)).unwrap();
     let (code, _, err) = run_bin(&[dir.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
+
+    // A row's instant moved across midnight in place (rev-s55-diff2 L4):
+    // its hash no longer verifies, so it is the tampering completeness
+    // reports (exit 1, naming the row), not a file to move.
+    let path = dir.join(file);
+    let mut rows = ledger_ingest::read_file(file, std::fs::read(&path).unwrap().into()).unwrap();
+    rows[0].event.occurred_at_ms += 86_400_000;
+    let event_id = rows[0].event.event_id.clone();
+    std::fs::write(&path, ledger_ingest::parquet_io::write_file(&rows).unwrap()).unwrap();
+    let (code, out, err) = run_bin(&[dir.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("hash_mismatch") && out.contains(&event_id) && !err.contains("filed under"),
+        "{out}{err}"
+    );
 }
 
 /// `reconcile-testdata scan --verify` (the benchmark's verification floor) reads every row

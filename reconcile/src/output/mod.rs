@@ -197,8 +197,17 @@ impl Outputs {
     pub fn write_failed(&self, lake: &str, wall_clock_ms: i64) -> Option<String> {
         let path = self.metrics.as_ref()?;
         let previous = std::fs::read_to_string(path).ok();
-        let identity = crate::store::Location::identity(lake);
-        let same_lake = |was: &str| crate::store::Location::is_same_lake(was, &identity);
+        use crate::store::Location;
+        let identity = Location::identity(lake);
+        // By the spelling's absolute path too: the night the directory is
+        // gone (the likely failure), `B` and `./B/` resolve to nothing
+        // (rev-s55-diff2 L5).
+        let absolute = |l: &str| std::path::absolute(l).ok();
+        let same_lake = |was: &str| {
+            Location::is_same_lake(was, &identity)
+                || (!was.contains("://")
+                    && absolute(was).is_some_and(|a| Some(a) == absolute(lake)))
+        };
         let text = metrics::render_failed(lake, previous.as_deref(), wall_clock_ms, same_lake);
         write_atomic(path, text.as_bytes()).err()
     }
