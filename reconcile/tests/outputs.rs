@@ -1087,16 +1087,19 @@ fn the_alert_webhook_posts_only_new_violations_and_advances_after_delivery() {
     // A damaged state file: exit 2 before the lake is read.
     let damaged = tmp.path().join("damaged-state.json");
     std::fs::write(&damaged, "not json").unwrap();
-    let r = run_bin(
-        &[
-            s(&dir),
-            "--alert-webhook",
-            &hook,
-            "--alert-state",
-            s(&damaged),
-        ],
-        &[],
-    );
+    let with_damaged = || {
+        run_bin(
+            &[
+                s(&dir),
+                "--alert-webhook",
+                &hook,
+                "--alert-state",
+                s(&damaged),
+            ],
+            &[],
+        )
+    };
+    let r = with_damaged();
     assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
     assert!(r.stderr.contains("is not an alert state"), "{}", r.stderr);
     assert!(r.stdout.is_empty(), "no run: {}", r.stdout);
@@ -1111,16 +1114,7 @@ fn the_alert_webhook_posts_only_new_violations_and_advances_after_delivery() {
         r.stderr
     );
     std::fs::write(&damaged, r#"{"version": 1, "fingerprints": 3}"#).unwrap();
-    let r = run_bin(
-        &[
-            s(&dir),
-            "--alert-webhook",
-            &hook,
-            "--alert-state",
-            s(&damaged),
-        ],
-        &[],
-    );
+    let r = with_damaged();
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(
         r.stderr.contains("Help: delete the file to start over")
