@@ -48,10 +48,7 @@ impl Cursor {
         file: u32,
         stream: SendableRecordBatchStream,
     ) -> Result<Cursor, Error> {
-        let date = key
-            .split('/')
-            .find_map(|part| part.strip_prefix("date="))
-            .map(str::to_owned);
+        let date = ledger_ingest::parse_object_key(&key).map(|k| k.partition.date);
         let mut c = Cursor {
             key,
             date,
