@@ -223,6 +223,12 @@ pub(crate) fn tls_refused(text: &str) -> bool {
 pub(crate) const TRUSTED_CERTIFICATE: &str = "a certificate this machine trusts (the system's \
      roots, or SSL_CERT_FILE / SSL_CERT_DIR for a private CA)";
 
+/// S3's error codes for a session token expired or not valid.
+const TOKEN_CODES: [&str; 3] = ["ExpiredToken", "InvalidToken", "TokenRefreshRequired"];
+
+/// S3's error codes for an access key it does not know or a wrong secret.
+const KEY_CODES: [&str; 2] = ["InvalidAccessKeyId", "SignatureDoesNotMatch"];
+
 /// What an S3 error says went wrong, from its words and its causes'.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum S3Failure {
@@ -243,7 +249,7 @@ impl S3Failure {
         let has = |needles: &[&str]| needles.iter().any(|n| text.contains(n));
         if has(&["NoSuchBucket", "The specified bucket does not exist"]) {
             S3Failure::NoBucket
-        } else if has(&["ExpiredToken", "InvalidToken", "TokenRefreshRequired"]) {
+        } else if has(&TOKEN_CODES) {
             S3Failure::Token
         } else if has(&[
             "incorrectly configured region",
@@ -252,13 +258,7 @@ impl S3Failure {
             "IllegalLocationConstraintException",
         ]) {
             S3Failure::Region
-        } else if has(&[
-            "InvalidAccessKeyId",
-            "SignatureDoesNotMatch",
-            "AccessDenied",
-            "403 Forbidden",
-            "401 Unauthorized",
-        ]) {
+        } else if has(&KEY_CODES) || has(&["AccessDenied", "403 Forbidden", "401 Unauthorized"]) {
             S3Failure::Credentials
         } else if tls_failure(text) {
             S3Failure::Tls
@@ -352,9 +352,9 @@ fn access_help_in(text: &str) -> Option<String> {
 /// are S3's, so a local lake's error never has one.
 pub fn read_refused_help_in(text: &str) -> Option<String> {
     let has = |codes: &[&str]| codes.iter().any(|c| text.contains(c));
-    if has(&["ExpiredToken", "InvalidToken", "TokenRefreshRequired"]) {
+    if has(&TOKEN_CODES) {
         Some(S3Failure::Token.help())
-    } else if has(&["InvalidAccessKeyId", "SignatureDoesNotMatch"]) {
+    } else if has(&KEY_CODES) {
         Some(S3Failure::Credentials.help())
     } else {
         None
