@@ -158,8 +158,8 @@ struct Cli {
     /// advanced only after a delivered alert). One file per lake.
     #[arg(long, value_name = "FILE", env = "LEDGER_ALERT_STATE")]
     alert_state: Option<PathBuf>,
-    /// Give each attempt of the alert's POST SECONDS to answer (1 to 300; connecting has
-    /// half of it, at most 10 s). A receiver slower than that may still act on the
+    /// With --alert-webhook: give each attempt of the alert's POST SECONDS to answer (1 to
+    /// 300; connecting has half of it, at most 10 s). A receiver slower than that may still act on the
     /// request: the alert is sent again (the next attempt, the next run) with the same
     /// dedup_key in its body, to deduplicate on.
     #[arg(long, value_name = "SECONDS", env = "LEDGER_ALERT_TIMEOUT",
@@ -946,6 +946,19 @@ fn run() -> ExitCode {
             );
             return ExitCode::from(EXIT_ERROR as u8);
         }
+    }
+    // A timeout on the command line with no webhook anywhere is a job that
+    // meant to alert and will not (rev-s55-blackbox F10); the variable alone
+    // is the environment's setting, kept for the runs that alert.
+    if cli.alert_webhook.is_none()
+        && matches.value_source("alert_timeout") == Some(clap::parser::ValueSource::CommandLine)
+    {
+        ledger_reconcile::say!(
+            "error: --alert-timeout is given, but no webhook (--alert-webhook or \
+             LEDGER_ALERT_WEBHOOK): no alert would be sent\n\
+             Help: give the webhook and --alert-state, or drop --alert-timeout"
+        );
+        return ExitCode::from(EXIT_ERROR as u8);
     }
     if cli.no_alert && cli.alert_webhook.is_some() && !cli.quiet {
         ledger_reconcile::say!("alert: off (--no-alert)");

@@ -1145,6 +1145,21 @@ fn the_alert_webhook_posts_only_new_violations_and_advances_after_delivery() {
         "{}",
         r.stderr
     );
+    // --alert-timeout with no webhook is a job that meant to alert
+    // (rev-s55-blackbox F10); the variable alone is the environment's
+    // setting and proves as usual.
+    let r = run_bin(&[s(&dir), "--alert-timeout", "5"], &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("--alert-timeout is given, but no webhook")
+            && r.stdout.is_empty(),
+        "{}",
+        r.stderr
+    );
+    let r = run_bin(&[s(&dir)], &[("LEDGER_ALERT_TIMEOUT", "5")]);
+    assert_eq!(r.code, 1, "the lake's verdict: {}", r.stderr);
+    assert!(r.stdout.contains("VIOLATED"), "{}", r.stdout);
     assert!(server.take().is_empty());
 }
 
