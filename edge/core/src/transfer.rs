@@ -17,7 +17,10 @@
 //! - a rejection is accepted only where a compensation remains: reserve
 //!   (nothing held yet) and credit (release the hold). Capture and release
 //!   have no rejection branch (I0); a rejection there is a bug elsewhere,
-//!   reported as [`Advance::Anomaly`] and retried, never papered over;
+//!   reported as [`Advance::Anomaly`] and retried, never papered over. So is
+//!   an idempotency conflict on the reserve or the credit: the account
+//!   recorded that step under other terms and may have applied it, so no
+//!   compensation is safe;
 //! - a reply for a step the transfer is no longer waiting for is ignored
 //!   ([`Advance::Stale`]), so a late or duplicated reply cannot move it twice;
 //! - every step is an idempotent account command keyed by the transfer id, so
@@ -275,6 +278,16 @@ impl Transfer {
             Reply::Outcome(Outcome::Rejected(r)) => Some(r),
         };
         let next = match (step, rejected) {
+            // The account recorded this very step (`{id}:reserve`,
+            // `{id}:credit`) under other terms: it may have been applied,
+            // so neither compensation is safe. Failing would leak a hold it
+            // placed; releasing after a credit it applied would leave that
+            // credit without its debit. Unreachable while a transfer's terms
+            // are fixed by its object; reported and retried, never papered
+            // over (rev-s56-edge L1).
+            (Step::Reserve | Step::Credit, Some(r @ Rejection::IdempotencyConflict { .. })) => {
+                return self.anomaly(step, r, now_ms);
+            }
             (Step::Reserve, None) => Phase::Reserved,
             (Step::Reserve, Some(r)) => {
                 self.reason = Some(r.code().to_owned());
@@ -291,17 +304,21 @@ impl Transfer {
             // this transfer's hold released: a reserve still in flight is
             // refused when it lands (`account::unknown_account`).
             (Step::Release, Some(Rejection::UnknownAccount)) => Phase::Released,
-            (Step::Capture | Step::Release, Some(r)) => {
-                self.attempt = self.attempt.saturating_add(1);
-                let retry_at_ms = now_ms.saturating_add(step.policy().delay_ms_max as i64);
-                self.next_attempt_at_ms = retry_at_ms;
-                return Advance::Anomaly {
-                    rejection: r.clone(),
-                    retry_at_ms,
-                };
-            }
+            (Step::Capture | Step::Release, Some(r)) => return self.anomaly(step, r, now_ms),
         };
         Advance::Moved(self.emit(next, now_ms))
+    }
+
+    /// A refusal the saga has no safe answer to: the step is tried again
+    /// after its policy's longest delay, and the refusal reported.
+    fn anomaly(&mut self, step: Step, rejection: &Rejection, now_ms: i64) -> Advance {
+        self.attempt = self.attempt.saturating_add(1);
+        let retry_at_ms = now_ms.saturating_add(step.policy().delay_ms_max as i64);
+        self.next_attempt_at_ms = retry_at_ms;
+        Advance::Anomaly {
+            rejection: rejection.clone(),
+            retry_at_ms,
+        }
     }
 
     fn on_transient(&mut self, step: Step, now_ms: i64) -> Advance {

@@ -112,6 +112,37 @@ fn a_rejected_reserve_fails_and_a_rejected_credit_is_released() {
     assert_eq!(t.reason.as_deref(), Some("account_frozen"));
 }
 
+/// A conflict answered to the transfer's own reserve or credit means the
+/// account recorded that step under other terms, perhaps applied: the saga
+/// neither fails (a hold would leak) nor releases (a credit would stand
+/// without its debit); it reports and retries (rev-s56-edge L1).
+#[test]
+fn a_conflict_on_its_own_step_is_an_anomaly_not_a_compensation() {
+    let conflict = |t: &Transfer| {
+        no(Rejection::IdempotencyConflict {
+            op_id: t.spec.id.clone(),
+        })
+    };
+    let mut t = start();
+    let before = t.phase;
+    let c = conflict(&t);
+    match t.on_reply(Step::Reserve, &c, NOW) {
+        Advance::Anomaly { retry_at_ms, .. } => assert!(retry_at_ms > NOW),
+        other => panic!("a conflicting reserve answered {other:?}"),
+    }
+    assert_eq!((t.phase, t.next_step()), (before, Some(Step::Reserve)));
+    assert_eq!(t.reason, None);
+    // Still the reserve's to finish: a later acceptance moves on.
+    assert_eq!(moved(t.on_reply(Step::Reserve, &ok(), NOW)), "reserved");
+    let c = conflict(&t);
+    match t.on_reply(Step::Credit, &c, NOW) {
+        Advance::Anomaly { rejection, .. } => assert_eq!(rejection.code(), "idempotency_conflict"),
+        other => panic!("a conflicting credit answered {other:?}"),
+    }
+    assert_eq!(t.next_step(), Some(Step::Credit), "no release started");
+    assert_eq!(t.reason, None);
+}
+
 #[test]
 fn late_and_duplicate_replies_are_stale() {
     let mut t = start();
