@@ -405,7 +405,7 @@ impl Lake {
         if let Location::S3 { bucket, .. } = &parsed {
             // One store for our listing and footer reads and for DataFusion's
             // scan of s3://BUCKET/… paths.
-            let store = crate::store::s3_store(bucket).map_err(Error::Lake)?;
+            let store = crate::store::s3_store(location, bucket).map_err(Error::Lake)?;
             let url = ObjectStoreUrl::parse(format!("s3://{bucket}"))
                 .map_err(|e| Error::Lake(format!("{location}: {e}")))?;
             ctx.register_object_store(url.as_ref(), Arc::clone(&store));

@@ -394,38 +394,9 @@ impl Report {
     }
 }
 
-/// `text` with every control character, every bidirectional-format
-/// character (U+061C, U+200E/F, U+202A..E, U+2066..9) and the line and
-/// paragraph separators (U+2028/9) escaped as Rust writes it
-/// (`\n`, `\u{202e}`); the text itself when it has none.
-pub fn plain(text: &str) -> std::borrow::Cow<'_, str> {
-    let hidden = |c: char| {
-        c.is_control()
-            || matches!(
-                c,
-                '\u{061c}'
-                    | '\u{200e}'
-                    | '\u{200f}'
-                    | '\u{2028}'
-                    | '\u{2029}'
-                    | '\u{202a}'..='\u{202e}'
-                    | '\u{2066}'..='\u{2069}'
-            )
-    };
-    if !text.chars().any(hidden) {
-        return text.into();
-    }
-    text.chars()
-        .map(|c| {
-            if hidden(c) {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect::<String>()
-        .into()
-}
+/// Lake text (and any text from outside) escaped for one line of the
+/// summary and the log: [`ledger_s3::text::plain`].
+pub use ledger_s3::text::plain;
 
 #[cfg(test)]
 mod tests {

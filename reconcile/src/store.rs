@@ -113,10 +113,15 @@ impl Location {
     }
 }
 
-/// The S3 store of `bucket`, configured from the environment (module docs).
-/// Only configuration is checked here; [`probe_s3`] talks to the endpoint.
-pub fn s3_store(bucket: &str) -> Result<Arc<dyn ObjectStore>, String> {
-    Ok(Arc::new(ledger_s3::store(bucket, S3_REQUEST_TIMEOUT)?))
+/// The S3 store of `bucket`, configured from the environment (module docs);
+/// errors name the lake as given (`location`). Only configuration is checked
+/// here; [`probe_s3`] talks to the endpoint.
+pub fn s3_store(location: &str, bucket: &str) -> Result<Arc<dyn ObjectStore>, String> {
+    Ok(Arc::new(ledger_s3::store(
+        location,
+        bucket,
+        S3_REQUEST_TIMEOUT,
+    )?))
 }
 
 /// One listing request under `PREFIX/events/`: proves that the endpoint

@@ -522,9 +522,10 @@ fn s3_failures_are_exit_2_saying_which() {
     let r = reconcile(&format!("s3://{BUCKET}/lake"), &[]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(
-        r.stderr
-            .contains("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY not set"),
-        "{}",
+        r.stderr.contains(&format!(
+            "s3://{BUCKET}/lake: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY not set"
+        )),
+        "the lake's prefix named (rev-s55-blackbox F9): {}",
         r.stderr
     );
 

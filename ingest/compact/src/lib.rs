@@ -92,7 +92,8 @@ impl Lake {
             }
             let prefix = prefix.trim_matches('/');
             ledger_s3::check_prefix(location, prefix).map_err(CompactError::Usage)?;
-            let s3 = ledger_s3::store(bucket, S3_REQUEST_TIMEOUT).map_err(CompactError::Usage)?;
+            let s3 = ledger_s3::store(location, bucket, S3_REQUEST_TIMEOUT)
+                .map_err(CompactError::Usage)?;
             if prefix.is_empty() {
                 Arc::new(s3)
             } else {
@@ -525,9 +526,10 @@ impl CompactError {
 
     /// The store's error with its innermost cause, which its own words
     /// ("error sending request") do not name: a refused connection, an
-    /// untrusted certificate.
+    /// untrusted certificate. Cut and escaped: the body an endpoint's error
+    /// quotes (a proxy's HTML page) cannot write lines of the job's log.
     fn store(op: &'static str, key: &str, e: object_store::Error) -> CompactError {
-        let why = ledger_s3::with_cause(&e);
+        let why = ledger_s3::text::excerpt(&ledger_s3::with_cause(&e));
         CompactError::Store {
             op,
             key: key.to_owned(),
@@ -847,4 +849,35 @@ pub async fn read_table_deduplicated(lake: &Lake, table: Table) -> Result<Vec<Ro
         all.extend(rows);
     }
     Ok(dedup(all).rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CompactError;
+
+    /// An endpoint that answers with a web page (a proxy, a server that is
+    /// not S3): its body is quoted on one line, cut, and the Help follows
+    /// on the next (rev-s55-blackbox F9).
+    #[test]
+    fn a_store_error_quoting_a_page_is_one_line() {
+        let page = format!(
+            "GET 501 Not Implemented: <!DOCTYPE HTML>\n<html lang=\"en\">\n<body>\n{}\n</body>",
+            "x".repeat(5000)
+        );
+        let e = object_store::Error::Generic {
+            store: "S3",
+            source: page.into(),
+        };
+        let shown = CompactError::store("get", "events/account/k.parquet", e).to_string();
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines.len(), 2, "{shown}");
+        assert!(
+            lines[0].starts_with("get events/account/k.parquet failed: ")
+                && lines[0].contains("<!DOCTYPE HTML>\\n<html")
+                && lines[0].contains(" bytes)")
+                && lines[0].len() < 2300
+                && lines[1].starts_with("Help: check the lake location"),
+            "{shown}"
+        );
+    }
 }

@@ -205,8 +205,10 @@ fn s3_configuration_errors_are_exit_2() {
     let (code, stderr) = cli(&["--lake", &format!("s3://{BUCKET}/x")], &[]);
     assert_eq!(code, 2, "{stderr}");
     assert!(
-        stderr.contains("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY not set"),
-        "{stderr}"
+        stderr.contains(&format!(
+            "s3://{BUCKET}/x: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY not set"
+        )),
+        "the lake's prefix named (rev-s55-blackbox F9): {stderr}"
     );
 
     // A prefix the client escapes in keys listed nothing: "nothing to do",

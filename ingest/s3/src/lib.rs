@@ -17,10 +17,14 @@
 //! [`retry_timeout`] (the request timeout and [`RETRY_TIMEOUT`] more: a
 //! read that stalled until its timeout is retried too).
 //!
+//! [`text`]: a store's words, and any other text from outside, made one
+//! line of a job's log.
+//!
 //! [`local`]: for a lake in a local directory, the entries `object_store`'s
 //! listing passes over (a dangling symbolic link), for every tool alike.
 
 pub mod local;
+pub mod text;
 
 use std::error::Error;
 use std::time::Duration;
@@ -73,13 +77,14 @@ pub fn missing_env(get: impl Fn(&str) -> Option<String>) -> Vec<&'static str> {
 
 /// The S3 store of `bucket`, configured from the environment (module docs),
 /// each request given at most `request_timeout`. Only configuration is
-/// checked here: nothing is sent. Errors start with `s3://{bucket}: ` and
-/// end with [`ENV_HELP`].
-pub fn store(bucket: &str, request_timeout: Duration) -> Result<AmazonS3, String> {
+/// checked here: nothing is sent. Errors start with `location` (the lake as
+/// the user gave it, `s3://BUCKET/PREFIX`: a bucket may hold several lakes)
+/// and end with [`ENV_HELP`].
+pub fn store(location: &str, bucket: &str, request_timeout: Duration) -> Result<AmazonS3, String> {
     let missing = missing_env(|k| std::env::var(k).ok());
     if !missing.is_empty() {
         return Err(format!(
-            "s3://{bucket}: {} not set: no credentials for the bucket\n{ENV_HELP}",
+            "{location}: {} not set: no credentials for the bucket\n{ENV_HELP}",
             missing.join(" and ")
         ));
     }
@@ -90,7 +95,7 @@ pub fn store(bucket: &str, request_timeout: Duration) -> Result<AmazonS3, String
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
     if let Some(url) = endpoint.filter(|u| u.starts_with("http://") && !allow_http) {
         return Err(format!(
-            "s3://{bucket}: the endpoint {url} is plain http, which is refused unless AWS_ALLOW_HTTP=true \
+            "{location}: the endpoint {url} is plain http, which is refused unless AWS_ALLOW_HTTP=true \
              (meant for local test servers; R2 is https)\n{ENV_HELP}"
         ));
     }
@@ -118,7 +123,7 @@ pub fn store(bucket: &str, request_timeout: Duration) -> Result<AmazonS3, String
             ..RetryConfig::default()
         })
         .build()
-        .map_err(|e| format!("s3://{bucket}: cannot configure S3: {e}\n{ENV_HELP}"))
+        .map_err(|e| format!("{location}: cannot configure S3: {e}\n{ENV_HELP}"))
 }
 
 /// Refuses a lake prefix (of `s3://BUCKET/PREFIX`, slashes trimmed) that

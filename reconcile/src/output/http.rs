@@ -111,28 +111,11 @@ impl Failure {
     }
 }
 
-/// The first 2,000 characters of a receiver's or the edge's text, trimmed,
-/// escaped as the summary escapes lake text ([`crate::report::plain`]: it
-/// cannot write lines of the job's log), with how long it was when longer
-/// (rev-s51-late M2: a 3 MB answer was one 3.3 MB line of the log).
-pub fn excerpt(text: &str) -> String {
-    excerpt_cut(text, None)
-}
-
-/// [`excerpt`] of a text cut short before its end, for the reason `cut`.
-fn excerpt_cut(text: &str, cut: Option<&str>) -> String {
-    let text = text.trim();
-    let head: String = text.chars().take(2000).collect();
-    let more = match cut {
-        Some(why) => format!("… ({})", crate::report::plain(why)),
-        None if head.len() < text.len() => format!("… ({} bytes)", text.len()),
-        None => String::new(),
-    };
-    // A backslash of the text doubled: its `\n` is then told from a line
-    // feed escaped (rev-s51-late: both showed as `\n`).
-    let head = head.replace('\\', "\\\\");
-    format!("{}{more}", crate::report::plain(&head))
-}
+/// The first 2,000 characters of a receiver's or the edge's text, escaped,
+/// with how long it was when longer ([`ledger_s3::text::excerpt`];
+/// rev-s51-late M2: a 3 MB answer was one 3.3 MB line of the log).
+pub use ledger_s3::text::excerpt;
+use ledger_s3::text::excerpt_cut;
 
 impl std::fmt::Display for Failure {
     /// The receiver's text escaped as the summary escapes lake text
