@@ -46,21 +46,43 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// From optional configuration strings (Worker vars); bad or missing values
-    /// fall back to the defaults, and the amount maximum never exceeds the core's.
-    pub fn from_config(amount_max: Option<&str>, body_bytes_max: Option<&str>) -> Limits {
+    /// From optional configuration strings (Worker vars). A missing or empty value is the
+    /// default; the amount maximum never exceeds the core's (a larger one is the core's). A
+    /// value set but not a number in range is an error naming it: a misspelt limit
+    /// (`"1e6"`, `"1,000,000"`, `"0"`) must not silently become no limit (rev-s56-edge L3).
+    pub fn from_config(
+        amount_max: Option<&str>,
+        body_bytes_max: Option<&str>,
+    ) -> Result<Limits, String> {
         let d = Limits::default();
-        Limits {
-            amount_max: amount_max
-                .and_then(|s| s.trim().parse::<i64>().ok())
-                .filter(|v| *v >= 1)
-                .map_or(d.amount_max, |v| v.min(AMOUNT_MINOR_MAX)),
-            body_bytes_max: body_bytes_max
-                .and_then(|s| s.trim().parse::<usize>().ok())
-                .filter(|v| *v >= 64)
-                .unwrap_or(d.body_bytes_max),
+        let amount_max = match amount_max.map(str::trim).filter(|v| !v.is_empty()) {
+            None => d.amount_max,
+            Some(v) => match v.parse::<i64>() {
+                Ok(n) if n >= 1 => n.min(AMOUNT_MINOR_MAX),
+                _ => {
+                    return Err(format!(
+                        "AMOUNT_MAX {v:?} is not a whole number of minor units from 1 to \
+                         {AMOUNT_MINOR_MAX}"
+                    ))
+                }
+            },
+        };
+        let body_bytes_max = match body_bytes_max.map(str::trim).filter(|v| !v.is_empty()) {
+            None => d.body_bytes_max,
+            Some(v) => match v.parse::<usize>() {
+                Ok(n) if n >= 64 => n,
+                _ => {
+                    return Err(format!(
+                        "BODY_BYTES_MAX {v:?} is not a whole number of bytes, at least 64"
+                    ))
+                }
+            },
+        };
+        Ok(Limits {
+            amount_max,
+            body_bytes_max,
             page_max: d.page_max,
-        }
+        })
     }
 
     /// The limits a request is parsed against before its idempotency key is looked up: these,
@@ -690,7 +712,7 @@ mod tests {
 
     #[test]
     fn amount_max_is_configurable_but_never_above_the_core() {
-        let lim = Limits::from_config(Some("1000"), None);
+        let lim = Limits::from_config(Some("1000"), None).unwrap();
         assert_eq!(lim.amount_max, 1000);
         let e = movement(
             Movement::Withdrawal,
@@ -703,13 +725,23 @@ mod tests {
         assert_eq!(e.code(), "amount_out_of_range");
         assert_eq!(e.problem().body["max"], serde_json::json!(1000));
         assert_eq!(
-            Limits::from_config(Some("99999999999999999"), None).amount_max,
+            Limits::from_config(Some("99999999999999999"), None)
+                .unwrap()
+                .amount_max,
             AMOUNT_MINOR_MAX
         );
         assert_eq!(
-            Limits::from_config(Some("junk"), Some("1")).amount_max,
-            AMOUNT_MINOR_MAX
+            Limits::from_config(Some(" "), None),
+            Ok(Limits::default()),
+            "empty is unset"
         );
+        // Set but not a limit: an error naming it, never no limit.
+        for bad in ["junk", "1e6", "1,000,000", "0", "-5", "1000.00"] {
+            let e = Limits::from_config(Some(bad), None).unwrap_err();
+            assert!(e.starts_with(&format!("AMOUNT_MAX {bad:?}")), "{e}");
+        }
+        let e = Limits::from_config(Some("1000"), Some("1")).unwrap_err();
+        assert!(e.starts_with("BODY_BYTES_MAX \"1\""), "{e}");
         let ok = movement(
             Movement::Withdrawal,
             "acme.a",
@@ -864,7 +896,7 @@ mod tests {
 
     #[test]
     fn the_configured_amount_maximum_waits_for_the_key_lookup() {
-        let lim = Limits::from_config(Some("1000"), None);
+        let lim = Limits::from_config(Some("1000"), None).unwrap();
         let body = r#"{"amount":5000,"currency":"USD"}"#;
         // Parsed for the lookup, 5000 passes; judged as new, it is the body check's problem.
         let early = movement(Movement::Deposit, "acme.a", Some("k"), body, &lim).unwrap_err();

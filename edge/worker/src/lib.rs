@@ -206,11 +206,19 @@ fn keys(env: &Env) -> Api<ApiKeys> {
     })
 }
 
-fn limits(env: &Env) -> Limits {
+/// The request limits; a limit set but not valid refuses every request (503), as a bad key
+/// configuration does, rather than run with no limit.
+fn limits(env: &Env) -> Api<Limits> {
     Limits::from_config(
         var(env, "AMOUNT_MAX").as_deref(),
         var(env, "BODY_BYTES_MAX").as_deref(),
     )
+    .map_err(|e| {
+        worker::console_error!("limits configuration: {e}");
+        ApiError::Unavailable {
+            detail: "request limits are misconfigured".into(),
+        }
+    })
 }
 
 /// The body text, refused with 413 by its declared length before reading, and by its real one
@@ -348,7 +356,7 @@ async fn route(mut req: Request, env: &Env) -> Api<Result<Response>> {
         return Err(ApiError::RouteNotFound);
     };
     let auth = header(&req, "authorization");
-    let lim = limits(env);
+    let lim = limits(env)?;
 
     if let Some(admin) = rest.strip_prefix(&["admin"]) {
         keys(env)?.admin(auth.as_deref())?;
@@ -580,8 +588,8 @@ async fn admin_route(
             Err(ApiError::RouteNotFound)
         }
         (Method::Post, ["accounts", name, "faults"]) => {
-            let text = body_text(&mut req, &limits(env)).await?;
-            let body = parse::faults(&text, &limits(env))?;
+            let text = body_text(&mut req, &limits(env)?).await?;
+            let body = parse::faults(&text, &limits(env)?)?;
             pass(
                 call_do_text(
                     env,
@@ -602,8 +610,8 @@ async fn admin_route(
         }
         // The sweeper's re-drive of a list of transfer ids (`t.{tenant}.{key}`), by hand.
         (Method::Post, ["transfers", "redrive"]) => {
-            let text = body_text(&mut req, &limits(env)).await?;
-            let ids = parse::redrive(&text, &limits(env))?;
+            let text = body_text(&mut req, &limits(env)?).await?;
+            let ids = parse::redrive(&text, &limits(env)?)?;
             let out = sweeper::redrive(env, &ids, sweeper::redrive_timeout_ms(env)).await;
             Ok(ok_json(200, json!({ "redriven": out }), false))
         }

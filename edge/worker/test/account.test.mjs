@@ -393,5 +393,21 @@ describe("AMOUNT_MAX lowered after a booking", () => {
     assert.deepEqual(await acme.account("lim"), before, "nothing moved");
     // Their keys were left unused: within the limit they run.
     assert.deepEqual([(await move("deposits", "K2", 1_000)).json.balance, (await transfer("T2", 1_000)).json.phase], [2_500, "captured"]);
+
+    // A misspelt limit is not no limit: every request is refused 503 until it is fixed, and
+    // nothing runs (rev-s56-edge L3).
+    const settled = await acme.account("lim");
+    await led.dispose();
+    led = await startLedger({ persistDir: dir, bindings: { AMOUNT_MAX: "1e6" } });
+    acme = led.as("acme");
+    for (const r of [await move("deposits", "K3", 9_000_000), await transfer("T3", 9_000_000)]) {
+      assertProblem(r, 503, "unavailable");
+      assert.match(r.json.detail, /request limits are misconfigured/, r.text);
+    }
+    await led.dispose();
+    led = await startLedger({ persistDir: dir, bindings: { AMOUNT_MAX: "1000" } });
+    acme = led.as("acme");
+    assert.deepEqual(await acme.account("lim"), settled, "nothing moved");
+    assert.equal((await acme.get("/v1/transfers/T3")).status, 404, "no transfer created");
   });
 });
