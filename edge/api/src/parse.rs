@@ -218,7 +218,14 @@ impl Body {
             min,
             max,
         };
-        if let Some(i) = n.as_i64() {
+        // serde_json reads the integer `-0` as the float -0.0: it is 0, judged by the range
+        // (an amount's `-0` is out of range, not of the wrong type). `-0.0` reads the same and
+        // is taken the same way.
+        let zero = n
+            .as_f64()
+            .filter(|f| *f == 0.0 && f.is_sign_negative())
+            .map(|_| 0);
+        if let Some(i) = n.as_i64().or(zero) {
             if i < min || i > max {
                 return Err(out_of_range());
             }
@@ -264,6 +271,15 @@ pub fn open_account(
     let mut b = Body::parse(text, limits)?;
     let id = b.req_str("id")?;
     let currency = b.currency("currency")?;
+    // A code ISO 4217 withdrew (BGN, ANG) opens no new account; accounts
+    // already in one keep working, so that they can be wound down, and
+    // their operations' retries still replay (rev-s56-edge L4).
+    if currency.is_withdrawn() {
+        return Err(ApiError::UnknownCurrency {
+            field: "currency",
+            found: currency.as_str().to_owned(),
+        });
+    }
     let overdraft_limit = match b.take("overdraft_limit") {
         None => 0,
         Some(v) => Body::integer(v, "overdraft_limit", 0, AMOUNT_MINOR_MAX)?,
@@ -668,6 +684,28 @@ mod tests {
             t(r#"{"id":"a","currency":"USD","overdraft_limit":"5"}"#),
             "wrong_type"
         );
+        assert_eq!(
+            t(r#"{"id":"a","currency":"USD","overdraft_limit":0.0}"#),
+            "wrong_type"
+        );
+        // A withdrawn code opens no account; it still decodes (rev-s56-edge L4).
+        assert_eq!(t(r#"{"id":"a","currency":"BGN"}"#), "unknown_currency");
+        assert_eq!(t(r#"{"id":"a","currency":"ANG"}"#), "unknown_currency");
+        // `-0` is the integer 0 (serde_json reads it as -0.0): a valid limit.
+        assert!(matches!(
+            open_account(
+                "acme",
+                r#"{"id":"a","currency":"USD","overdraft_limit":-0}"#,
+                &l()
+            ),
+            Ok((
+                _,
+                Command::Open {
+                    overdraft_limit: 0,
+                    ..
+                }
+            ))
+        ));
 
         let m = |body: &str, key: Option<&str>| {
             movement(Movement::Deposit, "acme.a", key, body, &l())
@@ -683,6 +721,19 @@ mod tests {
             m(r#"{"amount":-5,"currency":"USD"}"#, k),
             "amount_out_of_range"
         );
+        assert_eq!(
+            m(r#"{"amount":-0,"currency":"USD"}"#, k),
+            "amount_out_of_range"
+        );
+        // An account in a withdrawn code keeps taking deposits (wound down, replays kept).
+        assert!(movement(
+            Movement::Deposit,
+            "acme.a",
+            k,
+            r#"{"amount":5,"currency":"BGN"}"#,
+            &l()
+        )
+        .is_ok());
         assert_eq!(
             m(r#"{"amount":9007199254740992,"currency":"USD"}"#, k),
             "amount_out_of_range"

@@ -23,6 +23,11 @@ impl fmt::Debug for Currency {
 /// transfer and event in it would stop loading (a hold that can no longer be
 /// captured, a stream the lake refuses). `the_codes_are_never_removed` pins
 /// the set.
+/// The codes of [`ISO_4217`] that ISO 4217 has withdrawn: ANG (replaced by
+/// XCG), BGN (Bulgaria adopted the euro). Kept for decoding; no new account
+/// is opened in one.
+pub const WITHDRAWN: [&str; 2] = ["ANG", "BGN"];
+
 const ISO_4217: &[(&str, u8)] = &[
     ("AED", 2),
     ("AFN", 2),
@@ -240,6 +245,13 @@ impl Currency {
         std::str::from_utf8(&self.0).expect("currency codes are ASCII")
     }
 
+    /// Whether ISO 4217 withdrew the code ([`WITHDRAWN`]): it still decodes
+    /// (stored accounts, transfers and events in it keep loading), but opens
+    /// no new account.
+    pub fn is_withdrawn(&self) -> bool {
+        WITHDRAWN.contains(&self.as_str())
+    }
+
     /// Digits after the decimal point for display; amounts stay integers.
     pub fn minor_unit_exponent(&self) -> u8 {
         let i = ISO_4217
@@ -283,12 +295,11 @@ mod tests {
                 h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
             }
         }
-        for withdrawn in ["ANG", "BGN"] {
-            assert!(
-                Currency::parse(withdrawn).is_ok(),
-                "{withdrawn} must still decode"
-            );
+        for withdrawn in WITHDRAWN {
+            let c = Currency::parse(withdrawn).expect("a withdrawn code must still decode");
+            assert!(c.is_withdrawn(), "{withdrawn}");
         }
+        assert!(!Currency::parse("EUR").unwrap().is_withdrawn());
         assert_eq!(
             (ISO_4217.len(), h),
             (157, 16_721_540_088_144_215_713),
