@@ -9,7 +9,7 @@
 //! Configuration: secrets `API_KEYS` (JSON object key → tenant) and `ADMIN_KEY`; vars
 //! `AMOUNT_MAX`, `BODY_BYTES_MAX`, `TRANSFER_WAIT_MS`, `TRANSFER_DEADLINE_MS`,
 //! `OUTBOX_BATCH_SIZE`, `OUTBOX_MAX_BATCHES_PER_ALARM`, `OUTBOX_KEEP_SENT_MS`,
-//! `SWEEP_MAX_PER_RUN`, `SWEEP_REDRIVE_TIMEOUT_MS` (wrangler.toml).
+//! `SWEEP_MAX_PER_RUN`, `SWEEP_REDRIVE_TIMEOUT_MS`, `STEP_TIMEOUT_MS` (wrangler.toml).
 
 use ledger_api::parse::{self, Movement};
 use ledger_api::{names, views, ApiError, ApiKeys, Limits};

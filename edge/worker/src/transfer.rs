@@ -8,8 +8,8 @@
 //! - drive: `next_step()` → `request(step)` → AccountDO `POST /cmd` → `on_reply` on the transfer
 //!   *re-loaded inside the commit transaction* (so a concurrent driver's progress makes this
 //!   reply `Stale` instead of applying twice) → the new state and its event commit together →
-//!   loop until terminal or `RetryAt`. A failed call, a non-200 answer or an unreadable body is
-//!   `Reply::Transient`.
+//!   loop until terminal or `RetryAt`. A failed call, no answer within `STEP_TIMEOUT_MS`, a
+//!   non-200 answer or an unreadable body is `Reply::Transient`.
 //! - While the transfer is not terminal an alarm stays set (at `next_attempt_at_ms`, or, while a
 //!   request drives it, a lease that ends `LEASE_MS` after the request's drive budget), so a
 //!   crash at any point is re-driven, and a slow step is not sent twice by the alarm while the
@@ -46,6 +46,16 @@ const EXTRA_SCHEMA: &[&str] = &["CREATE TABLE IF NOT EXISTS transfer (
 /// the lease covers such a step of up to this long. The price: a request that dies mid-drive is
 /// re-driven budget + lease after it started, not lease after.
 const LEASE_MS: i64 = 2_000;
+/// How long one saga step's call to its account is waited for (`STEP_TIMEOUT_MS`, taken within
+/// `STEP_TIMEOUT_MS_MIN..=STEP_TIMEOUT_MS_MAX`): past it the step is `Reply::Transient`, retried
+/// with backoff like a failed call, and the reserve's give-up at the deadline applies. Without
+/// it, an account that never answers held the transfer in its phase past its deadline, and its
+/// recorded events behind the alarm's drive (rev-s56-edge L2). Safe because every step is
+/// idempotent at its account: a call given up on that lands later is replayed by the retry, and
+/// its reply, if it ever comes, is `Stale`.
+const STEP_TIMEOUT_MS_DEFAULT: i64 = 30_000;
+const STEP_TIMEOUT_MS_MIN: i64 = 500;
+const STEP_TIMEOUT_MS_MAX: i64 = 300_000;
 /// How long `/drive` (the sweeper's re-drive) and the alarm drive at most.
 const DRIVE_BUDGET_MS: i64 = 5_000;
 /// Most steps one drive performs (the saga has at most three).
@@ -100,15 +110,30 @@ impl TransferDO {
             Ok(b) => b,
             Err(_) => return Reply::Transient,
         };
-        let resp = crate::call_do_text(
+        use futures_util::future::{select, Either};
+        let call = Box::pin(crate::call_do_text(
             &self.env,
             "ACCOUNT",
             account,
             Method::Post,
             "/cmd",
             Some(body),
-        )
-        .await;
+        ));
+        let timeout_ms = crate::env_i64(&self.env, "STEP_TIMEOUT_MS", STEP_TIMEOUT_MS_DEFAULT)
+            .clamp(STEP_TIMEOUT_MS_MIN, STEP_TIMEOUT_MS_MAX);
+        let timer = Box::pin(worker::Delay::from(std::time::Duration::from_millis(
+            timeout_ms as u64,
+        )));
+        let resp = match select(call, timer).await {
+            Either::Left((r, _)) => r,
+            Either::Right(_) => {
+                worker::console_warn!(
+                    "account {account}: no answer to a saga step within {timeout_ms} ms \
+                     (STEP_TIMEOUT_MS); retried with backoff"
+                );
+                return Reply::Transient;
+            }
+        };
         match resp {
             Ok((200, text)) => match serde_json::from_str::<Outcome>(&text) {
                 Ok(o) => Reply::Outcome(o),

@@ -196,6 +196,35 @@ describe("transfers mid-saga", () => {
     assert.deepEqual([src.balance, src.held, dst.balance], [60, 0, 40]);
   });
 
+  test("an account that does not answer a step: the transfer waits STEP_TIMEOUT_MS, not for the answer, and gives the reserve up at its deadline", async () => {
+    // Every saga step at the source takes 60 s; a step is waited for 1 s, the deadline is 3 s.
+    // Without the step's timeout the request waited the 60 s, and the transfer stayed `created`
+    // past its deadline (rev-s56-edge L2).
+    const led = await startLedger({
+      persistDir: tempPersistDir(),
+      bindings: { STEP_TIMEOUT_MS: "1000", TRANSFER_DEADLINE_MS: "3000" },
+    });
+    const acme = led.as("acme");
+    await acme.open("hang-s");
+    await acme.open("hang-d");
+    await acme.deposit("hang-s", 100, "seed");
+    await led.admin("POST", "/v1/admin/accounts/acme.hang-s/faults", { delay_commands_ms: 60_000 });
+    const t0 = Date.now();
+    const r = await acme.post("/v1/transfers", tr("hang-s", "hang-d", 40), "hang-1");
+    const answered = Date.now() - t0;
+    assert.deepEqual([r.status, r.json.phase], [202, "created"], r.text);
+    assert.ok(answered < 10_000, `answered after ${answered} ms, not after the account's 60 s`);
+    // The alarm re-drives; past the deadline the reserve is given up: releasing, whose release
+    // (to the same silent account) is retried until it answers.
+    const given = await waitFor(async () => {
+      const t = (await acme.get("/v1/transfers/hang-1")).json;
+      return t.phase === "releasing" && t;
+    }, { what: "the reserve given up at the deadline", timeout: 25_000 });
+    assert.equal(given.reason, "deadline_exceeded", JSON.stringify(given));
+    const [src, dst] = [await acme.account("hang-s"), await acme.account("hang-d")];
+    assert.deepEqual([src.balance, dst.balance], [100, 0], "no money moved");
+  });
+
   test("the lease of /create and /drive ends after the drive's budget: the alarm does not re-send a step in flight", async () => {
     // TRANSFER_WAIT_MS 5 s, and every saga step at a slow source takes 3 s: a request's step is
     // still in flight 2 s after it started, well inside its budget (5 s for /create here, 5 s
