@@ -15,9 +15,25 @@ pub const THREADS_HELP: &str = "Help: the reconciler runs two worker threads and
      of its own; the job's limit on threads or processes (ulimit -u, a cgroup's pids.max, systemd's \
      TasksMax), on open files (ulimit -n) or on memory is too low for them: raise it";
 
+/// Set once [`THREADS_HELP`] was printed on stderr (by the binary's panic
+/// hook for a refused thread's panic, or by [`both`]'s warning): a run's
+/// error that follows names its refusal without repeating the Help (it was
+/// printed twice).
+pub static HELP_SAID: AtomicBool = AtomicBool::new(false);
+
+/// [`THREADS_HELP`] on a line of its own, or a pointer to it once printed
+/// ([`HELP_SAID`]).
+fn help() -> String {
+    if HELP_SAID.load(Ordering::Relaxed) {
+        " (Help above)".into()
+    } else {
+        format!("\n{THREADS_HELP}")
+    }
+}
+
 /// The run's error for a thread the OS refused to start: exit 2.
 pub fn refused(what: &str, e: &std::io::Error) -> crate::Error {
-    crate::Error::Lake(format!("cannot start {what}: {e}\n{THREADS_HELP}"))
+    crate::Error::Lake(format!("cannot start {what}: {e}{}", help()))
 }
 
 /// Whether a panic's message is that of a thread the OS refused: tokio's
@@ -36,7 +52,8 @@ pub fn table_panicked(payload: Box<dyn std::any::Any + Send>) -> crate::Error {
         .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
     match why {
         Some(why) if refusal(why) => crate::Error::Lake(format!(
-            "cannot start a thread for a table's proof: {why}\n{THREADS_HELP}"
+            "cannot start a thread for a table's proof: {why}{}",
+            help()
         )),
         _ => crate::Error::Scan("a table's proof panicked".into()),
     }
@@ -59,8 +76,10 @@ pub fn both<RA: Send, RB>(a: impl FnOnce() -> RA + Send, b: impl FnOnce() -> RB)
                 if !SAID.swap(true, Ordering::Relaxed) {
                     crate::say!(
                         "reconcile: warning: cannot start a thread ({e}): its work runs on this one, \
-                         slower\n{THREADS_HELP}"
+                         slower{}",
+                        help()
                     );
+                    HELP_SAID.store(true, Ordering::Relaxed);
                 }
                 None
             }

@@ -3598,6 +3598,14 @@ fn a_checkpoint_it_may_not_write_or_no_threads_to_run_is_exit_2_not_a_silent_or_
                     && !err.contains("a table's proof panicked"),
                 "ulimit -u {n}: {err}"
             );
+            // Said once, not by the panic's line and again by the run's
+            // error.
+            assert_eq!(
+                err.matches("Help: the reconciler runs two worker threads")
+                    .count(),
+                1,
+                "ulimit -u {n}: {err}"
+            );
         }
         if err.contains("error: cannot start the runtime") {
             refused += 1;
