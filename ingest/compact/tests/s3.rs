@@ -3,6 +3,8 @@
 //! tests/support/s3_server.rs), configured from the environment as in
 //! production. The assertions are the local tests' (tests/common).
 
+#[path = "../../../tests/support/layout.rs"]
+mod layout;
 #[path = "../../../tests/support/s3_server.rs"]
 mod s3_server;
 
@@ -250,5 +252,78 @@ fn s3_configuration_errors_are_exit_2() {
     assert!(
         stderr.contains("is plain http, which is refused"),
         "{stderr}"
+    );
+}
+
+/// rev-s55-diff L2: a partition with a newer writer's file, whose other
+/// files are read only to look for damage: a store's refusal to read one of
+/// them says nothing of the file, so the partition stays the newer writer's
+/// (exit 2, upgrade), and the run goes on to the other partitions. (The
+/// refusal comes from the proxy: a mock.)
+#[tokio::test]
+async fn a_store_failure_after_a_newer_writers_file_leaves_it_the_partitions_error() {
+    use object_store::{path::Path as ObjectPath, ObjectStoreExt, PutPayload};
+    let (server, lake) = small_file_lake_on_s3().await;
+    let mut in_partition: Vec<String> = keys(&lake)
+        .await
+        .into_iter()
+        .filter(|k| k.starts_with("events/transfer/"))
+        .collect();
+    let dir_of = |k: &str| k.rsplit_once('/').unwrap().0.to_owned();
+    let partition = dir_of(&in_partition[0]);
+    in_partition.retain(|k| dir_of(k) == partition);
+    assert!(in_partition.len() >= 2, "{in_partition:?}");
+    let (first, last) = (
+        in_partition[0].clone(),
+        in_partition.last().unwrap().clone(),
+    );
+    // The first file of the partition as a newer writer wrote it.
+    let local = tempfile::tempdir().unwrap();
+    let bytes = lake
+        .store
+        .get(&ObjectPath::from(first.as_str()))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let path = local.path().join(&first);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, &bytes).unwrap();
+    layout::rewrite_in_layout(local.path(), &first, "lake-v9");
+    lake.store
+        .put(
+            &ObjectPath::from(first.as_str()),
+            PutPayload::from(std::fs::read(&path).unwrap()),
+        )
+        .await
+        .unwrap();
+    // Every read of the partition's last file refused.
+    let name = last.rsplit_once('/').unwrap().1.to_owned();
+    let proxy = FaultyProxy::start(
+        server.port,
+        Box::new(move |method, path, _| {
+            (method == "GET" && path.contains(&name)).then_some(Fault::Status(403))
+        }),
+    );
+    let url = format!("s3://{BUCKET}/{PREFIX}");
+    let (code, stderr) = cli(&["--lake", &url], &proxy.env(&server));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("1 left untouched because a newer writer wrote a file there")
+            && stderr.contains("upgrade ledger-compact")
+            && !stderr.contains("damaged file"),
+        "{stderr}"
+    );
+    let after = keys(&lake).await;
+    assert!(
+        in_partition.iter().all(|k| after.contains(k)),
+        "the partition is left as it was: {after:?}"
+    );
+    assert!(
+        after
+            .iter()
+            .any(|k| k.starts_with("events/account/") && k.contains("/c-")),
+        "the run went on to the other partitions: {after:?}"
     );
 }
