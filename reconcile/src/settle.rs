@@ -21,7 +21,7 @@
 //! deadline (their terminal row may be in delivery). Global conservation is
 //! pending only when its whole residual is what the pending findings leave
 //! unbalanced ([`crate::checks::global_conservation::Young`]): the
-//! transfers with a pending finding, and the pending gaps of account
+//! transfers with a pending finding and no decided one, and the pending gaps of account
 //! streams (what the missing events moved the balance by).
 //!
 //! Pure: the checks' findings and the proof's per-stream state in, the
@@ -43,8 +43,8 @@ use crate::finding::CheckResult;
 
 /// What global conservation needs to tell delivery lag from a violation in
 /// `window`: the transfers a
-/// cross-stream check has a pending finding on (`per_transfer`: their
-/// findings), and per currency what the seq gaps of account streams whose
+/// cross-stream check has a pending finding on and no decided one
+/// (`per_transfer`: their findings), and per currency what the seq gaps of account streams whose
 /// next row is young moved the balance by, each with when
 /// the youngest row was committed. A gap whose movement the rows around it
 /// do not tell (an invalid row before it) adds nothing, so a residual it
@@ -60,6 +60,16 @@ pub fn young(
         if let Some(at) = f.youngest_ms.filter(|&at| window.young(at)) {
             let e = transfers.entry(f.key.clone()).or_insert(at);
             *e = (*e).max(at);
+        }
+    }
+    // A transfer with a decided finding besides (a wrong row: a token hold,
+    // a credit while releasing; or one past the window) owes nothing to
+    // delivery: no late row makes its money right, so what it leaves
+    // unbalanced is a violation, not lag (rev-s56-outputs 1: a pending
+    // `dangling` of the same transfer made its created money pending).
+    for f in per_transfer.iter().flat_map(|f| f.iter()) {
+        if !f.youngest_ms.is_some_and(|at| window.young(at)) {
+            transfers.remove(&f.key);
         }
     }
     let mut gaps = Owed::new();
