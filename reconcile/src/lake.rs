@@ -68,7 +68,11 @@ pub enum Error {
     /// One lake file is unreadable or not in the known layout.
     File { key: String, why: String },
     /// A row of an event schema version this reader does not know.
-    Schema { event_id: String, v: u16 },
+    Schema {
+        key: String,
+        event_id: String,
+        v: u16,
+    },
     /// Anything else DataFusion reported.
     Scan(String),
 }
@@ -144,9 +148,9 @@ impl std::fmt::Display for Error {
                 "lake file {key}: {why}\nHelp: move the file out of events/ (for example to quarantine/) \
                  and re-deliver or re-compact its events (docs/LAKE.md), then run reconcile again"
             ),
-            Error::Schema { event_id, v } => write!(
+            Error::Schema { key, event_id, v } => write!(
                 f,
-                "event {event_id}: schema version {v} is not known to this reconciler (known: {SCHEMA_VERSIONS_KNOWN:?})\n\
+                "lake file {key}: event {event_id}: schema version {v} is not known to this reconciler (known: {SCHEMA_VERSIONS_KNOWN:?})\n\
                  Help: upgrade reconcile to a version that knows schema v{v}"
             ),
             Error::Scan(why) => write!(f, "scan failed: {why}"),

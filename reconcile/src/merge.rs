@@ -94,7 +94,11 @@ impl Cursor {
             let batch = batch.map_err(crate::lake::unreadable(&self.key))?;
             let mut cols = Cols::from_batch(&batch).map_err(|e| match e {
                 BatchError::Layout(why) => self.file_err(format!("not in the lake layout: {why}")),
-                BatchError::Version { event_id, v } => Error::Schema { event_id, v },
+                BatchError::Version { event_id, v } => Error::Schema {
+                    key: self.key.clone(),
+                    event_id,
+                    v,
+                },
             })?;
             cols.file = self.file;
             if cols.is_empty() {

@@ -969,19 +969,28 @@ fn a_row_of_an_unknown_schema_version_is_an_error() {
         rows[0].event.v = v;
         let event_id = rows[0].event.event_id.clone();
         std::fs::remove_file(dir.join(&key)).unwrap();
+        let mut written = Vec::new();
         for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
             ledger_reconcile::gen::write_object(&dir, &f.key, &f.bytes).unwrap();
+            written.push(f.key);
         }
-        (dir, event_id)
+        (dir, event_id, written)
     };
-    let (dir, event_id) = with_version(2);
+    let (dir, event_id, written) = with_version(2);
     let (code, stdout, stderr) = run_bin(&[dir.to_str().unwrap()]);
     assert_eq!(code, 2, "{stdout}\n{stderr}");
     assert!(
         stderr.contains("schema version 2") && stderr.contains(&event_id),
         "{stderr}"
     );
-    let (dir, event_id) = with_version(0);
+    // The file it is in is named (rev-s56-outputs 6).
+    assert!(
+        written
+            .iter()
+            .any(|k| stderr.contains(&format!("lake file {k}: event {event_id}"))),
+        "{written:?}: {stderr}"
+    );
+    let (dir, event_id, _) = with_version(0);
     let (code, stdout, stderr) = run_bin(&[dir.to_str().unwrap()]);
     assert_eq!(code, 1, "{stdout}\n{stderr}");
     let line = stdout
