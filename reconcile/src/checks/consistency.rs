@@ -119,9 +119,11 @@ pub fn check_transfer(
         bad(
             "hold_currency_mismatch",
             format!(
-                "hold {} in {} for a transfer in {currency}",
+                "hold {} in {} for a transfer in {}",
                 h.event_id(n),
-                n.get(h.currency)
+                // A row without one says so (rev-s56-outputs 3: "in  for").
+                super::or_none(n.get(h.currency)),
+                super::or_none(currency)
             ),
             false,
             Some(h),
@@ -398,10 +400,25 @@ mod tests {
             let legs = Legs::from_lists([vec![hold], vec![], vec![], vec![]]);
             let mut out = Vec::new();
             check_transfer(n, "t", Some(&t), &legs, &mut out);
-            out.iter().map(|f| f.code).collect::<Vec<_>>()
+            out.iter()
+                .map(|f| (f.code, f.detail.clone()))
+                .collect::<Vec<_>>()
         };
         assert!(judge(&mut n, "reserved", usd).is_empty());
-        assert_eq!(judge(&mut n, "reserved", eur), ["hold_currency_mismatch"]);
+        let found = judge(&mut n, "reserved", eur);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0, "hold_currency_mismatch");
+        assert!(
+            found[0].1.ends_with(" in EUR for a transfer in USD"),
+            "{found:?}"
+        );
+        // A hold row without a currency says so, not "in  for".
+        let none = n.id("");
+        let found = judge(&mut n, "reserved", none);
+        assert!(
+            found[0].1.ends_with(" in none for a transfer in USD"),
+            "{found:?}"
+        );
     }
 
     /// A failed transfer's source refused its reserve: a hold there, live

@@ -196,12 +196,18 @@ fn from_the_future(f: &Facts, now_ms: i64, ahead_ms: i64) -> Vec<Finding> {
         .map(|(_, id, s)| {
             let at_ms = i64::from(s.facts.last_at_s) * 1000;
             // Dates are kept in whole seconds up to 2106 (`facts::secs`).
-            let or_later = if s.facts.last_at_s == u32::MAX { " or later" } else { "" };
+            // The distance from a capped date is a bound too
+            // (rev-s56-outputs 2: it read as exact).
+            let (or_later, at_least) = if s.facts.last_at_s == u32::MAX {
+                (" or later", "at least ")
+            } else {
+                ("", "")
+            };
             Finding::new(
                 "committed_in_future",
                 id,
                 format!(
-                    "phase {}: a row of it is dated {at_ms} ms{or_later}, {} s after this run's now, more than \
+                    "phase {}: a row of it is dated {at_ms} ms{or_later}, {at_least}{} s after this run's now, more than \
                      the settle window (and an hour) ahead: its deadline, and whether it is dangling, rest on that date",
                     f.names.get(s.facts.phase),
                     (at_ms - now_ms) / 1000
@@ -266,6 +272,20 @@ mod tests {
         // judged (its deadline no longer matters).
         assert_eq!(future(253_402_300_000_000, false, now, 600_000), 1);
         assert_eq!(future(253_402_300_000_000, true, now, 600_000), 0);
+        // The distance from a capped date is said as the bound it is.
+        let f = one_transfer("reserved", false, 2, 253_402_300_000_000, Some(now));
+        let said = check(&f, now, 600_000)
+            .into_iter()
+            .find(|x| x.code == "committed_in_future")
+            .unwrap()
+            .detail;
+        assert!(
+            said.contains("4294967295000 ms or later, at least 2494967295 s after"),
+            "{said}"
+        );
+        let f = one_transfer("reserved", false, 2, now + 2 * AHEAD_MIN_MS, Some(now));
+        let said = &check(&f, now, 0)[0].detail;
+        assert!(said.contains(" ms, 7200 s after"), "{said}");
     }
 
     /// rev-s45-checks L2: a transfer whose `created` row the lake lacks has

@@ -49,6 +49,16 @@ pub(crate) fn shown<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or_else(|| "none".to_owned(), |v| v.to_string())
 }
 
+/// A text value as a finding shows it: `none` when empty (a column that
+/// was null, interned as the empty name).
+pub(crate) fn or_none(v: &str) -> &str {
+    if v.is_empty() {
+        "none"
+    } else {
+        v
+    }
+}
+
 /// When the youngest row of a transfer was committed (ms): its stream's
 /// last row, its legs. A finding on a saga step that is absent rests on
 /// these rows: the step, committed before one of them, may still be in
