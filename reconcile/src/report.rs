@@ -163,16 +163,16 @@ impl Report {
     /// A row that does not verify (a hash, a link, the schema) is named by
     /// its event id; tampering and storage damage alike (docs/LAKE.md), the
     /// operator next needs the file that holds it: the DuckDB query that
-    /// finds it, for the first such finding.
+    /// finds it, for the first such finding whose id a query can be printed
+    /// with as it is (one with a hidden character cannot: the next is
+    /// taken, rev-s56-outputs 4).
     fn file_of_row_help(&self, findings: &[Finding]) -> Option<String> {
         const ROW_CODES: [&str; 3] = ["hash_mismatch", "chain_break", "invalid_event"];
         let event_id = findings
             .iter()
             .filter(|f| ROW_CODES.contains(&f.code))
-            .find_map(|f| f.event_id.as_deref())?;
-        if matches!(plain(event_id), std::borrow::Cow::Owned(_)) {
-            return None; // an id a query cannot be printed with as it is
-        }
+            .filter_map(|f| f.event_id.as_deref())
+            .find(|id| matches!(plain(id), std::borrow::Cow::Borrowed(_)))?;
         let quoted = |v: &str| v.replace('\'', "''");
         Some(format!(
             "            help: the file that holds a row, in DuckDB (docs/LAKE.md): SELECT filename FROM \
@@ -431,6 +431,14 @@ mod tests {
         assert!(
             !s.contains("help:"),
             "no query printed with a hidden character: {s}"
+        );
+        // A later row with a plain id gets the query (rev-s56-outputs 4).
+        let plain_row = Finding::new("hash_mismatch", "b", "y".into()).at(3, "account:b:3");
+        r.checks[0].findings.push(plain_row);
+        let s = r.summary();
+        assert!(
+            s.contains("help: the file that holds a row") && s.contains("event_id = 'account:b:3'"),
+            "{s}"
         );
         assert_eq!(plain("acme.a:7"), "acme.a:7");
         assert!(matches!(plain("acme.a:7"), std::borrow::Cow::Borrowed(_)));
