@@ -80,7 +80,8 @@ enum Cmd {
         in_flight: usize,
     },
     /// Copy the lake CLEAN to DAMAGED (new) and inject one violation class into the copy;
-    /// prints what reconcile must report.
+    /// prints the findings the injection adds, which reconcile must report (beside CLEAN's
+    /// own: a lake generated with --in-flight has transfers dangling past their deadline).
     Corrupt {
         clean: PathBuf,
         damaged: PathBuf,
