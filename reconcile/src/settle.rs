@@ -44,7 +44,9 @@ use crate::finding::CheckResult;
 /// What global conservation needs to tell delivery lag from a violation in
 /// `window`: the transfers a
 /// cross-stream check has a pending finding on and no decided one
-/// (`per_transfer`: their findings), and per currency what the seq gaps of account streams whose
+/// (`per_transfer`: their findings; nor one on their own stream), the
+/// account rows that are wrong (a transfer with such a leg owes nothing to
+/// delivery either), and per currency what the seq gaps of account streams whose
 /// next row is young moved the balance by, each with when
 /// the youngest row was committed. A gap whose movement the rows around it
 /// do not tell (an invalid row before it) adds nothing, so a residual it
@@ -66,10 +68,35 @@ pub fn young(
     // a credit while releasing; or one past the window) owes nothing to
     // delivery: no late row makes its money right, so what it leaves
     // unbalanced is a violation, not lag (rev-s56-outputs 1: a pending
-    // `dangling` of the same transfer made its created money pending).
+    // `dangling` of the same transfer made its created money pending). So
+    // is one whose own stream has a decided finding (its terms changed, an
+    // id of no tenant, a row that fails its hash: rev-s56-pending 3), or
+    // whose leg is a row that fails its hash, is not valid or conflicts
+    // with another version of it (`wrong_rows`, judged with the legs).
+    let decided = |f: &Finding| !f.youngest_ms.is_some_and(|at| window.young(at));
     for f in per_transfer.iter().flat_map(|f| f.iter()) {
-        if !f.youngest_ms.is_some_and(|at| window.young(at)) {
+        if decided(f) {
             transfers.remove(&f.key);
+        }
+    }
+    let mut wrong_rows = std::collections::HashSet::new();
+    for sf in findings.iter().filter(|sf| decided(&sf.finding)) {
+        match sf.stream {
+            (Table::Transfer, Stream::Transfer, ref key) => {
+                transfers.remove(key);
+            }
+            (Table::Account, Stream::Account, ref key) => {
+                if let (Some(seq), true) = (
+                    sf.finding.seq,
+                    matches!(
+                        sf.finding.code,
+                        "hash_mismatch" | "invalid_event" | "conflict"
+                    ),
+                ) {
+                    wrong_rows.insert((key.clone(), seq));
+                }
+            }
+            _ => {}
         }
     }
     let mut gaps = Owed::new();
@@ -94,5 +121,81 @@ pub fn young(
             owe(&mut gaps, &currency, i128::from(moved), at);
         }
     }
-    Young { transfers, gaps }
+    Young {
+        transfers,
+        gaps,
+        wrong_rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_800_000_000_000;
+    const WINDOW: Settle = Settle {
+        now_ms: NOW,
+        settle_ms: 600_000,
+    };
+
+    fn on(table: Table, stream: Stream, key: &str, f: Finding) -> StreamFinding {
+        StreamFinding {
+            check: "c",
+            stream: (table, stream, key.to_owned()),
+            finding: f,
+        }
+    }
+
+    /// rev-s56-outputs 1, rev-s56-pending 3: a transfer owes its residual
+    /// to delivery only while every finding on it is young: a decided one
+    /// of a cross-stream check, or on its own stream (its terms changed, a
+    /// row that fails its hash), takes it out; a decided wrong account row
+    /// is kept for the legs. A young finding on another transfer's stream
+    /// changes nothing.
+    #[test]
+    fn a_transfer_with_a_decided_finding_owes_nothing() {
+        let young = || Finding::new("dangling", "t.a.1", String::new()).absence(NOW - 1_000);
+        let per_transfer = vec![
+            young(),
+            Finding::new("dangling", "t.a.2", String::new()).absence(NOW - 1_000),
+            Finding::new("dangling", "t.a.3", String::new()).absence(NOW - 1_000),
+            Finding::new("hold_amount_mismatch", "t.a.3", String::new()),
+        ];
+        let findings = vec![
+            on(
+                Table::Transfer,
+                Stream::Transfer,
+                "t.a.2",
+                Finding::new("terms_changed", "t.a.2", String::new()).at(2, "transfer:t.a.2:2"),
+            ),
+            on(
+                Table::Transfer,
+                Stream::Transfer,
+                "t.a.1",
+                Finding::new("seq_gap", "t.a.1", String::new()).absence(NOW - 1_000),
+            ),
+            on(
+                Table::Account,
+                Stream::Account,
+                "a.b",
+                Finding::new("hash_mismatch", "a.b", String::new()).at(7, "account:a.b:7"),
+            ),
+            on(
+                Table::Account,
+                Stream::Account,
+                "a.b",
+                Finding::new("overdraft", "a.b", String::new()).at(8, "account:a.b:8"),
+            ),
+        ];
+        let y = young_of(&findings, &per_transfer);
+        assert_eq!(y.transfers.keys().collect::<Vec<_>>(), ["t.a.1"]);
+        assert_eq!(
+            y.wrong_rows.into_iter().collect::<Vec<_>>(),
+            [("a.b".to_owned(), 7)]
+        );
+    }
+
+    fn young_of(findings: &[StreamFinding], per_transfer: &[Finding]) -> Young {
+        young(findings, &FxMap::default(), &[per_transfer], WINDOW)
+    }
 }

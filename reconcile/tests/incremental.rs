@@ -4181,6 +4181,52 @@ fn a_gap_no_late_row_fills_is_violated_once_the_window_passes() {
         codes(&resumed.check("global_conservation").findings),
         ["not_conserved"]
     );
+
+    // rev-s56-pending 2: the row after the gap records 5000 more than it
+    // should, unsealed (it fails its hash): it does not tell what the gap
+    // moved, so the money it makes up is violated at once, not owed to the
+    // gap while it is young.
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    deliver(&root, &kept, "all");
+    let mut forged = 0;
+    for key in common::files_under(&root, "events") {
+        let path = root.join(&key);
+        let mut rows =
+            ledger_ingest::read_file(&key, std::fs::read(&path).unwrap().into()).unwrap();
+        let Some(row) = rows.iter_mut().find(|r| r.event.event_id == next.event_id) else {
+            continue;
+        };
+        row.event.balance_after = row.event.balance_after.map(|b| b + 5_000);
+        std::fs::remove_file(&path).unwrap();
+        for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
+            write_object(&root, &f.key, &f.bytes).unwrap();
+        }
+        forged += 1;
+    }
+    assert_eq!(forged, 1);
+    let opts = Options {
+        now_ms: last,
+        settle_ms,
+        ..opts()
+    };
+    let (resumed, full) = (night_with(&root, &ckpt, &opts), full_with(&root, &opts));
+    assert_same(0, &resumed, &full);
+    assert_eq!(codes(&resumed.check("completeness").pending), ["seq_gap"]);
+    assert_eq!(
+        resumed.check("completeness").pending[0].missing_balance,
+        None
+    );
+    assert!(
+        codes(&resumed.check("completeness").findings).contains(&"hash_mismatch"),
+        "{}",
+        resumed.summary()
+    );
+    assert!(resumed.check("global_conservation").pending.is_empty());
+    assert_eq!(
+        codes(&resumed.check("global_conservation").findings),
+        ["not_conserved"]
+    );
 }
 
 /// The text column `name` of every row of the Parquet file at `path` (read

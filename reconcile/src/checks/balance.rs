@@ -114,15 +114,16 @@ pub fn hold_step(
 /// Checks `s`, continuing the refold from `fold` (the previous run's last
 /// row: seq, balance, held) and the terms from `terms` (the previous run's
 /// last row's), and leaves the new last row's in both. For each seq gap
-/// (which completeness reports), appends to `gaps` its first missing seq
-/// and how much the missing events moved the balance, when the rows around
-/// it tell (see [`crate::finding::Finding::missing_balance`]).
+/// (which completeness reports), appends to `gaps` its first missing seq,
+/// the seq of the row after it, and how much the missing events moved the
+/// balance, when the rows around it tell (see
+/// [`crate::finding::Finding::missing_balance`]).
 pub fn check_stream(
     s: &StreamView,
     fold: &mut Option<(u64, i64, i64)>,
     terms: &mut Option<AccountTerms>,
     out: &mut Vec<Finding>,
-    gaps: &mut Vec<(u64, Option<i64>)>,
+    gaps: &mut Vec<(u64, u64, Option<i64>)>,
 ) {
     // (seq, balance, held) of the previous event.
     let mut prev: Option<(u64, i64, i64)> = *fold;
@@ -177,7 +178,7 @@ pub fn check_stream(
             let (db, _) = effect(kind, ev.amount.unwrap_or(0));
             let moved =
                 before.and_then(|b| i64::try_from(i128::from(bal) - db - i128::from(b)).ok());
-            gaps.push((first_missing, moved));
+            gaps.push((first_missing, ev.seq, moved));
         }
         // The account's opening row starts it at 0/0. An `opened` row
         // anywhere else (completeness's `phase_order`) moves nothing: a
@@ -282,7 +283,7 @@ mod tests {
         let v = crate::stream::OwnedView::of_events(Stream::Account, "acme.a", &after_gap);
         let (mut fold, mut terms, mut out, mut gaps) = (None, None, Vec::new(), Vec::new());
         check_stream(&v.view(), &mut fold, &mut terms, &mut out, &mut gaps);
-        assert_eq!(gaps, [(3, Some(50))], "{out:?}");
+        assert_eq!(gaps, [(3, 4, Some(50))], "{out:?}");
     }
 
     /// The amount's negation is exact at the edges of `i64` (a malformed

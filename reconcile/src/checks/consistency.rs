@@ -27,7 +27,7 @@
 //! `release_after_end` and the refold's `release_without_hold`: each rule
 //! it breaks reports it.
 
-use super::youngest_ms;
+use super::shown_absent_ms;
 use crate::facts::{Leg, LegKind, Legs, TransferFacts};
 use crate::finding::Finding;
 use crate::names::Names;
@@ -52,22 +52,25 @@ pub fn check_transfer(
     let src = t.source().map_or("", |s| n.get(s));
     let phase = n.get(t.phase);
     let amount = t.amount().unwrap_or(0);
-    // A finding on a row that is wrong, or (`absent`) on a step that is not
-    // in the lake: committed before one of the transfer's rows, it may still
-    // be in delivery while that row is young. With `row`, the account row
-    // that shows it (its seq is in that account's stream, which its event
-    // id names; the finding's key is the transfer's).
-    let mut bad = |code: &'static str, detail: String, absent: bool, row: Option<&Leg>| {
+    // A finding on a row that is wrong, or (`absent`: when the first row
+    // that shows it was committed, [`shown_absent_ms`]) on a step that is
+    // not in the lake: committed before that row, it may still be in
+    // delivery while that row is young. With `row`, the account row that
+    // shows it (its seq is in that account's stream, which its event id
+    // names; the finding's key is the transfer's).
+    let mut bad = |code: &'static str, detail: String, absent: Option<i64>, row: Option<&Leg>| {
         let mut f = Finding::new(code, id, detail);
         if let Some(l) = row {
             f = f.at(l.seq, &l.event_id(n));
         }
-        out.push(if absent {
-            f.absence(youngest_ms(Some(t), legs))
-        } else {
-            f
+        out.push(match absent {
+            Some(shown_ms) => f.absence(shown_ms),
+            None => f,
         });
     };
+    // The account rows that show each step: a credit is asked for once the
+    // hold is placed, a capture (the source's debit) once the credit is.
+    let (credits, debits) = (legs.credits(), legs.debits());
     // Holds, and the releases of holds, only on the source: the saga
     // reserves and releases there alone (a release elsewhere, even of
     // nothing, is one the saga never asked for). Each such row, in the
@@ -83,7 +86,7 @@ pub fn check_transfer(
                 l.event_id(n),
                 n.get(l.account)
             ),
-            false,
+            None,
             Some(l),
         );
     }
@@ -93,7 +96,7 @@ pub fn check_transfer(
         None if needs_hold => bad(
             "phase_without_hold",
             format!("phase {phase} but no hold on the source {src}"),
-            true,
+            Some(shown_absent_ms(Some(t), credits.iter().chain(debits))),
             None,
         ),
         // The core places a hold of the transfer's amount, whatever the
@@ -107,7 +110,7 @@ pub fn check_transfer(
                 h.event_id(n),
                 h.amount
             ),
-            false,
+            None,
             Some(h),
         ),
         _ => {}
@@ -125,7 +128,7 @@ pub fn check_transfer(
                 super::or_none(n.get(h.currency)),
                 super::or_none(currency)
             ),
-            false,
+            None,
             Some(h),
         );
     }
@@ -148,7 +151,7 @@ pub fn check_transfer(
                         d.amount,
                         d.event_id(n)
                     ),
-                    false,
+                    None,
                     Some(d),
                 );
             }
@@ -167,7 +170,9 @@ pub fn check_transfer(
                     if released { "released" } else { "never placed" }
                 ),
                 // A hold is placed before any credit; a release is final.
-                !released,
+                (!released).then(|| {
+                    shown_absent_ms(needs_hold.then_some(t), credits.iter().chain(debits))
+                }),
                 Some(credit),
             );
         }
@@ -178,7 +183,7 @@ pub fn check_transfer(
         bad(
             "phase_without_credit",
             format!("phase credited but no credit on the destination {dst}"),
-            true,
+            Some(shown_absent_ms(Some(t), debits)),
             None,
         );
     }

@@ -150,8 +150,11 @@ pub fn check_with(f: &Facts, now_ms: i64, ahead_ms: i64, dangling: &[Dangling]) 
         let phase = transfer.map(|t| n.get(t.phase)).unwrap_or("unknown");
         // The capture or release was committed before the transfer's
         // terminal row, an unknown transfer's `created` before the hold:
-        // they may be in delivery. A failed transfer never had a hold.
-        let young = transfer.map_or(leg.at_s, |t| t.last_at_s.max(leg.at_s));
+        // they may be in delivery. A failed transfer never had a hold. Not
+        // the hold's date with the terminal row's: a hold dated after the
+        // transfer ended cannot be followed by the release the terminal row
+        // shows, so it cannot put the decision off (rev-s56-pending 1).
+        let young = transfer.map_or(leg.at_s, |t| t.last_at_s);
         let absent = phase != "failed";
         let f = Finding::new(
             "leaked_hold",

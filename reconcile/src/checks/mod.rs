@@ -30,7 +30,7 @@ pub mod transfer_conservation;
 
 use ledger_events::event::same;
 
-use crate::facts::{ms_of, Facts, Legs, TransferFacts};
+use crate::facts::{ms_of, Facts, Leg, Legs, TransferFacts};
 use crate::finding::Finding;
 use crate::names::Names;
 
@@ -59,18 +59,24 @@ pub(crate) fn or_none(v: &str) -> &str {
     }
 }
 
-/// When the youngest row of a transfer was committed (ms): its stream's
-/// last row, its legs. A finding on a saga step that is absent rests on
-/// these rows: the step, committed before one of them, may still be in
-/// delivery while that one is young ([`Finding::absence`]).
-pub(crate) fn youngest_ms(t: Option<&TransferFacts>, legs: &Legs) -> i64 {
-    let rows = t.map(|t| t.last_at_s);
+/// When the first row that shows a saga step absent was committed (ms):
+/// `last`, the transfer's last row, when its phase shows the step, and
+/// `legs`, the account rows that show it. The step was committed before
+/// each of them, so it may still be in delivery only while the earliest is
+/// young ([`Finding::absence`]). The earliest, not the youngest: rows added
+/// later cannot put a decided absence off (rev-s56-pending 1: a credit with
+/// no hold, violated, went back to pending with each later row of its
+/// transfer, and the run to exit 0).
+pub(crate) fn shown_absent_ms<'a>(
+    last: Option<&TransferFacts>,
+    legs: impl IntoIterator<Item = &'a Leg>,
+) -> i64 {
+    let rows = last.map(|t| t.last_at_s);
     ms_of(
-        legs.all()
-            .iter()
+        legs.into_iter()
             .map(|l| l.at_s)
             .chain(rows)
-            .max()
+            .min()
             .unwrap_or(0),
     )
 }
@@ -109,7 +115,8 @@ pub fn per_transfer<const N: usize>(f: &Facts, checks: [TransferCheck; N]) -> [V
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::{Leg, LegKind, TransferState, Transfers};
+    use crate::checks::{consistency, transfer_conservation};
+    use crate::facts::{LegKind, TransferState, Transfers};
 
     /// A transfer of 100 `usd` from `a` to `b`, at `phase`.
     fn transfer(
@@ -224,6 +231,75 @@ mod tests {
                 found[0]
             );
         }
+    }
+
+    /// rev-s56-pending 1: a finding on an absent step rests on the first row
+    /// that shows the step absent, not on the transfer's youngest: rows the
+    /// transfer adds later (its `reserved`, `credited`, dated hours after
+    /// the credit) cannot turn a decided finding back into a pending one.
+    #[test]
+    fn an_absence_rests_on_the_first_row_that_shows_it() {
+        let mut n = Names::default();
+        let (a, b, usd) = (n.id("acme.a"), n.id("acme.b"), n.id("USD"));
+        let leg = |account, counterparty, seq, at_s| Leg {
+            account,
+            amount: 100,
+            currency: usd,
+            counterparty,
+            seq,
+            at_s,
+        };
+        let judge = |phase: &str, lists: [Vec<Leg>; 4]| {
+            let mut n = n.clone();
+            let mut t = transfer(&mut n, phase, (a, b, usd));
+            t.last_at_s = 9_000;
+            let legs = crate::facts::Legs::from_lists(lists);
+            let legs = legs.canonical(&n);
+            let mut out = Vec::new();
+            consistency::check_transfer(&n, "t.acme.k", Some(&t), &legs, &mut out);
+            transfer_conservation::check_transfer(&n, "t.acme.k", Some(&t), &legs, &mut out);
+            let mut found: Vec<_> = out
+                .iter()
+                .filter(|f| f.youngest_ms.is_some())
+                .map(|f| (f.code, f.youngest_ms.unwrap()))
+                .collect();
+            found.sort();
+            found
+        };
+        // A credit at 100 s and no hold: the credit shows the hold absent,
+        // whatever the transfer's rows after it.
+        let credit = || vec![leg(b, a, 3, 100)];
+        for phase in ["reserved", "credited"] {
+            assert_eq!(
+                judge(phase, [vec![], vec![], credit(), vec![]]),
+                [
+                    ("credit_without_live_hold", ms_of(100)),
+                    ("phase_without_hold", ms_of(100)),
+                ],
+                "{phase}"
+            );
+        }
+        // A debit at 200 s: it shows the credit absent (captured, credited)
+        // and, before `credited`, the transfer's own rows.
+        let debit = || vec![leg(a, b, 5, 200)];
+        let hold = || vec![leg(a, b, 2, 50)];
+        assert_eq!(
+            judge("credited", [hold(), debit(), vec![], vec![]]),
+            [("phase_without_credit", ms_of(200))]
+        );
+        assert_eq!(
+            judge("captured", [hold(), debit(), vec![], vec![]]),
+            [("captured_legs_mismatch", ms_of(200))]
+        );
+        assert_eq!(
+            judge("reserved", [hold(), debit(), vec![], vec![]]),
+            [("debit_before_capture", ms_of(200))]
+        );
+        // Only the transfer's row shows it: that row.
+        assert_eq!(
+            judge("reserved", [vec![], vec![], vec![], vec![]]),
+            [("phase_without_hold", ms_of(9_000))]
+        );
     }
 
     /// Each wrong-row finding of cross-stream consistency names its row:

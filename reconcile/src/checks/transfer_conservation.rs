@@ -29,7 +29,7 @@
 //! What holding proves: every transfer moved exactly what it said, from
 //! where it said, to where it said, or nothing at all.
 
-use super::{same_text, shown, youngest_ms};
+use super::{same_text, shown, shown_absent_ms};
 use crate::facts::{ms_of, Leg, Legs, TransferFacts};
 use crate::finding::Finding;
 use crate::names::{Names, Sym};
@@ -289,8 +289,9 @@ pub fn check_transfer(
                         show(credit)
                     ),
                 );
+                // Both shown by `captured`, the credit also by the debit.
                 out.push(if absent {
-                    f.absence(youngest_ms(Some(t), legs))
+                    f.absence(shown_absent_ms(Some(t), legs.debits()))
                 } else {
                     f
                 });
@@ -328,8 +329,9 @@ pub fn check_transfer(
             // Before `credited`, the transfer's next rows (committed before
             // the capture) may still be in delivery; after `releasing` no
             // row makes a debit right.
+            // The capture (the debit) is asked for once `credited` is.
             out.push(if matches!(phase, "created" | "reserved") {
-                f.absence(youngest_ms(Some(t), legs))
+                f.absence(shown_absent_ms(None, legs.debits()))
             } else {
                 f
             });
