@@ -253,16 +253,21 @@ pub fn check_transfer(
                  names it)"
             };
             // Its `created` was committed before its first leg.
-            out.push(
-                Finding::new(
-                    "leg_without_transfer",
-                    id,
-                    format!("account events name this transfer but {why}"),
-                )
-                // Decided by its first leg: rows added later (a hold and
-                // its release, say) do not put the decision off.
-                .absence(earliest_leg_ms(legs)),
+            let f = Finding::new(
+                "leg_without_transfer",
+                id,
+                format!("account events name this transfer but {why}"),
             );
+            // Decided by its first leg: rows added later (a hold and its
+            // release, say) do not put the decision off. An id of no
+            // transfer's form is decided at once: a stream under it would
+            // be `transfer_id_form` itself, so no late row makes the legs
+            // right (rev-s56-pending 7).
+            out.push(if ledger_api::names::parse_transfer_id(id).is_ok() {
+                f.absence(earliest_leg_ms(legs))
+            } else {
+                f
+            });
         }
         return;
     };
@@ -451,10 +456,17 @@ mod tests {
             vec![leg(a, 1, 9_001)],
         ]);
         let mut out = Vec::new();
-        check_transfer(&n, "t.ghost", None, &legs, &mut out);
+        check_transfer(&n, "t.acme.ghost", None, &legs, &mut out);
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!(out[0].code, "leg_without_transfer");
         assert_eq!(out[0].youngest_ms, Some(ms_of(100)));
+        // An id no transfer can have: decided at once (rev-s56-pending 7).
+        for id in ["x.acme.1", "t.ghost"] {
+            let mut out = Vec::new();
+            check_transfer(&n, id, None, &legs, &mut out);
+            assert_eq!(out[0].code, "leg_without_transfer");
+            assert_eq!(out[0].youngest_ms, None, "{id}");
+        }
     }
 
     /// Before its end, a transfer's credit is its own: on the destination,
