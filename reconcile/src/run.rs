@@ -301,19 +301,26 @@ impl Proof {
                 completeness::check_account_life(s, &mut a.life, &mut out[0]);
                 let mut gaps = Vec::new();
                 balance::check_stream(s, &mut a.fold, &mut a.terms, &mut out[2], &mut gaps);
-                for (first_missing, next, moved) in gaps {
+                for g in gaps {
                     // A row after the gap that fails its hash or is not
                     // valid does not tell what the gap moved: its balance
                     // is not the ledger's (rev-s56-pending 2: the money it
                     // made up was owed to the gap, pending).
                     let told = !out[0].iter().any(|f| {
-                        matches!(f.code, "hash_mismatch" | "invalid_event") && f.seq == Some(next)
+                        matches!(f.code, "hash_mismatch" | "invalid_event") && f.seq == Some(g.next)
                     });
                     let gap = out[0]
                         .iter_mut()
-                        .find(|f| f.code == "seq_gap" && f.seq == Some(first_missing));
+                        .find(|f| f.code == "seq_gap" && f.seq == Some(g.first_missing));
                     if let Some(gap) = gap {
-                        gap.missing_balance = moved.filter(|_| told);
+                        gap.missing_balance = g.moved.filter(|_| told);
+                        if g.impossible && told {
+                            // No late row can fill it: decided.
+                            gap.youngest_ms = None;
+                            gap.detail.push_str(
+                                "; no one event moves balance and held as the rows around it say",
+                            );
+                        }
                     }
                 }
                 overdraft::check_stream(s, &mut a.limit, &mut out[3]);

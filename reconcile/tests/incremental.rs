@@ -4227,6 +4227,46 @@ fn a_gap_no_late_row_fills_is_violated_once_the_window_passes() {
         codes(&resumed.check("global_conservation").findings),
         ["not_conserved"]
     );
+
+    // rev-s56-pending 7: the row after the one-seq gap, resealed, records
+    // held 300 higher as well: no one event raises the balance and held
+    // both, so no late row fills the gap: decided while its row is young.
+    let mut resealed = next.clone();
+    resealed.held_after = resealed.held_after.map(|h| h + 300);
+    resealed.balance_after = resealed.balance_after.map(|b| b + 300);
+    let resealed = resealed.seal();
+    let kept: Vec<&Event> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| (i != lost).then_some(e))
+        .map(|e| {
+            if e.event_id == next.event_id {
+                &resealed
+            } else {
+                e
+            }
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake");
+    deliver(&root, &kept, "all");
+    let r = full_with(&root, &opts);
+    assert!(
+        r.check("completeness").pending.is_empty(),
+        "{}",
+        r.summary()
+    );
+    let gap = r
+        .check("completeness")
+        .findings
+        .iter()
+        .find(|f| f.code == "seq_gap")
+        .unwrap_or_else(|| panic!("{}", r.summary()));
+    assert!(
+        gap.detail.contains("no one event moves balance and held"),
+        "{}",
+        gap.detail
+    );
 }
 
 /// The text column `name` of every row of the Parquet file at `path` (read
