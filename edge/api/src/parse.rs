@@ -262,6 +262,22 @@ impl Body {
     }
 }
 
+/// The refusal of an open that would make a *new* account in a code ISO 4217 withdrew (BGN,
+/// ANG: rev-s56-edge L4), `None` for any other. The gateway asks only when no account of that
+/// name exists: one already opened in such a code keeps working, so that it can be wound down,
+/// and the repeat of its open still answers it.
+pub fn withdrawn_for_new(cmd: &Command) -> Option<ApiError> {
+    match cmd {
+        Command::Open { currency, .. } if currency.is_withdrawn() => {
+            Some(ApiError::UnknownCurrency {
+                field: "currency",
+                found: currency.as_str().to_owned(),
+            })
+        }
+        _ => None,
+    }
+}
+
 /// `POST /v1/accounts {id, currency, overdraft_limit?}` → (account name, `Open`).
 pub fn open_account(
     tenant: &str,
@@ -271,15 +287,6 @@ pub fn open_account(
     let mut b = Body::parse(text, limits)?;
     let id = b.req_str("id")?;
     let currency = b.currency("currency")?;
-    // A code ISO 4217 withdrew (BGN, ANG) opens no new account; accounts
-    // already in one keep working, so that they can be wound down, and
-    // their operations' retries still replay (rev-s56-edge L4).
-    if currency.is_withdrawn() {
-        return Err(ApiError::UnknownCurrency {
-            field: "currency",
-            found: currency.as_str().to_owned(),
-        });
-    }
     let overdraft_limit = match b.take("overdraft_limit") {
         None => 0,
         Some(v) => Body::integer(v, "overdraft_limit", 0, AMOUNT_MINOR_MAX)?,
@@ -688,9 +695,16 @@ mod tests {
             t(r#"{"id":"a","currency":"USD","overdraft_limit":0.0}"#),
             "wrong_type"
         );
-        // A withdrawn code opens no account; it still decodes (rev-s56-edge L4).
-        assert_eq!(t(r#"{"id":"a","currency":"BGN"}"#), "unknown_currency");
-        assert_eq!(t(r#"{"id":"a","currency":"ANG"}"#), "unknown_currency");
+        // A withdrawn code parses (an existing account's open repeats), and is refused for a
+        // new account (rev-s56-edge L4).
+        for code in ["BGN", "ANG"] {
+            let body = format!(r#"{{"id":"a","currency":"{code}"}}"#);
+            let (_, cmd) = open_account("acme", &body, &l()).unwrap();
+            let e = withdrawn_for_new(&cmd).expect("refused for a new account");
+            assert_eq!(e.code(), "unknown_currency");
+        }
+        let (_, usd) = open_account("acme", r#"{"id":"a","currency":"USD"}"#, &l()).unwrap();
+        assert!(withdrawn_for_new(&usd).is_none());
         // `-0` is the integer 0 (serde_json reads it as -0.0): a valid limit.
         assert!(matches!(
             open_account(

@@ -368,6 +368,11 @@ async fn route(mut req: Request, env: &Env) -> Api<Result<Response>> {
         (Method::Post, ["accounts"]) => {
             let text = body_text(&mut req, &lim).await?;
             let (name, cmd) = parse::open_account(&tenant, &text, &lim)?;
+            if let Some(refused) = parse::withdrawn_for_new(&cmd) {
+                if account_header_opt(env, &name).await?.is_none() {
+                    return Err(refused);
+                }
+            }
             let (outcome, decision) = account_cmd(env, &name, &cmd).await?;
             let r = match outcome {
                 Outcome::Accepted(r) => r,

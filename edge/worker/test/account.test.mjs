@@ -163,6 +163,9 @@ describe("account API", () => {
     assertProblem(await acme.post("/v1/accounts", { id: "a:b", currency: "USD" }), 400, "bad_id");
     assertProblem(await acme.post("/v1/accounts", { id: "x", currency: "USD", overdraft_limit: -1 }), 422, "amount_out_of_range");
     assertProblem(await acme.get("/v1/accounts/nobody"), 404, "unknown_account");
+    // A code ISO 4217 withdrew opens no new account, and nothing is created under its name.
+    assertProblem(await acme.post("/v1/accounts", { id: "lev", currency: "BGN" }), 422, "unknown_currency");
+    assertProblem(await acme.get("/v1/accounts/lev"), 404, "unknown_account");
     assertProblem(await acme.get("/v1/nothing-here"), 404, "not_found");
     const after = await acme.account("bad");
     assert.deepEqual(after, before, "no bad request changed the account");
