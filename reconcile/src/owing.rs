@@ -150,13 +150,24 @@ pub async fn judge(
     };
     if let Some(p) = owing.set_aside {
         // Millions of settled transfers: nothing allocated for those held.
-        let owed: HashSet<&str> = tails
-            .keys()
-            .filter(|(id, _)| is_transfer(id))
-            .map(|(id, _)| id.2.as_str())
-            .collect();
-        let open = |id: &str| p.is_open(id) || owed.contains(id);
+        // A settled transfer's tail is judged here unless `tails` holds it
+        // already (at the same seq); a tail of it at another seq there (a
+        // conflict's versions, owed) does not stand for its own
+        // (rev-s56 deep incremental run: a settled transfer with a
+        // conflict at seq 1 and its tail at seq 2, both gone, was judged at
+        // seq 1 only, and its missing tail went unreported).
+        let mut owed: HashMap<&str, Vec<u64>> = HashMap::new();
+        for (id, seq) in tails.keys().filter(|(id, _)| is_transfer(id)) {
+            owed.entry(id.2.as_str()).or_default().push(*seq);
+        }
+        let open = |id: &str| p.is_open(id);
         let judge = |id: &str, st: &crate::facts::TransferState| {
+            if owed
+                .get(id)
+                .is_some_and(|seqs| seqs.contains(&st.tail.last_seq))
+            {
+                return;
+            }
             let now = now.transfers.state(id).map(|s| &s.tail);
             if retained::judge(&st.tail, now, None) != Held::Yes {
                 decide(transfer(id), st.tail.clone(), None);
