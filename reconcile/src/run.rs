@@ -306,8 +306,11 @@ impl Proof {
                     // valid does not tell what the gap moved: its balance
                     // is not the ledger's (rev-s56-pending 2: the money it
                     // made up was owed to the gap, pending).
+                    // Nor one before it (rev-s56-diff L3), when it is
+                    // among this chunk's rows.
                     let told = !out[0].iter().any(|f| {
-                        matches!(f.code, "hash_mismatch" | "invalid_event") && f.seq == Some(g.next)
+                        matches!(f.code, "hash_mismatch" | "invalid_event")
+                            && (f.seq == Some(g.next) || f.seq == Some(g.first_missing - 1))
                     });
                     let gap = out[0]
                         .iter_mut()

@@ -74,8 +74,11 @@ pub fn young(
     // whose leg is a row that fails its hash, is not valid or conflicts
     // with another version of it (`wrong_rows`, judged with the legs).
     let decided = |f: &Finding| !f.youngest_ms.is_some_and(|at| window.young(at));
+    // Not `dangling`: a transfer past its deadline is a violation of time,
+    // not a wrong row; its money may still be in delivery (a destination
+    // that answered late, its credit lagging: rev-s56-diff M1).
     for f in per_transfer.iter().flat_map(|f| f.iter()) {
-        if decided(f) {
+        if decided(f) && f.code != "dangling" {
             transfers.remove(&f.key);
         }
     }
@@ -160,6 +163,10 @@ mod tests {
             Finding::new("dangling", "t.a.2", String::new()).absence(NOW - 1_000),
             Finding::new("dangling", "t.a.3", String::new()).absence(NOW - 1_000),
             Finding::new("hold_amount_mismatch", "t.a.3", String::new()),
+            // Past its deadline and the window, its credit young: the
+            // dangling is time's, not a wrong row (rev-s56-diff M1).
+            Finding::new("phase_without_credit", "t.a.4", String::new()).absence(NOW - 1_000),
+            Finding::new("dangling", "t.a.4", String::new()).absence(NOW - 3_600_000),
         ];
         let findings = vec![
             on(
@@ -188,7 +195,7 @@ mod tests {
             ),
         ];
         let y = young_of(&findings, &per_transfer);
-        assert_eq!(y.transfers.keys().collect::<Vec<_>>(), ["t.a.1"]);
+        assert_eq!(y.transfers.keys().collect::<Vec<_>>(), ["t.a.1", "t.a.4"]);
         assert_eq!(
             y.wrong_rows.into_iter().collect::<Vec<_>>(),
             [("a.b".to_owned(), 7)]
