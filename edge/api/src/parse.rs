@@ -57,8 +57,12 @@ impl Limits {
         let d = Limits::default();
         let amount_max = match amount_max.map(str::trim).filter(|v| !v.is_empty()) {
             None => d.amount_max,
-            Some(v) => match v.parse::<i64>() {
-                Ok(n) if n >= 1 => n.min(AMOUNT_MINOR_MAX),
+            // Any whole number from 1 up, however large, is the core's maximum at most (one
+            // past i64 as much as one past 2^53: rev-s56-diff L1).
+            Some(v) => match v.parse::<u128>() {
+                Ok(n) if n >= 1 => {
+                    i64::try_from(n).map_or(AMOUNT_MINOR_MAX, |n| n.min(AMOUNT_MINOR_MAX))
+                }
                 _ => {
                     return Err(format!(
                         "AMOUNT_MAX {v:?} is not a whole number of minor units from 1 to \
@@ -791,6 +795,12 @@ mod tests {
         assert_eq!(e.problem().body["max"], serde_json::json!(1000));
         assert_eq!(
             Limits::from_config(Some("99999999999999999"), None)
+                .unwrap()
+                .amount_max,
+            AMOUNT_MINOR_MAX
+        );
+        assert_eq!(
+            Limits::from_config(Some("99999999999999999999999"), None)
                 .unwrap()
                 .amount_max,
             AMOUNT_MINOR_MAX

@@ -421,6 +421,18 @@ mod tests {
             // (kept in whole seconds: the last ms of its second).
             let young = absent.then_some(ms_of(secs(now - 60_000)));
             assert_eq!(leaked[0].youngest_ms, young, "{phase}");
+            // A hold dated after the terminal row cannot put the decision
+            // off: the capture or release was committed before that row
+            // (rev-s56-pending 1).
+            if absent {
+                let mut later = hold;
+                later.seq = 9;
+                later.at_s = secs(now - 1_000);
+                f.live_holds = vec![("t.acme.k".to_owned(), later)];
+                let out = check(&f, now, 0);
+                let leaked = out.iter().find(|x| x.code == "leaked_hold").unwrap();
+                assert_eq!(leaked.youngest_ms, young, "{phase}");
+            }
         }
     }
 }
