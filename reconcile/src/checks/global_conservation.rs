@@ -90,10 +90,11 @@ fn young_part(f: &Facts, young: &Young) -> Owed {
     if young.transfers.is_empty() {
         return part;
     }
-    for (id, t, legs) in f.transfer_ids() {
-        let Some(&at) = young.transfers.get(id) else {
-            continue;
-        };
+    // The few transfers with a pending finding, each looked up (not a walk
+    // of every transfer: this runs on every run with a window).
+    for (id, &at) in &young.transfers {
+        let t = f.transfers.get(id);
+        let legs = f.legs.get(id).unwrap_or(crate::facts::Legs::NONE);
         let wrong = |l: &Leg| {
             young
                 .wrong_rows
