@@ -306,11 +306,12 @@ impl Proof {
                     // valid does not tell what the gap moved: its balance
                     // is not the ledger's (rev-s56-pending 2: the money it
                     // made up was owed to the gap, pending).
-                    // Nor one before it (rev-s56-diff L3), when it is
-                    // among this chunk's rows.
+                    // (The row after the gap is always among this chunk's
+                    // rows: the gap is found when it comes. The row before
+                    // may be an earlier chunk's or night's, so judging it
+                    // here would make a resumed run differ from a full one.)
                     let told = !out[0].iter().any(|f| {
-                        matches!(f.code, "hash_mismatch" | "invalid_event")
-                            && (f.seq == Some(g.next) || f.seq == Some(g.first_missing - 1))
+                        matches!(f.code, "hash_mismatch" | "invalid_event") && f.seq == Some(g.next)
                     });
                     let gap = out[0]
                         .iter_mut()

@@ -4491,6 +4491,15 @@ fn a_settled_transfers_tail_is_judged_beside_a_conflict_it_owes() {
     damaged_rounds(1, 5965, 400);
 }
 
+/// Another (seed 100069): a gap right after a row made invalid, the row in
+/// a file an earlier night proved and the gap's next row in a later one. A
+/// gap's movement judged by the row *before* it (in the chunk, or not)
+/// made the resumed run differ from the full one.
+#[test]
+fn a_gap_after_an_invalid_row_is_the_same_resumed_and_full() {
+    damaged_rounds(1, 100069, 350);
+}
+
 /// `rounds` rounds of [`damaged_histories_delivered_night_by_night_reach_a_full_proofs_verdicts`]
 /// from the seed `first`, with histories of up to `most_operations`.
 fn damaged_rounds(rounds: u64, first: u64, most_operations: u64) {
