@@ -186,6 +186,20 @@ fn var(env: &Env, name: &str) -> Option<String> {
     env.var(name).ok().map(|s| s.to_string())
 }
 
+/// `fut`'s output, or `None` when it has not finished within `timeout_ms` (a negative timeout
+/// is none). What it was doing is not cancelled: a call to an object goes on there.
+pub(crate) async fn within<T>(
+    timeout_ms: i64,
+    fut: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    use futures_util::future::{select, Either};
+    let timer = worker::Delay::from(std::time::Duration::from_millis(timeout_ms.max(0) as u64));
+    match select(Box::pin(fut), Box::pin(timer)).await {
+        Either::Left((out, _)) => Some(out),
+        Either::Right(_) => None,
+    }
+}
+
 /// The var `name` as an integer, `default` when unset or not one.
 pub(crate) fn env_i64(env: &Env, name: &str, default: i64) -> i64 {
     var(env, name)
@@ -599,8 +613,9 @@ async fn admin_route(
             Err(ApiError::RouteNotFound)
         }
         (Method::Post, ["accounts", name, "faults"]) => {
-            let text = body_text(&mut req, &limits(env)?).await?;
-            let body = parse::faults(&text, &limits(env)?)?;
+            let lim = limits(env)?;
+            let text = body_text(&mut req, &lim).await?;
+            let body = parse::faults(&text, &lim)?;
             pass(
                 call_do_text(
                     env,
@@ -621,8 +636,9 @@ async fn admin_route(
         }
         // The sweeper's re-drive of a list of transfer ids (`t.{tenant}.{key}`), by hand.
         (Method::Post, ["transfers", "redrive"]) => {
-            let text = body_text(&mut req, &limits(env)?).await?;
-            let ids = parse::redrive(&text, &limits(env)?)?;
+            let lim = limits(env)?;
+            let text = body_text(&mut req, &lim).await?;
+            let ids = parse::redrive(&text, &lim)?;
             let out = sweeper::redrive(env, &ids, sweeper::redrive_timeout_ms(env)).await;
             Ok(ok_json(200, json!({ "redriven": out }), false))
         }

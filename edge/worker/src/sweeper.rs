@@ -14,7 +14,6 @@
 //! re-drive, the cursor past it, so a run the platform cuts short (a wall-clock limit, an
 //! eviction, a deploy) is taken up by the next one where it stopped.
 
-use futures_util::future::{select, Either};
 use ledger_api::sweep::{self, SweepCursor};
 use serde_json::{json, Value};
 use worker::{Env, Method};
@@ -52,20 +51,10 @@ pub async fn redrive(env: &Env, ids: &[String], timeout_ms: i64) -> Vec<Value> {
 /// One re-drive, waited for at most `timeout_ms`. A re-drive given up on is not cancelled: the
 /// object may still drive the transfer (every step is idempotent), and its alarm goes on.
 async fn redrive_one(env: &Env, id: &str, timeout_ms: i64) -> Value {
-    let call = Box::pin(crate::call_do_text(
-        env,
-        "TRANSFER",
-        id,
-        Method::Post,
-        "/drive",
-        None,
-    ));
-    let timer = Box::pin(worker::Delay::from(std::time::Duration::from_millis(
-        timeout_ms.max(0) as u64,
-    )));
-    let r = match select(call, timer).await {
-        Either::Left((r, _)) => r.map_err(|e| e.to_string()),
-        Either::Right(_) => Err(format!(
+    let call = crate::call_do_text(env, "TRANSFER", id, Method::Post, "/drive", None);
+    let r = match crate::within(timeout_ms, call).await {
+        Some(r) => r.map_err(|e| e.to_string()),
+        None => Err(format!(
             "no answer within {timeout_ms} ms (SWEEP_REDRIVE_TIMEOUT_MS); the object may still \
              be driving it, and its alarm and the next run go on"
         )),

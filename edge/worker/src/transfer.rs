@@ -110,23 +110,19 @@ impl TransferDO {
             Ok(b) => b,
             Err(_) => return Reply::Transient,
         };
-        use futures_util::future::{select, Either};
-        let call = Box::pin(crate::call_do_text(
+        let call = crate::call_do_text(
             &self.env,
             "ACCOUNT",
             account,
             Method::Post,
             "/cmd",
             Some(body),
-        ));
+        );
         let timeout_ms = crate::env_i64(&self.env, "STEP_TIMEOUT_MS", STEP_TIMEOUT_MS_DEFAULT)
             .clamp(STEP_TIMEOUT_MS_MIN, STEP_TIMEOUT_MS_MAX);
-        let timer = Box::pin(worker::Delay::from(std::time::Duration::from_millis(
-            timeout_ms as u64,
-        )));
-        let resp = match select(call, timer).await {
-            Either::Left((r, _)) => r,
-            Either::Right(_) => {
+        let resp = match crate::within(timeout_ms, call).await {
+            Some(r) => r,
+            None => {
                 worker::console_warn!(
                     "account {account}: no answer to a saga step within {timeout_ms} ms \
                      (STEP_TIMEOUT_MS); retried with backoff"
