@@ -858,11 +858,10 @@ fn runtime(outputs: &Outputs, lake: &str) -> Result<tokio::runtime::Runtime, Exi
         if ledger_reconcile::threads::refusal(why) {
             // Said instead of the panic's location and backtrace note:
             // the run's own error follows.
-            if ledger_reconcile::threads::HELP_SAID.swap(true, Ordering::Relaxed) {
-                ledger_reconcile::say!("error: cannot start a thread: {why} (Help above)");
-            } else {
-                ledger_reconcile::say!("error: cannot start a thread: {why}\n{THREADS_HELP}");
-            }
+            ledger_reconcile::say!(
+                "error: cannot start a thread: {why}{}",
+                ledger_reconcile::threads::help_printed()
+            );
         } else {
             previous(info);
         }

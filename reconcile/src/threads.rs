@@ -19,16 +19,26 @@ pub const THREADS_HELP: &str = "Help: the reconciler runs two worker threads and
 /// hook for a refused thread's panic, or by [`both`]'s warning): a run's
 /// error that follows names its refusal without repeating the Help (it was
 /// printed twice).
-pub static HELP_SAID: AtomicBool = AtomicBool::new(false);
+static HELP_SAID: AtomicBool = AtomicBool::new(false);
 
 /// [`THREADS_HELP`] on a line of its own, or a pointer to it once printed
 /// ([`HELP_SAID`]).
 fn help() -> String {
-    if HELP_SAID.load(Ordering::Relaxed) {
+    help_unless(HELP_SAID.load(Ordering::Relaxed))
+}
+
+fn help_unless(said: bool) -> String {
+    if said {
         " (Help above)".into()
     } else {
         format!("\n{THREADS_HELP}")
     }
+}
+
+/// [`THREADS_HELP`] on a line of its own the first time a run prints it,
+/// a pointer to it after; for a line printed now (marks it said).
+pub fn help_printed() -> String {
+    help_unless(HELP_SAID.swap(true, Ordering::Relaxed))
 }
 
 /// The run's error for a thread the OS refused to start: exit 2.
@@ -77,9 +87,8 @@ pub fn both<RA: Send, RB>(a: impl FnOnce() -> RA + Send, b: impl FnOnce() -> RB)
                     crate::say!(
                         "reconcile: warning: cannot start a thread ({e}): its work runs on this one, \
                          slower{}",
-                        help()
+                        help_printed()
                     );
-                    HELP_SAID.store(true, Ordering::Relaxed);
                 }
                 None
             }
