@@ -311,7 +311,7 @@ impl Proof {
                     // may be an earlier chunk's or night's, so judging it
                     // here would make a resumed run differ from a full one.)
                     let told = !out[0].iter().any(|f| {
-                        matches!(f.code, "hash_mismatch" | "invalid_event") && f.seq == Some(g.next)
+                        completeness::ROW_NOT_THE_LEDGERS.contains(&f.code) && f.seq == Some(g.next)
                     });
                     let gap = out[0]
                         .iter_mut()

@@ -91,10 +91,8 @@ pub fn young(
             (Table::Account, Stream::Account, ref key) => {
                 if let (Some(seq), true) = (
                     sf.finding.seq,
-                    matches!(
-                        sf.finding.code,
-                        "hash_mismatch" | "invalid_event" | "conflict"
-                    ),
+                    completeness::ROW_NOT_THE_LEDGERS.contains(&sf.finding.code)
+                        || sf.finding.code == "conflict",
                 ) {
                     wrong_rows.insert((key.clone(), seq));
                 }

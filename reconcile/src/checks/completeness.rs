@@ -35,6 +35,11 @@ use crate::finding::Finding;
 use crate::stream::{LastHashes, StreamView, Tail};
 
 pub const NAME: &str = "completeness";
+
+/// The codes of a row whose content is not the ledger's (it fails its
+/// hash, or is not a valid event): what it records tells nothing, neither
+/// what a gap before it moved nor that a transfer's leg is one.
+pub const ROW_NOT_THE_LEDGERS: [&str; 2] = ["hash_mismatch", "invalid_event"];
 pub const INVARIANT: &str = "lake";
 pub const PROVES: &str = "every stream's seqs are contiguous from 1, every row hashes to its recorded hash and links to its predecessor, and every transfer and account stream is a path of its life (the saga, opened/frozen/unfrozen); with a checkpoint, every stream still holds the rows earlier runs proved";
 
