@@ -73,6 +73,16 @@ pub enum Lost {
     },
 }
 
+impl Lost {
+    /// The key of the lost version.
+    pub fn key(&self) -> &str {
+        match self {
+            Lost::Unaccounted(u) => u.key(),
+            Lost::Emptied { key, .. } | Lost::Cut { key, .. } => key,
+        }
+    }
+}
+
 impl std::fmt::Display for Lost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -12,8 +12,11 @@
 //! that were not, or `--full` with a checkpoint), every tail that proof
 //! kept: its streams', its open transfers', and its archived transfers'
 //! (walked in id order, one block of each segment at a time), and the
-//! versions of every conflict it found. Each seq of a stream is judged
-//! once: a tail owed stands over the checkpoint's tail at the same seq.
+//! versions of every conflict it found; when that was for lost files, the
+//! seqs in its gaps that a lost file held as the first row of a stretch
+//! ([`lost_starts`]). Each seq of a stream is judged once: a tail owed
+//! stands over the checkpoint's tail at the same seq, and either over a
+//! lost file's start (no hash).
 //! Most are decided by this run's tail of the stream; a stream that now
 //! ends after its owed seq is decided by the hashes of its rows at that
 //! seq, read from the lake in one scan of four columns per table (only the
@@ -82,6 +85,15 @@ pub struct Proved<'a> {
     pub transfers: &'a Transfers,
 }
 
+/// The tails this run's proof adds to those `Owing` names.
+pub struct ThisRun {
+    /// The checkpoint's tails of the streams it re-proved from their first
+    /// event, with the versions of the conflicts withdrawn with them.
+    pub reopened: Vec<Owed>,
+    /// The first rows of lost files' stretches in its gaps ([`lost_starts`]).
+    pub lost_starts: Vec<Owed>,
+}
+
 /// Whether `id` is a transfer stream in its own table (its state is with
 /// the transfers').
 fn is_transfer(id: &StreamId) -> bool {
@@ -98,10 +110,11 @@ impl Proved<'_> {
     }
 }
 
-/// Judges every tail `owing` names, and the checkpoint's tails of the
-/// streams this run `reopened` (re-proved from their first event: their
-/// rows were read again) with the versions of the conflicts withdrawn with
-/// them ([`retained::evidence`]), against the proof `now`, reading the lake's
+/// Judges every tail `owing` names, and those `this_run` adds (the
+/// checkpoint's tails of the streams it reopened, re-proved from their
+/// first event: their rows were read again, with the versions of the
+/// conflicts withdrawn with them, [`retained::evidence`]; the first rows of
+/// lost files' stretches in its gaps), against the proof `now`, reading the lake's
 /// `files` (every table's, as the run listed them) where the proof cannot
 /// decide (a file read by key checked against the streams `noted` in it):
 /// the completeness findings of the tails not held, in stream order, those
@@ -112,12 +125,20 @@ pub async fn judge(
     files: &[LakeFileInfo],
     noted: Noted<'_>,
     owing: &Owing<'_>,
-    reopened: Vec<Owed>,
+    this_run: ThisRun,
     now: &Proved<'_>,
     opts: &crate::run::Options,
 ) -> Result<(Vec<StreamFinding>, Vec<Owed>, Vec<String>), Error> {
-    // By stream and owed seq.
-    let mut tails: BTreeMap<(StreamId, u64), Tail> = BTreeMap::new();
+    // By stream and owed seq: a lost file's start first, so that any tail
+    // with hashes at the same seq stands over it.
+    let ThisRun {
+        reopened,
+        lost_starts,
+    } = this_run;
+    let mut tails: BTreeMap<(StreamId, u64), Tail> = lost_starts
+        .into_iter()
+        .map(|(id, tail)| ((id, tail.last_seq), tail))
+        .collect();
     let mut add = |(id, tail): Owed| {
         tails.insert((id, tail.last_seq), tail);
     };
@@ -231,6 +252,43 @@ pub async fn judge(
             .collect(),
         left_out,
     ))
+}
+
+/// The seqs in this run's gaps (`findings`, the proof's) that the lake
+/// files custody found `lost` held as the first row of a stretch of their
+/// stream, by the notes of the checkpoint's proof the run set aside for
+/// them (`set_aside`): rows an earlier run saw, so not in delivery, owed
+/// with no hash ([`retained::LostStarts`]). Read only when the proof has a
+/// gap: a lake copied whole (every file another version, every one lost)
+/// holds them all.
+pub fn lost_starts(
+    findings: &[StreamFinding],
+    lost: &[crate::custody::Lost],
+    set_aside: Option<&ProofState>,
+) -> Result<Vec<Owed>, Error> {
+    let gaps: Vec<(&StreamId, u64, u64)> = findings
+        .iter()
+        .filter(|f| f.check == completeness::NAME)
+        .filter_map(|f| completeness::gap_span(&f.finding).map(|(a, b)| (&f.stream, a, b)))
+        .collect();
+    let (Some(p), false, false) = (set_aside, lost.is_empty(), gaps.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let keys: std::collections::BTreeSet<&str> = lost.iter().map(|l| l.key()).collect();
+    let sets = p
+        .stored
+        .of(&keys)
+        .map_err(|e| Error::Lake(format!("checkpoint: {e}\n{}", crate::checkpoint::FULL_HELP)))?;
+    // Notes of streams alone (an old checkpoint's) name no seq.
+    let starts = retained::LostStarts::new(
+        keys.iter()
+            .filter(|k| !sets.plain.contains(**k))
+            .flat_map(|k| sets.presence.get(k).iter().copied()),
+    );
+    Ok(gaps
+        .into_iter()
+        .flat_map(|(id, a, b)| starts.in_gap(id, a, b))
+        .collect())
 }
 
 fn transfer(id: &str) -> StreamId {

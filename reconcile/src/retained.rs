@@ -39,11 +39,14 @@
 //! holds them again, say once the lost file is restored). This module
 //! decides one tail; reading the lake is the run's.
 
+use std::collections::HashSet;
+
 use ledger_events::event_id;
 
 use crate::checkpoint::{StreamFinding, StreamId};
 use crate::checks::duplicates;
 use crate::finding::Finding;
+use crate::presence::{self, Fingerprint};
 use crate::stream::{LastHashes, Tail};
 
 /// Rows an earlier run proved at one seq of a stream, which the lake owes:
@@ -105,6 +108,70 @@ pub fn evidence(f: &StreamFinding) -> Option<Owed> {
     ))
 }
 
+/// The first rows of the stretches of streams that the lake files a run
+/// found lost held (their notes, `crate::presence`): rows an earlier run
+/// saw in the lake, so none of them can still be in delivery.
+///
+/// A run that lost proved files proves the lake from its first event, and
+/// a row in the middle of a stream that went with them comes back as a
+/// `seq_gap`, which, alone, is pending while the row after it is young:
+/// what a row not delivered yet looks like. The checkpoint knows better for
+/// the rows its notes name: each lost file's notes give, per stretch of a
+/// stream's rows there, the seq it starts at (as a fingerprint of the
+/// stream and seq, [`presence::fingerprint_at`]). Such a seq inside a gap
+/// of this run's proof is a proved row gone: owed as a tail with no hash
+/// (any row at that seq holds it; the chain checks what that row is),
+/// found `proved_rows_missing` there, decided, and judged every night until
+/// the lake holds a row there again. Only a stretch's first seq is known
+/// to have been in the file (its count of rows may include a conflict's
+/// second version), so a lost row after it in the same stretch, with the
+/// first still in the lake (a copy in another file), stays a gap alone: a
+/// limit.
+pub struct LostStarts {
+    starts: HashSet<Fingerprint>,
+    /// The same, their final mix undone ([`presence::unmix`]): a long gap
+    /// is matched note by note instead of seq by seq.
+    unmixed: Vec<u64>,
+}
+
+impl LostStarts {
+    /// From the notes of the lost files (fingerprints at their stretches'
+    /// first seqs).
+    pub fn new(starts: impl IntoIterator<Item = Fingerprint>) -> LostStarts {
+        let starts: HashSet<Fingerprint> = starts.into_iter().collect();
+        let unmixed = starts.iter().map(|&at| presence::unmix(at)).collect();
+        LostStarts { starts, unmixed }
+    }
+
+    /// The owed seqs (no hash) of the stream `id` from seqs `first..=last`,
+    /// a gap of this run's proof, that a lost file held as a stretch's first
+    /// row: by seq when the gap is shorter than the notes, else by note.
+    pub fn in_gap(&self, id: &StreamId, first: u64, last: u64) -> Vec<Owed> {
+        let stream = presence::fingerprint(id.1, &id.2);
+        let mut seqs: Vec<u64> = if last - first < self.unmixed.len() as u64 {
+            (first..=last)
+                .filter(|&s| self.starts.contains(&presence::at_seq(stream, s)))
+                .collect()
+        } else {
+            self.unmixed
+                .iter()
+                .map(|&u| presence::seq_of_unmixed(stream, u))
+                .filter(|s| (first..=last).contains(s))
+                .collect()
+        };
+        seqs.sort_unstable();
+        seqs.into_iter()
+            .map(|s| {
+                let tail = Tail {
+                    last_seq: s,
+                    last_hashes: LastHashes::None,
+                };
+                (id.clone(), tail)
+            })
+            .collect()
+    }
+}
+
 /// Whether the lake holds an owed tail.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Held {
@@ -157,6 +224,19 @@ pub fn finding(stream: &StreamId, owed: &Tail, held: &Held) -> Option<Finding> {
     let proved = hashes.join(", ");
     let (code, at, detail) = match held {
         Held::Yes | Held::Look => return None,
+        // A stretch's first row in a file since lost ([`LostStarts`]): no
+        // hash known. A stream that now ends before it says so through its
+        // tail, judged beside it (the one finding of that loss, from the
+        // stream's end on); still owed.
+        Held::Missing { ends: Some(_) } if hashes.is_empty() => return None,
+        Held::Missing { ends: None } if hashes.is_empty() => (
+            "proved_rows_missing",
+            seq,
+            format!(
+                "seq {seq} was in a lake file an earlier run proved, which is lost, and is not in \
+                 the lake, though rows after it are: it is not in delivery"
+            ),
+        ),
         Held::Missing { ends: Some(0) } => (
             "proved_rows_missing",
             1,
@@ -283,6 +363,49 @@ mod tests {
         let f = finding(&account(), &owed, &none).unwrap();
         assert_eq!((f.code, f.seq), ("proved_rows_missing", Some(1)));
         assert!(f.detail.contains("no row of the stream"), "{}", f.detail);
+    }
+
+    #[test]
+    fn a_lost_files_starts_in_a_gap_are_owed_without_a_hash_whichever_way_they_are_matched() {
+        let id = account();
+        let other = (Table::Account, Stream::Account, "acct_b".to_owned());
+        let at = |id: &StreamId, s| presence::fingerprint_at(id.1, &id.2, s);
+        // Seqs 4 and 9 of the stream, and 5 of another, started stretches.
+        let starts = LostStarts::new([at(&id, 4), at(&id, 9), at(&other, 5)]);
+        let seqs = |first, last| -> Vec<u64> {
+            starts
+                .in_gap(&id, first, last)
+                .iter()
+                .map(|(_, t)| t.last_seq)
+                .collect()
+        };
+        // Shorter than the notes: by seq; longer: by note. The same.
+        assert_eq!(seqs(4, 5), [4]);
+        assert_eq!(seqs(5, 8), Vec::<u64>::new());
+        assert_eq!(seqs(1, 100), [4, 9]);
+        assert_eq!(seqs(9, 9), [9]);
+        let owed = &starts.in_gap(&id, 3, 4)[0];
+        assert_eq!(
+            (&owed.0, owed.1.last_hashes.clone()),
+            (&id, LastHashes::None)
+        );
+        // Any row there holds it; none there, with rows after, is decided
+        // and says it is not in delivery.
+        assert_eq!(
+            judge(&owed.1, Some(&tail(12, &['z'])), Some(&[hash('q')])),
+            Held::Yes
+        );
+        let gone = judge(&owed.1, Some(&tail(12, &['z'])), Some(&[]));
+        let f = finding(&id, &owed.1, &gone).unwrap();
+        assert_eq!(
+            (f.code, f.seq, f.youngest_ms),
+            ("proved_rows_missing", Some(4), None)
+        );
+        assert!(f.detail.contains("not in delivery"), "{}", f.detail);
+        // The stream now ends before it: its tail says so, not this.
+        let short = judge(&owed.1, Some(&tail(2, &['z'])), None);
+        assert_eq!(short, Held::Missing { ends: Some(2) });
+        assert_eq!(finding(&id, &owed.1, &short), None);
     }
 
     #[test]

@@ -2241,8 +2241,12 @@ async fn prove_resumed(
     } else {
         Noted::Run(&presence)
     };
+    let this_run = crate::owing::ThisRun {
+        reopened,
+        lost_starts: crate::owing::lost_starts(&findings, &custody.lost, owing.set_aside)?,
+    };
     let (owed_findings, owed, blocks_left_out) =
-        crate::owing::judge(lake, &listed, noted, &owing, reopened, &proved, opts).await?;
+        crate::owing::judge(lake, &listed, noted, &owing, this_run, &proved, opts).await?;
     trace(started, format_args!("proved tails judged"));
     if opts.progress && !owed.is_empty() {
         crate::say!(

@@ -2220,6 +2220,75 @@ fn a_compaction_that_drops_every_accounts_last_row_still_has_each_tail_judged() 
     assert_eq!(owed(&night(&root, &ckpt)), want);
 }
 
+/// rev-s56-pending 5: a proved row in the middle of a stream, in a file
+/// then deleted. The night proves the lake from its first event and finds a
+/// `seq_gap` there, pending while the row after it is young, as a row not
+/// yet delivered would be; but the lost file's notes say the row was in the
+/// lake, so it is not in delivery: `proved_rows_missing` there, decided
+/// (the run exits 1), and owed until the file is back.
+#[test]
+fn a_proved_row_in_the_middle_of_a_stream_lost_with_its_file_is_decided() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(5, 3, 40);
+    let victim = events
+        .iter()
+        .find(|e| e.stream == Stream::Account && e.seq == 4)
+        .map(|e| e.stream_key.clone())
+        .unwrap();
+    let is_lost = |e: &&Event| e.stream_key == victim && e.seq == 3;
+    let (alone, rest): (Vec<&Event>, Vec<&Event>) = events.iter().partition(is_lost);
+    deliver(&root, &rest, "a");
+    let before = common::files_under(&root, "events");
+    deliver(&root, &alone, "b");
+    let lost: Vec<String> = common::files_under(&root, "events")
+        .into_iter()
+        .filter(|k| !before.contains(k))
+        .collect();
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    // Judged right after the last event, every row in the settle window.
+    let young = Options {
+        now_ms: events.iter().map(|e| e.occurred_at_ms).max().unwrap() + 1_000,
+        settle_ms: 86_400_000,
+        ..opts()
+    };
+    let first = night_with(&root, &ckpt, &young);
+    assert!(first.holds && first.pending == 0, "{}", verdicts(&first));
+    let bytes = std::fs::read(root.join(&lost[0])).unwrap();
+    std::fs::remove_file(root.join(&lost[0])).unwrap();
+
+    let r = night_with(&root, &ckpt, &young);
+    let i = r.incremental.unwrap();
+    assert!(i.files_lost == 1 && i.reproved_in_full, "{i:?}");
+    // A proof of the lake alone: the gap, pending (exit 0).
+    let fresh = full_with(&root, &young);
+    assert!(fresh.holds && fresh.pending > 0, "{}", verdicts(&fresh));
+    assert!(fresh.checks[0]
+        .pending
+        .iter()
+        .any(|f| (f.code, f.key.as_str(), f.seq) == ("seq_gap", victim.as_str(), Some(3))));
+    assert_same(1, &without_owed(&r), &fresh);
+    // The night: the row was proved, so the loss is decided.
+    let want = vec![("proved_rows_missing", victim.clone(), 3)];
+    assert_eq!(owed(&r), want, "{}", verdicts(&r));
+    assert!(!r.holds && !r.checks[0].holds, "{}", verdicts(&r));
+    let f = &r.checks[0].findings[0];
+    assert!(
+        f.youngest_ms.is_none() && f.detail.contains("not in delivery"),
+        "{f:?}"
+    );
+    // The next night (nothing lost any more) still owes it.
+    let next = night_with(&root, &ckpt, &young);
+    assert_eq!(next.incremental.unwrap().files_lost, 0);
+    assert_eq!(owed(&next), want, "{}", verdicts(&next));
+    assert!(!next.holds);
+    // The file back: the row is there, nothing is owed, the lake holds.
+    std::fs::write(root.join(&lost[0]), &bytes).unwrap();
+    let back = night_with(&root, &ckpt, &young);
+    assert!(back.holds && back.pending == 0, "{}", verdicts(&back));
+    assert_eq!(owed(&back), vec![]);
+}
+
 #[test]
 fn a_damaged_streams_file_stops_the_night_that_needs_it_and_full_rebuilds_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -3397,7 +3466,7 @@ fn late_redeliveries_are_copies_and_violations_in_rewritten_files_are_caught() {
     assert!(i.transfers_pulled > 0, "{i:?}");
     assert!(!i.reproved_in_full, "{i:?}");
     let mut owing = Owing::default();
-    owing.night(&root);
+    owing.check(&root, &[]).unwrap();
 
     // Violations injected into already-proved history (the corruption tool
     // rewrites the files it touches): each is caught, exactly as a full run
@@ -3430,7 +3499,9 @@ fn late_redeliveries_are_copies_and_violations_in_rewritten_files_are_caught() {
         assert_same(2 + n, &without_owed(&inc), &fresh);
         let mut found = owed(&inc);
         found.sort();
-        assert_eq!(found, owing.night(&root), "{class:?}");
+        owing
+            .check(&root, &found)
+            .unwrap_or_else(|e| panic!("{class:?}: {e}"));
         if class == Class::Gap {
             assert!(
                 found.iter().any(|f| f.0 == "proved_row_changed"),
@@ -4374,9 +4445,57 @@ struct Owing {
     tails: std::collections::BTreeMap<StreamId, (u64, std::collections::BTreeSet<String>)>,
     conflicts: Versions,
     owed: Versions,
+    /// Every seq of every stream a night saw in the lake.
+    seen: std::collections::BTreeSet<(StreamId, u64)>,
 }
 
 impl Owing {
+    /// Checks a night's findings about proved rows (`found`, sorted) on the
+    /// lake at `root`: every one [`Owing::night`] names is there, and any
+    /// other is a `proved_rows_missing` at a seq an earlier night saw in
+    /// the lake that the lake no longer holds, though it holds rows of the
+    /// stream after it: the first row of a stretch in a lost file
+    /// (`retained::LostStarts`; which of a lost file's rows those are is
+    /// the notes', so not modelled here). Returns how many such.
+    fn check(
+        &mut self,
+        root: &Path,
+        found: &[(&'static str, String, u64)],
+    ) -> Result<usize, String> {
+        let seen = std::mem::take(&mut self.seen);
+        let rows = lake_rows(root);
+        let want = self.night(root);
+        if let Some(w) = want.iter().find(|w| !found.contains(w)) {
+            return Err(format!("{w:?} not found: {found:?}, want {want:?}"));
+        }
+        let mut extra = 0;
+        for f in found.iter().filter(|f| !want.contains(f)) {
+            let (code, key, seq) = (f.0, &f.1, f.2);
+            let id = seen
+                .iter()
+                .map(|(id, _)| id)
+                .find(|id| id.2 == *key)
+                .ok_or_else(|| format!("{f:?}: no stream {key} was seen"))?;
+            let held = |s: u64| rows.iter().any(|r| r.0 == *id && r.1 == s);
+            let after = rows.iter().any(|r| r.0 == *id && r.1 > seq);
+            if code != "proved_rows_missing"
+                || !seen.contains(&(id.clone(), seq))
+                || held(seq)
+                || !after
+            {
+                return Err(format!(
+                    "{f:?}: not a seq seen before that the lake lacks in the middle of the \
+                     stream (found {found:?}, want {want:?})"
+                ));
+            }
+            extra += 1;
+        }
+        self.seen = seen;
+        self.seen
+            .extend(rows.into_iter().map(|(id, seq, _)| (id, seq)));
+        Ok(extra)
+    }
+
     /// The findings (code, stream key, seq) a night on the lake at `root`
     /// reports about proved rows, sorted: every tail and every conflict's
     /// versions the last night proved that the lake no longer holds, and
@@ -4505,7 +4624,7 @@ fn a_gap_after_an_invalid_row_is_the_same_resumed_and_full() {
 fn damaged_rounds(rounds: u64, first: u64, most_operations: u64) {
     let (mut reopened, mut late_nights, mut violated_nights) = (0, 0, 0);
     let (mut rewritten, mut deleted, mut lost_nights, mut pending_nights) = (0, 0, 0, 0);
-    let mut owed_nights = 0;
+    let (mut owed_nights, mut lost_starts) = (0, 0);
     for seed in first..first + rounds {
         let mut state = ledger_core::retry::splitmix64(seed ^ 0x6e69_6768_7473) | 1;
         let mut rng = |n: u64| xorshift(&mut state) % n.max(1);
@@ -4665,11 +4784,9 @@ fn damaged_rounds(rounds: u64, first: u64, most_operations: u64) {
             // holds is what the lake's files say.
             let mut found = owed(&inc);
             found.sort();
-            assert_eq!(
-                found,
-                owing.night(&root),
-                "{context}: night {n}: the proved tails judged ({i:?})"
-            );
+            lost_starts += owing.check(&root, &found).unwrap_or_else(|e| {
+                panic!("{context}: night {n}: the proved tails judged ({i:?}): {e}")
+            });
             owed_nights += usize::from(!found.is_empty());
             assert_eq!(
                 verdicts(&without_owed(&inc)),
@@ -4731,15 +4848,17 @@ fn damaged_rounds(rounds: u64, first: u64, most_operations: u64) {
         "{rounds} rounds: {reopened} streams reopened, {late_nights} nights with late events, \
          {violated_nights} nights violated, {pending_nights} with findings pending, \
          {rewritten} lakes damaged in place, {deleted} proved files deleted ({lost_nights} \
-         nights proved in full for a lost file), {owed_nights} nights with proved rows missing"
+         nights proved in full for a lost file), {owed_nights} nights with proved rows missing \
+         ({lost_starts} findings of a lost file's row in the middle of a stream)"
     );
     // The rounds went through the paths they are for.
     if rounds >= 20 {
         assert!(reopened > 0, "no stream was reopened in {rounds} rounds");
         assert!(late_nights > 0 && violated_nights > 0 && rewritten > 0 && pending_nights > 0);
         assert!(
-            lost_nights > 0 && owed_nights > 0,
-            "no night lost a proved file, or none lost proved rows, in {rounds} rounds"
+            lost_nights > 0 && owed_nights > 0 && lost_starts > 0,
+            "no night lost a proved file, or none lost proved rows, or none in the middle of a \
+             stream, in {rounds} rounds"
         );
     }
 }

@@ -226,6 +226,19 @@ pub enum Unaccounted {
     NoOutputs { key: String },
 }
 
+impl Unaccounted {
+    /// The key of the file version that is not accounted for.
+    pub fn key(&self) -> &str {
+        match self {
+            Unaccounted::Rewritten { key }
+            | Unaccounted::NotCompacted { key }
+            | Unaccounted::OtherVersion { key, .. }
+            | Unaccounted::NoOutputs { key }
+            | Unaccounted::OutputsChanged { key, .. } => key,
+        }
+    }
+}
+
 impl std::fmt::Display for Unaccounted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -239,6 +239,22 @@ pub fn check_stream(s: &StreamView, tail: &mut Tail, out: &mut Vec<Finding>) {
     }
 }
 
+/// The seqs a `seq_gap` finding says are missing (first, last), read back
+/// from its detail: what a run that lost proved files looks up in the
+/// notes of the files it lost (`crate::retained::LostStarts`). Read from
+/// the detail, as `duplicates::versions` reads a conflict's, so no field
+/// of its own; the form is this module's own, and the test below holds the
+/// two together. `None` for any other finding, or a detail not of that form.
+pub fn gap_span(f: &Finding) -> Option<(u64, u64)> {
+    if f.code != "seq_gap" {
+        return None;
+    }
+    let (first, rest) = f.detail.strip_prefix("seqs ")?.split_once("..=")?;
+    let (last, _) = rest.split_once(" missing (next present: ")?;
+    let (first, last) = (first.parse().ok()?, last.parse().ok()?);
+    (f.seq == Some(first) && first <= last).then_some((first, last))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +289,15 @@ mod tests {
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!((out[0].code, out[0].seq), ("seq_gap", Some(3)));
         assert_eq!(out[0].event_id.as_deref(), Some(dropped.event_id.as_str()));
+        assert_eq!(gap_span(&out[0]), Some((3, 3)));
+        // Three missing: the span read back is the finding's.
+        rows.drain(2..4);
+        out.clear();
+        check(&rows, &mut out);
+        assert_eq!(gap_span(&out[0]), Some((3, 5)), "{out:?}");
+        let mut other = out[0].clone();
+        other.code = "chain_break";
+        assert_eq!(gap_span(&other), None);
     }
 
     /// rev-s45-checks L5: a seq-0 row is `invalid_event` and nothing else:
