@@ -156,7 +156,15 @@ impl<'de> serde::Deserialize<'de> for Unique {
                             "duplicate field `{k}`"
                         )));
                     }
-                    let v = a.next_value()?;
+                    // Each value's text as sent: serde_json reads the integer `-0` as the
+                    // float -0.0, as it reads `-0.0`; the text tells them apart (the one is
+                    // 0, the other a float, as `0.0` is).
+                    let raw: Box<serde_json::value::RawValue> = a.next_value()?;
+                    let v = if raw.get() == "-0" {
+                        Value::from(0)
+                    } else {
+                        serde_json::from_str(raw.get()).map_err(serde::de::Error::custom)?
+                    };
                     m.insert(k, v);
                 }
                 Ok(Unique(m))
@@ -222,14 +230,9 @@ impl Body {
             min,
             max,
         };
-        // serde_json reads the integer `-0` as the float -0.0: it is 0, judged by the range
-        // (an amount's `-0` is out of range, not of the wrong type). `-0.0` reads the same and
-        // is taken the same way.
-        let zero = n
-            .as_f64()
-            .filter(|f| *f == 0.0 && f.is_sign_negative())
-            .map(|_| 0);
-        if let Some(i) = n.as_i64().or(zero) {
+        // The integer `-0` is 0 here ([`Unique`] reads it from its text), judged by the range:
+        // an amount's `-0` is out of range, not of the wrong type.
+        if let Some(i) = n.as_i64() {
             if i < min || i > max {
                 return Err(out_of_range());
             }
@@ -709,7 +712,12 @@ mod tests {
         }
         let (_, usd) = open_account("acme", r#"{"id":"a","currency":"USD"}"#, &l()).unwrap();
         assert!(withdrawn_for_new(&usd).is_none());
-        // `-0` is the integer 0 (serde_json reads it as -0.0): a valid limit.
+        // `-0` is the integer 0 (serde_json reads it as -0.0, the body's text tells): a valid
+        // limit; `-0.0` and `-0e3` are floats, as `0.0` is (rev-s56-diff L2).
+        for float in ["-0.0", "-0e3", "-0.000"] {
+            let body = format!(r#"{{"id":"a","currency":"USD","overdraft_limit":{float}}}"#);
+            assert_eq!(t(&body), "wrong_type", "{float}");
+        }
         assert!(matches!(
             open_account(
                 "acme",

@@ -200,11 +200,19 @@ pub(crate) async fn within<T>(
     }
 }
 
-/// The var `name` as an integer, `default` when unset or not one.
+/// The var `name` as an integer, `default` when unset or not one. A value set but not a whole
+/// number (`"30s"`) is logged where it is read: the run goes on with the default, and the log
+/// says why the setting did nothing (rev-s56-diff L6).
 pub(crate) fn env_i64(env: &Env, name: &str, default: i64) -> i64 {
-    var(env, name)
-        .and_then(|v| v.trim().parse::<i64>().ok())
-        .unwrap_or(default)
+    let Some(v) = var(env, name) else {
+        return default;
+    };
+    v.trim().parse::<i64>().unwrap_or_else(|_| {
+        worker::console_error!(
+            "configuration: {name}={v:?} is not a whole number (milliseconds or a count); using {default}"
+        );
+        default
+    })
 }
 
 fn keys(env: &Env) -> Api<ApiKeys> {
