@@ -440,6 +440,16 @@ impl Archive {
         &mut self,
         ids: impl IntoIterator<Item = &'a str>,
     ) -> Result<Vec<Record>, String> {
+        let out = self.find(ids)?;
+        self.live = self.live.saturating_sub(out.len() as u64);
+        self.pulled += out.len() as u64;
+        Ok(out)
+    }
+
+    /// The records of `ids` (sorted, distinct, none of them open), the
+    /// newest of each found, left in the archive ([`Archive::pull`] takes
+    /// them out).
+    pub fn find<'a>(&self, ids: impl IntoIterator<Item = &'a str>) -> Result<Vec<Record>, String> {
         let mut out = Vec::new();
         // Sorted ids read neighbouring records from one block: keep the last.
         let mut cached: Option<((usize, usize), Vec<Record>)> = None;
@@ -459,8 +469,6 @@ impl Archive {
                 }
             }
         }
-        self.live = self.live.saturating_sub(out.len() as u64);
-        self.pulled += out.len() as u64;
         Ok(out)
     }
 

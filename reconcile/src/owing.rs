@@ -257,8 +257,16 @@ pub async fn judge(
 /// The seqs in this run's gaps (`findings`, the proof's) that the lake
 /// files custody found `lost` held as the first row of a stretch of their
 /// stream, by the notes of the checkpoint's proof the run set aside for
-/// them (`set_aside`): rows an earlier run saw, so not in delivery, owed
-/// with no hash ([`retained::LostStarts`]). Read only when the proof has a
+/// them (`set_aside`): rows an earlier run saw in the lake, owed with no
+/// hash ([`retained::LostStarts`]). A gap is matched only against the lost
+/// files of its stream's own table (a transfer's rows misfiled under
+/// `events/account/` are not its transfer stream's), and only up to the
+/// last seq the set-aside proof proved of the stream: no stretch it noted
+/// starts past that (rev-s57-lost 1: a gap up to a forged row at a seq
+/// near 2⁶³ matched notes of other streams at random seqs). A seq where
+/// that proof found a row that is not the ledger's (it fails its hash, or
+/// is not an event) is left out: what was lost there was not the ledger's
+/// row, which may still be in delivery. Read only when the proof has a
 /// gap: a lake copied whole (every file another version, every one lost)
 /// holds them all.
 pub fn lost_starts(
@@ -274,21 +282,76 @@ pub fn lost_starts(
     let (Some(p), false, false) = (set_aside, lost.is_empty(), gaps.is_empty()) else {
         return Ok(Vec::new());
     };
+    // The set-aside proof's last seq of each stream with a gap: its open
+    // state's, or a settled transfer's archived record's.
+    let mut proved: HashMap<StreamId, u64> = HashMap::new();
+    let mut archived: Vec<&str> = Vec::new();
+    for &(id, _, _) in &gaps {
+        let tail = if is_transfer(id) {
+            p.transfers.state(&id.2).map(|s| &s.tail)
+        } else {
+            p.streams.get(id).map(|s| &s.tail)
+        };
+        match tail {
+            Some(t) => {
+                proved.insert(id.clone(), t.last_seq);
+            }
+            None if is_transfer(id) => archived.push(&id.2),
+            None => {} // not proved: nothing of it was noted
+        }
+    }
+    archived.sort_unstable();
+    archived.dedup();
+    let records = p
+        .archive
+        .find(archived)
+        .map_err(crate::checkpoint::archive_unreadable)?;
+    for (id, state, _) in records {
+        proved.insert(transfer(&id), state.tail.last_seq);
+    }
+    let not_the_ledgers: HashSet<(&StreamId, u64)> = p
+        .findings
+        .iter()
+        .filter(|f| {
+            f.check == completeness::NAME
+                && completeness::ROW_NOT_THE_LEDGERS.contains(&f.finding.code)
+        })
+        .filter_map(|f| f.finding.seq.map(|s| (&f.stream, s)))
+        .collect();
     let keys: std::collections::BTreeSet<&str> = lost.iter().map(|l| l.key()).collect();
     let sets = p
         .stored
         .of(&keys)
         .map_err(|e| Error::Lake(format!("checkpoint: {e}\n{}", crate::checkpoint::FULL_HELP)))?;
-    // Notes of streams alone (an old checkpoint's) name no seq.
-    let starts = retained::LostStarts::new(
-        keys.iter()
-            .filter(|k| !sets.plain.contains(**k))
-            .flat_map(|k| sets.presence.get(k).iter().copied()),
-    );
-    Ok(gaps
+    // By table. Notes of streams alone (an old checkpoint's) name no seq.
+    let mut by_table: HashMap<Table, Vec<crate::presence::Fingerprint>> = HashMap::new();
+    for key in keys.iter().filter(|k| !sets.plain.contains(**k)) {
+        if let Some(parts) = ledger_ingest::parse_object_key(key) {
+            by_table
+                .entry(parts.partition.table)
+                .or_default()
+                .extend(sets.presence.get(key));
+        }
+    }
+    let starts: HashMap<Table, retained::LostStarts> = by_table
         .into_iter()
-        .flat_map(|(id, a, b)| starts.in_gap(id, a, b))
-        .collect())
+        .map(|(t, fps)| (t, retained::LostStarts::new(fps)))
+        .collect();
+    let mut owed = Vec::new();
+    for (id, first, last) in gaps {
+        let (Some(&proved), Some(starts)) = (proved.get(id), starts.get(&id.0)) else {
+            continue;
+        };
+        if first <= last.min(proved) {
+            owed.extend(
+                starts
+                    .in_gap(id, first, last.min(proved))
+                    .into_iter()
+                    .filter(|(id, t)| !not_the_ledgers.contains(&(id, t.last_seq))),
+            );
+        }
+    }
+    Ok(owed)
 }
 
 fn transfer(id: &str) -> StreamId {

@@ -110,7 +110,9 @@ pub fn evidence(f: &StreamFinding) -> Option<Owed> {
 
 /// The first rows of the stretches of streams that the lake files a run
 /// found lost held (their notes, `crate::presence`): rows an earlier run
-/// saw in the lake, so none of them can still be in delivery.
+/// saw in the lake, so one missing now is proved evidence gone, not a row
+/// still to be delivered (a redelivery of it, as the file restored, brings
+/// it back).
 ///
 /// A run that lost proved files proves the lake from its first event, and
 /// a row in the middle of a stream that went with them comes back as a
@@ -234,7 +236,8 @@ pub fn finding(stream: &StreamId, owed: &Tail, held: &Held) -> Option<Finding> {
             seq,
             format!(
                 "seq {seq} was in a lake file an earlier run proved, which is lost, and is not in \
-                 the lake, though rows after it are: it is not in delivery"
+                 the lake, though rows after it are: proved evidence left the lake (the file \
+                 restored, or its rows delivered again, resolves this)"
             ),
         ),
         Held::Missing { ends: Some(0) } => (
@@ -390,7 +393,7 @@ mod tests {
             (&id, LastHashes::None)
         );
         // Any row there holds it; none there, with rows after, is decided
-        // and says it is not in delivery.
+        // and says proved evidence left the lake.
         assert_eq!(
             judge(&owed.1, Some(&tail(12, &['z'])), Some(&[hash('q')])),
             Held::Yes
@@ -401,7 +404,11 @@ mod tests {
             (f.code, f.seq, f.youngest_ms),
             ("proved_rows_missing", Some(4), None)
         );
-        assert!(f.detail.contains("not in delivery"), "{}", f.detail);
+        assert!(
+            f.detail.contains("proved evidence left the lake"),
+            "{}",
+            f.detail
+        );
         // The stream now ends before it: its tail says so, not this.
         let short = judge(&owed.1, Some(&tail(2, &['z'])), None);
         assert_eq!(short, Held::Missing { ends: Some(2) });

@@ -2274,7 +2274,7 @@ fn a_proved_row_in_the_middle_of_a_stream_lost_with_its_file_is_decided() {
     assert!(!r.holds && !r.checks[0].holds, "{}", verdicts(&r));
     let f = &r.checks[0].findings[0];
     assert!(
-        f.youngest_ms.is_none() && f.detail.contains("not in delivery"),
+        f.youngest_ms.is_none() && f.detail.contains("proved evidence left the lake"),
         "{f:?}"
     );
     // The next night (nothing lost any more) still owes it.
@@ -2287,6 +2287,163 @@ fn a_proved_row_in_the_middle_of_a_stream_lost_with_its_file_is_decided() {
     let back = night_with(&root, &ckpt, &young);
     assert!(back.holds && back.pending == 0, "{}", verdicts(&back));
     assert_eq!(owed(&back), vec![]);
+}
+
+/// rev-s57-lost 1–3: what a lost file's notes cannot speak for decides
+/// nothing. Each case a lake whose night after the loss holds a gap that a
+/// proof of the lake alone leaves pending; the night must not call any of
+/// it a proved row gone.
+#[test]
+fn a_lost_files_notes_decide_no_gap_they_cannot_speak_for() {
+    let young = |events: &[Event]| Options {
+        now_ms: events.iter().map(|e| e.occurred_at_ms).max().unwrap() + 1_000,
+        settle_ms: 86_400_000,
+        ..opts()
+    };
+    let new_files = |root: &Path, before: &[String]| -> Vec<String> {
+        common::files_under(root, "events")
+            .into_iter()
+            .filter(|k| !before.contains(k))
+            .collect()
+    };
+    // The night after `lose` removed files: it found them lost and owes
+    // nothing at `seq` of `key` (`what` for the messages).
+    let judged = |root: &Path, ckpt: &Path, opts: &Options, key: &str, seq: u64, what: &str| {
+        let r = night_with(root, ckpt, opts);
+        let i = r.incremental.unwrap();
+        assert!(i.files_lost > 0 && i.reproved_in_full, "{what}: {i:?}");
+        let fresh = full_with(root, opts);
+        assert!(
+            fresh.checks[0]
+                .pending
+                .iter()
+                .any(|f| f.code == "seq_gap" && f.key == key),
+            "{what}: {}",
+            verdicts(&fresh)
+        );
+        assert_same(1, &without_owed(&r), &fresh);
+        let owed = owed(&r);
+        assert!(
+            !owed
+                .iter()
+                .any(|o| o.1 == key && (o.2 == seq || o.0 == "proved_rows_missing" && o.2 > 1)),
+            "{what}: {owed:?}"
+        );
+    };
+
+    // 1. A file of copies only is lost, and a row forged far ahead of an
+    // account's last leaves a gap up to it: no stretch starts there (one
+    // matched note by note over the gap found seqs at random).
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(5, 3, 40);
+    let opts = young(&events);
+    let all: Vec<&Event> = events.iter().collect();
+    deliver(&root, &all, "a");
+    let before = common::files_under(&root, "events");
+    deliver(&root, &all[..25], "copies");
+    let copies = new_files(&root, &before);
+    assert!(night_with(&root, &ckpt, &opts).holds);
+    for k in &copies {
+        std::fs::remove_file(root.join(k)).unwrap();
+    }
+    let last = events
+        .iter()
+        .filter(|e| e.stream == Stream::Account)
+        .max_by_key(|e| e.seq)
+        .unwrap();
+    let mut far = last.clone();
+    far.seq = 1 << 62;
+    far.event_id = ledger_events::event_id(Stream::Account, &far.stream_key, far.seq);
+    let far = far.seal();
+    let rows = vec![ledger_ingest::Row {
+        event: far.clone(),
+        conflict: false,
+    }];
+    for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
+        write_object(&root, &f.key, &f.bytes).unwrap();
+    }
+    judged(
+        &root,
+        &ckpt,
+        &opts,
+        &far.stream_key,
+        last.seq + 1,
+        "a forged far row",
+    );
+
+    // 2. A row that is not the ledger's (it fails its hash) alone in its
+    // file, which is then moved out: the ledger's row at that seq may
+    // still be in delivery.
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let at = |e: &&Event| e.stream == Stream::Account && e.seq == 4;
+    let victim = events.iter().find(at).unwrap();
+    let rest: Vec<&Event> = events.iter().filter(|e| !at(e)).collect();
+    deliver(&root, &rest, "a");
+    let mut bad = victim.clone();
+    bad.occurred_at_ms += 1; // not resealed
+    let before = common::files_under(&root, "events");
+    let rows = vec![ledger_ingest::Row {
+        event: bad,
+        conflict: false,
+    }];
+    for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
+        write_object(&root, &f.key, &f.bytes).unwrap();
+    }
+    let first = night_with(&root, &ckpt, &opts);
+    assert!(
+        first.checks[0]
+            .findings
+            .iter()
+            .any(|f| f.code == "hash_mismatch" && f.seq == Some(4)),
+        "{}",
+        verdicts(&first)
+    );
+    for k in new_files(&root, &before) {
+        std::fs::remove_file(root.join(k)).unwrap();
+    }
+    judged(
+        &root,
+        &ckpt,
+        &opts,
+        &victim.stream_key,
+        4,
+        "a row not the ledger's",
+    );
+
+    // 3. A transfer's row misfiled under events/account/, its file then
+    // deleted: the transfer table's stream never held it.
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(43, 4, 200);
+    let t = events
+        .iter()
+        .find(|e| e.stream == Stream::Transfer && e.kind == "captured")
+        .unwrap()
+        .stream_key
+        .clone();
+    let opts = young(&events);
+    let is_misfiled = |e: &&Event| e.stream == Stream::Transfer && e.stream_key == t && e.seq == 2;
+    let misfiled: Vec<Event> = events.iter().filter(is_misfiled).cloned().collect();
+    let rest: Vec<&Event> = events.iter().filter(|e| !is_misfiled(e)).collect();
+    deliver(&root, &rest, "a");
+    let before = common::files_under(&root, "events");
+    write_in_table(&root, &misfiled, "account");
+    let misplaced = new_files(&root, &before);
+    let first = night_with(&root, &ckpt, &opts);
+    assert!(
+        first.checks[0]
+            .findings
+            .iter()
+            .any(|f| f.code == "wrong_table" && f.key == t),
+        "{}",
+        verdicts(&first)
+    );
+    for k in misplaced {
+        std::fs::remove_file(root.join(k)).unwrap();
+    }
+    judged(&root, &ckpt, &opts, &t, 2, "a misfiled row");
 }
 
 #[test]
