@@ -32,26 +32,50 @@ pub enum Location {
 impl Location {
     /// What names the lake at `location` however it is spelled, for the
     /// state files that belong to one lake (the checkpoint, the alert
-    /// state): a local directory's absolute path with links resolved
-    /// (`lake`, `./lake`, `lake/` and `/srv/lake` are one), `s3://BUCKET` or
-    /// `s3://BUCKET/PREFIX` without slashes at either end of the prefix; the
-    /// spelling itself when it names nothing that exists.
+    /// state) and the alert's `dedup_key`: a local directory's absolute path
+    /// with links resolved (`lake`, `./lake`, `lake/` and `/srv/lake` are
+    /// one), `s3://BUCKET` or `s3://BUCKET/PREFIX` without slashes at either
+    /// end of the prefix, followed by ` at ENDPOINT` when the environment
+    /// names one (`ledger_s3::endpoint`: the same bucket name at two R2
+    /// accounts is two lakes); the spelling itself when it names nothing
+    /// that exists.
     pub fn identity(location: &str) -> String {
+        Location::identity_at(location, ledger_s3::endpoint().as_deref())
+    }
+
+    /// [`Location::identity`] with the S3 endpoint `endpoint`.
+    fn identity_at(location: &str, endpoint: Option<&str>) -> String {
+        let s3 = |lake: String| match endpoint {
+            Some(e) => format!("{lake} at {e}"),
+            None => lake,
+        };
         match Location::parse(location) {
             Ok(Location::Local(dir)) => std::path::Path::new(&dir)
                 .canonicalize()
                 .map_or_else(|_| location.to_owned(), |p| p.display().to_string()),
-            Ok(Location::S3 { bucket, prefix }) if prefix.is_empty() => format!("s3://{bucket}"),
-            Ok(Location::S3 { bucket, prefix }) => format!("s3://{bucket}/{prefix}"),
+            Ok(Location::S3 { bucket, prefix }) if prefix.is_empty() => {
+                s3(format!("s3://{bucket}"))
+            }
+            Ok(Location::S3 { bucket, prefix }) => s3(format!("s3://{bucket}/{prefix}")),
             Err(_) => location.to_owned(),
         }
     }
 
     /// Whether a state file that records the lake `recorded` (an identity,
     /// or the spelling an older reconciler recorded) belongs to the lake
-    /// whose identity is `identity`.
+    /// whose identity is `identity`. An S3 lake recorded by a build before
+    /// the endpoint was part of its identity (`s3://BUCKET/PREFIX` alone) is
+    /// taken to be at this run's endpoint; one recorded at an endpoint is
+    /// that endpoint's only.
     pub fn is_same_lake(recorded: &str, identity: &str) -> bool {
-        recorded == identity || Location::identity(recorded) == identity
+        Location::same_lake_at(recorded, identity, ledger_s3::endpoint().as_deref())
+    }
+
+    /// [`Location::is_same_lake`] with the S3 endpoint `endpoint`.
+    fn same_lake_at(recorded: &str, identity: &str, endpoint: Option<&str>) -> bool {
+        let at_an_endpoint = recorded.starts_with("s3://") && recorded.contains(" at ");
+        recorded == identity
+            || (!at_an_endpoint && Location::identity_at(recorded, endpoint) == identity)
     }
 
     /// `s3://BUCKET[/PREFIX]`, another `scheme://` (refused), or a local path.
@@ -468,6 +492,38 @@ mod tests {
         ] {
             assert!(Location::parse(good).is_ok(), "{good}");
         }
+    }
+
+    /// rev-s55 carried "S3 identity excludes the endpoint": one bucket name
+    /// at two endpoints (production's and staging's R2 accounts) is two
+    /// lakes, for the checkpoint, the alert state and the alert's dedup key.
+    #[test]
+    fn an_s3_lakes_identity_names_its_endpoint() {
+        let (prod, staging) = (
+            Some("https://prod.r2.cloudflarestorage.com"),
+            Some("https://staging.r2.cloudflarestorage.com"),
+        );
+        let at_prod = Location::identity_at("s3://lake/v1/", prod);
+        assert_eq!(
+            at_prod,
+            "s3://lake/v1 at https://prod.r2.cloudflarestorage.com"
+        );
+        assert_eq!(Location::identity_at("s3://lake//v1", None), "s3://lake/v1");
+        let at_staging = Location::identity_at("s3://lake/v1", staging);
+        assert_ne!(at_prod, at_staging);
+        assert!(Location::same_lake_at(&at_prod, &at_prod, prod));
+        assert!(!Location::same_lake_at(&at_prod, &at_staging, staging));
+        // Recorded by an older build, without the endpoint: this run's.
+        assert!(Location::same_lake_at("s3://lake/v1", &at_staging, staging));
+        assert!(Location::same_lake_at("s3://lake/v1/", &at_prod, prod));
+        assert!(!Location::same_lake_at("s3://lake/v2", &at_prod, prod));
+        // A local lake has no endpoint.
+        let dir = tempfile::tempdir().unwrap();
+        let local = dir.path().to_str().unwrap();
+        assert_eq!(
+            Location::identity_at(local, prod),
+            dir.path().canonicalize().unwrap().display().to_string()
+        );
     }
 
     /// An error with a cause, as the HTTP stack nests them.

@@ -153,9 +153,11 @@ fn assert_same_as_local(dir: &Path, s3_lake: &str, server: &S3Server, expected_c
     );
     assert_eq!(verdict(&remote), verdict(&local), "{s3_lake}");
     assert_eq!(remote.report.as_ref().unwrap()["lake"], s3_lake);
+    // The bucket and prefix at the endpoint: one bucket name at two
+    // endpoints is two lakes.
     assert_eq!(
         remote.report.as_ref().unwrap()["lake_identity"],
-        s3_lake.trim_end_matches('/')
+        format!("{} at {}", s3_lake.trim_end_matches('/'), server.endpoint())
     );
     let local_identity = dir.canonicalize().unwrap();
     assert_eq!(

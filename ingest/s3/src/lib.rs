@@ -126,6 +126,18 @@ pub fn store(location: &str, bucket: &str, request_timeout: Duration) -> Result<
         .map_err(|e| format!("{location}: cannot configure S3: {e}\n{ENV_HELP}"))
 }
 
+/// The endpoint the environment names (`AWS_ENDPOINT_URL` or
+/// `AWS_ENDPOINT`, as [`store`] reads them), trimmed, without a trailing `/`
+/// and in lower case: with the bucket, what names a lake, since two R2
+/// accounts (production's and staging's) may each have a bucket of one
+/// name. `None` for AWS S3, whose bucket names are global.
+pub fn endpoint() -> Option<String> {
+    AmazonS3Builder::from_env()
+        .get_config_value(&AmazonS3ConfigKey::Endpoint)
+        .map(|u| u.trim().trim_end_matches('/').to_ascii_lowercase())
+        .filter(|u| !u.is_empty())
+}
+
 /// Refuses a lake prefix (of `s3://BUCKET/PREFIX`, slashes trimmed) that
 /// holds a character object_store escapes in keys (`%` as `%25`, `~`, `[`,
 /// `#`, …): a listing under it asks for another key and finds nothing, which
