@@ -374,6 +374,22 @@ impl std::fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
+impl DecodeError {
+    /// The schema version of an event a newer writer wrote, which this
+    /// reader does not know (every known one is older): not a bad message
+    /// but an upgrade to make, so a consumer keeps it for one that reads it.
+    pub fn newer_version(&self) -> Option<u16> {
+        match self {
+            DecodeError::Schema(SchemaError::UnsupportedVersion { v })
+                if SCHEMA_VERSIONS_KNOWN.iter().all(|k| v > k) =>
+            {
+                Some(*v)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Presence rule for one optional field under one kind.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum P {
@@ -916,7 +932,20 @@ impl<'a> EventRef<'a> {
 /// Decodes and fully checks one queue message: JSON shape, schema rules and
 /// the event's own hash.
 pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
-    let ev: Event = serde_json::from_slice(bytes).map_err(|e| DecodeError::Json(e.to_string()))?;
+    let ev: Event = serde_json::from_slice(bytes).map_err(|e| {
+        // A newer version adds fields, which this version's shape refuses as unknown: the
+        // version says what the message is (an upgrade to make), not the first unknown field.
+        let v = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(bytes)
+            .ok()
+            .and_then(|m| m.get("v")?.as_u64())
+            .and_then(|v| u16::try_from(v).ok());
+        match v {
+            Some(v) if SCHEMA_VERSIONS_KNOWN.iter().all(|k| v > *k) => {
+                DecodeError::Schema(SchemaError::UnsupportedVersion { v })
+            }
+            _ => DecodeError::Json(e.to_string()),
+        }
+    })?;
     let view = ev.view();
     view.validate().map_err(DecodeError::Schema)?;
     if !view.hash_matches(&mut Vec::with_capacity(CANONICAL_CAPACITY)) {

@@ -3,9 +3,12 @@
 //! The consumer Worker's contract with this module: call [`ingest`] with every
 //! message of the batch; put every [`LakeFile`] under its key (a retried put
 //! rewrites identical bytes); send every [`DeadLetter`] to the dead-letter
-//! queue with its reason; only then ack the whole batch. If anything fails,
-//! retry the whole batch: the output of a retry is the same files under the
-//! same keys, so a partial earlier attempt leaves nothing a reader miscounts.
+//! queue with its reason; only then ack every message but the [`Newer`]
+//! ones, which it retries (a newer writer's events wait for an ingest that
+//! reads them: the queue keeps them, and past its retries hands them on as
+//! an undelivered batch's). If anything fails, retry the whole batch: the
+//! output of a retry is the same files under the same keys, so a partial
+//! earlier attempt leaves nothing a reader miscounts.
 
 use ledger_events::{decode, DecodeError, Event};
 
@@ -75,13 +78,7 @@ impl DeadLetter {
     /// whatever the body: a message near that size, embedded and escaped,
     /// was too large to send, which failed the whole batch at every retry.
     pub fn queue_item(&self, body: &[u8]) -> String {
-        use sha2::{Digest, Sha256};
-        let mut item = serde_json::json!({
-            "message_id": self.message_id,
-            "reason": self.reason(),
-            "body_bytes": body.len(),
-            "body_sha256": ledger_events::event::hex(&Sha256::digest(body)),
-        });
+        let mut item = self.named(body);
         if body.len() <= MESSAGE_BYTES_MAX {
             match std::str::from_utf8(body) {
                 Ok(text) => item["body"] = text.into(),
@@ -89,6 +86,48 @@ impl DeadLetter {
             }
         }
         item.to_string()
+    }
+
+    /// [`DeadLetter::queue_item`] without the body: what the consumer logs
+    /// of each dead letter (logs outlive the queue's retention).
+    pub fn log_item(&self, body: &[u8]) -> String {
+        self.named(body).to_string()
+    }
+
+    fn named(&self, body: &[u8]) -> serde_json::Value {
+        use sha2::{Digest, Sha256};
+        serde_json::json!({
+            "message_id": self.message_id,
+            "reason": self.reason(),
+            "body_bytes": body.len(),
+            "body_sha256": ledger_events::event::hex(&Sha256::digest(body)),
+        })
+    }
+}
+
+/// A message whose event a newer writer wrote (a schema version this build
+/// does not know, every known one older): neither a row nor a dead letter.
+/// It is retried until an ingest that reads it is deployed (the edge went
+/// out first); the queue's retries, then the undelivered and held queues,
+/// keep it as it was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Newer {
+    pub message_id: String,
+    /// Its schema version.
+    pub v: u16,
+}
+
+impl std::fmt::Display for Newer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "message {} is an event of schema version {}, newer than this ingest reads (known: {:?}): \
+             retried, not acked and not dead-lettered\nHelp: deploy the ingest Worker of the edge's \
+             version; the queue keeps the message until then (docs/LAKE.md, \"Undelivered batches\")",
+            self.message_id,
+            self.v,
+            ledger_events::event::SCHEMA_VERSIONS_KNOWN
+        )
     }
 }
 
@@ -112,6 +151,8 @@ pub struct IngestOutput {
     /// Same event id, different content, within the batch. Their rows are in
     /// `files` with `conflict = true`; the consumer should also log these.
     pub conflicts: Vec<Conflict>,
+    /// Events of a newer schema version: to retry, not to ack ([`Newer`]).
+    pub newer: Vec<Newer>,
 }
 
 impl IngestOutput {
@@ -150,10 +191,21 @@ impl std::fmt::Display for IngestError {
 
 impl std::error::Error for IngestError {}
 
-/// Decodes every message; each either yields `(message id, event)` or a dead letter.
-pub fn decode_batch(messages: &[Message<'_>]) -> (Vec<(String, Event)>, Vec<DeadLetter>) {
+/// A batch's messages decoded ([`decode_batch`]).
+#[derive(Debug, Default)]
+pub struct Decoded {
+    /// `(message id, event)` of each message that is an event.
+    pub events: Vec<(String, Event)>,
+    pub dead: Vec<DeadLetter>,
+    pub newer: Vec<Newer>,
+}
+
+/// Decodes every message; each yields an event, a dead letter, or (a newer
+/// writer's event) a message to retry.
+pub fn decode_batch(messages: &[Message<'_>]) -> Decoded {
     let mut events = Vec::with_capacity(messages.len());
     let mut dead = Vec::new();
+    let mut newer = Vec::new();
     for m in messages {
         let rejected = |rejection| DeadLetter {
             message_id: m.id.to_owned(),
@@ -173,10 +225,20 @@ pub fn decode_batch(messages: &[Message<'_>]) -> (Vec<(String, Event)>, Vec<Dead
                 }))
             }
             Ok(ev) => events.push((m.id.to_owned(), ev)),
-            Err(e) => dead.push(rejected(Rejection::Decode(e))),
+            Err(e) => match e.newer_version() {
+                Some(v) => newer.push(Newer {
+                    message_id: m.id.to_owned(),
+                    v,
+                }),
+                None => dead.push(rejected(Rejection::Decode(e))),
+            },
         }
     }
-    (events, dead)
+    Decoded {
+        events,
+        dead,
+        newer,
+    }
 }
 
 /// Cuts sorted, deduplicated rows into files: one run per partition, each
@@ -229,7 +291,11 @@ pub fn ingest(messages: &[Message<'_>]) -> Result<IngestOutput, IngestError> {
             messages: messages.len(),
         });
     }
-    let (events, dead_letters) = decode_batch(messages);
+    let Decoded {
+        events,
+        dead: dead_letters,
+        newer,
+    } = decode_batch(messages);
     let deduped = dedup(events.into_iter().map(|(id, event)| {
         (
             id,
@@ -245,5 +311,6 @@ pub fn ingest(messages: &[Message<'_>]) -> Result<IngestOutput, IngestError> {
         dead_letters,
         duplicates: deduped.duplicates,
         conflicts: deduped.conflicts,
+        newer,
     })
 }

@@ -39,8 +39,8 @@ pub mod synth;
 pub mod table;
 
 pub use batch::{
-    build_files, build_files_sized, decode_batch, ingest, DeadLetter, IngestError, IngestOutput,
-    LakeFile, Message, Rejection,
+    build_files, build_files_sized, decode_batch, ingest, DeadLetter, Decoded, IngestError,
+    IngestOutput, LakeFile, Message, Newer, Rejection,
 };
 pub use dedup::{dedup, lake_order, same_event, sort_rows, Conflict, Deduped, Duplicate, Row};
 pub use key::{

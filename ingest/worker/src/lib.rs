@@ -9,8 +9,11 @@
 //! 2. the core returns the lake's Parquet files (content-addressed keys) and the dead letters;
 //! 3. every file is `put` to R2 (`LAKE`) under its key;
 //! 4. every dead letter goes to the dead-letter queue (`LEDGER_EVENTS_DLQ`) as JSON text
-//!    `{"message_id", "reason", "body"}`;
-//! 5. only then is the batch acked.
+//!    `{"message_id", "reason", "body"}`, and is logged with its id, reason and digest (the
+//!    logs outlive the queue's retention); every conflict is logged;
+//! 5. only then is every message acked, but a newer writer's events (`ledger_ingest::Newer`,
+//!    logged), which are retried, message by message: the queue keeps them for an ingest that
+//!    reads them.
 //!
 //! If any step fails the whole batch is retried (`retry_all`) and nothing is acked: a retry
 //! produces the same files under the same keys (identical bytes), so a partial earlier attempt
@@ -128,25 +131,40 @@ async fn consume(batch: &MessageBatch<JsValue>, env: &Env) -> worker::Result<()>
                 .iter()
                 .find(|(id, _)| *id == d.message_id)
                 .map_or(&[][..], |(_, b)| b.as_slice());
-            let item = d.queue_item(body);
             dlq.send(
-                MessageBuilder::new(item)
+                MessageBuilder::new(d.queue_item(body))
                     .content_type(QueueContentType::Text)
                     .build(),
             )
             .await?;
+            console_error!("ingest: dead letter {}", d.log_item(body));
         }
+    }
+    for c in &out.conflicts {
+        console_error!("ingest: {c}");
+    }
+    for n in &out.newer {
+        console_error!("ingest: {n}");
     }
 
     console_log!(
-        "ingest: {} messages -> {} files ({} rows), {} dead letters, {} duplicates, {} conflicts",
+        "ingest: {} messages -> {} files ({} rows), {} dead letters, {} duplicates, {} conflicts, {} newer",
         raw.len(),
         out.files.len(),
         out.rows(),
         out.dead_letters.len(),
         out.duplicates.len(),
-        out.conflicts.len()
+        out.conflicts.len(),
+        out.newer.len()
     );
-    batch.ack_all();
+    // Message by message: a newer writer's event is retried, every other acked.
+    for m in batch.raw_iter() {
+        let id = m.id();
+        if out.newer.iter().any(|n| n.message_id == id) {
+            m.retry();
+        } else {
+            m.ack();
+        }
+    }
     Ok(())
 }

@@ -84,6 +84,26 @@ describe("ingest consumer worker: redelivery", () => {
     assert.deepEqual([rt.dead, rt.held], [[], []]);
   });
 
+  test("a newer writer's event is retried, not acked or dead-lettered, and held as sent; the rest of its batch lands", async () => {
+    // The edge deployed before the consumer: an event of schema version 2 with a field v1 does
+    // not know (rev-s57-ingest 1: it was dead-lettered as malformed and acked, gone from the
+    // pipeline).
+    const batch = synth(4, 1);
+    const newer = JSON.stringify({ ...JSON.parse(batch.events[0]), v: 2, added_in_v2: "x" });
+    const rt = await startRuntime({ persistDir: tempPersistDir("ledger-ingest-newer-") });
+    runtimes.push(rt);
+    const q = await rt.mf.getQueueProducer("Q", "producer");
+    await q.sendBatch([...batch.events.slice(1), newer].map(text));
+
+    await waitFor(() => rt.held.length >= 1, { timeout: 90_000, what: "the newer event to be held" });
+    assert.deepEqual(rt.held, [newer], "the newer event, byte for byte, and nothing else");
+    assert.deepEqual(rt.dead, [], "not a dead letter");
+    const said = rt.logs.filter((l) => /is an event of schema version 2, newer than this ingest reads/.test(l.message));
+    assert.ok(said.length > 0, "each attempt logs why the message is retried");
+    const rows = ingestLines(rt.logs).reduce((n, l) => n + l.rows, 0);
+    assert.equal(rows, batch.events.length - 1, "every other event landed once");
+  });
+
   test("a batch whose puts never succeed is held, as sent, after both queues' retries", async () => {
     const batch = synth(6, 1);
     const { config } = await (await import("./runtime.mjs")).ingestWorkerOptions();

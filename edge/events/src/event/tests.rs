@@ -759,3 +759,38 @@ fn put_and_same_are_exact_for_every_short_length() {
         }
     }
 }
+
+/// rev-s57-ingest 1: a newer version adds fields, which v1's shape refuses as
+/// unknown; the version decides the error (an upgrade to make, kept for a
+/// reader that knows it), not the first unknown field.
+#[test]
+fn a_newer_versions_event_is_told_by_its_version_whatever_fields_it_adds() {
+    let line = golden()[0].to_json();
+    let v2 = line.replacen("\"v\":1", "\"v\":2", 1);
+    let v2_field = v2.replacen('{', "{\"added_in_v2\":[1,2],", 1);
+    for body in [&v2, &v2_field] {
+        let e = decode(body.as_bytes()).unwrap_err();
+        assert_eq!(
+            e,
+            DecodeError::Schema(SchemaError::UnsupportedVersion { v: 2 })
+        );
+        assert_eq!(e.newer_version(), Some(2), "{body}");
+        assert!(e.to_string().contains("upgrade the reader"), "{e}");
+    }
+    // An unknown field in a version this reader knows is malformed, as is v0
+    // with one; v0 alone is older than any version, not newer.
+    let v1_field = line.replacen('{', "{\"added\":1,", 1);
+    let e = decode(v1_field.as_bytes()).unwrap_err();
+    assert!(
+        matches!(e, DecodeError::Json(_)) && e.newer_version().is_none(),
+        "{e}"
+    );
+    let v0 = line.replacen("\"v\":1", "\"v\":0", 1);
+    assert_eq!(decode(v0.as_bytes()).unwrap_err().newer_version(), None);
+    let v0_field = v0.replacen('{', "{\"added\":1,", 1);
+    assert!(matches!(
+        decode(v0_field.as_bytes()),
+        Err(DecodeError::Json(_))
+    ));
+    assert!(matches!(decode(b"[2]"), Err(DecodeError::Json(_))));
+}
