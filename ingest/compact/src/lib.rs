@@ -678,6 +678,13 @@ async fn compact(
     let inputs = lake.partition_files(partition).await?;
     let input_keys: Vec<String> = inputs.iter().map(|f| f.key.clone()).collect();
     let mut report = PartitionReport::begun(partition, inputs.len());
+    if inputs.is_empty() {
+        // A partition emptied since it was listed (files moved out during the
+        // run), or named by a caller: nothing to compact, and no manifest of
+        // nothing (rev-s57-ingest 7).
+        report.already_compact = true;
+        return Ok(report);
+    }
     if !options.recheck {
         if let Some(manifest) = lake.compacted_by(partition, &inputs).await {
             if !options.dry_run {

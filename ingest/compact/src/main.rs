@@ -2,7 +2,8 @@
 //!
 //! Exit codes: 0 every selected partition is compact (or there was nothing to
 //! do); 1 some partition was left as it was because one of its files is
-//! damaged (named on stderr; the others were compacted); 2 an error (bad
+//! damaged (named on stderr; the others were compacted), even when a store
+//! error then stopped the run; 2 an error (bad
 //! arguments, unreachable store, failed put or delete, a bound exceeded, or
 //! a partition left as it was because a newer writer wrote one of its
 //! files: an upgrade, with none damaged);
@@ -44,7 +45,8 @@ versions it replaced and its outputs in manifests/{table}/date={day}/m-<digest>.
 reconcile tell a file compaction replaced from one that was lost. A partition listed exactly as a compaction \
 left it is skipped unread (--recheck reads it); a partition of any size is merged in bounded memory, sorted \
 on local disk past 524,288 rows (--spill-dir). See docs/LAKE.md.\n\n\
-Exit codes: 0 done, 1 a partition has a damaged file (left untouched), 2 error (also: a file a newer \
+Exit codes: 0 done, 1 a partition has a damaged file (left untouched; also when an error then stopped the \
+run), 2 error (also: a file a newer \
 writer wrote, left untouched: upgrade), 128 + N stopped by \
 signal N (SIGINT 130, SIGTERM 143, SIGHUP 129: the spill directory removed, the lake as a crash leaves it, \
 re-running converges).",
@@ -276,6 +278,8 @@ async fn run(cli: Cli, doing: &std::cell::RefCell<String>) -> Result<u8, Compact
     // Partitions left untouched: for a damaged file, or for one a newer
     // writer wrote (an upgrade, not tampering: rev-s52-diff L6).
     let (mut rows, mut damaged, mut newer) = (0usize, 0usize, 0usize);
+    // A partition that failed: how many after it were left untried.
+    let mut failed: Option<usize> = None;
     for (i, p) in partitions.iter().enumerate() {
         // A line every PROGRESS_EVERY while a big partition is read or
         // written; a small one only gets its summary line.
@@ -334,7 +338,21 @@ async fn run(cli: Cli, doing: &std::cell::RefCell<String>) -> Result<u8, Compact
                     p.prefix()
                 );
             }
-            Err(e) => return Err(e),
+            Err(CompactError::Stopped) => return Err(CompactError::Stopped),
+            Err(e) => {
+                // A store error (an outage, a refused put): the partitions after it are
+                // not tried (they would meet the same store), but what this run found so
+                // far is still said, and a damaged file still decides the exit code
+                // (rev-s57-ingest 6: the error's exit 2 hid the tampering's 1).
+                say!(
+                    "[{}/{}] {}: failed: {e}",
+                    i + 1,
+                    partitions.len(),
+                    p.prefix()
+                );
+                failed = Some(partitions.len() - i - 1);
+                break;
+            }
         }
     }
     let secs = started.elapsed().as_secs_f64();
@@ -353,13 +371,17 @@ async fn run(cli: Cli, doing: &std::cell::RefCell<String>) -> Result<u8, Compact
         .filter(|(n, _)| *n > 0)
         .map(|(n, why)| format!("; {n} left untouched {why}"))
         .collect::<String>()
+            + &failed.map_or(String::new(), |after| format!(
+                "; one failed (above), and the {after} after it were not tried: run again once \
+                 the store answers (a partition done is done)"
+            ))
     );
-    // A damaged file is 1 (what the nightly job alerts on as tampering); a
-    // newer writer's, with none damaged, is 2: this compactor must be
-    // upgraded.
-    Ok(match (damaged, newer) {
-        (0, 0) => 0,
-        (0, _) => 2,
+    // A damaged file is 1 (what the nightly job alerts on as tampering),
+    // whatever else happened; a newer writer's (this compactor must be
+    // upgraded) or a failed partition, with none damaged, is 2.
+    Ok(match (damaged, newer, failed) {
+        (0, 0, None) => 0,
+        (0, _, _) => 2,
         _ => 1,
     })
 }

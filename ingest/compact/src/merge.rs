@@ -615,7 +615,7 @@ impl DiskRun {
                 .filter(|c| c.null_count() == 0)
                 .ok_or_else(|| self.damaged(&"no input column"))?;
             self.sources = sources.values().to_vec().into_iter();
-            self.rows = rows_from_batch(&batch)
+            self.rows = rows_from_batch(&batch, self.read)
                 .map_err(|e| self.damaged(&e))?
                 .into_iter();
             if self.rows.len() != self.sources.len() {

@@ -835,6 +835,42 @@ fn a_file_size_limit_is_an_error_that_changes_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// rev-s57-ingest 6: a damaged file found before a store error still makes
+/// the run's exit code 1 (what the nightly job pages on as tampering), and
+/// the summary still says what was left untouched and what was not tried.
+#[test]
+fn a_store_error_after_a_damaged_partition_does_not_hide_it() {
+    let dir = small_file_lake("damaged-then-fsize");
+    let first = files(&dir).into_iter().next().unwrap();
+    let day = Path::new(&first).parent().unwrap();
+    let victim = day.join(format!("i-{}.parquet", "d".repeat(32)));
+    std::fs::write(dir.join(&victim), b"garbage").unwrap();
+    let partitions: std::collections::BTreeSet<_> = files(&dir)
+        .iter()
+        .map(|f| Path::new(f).parent().unwrap().to_owned())
+        .collect();
+    assert!(partitions.len() >= 2, "{partitions:?}");
+    let before = files(&dir);
+    let out = Command::new("sh")
+        .args(["-c", "ulimit -f 1 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_ledger-compact"))
+        .args(["--lake", dir.to_str().unwrap()])
+        .env_remove("LEDGER_LAKE")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&*victim.to_string_lossy())
+            && stderr.contains("File too large")
+            && stderr.contains("1 left untouched because of a damaged file")
+            && stderr.contains("one failed (above)"),
+        "{stderr}"
+    );
+    assert_eq!(files(&dir), before);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_closed_stderr_does_not_stop_compaction() {
     let dir = small_file_lake("closed-stderr");
@@ -994,4 +1030,25 @@ fn a_damaged_file_after_a_newer_writers_one_in_its_partition_is_still_exit_1() {
         "the partition is left as it was: {after:?}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// rev-s57-ingest 7: a partition with no file (emptied since it was listed,
+/// or named by a caller) is compact as it is: no manifest of nothing.
+#[tokio::test]
+async fn an_empty_partition_writes_no_manifest() {
+    let dir = small_file_lake("empty-partition");
+    let lake = lake_of(&dir);
+    let partition = parse_object_key(&files(&dir)[0]).unwrap().partition;
+    for f in files(&dir) {
+        std::fs::remove_file(dir.join(f)).unwrap();
+    }
+    let r = compact_partition(&lake, &partition, &Options::default())
+        .await
+        .unwrap();
+    assert!(
+        r.already_compact && r.manifest.is_none() && r.outputs.is_empty(),
+        "{r}"
+    );
+    assert!(!dir.join("manifests").exists(), "nothing written");
+    let _ = std::fs::remove_dir_all(&dir);
 }

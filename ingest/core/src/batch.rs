@@ -73,8 +73,8 @@ impl DeadLetter {
     /// `body`: JSON text with `message_id`, `reason`, `body_bytes`,
     /// `body_sha256`, and the body itself, `body` (its text) when it is
     /// UTF-8 or else `body_hex`, unless it is longer than
-    /// [`MESSAGE_BYTES_MAX`] (the reason then says so, and the digest
-    /// names it). So an item stays far below a queue message's 128 KB
+    /// [`MESSAGE_BYTES_MAX`] (the reason then says so, the digest names
+    /// it, and `body_prefix` holds its first [`BODY_PREFIX_BYTES`] as text). So an item stays far below a queue message's 128 KB
     /// whatever the body: a message near that size, embedded and escaped,
     /// was too large to send, which failed the whole batch at every retry.
     pub fn queue_item(&self, body: &[u8]) -> String {
@@ -84,6 +84,12 @@ impl DeadLetter {
                 Ok(text) => item["body"] = text.into(),
                 Err(_) => item["body_hex"] = ledger_events::event::hex(body).into(),
             }
+        } else {
+            // Its first bytes, as text (a character cut at the end, or bytes
+            // not UTF-8, replaced): what the message was, an event padded
+            // past the limit showing its event id (rev-s57-ingest 4).
+            let head = &body[..BODY_PREFIX_BYTES];
+            item["body_prefix"] = String::from_utf8_lossy(head).into_owned().into();
         }
         item.to_string()
     }
@@ -130,6 +136,11 @@ impl std::fmt::Display for Newer {
         )
     }
 }
+
+/// How much of a body too large to embed a dead letter's item still holds
+/// (`body_prefix`): a whole v1 event (under 2 KiB), escaped at most six
+/// times, keeps the item far below a queue message's 128 KB.
+pub const BODY_PREFIX_BYTES: usize = 4_096;
 
 /// One object to put.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -361,7 +361,7 @@ fn read_checked<E: From<LakeError>>(
             )))
             .into());
         }
-        let got = rows_from_batch(&batch).map_err(|e| err(LakeErrorKind::Layout(e)))?;
+        let got = rows_from_batch(&batch, read).map_err(|e| err(LakeErrorKind::Layout(e)))?;
         for (i, row) in got.iter().enumerate() {
             // A row of a schema newer than this reader's is a newer
             // writer's, whole: an upgrade, not the quarantine (rev-s52-diff M6).

@@ -166,10 +166,12 @@ fn column<'a, T: 'static>(
 
 /// Reads rows back from a record batch of a lake file. Structural problems
 /// (a required column missing, a wrong type, a null where the schema forbids
-/// it, an unknown stream) are errors naming the column or the row; the caller
-/// adds the object key. The events are *not* re-validated here (see
-/// `parquet_io::read_file`, which does).
-pub fn rows_from_batch(batch: &RecordBatch) -> Result<Vec<Row>, String> {
+/// it, an unknown stream) are errors naming the column or the row, counted in
+/// the file (`first_row` is the batch's first row's index there: a file is
+/// read a batch at a time, and a row named by its place in the batch sends
+/// the reader to the wrong one); the caller adds the object key. The events
+/// are *not* re-validated here (see `parquet_io::read_file`, which does).
+pub fn rows_from_batch(batch: &RecordBatch, first_row: usize) -> Result<Vec<Row>, String> {
     use DataType::*;
     let n = batch.num_rows();
     let need =
@@ -243,10 +245,15 @@ pub fn rows_from_batch(batch: &RecordBatch) -> Result<Vec<Row>, String> {
 
     let mut rows = Vec::with_capacity(n);
     for i in 0..n {
-        let stream_v = Stream::parse(stream.value(i))
-            .ok_or_else(|| format!("row {i}: unknown stream {:?}", stream.value(i)))?;
+        let stream_v = Stream::parse(stream.value(i)).ok_or_else(|| {
+            format!(
+                "row {}: unknown stream {:?}",
+                first_row + i,
+                stream.value(i)
+            )
+        })?;
         let seq_v = u64::try_from(seq.value(i))
-            .map_err(|_| format!("row {i}: negative seq {}", seq.value(i)))?;
+            .map_err(|_| format!("row {}: negative seq {}", first_row + i, seq.value(i)))?;
         rows.push(Row {
             event: Event {
                 v: v.value(i),

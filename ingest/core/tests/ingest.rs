@@ -661,7 +661,9 @@ fn a_dead_letters_queue_item_names_the_body_and_stays_small() {
             }
             _ => {
                 assert!(v.get("body").is_none() && v.get("body_hex").is_none());
-                assert!(item.len() < 1_024, "{item}");
+                // Its first bytes only (rev-s57-ingest 4).
+                assert_eq!(v["body_prefix"], "\"".repeat(4_096));
+                assert!(item.len() < 1_024 + 2 * 4_096, "{}", item.len());
                 assert!(d.reason().contains("bytes"), "{}", d.reason());
             }
         }
@@ -725,4 +727,50 @@ fn a_file_of_an_unknown_layout_is_an_upgrade_not_a_quarantine() {
             && !said.contains("quarantine"),
         "{said}"
     );
+}
+
+/// rev-s57-ingest 5: a damaged row is named by its place in the file, not in
+/// the batch of rows the reader decoded it in (8,192 rows at a time).
+#[test]
+fn a_damaged_rows_error_names_its_row_in_the_file() {
+    use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::WriterProperties;
+    let mut rows: Vec<Row> = synth::events(25_000, 10, 1_767_225_600_000)
+        .into_iter()
+        .filter(|e| e.stream == ledger_events::Stream::Account)
+        .map(|event| Row {
+            event,
+            conflict: false,
+        })
+        .take(10_000)
+        .collect();
+    assert_eq!(rows.len(), 10_000);
+    ledger_ingest::sort_rows(&mut rows);
+    let batch = ledger_ingest::rows_to_batch(&rows).unwrap();
+    let at = batch.schema().index_of("seq").unwrap();
+    let seqs = batch
+        .column(at)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap();
+    let mut seqs: Vec<i64> = (0..seqs.len()).map(|i| seqs.value(i)).collect();
+    seqs[9_000] = -5;
+    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+    columns[at] = std::sync::Arc::new(Int64Array::from(seqs));
+    let bad = RecordBatch::try_new(batch.schema(), columns).unwrap();
+    let props = WriterProperties::builder()
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            "ledger.lake.layout".to_owned(),
+            ledger_ingest::LAKE_LAYOUT_VERSION.to_owned(),
+        )]))
+        .build();
+    let mut bytes = Vec::new();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(&mut bytes, bad.schema(), Some(props)).unwrap();
+    w.write(&bad).unwrap();
+    w.close().unwrap();
+    let key = "events/account/date=2026-01-01/i-00000000000000000000000000000000.parquet";
+    let e = read_file(key, Bytes::from(bytes)).unwrap_err().to_string();
+    assert!(e.contains("row 9000: negative seq -5"), "{e}");
 }
