@@ -213,6 +213,44 @@ impl Lake {
         removed
     }
 
+    /// The partitions of `tables` (every table's when empty) on `dates`
+    /// (every date when empty) that hold at least one lake file, listing
+    /// only their prefixes: a run for one day of one table pays for that
+    /// day's listing, not the lake's (on R2 a list request names a thousand
+    /// keys at most).
+    pub async fn partitions_of(
+        &self,
+        tables: &[Table],
+        dates: &[String],
+    ) -> Result<Vec<Partition>, CompactError> {
+        let prefixes: Vec<String> = match (tables.is_empty(), dates.is_empty()) {
+            (true, _) => vec![LAKE_EVENTS_PREFIX.to_owned()],
+            (false, true) => tables
+                .iter()
+                .map(|t| format!("{LAKE_EVENTS_PREFIX}/{}", t.as_str()))
+                .collect(),
+            (false, false) => tables
+                .iter()
+                .flat_map(|t| {
+                    dates
+                        .iter()
+                        .map(move |d| format!("{LAKE_EVENTS_PREFIX}/{}/date={d}", t.as_str()))
+                })
+                .collect(),
+        };
+        let mut set = BTreeSet::new();
+        for prefix in prefixes {
+            set.extend(
+                self.lake_files(&prefix)
+                    .await?
+                    .iter()
+                    .filter_map(|f| parse_object_key(&f.key).map(|p| p.partition))
+                    .filter(|p| dates.is_empty() || dates.contains(&p.date)),
+            );
+        }
+        Ok(set.into_iter().collect())
+    }
+
     /// The partitions that hold at least one lake file, optionally of one table.
     pub async fn partitions(&self, table: Option<Table>) -> Result<Vec<Partition>, CompactError> {
         let prefix = match table {

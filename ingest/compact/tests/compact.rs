@@ -20,7 +20,7 @@ use ledger_compact::{
     compact_partition, compact_partition_with_progress, CompactError, Lake, Options, Progress,
     StopAt,
 };
-use ledger_ingest::{parse_object_key, Unaccounted};
+use ledger_ingest::{parse_object_key, Table, Unaccounted};
 
 fn ingest_into(lake: &Path, bodies: &[String]) {
     for (key, bytes) in ingest_files(bodies) {
@@ -1050,5 +1050,39 @@ async fn an_empty_partition_writes_no_manifest() {
         "{r}"
     );
     assert!(!dir.join("manifests").exists(), "nothing written");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// rev-s57-ingest 8: the partitions of some tables on some dates, found by
+/// listing only their prefixes, are those a listing of the lake selects.
+#[tokio::test]
+async fn the_partitions_of_tables_and_dates_are_the_lakes_selected() {
+    let dir = small_file_lake("partitions-of");
+    let lake = lake_of(&dir);
+    let all = lake.partitions(None).await.unwrap();
+    let tables: std::collections::BTreeSet<Table> = all.iter().map(|p| p.table).collect();
+    assert!(tables.len() >= 2, "{all:?}");
+    for p in &all {
+        let one = lake
+            .partitions_of(&[p.table], std::slice::from_ref(&p.date))
+            .await
+            .unwrap();
+        assert_eq!(one, vec![p.clone()]);
+        let of_table: Vec<_> = all.iter().filter(|q| q.table == p.table).cloned().collect();
+        assert_eq!(lake.partitions_of(&[p.table], &[]).await.unwrap(), of_table);
+        let on_date: Vec<_> = all.iter().filter(|q| q.date == p.date).cloned().collect();
+        assert_eq!(
+            lake.partitions_of(&[], std::slice::from_ref(&p.date))
+                .await
+                .unwrap(),
+            on_date
+        );
+    }
+    assert_eq!(lake.partitions_of(&[], &[]).await.unwrap(), all);
+    let none = lake
+        .partitions_of(&[all[0].table], &["1999-01-01".to_owned()])
+        .await
+        .unwrap();
+    assert!(none.is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
