@@ -309,6 +309,15 @@ pub fn lost_starts(
     for (id, state, _) in records {
         proved.insert(transfer(&id), state.tail.last_seq);
     }
+    // The gaps the set-aside proof had: seqs it never held, so no note of
+    // its files names one (a stream proved up to a far row, forged or a
+    // writer's bug, holds a gap up to it; rev-s57-diff 1).
+    let mut unheld: HashMap<&StreamId, Vec<(u64, u64)>> = HashMap::new();
+    for f in p.findings.iter().filter(|f| f.check == completeness::NAME) {
+        if let Some(span) = completeness::gap_span(&f.finding) {
+            unheld.entry(&f.stream).or_default().push(span);
+        }
+    }
     let not_the_ledgers: HashSet<(&StreamId, u64)> = p
         .findings
         .iter()
@@ -342,16 +351,45 @@ pub fn lost_starts(
         let (Some(&proved), Some(starts)) = (proved.get(id), starts.get(&id.0)) else {
             continue;
         };
-        if first <= last.min(proved) {
+        let unheld = unheld.get(id).map_or(&[][..], Vec::as_slice);
+        for (a, b) in held_within(first, last.min(proved), unheld) {
             owed.extend(
                 starts
-                    .in_gap(id, first, last.min(proved))
+                    .in_gap(id, a, b)
                     .into_iter()
                     .filter(|(id, t)| !not_the_ledgers.contains(&(id, t.last_seq))),
             );
         }
     }
     Ok(owed)
+}
+
+/// The stretches of seqs `first..=last` outside every span of `unheld`
+/// (inclusive, in any order): empty when `first > last`.
+fn held_within(first: u64, last: u64, unheld: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut spans = unheld.to_vec();
+    spans.sort_unstable();
+    let mut out = Vec::new();
+    let mut from = first;
+    for (a, b) in spans {
+        if from > last {
+            break;
+        }
+        if b < from || a > last {
+            continue;
+        }
+        if a > from {
+            out.push((from, a - 1));
+        }
+        from = from.max(b.saturating_add(1));
+        if b == u64::MAX {
+            return out;
+        }
+    }
+    if from <= last {
+        out.push((from, last));
+    }
+    out
 }
 
 fn transfer(id: &str) -> StreamId {
@@ -499,4 +537,21 @@ pub(crate) async fn hashes_at<'w>(
         }
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::held_within;
+
+    #[test]
+    fn held_within_leaves_out_every_unheld_span() {
+        assert_eq!(held_within(1, 10, &[]), [(1, 10)]);
+        assert_eq!(held_within(5, 4, &[]), []);
+        assert_eq!(held_within(1, 10, &[(3, 4), (8, 20)]), [(1, 2), (5, 7)]);
+        assert_eq!(held_within(1, 10, &[(8, 20), (3, 4)]), [(1, 2), (5, 7)]);
+        assert_eq!(held_within(3, 10, &[(1, 4)]), [(5, 10)]);
+        assert_eq!(held_within(3, 10, &[(1, 40)]), []);
+        assert_eq!(held_within(3, 10, &[(11, 12), (0, 1)]), [(3, 10)]);
+        assert_eq!(held_within(3, u64::MAX, &[(5, u64::MAX)]), [(3, 4)]);
+    }
 }

@@ -149,6 +149,9 @@ impl LostStarts {
     /// a gap of this run's proof, that a lost file held as a stretch's first
     /// row: by seq when the gap is shorter than the notes, else by note.
     pub fn in_gap(&self, id: &StreamId, first: u64, last: u64) -> Vec<Owed> {
+        if first > last {
+            return Vec::new();
+        }
         let stream = presence::fingerprint(id.1, &id.2);
         let mut seqs: Vec<u64> = if last - first < self.unmixed.len() as u64 {
             (first..=last)

@@ -2372,6 +2372,35 @@ fn a_lost_files_notes_decide_no_gap_they_cannot_speak_for() {
         "a forged far row",
     );
 
+    // 1b. The same far row, already in the lake when the checkpoint proved
+    // the stream: its proved tail is the far row, and the checkpoint's own
+    // gap up to it held no row (rev-s57-diff 1).
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    deliver(&root, &all, "a");
+    let before = common::files_under(&root, "events");
+    deliver(&root, &all[..25], "copies");
+    let copies = new_files(&root, &before);
+    let rows = vec![ledger_ingest::Row {
+        event: far.clone(),
+        conflict: false,
+    }];
+    for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
+        write_object(&root, &f.key, &f.bytes).unwrap();
+    }
+    night_with(&root, &ckpt, &opts);
+    for k in &copies {
+        std::fs::remove_file(root.join(k)).unwrap();
+    }
+    judged(
+        &root,
+        &ckpt,
+        &opts,
+        &far.stream_key,
+        last.seq + 1,
+        "a far row proved",
+    );
+
     // 2. A row that is not the ledger's (it fails its hash) alone in its
     // file, which is then moved out: the ledger's row at that seq may
     // still be in delivery.
