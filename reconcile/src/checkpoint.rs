@@ -481,6 +481,10 @@ const FOREIGN_HELP: &str = "Help: check the --checkpoint path: it names this lak
 /// format version or a lake layout this one does not know).
 const NEWER: &str = "written by a newer reconciler: ";
 
+/// Why a checkpoint whose digest does not hold is refused (`--full`
+/// replaces it).
+const DAMAGED: &str = "damaged: its SHA-256 does not match (truncated or altered)";
+
 /// The Help of a checkpoint a newer reconciler wrote (a rollback): `--full`
 /// would replace it, with every tail it proved and is owed (rev-s52-diff
 /// L3).
@@ -630,9 +634,7 @@ impl ProofState {
             || ProofState::parse(content, lake, &archive::place(path).0, full),
         );
         if !intact {
-            return Err(err(
-                "damaged: its SHA-256 does not match (truncated or altered)".into(),
-            ));
+            return Err(err(DAMAGED.into()));
         }
         let (mut state, left_out) = parsed.map_err(|why| refusal(path, why))?;
         state.source = Some((path.to_path_buf(), lake.to_owned()));
@@ -1013,7 +1015,21 @@ impl ProofState {
         let sync_dir = || std::fs::File::open(&dir).and_then(|d| d.sync_all());
         sync_dir().map_err(io)?;
         std::fs::rename(&tmp, path).map_err(io)?;
-        sync_dir().map_err(io)?;
+        if let Err(e) = sync_dir() {
+            // Written and in place (the next run reads it), but not known to
+            // be durable: a crash before the system writes the directory back
+            // may bring back the previous checkpoint, so the files only that
+            // one names stay until a later save (rev-s57-checkpoint 4: "cannot
+            // write checkpoint" was said of one written).
+            crate::say!(
+                "reconcile: warning: checkpoint {} written, but its directory could not be synced \
+                 ({e}): the files of state the previous checkpoint names are kept until a later save, \
+                 in case a crash brings that one back\n\
+                 Help: check the volume (`dmesg` for I/O errors); the next run goes on from this checkpoint",
+                path.display()
+            );
+            return Ok(());
+        }
         // The segments and files of streams the old checkpoint named and
         // this one does not. The checkpoint is written: a file that cannot
         // be removed is a warning, not a failed save (rev-s53-resources M4:
@@ -1094,6 +1110,16 @@ fn frame(bytes: &[u8]) -> Result<(&[u8], &[u8]), String> {
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
     if !CHECKPOINT_VERSIONS_READ.contains(&version) {
+        // Every version keeps this frame (the magic, the version, the
+        // content, the SHA-256 of all before it): a version this build does
+        // not read is another build's only when the digest holds; else a bit
+        // of the version flipped, and the file is damaged, which --full
+        // replaces (rev-s57-checkpoint 1: it was "a newer reconciler's",
+        // which --full refuses).
+        let (content, digest) = bytes.split_at(bytes.len() - 32);
+        if Sha256::digest(content).as_slice() != digest {
+            return Err(DAMAGED.into());
+        }
         let newer = if version > CHECKPOINT_VERSION {
             NEWER
         } else {

@@ -432,7 +432,29 @@ async fn reconcile_with(
             }
             None
         }
-        _ => None,
+        Some(path) => {
+            // `--full` with the file missing and files of a checkpoint's
+            // state beside it: what the lost checkpoint proved is not
+            // judged, said as for one that does not read (rev-s57-checkpoint
+            // 2: this run removed them without a word).
+            let left = ledger_reconcile::archive::state_files(path);
+            if let Some(first) = left.first() {
+                let why = format!(
+                    "checkpoint {}: the file is missing, yet {} file(s) of a checkpoint's state are \
+                     beside it ({first}{})",
+                    path.display(),
+                    left.len(),
+                    if left.len() > 1 { ", …" } else { "" }
+                );
+                ledger_reconcile::say!(
+                    "reconcile: warning: {why}\nThis full proof does not judge whether the lake still holds what \
+                     that checkpoint proved; it writes a new one, and those files go with the old state"
+                );
+                not_judged = Some(why);
+            }
+            None
+        }
+        None => None,
     };
     if opts.progress {
         match (&cli.checkpoint, &resume) {

@@ -35,8 +35,9 @@ pub struct Report {
     pub lake: String,
     /// The lake as the checkpoint and the alert state know it, however it
     /// was spelled: a local directory's absolute path with links resolved,
-    /// `s3://BUCKET[/PREFIX]` (rev-s55-blackbox F13: an archived report of
-    /// `.lake` did not say which lake).
+    /// `s3://BUCKET[/PREFIX]` with ` at ENDPOINT` when the environment names
+    /// one (`crate::store::Location::identity`; rev-s55-blackbox F13: an
+    /// archived report of `.lake` did not say which lake).
     pub lake_identity: String,
     /// The instant deadlines were judged against.
     pub now_ms: i64,

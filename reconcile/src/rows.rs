@@ -201,15 +201,25 @@ impl Cols {
         let stream = (0..n)
             .map(|i| {
                 let name = stream_col.value(i);
-                Stream::parse(name)
-                    .ok_or_else(|| BatchError::Layout(format!("row {i}: unknown stream {name:?}")))
+                // Named by its event id: a row's place in a scan's batch is not its place
+                // in the file (rev-s57-diff 7).
+                Stream::parse(name).ok_or_else(|| {
+                    BatchError::Layout(format!(
+                        "the row of event id {:?}: unknown stream {name:?}",
+                        event_id.value(i)
+                    ))
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let seq = (0..n)
             .map(|i| {
                 let s = seq_col.value(i);
-                u64::try_from(s)
-                    .map_err(|_| BatchError::Layout(format!("row {i}: negative seq {s}")))
+                u64::try_from(s).map_err(|_| {
+                    BatchError::Layout(format!(
+                        "the row of event id {:?}: negative seq {s}",
+                        event_id.value(i)
+                    ))
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         // A version newer than any this reconciler knows stops the run

@@ -4111,6 +4111,14 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
     let mut newer = before.clone();
     newer[8..12]
         .copy_from_slice(&(ledger_reconcile::checkpoint::CHECKPOINT_VERSION + 1).to_le_bytes());
+    // Sealed as its writer seals it: the SHA-256 of all before the digest.
+    let flipped = newer.clone();
+    let at = newer.len() - 32;
+    let digest = {
+        use sha2::{Digest, Sha256};
+        Sha256::digest(&newer[..at])
+    };
+    newer[at..].copy_from_slice(&digest);
     std::fs::write(&ckpt, &newer).unwrap();
     for args in [vec!["--checkpoint", ck], vec!["--checkpoint", ck, "--full"]] {
         let (code, err) = bin(&args);
@@ -4122,6 +4130,18 @@ fn an_unusable_checkpoint_is_an_error_and_full_rebuilds_it() {
         );
         assert_eq!(std::fs::read(&ckpt).unwrap(), newer, "left as it was");
     }
+    // A bit of the version flipped, the digest not resealed: damaged, not a
+    // newer reconciler's, and --full replaces it (rev-s57-checkpoint 1).
+    std::fs::write(&ckpt, &flipped).unwrap();
+    let (code, err) = bin(&["--checkpoint", ck]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("damaged: its SHA-256 does not match") && err.contains("--full"),
+        "{err}"
+    );
+    let (code, err) = bin(&["--checkpoint", ck, "--full"]);
+    assert!(code == 0 || code == 1, "{code}: {err}");
+    assert_ne!(std::fs::read(&ckpt).unwrap(), flipped, "replaced");
     std::fs::write(&ckpt, &before).unwrap();
 }
 
@@ -6112,9 +6132,18 @@ fn checkpoints_keep_to_their_own_files_and_a_lost_one_is_no_first_run() {
         state,
         "nothing deleted"
     );
-    // `--full` is the way on, and writes a new one; `ck.b` was never touched.
-    let (code, stderr) = cli(&root, &["--checkpoint", ck.to_str().unwrap(), "--full"]);
-    assert_eq!(code, 0, "{stderr}");
+    // `--full` is the way on, and writes a new one, saying that what the
+    // lost one proved is not judged (rev-s57-checkpoint 2); `ck.b` was never
+    // touched.
+    let (code, listed, metric, lines) =
+        not_judged(&root, &["--checkpoint", ck.to_str().unwrap(), "--full"]);
+    assert_eq!(code, 0, "{lines:?}");
+    assert!(
+        listed.len() == 1 && listed[0].contains("the file is missing, yet"),
+        "{listed:?}"
+    );
+    assert_eq!(metric, "1");
+    assert!(lines.iter().any(|l| l.contains("NOT JUDGED")), "{lines:?}");
     assert!(ck.is_file());
     let (code, stderr) = cli(&root, &["--checkpoint", ck_b.to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");

@@ -553,6 +553,65 @@ fn a_corrupt_file_is_an_error_naming_the_file() {
     assert!(stdout.contains("every invariant holds"), "{stdout}");
 }
 
+/// rev-s57-diff 7: a row that is not in the layout (a negative seq) stops
+/// the run naming its file and the row by its event id (a row's place in a
+/// scan's batch is not its place in the file).
+#[test]
+fn a_row_out_of_the_layout_is_named_by_its_file_and_event_id() {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::WriterProperties;
+    use std::sync::Arc;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    clean_lake(&dir);
+    let key = some_lake_file(&dir);
+    let bytes = bytes::Bytes::from(std::fs::read(dir.join(&key)).unwrap());
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .unwrap()
+        .build()
+        .unwrap();
+    let batches: Vec<_> = reader.map(Result::unwrap).collect();
+    let batch = datafusion::arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
+    let at = batch.schema().index_of("seq").unwrap();
+    let seqs = batch
+        .column(at)
+        .as_any()
+        .downcast_ref::<datafusion::arrow::array::Int64Array>()
+        .unwrap();
+    let victim = batch.num_rows() - 1;
+    let mut seqs: Vec<i64> = seqs.values().to_vec();
+    seqs[victim] = -5;
+    let ids = batch
+        .column(batch.schema().index_of("event_id").unwrap())
+        .as_any()
+        .downcast_ref::<datafusion::arrow::array::StringArray>()
+        .unwrap();
+    let id = ids.value(victim).to_owned();
+    let mut columns = batch.columns().to_vec();
+    columns[at] = Arc::new(datafusion::arrow::array::Int64Array::from(seqs));
+    let bad =
+        datafusion::arrow::record_batch::RecordBatch::try_new(batch.schema(), columns).unwrap();
+    let props = WriterProperties::builder()
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            "ledger.lake.layout".to_owned(),
+            ledger_ingest::LAKE_LAYOUT_VERSION.to_owned(),
+        )]))
+        .build();
+    let mut out = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut out, bad.schema(), Some(props)).unwrap();
+    w.write(&bad).unwrap();
+    w.close().unwrap();
+    std::fs::write(dir.join(&key), out).unwrap();
+    let (code, stdout, stderr) = run_bin(&[dir.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&key) && stderr.contains(&format!("event id {id:?}: negative seq -5")),
+        "{stderr}"
+    );
+}
+
 /// A lake file whose column of the layout has another type (a dictionary
 /// of strings, bytes not marked as text, a 32-bit `seq`: as another writer
 /// may lay out the same rows) is refused by name before any scan reads it,
