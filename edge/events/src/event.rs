@@ -929,21 +929,55 @@ impl<'a> EventRef<'a> {
     }
 }
 
+/// The schema version `bytes` claim when it is newer than every version
+/// this reader knows: a JSON object whose one `v` member is such a whole
+/// number, whatever its other members (a newer version adds fields). `None`
+/// for anything else, a `v` named twice included (malformed, not newer).
+pub fn newer_version_of(bytes: &[u8]) -> Option<u16> {
+    struct Probe(Option<u64>);
+    impl<'de> serde::Deserialize<'de> for Probe {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Probe, D::Error> {
+            struct Members;
+            impl<'de> serde::de::Visitor<'de> for Members {
+                type Value = Probe;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut a: A,
+                ) -> Result<Probe, A::Error> {
+                    let mut v = None;
+                    while let Some(k) = a.next_key::<std::borrow::Cow<'de, str>>()? {
+                        if k == "v" {
+                            if v.is_some() {
+                                return Err(serde::de::Error::custom("`v` named twice"));
+                            }
+                            v = Some(a.next_value::<u64>()?);
+                        } else {
+                            a.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                    Ok(Probe(v))
+                }
+            }
+            d.deserialize_map(Members)
+        }
+    }
+    let v = serde_json::from_slice::<Probe>(bytes).ok()?.0?;
+    let v = u16::try_from(v).ok()?;
+    SCHEMA_VERSIONS_KNOWN.iter().all(|k| v > *k).then_some(v)
+}
+
 /// Decodes and fully checks one queue message: JSON shape, schema rules and
 /// the event's own hash.
 pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
     let ev: Event = serde_json::from_slice(bytes).map_err(|e| {
         // A newer version adds fields, which this version's shape refuses as unknown: the
         // version says what the message is (an upgrade to make), not the first unknown field.
-        let v = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(bytes)
-            .ok()
-            .and_then(|m| m.get("v")?.as_u64())
-            .and_then(|v| u16::try_from(v).ok());
-        match v {
-            Some(v) if SCHEMA_VERSIONS_KNOWN.iter().all(|k| v > *k) => {
-                DecodeError::Schema(SchemaError::UnsupportedVersion { v })
-            }
-            _ => DecodeError::Json(e.to_string()),
+        match newer_version_of(bytes) {
+            Some(v) => DecodeError::Schema(SchemaError::UnsupportedVersion { v }),
+            None => DecodeError::Json(e.to_string()),
         }
     })?;
     let view = ev.view();

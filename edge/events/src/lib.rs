@@ -15,7 +15,7 @@ pub mod sha256_lanes;
 
 pub use currency::{Currency, UnknownCurrency};
 pub use event::{
-    decode, event_id, is_event_id, AccountKind, ChainCursor, ChainError, DecodeError, Event,
-    EventRef, SchemaError, Stream, TransferKind, FIELDS, GENESIS_HASH, SCHEMA_VERSION,
-    SCHEMA_VERSIONS_KNOWN, TRANSFER_DEADLINE_MS_MAX, TRANSFER_DEADLINE_MS_MIN,
+    decode, event_id, is_event_id, newer_version_of, AccountKind, ChainCursor, ChainError,
+    DecodeError, Event, EventRef, SchemaError, Stream, TransferKind, FIELDS, GENESIS_HASH,
+    SCHEMA_VERSION, SCHEMA_VERSIONS_KNOWN, TRANSFER_DEADLINE_MS_MAX, TRANSFER_DEADLINE_MS_MIN,
 };

@@ -533,7 +533,7 @@ async fn route(mut req: Request, env: &Env) -> Api<Result<Response>> {
                     return Err(refusal);
                 }
             }
-            let wait = var(env, "TRANSFER_WAIT_MS").unwrap_or_else(|| "2000".into());
+            let wait = env_i64(env, "TRANSFER_WAIT_MS", 2000).to_string();
             let ns = env
                 .durable_object("TRANSFER")
                 .map_err(|e| internal("transfer stub", e))?;

@@ -478,15 +478,13 @@ pub fn next_wake(d: &Drain, now: i64) -> Option<i64> {
 }
 
 pub fn drain_cfg(env: &worker::Env) -> DrainCfg {
-    let get = |name: &str, default: usize| {
-        env.var(name)
-            .ok()
-            .and_then(|v| v.to_string().parse::<usize>().ok())
-            .unwrap_or(default)
+    // A setting that is not a whole number is logged where it is read (`env_i64`).
+    let get = |name: &str, default: i64, least: i64, most: i64| {
+        crate::env_i64(env, name, default).clamp(least, most) as usize
     };
     DrainCfg {
-        batch: get("OUTBOX_BATCH_SIZE", 50).clamp(1, 100),
-        max_batches: get("OUTBOX_MAX_BATCHES_PER_ALARM", 4).max(1),
+        batch: get("OUTBOX_BATCH_SIZE", 50, 1, 100),
+        max_batches: get("OUTBOX_MAX_BATCHES_PER_ALARM", 4, 1, i64::from(u32::MAX)),
         keep_sent_ms: crate::env_i64(env, "OUTBOX_KEEP_SENT_MS", KEEP_SENT_MS).max(0),
     }
 }

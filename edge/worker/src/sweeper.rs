@@ -136,12 +136,17 @@ async fn try_run(env: &Env, scheduled_at_ms: i64) -> worker::Result<()> {
             None
         }
     };
-    let max = sweep::max_per_run(
-        env.var("SWEEP_MAX_PER_RUN")
-            .ok()
-            .map(|v| v.to_string())
-            .as_deref(),
-    );
+    let configured = env.var("SWEEP_MAX_PER_RUN").ok().map(|v| v.to_string());
+    if let Some(v) = configured
+        .as_deref()
+        .filter(|v| v.trim().parse::<usize>().is_err())
+    {
+        worker::console_error!(
+            "configuration: SWEEP_MAX_PER_RUN={v:?} is not a whole number; using {}",
+            sweep::SWEEP_MAX_PER_RUN
+        );
+    }
+    let max = sweep::max_per_run(configured.as_deref());
     let (range, next) = sweep::window(list.transfers.len(), max, &etag, cursor.as_ref());
     let ids = &list.transfers[range.clone()];
     let timeout_ms = redrive_timeout_ms(env);

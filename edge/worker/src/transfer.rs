@@ -271,13 +271,21 @@ impl DurableObject for TransferDO {
         let queue = self.env.queue("LEDGER_EVENTS")?;
         let cfg = outbox::drain_cfg(&self.env);
         // What earlier steps committed goes out before the drive, which may wait on an account
-        // up to the step timeout (rev-s56-edge L2). Its failure is logged, not returned: the
-        // drain after the drive tries again and decides the next wake.
-        if let Err(e) = self.drains.drain(&storage, &queue, cfg).await {
-            worker::console_warn!("transfer outbox drain before the drive failed: {e}");
-        }
+        // up to the step timeout (rev-s56-edge L2). A send that fails there is the alarm's one
+        // drain (its backoff counts one failure per alarm); an error is logged, and the drain
+        // after the drive tries again and decides the next wake.
+        let before = match self.drains.drain(&storage, &queue, cfg).await {
+            Ok(d) => d,
+            Err(e) => {
+                worker::console_warn!("transfer outbox drain before the drive failed: {e}");
+                None
+            }
+        };
         let t = self.drive(DRIVE_BUDGET_MS, false).await?;
-        let d = self.drains.drain(&storage, &queue, cfg).await?;
+        let d = match before {
+            Some(failed @ outbox::Drain::Failed { .. }) => Some(failed),
+            _ => self.drains.drain(&storage, &queue, cfg).await?,
+        };
         let now = now_ms();
         let mut next = match &d {
             Some(d) => outbox::next_wake(d, now),

@@ -339,12 +339,12 @@ async fn run(cli: Cli, doing: &std::cell::RefCell<String>) -> Result<u8, Compact
             }
             Err(CompactError::Stopped) => return Err(CompactError::Stopped),
             Err(e) => {
-                // A store error (an outage, a refused put): the partitions after it are
-                // not tried (they would meet the same store), but what this run found so
-                // far is still said, and a damaged file still decides the exit code
-                // (rev-s57-ingest 6: the error's exit 2 hid the tampering's 1).
+                // An error (the store's, the spill disk's, a bound): the partitions after
+                // it are not tried (they would meet the same store or disk), but what this
+                // run found so far is still said, and a damaged file still decides the
+                // exit code (rev-s57-ingest 6: the error's exit 2 hid the tampering's 1).
                 say!(
-                    "[{}/{}] {}: failed: {e}",
+                    "ledger-compact: error: [{}/{}] {}: {e}",
                     i + 1,
                     partitions.len(),
                     p.prefix()
@@ -371,8 +371,8 @@ async fn run(cli: Cli, doing: &std::cell::RefCell<String>) -> Result<u8, Compact
         .map(|(n, why)| format!("; {n} left untouched {why}"))
         .collect::<String>()
             + &failed.map_or(String::new(), |after| format!(
-                "; one failed (above), and the {after} after it were not tried: run again once \
-                 the store answers (a partition done is done)"
+                "; one failed (the error above), and the {after} after it were not tried: run \
+                 again once what it names is fixed (a partition done is done)"
             ))
     );
     // A damaged file is 1 (what the nightly job alerts on as tampering),

@@ -864,7 +864,8 @@ fn a_store_error_after_a_damaged_partition_does_not_hide_it() {
         stderr.contains(&*victim.to_string_lossy())
             && stderr.contains("File too large")
             && stderr.contains("1 left untouched because of a damaged file")
-            && stderr.contains("one failed (above)"),
+            && stderr.contains("ledger-compact: error: [")
+            && stderr.contains("one failed (the error above)"),
         "{stderr}"
     );
     assert_eq!(files(&dir), before);

@@ -129,7 +129,9 @@ impl std::fmt::Display for Newer {
             f,
             "message {} is an event of schema version {}, newer than this ingest reads (known: {:?}): \
              retried, not acked and not dead-lettered\nHelp: deploy the ingest Worker of the edge's \
-             version; the queue keeps the message until then (docs/LAKE.md, \"Undelivered batches\")",
+             version; the queues retry the message for about eight hours, then keep it as sent in \
+             ledger-events-held (its retention) for an operator to send to ledger-events again \
+             (docs/LAKE.md, \"Undelivered batches\")",
             self.message_id,
             self.v,
             ledger_events::event::SCHEMA_VERSIONS_KNOWN
@@ -223,9 +225,17 @@ pub fn decode_batch(messages: &[Message<'_>]) -> Decoded {
             rejection,
         };
         if m.body.len() > MESSAGE_BYTES_MAX {
-            dead.push(rejected(Rejection::TooLarge {
-                bytes: m.body.len(),
-            }));
+            // A newer writer's event may be larger than this build's bound: it is
+            // that writer's to read (rev-s57-diff 5).
+            match ledger_events::newer_version_of(m.body) {
+                Some(v) => newer.push(Newer {
+                    message_id: m.id.to_owned(),
+                    v,
+                }),
+                None => dead.push(rejected(Rejection::TooLarge {
+                    bytes: m.body.len(),
+                })),
+            }
             continue;
         }
         match decode(m.body) {

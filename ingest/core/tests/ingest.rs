@@ -231,8 +231,14 @@ fn malformed_messages_become_dead_letters_with_their_reason_and_the_rest_lands()
     tampered["amount"] = serde_json::json!(999_999);
     let tampered = tampered.to_string();
     let v9 = lines[0].replacen("\"v\":1", "\"v\":9", 1);
-    // A newer version adds fields: the version says what it is, not the field.
+    // A newer version adds fields: the version says what it is, not the field,
+    // nor its size (a newer writer's bound may be larger).
     let v9_field = v9.replacen('{', "{\"added_in_v9\":true,", 1);
+    let v9_large = v9.replacen(
+        '{',
+        &format!("{{\"added_in_v9\":\"{}\",", "x".repeat(MESSAGE_BYTES_MAX)),
+        1,
+    );
     // Sealed, but in microseconds: year 57971, which no lake key can name.
     let mut micros = golden_events()[0].clone();
     micros.occurred_at_ms *= 1000;
@@ -243,6 +249,7 @@ fn malformed_messages_become_dead_letters_with_their_reason_and_the_rest_lands()
         ("tampered", tampered.clone().into_bytes()),
         ("future-version", v9.clone().into_bytes()),
         ("future-field", v9_field.clone().into_bytes()),
+        ("future-large", v9_large.clone().into_bytes()),
         ("huge", vec![b' '; MESSAGE_BYTES_MAX + 1]),
     ];
     let mut ids: Vec<String> = Vec::new();
@@ -285,7 +292,14 @@ fn malformed_messages_become_dead_letters_with_their_reason_and_the_rest_lands()
         .map(|n| (n.message_id.as_str(), n.v))
         .collect();
     newer.sort();
-    assert_eq!(newer, [("future-field", 9), ("future-version", 9)]);
+    assert_eq!(
+        newer,
+        [
+            ("future-field", 9),
+            ("future-large", 9),
+            ("future-version", 9)
+        ]
+    );
     let said = out.newer[0].to_string();
     assert!(
         said.contains("schema version 9, newer than this ingest reads")

@@ -793,4 +793,13 @@ fn a_newer_versions_event_is_told_by_its_version_whatever_fields_it_adds() {
         Err(DecodeError::Json(_))
     ));
     assert!(matches!(decode(b"[2]"), Err(DecodeError::Json(_))));
+    // `v` named twice is malformed, not newer (rev-s57-diff 5).
+    let twice = line.replacen('{', "{\"v\":2,", 1);
+    assert!(matches!(
+        decode(twice.as_bytes()),
+        Err(DecodeError::Json(_))
+    ));
+    assert_eq!(newer_version_of(twice.as_bytes()), None);
+    assert_eq!(newer_version_of(v2_field.as_bytes()), Some(2));
+    assert_eq!(newer_version_of(line.as_bytes()), None);
 }
