@@ -2331,22 +2331,22 @@ fn a_lost_files_notes_decide_no_gap_they_cannot_speak_for() {
         );
     };
 
-    // 1. A file of copies only is lost, and a row forged far ahead of an
-    // account's last leaves a gap up to it: no stretch starts there (one
-    // matched note by note over the gap found seqs at random).
-    let dir = tempfile::tempdir().unwrap();
-    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    // Rows written as lake files as they are (none checked).
+    let write_rows = |root: &Path, events: &[Event]| {
+        let rows = events
+            .iter()
+            .map(|e| ledger_ingest::Row {
+                event: e.clone(),
+                conflict: false,
+            })
+            .collect();
+        for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
+            write_object(root, &f.key, &f.bytes).unwrap();
+        }
+    };
     let events = history(5, 3, 40);
     let opts = young(&events);
     let all: Vec<&Event> = events.iter().collect();
-    deliver(&root, &all, "a");
-    let before = common::files_under(&root, "events");
-    deliver(&root, &all[..25], "copies");
-    let copies = new_files(&root, &before);
-    assert!(night_with(&root, &ckpt, &opts).holds);
-    for k in &copies {
-        std::fs::remove_file(root.join(k)).unwrap();
-    }
     let last = events
         .iter()
         .filter(|e| e.stream == Stream::Account)
@@ -2356,50 +2356,32 @@ fn a_lost_files_notes_decide_no_gap_they_cannot_speak_for() {
     far.seq = 1 << 62;
     far.event_id = ledger_events::event_id(Stream::Account, &far.stream_key, far.seq);
     let far = far.seal();
-    let rows = vec![ledger_ingest::Row {
-        event: far.clone(),
-        conflict: false,
-    }];
-    for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
-        write_object(&root, &f.key, &f.bytes).unwrap();
+    // 1. A file of copies only is lost, and a row forged far ahead of an
+    // account's last leaves a gap up to it: no stretch starts there (one
+    // matched note by note over the gap found seqs at random). 1b. The same
+    // far row, already in the lake when the checkpoint proved the stream:
+    // its proved tail is the far row, and the checkpoint's own gap up to it
+    // held no row (rev-s57-diff 1).
+    for (far_first, what) in [(false, "a forged far row"), (true, "a far row proved")] {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+        deliver(&root, &all, "a");
+        let before = common::files_under(&root, "events");
+        deliver(&root, &all[..25], "copies");
+        let copies = new_files(&root, &before);
+        if far_first {
+            write_rows(&root, std::slice::from_ref(&far));
+        }
+        let first = night_with(&root, &ckpt, &opts);
+        assert!(far_first || first.holds, "{}", verdicts(&first));
+        for k in &copies {
+            std::fs::remove_file(root.join(k)).unwrap();
+        }
+        if !far_first {
+            write_rows(&root, std::slice::from_ref(&far));
+        }
+        judged(&root, &ckpt, &opts, &far.stream_key, last.seq + 1, what);
     }
-    judged(
-        &root,
-        &ckpt,
-        &opts,
-        &far.stream_key,
-        last.seq + 1,
-        "a forged far row",
-    );
-
-    // 1b. The same far row, already in the lake when the checkpoint proved
-    // the stream: its proved tail is the far row, and the checkpoint's own
-    // gap up to it held no row (rev-s57-diff 1).
-    let dir = tempfile::tempdir().unwrap();
-    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-    deliver(&root, &all, "a");
-    let before = common::files_under(&root, "events");
-    deliver(&root, &all[..25], "copies");
-    let copies = new_files(&root, &before);
-    let rows = vec![ledger_ingest::Row {
-        event: far.clone(),
-        conflict: false,
-    }];
-    for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
-        write_object(&root, &f.key, &f.bytes).unwrap();
-    }
-    night_with(&root, &ckpt, &opts);
-    for k in &copies {
-        std::fs::remove_file(root.join(k)).unwrap();
-    }
-    judged(
-        &root,
-        &ckpt,
-        &opts,
-        &far.stream_key,
-        last.seq + 1,
-        "a far row proved",
-    );
 
     // 2. A row that is not the ledger's (it fails its hash) alone in its
     // file, which is then moved out: the ledger's row at that seq may
@@ -2413,13 +2395,7 @@ fn a_lost_files_notes_decide_no_gap_they_cannot_speak_for() {
     let mut bad = victim.clone();
     bad.occurred_at_ms += 1; // not resealed
     let before = common::files_under(&root, "events");
-    let rows = vec![ledger_ingest::Row {
-        event: bad,
-        conflict: false,
-    }];
-    for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
-        write_object(&root, &f.key, &f.bytes).unwrap();
-    }
+    write_rows(&root, &[bad]);
     let first = night_with(&root, &ckpt, &opts);
     assert!(
         first.checks[0]

@@ -808,6 +808,20 @@ async fn a_signal_stops_compaction_and_removes_its_spilled_runs() {
     let _ = std::fs::remove_dir_all(&spill);
 }
 
+/// `ledger-compact --lake DIR` under `ulimit -f 1` (no file it writes may
+/// outgrow 512 bytes): its output, and its stderr as text.
+fn compact_under_a_file_size_limit(dir: &Path) -> (std::process::Output, String) {
+    let out = Command::new("sh")
+        .args(["-c", "ulimit -f 1 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_ledger-compact"))
+        .args(["--lake", dir.to_str().unwrap()])
+        .env_remove("LEDGER_LAKE")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, stderr)
+}
+
 /// A stderr that is gone (a closed pipe: `ledger-compact … 2>&1 | true`)
 /// does not stop the work: every partition is compacted and the exit code is
 /// the run's (`eprintln!` panicked, exit 101, after the first partition).
@@ -818,14 +832,7 @@ async fn a_signal_stops_compaction_and_removes_its_spilled_runs() {
 fn a_file_size_limit_is_an_error_that_changes_nothing() {
     let dir = small_file_lake("fsize");
     let before = files(&dir);
-    let out = Command::new("sh")
-        .args(["-c", "ulimit -f 1 && exec \"$0\" \"$@\""])
-        .arg(env!("CARGO_BIN_EXE_ledger-compact"))
-        .args(["--lake", dir.to_str().unwrap()])
-        .env_remove("LEDGER_LAKE")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (out, stderr) = compact_under_a_file_size_limit(&dir);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("File too large") && stderr.contains("ulimit -f"),
@@ -851,14 +858,7 @@ fn a_store_error_after_a_damaged_partition_does_not_hide_it() {
         .collect();
     assert!(partitions.len() >= 2, "{partitions:?}");
     let before = files(&dir);
-    let out = Command::new("sh")
-        .args(["-c", "ulimit -f 1 && exec \"$0\" \"$@\""])
-        .arg(env!("CARGO_BIN_EXE_ledger-compact"))
-        .args(["--lake", dir.to_str().unwrap()])
-        .env_remove("LEDGER_LAKE")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (out, stderr) = compact_under_a_file_size_limit(&dir);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains(&*victim.to_string_lossy())
