@@ -2098,17 +2098,22 @@ fn a_gap_filled_by_a_late_row_is_withdrawn_while_a_conflict_still_in_the_lake_st
     );
 }
 
+/// The id of the first transfer of `events` that was captured.
+fn first_captured(events: &[Event]) -> String {
+    events
+        .iter()
+        .find(|e| e.stream == Stream::Transfer && e.kind == "captured")
+        .unwrap()
+        .stream_key
+        .clone()
+}
+
 #[test]
 fn a_stream_in_the_wrong_table_is_one_finding_however_many_nights_bring_its_rows() {
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
     let events = history(43, 4, 200);
-    let t = events
-        .iter()
-        .find(|e| e.stream == Stream::Transfer && e.kind == "captured")
-        .unwrap()
-        .stream_key
-        .clone();
+    let t = first_captured(&events);
     let (mine, others): (Vec<&Event>, Vec<&Event>) = events
         .iter()
         .partition(|e| e.stream == Stream::Transfer && e.stream_key == t);
@@ -2333,14 +2338,7 @@ fn a_lost_files_notes_decide_no_gap_they_cannot_speak_for() {
 
     // Rows written as lake files as they are (none checked).
     let write_rows = |root: &Path, events: &[Event]| {
-        let rows = events
-            .iter()
-            .map(|e| ledger_ingest::Row {
-                event: e.clone(),
-                conflict: false,
-            })
-            .collect();
-        for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
+        for f in files_of(events) {
             write_object(root, &f.key, &f.bytes).unwrap();
         }
     };
@@ -2422,12 +2420,7 @@ fn a_lost_files_notes_decide_no_gap_they_cannot_speak_for() {
     let dir = tempfile::tempdir().unwrap();
     let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
     let events = history(43, 4, 200);
-    let t = events
-        .iter()
-        .find(|e| e.stream == Stream::Transfer && e.kind == "captured")
-        .unwrap()
-        .stream_key
-        .clone();
+    let t = first_captured(&events);
     let opts = young(&events);
     let is_misfiled = |e: &&Event| e.stream == Stream::Transfer && e.stream_key == t && e.seq == 2;
     let misfiled: Vec<Event> = events.iter().filter(is_misfiled).cloned().collect();
@@ -5441,9 +5434,9 @@ fn misplace_at_seq_0(root: &Path, at: i64) {
     write_in_table(root, &[e], "account");
 }
 
-/// A foreign writer: `events` written as ingest writes them, each file put
-/// under events/`table`/ instead of its own table's directory.
-fn write_in_table(root: &Path, events: &[Event], table: &str) {
+/// The ingest files of `events` as they are (none checked: ingest's
+/// validation is not on this path), in key order.
+fn files_of(events: &[Event]) -> Vec<ledger_ingest::LakeFile> {
     let rows = events
         .iter()
         .map(|e| ledger_ingest::Row {
@@ -5451,7 +5444,13 @@ fn write_in_table(root: &Path, events: &[Event], table: &str) {
             conflict: false,
         })
         .collect();
-    for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
+    ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap()
+}
+
+/// A foreign writer: `events` written as ingest writes them, each file put
+/// under events/`table`/ instead of its own table's directory.
+fn write_in_table(root: &Path, events: &[Event], table: &str) {
+    for f in files_of(events) {
         let own = f.key.split('/').nth(1).unwrap().to_owned();
         assert_ne!(own, table, "{}", f.key);
         let moved = f
