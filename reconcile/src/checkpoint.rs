@@ -1023,8 +1023,8 @@ impl ProofState {
             // write checkpoint" was said of one written).
             crate::say!(
                 "reconcile: warning: checkpoint {} written, but its directory could not be synced \
-                 ({e}): the files of state the previous checkpoint names are kept until a later save, \
-                 in case a crash brings that one back\n\
+                 ({e}): this save leaves the files of state only the previous checkpoint names in \
+                 place, in case a crash brings that one back (the next save removes them)\n\
                  Help: check the volume (`dmesg` for I/O errors); the next run goes on from this checkpoint",
                 path.display()
             );

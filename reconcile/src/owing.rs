@@ -261,9 +261,10 @@ pub async fn judge(
 /// hash ([`retained::LostStarts`]). A gap is matched only against the lost
 /// files of its stream's own table (a transfer's rows misfiled under
 /// `events/account/` are not its transfer stream's), and only up to the
-/// last seq the set-aside proof proved of the stream: no stretch it noted
-/// starts past that (rev-s57-lost 1: a gap up to a forged row at a seq
-/// near 2⁶³ matched notes of other streams at random seqs). A seq where
+/// last seq the set-aside proof proved of the stream and outside that
+/// proof's own gaps: no stretch it noted starts past that, or in a seq it
+/// never held (rev-s57-lost 1, rev-s57-diff 1: a gap up to a forged row at
+/// a seq near 2⁶³ matched notes of other streams at random seqs). A seq where
 /// that proof found a row that is not the ledger's (it fails its hash, or
 /// is not an event) is left out: what was lost there was not the ledger's
 /// row, which may still be in delivery. Read only when the proof has a

@@ -955,7 +955,10 @@ pub fn newer_version_of(bytes: &[u8]) -> Option<u16> {
                             }
                             v = Some(a.next_value::<u64>()?);
                         } else {
-                            a.next_value::<serde::de::IgnoredAny>()?;
+                            // Read whole, not skipped: a member that is not JSON (bytes
+                            // not UTF-8, a number out of range) makes the message
+                            // malformed, not a newer writer's (rev-s57-fixes 1).
+                            a.next_value::<serde_json::Value>()?;
                         }
                     }
                     Ok(Probe(v))

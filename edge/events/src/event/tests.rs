@@ -802,4 +802,11 @@ fn a_newer_versions_event_is_told_by_its_version_whatever_fields_it_adds() {
     assert_eq!(newer_version_of(twice.as_bytes()), None);
     assert_eq!(newer_version_of(v2_field.as_bytes()), Some(2));
     assert_eq!(newer_version_of(line.as_bytes()), None);
+    // A member that is not JSON makes the message malformed whatever its `v`.
+    let out_of_range = v2.replacen('{', "{\"x\":1e999,", 1);
+    assert_eq!(newer_version_of(out_of_range.as_bytes()), None);
+    let mut not_utf8 = v2.replacen('{', "{\"x\":\"\u{1}\",", 1).into_bytes();
+    let at = not_utf8.iter().position(|&b| b == 1).unwrap();
+    not_utf8[at] = 0xff;
+    assert_eq!(newer_version_of(&not_utf8), None);
 }
