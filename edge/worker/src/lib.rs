@@ -215,6 +215,19 @@ pub(crate) fn env_i64(env: &Env, name: &str, default: i64) -> i64 {
     })
 }
 
+/// [`env_i64`] held to `least..=most`: a value outside is logged where it is read and clamped
+/// (rev-s57-fixes 6: a negative `OUTBOX_BATCH_SIZE` became 1 without a word).
+pub(crate) fn env_i64_within(env: &Env, name: &str, default: i64, least: i64, most: i64) -> i64 {
+    let v = env_i64(env, name, default);
+    let held = v.clamp(least, most);
+    if held != v {
+        worker::console_error!(
+            "configuration: {name}={v} is outside {least}..={most}; using {held}"
+        );
+    }
+    held
+}
+
 fn keys(env: &Env) -> Api<ApiKeys> {
     ApiKeys::parse(
         secret(env, "API_KEYS").as_deref(),

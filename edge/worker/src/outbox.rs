@@ -478,9 +478,9 @@ pub fn next_wake(d: &Drain, now: i64) -> Option<i64> {
 }
 
 pub fn drain_cfg(env: &worker::Env) -> DrainCfg {
-    // A setting that is not a whole number is logged where it is read (`env_i64`).
+    // A setting that is not a whole number, or outside its range, is logged where it is read.
     let get = |name: &str, default: i64, least: i64, most: i64| {
-        crate::env_i64(env, name, default).clamp(least, most) as usize
+        crate::env_i64_within(env, name, default, least, most) as usize
     };
     DrainCfg {
         batch: get("OUTBOX_BATCH_SIZE", 50, 1, 100),

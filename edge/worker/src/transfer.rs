@@ -118,8 +118,13 @@ impl TransferDO {
             "/cmd",
             Some(body),
         );
-        let timeout_ms = crate::env_i64(&self.env, "STEP_TIMEOUT_MS", STEP_TIMEOUT_MS_DEFAULT)
-            .clamp(STEP_TIMEOUT_MS_MIN, STEP_TIMEOUT_MS_MAX);
+        let timeout_ms = crate::env_i64_within(
+            &self.env,
+            "STEP_TIMEOUT_MS",
+            STEP_TIMEOUT_MS_DEFAULT,
+            STEP_TIMEOUT_MS_MIN,
+            STEP_TIMEOUT_MS_MAX,
+        );
         let resp = match crate::within(timeout_ms, call).await {
             Some(r) => r,
             None => {
@@ -349,12 +354,13 @@ impl TransferDO {
                 // reconciler refuses one outside these bounds (and an
                 // instant past the year 9999 would be refused by every
                 // reader of the event: ledger_events::TIME_MS_MAX).
-                let deadline = now.saturating_add(
-                    crate::env_i64(&self.env, "TRANSFER_DEADLINE_MS", 300_000).clamp(
-                        ledger_events::TRANSFER_DEADLINE_MS_MIN,
-                        ledger_events::TRANSFER_DEADLINE_MS_MAX,
-                    ),
-                );
+                let deadline = now.saturating_add(crate::env_i64_within(
+                    &self.env,
+                    "TRANSFER_DEADLINE_MS",
+                    300_000,
+                    ledger_events::TRANSFER_DEADLINE_MS_MIN,
+                    ledger_events::TRANSFER_DEADLINE_MS_MAX,
+                ));
                 let admitted = sqltx::transaction(&storage, move |sql| {
                     let existing = load(sql)?;
                     Ok(

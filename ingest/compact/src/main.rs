@@ -370,10 +370,16 @@ async fn run(cli: Cli, doing: &std::cell::RefCell<String>) -> Result<u8, Compact
         .filter(|(n, _)| *n > 0)
         .map(|(n, why)| format!("; {n} left untouched {why}"))
         .collect::<String>()
-            + &failed.map_or(String::new(), |after| format!(
-                "; one failed (the error above), and the {after} after it were not tried: run \
-                 again once what it names is fixed (a partition done is done)"
-            ))
+            + &failed.map_or(String::new(), |after| {
+                let untried = match after {
+                    0 => String::new(),
+                    n => format!(", and the {n} after it were not tried"),
+                };
+                format!(
+                    "; one failed (the error above){untried}: run again once what it names is \
+                     fixed (a partition done is done)"
+                )
+            })
     );
     // A damaged file is 1 (what the nightly job alerts on as tampering),
     // whatever else happened; a newer writer's (this compactor must be
