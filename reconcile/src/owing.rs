@@ -287,13 +287,12 @@ pub fn lost_starts(
     // state's, or a settled transfer's archived record's.
     let mut proved: HashMap<StreamId, u64> = HashMap::new();
     let mut archived: Vec<&str> = Vec::new();
+    let open = Proved {
+        streams: &p.streams,
+        transfers: &p.transfers,
+    };
     for &(id, _, _) in &gaps {
-        let tail = if is_transfer(id) {
-            p.transfers.state(&id.2).map(|s| &s.tail)
-        } else {
-            p.streams.get(id).map(|s| &s.tail)
-        };
-        match tail {
+        match open.tail(id) {
             Some(t) => {
                 proved.insert(id.clone(), t.last_seq);
             }
@@ -313,21 +312,16 @@ pub fn lost_starts(
     // The gaps the set-aside proof had: seqs it never held, so no note of
     // its files names one (a stream proved up to a far row, forged or a
     // writer's bug, holds a gap up to it; rev-s57-diff 1).
+    // And the seqs where it found a row that is not the ledger's.
     let mut unheld: HashMap<&StreamId, Vec<(u64, u64)>> = HashMap::new();
+    let mut not_the_ledgers: HashSet<(&StreamId, u64)> = HashSet::new();
     for f in p.findings.iter().filter(|f| f.check == completeness::NAME) {
         if let Some(span) = completeness::gap_span(&f.finding) {
             unheld.entry(&f.stream).or_default().push(span);
+        } else if completeness::ROW_NOT_THE_LEDGERS.contains(&f.finding.code) {
+            not_the_ledgers.extend(f.finding.seq.map(|s| (&f.stream, s)));
         }
     }
-    let not_the_ledgers: HashSet<(&StreamId, u64)> = p
-        .findings
-        .iter()
-        .filter(|f| {
-            f.check == completeness::NAME
-                && completeness::ROW_NOT_THE_LEDGERS.contains(&f.finding.code)
-        })
-        .filter_map(|f| f.finding.seq.map(|s| (&f.stream, s)))
-        .collect();
     let keys: std::collections::BTreeSet<&str> = lost.iter().map(|l| l.key()).collect();
     let sets = p
         .stored

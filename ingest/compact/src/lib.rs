@@ -253,17 +253,7 @@ impl Lake {
 
     /// The partitions that hold at least one lake file, optionally of one table.
     pub async fn partitions(&self, table: Option<Table>) -> Result<Vec<Partition>, CompactError> {
-        let prefix = match table {
-            Some(t) => format!("{LAKE_EVENTS_PREFIX}/{}", t.as_str()),
-            None => LAKE_EVENTS_PREFIX.to_owned(),
-        };
-        let set: BTreeSet<Partition> = self
-            .lake_files(&prefix)
-            .await?
-            .iter()
-            .filter_map(|f| parse_object_key(&f.key).map(|p| p.partition))
-            .collect();
-        Ok(set.into_iter().collect())
+        self.partitions_of(table.as_slice(), &[]).await
     }
 
     /// The bytes of `file`, only in the version listed (a conditional GET
