@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the edge Worker toolchain. Idempotent: each step checks the installed *version* and
 # skips when it matches. Progress goes to stderr. Only registry installs (crates.io, npm): the
-# tools' own GitHub downloads do not work on these machines (see ../shared/TOOLCHAIN.md).
+# tools' own GitHub downloads are not reachable from every build machine.
 #
 #   rustup target wasm32-unknown-unknown
 #   wasm-bindgen-cli 0.2.130   (cargo install, NOT --locked: its lockfile pins a crate the

@@ -74,7 +74,8 @@ pub struct Report {
     /// in `terminal_convergence`) and the transfers known only by a live hold
     /// 30 days old (`hold_only`; their finding is the `leaked_hold`).
     pub dangling: Vec<Dangling>,
-    /// Present when the run resumed from a checkpoint.
+    /// Present when the run read a checkpoint: it resumed from one, or
+    /// proved the lake from its first event (`--full`) judging one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub incremental: Option<Incremental>,
     /// Parts of an earlier checkpoint's proof this run could not judge
@@ -86,7 +87,8 @@ pub struct Report {
     pub not_judged: Vec<String>,
 }
 
-/// What a run that resumed from a checkpoint read and re-proved.
+/// What a run that read a checkpoint (resumed, or `--full` past one) read
+/// and re-proved.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Incremental {
     /// Lake files the checkpoint had already proved (not read).

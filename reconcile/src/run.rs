@@ -1505,7 +1505,20 @@ enum PullBack {
 /// could not vouch for): manifests this build cannot read, and proved file
 /// versions that compaction does not account for (the run then proves the
 /// lake from its first event).
-fn warn_custody(custody: &Custody) {
+/// What a `--full` run with a checkpoint says of a part of it it cannot
+/// read.
+const FULL_LEFT_OUT: &str =
+    "This full proof judges the tails the checkpoint proved without it (report: not_judged); \
+     the new checkpoint is rebuilt from the lake";
+
+/// An error's account without its help (which names `--full`, the run
+/// that is saying it).
+fn without_help(e: &Error) -> String {
+    let e = e.to_string();
+    e.split("\nHelp:").next().unwrap_or(&e).to_owned()
+}
+
+fn warn_custody(custody: &Custody, full: bool) {
     if let Some(first) = custody.unreadable.first() {
         crate::say!(
             "reconcile: warning: {} object(s) under manifests/ are not compaction manifests this build reads, first: {first}\n\
@@ -1514,10 +1527,14 @@ fn warn_custody(custody: &Custody) {
         );
     }
     if let Some(first) = custody.lost.first() {
+        let so = if full {
+            "this run proves the lake from its first event (--full) and judges what the checkpoint proved of them"
+        } else {
+            "a resumed run does not re-read what it proved, so this run proves the lake from its first event"
+        };
         crate::say!(
             "reconcile: warning: {} lake file version(s) the checkpoint proved are gone and not accounted for by compaction \
-             ({} gone in all), first: {first}; their rows may have gone with them and a resumed run does not re-read \
-             what it proved, so this run proves the lake from its first event\n\
+             ({} gone in all), first: {first}; their rows may have gone with them and {so}\n\
              Help: compaction records what it replaces (manifests/, docs/LAKE.md) and keeps every row; a lake file \
              deleted, renamed or rewritten otherwise, or compacted into files without some of its rows, is lost \
              evidence: find out what removed it",
@@ -1814,21 +1831,42 @@ async fn prove(
     // proved that is gone (`custody`): one that compaction did not replace
     // may have taken rows with it, which only a proof of the lake as it is
     // judges.
-    let (listed, custody) = if resumed {
+    // So does `--full` with a checkpoint, against the files that proof
+    // read: a row of a lost file in the middle of a stream is decided on
+    // that night too (`owing::lost_starts`; rev-s57-lost 5).
+    let (listed, custody) = if resumed || full {
         let (a, a_ignored) = listed_warning_ignored(lake, Table::Account).await?;
         let (t, t_ignored) = listed_warning_ignored(lake, Table::Transfer).await?;
         let (s, s_ignored) = listed_warning_ignored(lake, Table::Subscription).await?;
         ignored.extend([a_ignored, t_ignored, s_ignored].concat());
         let listed = [a, t, s];
+        let checked = set_aside.as_ref().unwrap_or(&prior);
         let custody = crate::custody::check(
             lake,
-            &prior.files,
-            &prior.stored,
+            &checked.files,
+            &checked.stored,
             &[&listed[0], &listed[1], &listed[2]],
         )
-        .await?;
-        warn_custody(&custody);
-        if custody.lost.is_empty() && prior.older_rules {
+        .await;
+        let custody = match (custody, set_aside.as_mut()) {
+            (Ok(c), _) => c,
+            // `--full` is the remedy for a damaged checkpoint: what of it
+            // cannot be read is left unjudged, said, not an error.
+            (Err(e), Some(p)) if full => {
+                let why = format!(
+                    "which files the checkpoint proved are lost: {}",
+                    without_help(&e)
+                );
+                crate::say!("reconcile: warning: {why}\n{FULL_LEFT_OUT}");
+                p.left_out.push(why);
+                Custody::default()
+            }
+            (Err(e), _) => return Err(e),
+        };
+        warn_custody(&custody, full);
+        if full {
+            // Proved from its first event whatever custody found.
+        } else if custody.lost.is_empty() && prior.older_rules {
             crate::say!(
                 "reconcile: the checkpoint was written before version 20, by older rules (holds, deadlines, entry ids, \
                  protocol values, failed transfers' holds and releases, rows after a hold's end, rows per stretch of each file, \
@@ -1836,7 +1874,7 @@ async fn prove(
                  proving the lake from its first event once (the checkpoint's tails still judged)"
             );
         }
-        if !custody.lost.is_empty() || prior.older_rules {
+        if !full && (!custody.lost.is_empty() || prior.older_rules) {
             set_aside = Some(std::mem::take(&mut prior));
             reproved_in_full = true;
         }
@@ -1849,11 +1887,14 @@ async fn prove(
     // Transfers the new files name come back from the archive first, so the
     // proof below sees every transfer it touches (see `archive`).
     let (mut cleared, mut account_noted) = (None, None);
-    if let (false, Some(a), Some(t)) = (
-        prior.archive.is_empty(),
-        account_files.take(),
-        transfer_files.take(),
-    ) {
+    // (The files are taken only then: a table's files dropped here would
+    // be listed again by its proof, and what it ignores named twice. Both
+    // tables were listed, or neither.)
+    let taken = match prior.archive.is_empty() {
+        true => None,
+        false => account_files.take().zip(transfer_files.take()),
+    };
+    if let Some((a, t)) = taken {
         let (a, t) =
             match pull_back(lake, &mut prior, a, t, custody.uncounted, opts, started).await? {
                 PullBack::Pulled(a, t, c, n) => {
@@ -2241,9 +2282,24 @@ async fn prove_resumed(
     } else {
         Noted::Run(&presence)
     };
+    let mut left_out = Vec::new();
+    let lost_starts = match crate::owing::lost_starts(&findings, &custody.lost, owing.set_aside) {
+        Ok(starts) => starts,
+        // As a damaged part of the checkpoint is for `--full` (above).
+        Err(e) if owing.full => {
+            let why = format!(
+                "the rows of the lost files the checkpoint noted: {}",
+                without_help(&e)
+            );
+            crate::say!("reconcile: warning: {why}\n{FULL_LEFT_OUT}");
+            left_out.push(why);
+            Vec::new()
+        }
+        Err(e) => return Err(e),
+    };
     let this_run = crate::owing::ThisRun {
         reopened,
-        lost_starts: crate::owing::lost_starts(&findings, &custody.lost, owing.set_aside)?,
+        lost_starts,
     };
     let (owed_findings, owed, blocks_left_out) =
         crate::owing::judge(lake, &listed, noted, &owing, this_run, &proved, opts).await?;
@@ -2398,10 +2454,11 @@ async fn prove_resumed(
         transfers: f.transfers.len() as u64 + archive.live,
         elapsed_ms: started.elapsed().as_millis() as u64,
         dangling,
-        incremental: resumed.then_some(Incremental {
+        // A run that read a checkpoint: resumed, or `--full` judging it.
+        incremental: (resumed || owing.full).then_some(Incremental {
             transfers_pulled: archive.pulled,
             entry_blocks_read: facts.entry_store.blocks_read,
-            reproved_in_full,
+            reproved_in_full: reproved_in_full || owing.full,
             files_gone: custody.gone,
             files_lost: custody.lost.len(),
             ..inc
@@ -2412,6 +2469,7 @@ async fn prove_resumed(
             .iter()
             .flat_map(|p| p.left_out.iter().cloned())
             .chain(blocks_left_out)
+            .chain(left_out)
             .collect(),
     };
     // A transfer with a cross-stream finding, pending or not, stays open

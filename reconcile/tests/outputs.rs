@@ -2163,17 +2163,19 @@ fn resumed_and_full_runs_past_a_checkpoint_list_them_too() {
     let a = misnamed_copy(&dir, "account");
     let ckpt = tmp.path().join("ckpt");
     let ck = s(&ckpt);
-    for (args, resumed) in [
+    // `incremental`: the run read a checkpoint (resumed, or `--full` past
+    // one).
+    for (args, read_one) in [
         (&["--checkpoint", ck][..], false),
         (&["--checkpoint", ck][..], true),
-        (&["--checkpoint", ck, "--full"][..], false),
+        (&["--checkpoint", ck, "--full"][..], true),
     ] {
         let got = ignored(&dir, args);
-        let args = format!("{args:?} (resumed: {resumed})");
+        let args = format!("{args:?} (a checkpoint read: {read_one})");
         assert_eq!(got.run.code, 0, "{args}: {}", got.run.stderr);
         assert_eq!(
             got.report.get("incremental").is_some(),
-            resumed,
+            read_one,
             "{args}: {}",
             got.report
         );
@@ -2191,6 +2193,45 @@ fn resumed_and_full_runs_past_a_checkpoint_list_them_too() {
             got.lines
         );
     }
+}
+
+/// A checkpoint with no settled transfer archived (here: a lake of account
+/// rows only): the resumed run's listing is the one its proofs read, so an
+/// object not read is named once (the files were dropped and the account
+/// table listed again, each object named twice).
+#[test]
+fn a_resumed_run_with_nothing_archived_names_what_it_ignores_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lake");
+    clean_lake(&dir);
+    std::fs::remove_dir_all(dir.join("events/transfer")).unwrap();
+    let a = misnamed_copy(&dir, "account");
+    let ckpt = tmp.path().join("ckpt");
+    let ck = s(&ckpt);
+    for args in [&["--checkpoint", ck][..], &["--checkpoint", ck][..]] {
+        let got = ignored(&dir, args);
+        assert_eq!(
+            got.report["files_ignored"],
+            serde_json::json!([a]),
+            "{args:?}: {}",
+            got.run.stderr
+        );
+        assert_eq!(got.metric, "1", "{args:?}");
+        let warned = got
+            .run
+            .stderr
+            .matches("object(s) ending in .parquet are not named as lake files")
+            .count();
+        assert_eq!(warned, 1, "{args:?}: {}", got.run.stderr);
+    }
+    assert!(
+        !std::fs::read_dir(tmp.path()).unwrap().any(|e| e
+            .unwrap()
+            .path()
+            .extension()
+            .is_some_and(|x| x == "seg")),
+        "nothing archived"
+    );
 }
 
 /// rev-s47-lake M3: a row that does not verify is named by its event id;

@@ -1,12 +1,13 @@
 //! `reconcile-testdata`: generated lakes and injected violations, for tests,
 //! demos and benchmarks.
 //!
-//!   reconcile-testdata generate DIR [--seed N --accounts N --operations N --batches N --duplicates N --step-ms MS]
+//!   reconcile-testdata generate DIR [--seed N --accounts N --operations N --batches N --duplicates N --step-ms MS --in-flight N]
 //!   reconcile-testdata corrupt CLEAN DAMAGED --class gap|tamper|conflict|...
 //!   reconcile-testdata mutate CLEAN DAMAGED --seed N --count N   # random damage, no expectations
 //!   reconcile-testdata scan LAKE      # the floor: every lake column through DataFusion, no sort
 //!   reconcile-testdata scan LAKE --verify   # and every row hashed and validated, no checks
 //!   reconcile-testdata rekey LAKE --date D  # a date's files moved under new c- keys, with a manifest
+//!   reconcile-testdata redeliver LAKE --date D [--every N]  # one row in N of a date delivered again
 
 use std::path::PathBuf;
 use std::process::ExitCode;
