@@ -1501,14 +1501,10 @@ enum PullBack {
     FullIsCheaper(Vec<LakeFileInfo>, Vec<LakeFileInfo>),
 }
 
-/// Warnings on stderr, even without progress (they say what a resumed run
-/// could not vouch for): manifests this build cannot read, and proved file
-/// versions that compaction does not account for (the run then proves the
-/// lake from its first event).
 /// What a `--full` run with a checkpoint says of a part of it it cannot
 /// read.
 const FULL_LEFT_OUT: &str =
-    "This full proof judges the tails the checkpoint proved without it (report: not_judged); \
+    "This full proof judges what the checkpoint proved without that part (report: not_judged); \
      the new checkpoint is rebuilt from the lake";
 
 /// An error's account without its help (which names `--full`, the run
@@ -1518,6 +1514,10 @@ fn without_help(e: &Error) -> String {
     e.split("\nHelp:").next().unwrap_or(&e).to_owned()
 }
 
+/// Warnings on stderr, even without progress (they say what a resumed run
+/// could not vouch for): manifests this build cannot read, and proved file
+/// versions that compaction does not account for (the run then proves the
+/// lake from its first event, as `--full` does).
 fn warn_custody(custody: &Custody, full: bool) {
     if let Some(first) = custody.unreadable.first() {
         crate::say!(

@@ -5047,7 +5047,36 @@ fn damaged_rounds(rounds: u64, first: u64, most_operations: u64) {
                 wanted_starts_max,
                 ..opts()
             };
+            // `--full` past the same checkpoint (a copy of its files): what
+            // the night judges of the proved tails, `--full` judges alike.
+            let side = dir.path().join(format!("side{n}"));
+            let full_owing = ckpt.exists().then(|| {
+                std::fs::create_dir_all(&side).unwrap();
+                for e in std::fs::read_dir(dir.path()).unwrap() {
+                    let path = e.unwrap().path();
+                    let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+                    if path.is_file() && name.starts_with("checkpoint") {
+                        std::fs::copy(&path, side.join(&name)).unwrap();
+                    }
+                }
+                full_night_with(&root, &side.join("checkpoint"), &night_opts)
+            });
             let inc = night_with(&root, &ckpt, &night_opts);
+            if let Some(full_owing) = full_owing {
+                assert_eq!(
+                    verdicts(&full_owing),
+                    verdicts(&inc),
+                    "{context}: night {n}: --full past the checkpoint differs from the resumed night ({:?})",
+                    inc.incremental
+                );
+                let (f, i) = (full_owing.incremental.unwrap(), inc.incremental.unwrap());
+                assert_eq!(
+                    (f.files_gone, f.files_lost),
+                    (i.files_gone, i.files_lost),
+                    "{context}: night {n}: custody"
+                );
+                std::fs::remove_dir_all(&side).unwrap();
+            }
             // The files this night proved.
             let proved_files = common::files_under(&root, "events");
             // The full proof in any of its variants (the CLI's: hand-off on,

@@ -172,7 +172,42 @@ impl IngestOutput {
     pub fn rows(&self) -> usize {
         self.files.iter().map(|f| f.rows).sum()
     }
+
+    /// The log line for the batch's events of a newer schema version
+    /// (`None`: there are none): one line a batch, not one a message, since
+    /// each is retried for about eight hours and a whole deployment's worth
+    /// may be (rev-s57-diff 6). The first is said in full, with its help;
+    /// the next [`NEWER_IDS_LOGGED`] are named by message id.
+    pub fn newer_line(&self) -> Option<String> {
+        let (first, rest) = self.newer.split_first()?;
+        if rest.is_empty() {
+            return Some(first.to_string());
+        }
+        let named: Vec<String> = rest
+            .iter()
+            .take(NEWER_IDS_LOGGED)
+            .map(|n| format!("{} (v {})", n.message_id, n.v))
+            .collect();
+        let unnamed = rest.len() - named.len();
+        let more = if unnamed > 0 {
+            format!(" and {unnamed} more")
+        } else {
+            String::new()
+        };
+        let (said, help) = match first.to_string().split_once("\nHelp:") {
+            Some((said, help)) => (said.to_owned(), format!("\nHelp:{help}")),
+            None => (first.to_string(), String::new()),
+        };
+        Some(format!(
+            "{} messages of this batch are events of a newer schema version; {said}; so are {}{more}{help}",
+            self.newer.len(),
+            named.join(", ")
+        ))
+    }
 }
+
+/// How many message ids past the first [`IngestOutput::newer_line`] names.
+pub const NEWER_IDS_LOGGED: usize = 20;
 
 /// A batch the core refuses as a whole. Nothing should be acked.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -306,6 +306,16 @@ fn malformed_messages_become_dead_letters_with_their_reason_and_the_rest_lands()
             && said.contains("Help: deploy"),
         "{said}"
     );
+    // Logged as one line for the batch: the first in full, the others by id.
+    let line = out.newer_line().unwrap();
+    assert!(
+        line.starts_with("3 messages of this batch are events of a newer schema version; message ")
+            && line.matches("Help: deploy").count() == 1
+            && out.newer[1..]
+                .iter()
+                .all(|n| line.contains(&format!("{} (v 9)", n.message_id))),
+        "{line}"
+    );
     for d in &out.dead_letters {
         let body = &bad.iter().find(|(id, _)| *id == d.message_id).unwrap().1;
         match &d.rejection {
@@ -787,4 +797,35 @@ fn a_damaged_rows_error_names_its_row_in_the_file() {
     let key = "events/account/date=2026-01-01/i-00000000000000000000000000000000.parquet";
     let e = read_file(key, Bytes::from(bytes)).unwrap_err().to_string();
     assert!(e.contains("row 9000: negative seq -5"), "{e}");
+}
+
+/// A batch's newer events are one log line: none, one said in full, and
+/// past `NEWER_IDS_LOGGED` others, a count of the rest.
+#[test]
+fn a_batchs_newer_events_are_logged_in_one_line() {
+    let newer = |n: usize| ledger_ingest::IngestOutput {
+        newer: (0..n)
+            .map(|i| ledger_ingest::Newer {
+                message_id: format!("m{i}"),
+                v: 2,
+            })
+            .collect(),
+        ..Default::default()
+    };
+    assert_eq!(newer(0).newer_line(), None);
+    let one = newer(1);
+    assert_eq!(one.newer_line(), Some(one.newer[0].to_string()));
+    let many = newer(ledger_ingest::batch::NEWER_IDS_LOGGED + 4);
+    let line = many.newer_line().unwrap();
+    let last_named = format!("m{} (v 2)", ledger_ingest::batch::NEWER_IDS_LOGGED);
+    let first_unnamed = format!("m{} (v 2)", ledger_ingest::batch::NEWER_IDS_LOGGED + 1);
+    assert!(
+        line.starts_with(
+            "24 messages of this batch are events of a newer schema version; message m0 "
+        ) && line.contains(&last_named)
+            && !line.contains(&first_unnamed)
+            && line.contains(" and 3 more\nHelp: deploy")
+            && line.lines().count() == 2,
+        "{line}"
+    );
 }

@@ -143,8 +143,8 @@ async fn consume(batch: &MessageBatch<JsValue>, env: &Env) -> worker::Result<()>
     for c in &out.conflicts {
         console_error!("ingest: {c}");
     }
-    for n in &out.newer {
-        console_error!("ingest: {n}");
+    if let Some(line) = out.newer_line() {
+        console_error!("ingest: {line}");
     }
 
     console_log!(

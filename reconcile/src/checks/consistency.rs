@@ -139,7 +139,7 @@ pub fn check_transfer(
         // by seq, the order one account's legs are added in): not the first
         // debit added, which depends on the order accounts were read (a
         // debit on another account is transfer_conservation's).
-        let debit = legs.debits().iter().find(|d| Some(d.account) == t.source());
+        let debit = debits.iter().find(|d| Some(d.account) == t.source());
         if let (Some(h), Some(d)) = (hold, debit) {
             if d.amount != h.amount {
                 bad(
@@ -157,11 +157,10 @@ pub fn check_transfer(
             }
         }
     }
-    if !legs.credits().is_empty() {
+    if let Some(credit) = credits.first() {
         let released = legs.releases().iter().any(|r| r.amount > 0);
         if hold.is_none() || released {
-            // The first credit in the legs' order.
-            let credit = &legs.credits()[0];
+            // (The first credit in the legs' order.)
             bad(
                 "credit_without_live_hold",
                 format!(
