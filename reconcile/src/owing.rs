@@ -536,7 +536,122 @@ pub(crate) async fn hashes_at<'w>(
 
 #[cfg(test)]
 mod tests {
-    use super::held_within;
+    use super::*;
+    use crate::stream::LastHashes;
+
+    /// A stream the night re-proved from its first event (a new row at or
+    /// before its proved tail) whose proof now ends short of that tail: the
+    /// tail it had proved is judged, without any lost file or set-aside
+    /// proof to find it (rev-s58-mutants S12: only custody's full proof
+    /// reached it before).
+    #[test]
+    fn a_reopened_streams_proved_tail_is_judged_on_its_own() {
+        let id: StreamId = (
+            Table::Account,
+            ledger_events::Stream::Account,
+            "acme.a".to_owned(),
+        );
+        let tail = |seq: u64, hash: char| {
+            let hash: String = std::iter::repeat_n(hash, 64).collect();
+            Tail {
+                last_seq: seq,
+                last_hashes: LastHashes::of([hash.as_str()]),
+            }
+        };
+        let mut streams = FxMap::default();
+        streams.insert(
+            id.clone(),
+            StreamState {
+                tail: tail(8, 'b'),
+                account: None,
+            },
+        );
+        let transfers = crate::facts::Transfers::default();
+        let now = Proved {
+            streams: &streams,
+            transfers: &transfers,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let lake = Lake::open(dir.path().to_str().unwrap()).unwrap();
+        let presence = Presence::default();
+        let opts = crate::run::Options {
+            now_ms: 0,
+            progress: false,
+            handoff: false,
+            split_first: false,
+            by_date: false,
+            settle_ms: 0,
+            wanted_starts_max: 0,
+        };
+        let owing = Owing {
+            owed: &[],
+            set_aside: None,
+            full: false,
+        };
+        let judged = |reopened: Vec<Owed>| {
+            let this_run = ThisRun {
+                reopened,
+                lost_starts: Vec::new(),
+            };
+            let run = judge(
+                &lake,
+                &[],
+                Noted::Run(&presence),
+                &owing,
+                this_run,
+                &now,
+                &opts,
+            );
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap()
+                .block_on(run)
+                .unwrap()
+        };
+        let (found, owed, left_out) = judged(vec![(id.clone(), tail(10, 'a'))]);
+        let found: Vec<_> = found
+            .iter()
+            .map(|f| (f.finding.code, f.finding.seq, f.finding.detail.as_str()))
+            .collect();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!((found[0].0, found[0].1), ("proved_rows_missing", Some(9)));
+        assert!(
+            found[0]
+                .2
+                .starts_with("seqs 9..=10 were proved by an earlier run")
+                && found[0].2.ends_with("the stream now ends at seq 8"),
+            "{}",
+            found[0].2
+        );
+        assert_eq!(owed, vec![(id.clone(), tail(10, 'a'))]);
+        assert!(left_out.is_empty());
+        // Its proof reaching that tail with the same hash: held, nothing owed.
+        let mut held = streams.clone();
+        held.get_mut(&id).unwrap().tail = tail(10, 'a');
+        let now = Proved {
+            streams: &held,
+            transfers: &transfers,
+        };
+        let this_run = ThisRun {
+            reopened: vec![(id.clone(), tail(10, 'a'))],
+            lost_starts: Vec::new(),
+        };
+        let run = judge(
+            &lake,
+            &[],
+            Noted::Run(&presence),
+            &owing,
+            this_run,
+            &now,
+            &opts,
+        );
+        let (found, owed, _) = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(run)
+            .unwrap();
+        assert!(found.is_empty() && owed.is_empty(), "{found:?} {owed:?}");
+    }
 
     #[test]
     fn held_within_leaves_out_every_unheld_span() {

@@ -113,6 +113,9 @@ pub fn per_transfer<const N: usize>(f: &Facts, checks: [TransferCheck; N]) -> [V
 }
 
 #[cfg(test)]
+mod rule_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::checks::{consistency, transfer_conservation};
