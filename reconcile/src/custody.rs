@@ -129,6 +129,11 @@ pub struct Custody {
     /// with every other row of its stream there, so no proved row vouches
     /// for the rows before it (`run::found_again`).
     pub uncounted: usize,
+    /// Why the checkpoint's notes of the replaced versions could not be
+    /// read, when [`check`] was asked to go on without them (`--full`, the
+    /// remedy for a damaged checkpoint): those versions were then not held
+    /// to their stretches (each counted in `uncounted`).
+    pub notes_unread: Option<String>,
 }
 
 /// The proved versions (`proved`: key → stamp) that are not listed now
@@ -149,12 +154,15 @@ pub fn gone<'a>(
 /// partitions that lost a proved version (none when nothing is gone) and,
 /// when the manifests account for every one, the streams of the files that
 /// hold their rows now, against those `stored` (the checkpoint's files of
-/// streams) says each held.
+/// streams) says each held. Notes that cannot be read are an error, or,
+/// with `notes_optional`, said in [`Custody::notes_unread`]; the lake's own
+/// errors are errors either way.
 pub async fn check(
     lake: &Lake,
     proved: &BTreeMap<String, String>,
     stored: &Stored,
     tables: &[&[LakeFileInfo]],
+    notes_optional: bool,
 ) -> Result<Custody, Error> {
     let stamps: Vec<(&str, String)> = tables
         .iter()
@@ -184,9 +192,19 @@ pub async fn check(
     // One lost version already makes the run a full proof.
     if lost.is_empty() && !replaced.is_empty() {
         let keys: BTreeSet<&str> = replaced.iter().map(|(k, _)| *k).collect();
-        let sets = stored
-            .of(&keys)
-            .map_err(|e| Error::Lake(format!("checkpoint: {e}\n{FULL_HELP}")))?;
+        let sets = match stored.of(&keys) {
+            Ok(sets) => sets,
+            Err(e) if notes_optional => {
+                return Ok(Custody {
+                    gone: gone.len(),
+                    lost,
+                    unreadable,
+                    uncounted: replaced.len(),
+                    notes_unread: Some(e.to_string()),
+                })
+            }
+            Err(e) => return Err(Error::Lake(format!("checkpoint: {e}\n{FULL_HELP}"))),
+        };
         let presence = &sets.presence;
         let files: HashMap<&str, &LakeFileInfo> = tables
             .iter()
@@ -246,6 +264,7 @@ pub async fn check(
         lost,
         unreadable,
         uncounted,
+        notes_unread: None,
     })
 }
 

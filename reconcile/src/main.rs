@@ -623,6 +623,7 @@ async fn settle_wait(
         now.files_gone += was.files_gone;
         now.files_lost += was.files_lost;
         now.reproved_in_full |= was.reproved_in_full;
+        now.full |= was.full;
     }
     Settled {
         report,

@@ -124,8 +124,13 @@ pub struct Incremental {
     /// checkpoint is written): a proved file was lost (`files_lost`), or
     /// most account streams had new rows at or before their tails (a
     /// redelivered old day), or rows that chain to their tails do not hash
-    /// to their recorded hashes.
+    /// to their recorded hashes. False for `--full`, which proves it so by
+    /// request.
     pub reproved_in_full: bool,
+    /// The run was `--full` past a readable checkpoint: it read the
+    /// checkpoint to judge what that proved (its tails, the files it proved
+    /// that are gone), not to skip files (`files_skipped` 0).
+    pub full: bool,
 }
 
 impl Report {

@@ -1504,8 +1504,9 @@ enum PullBack {
 /// What a `--full` run with a checkpoint says of a part of it it cannot
 /// read.
 const FULL_LEFT_OUT: &str =
-    "This full proof judges what the checkpoint proved without that part (report: not_judged); \
-     the new checkpoint is rebuilt from the lake";
+    "This full proof judges what the checkpoint proved without that part (report: not_judged), and \
+     the new checkpoint it writes no longer holds it: to judge it once the cause is fixed, keep a copy \
+     of the checkpoint and its files (FILE.*) from before this run";
 
 /// An error's account without its help (which names `--full`, the run
 /// that is saying it).
@@ -1840,29 +1841,27 @@ async fn prove(
         let (s, s_ignored) = listed_warning_ignored(lake, Table::Subscription).await?;
         ignored.extend([a_ignored, t_ignored, s_ignored].concat());
         let listed = [a, t, s];
+        // `--full` is the remedy for a damaged checkpoint: notes of it that
+        // cannot be read are left unjudged, said, not an error (the lake's
+        // own errors still are: a lost file must not pass for unjudged).
         let checked = set_aside.as_ref().unwrap_or(&prior);
         let custody = crate::custody::check(
             lake,
             &checked.files,
             &checked.stored,
             &[&listed[0], &listed[1], &listed[2]],
+            full,
         )
-        .await;
-        let custody = match (custody, set_aside.as_mut()) {
-            (Ok(c), _) => c,
-            // `--full` is the remedy for a damaged checkpoint: what of it
-            // cannot be read is left unjudged, said, not an error.
-            (Err(e), Some(p)) if full => {
-                let why = format!(
-                    "which files the checkpoint proved are lost: {}",
-                    without_help(&e)
-                );
-                crate::say!("reconcile: warning: {why}\n{FULL_LEFT_OUT}");
-                p.left_out.push(why);
-                Custody::default()
-            }
-            (Err(e), _) => return Err(e),
-        };
+        .await?;
+        if let (Some(e), Some(p)) = (&custody.notes_unread, set_aside.as_mut()) {
+            let why = format!(
+                "the checkpoint's notes of the {} file version(s) compaction replaced: {e}; whether the \
+                 files that replaced them hold every row they held is not judged",
+                custody.uncounted
+            );
+            crate::say!("reconcile: warning: {why}\n{FULL_LEFT_OUT}");
+            p.left_out.push(why);
+        }
         warn_custody(&custody, full);
         if full {
             // Proved from its first event whatever custody found.
@@ -2458,7 +2457,8 @@ async fn prove_resumed(
         incremental: (resumed || owing.full).then_some(Incremental {
             transfers_pulled: archive.pulled,
             entry_blocks_read: facts.entry_store.blocks_read,
-            reproved_in_full: reproved_in_full || owing.full,
+            reproved_in_full,
+            full: owing.full,
             files_gone: custody.gone,
             files_lost: custody.lost.len(),
             ..inc

@@ -667,9 +667,10 @@ fn a_proved_file_deleted_from_the_lake_is_lost_and_the_night_proves_the_lake_in_
         (
             &i["files_lost"],
             &i["files_skipped"],
-            &i["reproved_in_full"]
+            &i["reproved_in_full"],
+            &i["full"]
         ),
-        (&0.into(), &0.into(), &true.into()),
+        (&0.into(), &0.into(), &false.into(), &true.into()),
         "{full_report}"
     );
     // The next night resumes from that proof as usual.
@@ -2303,7 +2304,10 @@ fn a_proved_row_lost_in_the_middle(full: bool) {
         night_with(&root, &ckpt, &young)
     };
     let i = r.incremental.unwrap();
-    assert!(i.files_lost == 1 && i.reproved_in_full, "{full}: {i:?}");
+    assert!(
+        i.files_lost == 1 && i.reproved_in_full != full && i.full == full,
+        "{full}: {i:?}"
+    );
     // A proof of the lake alone: the gap, pending (exit 0).
     let fresh = full_with(&root, &young);
     assert!(fresh.holds && fresh.pending > 0, "{}", verdicts(&fresh));
@@ -2358,11 +2362,42 @@ fn a_full_run_past_damaged_notes_leaves_the_lost_rows_unjudged() {
         ..opts()
     };
     assert!(night_with(&root, &ckpt, &young).holds);
+    let mut removed = Vec::new();
     for k in common::files_under(&root, "events") {
         if !before.contains(&k) {
-            std::fs::remove_file(root.join(k)).unwrap();
+            std::fs::remove_file(root.join(&k)).unwrap();
+            removed.push(k);
         }
     }
+    let name = root.to_str().unwrap();
+    // The lake's own error (a manifest of the lost file's partition that
+    // cannot be read: a store's 403 or 5xx) is no damaged checkpoint: both
+    // stop (exit 2), or the loss would pass for unjudged and, the new
+    // checkpoint written, be forgotten (rev-s58-full 1).
+    let (table, date) = {
+        let parts: Vec<&str> = removed[0].split('/').collect();
+        (parts[1].to_owned(), parts[2].to_owned())
+    };
+    let manifests = root.join("manifests").join(&table).join(&date);
+    std::fs::create_dir_all(&manifests).unwrap();
+    let unreadable = manifests.join(format!("m-{}.json", "0".repeat(31) + "1"));
+    std::os::unix::fs::symlink("/proc/1/mem", &unreadable).unwrap();
+    let (resumed, full) = runtime().block_on(async {
+        let lake = Lake::open(name).unwrap();
+        let resumed = reconcile_from(&lake, &young, Some(ProofState::load(&ckpt, name).unwrap()));
+        let resumed = resumed.await.map(|(r, _)| r);
+        let prior = ProofState::load_for_full(&ckpt, name).unwrap();
+        let full = ledger_reconcile::reconcile_full_owing(&lake, &young, prior).await;
+        (resumed, full.map(|(r, _)| r))
+    });
+    let said = |r: Result<Report, ledger_reconcile::Error>| match r {
+        Err(e) => e.to_string(),
+        Ok(r) => panic!("a verdict past an unreadable manifest: {}", verdicts(&r)),
+    };
+    for (what, e) in [("resumed", said(resumed)), ("--full", said(full))] {
+        assert!(e.contains("m-0000"), "{what}: {e}");
+    }
+    std::fs::remove_file(&unreadable).unwrap();
     let mut damaged = 0;
     for e in std::fs::read_dir(dir.path()).unwrap() {
         let path = e.unwrap().path();
@@ -2375,7 +2410,6 @@ fn a_full_run_past_damaged_notes_leaves_the_lost_rows_unjudged() {
         }
     }
     assert!(damaged > 0);
-    let name = root.to_str().unwrap();
     let resumed = runtime().block_on(async {
         let lake = Lake::open(name).unwrap();
         let prior = ProofState::load(&ckpt, name).unwrap();
@@ -2397,6 +2431,52 @@ fn a_full_run_past_damaged_notes_leaves_the_lost_rows_unjudged() {
         .pending
         .iter()
         .any(|f| (f.code, f.key.as_str(), f.seq) == ("seq_gap", victim.as_str(), Some(3))));
+}
+
+/// `--full` past a compacted lake whose checkpoint's notes do not read:
+/// which versions compaction replaced is still known (the manifests), and
+/// that the files that replaced them hold every row is said not judged; a
+/// resumed run stops on it (exit 2).
+#[test]
+fn a_full_run_past_damaged_notes_of_replaced_files_says_what_it_did_not_judge() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(7, 3, 60);
+    let all: Vec<&Event> = events.iter().collect();
+    let half = all.len() / 2;
+    deliver(&root, &all[..half], "a");
+    deliver(&root, &all[half..], "b");
+    assert!(night(&root, &ckpt).holds);
+    for outcome in compact_each(&root, ledger_compact::StopAt::Never) {
+        outcome.unwrap();
+    }
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "prs") {
+            let mut bytes = std::fs::read(&path).unwrap();
+            bytes[16] ^= 0xff;
+            std::fs::write(&path, bytes).unwrap();
+        }
+    }
+    let name = root.to_str().unwrap();
+    let resumed = runtime().block_on(async {
+        let lake = Lake::open(name).unwrap();
+        let prior = ProofState::load(&ckpt, name).unwrap();
+        reconcile_from(&lake, &opts(), Some(prior)).await
+    });
+    assert!(resumed.is_err(), "a resumed run judges nothing past damage");
+    let r = full_night_with(&root, &ckpt, &opts());
+    let i = r.incremental.unwrap();
+    assert!(i.files_gone > 0 && i.files_lost == 0 && i.full, "{i:?}");
+    assert!(
+        r.not_judged.iter().any(|w| w.starts_with(&format!(
+            "the checkpoint's notes of the {} file version(s) compaction replaced: ",
+            i.files_gone
+        ))),
+        "{:?}",
+        r.not_judged
+    );
+    assert!(r.holds, "{}", verdicts(&r));
 }
 
 /// rev-s57-lost 1–3: what a lost file's notes cannot speak for decides

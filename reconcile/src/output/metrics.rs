@@ -79,7 +79,7 @@ impl Text {
 pub const INCREMENTAL: [(&str, &str); 9] = [
     (
         "reconcile_resumed",
-        "1 when the last run resumed from a checkpoint (--checkpoint), 0 for a full proof from the first event.",
+        "1 when the last run resumed from a checkpoint (--checkpoint), 0 for a full proof from the first event (--full included).",
     ),
     (
         "reconcile_reproved_in_full",
@@ -217,7 +217,7 @@ pub fn render(report: &Report, wall_clock_ms: i64, outputs_failed: usize) -> Str
     );
     let inc = report.incremental.unwrap_or_default();
     let values = [
-        u64::from(report.incremental.is_some()),
+        u64::from(report.incremental.is_some_and(|i| !i.full)),
         u64::from(inc.reproved_in_full),
         inc.files_skipped as u64,
         inc.files_gone as u64,
@@ -382,6 +382,7 @@ mod tests {
             transfers_pulled: 59_919,
             entry_blocks_read: 7,
             reproved_in_full: false,
+            full: false,
         });
         let resumed = render(&report, 0, 0);
         assert_eq!(value(&resumed, "reconcile_resumed"), "1");
@@ -398,6 +399,14 @@ mod tests {
             value(&render(&report, 0, 0), "reconcile_reproved_in_full"),
             "1"
         );
+        // `--full` past a checkpoint: not resumed, nothing re-proved
+        // instead; what it found gone and lost is said all the same.
+        let inc = report.incremental.as_mut().unwrap();
+        (inc.full, inc.reproved_in_full, inc.files_skipped) = (true, false, 0);
+        let full = render(&report, 0, 0);
+        assert_eq!(value(&full, "reconcile_resumed"), "0");
+        assert_eq!(value(&full, "reconcile_reproved_in_full"), "0");
+        assert_eq!(value(&full, "reconcile_files_lost"), "1");
         assert_eq!(value(&full, "reconcile_checkpoint_parts_not_judged"), "0");
         report.not_judged = vec!["segment a: missing".into(), "block 3: damaged".into()];
         assert_eq!(
