@@ -588,7 +588,7 @@ mod tests {
             set_aside: None,
             full: false,
         };
-        let judged = |reopened: Vec<Owed>| {
+        let judged = |reopened: Vec<Owed>, now: &Proved<'_>| {
             let this_run = ThisRun {
                 reopened,
                 lost_starts: Vec::new(),
@@ -599,7 +599,7 @@ mod tests {
                 Noted::Run(&presence),
                 &owing,
                 this_run,
-                &now,
+                now,
                 &opts,
             );
             tokio::runtime::Builder::new_current_thread()
@@ -608,7 +608,7 @@ mod tests {
                 .block_on(run)
                 .unwrap()
         };
-        let (found, owed, left_out) = judged(vec![(id.clone(), tail(10, 'a'))]);
+        let (found, owed, left_out) = judged(vec![(id.clone(), tail(10, 'a'))], &now);
         let found: Vec<_> = found
             .iter()
             .map(|f| (f.finding.code, f.finding.seq, f.finding.detail.as_str()))
@@ -632,24 +632,7 @@ mod tests {
             streams: &held,
             transfers: &transfers,
         };
-        let this_run = ThisRun {
-            reopened: vec![(id.clone(), tail(10, 'a'))],
-            lost_starts: Vec::new(),
-        };
-        let run = judge(
-            &lake,
-            &[],
-            Noted::Run(&presence),
-            &owing,
-            this_run,
-            &now,
-            &opts,
-        );
-        let (found, owed, _) = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(run)
-            .unwrap();
+        let (found, owed, _) = judged(vec![(id.clone(), tail(10, 'a'))], &now);
         assert!(found.is_empty() && owed.is_empty(), "{found:?} {owed:?}");
     }
 

@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{runtime, NOW_MS};
@@ -2268,9 +2268,12 @@ fn a_proved_row_in_the_middle_of_a_stream_lost_with_its_file_is_decided() {
     }
 }
 
-fn a_proved_row_lost_in_the_middle(full: bool) {
-    let dir = tempfile::tempdir().unwrap();
-    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+/// A lake under `dir` whose account stream `victim` has its seq 3 alone in
+/// one file (`lost`, the key), and the options that judge it right after
+/// its last event, every row in the settle window: (root, checkpoint path,
+/// victim, lost, options).
+fn a_row_alone_in_its_file(dir: &Path) -> (PathBuf, PathBuf, String, String, Options) {
+    let (root, ckpt) = (dir.join("lake"), dir.join("checkpoint"));
     let events = history(5, 3, 40);
     let victim = events
         .iter()
@@ -2282,17 +2285,23 @@ fn a_proved_row_lost_in_the_middle(full: bool) {
     deliver(&root, &rest, "a");
     let before = common::files_under(&root, "events");
     deliver(&root, &alone, "b");
-    let lost: Vec<String> = common::files_under(&root, "events")
+    let mut lost: Vec<String> = common::files_under(&root, "events")
         .into_iter()
         .filter(|k| !before.contains(k))
         .collect();
     assert_eq!(lost.len(), 1, "{lost:?}");
-    // Judged right after the last event, every row in the settle window.
     let young = Options {
         now_ms: events.iter().map(|e| e.occurred_at_ms).max().unwrap() + 1_000,
         settle_ms: 86_400_000,
         ..opts()
     };
+    (root, ckpt, victim, lost.remove(0), young)
+}
+
+fn a_proved_row_lost_in_the_middle(full: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt, victim, lost, young) = a_row_alone_in_its_file(dir.path());
+    let lost = [lost];
     let first = night_with(&root, &ckpt, &young);
     assert!(first.holds && first.pending == 0, "{}", verdicts(&first));
     let bytes = std::fs::read(root.join(&lost[0])).unwrap();
@@ -2337,6 +2346,23 @@ fn a_proved_row_lost_in_the_middle(full: bool) {
     assert_eq!(owed(&back), vec![]);
 }
 
+/// Damages a byte of the first set of every checkpoint file of streams
+/// (`.prs`) in `dir`, leaving its index, at the end, readable: a set reads
+/// as damaged only when it is read.
+fn damage_notes(dir: &Path) {
+    let mut damaged = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "prs") {
+            let mut bytes = std::fs::read(&path).unwrap();
+            bytes[16] ^= 0xff;
+            std::fs::write(&path, bytes).unwrap();
+            damaged += 1;
+        }
+    }
+    assert!(damaged > 0, "no file of streams in {}", dir.display());
+}
+
 /// `--full` is the remedy for a damaged checkpoint: on the night of a loss,
 /// a file of its notes that does not read leaves the lost files' rows
 /// unjudged, said in `not_judged`, and the proof goes on (the gap a proof
@@ -2344,31 +2370,10 @@ fn a_proved_row_lost_in_the_middle(full: bool) {
 #[test]
 fn a_full_run_past_damaged_notes_leaves_the_lost_rows_unjudged() {
     let dir = tempfile::tempdir().unwrap();
-    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-    let events = history(5, 3, 40);
-    let victim = events
-        .iter()
-        .find(|e| e.stream == Stream::Account && e.seq == 4)
-        .map(|e| e.stream_key.clone())
-        .unwrap();
-    let is_lost = |e: &&Event| e.stream_key == victim && e.seq == 3;
-    let (alone, rest): (Vec<&Event>, Vec<&Event>) = events.iter().partition(is_lost);
-    deliver(&root, &rest, "a");
-    let before = common::files_under(&root, "events");
-    deliver(&root, &alone, "b");
-    let young = Options {
-        now_ms: events.iter().map(|e| e.occurred_at_ms).max().unwrap() + 1_000,
-        settle_ms: 86_400_000,
-        ..opts()
-    };
+    let (root, ckpt, victim, lost, young) = a_row_alone_in_its_file(dir.path());
     assert!(night_with(&root, &ckpt, &young).holds);
-    let mut removed = Vec::new();
-    for k in common::files_under(&root, "events") {
-        if !before.contains(&k) {
-            std::fs::remove_file(root.join(&k)).unwrap();
-            removed.push(k);
-        }
-    }
+    std::fs::remove_file(root.join(&lost)).unwrap();
+    let removed = [lost];
     let name = root.to_str().unwrap();
     // The lake's own error (a manifest of the lost file's partition that
     // cannot be read: a store's 403 or 5xx) is no damaged checkpoint: both
@@ -2398,18 +2403,7 @@ fn a_full_run_past_damaged_notes_leaves_the_lost_rows_unjudged() {
         assert!(e.contains("m-0000"), "{what}: {e}");
     }
     std::fs::remove_file(&unreadable).unwrap();
-    let mut damaged = 0;
-    for e in std::fs::read_dir(dir.path()).unwrap() {
-        let path = e.unwrap().path();
-        if path.extension().is_some_and(|x| x == "prs") {
-            // A byte of the first set (its index, at the end, reads).
-            let mut bytes = std::fs::read(&path).unwrap();
-            bytes[16] ^= 0xff;
-            std::fs::write(&path, bytes).unwrap();
-            damaged += 1;
-        }
-    }
-    assert!(damaged > 0);
+    damage_notes(dir.path());
     let resumed = runtime().block_on(async {
         let lake = Lake::open(name).unwrap();
         let prior = ProofState::load(&ckpt, name).unwrap();
@@ -2450,14 +2444,7 @@ fn a_full_run_past_damaged_notes_of_replaced_files_says_what_it_did_not_judge() 
     for outcome in compact_each(&root, ledger_compact::StopAt::Never) {
         outcome.unwrap();
     }
-    for e in std::fs::read_dir(dir.path()).unwrap() {
-        let path = e.unwrap().path();
-        if path.extension().is_some_and(|x| x == "prs") {
-            let mut bytes = std::fs::read(&path).unwrap();
-            bytes[16] ^= 0xff;
-            std::fs::write(&path, bytes).unwrap();
-        }
-    }
+    damage_notes(dir.path());
     let name = root.to_str().unwrap();
     let resumed = runtime().block_on(async {
         let lake = Lake::open(name).unwrap();
