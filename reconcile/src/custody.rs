@@ -152,7 +152,7 @@ pub fn gone<'a>(
 /// Decides [`Custody`] for the versions `proved` against the lake's files
 /// now (`tables`: every table's listing), reading the manifests of the
 /// partitions that lost a proved version (none when nothing is gone) and,
-/// when the manifests account for every one, the streams of the files that
+/// for every one they account for, the streams of the files that
 /// hold their rows now, against those `stored` (the checkpoint's files of
 /// streams) says each held. Notes that cannot be read are an error, or,
 /// with `notes_optional`, said in [`Custody::notes_unread`]; the lake's own
@@ -189,8 +189,12 @@ pub async fn check(
             Err(u) => lost.push(Lost::Unaccounted(u)),
         }
     }
-    // One lost version already makes the run a full proof.
-    if lost.is_empty() && !replaced.is_empty() {
+    // The replaced versions are held to their stretches whatever else was
+    // lost: a lost file makes the night a full proof, but a compaction that
+    // dropped rows is lost evidence all the same, and only this finds it
+    // (its rows' starts then decide the gaps: `owing::lost_starts`;
+    // rev-s58-fixes 1).
+    if !replaced.is_empty() {
         let keys: BTreeSet<&str> = replaced.iter().map(|(k, _)| *k).collect();
         let sets = match stored.of(&keys) {
             Ok(sets) => sets,

@@ -623,7 +623,11 @@ async fn settle_wait(
         now.files_gone += was.files_gone;
         now.files_lost += was.files_lost;
         now.reproved_in_full |= was.reproved_in_full;
-        now.full |= was.full;
+    }
+    // A `--full` night reads as one whatever the wait (its counts of files
+    // are the second run's; rev-s58-fixes 3).
+    if let (true, Some(now)) = (cli.full, report.incremental.as_mut()) {
+        now.full = true;
     }
     Settled {
         report,

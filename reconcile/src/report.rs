@@ -9,8 +9,10 @@ use crate::stream::ScanStats;
 
 /// Version of the JSON report format. Adding members keeps it; changing the
 /// meaning of one bumps it. 2: `holds` leaves out findings pending in the
-/// settle window (`pending`, per check and in all).
-pub const REPORT_VERSION: u32 = 2;
+/// settle window (`pending`, per check and in all). 3: `incremental` is
+/// present on a `--full` run past a readable checkpoint too (`full` says
+/// which), so its presence no longer means the run resumed.
+pub const REPORT_VERSION: u32 = 3;
 /// Offending rows the human summary shows per check (the JSON has them all).
 pub const SUMMARY_ROWS_MAX: usize = 5;
 /// Version of the sweeper's dangling-list format (docs/SWEEPER.md).
@@ -129,7 +131,8 @@ pub struct Incremental {
     pub reproved_in_full: bool,
     /// The run was `--full` past a readable checkpoint: it read the
     /// checkpoint to judge what that proved (its tails, the files it proved
-    /// that are gone), not to skip files (`files_skipped` 0).
+    /// that are gone), not to skip files (`files_skipped` 0; with
+    /// `--settle-wait`, the counts of files are the second, resumed run's).
     pub full: bool,
 }
 

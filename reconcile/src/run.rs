@@ -1505,8 +1505,8 @@ enum PullBack {
 /// read.
 const FULL_LEFT_OUT: &str =
     "This full proof judges what the checkpoint proved without that part (report: not_judged), and \
-     the new checkpoint it writes no longer holds it: to judge it once the cause is fixed, keep a copy \
-     of the checkpoint and its files (FILE.*) from before this run";
+     the new checkpoint it writes replaces it: to judge it once the cause is fixed, restore the \
+     checkpoint and its files (FILE.*) from a copy taken before this run";
 
 /// An error's account without its help (which names `--full`, the run
 /// that is saying it).

@@ -2466,6 +2466,59 @@ fn a_full_run_past_damaged_notes_of_replaced_files_says_what_it_did_not_judge() 
     assert!(r.holds, "{}", verdicts(&r));
 }
 
+/// A compaction that dropped rows is found lost whatever else the night
+/// lost: a proved file deleted besides (another table's) used to make
+/// custody skip the replaced versions' stretches, so the dropped rows were
+/// pending gaps instead of decided, and the compaction never judged
+/// (rev-s58-fixes 1).
+#[test]
+fn a_lying_compaction_is_lost_beside_another_lost_file() {
+    let night_after = |delete_another: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, ckpt, input, rows) = proved_lake(dir.path(), "account");
+        // The first row of each stream the file holds more of: a gap after
+        // the compaction, not a tail.
+        let mut first: std::collections::BTreeMap<&str, (u64, usize)> = Default::default();
+        for r in &rows {
+            let e = first.entry(&r.event.stream_key).or_insert((u64::MAX, 0));
+            *e = (e.0.min(r.event.seq), e.1 + 1);
+        }
+        let starts: std::collections::HashSet<(String, u64)> = first
+            .iter()
+            .filter(|(_, (_, n))| *n > 1)
+            .map(|(k, (s, _))| ((*k).to_owned(), *s))
+            .collect();
+        assert!(!starts.is_empty());
+        let dropped = compact_dropping(&root, &input, |e| {
+            starts.contains(&(e.stream_key.clone(), e.seq))
+        });
+        assert_eq!(dropped.len(), starts.len());
+        if delete_another {
+            let other = common::files_under(&root, "events/transfer").remove(0);
+            std::fs::remove_file(root.join(other)).unwrap();
+        }
+        let r = night(&root, &ckpt);
+        let mut missing: Vec<(String, u64)> = owed(&r)
+            .into_iter()
+            .filter(|o| o.0 == "proved_rows_missing")
+            .map(|o| (o.1, o.2))
+            .collect();
+        missing.sort();
+        (r.incremental.unwrap().files_lost, missing, starts)
+    };
+    let (alone, alone_missing, starts) = night_after(false);
+    assert_eq!(alone, 1);
+    let mut want: Vec<(String, u64)> = starts.into_iter().collect();
+    want.sort();
+    assert_eq!(alone_missing, want);
+    let (both, both_missing, _) = night_after(true);
+    assert_eq!(both, 2, "the compaction and the deleted file");
+    assert!(
+        want.iter().all(|w| both_missing.contains(w)),
+        "{want:?} ⊄ {both_missing:?}"
+    );
+}
+
 /// rev-s57-lost 1–3: what a lost file's notes cannot speak for decides
 /// nothing. Each case a lake whose night after the loss holds a gap that a
 /// proof of the lake alone leaves pending; the night must not call any of

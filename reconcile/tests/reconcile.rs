@@ -124,7 +124,7 @@ fn a_generated_lake_passes_every_check() {
         "progress on stderr: {stderr}"
     );
     let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!(j["version"], 2);
+    assert_eq!(j["version"], 3);
     assert_eq!(j["holds"], true);
     assert_eq!(j["checks"].as_array().unwrap().len(), 9);
     let d: serde_json::Value = serde_json::from_slice(&std::fs::read(&dangling).unwrap()).unwrap();

@@ -415,30 +415,33 @@ impl Walk<'_, '_> {
         }
     }
 
-    /// The first output, of the first manifest that read `key`@`stamp`, that
-    /// is not accounted for, followed down the chain while a later manifest
-    /// read it in turn: the file that is gone or changed, not one a later
-    /// compaction replaced as it should (what a message names; rev-s58-full 6).
+    /// The first output not accounted for, of the manifests that read
+    /// `key`@`stamp` (readers that wrote none skipped), followed down the
+    /// chain while a later manifest read it in turn, and not back into a
+    /// cycle: the file that is gone or changed, not one a later compaction
+    /// replaced as it should (what a message names; rev-s58-full 6,
+    /// rev-s58-fixes 2).
     fn first_lost_output(&mut self, key: &str, stamp: &str) -> Option<String> {
         let readers = self.readers;
-        let (mut at, mut named) = ((key.to_owned(), stamp.to_owned()), None);
-        let mut seen = HashSet::new();
-        while seen.insert(at.clone()) {
-            let Some(m) = readers
-                .get(&(at.0.as_str(), at.1.clone()))
-                .and_then(|ms| ms.first())
-            else {
+        let mut at = (key.to_owned(), stamp.to_owned());
+        let mut seen = HashSet::from([at.clone()]);
+        let mut named = None;
+        while let Some(o) = readers
+            .get(&(at.0.as_str(), at.1.clone()))
+            .into_iter()
+            .flatten()
+            .find_map(|m| {
+                m.outputs
+                    .iter()
+                    .find(|o| self.accounted(&o.key, &o.stamp()).is_none())
+            })
+        {
+            let next = (o.key.clone(), o.stamp());
+            if !seen.insert(next.clone()) {
                 break;
-            };
-            let Some(o) = m
-                .outputs
-                .iter()
-                .find(|o| self.accounted(&o.key, &o.stamp()).is_none())
-            else {
-                break;
-            };
+            }
             named = Some(o.key.clone());
-            at = (o.key.clone(), o.stamp());
+            at = next;
         }
         named
     }
@@ -613,13 +616,32 @@ mod tests {
                 })
             );
         }
-        // A cycle of manifests (a bug or a forgery) ends the walk.
+        // A cycle of manifests (a bug or a forgery) ends the walk before it
+        // steps back: the last of the chain is named.
         let back = Manifest::new(&day(), vec![c2.clone()], vec![c1.clone()]);
         let cycle = [first.clone(), second.clone(), back];
-        assert!(matches!(
+        assert_eq!(
             lost(&[&a], &[], &cycle),
-            Some(Unaccounted::OutputsChanged { .. })
-        ));
+            Some(Unaccounted::OutputsChanged {
+                key: a.key.clone(),
+                output: c2.key.clone()
+            })
+        );
+        // A reader that wrote nothing beside one that wrote c1, then
+        // deleted: c1 is named, whichever manifest is listed first.
+        let empty = Manifest::new(&day(), vec![a.clone(), b.clone()], vec![]);
+        for ms in [
+            [empty.clone(), first.clone()],
+            [first.clone(), empty.clone()],
+        ] {
+            assert_eq!(
+                lost(&[&a], &[], &ms),
+                Some(Unaccounted::OutputsChanged {
+                    key: a.key.clone(),
+                    output: c1.key.clone()
+                })
+            );
+        }
     }
 
     #[test]
