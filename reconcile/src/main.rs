@@ -129,10 +129,14 @@ struct Cli {
     checkpoint: Option<PathBuf>,
     /// Re-prove the lake from the first event instead of resuming, and
     /// still judge that it holds every stream's tail the checkpoint proved
-    /// (completeness: proved_rows_missing, proved_row_changed); the
-    /// checkpoint is written afterwards. A checkpoint that cannot be read is
-    /// named and rebuilt; one written for another lake or by a newer
-    /// reconciler is refused.
+    /// (completeness: proved_rows_missing, proved_row_changed), including
+    /// the proved files lost since (deleted or rewritten other than by
+    /// compaction: a row of theirs the lake lacks is decided); the
+    /// checkpoint is written afterwards. A checkpoint, or a part of it, that
+    /// cannot be read is named (report: not_judged) and rebuilt: keep a copy
+    /// from before the run to judge it later; one written for another lake
+    /// or by a newer reconciler is refused. An error reading the lake stops
+    /// it (exit 2), as it stops a resumed run.
     #[arg(long, requires = "checkpoint")]
     full: bool,
     /// Write every finding of every violated check, one row each, to FILE:

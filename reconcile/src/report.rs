@@ -82,8 +82,9 @@ pub struct Report {
     pub incremental: Option<Incremental>,
     /// Parts of an earlier checkpoint's proof this run could not judge
     /// against the lake, each with why (absent: none): a `--full` run past
-    /// a checkpoint, an archive segment or an archive block it cannot
-    /// read. Whether the lake still holds the rows proved there is not
+    /// a checkpoint, an archive segment, an archive block or a file of
+    /// streams' notes (`FILE.*.prs`: which rows lost or replaced files held)
+    /// it cannot read. Whether the lake still holds the rows proved there is not
     /// known; the verdicts cover the lake as read.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub not_judged: Vec<String>,

@@ -194,18 +194,22 @@ fn leg(
 fn a_released_transfer_moved_no_money() {
     let mut n = Names::default();
     let (t, a, b, usd) = facts(&mut n, "released");
-    let legs = Legs::from_lists([
-        vec![leg(a, b, usd, 100, 1)],
-        vec![leg(a, b, usd, 100, 2)],
-        vec![leg(b, a, usd, 100, 1)],
-        vec![],
-    ]);
-    let mut out = Vec::new();
-    transfer_conservation::check_transfer(&n, "t.acme.k", Some(&t), &legs, &mut out);
-    assert!(
-        out.iter().any(|f| f.code == "money_moved_without_capture"),
-        "{out:?}"
-    );
+    // A debit and a credit, a debit alone, a credit alone: each is money
+    // moved.
+    let (debit, credit) = (leg(a, b, usd, 100, 2), leg(b, a, usd, 100, 1));
+    for (debits, credits) in [
+        (vec![debit], vec![credit]),
+        (vec![debit], vec![]),
+        (vec![], vec![credit]),
+    ] {
+        let legs = Legs::from_lists([vec![leg(a, b, usd, 100, 1)], debits, credits, vec![]]);
+        let mut out = Vec::new();
+        transfer_conservation::check_transfer(&n, "t.acme.k", Some(&t), &legs, &mut out);
+        assert!(
+            out.iter().any(|f| f.code == "money_moved_without_capture"),
+            "{out:?}"
+        );
+    }
 }
 
 #[test]

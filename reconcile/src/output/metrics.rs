@@ -73,7 +73,8 @@ impl Text {
 
 /// What a resumed run read and re-proved (the report's `incremental`), as
 /// gauges (name, help), in the order [`render`] gives their values; a full
-/// run is a run from nothing: all 0. Watch `reconcile_reproved_in_full`: a
+/// run without a checkpoint is a run from nothing: all 0 (`--full` past one
+/// counts the files gone and lost since). Watch `reconcile_reproved_in_full`: a
 /// nightly run that keeps proving the lake in full costs a full proof every
 /// night.
 pub const INCREMENTAL: [(&str, &str); 9] = [
@@ -232,7 +233,7 @@ pub fn render(report: &Report, wall_clock_ms: i64, outputs_failed: usize) -> Str
     }
     t.single(
         "reconcile_checkpoint_parts_not_judged",
-        "Parts of an earlier checkpoint's proof the last run could not judge against the lake (a --full run past a checkpoint, archive segment or archive block it cannot read; the report's not_judged): whether the lake still holds those rows is not known.",
+        "Parts of an earlier checkpoint's proof the last run could not judge against the lake (a --full run past a checkpoint, archive segment, archive block or file of streams' notes it cannot read; the report's not_judged): whether the lake still holds those rows is not known.",
         report.not_judged.len(),
     );
     t.single(
@@ -403,10 +404,9 @@ mod tests {
         // instead; what it found gone and lost is said all the same.
         let inc = report.incremental.as_mut().unwrap();
         (inc.full, inc.reproved_in_full, inc.files_skipped) = (true, false, 0);
-        let full = render(&report, 0, 0);
-        assert_eq!(value(&full, "reconcile_resumed"), "0");
-        assert_eq!(value(&full, "reconcile_reproved_in_full"), "0");
-        assert_eq!(value(&full, "reconcile_files_lost"), "1");
+        let past = render(&report, 0, 0);
+        assert_eq!(value(&past, "reconcile_resumed"), "0");
+        assert_eq!(value(&past, "reconcile_files_lost"), "1");
         assert_eq!(value(&full, "reconcile_checkpoint_parts_not_judged"), "0");
         report.not_judged = vec!["segment a: missing".into(), "block 3: damaged".into()];
         assert_eq!(
