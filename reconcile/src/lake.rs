@@ -642,6 +642,7 @@ impl Lake {
                         access (file permissions for the user the job runs as, a share not \
                         mounted). Fix that and run reconcile again"
                 .to_owned(),
+            None if op == "read" => crate::store::read_help_line(&e),
             None => crate::store::help_line(&e),
         };
         // The store's words cut and escaped: an S3 error quotes the

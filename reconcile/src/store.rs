@@ -370,6 +370,26 @@ fn access_help_in(text: &str) -> Option<String> {
     }
 }
 
+/// The `Help:` line, with its newline, for one object's read (a manifest's)
+/// the store refused or failed on an S3 lake, once the listing worked: a
+/// session token or key that changed mid-run is named as such
+/// ([`read_refused_help_in`]); anything else, a 403 included, is that
+/// object's or the store's, not the run's credentials (rev-s55-diff M1,
+/// rev-s58-fixes 6).
+pub fn read_help_line(e: &object_store::Error) -> String {
+    let (text, _) = ledger_s3::causes(e);
+    format!("\n{}", read_help_in(&text))
+}
+
+fn read_help_in(text: &str) -> String {
+    read_refused_help_in(text).unwrap_or_else(|| {
+        "Help: do not move anything: the store failed, or refused this one object while the \
+         listing worked (its storage class, its KMS key, a bucket policy); check the store's \
+         health and the run's access to that object, and run again"
+            .into()
+    })
+}
+
 /// The `Help:` line (without its newline) for a lake file's read the store
 /// refused with an S3 error code that says the run's identity changed
 /// since the listing worked: a session token that expired mid-run, an
@@ -438,6 +458,25 @@ fn describe_s3_error_at(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One object's read refused on an S3 lake: a 403 names that object's
+    /// access, not the run's keys (which listed the lake); an expired token
+    /// names the token (rev-s58-fixes 6).
+    #[test]
+    fn a_refused_read_of_one_object_does_not_blame_the_keys() {
+        let denied = read_help_in("403 Forbidden: <Code>AccessDenied</Code>");
+        assert!(
+            denied.contains("this one object") && !denied.contains("AWS_ACCESS_KEY_ID"),
+            "{denied}"
+        );
+        let expired = read_help_in("400 Bad Request: <Code>ExpiredToken</Code>");
+        assert_eq!(expired, S3Failure::Token.help());
+        // The listing's Help, for the same 403, names the keys.
+        assert_eq!(
+            access_help_in("403 Forbidden: <Code>AccessDenied</Code>"),
+            Some(S3Failure::Credentials.help())
+        );
+    }
 
     #[test]
     fn locations_parse() {
