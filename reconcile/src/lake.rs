@@ -77,6 +77,13 @@ pub enum Error {
     Scan(String),
 }
 
+/// An error's words without its `Help:` line(s): what a run that goes on
+/// past the error says of it, when the help would name that very run (a
+/// checkpoint's "run with --full", said by `--full`).
+pub fn without_help(said: &str) -> &str {
+    said.split("\nHelp:").next().unwrap_or(said)
+}
+
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

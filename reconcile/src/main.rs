@@ -405,7 +405,7 @@ async fn reconcile_with(
                 Err(e) => {
                     // Its help says to run with --full: this is that run.
                     let e = e.to_string();
-                    let why = e.split("\nHelp:").next().unwrap_or(&e);
+                    let why = ledger_reconcile::lake::without_help(&e);
                     ledger_reconcile::say!(
                         "reconcile: warning: {why}\nThis full proof does not judge whether the lake still holds what \
                          that checkpoint proved; it writes a new one"
@@ -415,32 +415,13 @@ async fn reconcile_with(
                 }
             }
         }
-        Some(path) if !cli.full => {
+        Some(path) => {
             // No checkpoint file, yet the files of one's state beside it:
             // it was lost (a restore that missed it, a typo in the path), and
-            // a first run would forget every tail it proved and owed.
-            let left = ledger_reconcile::archive::state_files(path);
-            if let Some(first) = left.first() {
-                return Err(Error::Lake(format!(
-                    "checkpoint {}: the file is missing, yet {} file(s) of a checkpoint's state are \
-                     beside it ({first}{}): it was lost (a restore that missed it), the path is \
-                     mistyped, or a first run of an older reconciler (one that wrote no \
-                     FILE.first-save) was stopped before it wrote it\n\
-                     Help: restore the checkpoint file (or correct the path); if none was ever written \
-                     here, run with --full: it proves the lake from the first event and writes a new \
-                     checkpoint, without judging what a lost one proved and was owed",
-                    path.display(),
-                    left.len(),
-                    if left.len() > 1 { ", …" } else { "" }
-                )));
-            }
-            None
-        }
-        Some(path) => {
-            // `--full` with the file missing and files of a checkpoint's
-            // state beside it: what the lost checkpoint proved is not
-            // judged, said as for one that does not read (rev-s57-checkpoint
-            // 2: this run removed them without a word).
+            // a first run would forget every tail it proved and owed. With
+            // `--full`, what the lost checkpoint proved is not judged, said
+            // as for one that does not read (rev-s57-checkpoint 2: this run
+            // removed them without a word).
             let left = ledger_reconcile::archive::state_files(path);
             if let Some(first) = left.first() {
                 let why = format!(
@@ -450,6 +431,16 @@ async fn reconcile_with(
                     left.len(),
                     if left.len() > 1 { ", …" } else { "" }
                 );
+                if !cli.full {
+                    return Err(Error::Lake(format!(
+                        "{why}: it was lost (a restore that missed it), the path is mistyped, or a \
+                         first run of an older reconciler (one that wrote no FILE.first-save) was \
+                         stopped before it wrote it\n\
+                         Help: restore the checkpoint file (or correct the path); if none was ever written \
+                         here, run with --full: it proves the lake from the first event and writes a new \
+                         checkpoint, without judging what a lost one proved and was owed"
+                    )));
+                }
                 ledger_reconcile::say!(
                     "reconcile: warning: {why}\nThis full proof does not judge whether the lake still holds what \
                      that checkpoint proved; it writes a new one, and those files go with the old state"

@@ -1508,13 +1508,6 @@ const FULL_LEFT_OUT: &str =
      the new checkpoint it writes replaces it: to judge it once the cause is fixed, restore the \
      checkpoint and its files (FILE.*) from a copy taken before this run";
 
-/// An error's account without its help (which names `--full`, the run
-/// that is saying it).
-fn without_help(e: &Error) -> String {
-    let e = e.to_string();
-    e.split("\nHelp:").next().unwrap_or(&e).to_owned()
-}
-
 /// Warnings on stderr, even without progress (they say what a resumed run
 /// could not vouch for): manifests this build cannot read, and proved file
 /// versions that compaction does not account for (the run then proves the
@@ -1863,9 +1856,8 @@ async fn prove(
             p.left_out.push(why);
         }
         warn_custody(&custody, full);
-        if full {
-            // Proved from its first event whatever custody found.
-        } else if custody.lost.is_empty() && prior.older_rules {
+        // (`--full` proves from the first event whatever custody found.)
+        if !full && custody.lost.is_empty() && prior.older_rules {
             crate::say!(
                 "reconcile: the checkpoint was written before version 20, by older rules (holds, deadlines, entry ids, \
                  protocol values, failed transfers' holds and releases, rows after a hold's end, rows per stretch of each file, \
@@ -2288,7 +2280,7 @@ async fn prove_resumed(
         Err(e) if owing.full => {
             let why = format!(
                 "the rows of the lost files the checkpoint noted: {}",
-                without_help(&e)
+                crate::lake::without_help(&e.to_string())
             );
             crate::say!("reconcile: warning: {why}\n{FULL_LEFT_OUT}");
             left_out.push(why);
