@@ -421,7 +421,10 @@ impl<'a> Noter<'a> {
         let (mut last, mut to) = (u32::MAX, 0u64);
         for (f, first, end, rows) in runs {
             let (_, fps, counts) = &mut self.files[f as usize];
-            if f != last || first > to.saturating_add(1) {
+            // A stretch that holds seq 0 holds nothing else (a run from
+            // seq 1 right after it starts a stretch of its own, which a
+            // gap from seq 1 finds): seq 0 is no row of a chain.
+            if f != last || first > to.saturating_add(1) || (to == 0 && first > 0) {
                 fps.push(at_seq(fp, first));
                 counts.push(rows);
                 (last, to) = (f, end);

@@ -78,7 +78,8 @@ impl StreamRows {
     /// first and last rows, and its rows: the rows of a run step by at
     /// most one seq from one row to the next (a run is cut where a seq is
     /// skipped, so its rows lie in its first seq and the `rows - 1` after
-    /// it); the plain duplicates dropped among them, each a run of one row
+    /// it; a run that holds seq 0 holds nothing else, as seq 0 is no
+    /// row of a chain); the plain duplicates dropped among them, each a run of one row
     /// right after the run of kept rows it was dropped behind (even when
     /// that run goes on past it), so every row the scan read of the stream
     /// is in one.
@@ -95,7 +96,13 @@ impl StreamRows {
                 let mut last = first;
                 at += 1;
                 // A batch's rows are sorted: the seqs of a run never go down.
-                while at < end && cols.seq(at).saturating_sub(last) <= 1 {
+                // Seq 0 is outside every chain (seqs start at 1), so a run
+                // that holds it ends there: the rows from seq 1 on are a
+                // run of their own, which a gap from 1 can name.
+                while at < end && {
+                    let step = cols.seq(at).saturating_sub(last);
+                    step == 0 || (step == 1 && last != 0)
+                } {
                     last = cols.seq(at);
                     at += 1;
                 }
@@ -668,6 +675,38 @@ mod tests {
         assert_eq!((s.len(), s.first_seq()), (2, 2));
         let runs: Vec<(u32, u64, u64, u32)> = s.file_runs().collect();
         assert_eq!(runs, [(0, 2, 2, 1), (0, 3, 3, 1)]);
+    }
+
+    #[test]
+    fn a_row_at_seq_0_is_a_run_and_a_stretch_of_its_own() {
+        // File 0 holds seq 0 (no row of a chain) twice, then seqs 1 to 3.
+        let f0 = cols(
+            0,
+            &[
+                ("a", 0, "h0"),
+                ("a", 0, "h0"),
+                ("a", 1, "h1"),
+                ("a", 2, "h2"),
+                ("a", 3, "h3"),
+            ],
+        );
+        let mut g = Grouper::default();
+        for i in 0..5 {
+            assert!(g.push(Row::at(&f0, i)).is_none());
+        }
+        let s = g.finish().unwrap();
+        let runs: Vec<(u32, u64, u64, u32)> = s.file_runs().collect();
+        assert_eq!(runs, [(0, 0, 0, 1), (0, 0, 0, 1), (0, 1, 3, 3)]);
+        // Noted: the rows at seq 0 one stretch, seqs 1 to 3 another, so a
+        // gap from seq 1 finds the second.
+        let mut n = crate::presence::Noter::new(["f0"].into_iter());
+        n.note(s.stream, s.key(), s.file_runs());
+        let p = n.finish();
+        let at = |seq| crate::presence::fingerprint_at(Stream::Account, "a", seq);
+        assert_eq!(
+            (p.get("f0"), p.rows("f0")),
+            (&[at(0), at(1)][..], Some(&[2, 3][..]))
+        );
     }
 
     #[test]

@@ -2346,6 +2346,70 @@ fn a_proved_row_lost_in_the_middle(full: bool) {
     assert_eq!(owed(&back), vec![]);
 }
 
+/// rev-s57-lost 6: a lost file whose rows of a stream start with an
+/// invalid row at seq 0 before seqs 1 to 3. Seq 0 is no row of the chain,
+/// so the file's stretch of the stream is noted from seq 1: the night of
+/// the loss names the gap from 1 as rows the lake held, decided (exit 1),
+/// where the stretch noted at seq 0 (no gap holds 0) left only the gap,
+/// pending (exit 0).
+#[test]
+fn a_lost_files_rows_after_a_seq_0_row_are_decided() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(5, 3, 40);
+    let victim = events
+        .iter()
+        .find(|e| e.stream == Stream::Account && e.seq == 5)
+        .map(|e| e.stream_key.clone())
+        .unwrap();
+    let is_lost = |e: &&Event| e.stream_key == victim && e.seq <= 3;
+    let (alone, rest): (Vec<&Event>, Vec<&Event>) = events.iter().partition(is_lost);
+    deliver(&root, &rest, "a");
+    let before = common::files_under(&root, "events");
+    // The lost file: an invalid copy of seq 1 at seq 0, then seqs 1 to 3.
+    let mut zero = alone[0].clone();
+    (zero.seq, zero.event_id) = (0, format!("account:{victim}:0"));
+    let rows: Vec<ledger_ingest::Row> = std::iter::once(zero)
+        .chain(alone.iter().map(|e| (*e).clone()))
+        .map(|event| ledger_ingest::Row {
+            event,
+            conflict: false,
+        })
+        .collect();
+    for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
+        write_object(&root, &f.key, &f.bytes).unwrap();
+    }
+    let lost: Vec<String> = common::files_under(&root, "events")
+        .into_iter()
+        .filter(|k| !before.contains(k))
+        .collect();
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    let young = Options {
+        now_ms: events.iter().map(|e| e.occurred_at_ms).max().unwrap() + 1_000,
+        settle_ms: 86_400_000,
+        ..opts()
+    };
+    let first = night_with(&root, &ckpt, &young);
+    assert!(
+        first.checks[0]
+            .findings
+            .iter()
+            .any(|f| f.code == "invalid_event")
+            && first.pending == 0,
+        "{}",
+        verdicts(&first)
+    );
+    std::fs::remove_file(root.join(&lost[0])).unwrap();
+    let r = night_with(&root, &ckpt, &young);
+    assert_eq!(r.incremental.as_ref().unwrap().files_lost, 1);
+    assert!(
+        owed(&r).contains(&("proved_rows_missing", victim.clone(), 1)),
+        "{}",
+        verdicts(&r)
+    );
+    assert!(!r.holds && !r.checks[0].holds, "{}", verdicts(&r));
+}
+
 /// Damages a byte of the first set of every checkpoint file of streams
 /// (`.prs`) in `dir`, leaving its index, at the end, readable: a set reads
 /// as damaged only when it is read.
