@@ -268,8 +268,10 @@ pub async fn judge(
 /// that proof found a row that is not the ledger's (it fails its hash, or
 /// is not an event) is left out: what was lost there was not the ledger's
 /// row, which may still be in delivery. Read only when the proof has a
-/// gap: a lake copied whole (every file another version, every one lost)
-/// holds them all.
+/// gap; then each lost file's notes are matched as read, against the
+/// gaps' seqs, and not gathered: a lake copied whole (every file another
+/// version, every one lost) has every note of the lake in them
+/// (rev-s57-lost 8).
 pub fn lost_starts(
     findings: &[StreamFinding],
     lost: &[crate::custody::Lost],
@@ -327,35 +329,32 @@ pub fn lost_starts(
         .stored
         .of(&keys)
         .map_err(|e| Error::Lake(format!("checkpoint: {e}\n{}", crate::checkpoint::FULL_HELP)))?;
-    // By table. Notes of streams alone (an old checkpoint's) name no seq.
-    let mut by_table: HashMap<Table, Vec<crate::presence::Fingerprint>> = HashMap::new();
-    for key in keys.iter().filter(|k| !sets.plain.contains(**k)) {
-        if let Some(parts) = ledger_ingest::parse_object_key(key) {
-            by_table
-                .entry(parts.partition.table)
-                .or_default()
-                .extend(sets.presence.get(key));
-        }
-    }
-    let starts: HashMap<Table, retained::LostStarts> = by_table
-        .into_iter()
-        .map(|(t, fps)| (t, retained::LostStarts::new(fps)))
-        .collect();
-    let mut owed = Vec::new();
+    // The gaps' seqs the set-aside proof held, of streams it proved.
+    let mut spans: Vec<(&StreamId, u64, u64)> = Vec::new();
     for (id, first, last) in gaps {
-        let (Some(&proved), Some(starts)) = (proved.get(id), starts.get(&id.0)) else {
+        let Some(&proved) = proved.get(id) else {
             continue;
         };
         let unheld = unheld.get(id).map_or(&[][..], Vec::as_slice);
-        for (a, b) in held_within(first, last.min(proved), unheld) {
-            owed.extend(
-                starts
-                    .in_gap(id, a, b)
-                    .into_iter()
-                    .filter(|(id, t)| !not_the_ledgers.contains(&(id, t.last_seq))),
-            );
+        spans.extend(
+            held_within(first, last.min(proved), unheld)
+                .into_iter()
+                .map(|(a, b)| (id, a, b)),
+        );
+    }
+    // Each lost file's notes matched against its own table's spans. Notes
+    // of streams alone (an old checkpoint's) name no seq.
+    let mut starts = retained::LostStarts::new(spans, retained::LostStarts::SEQS_MAX);
+    for key in keys.iter().filter(|k| !sets.plain.contains(**k)) {
+        if let Some(parts) = ledger_ingest::parse_object_key(key) {
+            starts.see(parts.partition.table, sets.presence.get(key));
         }
     }
+    let owed = starts
+        .owed()
+        .into_iter()
+        .filter(|(id, t)| !not_the_ledgers.contains(&(id, t.last_seq)))
+        .collect();
     Ok(owed)
 }
 

@@ -39,9 +39,10 @@
 //! holds them again, say once the lost file is restored). This module
 //! decides one tail; reading the lake is the run's.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use ledger_events::event_id;
+use ledger_ingest::Table;
 
 use crate::checkpoint::{StreamFinding, StreamId};
 use crate::checks::duplicates;
@@ -129,49 +130,106 @@ pub fn evidence(f: &StreamFinding) -> Option<Owed> {
 /// second version), so a lost row after it in the same stretch, with the
 /// first still in the lake (a copy in another file), stays a gap alone: a
 /// limit.
-pub struct LostStarts {
-    starts: HashSet<Fingerprint>,
-    /// The same, their final mix undone ([`presence::unmix`]): a long gap
-    /// is matched note by note instead of seq by seq.
-    unmixed: Vec<u64>,
+pub struct LostStarts<'g> {
+    /// The gaps' spans of seqs: (stream, first, last), inclusive.
+    spans: Vec<(&'g StreamId, u64, u64)>,
+    /// The short spans' seqs, each as the note a stretch starting there
+    /// would be ([`presence::fingerprint_at`]) in its stream's table:
+    /// (span, seq). A fingerprint two seqs share (a 2⁻⁶⁴ chance) keeps the
+    /// first.
+    by_note: HashMap<(Table, Fingerprint), (usize, u64)>,
+    /// The spans too long to list seq by seq, with their streams'
+    /// fingerprints: each note is matched against them instead, its final
+    /// mix undone ([`presence::unmix`]).
+    long: Vec<(usize, Table, Fingerprint)>,
+    /// What was found: (span, seq).
+    found: Vec<(usize, u64)>,
 }
 
-impl LostStarts {
-    /// From the notes of the lost files (fingerprints at their stretches'
-    /// first seqs).
-    pub fn new(starts: impl IntoIterator<Item = Fingerprint>) -> LostStarts {
-        let starts: HashSet<Fingerprint> = starts.into_iter().collect();
-        let unmixed = starts.iter().map(|&at| presence::unmix(at)).collect();
-        LostStarts { starts, unmixed }
+impl<'g> LostStarts<'g> {
+    /// How many seqs of the gaps are listed to be looked up note by note,
+    /// in all (~40 bytes each); the spans past it are matched by
+    /// computing each note's seq in their stream.
+    pub const SEQS_MAX: u64 = 1 << 20;
+
+    /// For the spans of seqs `spans` (stream, first, last, inclusive; of
+    /// this run's gaps), listing up to `seqs_max` of their seqs. The lost
+    /// files' notes are then given with [`LostStarts::see`], a file at a
+    /// time, and never kept: the memory is the gaps', not the lake's (a
+    /// lake copied whole has every file lost).
+    pub fn new(spans: Vec<(&'g StreamId, u64, u64)>, seqs_max: u64) -> LostStarts<'g> {
+        let (mut by_note, mut long) = (HashMap::new(), Vec::new());
+        let mut listed = 0u64;
+        for (i, &(id, first, last)) in spans.iter().enumerate() {
+            if first > last {
+                continue;
+            }
+            let stream = presence::fingerprint(id.1, &id.2);
+            let n = last - first;
+            if n < seqs_max.saturating_sub(listed) {
+                listed += n + 1;
+                for s in first..=last {
+                    by_note
+                        .entry((id.0, presence::at_seq(stream, s)))
+                        .or_insert((i, s));
+                }
+            } else {
+                long.push((i, id.0, stream));
+            }
+        }
+        LostStarts {
+            spans,
+            by_note,
+            long,
+            found: Vec::new(),
+        }
     }
 
-    /// The owed seqs (no hash) of the stream `id` from seqs `first..=last`,
-    /// a gap of this run's proof, that a lost file held as a stretch's first
-    /// row: by seq when the gap is shorter than the notes, else by note.
-    pub fn in_gap(&self, id: &StreamId, first: u64, last: u64) -> Vec<Owed> {
-        if first > last {
-            return Vec::new();
+    /// The notes of one lost file of `table` (fingerprints at its
+    /// stretches' first seqs).
+    pub fn see(&mut self, table: Table, notes: &[Fingerprint]) {
+        if !self.by_note.is_empty() {
+            self.found.extend(
+                notes
+                    .iter()
+                    .filter_map(|&at| self.by_note.get(&(table, at)).copied()),
+            );
         }
-        let stream = presence::fingerprint(id.1, &id.2);
-        let mut seqs: Vec<u64> = if last - first < self.unmixed.len() as u64 {
-            (first..=last)
-                .filter(|&s| self.starts.contains(&presence::at_seq(stream, s)))
-                .collect()
-        } else {
-            self.unmixed
-                .iter()
-                .map(|&u| presence::seq_of_unmixed(stream, u))
-                .filter(|s| (first..=last).contains(s))
-                .collect()
-        };
-        seqs.sort_unstable();
-        seqs.into_iter()
-            .map(|s| {
+        let long: Vec<(usize, Fingerprint)> = self
+            .long
+            .iter()
+            .filter(|l| l.1 == table)
+            .map(|&(i, _, stream)| (i, stream))
+            .collect();
+        if long.is_empty() {
+            return;
+        }
+        for &at in notes {
+            let u = presence::unmix(at);
+            for &(i, stream) in &long {
+                let s = presence::seq_of_unmixed(stream, u);
+                let (_, first, last) = self.spans[i];
+                if (first..=last).contains(&s) {
+                    self.found.push((i, s));
+                }
+            }
+        }
+    }
+
+    /// The seqs found, owed with no hash: in the order of the spans, then
+    /// of seq, each once.
+    pub fn owed(self) -> Vec<(StreamId, Tail)> {
+        let mut found = self.found;
+        found.sort_unstable();
+        found.dedup();
+        found
+            .into_iter()
+            .map(|(i, s)| {
                 let tail = Tail {
                     last_seq: s,
                     last_hashes: LastHashes::None,
                 };
-                (id.clone(), tail)
+                (self.spans[i].0.clone(), tail)
             })
             .collect()
     }
@@ -375,26 +433,37 @@ mod tests {
     fn a_lost_files_starts_in_a_gap_are_owed_without_a_hash_whichever_way_they_are_matched() {
         let id = account();
         let other = (Table::Account, Stream::Account, "acct_b".to_owned());
+        let misfiled = (Table::Transfer, Stream::Account, id.2.clone());
         let at = |id: &StreamId, s| presence::fingerprint_at(id.1, &id.2, s);
-        // Seqs 4 and 9 of the stream, and 5 of another, started stretches.
-        let starts = LostStarts::new([at(&id, 4), at(&id, 9), at(&other, 5)]);
-        let seqs = |first, last| -> Vec<u64> {
-            starts
-                .in_gap(&id, first, last)
+        // Seqs 4 and 9 of the stream, and 5 of another, started stretches
+        // in a lost file of the account table; seq 6 of the stream in one
+        // of the transfer table, which is another stream's (misfiled).
+        let notes = [at(&id, 4), at(&id, 9), at(&other, 5)];
+        // A gap's spans (disjoint, as one stream's gaps are).
+        let spans = [(1, 2), (3, 5), (6, 8), (9, 100)];
+        // Listed seq by seq (budget enough), by note (none), or a mix: the
+        // same.
+        for seqs_max in [0, 3, 7, LostStarts::SEQS_MAX] {
+            let mut starts =
+                LostStarts::new(spans.iter().map(|&(a, b)| (&id, a, b)).collect(), seqs_max);
+            starts.see(Table::Account, &notes);
+            starts.see(Table::Transfer, &[at(&misfiled, 6)]);
+            let owed = starts.owed();
+            let seqs: Vec<u64> = owed.iter().map(|(_, t)| t.last_seq).collect();
+            assert_eq!(seqs, [4, 9], "{seqs_max}");
+            assert!(owed
                 .iter()
-                .map(|(_, t)| t.last_seq)
-                .collect()
-        };
-        // Shorter than the notes: by seq; longer: by note. The same.
-        assert_eq!(seqs(4, 5), [4]);
-        assert_eq!(seqs(5, 8), Vec::<u64>::new());
-        assert_eq!(seqs(1, 100), [4, 9]);
-        assert_eq!(seqs(9, 9), [9]);
-        let owed = &starts.in_gap(&id, 3, 4)[0];
-        assert_eq!(
-            (&owed.0, owed.1.last_hashes.clone()),
-            (&id, LastHashes::None)
-        );
+                .all(|(i, t)| i == &id && t.last_hashes == LastHashes::None));
+        }
+        // The misfiled stream's own span finds its own note only.
+        let mut starts = LostStarts::new(vec![(&misfiled, 1, 10)], 0);
+        starts.see(Table::Account, &notes);
+        starts.see(Table::Transfer, &[at(&misfiled, 6)]);
+        let seqs: Vec<u64> = starts.owed().iter().map(|(_, t)| t.last_seq).collect();
+        assert_eq!(seqs, [6]);
+        let mut starts = LostStarts::new(vec![(&id, 3, 4)], LostStarts::SEQS_MAX);
+        starts.see(Table::Account, &notes);
+        let owed = &starts.owed()[0];
         // Any row there holds it; none there, with rows after, is decided
         // and says proved evidence left the lake.
         assert_eq!(
