@@ -512,16 +512,7 @@ pub fn faults(text: &str, limits: &Limits) -> Result<String, ApiError> {
         "fail_after_write",
         "fail_after_commit",
     ] {
-        if let Some(v) = b.take(field) {
-            let n = v
-                .as_u64()
-                .filter(|n| *n <= FAULT_COUNT_MAX)
-                .ok_or(ApiError::WrongType {
-                    field,
-                    expected: "an integer count from 0 to 1000000",
-                })?;
-            out.insert(field.to_owned(), n.into());
-        }
+        fault_count(&mut b, &mut out, field)?;
     }
     if let Some(v) = b.take("delay_commands_ms") {
         let ms = v
@@ -544,6 +535,37 @@ pub fn faults(text: &str, limits: &Limits) -> Result<String, ApiError> {
     }
     b.done()?;
     Ok(Value::Object(out).to_string())
+}
+
+/// `POST /v1/admin/transfers/{id}/faults {"fail_sends"?}` (test fault injection) → the body to
+/// forward to the transfer: the count an integer in 0..=[`FAULT_COUNT_MAX`]. A transfer's object
+/// sends to the queue and calls accounts, nothing else: the accounts' other faults are not its
+/// to honour, and are refused as unknown fields rather than accepted and left unarmed.
+pub fn transfer_faults(text: &str, limits: &Limits) -> Result<String, ApiError> {
+    let mut b = Body::parse(text, limits)?;
+    let mut out = Map::new();
+    fault_count(&mut b, &mut out, "fail_sends")?;
+    b.done()?;
+    Ok(Value::Object(out).to_string())
+}
+
+/// A fault's count, when `field` is given, into `out`.
+fn fault_count(
+    b: &mut Body,
+    out: &mut Map<String, Value>,
+    field: &'static str,
+) -> Result<(), ApiError> {
+    if let Some(v) = b.take(field) {
+        let n = v
+            .as_u64()
+            .filter(|n| *n <= FAULT_COUNT_MAX)
+            .ok_or(ApiError::WrongType {
+                field,
+                expected: "an integer count from 0 to 1000000",
+            })?;
+        out.insert(field.to_owned(), n.into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -625,6 +647,45 @@ mod tests {
             faults(r#"{"corrupt_header": true}"#, &l()).unwrap(),
             r#"{"corrupt_header":true}"#
         );
+    }
+
+    #[test]
+    fn transfer_faults_take_fail_sends_only() {
+        assert_eq!(
+            transfer_faults(r#"{"fail_sends": 2}"#, &l()).unwrap(),
+            r#"{"fail_sends":2}"#
+        );
+        assert_eq!(transfer_faults("{}", &l()).unwrap(), "{}");
+        // An account's fault, which a transfer's object has nothing to apply to, is refused.
+        for field in [
+            "fail_commands",
+            "fail_after_write",
+            "fail_after_commit",
+            "delay_commands_ms",
+            "drop_alarm",
+            "corrupt_header",
+        ] {
+            assert_eq!(
+                transfer_faults(&format!(r#"{{"fail_sends": 1, "{field}": 1}}"#), &l()),
+                Err(ApiError::UnknownField {
+                    field: field.into()
+                }),
+                "{field}"
+            );
+        }
+        for bad in ["-1", "1.5", "\"3\"", "1000001", "true"] {
+            assert!(
+                matches!(
+                    transfer_faults(&format!(r#"{{"fail_sends": {bad}}}"#), &l()),
+                    Err(ApiError::WrongType {
+                        field: "fail_sends",
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
+        }
+        assert_eq!(transfer_faults("[]", &l()), Err(ApiError::NotAnObject));
     }
 
     #[test]

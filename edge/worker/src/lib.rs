@@ -628,7 +628,7 @@ async fn admin_route(
     match (method, rest) {
         // Fault injection exists for the runtime tests only: unless the deployment sets
         // FAULT_INJECTION = "on", the route does not exist, even for the admin key.
-        (Method::Post, ["accounts", _, "faults"])
+        (Method::Post, ["accounts" | "transfers", _, "faults"])
             if var(env, "FAULT_INJECTION").as_deref() != Some("on") =>
         {
             Err(ApiError::RouteNotFound)
@@ -642,6 +642,23 @@ async fn admin_route(
                     env,
                     "ACCOUNT",
                     name,
+                    Method::Post,
+                    "/_admin/faults",
+                    Some(body),
+                )
+                .await,
+            )
+        }
+        // A transfer's object honours one fault, its queue sends (`parse::transfer_faults`).
+        (Method::Post, ["transfers", id, "faults"]) => {
+            let lim = limits(env)?;
+            let text = body_text(&mut req, &lim).await?;
+            let body = parse::transfer_faults(&text, &lim)?;
+            pass(
+                call_do_text(
+                    env,
+                    "TRANSFER",
+                    id,
                     Method::Post,
                     "/_admin/faults",
                     Some(body),

@@ -16,6 +16,10 @@
 //!   request still waits on it; the alarm also drains the outbox. `POST /drive` re-drives on
 //!   demand, ignoring the backoff (the sweeper).
 //! - `GET /state` → `{"transfer": Transfer|null, "outbox": stats, "alarm": ms|null}`.
+//! - `POST /_admin/faults {"fail_sends"?: n}` (test fault injection, reachable only where the var
+//!   `FAULT_INJECTION` is "on"): fail the next n queue sends. It creates the object's tables, so
+//!   it can be armed before the transfer is created (the object then reads as `stored`, with no
+//!   transfer).
 //!
 //! The transfer row keeps the whole `Transfer` as serde_json text (exact integers) plus the
 //! phase and next attempt as columns for inspection.
@@ -416,6 +420,24 @@ impl TransferDO {
                     })
                     .to_string(),
                 )
+            }
+            (Method::Post, "/_admin/faults") => {
+                #[derive(serde::Deserialize)]
+                #[serde(deny_unknown_fields)]
+                struct Faults {
+                    fail_sends: Option<i64>,
+                }
+                let f: Faults = crate::json_or_400!(req);
+                // The tables, whether or not the transfer was created: a test arms the fault
+                // before `/create`, so that the `created` event's first send fails. The count
+                // stays in the kv until sends consume it (`outbox::drain`).
+                self.tables.ensure(&storage.sql())?;
+                if let Some(n) = f.fail_sends {
+                    sqltx::transaction(&storage, move |sql| {
+                        outbox::kv_set(sql, "fault.fail_sends", V::from(n))
+                    })?;
+                }
+                Response::ok("{}")
             }
             _ => Response::error("not found", 404),
         }

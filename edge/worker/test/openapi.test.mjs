@@ -75,6 +75,7 @@ describe("openapi", () => {
     await led.admin("GET", "/v1/admin/accounts/acme.oa1/state");
     await led.admin("GET", "/v1/admin/transfers/t.acme.t1/state");
     await led.admin("POST", "/v1/admin/accounts/acme.oa1/faults", {});
+    await led.admin("POST", "/v1/admin/transfers/t.acme.t1/faults", {});
     // Problems on the way (each checked against its operation's documented responses).
     await acme.post("/v1/accounts/oa1/deposits", { amount: 1, currency: "USD" }, null);
     await acme.post("/v1/transfers", { source: "oa1", destination: "oa1", amount: 5, currency: "USD" }, "t2");

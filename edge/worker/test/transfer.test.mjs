@@ -167,6 +167,46 @@ describe("transfers", () => {
     const [a, b] = [await acme.account("rp-a"), await acme.account("rp-b")];
     assert.deepEqual([a.balance, b.balance], [90, 10], "one effect");
   });
+
+  test("a transfer's fault route: fail_sends only, armed before the transfer exists, only where FAULT_INJECTION is on", async () => {
+    const faults = (body) => led.admin("POST", "/v1/admin/transfers/t.acme.flt/faults", body);
+    const state = async () => (await led.admin("GET", "/v1/admin/transfers/t.acme.flt/state")).json;
+    // An account's fault has nothing to act on in a transfer's object: refused, not left unarmed.
+    assertProblem(await faults({ fail_sends: 1, delay_commands_ms: 1 }), 400, "unknown_field");
+    assertProblem(await faults({ fail_sends: -1 }), 400, "wrong_type");
+    assertProblem(await faults("{not json"), 400, "malformed_json");
+    // Armed on an id nobody created yet, the count is stored for the transfer's first sends;
+    // the transfer is still unknown.
+    const ok = await faults({ fail_sends: 2 });
+    assert.deepEqual([ok.status, ok.json], [200, {}], ok.text);
+    const armed = await state();
+    assert.deepEqual([armed.stored, armed.transfer, armed.alarm], [true, null, null]);
+    assert.equal((await acme.get("/v1/transfers/flt")).status, 404);
+    await acme.open("flt-s");
+    await acme.open("flt-d");
+    await acme.deposit("flt-s", 10, "seed");
+    const r = await acme.post("/v1/transfers", tr("flt-s", "flt-d", 4), "flt");
+    const t0 = Date.now();
+    assert.deepEqual([r.status, r.json.phase], [200, "captured"], r.text);
+    // Its first two sends fail (the drain after the answer, the alarm 1 s later); the next,
+    // 2 s after that, sends the four events.
+    const failing = await waitFor(async () => {
+      const s = await state();
+      return s.outbox.fail_streak >= 1 && s;
+    });
+    assert.equal(failing.outbox.pending, 4, JSON.stringify(failing));
+    assert.match(failing.outbox.last_error, /injected queue send failure/);
+    await cap.waitForEvents(() => cap.eventsFor("transfer", "t.acme.flt").length === 4, { timeout: 10_000 });
+    const elapsed = Date.now() - t0;
+    assert.ok(elapsed >= 2_500, `delivered ${elapsed} ms after the answer; backoff 1 s + 2 s expected`);
+    assertChain(cap.eventsFor("transfer", "t.acme.flt"));
+    const prod = await startLedger({ persistDir: tempPersistDir(), bindings: { FAULT_INJECTION: "off" } });
+    try {
+      assertProblem(await prod.admin("POST", "/v1/admin/transfers/t.acme.flt/faults", { fail_sends: 1 }), 404, "not_found");
+    } finally {
+      await prod.dispose();
+    }
+  });
 });
 
 describe("transfers mid-saga", () => {
@@ -278,6 +318,63 @@ describe("transfers mid-saga", () => {
     assert.ok(driveAlarm >= d0 + 5_000, `the lease (${driveAlarm - d0} ms after the re-drive) ends after its budget`);
     const [cs, cd, ds, dd] = await Promise.all(["lc-s", "lc-d", "ld-s", "ld-d"].map((a) => acme.account(a)));
     assert.deepEqual([cs.balance, cs.held, cd.balance, ds.balance, ds.held, dd.balance], [60, 0, 40, 70, 0, 30]);
+  });
+
+  test("the alarm sends what earlier steps committed before its drive waits on a slow account", async () => {
+    // The `created` event's first send fails, so it is left to the alarm, whose drive then waits
+    // 15 s on the source's reserve (STEP_TIMEOUT_MS 30 s: the step is waited for to its end).
+    // Drained before the drive, `created` is on the queue within a moment of the alarm, 15 s
+    // before the reserve's `reserved`; drained only after the drive, the two would go out
+    // together, 15 s late (rev-s56-edge L2).
+    const cap = new QueueCapture();
+    const led = await startLedger({ persistDir: tempPersistDir(), capture: cap, bindings: { STEP_TIMEOUT_MS: "30000" } });
+    const acme = led.as("acme");
+    const transferState = async () => (await led.admin("GET", "/v1/admin/transfers/t.acme.early-1/state")).json;
+    await acme.open("early-s");
+    await acme.open("early-d");
+    await acme.deposit("early-s", 100, "seed");
+    // The request's reserve is refused at once (503: retried ~100 ms later, by the alarm); every
+    // later step at the source takes 15 s.
+    await led.admin("POST", "/v1/admin/accounts/acme.early-s/faults", { fail_commands: 1, delay_commands_ms: 15_000 });
+    // Armed before the transfer exists: the drain after the request's answer fails, and
+    // `created` waits unsent for the alarm.
+    const f = await led.admin("POST", "/v1/admin/transfers/t.acme.early-1/faults", { fail_sends: 1 });
+    assert.deepEqual([f.status, f.json], [200, {}], f.text);
+    const r = await acme.post("/v1/transfers", tr("early-s", "early-d", 40), "early-1");
+    assert.deepEqual([r.status, r.json.phase, r.json.attempt], [202, "created", 1], r.text);
+    const isCreated = (e) => e.event_id === "transfer:t.acme.early-1:1";
+    await cap.waitForEvents((all) => all.some(isCreated), {
+      what: "`created` sent by the alarm before its drive (which waits 15 s on the source)",
+      timeout: 7_500,
+    });
+    const sentAt = cap.batches.find((b) => b.messages.some((m) => isCreated(JSON.parse(m.body)))).receivedAt;
+    // Sent while that drive waits: the reserve is at the source, the transfer still `created`.
+    await waitFor(async () => (await led.admin("GET", "/v1/admin/accounts/acme.early-s/state")).json.delayed_commands === 1, {
+      what: "the alarm's reserve at the source",
+      timeout: 5_000,
+    });
+    const during = await transferState();
+    assert.deepEqual(
+      [during.transfer.phase, during.outbox.pending, during.outbox.sent, during.outbox.fail_streak],
+      ["created", 0, 1, 0],
+      JSON.stringify(during),
+    );
+    // The reserve's answer, when it comes, is the next thing the alarm sends.
+    await led.admin("POST", "/v1/admin/accounts/acme.early-s/faults", { delay_commands_ms: 0 });
+    const isReserved = (e) => e.event_id === "transfer:t.acme.early-1:2";
+    await cap.waitForEvents((all) => all.some(isReserved), { what: "`reserved`", timeout: 25_000 });
+    const reservedAt = cap.batches.find((b) => b.messages.some((m) => isReserved(JSON.parse(m.body)))).receivedAt;
+    assert.ok(
+      reservedAt - sentAt > 10_000,
+      `\`created\` reached the queue ${reservedAt - sentAt} ms before \`reserved\`; the drive between them waited 15 s`,
+    );
+    // And the saga ends as it would have: each event once, in order, the money moved.
+    await cap.waitForEvents(() => cap.eventsFor("transfer", "t.acme.early-1").length === 4, { timeout: 10_000 });
+    const evs = cap.eventsFor("transfer", "t.acme.early-1");
+    assert.deepEqual(evs.map((e) => e.kind), ["created", "reserved", "credited", "captured"]);
+    assertChain(evs);
+    const [src, dst] = [await acme.account("early-s"), await acme.account("early-d")];
+    assert.deepEqual([src.balance, src.held, dst.balance], [60, 0, 40]);
   });
 
   test("202 while a step is retried; I0: capture honoured although the source was frozen after reserve", async () => {
