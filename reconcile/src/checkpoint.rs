@@ -98,8 +98,14 @@ use crate::stream::Tail;
 /// 20: the same layout; of copies of a row with one hash, the folds read
 /// the one that hashes to it, not the first file's (`stream::copies_order`),
 /// and a stream in the wrong table has no `seq_gap` (rev-s51-diff M2: a
-/// version-19 checkpoint keeps what those rules no longer report).
-pub const CHECKPOINT_VERSION: u32 = 20;
+/// version-19 checkpoint keeps what those rules no longer report). 21: the
+/// same layout; an account's holds are known again after a row that
+/// records it holding nothing (`AccountFacts::holds_unknown`: a version-20
+/// one may keep them unknown for good after a gap), and a lake file's
+/// stretch of a stream that holds seq 0 holds nothing else
+/// (`presence::Noter`: a version-20 one noted the rows after it at seq 0,
+/// which no gap names, rev-s57-lost 6).
+pub const CHECKPOINT_VERSION: u32 = 21;
 
 /// Versions this reconciler reads: a version-6 checkpoint is a version-7
 /// one that owes nothing, a version-7 one a version-8 one that knows no
@@ -118,8 +124,8 @@ pub const CHECKPOINT_VERSION: u32 = 20;
 /// version-17 one whose files of streams (layout 2) count no stretch's
 /// rows, a version-17 one a version-18 one whose open transfers' dates are
 /// their last rows', a version-18 one a version-19 one whose accounts'
-/// limits are their last rows', a version-19 one a version-20 one. Versions
-/// 6–19 are read to be set aside
+/// limits are their last rows', a version-19 one a version-20 one, a
+/// version-20 one a version-21 one. Versions 6–20 are read to be set aside
 /// (`ProofState::older_rules`): their tails judged, the lake proved from
 /// its first event once (before 14, no row's amount, limit or reason and
 /// no failed transfer's hold was judged; before 15, no failed transfer's
@@ -128,9 +134,11 @@ pub const CHECKPOINT_VERSION: u32 = 20;
 /// footer hid inside a stretch whose first row it left; before 18, no open
 /// transfer's row dated after the run's now but its last; before 19, no
 /// row was judged by a limit but its own; before 20, copies with one hash
-/// were folded in file order and misfiled streams' gaps reported), and every lake
-/// file's notes written again, counted.
-const CHECKPOINT_VERSIONS_READ: [u32; 15] = [
+/// were folded in file order and misfiled streams' gaps reported; before
+/// 21, an account's holds stayed unknown for good after a gap, and a
+/// stretch from seq 0 went on past it), and every lake file's notes written
+/// again, counted.
+const CHECKPOINT_VERSIONS_READ: [u32; 16] = [
     6,
     7,
     8,
@@ -145,6 +153,7 @@ const CHECKPOINT_VERSIONS_READ: [u32; 15] = [
     17,
     18,
     19,
+    20,
     CHECKPOINT_VERSION,
 ];
 
@@ -196,7 +205,7 @@ pub struct ProofState {
     /// Parts of the archive [`ProofState::load_for_full`] left out, each
     /// with why (not saved: the report's `not_judged`).
     pub left_out: Vec<String>,
-    /// Written before version 20: proved by older rules (before 11, a hold
+    /// Written before version 21: proved by older rules (before 11, a hold
     /// of another amount judged only from `reserved` on and deadlines
     /// unbounded; before 12, no account's entry ids kept; before 14, no
     /// row's amount, limit or reason judged, nor a failed transfer's hold;
@@ -206,7 +215,8 @@ pub struct ProofState {
     /// stretch from a keyed scan; before 18, an open transfer's date was its
     /// last row's, not its latest; before 19, each row judged by the
     /// overdraft limit it records; before 20, copies with one hash folded in
-    /// file order, misfiled streams' gaps reported), so the next run proves the lake from its
+    /// file order, misfiled streams' gaps reported; before 21, holds unknown
+    /// for good after a gap, stretches from seq 0 noted past it), so the next run proves the lake from its
     /// first event, with this proof set aside (its tails judged), and notes
     /// every file's stretches with their rows.
     pub older_rules: bool,

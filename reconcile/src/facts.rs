@@ -266,8 +266,9 @@ pub struct AccountFacts {
     /// Holds live after the last event, by transfer id.
     pub live: LiveHolds,
     /// A gap, a conflicting version or a malformed row was read in the
-    /// stream: a hold may be live that `live` lacks, so a capture or release
-    /// without one is not judged (`checks::balance::hold_step`). Absent in
+    /// stream since its last row that records no hold (`held_after` 0): a
+    /// hold may be live that `live` lacks, so a capture or release without
+    /// one is not judged (`checks::balance::hold_step`). Absent in
     /// checkpoints written before it (read as false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub holds_unknown: bool,
@@ -1411,11 +1412,18 @@ impl Facts {
                 });
             }
             use AccountKind::{Captured, Credited, HoldPlaced, HoldReleased};
+            // A row that records that the account holds nothing says no hold
+            // is live, hidden or not: what a gap, an unread version or a
+            // malformed row may have hidden is known again after it (a
+            // capture or a release is judged against the holds before it,
+            // so it clears them only once judged).
+            let holds_none = ev.held_after == Some(0);
             if !matches!(kind, HoldPlaced | Captured | Credited | HoldReleased) {
+                a.holds_unknown &= !holds_none;
                 continue;
             }
             let Some(t) = ev.transfer_id else {
-                a.holds_unknown = true;
+                a.holds_unknown = !holds_none;
                 continue;
             };
             let leg = Leg {
@@ -1451,6 +1459,7 @@ impl Facts {
             if let Some((code, detail)) = hold_step(kind, t, amount, live, !a.holds_unknown) {
                 out.push(Finding::new(code, s.key, detail).at(ev.seq, ev.event_id));
             }
+            a.holds_unknown &= !holds_none;
             let kind = match kind {
                 HoldPlaced => LegKind::Hold,
                 Captured => LegKind::Debit,
@@ -1770,6 +1779,51 @@ fn join_walk(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// After a gap a capture without a live hold is not judged (its hold
+    /// may be among the missing rows) until a row records that the account
+    /// holds nothing: from there every hold is known again.
+    #[test]
+    fn holds_are_known_again_after_a_row_that_holds_nothing() {
+        use ledger_events::{Event, Stream, GENESIS_HASH};
+        let key = "acme.a";
+        let mut prev = GENESIS_HASH.to_owned();
+        let mut row = |seq, kind: &str, t: Option<&str>, amount, balance, held| {
+            let mut e = Event::new(Stream::Account, key, seq, kind, 1_000 * seq as i64, &prev);
+            (e.amount, e.transfer_id) = (amount, t.map(str::to_owned));
+            (e.balance_after, e.held_after) = (Some(balance), Some(held));
+            e.currency = Some("USD".into());
+            let e = e.seal();
+            prev = e.hash.clone();
+            e
+        };
+        // Seqs 3 and 4 (the holds of t1 and t2) are missing.
+        let events = [
+            row(1, "opened", None, None, 0, 0),
+            row(2, "deposited", None, Some(100), 100, 0),
+            row(5, "captured", Some("t1"), Some(40), 60, 10),
+            row(6, "captured", Some("t2"), Some(10), 50, 0),
+            row(7, "captured", Some("t3"), Some(5), 45, -5),
+        ];
+        let found = |events: &[Event]| {
+            let (mut f, mut a, mut out) = (Facts::default(), AccountFacts::default(), Vec::new());
+            let v = crate::stream::OwnedView::of_events(Stream::Account, key, events);
+            f.add_account(&v.view(), &mut a, 0, &mut out);
+            let found: Vec<(&str, Option<u64>)> = out.iter().map(|f| (f.code, f.seq)).collect();
+            (found, a.holds_unknown)
+        };
+        // t1's and t2's captures, with holds still unknown, are not judged;
+        // t2's leaves nothing held, so t3's, with no hold, is.
+        assert_eq!(
+            found(&events),
+            (vec![("capture_without_hold", Some(7))], false)
+        );
+        // Without the row that holds nothing, t3's is not judged either.
+        assert_eq!(
+            found(&[&events[..3], &events[4..]].concat()),
+            (vec![], true)
+        );
+    }
 
     /// A transfer's rows keep the latest date any of them records: a
     /// `created` row dated ahead of the rows after it is not forgotten

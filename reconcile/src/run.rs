@@ -1859,9 +1859,10 @@ async fn prove(
         // (`--full` proves from the first event whatever custody found.)
         if !full && custody.lost.is_empty() && prior.older_rules {
             crate::say!(
-                "reconcile: the checkpoint was written before version 20, by older rules (holds, deadlines, entry ids, \
+                "reconcile: the checkpoint was written before version 21, by older rules (holds, deadlines, entry ids, \
                  protocol values, failed transfers' holds and releases, rows after a hold's end, rows per stretch of each file, \
-                 open transfers' latest dates, accounts' opened limits, copies with one hash, misfiled streams' gaps): \
+                 open transfers' latest dates, accounts' opened limits, copies with one hash, misfiled streams' gaps, \
+                 holds known again after a gap, stretches from seq 0): \
                  proving the lake from its first event once (the checkpoint's tails still judged)"
             );
         }
