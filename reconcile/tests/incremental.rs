@@ -2268,6 +2268,24 @@ fn a_proved_row_in_the_middle_of_a_stream_lost_with_its_file_is_decided() {
     }
 }
 
+/// Options that judge `events` right after the last of them, every row in
+/// the settle window.
+fn young(events: &[Event]) -> Options {
+    Options {
+        now_ms: events.iter().map(|e| e.occurred_at_ms).max().unwrap() + 1_000,
+        settle_ms: 86_400_000,
+        ..opts()
+    }
+}
+
+/// The lake files under `root` that are not in `before`.
+fn new_files(root: &Path, before: &[String]) -> Vec<String> {
+    common::files_under(root, "events")
+        .into_iter()
+        .filter(|k| !before.contains(k))
+        .collect()
+}
+
 /// A lake under `dir` whose account stream `victim` has its seq 3 alone in
 /// one file (`lost`, the key), and the options that judge it right after
 /// its last event, every row in the settle window: (root, checkpoint path,
@@ -2285,17 +2303,9 @@ fn a_row_alone_in_its_file(dir: &Path) -> (PathBuf, PathBuf, String, String, Opt
     deliver(&root, &rest, "a");
     let before = common::files_under(&root, "events");
     deliver(&root, &alone, "b");
-    let mut lost: Vec<String> = common::files_under(&root, "events")
-        .into_iter()
-        .filter(|k| !before.contains(k))
-        .collect();
+    let mut lost = new_files(&root, &before);
     assert_eq!(lost.len(), 1, "{lost:?}");
-    let young = Options {
-        now_ms: events.iter().map(|e| e.occurred_at_ms).max().unwrap() + 1_000,
-        settle_ms: 86_400_000,
-        ..opts()
-    };
-    (root, ckpt, victim, lost.remove(0), young)
+    (root, ckpt, victim, lost.remove(0), young(&events))
 }
 
 fn a_proved_row_lost_in_the_middle(full: bool) {
@@ -2379,16 +2389,9 @@ fn a_lost_files_rows_after_a_seq_0_row_are_decided() {
     for f in ledger_ingest::build_files(rows, ledger_ingest::FileLayer::Ingest).unwrap() {
         write_object(&root, &f.key, &f.bytes).unwrap();
     }
-    let lost: Vec<String> = common::files_under(&root, "events")
-        .into_iter()
-        .filter(|k| !before.contains(k))
-        .collect();
+    let lost = new_files(&root, &before);
     assert_eq!(lost.len(), 1, "{lost:?}");
-    let young = Options {
-        now_ms: events.iter().map(|e| e.occurred_at_ms).max().unwrap() + 1_000,
-        settle_ms: 86_400_000,
-        ..opts()
-    };
+    let young = young(&events);
     let first = night_with(&root, &ckpt, &young);
     assert!(
         first.checks[0]
@@ -2592,17 +2595,6 @@ fn a_lying_compaction_is_lost_beside_another_lost_file() {
 /// it a proved row gone.
 #[test]
 fn a_lost_files_notes_decide_no_gap_they_cannot_speak_for() {
-    let young = |events: &[Event]| Options {
-        now_ms: events.iter().map(|e| e.occurred_at_ms).max().unwrap() + 1_000,
-        settle_ms: 86_400_000,
-        ..opts()
-    };
-    let new_files = |root: &Path, before: &[String]| -> Vec<String> {
-        common::files_under(root, "events")
-            .into_iter()
-            .filter(|k| !before.contains(k))
-            .collect()
-    };
     // The night after `lose` removed files: it found them lost and owes
     // nothing at `seq` of `key` (`what` for the messages).
     let judged = |root: &Path, ckpt: &Path, opts: &Options, key: &str, seq: u64, what: &str| {
