@@ -403,6 +403,39 @@ fn compact_each(
     })
 }
 
+/// rev-s59-holds 1: a redelivered batch whose rows the compacted file
+/// holds already is compacted into that file as it was (its manifest reads
+/// and writes the same version); a late batch is then compacted with it
+/// into a new file. The night after resumes (it aborted, its stack
+/// overflowed walking that manifest for good), and says what a full proof
+/// says; so does `--full` with the checkpoint.
+#[test]
+fn a_redelivery_compacted_into_the_file_that_held_it_then_a_late_batch_compacted_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(29, 4, 160);
+    let late_key = events
+        .iter()
+        .rfind(|e| e.stream == Stream::Account)
+        .map(|e| e.stream_key.clone())
+        .unwrap();
+    let last_seq = events.iter().filter(|e| e.stream_key == late_key).count() as u64;
+    let is_late = |e: &&Event| e.stream_key == late_key && e.seq == last_seq;
+    let (late, on_time): (Vec<&Event>, Vec<&Event>) = events.iter().partition(is_late);
+    deliver(&root, &on_time, "a");
+    assert_same(0, &night(&root, &ckpt), &full(&root));
+    compact_all(&root);
+    // The same batch again: every row in the compacted files already.
+    deliver(&root, &on_time, "a");
+    compact_all(&root);
+    deliver(&root, &late, "late");
+    compact_all(&root);
+    let fresh = full(&root);
+    assert_same(1, &full_night_with(&root, &ckpt, &opts()), &fresh);
+    assert_same(2, &night(&root, &ckpt), &fresh);
+    assert!(fresh.holds, "{}", verdicts(&fresh));
+}
+
 #[test]
 fn compacting_proved_partitions_reopens_nothing_the_copies_are_recognised_by_their_chains() {
     let dir = tempfile::tempdir().unwrap();

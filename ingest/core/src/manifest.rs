@@ -299,7 +299,7 @@ pub fn custody<'a>(
     let mut readers: HashMap<(&str, String), Vec<&Manifest>> = HashMap::new();
     let mut read_versions: HashMap<&str, String> = HashMap::new();
     for m in manifests {
-        for f in &m.inputs {
+        for f in read_by(m) {
             readers.entry((&f.key, f.stamp())).or_default().push(m);
             read_versions.entry(&f.key).or_insert_with(|| f.stamp());
         }
@@ -307,8 +307,7 @@ pub fn custody<'a>(
     let mut walk = Walk {
         listed,
         readers: &readers,
-        known: HashMap::new(),
-        open: HashSet::new(),
+        rank: ranks(listed, manifests),
     };
     let mut out = Vec::new();
     for (key, stamp) in gone {
@@ -354,62 +353,118 @@ pub fn custody<'a>(
     out
 }
 
-/// The chain walk of [`unaccounted`], memoized.
+/// The inputs `m` replaced: each it read but one it wrote again as it was
+/// (a compaction that found nothing to add to it: a redelivered batch's
+/// rows all in it already, on a store whose version tag is the content's).
+/// That one is its own output, not replaced: counted a reader, it made a
+/// cycle (rev-s59-holds 1).
+fn read_by(m: &Manifest) -> impl Iterator<Item = &FileVersion> {
+    m.inputs.iter().filter(move |f| {
+        !m.outputs
+            .iter()
+            .any(|o| o.key == f.key && o.stamp() == f.stamp())
+    })
+}
+
+/// Each version the manifests account for (not listed itself), with its
+/// rank: 1 + the greatest rank of the outputs of the manifest that carried
+/// it with the least, a listed version's rank 0. The least fixpoint of
+/// "accounted: listed, or read by a manifest that wrote at least one
+/// output and each of them accounted", found by rank (breadth first from
+/// the listed files), so a cycle of manifests accounts for nothing of
+/// itself and a version accounted through one way out is found whichever
+/// version is asked first; and [`Walk::holders`], following a reader of
+/// rank equal to its version's down to rank 0, always ends.
+fn ranks(listed: &HashMap<&str, &str>, manifests: &[Manifest]) -> HashMap<(String, String), u32> {
+    let is_listed = |f: &FileVersion| listed.get(f.key.as_str()) == Some(&f.stamp().as_str());
+    // Per manifest, its outputs not yet accounted for (each once); per
+    // version, the manifests that wrote it.
+    let mut waiting: Vec<usize> = Vec::with_capacity(manifests.len());
+    let mut writers: HashMap<(String, String), Vec<usize>> = HashMap::new();
+    for (i, m) in manifests.iter().enumerate() {
+        let outputs: HashSet<(String, String)> = m
+            .outputs
+            .iter()
+            .map(|o| (o.key.clone(), o.stamp()))
+            .collect();
+        waiting.push(outputs.len());
+        for o in outputs {
+            writers.entry(o).or_default().push(i);
+        }
+    }
+    let mut rank: HashMap<(String, String), u32> = HashMap::new();
+    let mut queue: std::collections::VecDeque<((String, String), u32)> = manifests
+        .iter()
+        .flat_map(|m| &m.outputs)
+        .filter(|o| is_listed(o))
+        .map(|o| ((o.key.clone(), o.stamp()), 0))
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    // Breadth first: ranks come off the queue in order, so the output that
+    // completes a manifest has the greatest rank of its outputs.
+    while let Some((v, r)) = queue.pop_front() {
+        for &i in writers.get(&v).map_or(&[][..], Vec::as_slice) {
+            waiting[i] -= 1;
+            if waiting[i] > 0 {
+                continue;
+            }
+            for f in read_by(&manifests[i]) {
+                let id = (f.key.clone(), f.stamp());
+                if is_listed(f) || rank.contains_key(&id) {
+                    continue;
+                }
+                rank.insert(id.clone(), r + 1);
+                queue.push_back((id, r + 1));
+            }
+        }
+    }
+    rank
+}
+
+/// The chain walk of [`unaccounted`], on the ranks of [`ranks`].
 struct Walk<'m, 'l> {
     listed: &'l HashMap<&'l str, &'l str>,
     readers: &'m HashMap<(&'m str, String), Vec<&'m Manifest>>,
-    /// Versions decided: `true` accounted for.
-    known: HashMap<(String, String), bool>,
-    /// Versions on the current path (a cycle accounts for nothing).
-    open: HashSet<(String, String)>,
+    rank: HashMap<(String, String), u32>,
 }
 
 impl Walk<'_, '_> {
-    /// `Some(())` when the version `key`@`stamp` is accounted for.
-    fn accounted(&mut self, key: &str, stamp: &str) -> Option<()> {
+    /// The rank of the version `key`@`stamp` when it is accounted for.
+    fn rank_of(&self, key: &str, stamp: &str) -> Option<u32> {
         if self.listed.get(key) == Some(&stamp) {
-            return Some(());
+            return Some(0);
         }
-        let id = (key.to_owned(), stamp.to_owned());
-        if let Some(&done) = self.known.get(&id) {
-            return done.then_some(());
-        }
-        if !self.open.insert(id.clone()) {
-            return None;
-        }
-        let readers = self.readers.get(&(key, stamp.to_owned()));
-        let ok = readers.is_some_and(|ms| ms.iter().any(|m| self.carried(m)));
-        self.open.remove(&id);
-        self.known.insert(id, ok);
-        ok.then_some(())
+        self.rank.get(&(key.to_owned(), stamp.to_owned())).copied()
     }
 
-    /// `m` carried its inputs' rows: it wrote at least one output and each
-    /// is accounted for. A manifest with no outputs accounts for nothing:
-    /// every lake file holds a row, so its inputs' rows went nowhere (a
-    /// reader that read a damaged file as empty once wrote one).
-    fn carried(&mut self, m: &Manifest) -> bool {
-        !m.outputs.is_empty()
-            && m.outputs
-                .iter()
-                .all(|o| self.accounted(&o.key, &o.stamp()).is_some())
+    /// `Some(())` when the version `key`@`stamp` is accounted for.
+    fn accounted(&mut self, key: &str, stamp: &str) -> Option<()> {
+        self.rank_of(key, stamp).map(|_| ())
     }
 
     /// Adds to `into` the listed files that hold the rows of the accounted
     /// version `key`@`stamp`: itself when listed, else the holders of the
     /// outputs of the first manifest that read it whose outputs are all
-    /// accounted for.
+    /// accounted for with ranks below its own (one exists: the one that
+    /// gave it its rank), so the walk goes down and ends.
     fn holders(&mut self, key: &str, stamp: &str, into: &mut BTreeSet<String>) {
-        if self.listed.get(key) == Some(&stamp) {
+        let Some(at) = self.rank_of(key, stamp) else {
+            return;
+        };
+        if at == 0 {
             into.insert(key.to_owned());
             return;
         }
         let Some(ms) = self.readers.get(&(key, stamp.to_owned())) else {
             return;
         };
-        let m = ms.iter().copied().find(|m| self.carried(m));
-        // Accounted versions lead to listed files without a cycle (a cycle
-        // accounts for nothing), so this ends.
+        let m = ms.iter().copied().find(|m| {
+            !m.outputs.is_empty()
+                && m.outputs
+                    .iter()
+                    .all(|o| self.rank_of(&o.key, &o.stamp()).is_some_and(|r| r < at))
+        });
         for o in m.map_or(&[][..], |m| &m.outputs[..]) {
             self.holders(&o.key, &o.stamp(), into);
         }
@@ -546,6 +601,82 @@ mod tests {
         assert_eq!(out[0], (a.key.as_str(), Ok(held(&[&c2, &c3]))));
         assert_eq!(out[1], (c1.key.as_str(), Ok(held(&[&c2]))));
         assert!(matches!(out[2].1, Err(Unaccounted::NotCompacted { .. })));
+    }
+
+    /// A redelivered batch whose rows the compacted file held already: the
+    /// compaction wrote that file again as it was (the same version on a
+    /// store whose tag is the content's) and read the batch. A later
+    /// compaction replaced the file. Every version is held by the last
+    /// output, and the walk ends (it recursed for good through the
+    /// manifest that read and wrote the same version: rev-s59-holds 1).
+    #[test]
+    fn a_file_written_again_as_it_was_is_not_replaced_by_its_own_manifest() {
+        let (i1, i2, i3) = (v(1, 10, "i1"), v(2, 10, "i2"), v(3, 10, "i3"));
+        let (c, w) = (v(100, 20, "c"), v(101, 30, "w"));
+        let m1 = Manifest::new(&day(), vec![i1.clone()], vec![c.clone()]);
+        let again = Manifest::new(&day(), vec![c.clone(), i2.clone()], vec![c.clone()]);
+        let m3 = Manifest::new(&day(), vec![c.clone(), i3.clone()], vec![w.clone()]);
+        let now = listed(&[&w]);
+        let now: HashMap<&str, &str> = now.iter().map(|(k, s)| (k.as_str(), s.as_str())).collect();
+        let gone = listed(&[&i1, &c, &i2, &i3]);
+        // Either order of the manifests (the one that wrote `c` again
+        // first among its readers, or last).
+        for ms in [
+            [m1.clone(), again.clone(), m3.clone()],
+            [m1.clone(), m3.clone(), again.clone()],
+        ] {
+            let out = custody(
+                gone.iter().map(|(k, s)| (k.as_str(), s.as_str())),
+                &now,
+                &ms,
+            );
+            let held: Vec<_> = out.iter().map(|(_, h)| h.clone()).collect();
+            let w_only = Ok(BTreeSet::from([w.key.clone()]));
+            assert_eq!(held, vec![w_only.clone(); 4]);
+        }
+        // `c` still listed as it was: the batch it read is held by it.
+        let now = listed(&[&c]);
+        let now: HashMap<&str, &str> = now.iter().map(|(k, s)| (k.as_str(), s.as_str())).collect();
+        let gone = listed(&[&i2]);
+        let out = custody(
+            gone.iter().map(|(k, s)| (k.as_str(), s.as_str())),
+            &now,
+            &[m1, again],
+        );
+        assert_eq!(out[0].1, Ok(BTreeSet::from([c.key.clone()])));
+        // A cycle through two manifests (`a` into `b`, `b` back into the
+        // same version of `a`) beside the way out (`a` into `w`): both are
+        // held by `w`, whichever is asked first (asked first, `a` found `b`
+        // open and a walk memoised `b` as lost; asked first, `b` went back
+        // into `a` for good).
+        let (a, b) = (v(4, 10, "a"), v(5, 10, "b"));
+        let ms = [
+            Manifest::new(&day(), vec![a.clone()], vec![b.clone()]),
+            Manifest::new(&day(), vec![b.clone()], vec![a.clone()]),
+            Manifest::new(&day(), vec![a.clone()], vec![w.clone()]),
+        ];
+        let now = listed(&[&w]);
+        let now: HashMap<&str, &str> = now.iter().map(|(k, s)| (k.as_str(), s.as_str())).collect();
+        for gone in [listed(&[&b, &a]), listed(&[&a, &b])] {
+            let out = custody(
+                gone.iter().map(|(k, s)| (k.as_str(), s.as_str())),
+                &now,
+                &ms,
+            );
+            let w_only = Ok(BTreeSet::from([w.key.clone()]));
+            assert_eq!((&out[0].1, &out[1].1), (&w_only, &w_only), "{gone:?}");
+        }
+        // The cycle alone accounts for nothing.
+        let stamp = a.stamp();
+        let out = custody(
+            [(a.key.as_str(), stamp.as_str())].into_iter(),
+            &now,
+            &ms[..2],
+        );
+        assert!(
+            matches!(out[0].1, Err(Unaccounted::OutputsChanged { .. })),
+            "{out:?}"
+        );
     }
 
     #[test]
