@@ -26,7 +26,8 @@
 //! stream but not the first row of it the version held (its start cut:
 //! the copies after the cut still chain to the proved tail) is caught the
 //! same way. And it notes how many rows each stretch holds, a stretch
-//! being cut wherever the file skips a seq of the stream: the outputs must
+//! being cut wherever the file skips a seq of the stream (and after seq 0,
+//! outside the chain): the outputs must
 //! hold at least that many rows of the stream in the seqs the stretch spans
 //! ([`Lost::Cut`]). Without it, a compactor that writes its outputs one
 //! night and deletes its inputs the next goes unseen when it cut a proved

@@ -268,10 +268,10 @@ pub async fn judge(
 /// that proof found a row that is not the ledger's (it fails its hash, or
 /// is not an event) is left out: what was lost there was not the ledger's
 /// row, which may still be in delivery. Read only when the proof has a
-/// gap; then each lost file's notes are matched as read, against the
-/// gaps' seqs, and not gathered: a lake copied whole (every file another
-/// version, every one lost) has every note of the lake in them
-/// (rev-s57-lost 8).
+/// gap; then the lost files' notes (every note of the lake when it was
+/// copied whole: every file another version, every one lost) are matched
+/// against the gaps' seqs as they were read, with no set of them made
+/// beside (rev-s57-lost 8; [`retained::LostStarts::find`]).
 pub fn lost_starts(
     findings: &[StreamFinding],
     lost: &[crate::custody::Lost],
@@ -344,14 +344,14 @@ pub fn lost_starts(
     }
     // Each lost file's notes matched against its own table's spans. Notes
     // of streams alone (an old checkpoint's) name no seq.
-    let mut starts = retained::LostStarts::new(spans, retained::LostStarts::SEQS_MAX);
-    for key in keys.iter().filter(|k| !sets.plain.contains(**k)) {
-        if let Some(parts) = ledger_ingest::parse_object_key(key) {
-            starts.see(parts.partition.table, sets.presence.get(key));
-        }
-    }
-    let owed = starts
-        .owed()
+    let files: Vec<(Table, &[crate::presence::Fingerprint])> = keys
+        .iter()
+        .filter(|k| !sets.plain.contains(**k))
+        .filter_map(|k| {
+            ledger_ingest::parse_object_key(k).map(|p| (p.partition.table, sets.presence.get(k)))
+        })
+        .collect();
+    let owed = retained::LostStarts::find(&spans, &files, retained::LostStarts::SEQS_MAX)
         .into_iter()
         .filter(|(id, t)| !not_the_ledgers.contains(&(id, t.last_seq)))
         .collect();

@@ -26,10 +26,12 @@
 //! (checkpoint version 17) hold no counts.
 //!
 //! A stretch is a run of that file's rows of the stream in the proof's
-//! merged order, cut wherever the rows skip a seq: one that starts at `s`
-//! with `n` rows holds seqs `s..s + n` only, which `crate::custody` holds a
-//! compaction's outputs to (notes written by earlier builds were not cut
-//! at a skipped seq). The plain duplicates the proof drops are the
+//! merged order, cut wherever the rows skip a seq, and after seq 0 (no
+//! row of a chain: a stretch that holds it holds nothing else): one that
+//! starts at `s` with `n` rows holds seqs `s..s + n` only, which
+//! `crate::custody` holds a compaction's outputs to (notes written by
+//! earlier builds were not cut at a skipped seq, and before checkpoint
+//! version 21 not after seq 0). The plain duplicates the proof drops are the
 //! exception to the merged order: each comes right after the run of kept
 //! rows it was dropped behind, even when that run goes on past it
 //! (`stream::StreamRows::file_runs`), so a stretch's bounds may be off the
@@ -408,7 +410,8 @@ impl<'a> Noter<'a> {
     /// stretches of the stream starts ([`fingerprint_at`]), and the rows of
     /// that stretch: every row, so a seq held twice (two versions, copies)
     /// counts twice. A stretch is the file's runs one after another whose
-    /// rows go on from seq to seq without skipping one: so a stretch that
+    /// rows go on from seq to seq without skipping one, and not from seq 0
+    /// to seq 1 (seq 0 is no row of a chain): so a stretch that
     /// starts at seq `s` with `n` rows holds rows of seqs `s..s + n` only
     /// (what `crate::custody` holds a compaction's outputs to).
     pub fn note(

@@ -47,6 +47,7 @@ use ledger_ingest::Table;
 use crate::checkpoint::{StreamFinding, StreamId};
 use crate::checks::duplicates;
 use crate::finding::Finding;
+use crate::names::FxMap;
 use crate::presence::{self, Fingerprint};
 use crate::stream::{LastHashes, Tail};
 
@@ -130,96 +131,94 @@ pub fn evidence(f: &StreamFinding) -> Option<Owed> {
 /// second version), so a lost row after it in the same stretch, with the
 /// first still in the lake (a copy in another file), stays a gap alone: a
 /// limit.
-pub struct LostStarts<'g> {
-    /// The gaps' spans of seqs: (stream, first, last), inclusive.
-    spans: Vec<(&'g StreamId, u64, u64)>,
-    /// The short spans' seqs, each as the note a stretch starting there
-    /// would be ([`presence::fingerprint_at`]) in its stream's table:
-    /// (span, seq). A fingerprint two seqs share (a 2⁻⁶⁴ chance) keeps the
-    /// first.
-    by_note: HashMap<(Table, Fingerprint), (usize, u64)>,
-    /// The spans too long to list seq by seq, with their streams'
-    /// fingerprints: each note is matched against them instead, its final
-    /// mix undone ([`presence::unmix`]).
-    long: Vec<(usize, Table, Fingerprint)>,
-    /// What was found: (span, seq).
-    found: Vec<(usize, u64)>,
-}
+pub struct LostStarts;
 
-impl<'g> LostStarts<'g> {
-    /// How many seqs of the gaps are listed to be looked up note by note,
-    /// in all (~40 bytes each); the spans past it are matched by
-    /// computing each note's seq in their stream.
+impl LostStarts {
+    /// How many seqs of the gaps are listed at once to be looked up note by
+    /// note (~40 bytes each): past it, the spans go in further rounds, each
+    /// reading the notes again.
     pub const SEQS_MAX: u64 = 1 << 20;
 
-    /// For the spans of seqs `spans` (stream, first, last, inclusive; of
-    /// this run's gaps), listing up to `seqs_max` of their seqs. The lost
-    /// files' notes are then given with [`LostStarts::see`], a file at a
-    /// time, and never kept: the memory is the gaps', not the lake's (a
-    /// lake copied whole has every file lost).
-    pub fn new(spans: Vec<(&'g StreamId, u64, u64)>, seqs_max: u64) -> LostStarts<'g> {
-        let (mut by_note, mut long) = (HashMap::new(), Vec::new());
+    /// The seqs of the spans `spans` (stream, first, last, inclusive; this
+    /// run's gaps) that a note of `files` (a lost file's table and notes,
+    /// fingerprints at its stretches' first seqs) names in its own table:
+    /// owed with no hash, in the order of the spans, then of seq, each once.
+    ///
+    /// A span shorter than its table's notes is listed seq by seq
+    /// ([`presence::fingerprint_at`]) and each note looked up, up to
+    /// `seqs_max` seqs a round; a longer one is matched note by note, each
+    /// note's seq computed in its stream ([`presence::seq_of_unmixed`]). So
+    /// the work is at most the gaps' seqs plus the notes once a round, and
+    /// the memory the notes as given plus a round's seqs, not a set of the
+    /// lake's notes (a lake copied whole has every file lost).
+    pub fn find(
+        spans: &[(&StreamId, u64, u64)],
+        files: &[(Table, &[Fingerprint])],
+        seqs_max: u64,
+    ) -> Vec<(StreamId, Tail)> {
+        let mut notes: HashMap<Table, u64> = HashMap::new();
+        for (t, n) in files {
+            *notes.entry(*t).or_default() += n.len() as u64;
+        }
+        // A round lists as many seqs as there are notes, at least: each
+        // round's look-ups then cost no more than its listing, and its
+        // memory no more than a set of the notes would.
+        let seqs_max = seqs_max.max(files.iter().map(|(_, n)| n.len() as u64).sum());
+        let mut found: Vec<(usize, u64)> = Vec::new();
+        let mut by_note: FxMap<(Table, Fingerprint), (usize, u64)> = FxMap::default();
         let mut listed = 0u64;
+        // A round: each note looked up among the seqs listed so far.
+        let round = |by_note: &mut FxMap<(Table, Fingerprint), (usize, u64)>,
+                     found: &mut Vec<(usize, u64)>| {
+            if by_note.is_empty() {
+                return;
+            }
+            for (t, ns) in files {
+                found.extend(ns.iter().filter_map(|&at| by_note.get(&(*t, at)).copied()));
+            }
+            by_note.clear();
+        };
         for (i, &(id, first, last)) in spans.iter().enumerate() {
             if first > last {
                 continue;
             }
             let stream = presence::fingerprint(id.1, &id.2);
-            let n = last - first;
-            if n < seqs_max.saturating_sub(listed) {
-                listed += n + 1;
-                for s in first..=last {
+            let table_notes = notes.get(&id.0).copied().unwrap_or(0);
+            if last - first >= table_notes {
+                // Longer than the notes: each note's seq, in this stream.
+                for (_, ns) in files.iter().filter(|(t, _)| *t == id.0) {
+                    for &at in *ns {
+                        let s = presence::seq_of_unmixed(stream, presence::unmix(at));
+                        if (first..=last).contains(&s) {
+                            found.push((i, s));
+                        }
+                    }
+                }
+                continue;
+            }
+            let mut from = first;
+            loop {
+                let room = seqs_max.saturating_sub(listed).max(1);
+                let to = last.min(from.saturating_add(room - 1));
+                for s in from..=to {
+                    // A fingerprint two seqs share (a 2⁻⁶⁴ chance) keeps
+                    // the first.
                     by_note
                         .entry((id.0, presence::at_seq(stream, s)))
                         .or_insert((i, s));
                 }
-            } else {
-                long.push((i, id.0, stream));
-            }
-        }
-        LostStarts {
-            spans,
-            by_note,
-            long,
-            found: Vec::new(),
-        }
-    }
-
-    /// The notes of one lost file of `table` (fingerprints at its
-    /// stretches' first seqs).
-    pub fn see(&mut self, table: Table, notes: &[Fingerprint]) {
-        if !self.by_note.is_empty() {
-            self.found.extend(
-                notes
-                    .iter()
-                    .filter_map(|&at| self.by_note.get(&(table, at)).copied()),
-            );
-        }
-        let long: Vec<(usize, Fingerprint)> = self
-            .long
-            .iter()
-            .filter(|l| l.1 == table)
-            .map(|&(i, _, stream)| (i, stream))
-            .collect();
-        if long.is_empty() {
-            return;
-        }
-        for &at in notes {
-            let u = presence::unmix(at);
-            for &(i, stream) in &long {
-                let s = presence::seq_of_unmixed(stream, u);
-                let (_, first, last) = self.spans[i];
-                if (first..=last).contains(&s) {
-                    self.found.push((i, s));
+                listed += to - from + 1;
+                if listed >= seqs_max {
+                    round(&mut by_note, &mut found);
+                    listed = 0;
                 }
+                if to == last {
+                    break;
+                }
+                from = to + 1;
             }
         }
-    }
-
-    /// The seqs found, owed with no hash: in the order of the spans, then
-    /// of seq, each once.
-    pub fn owed(self) -> Vec<(StreamId, Tail)> {
-        let mut found = self.found;
+        round(&mut by_note, &mut found);
         found.sort_unstable();
         found.dedup();
         found
@@ -229,7 +228,7 @@ impl<'g> LostStarts<'g> {
                     last_seq: s,
                     last_hashes: LastHashes::None,
                 };
-                (self.spans[i].0.clone(), tail)
+                (spans[i].0.clone(), tail)
             })
             .collect()
     }
@@ -441,29 +440,36 @@ mod tests {
         let notes = [at(&id, 4), at(&id, 9), at(&other, 5)];
         // A gap's spans (disjoint, as one stream's gaps are).
         let spans = [(1, 2), (3, 5), (6, 8), (9, 100)];
-        // Listed seq by seq (budget enough), by note (none), or a mix: the
-        // same.
-        for seqs_max in [0, 3, 7, LostStarts::SEQS_MAX] {
-            let mut starts =
-                LostStarts::new(spans.iter().map(|&(a, b)| (&id, a, b)).collect(), seqs_max);
-            starts.see(Table::Account, &notes);
-            starts.see(Table::Transfer, &[at(&misfiled, 6)]);
-            let owed = starts.owed();
+        // Listed seq by seq in one round, in rounds of a few seqs, or by
+        // note (a span as long as the notes): the same.
+        let files = [
+            (Table::Account, &notes[..2]),
+            (Table::Account, &notes[2..]),
+            (Table::Transfer, &[at(&misfiled, 6)][..]),
+        ];
+        let find = |spans: &[(u64, u64)], seqs_max| {
+            let spans: Vec<(&StreamId, u64, u64)> =
+                spans.iter().map(|&(a, b)| (&id, a, b)).collect();
+            LostStarts::find(&spans, &files, seqs_max)
+        };
+        for seqs_max in [1, 2, 3, 7, LostStarts::SEQS_MAX] {
+            let owed = find(&spans, seqs_max);
             let seqs: Vec<u64> = owed.iter().map(|(_, t)| t.last_seq).collect();
             assert_eq!(seqs, [4, 9], "{seqs_max}");
             assert!(owed
                 .iter()
                 .all(|(i, t)| i == &id && t.last_hashes == LastHashes::None));
         }
-        // The misfiled stream's own span finds its own note only.
-        let mut starts = LostStarts::new(vec![(&misfiled, 1, 10)], 0);
-        starts.see(Table::Account, &notes);
-        starts.see(Table::Transfer, &[at(&misfiled, 6)]);
-        let seqs: Vec<u64> = starts.owed().iter().map(|(_, t)| t.last_seq).collect();
-        assert_eq!(seqs, [6]);
-        let mut starts = LostStarts::new(vec![(&id, 3, 4)], LostStarts::SEQS_MAX);
-        starts.see(Table::Account, &notes);
-        let owed = &starts.owed()[0];
+        // Spans as long as the notes (three in the account table), matched
+        // note by note, in their own table only.
+        let seqs = |owed: Vec<(StreamId, Tail)>| -> Vec<u64> {
+            owed.iter().map(|(_, t)| t.last_seq).collect()
+        };
+        assert_eq!(seqs(find(&[(2, 4), (5, 9)], 1)), [4, 9]);
+        assert_eq!(seqs(find(&[(5, 7)], 1)), Vec::<u64>::new());
+        let misfiled_span = [(&misfiled, 1, 10)];
+        assert_eq!(seqs(LostStarts::find(&misfiled_span, &files, 4)), [6]);
+        let owed = &find(&[(3, 4)], LostStarts::SEQS_MAX)[0];
         // Any row there holds it; none there, with rows after, is decided
         // and says proved evidence left the lake.
         assert_eq!(
