@@ -1416,8 +1416,12 @@ impl Facts {
             // is live, hidden or not: what a gap, an unread version or a
             // malformed row may have hidden is known again after it (a
             // capture or a release is judged against the holds before it,
-            // so it clears them only once judged).
-            let holds_none = ev.held_after == Some(0);
+            // so it clears them only once judged). Only a row that hashes to
+            // its recorded hash says so: one that does not is not the
+            // ledger's (its `held_after` may be what changed), and an honest
+            // capture whose hold is still in delivery would be named
+            // (rev-s59-holds 3).
+            let holds_none = ev.held_after == Some(0) && s.hash_ok[i];
             if !matches!(kind, HoldPlaced | Captured | Credited | HoldReleased) {
                 a.holds_unknown &= !holds_none;
                 continue;
@@ -1823,6 +1827,11 @@ mod tests {
             found(&[&events[..3], &events[4..]].concat()),
             (vec![], true)
         );
+        // Nor when that row fails its hash: it is not the ledger's, and
+        // says nothing of what the account holds (rev-s59-holds 3).
+        let mut changed = events.clone();
+        changed[3].occurred_at_ms += 1;
+        assert_eq!(found(&changed), (vec![], true));
     }
 
     /// A transfer's rows keep the latest date any of them records: a
