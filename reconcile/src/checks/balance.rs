@@ -88,9 +88,11 @@ pub fn effect(kind: AccountKind, amount: i64) -> (i128, i128) {
 /// How one hold leg of transfer `t` meets the account's live hold of that
 /// transfer: `live` is its amount if one is live; `known` is false when
 /// the account's stream has a gap, a conflicting version or a malformed
-/// row before this one, so a hold may be live that the facts never saw
-/// (then a capture or release without a live hold is not judged). Returns
-/// the finding's code and detail.
+/// row before this one and after its last row that records holding
+/// nothing (`held_after` 0, hashing to its hash), so a hold may be live
+/// that the facts never saw (then a capture or release without a live
+/// hold is not judged; `facts::AccountFacts::holds_unknown`). Returns the
+/// finding's code and detail.
 pub fn hold_step(
     kind: AccountKind,
     t: &str,
