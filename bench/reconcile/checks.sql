@@ -211,7 +211,7 @@ GROUP BY tbl, stream, stream_key, seq;
 -- Primary account rows: the first version of each seq (what reconcile's folds read).
 CREATE OR REPLACE TEMP TABLE pa AS
 SELECT stream_key, seq, kind, event_id, currency, amount, balance_after, held_after,
-       overdraft_limit, entry_id, transfer_id, counterparty, reason,
+       overdraft_limit, entry_id, transfer_id, counterparty, reason, hash_ok,
        lag(seq) OVER a AS p_seq, lag(balance_after) OVER a AS p_bal,
        lag(held_after) OVER a AS p_held, lag(kind) OVER a AS p_kind,
        lag(currency) OVER a AS p_currency, lag(overdraft_limit) OVER a AS p_limit
@@ -291,27 +291,41 @@ WHERE p_seq IS NOT NULL
 -- transfer has none live on the account, a capture or release takes the live hold whole, and a
 -- release recording no hold (amount 0) finds none live. The live hold before a row is the first
 -- placement since the transfer's last capture or release on the account (its epoch). A capture
--- or release without one is judged only while nothing before it in the stream could hide a
--- hold: a gap (from the row after it), a second version of a seq, a row of no account kind, a
--- leg without its transfer_id (from the row after those).
+-- or release without one is judged only while the account's holds are known (Facts::add_account's
+-- holds_unknown, read row by row in (seq, version) order). They become unknown at a gap (the row
+-- after it is itself not judged), at a second version of a seq, at a row of no account kind and
+-- at a leg without its transfer_id (each from the row after it); they are known again from the
+-- row after one of an account kind that records held_after 0 and hashes to its recorded hash
+-- (a leg is judged with the holds before it, then clears). Within one seq: the gap right before
+-- a row, then the row (which may clear what the gap set), then the seq's second versions (which
+-- set it again). `after` is what each row leaves: true unknown, false known, NULL as it found
+-- them; a leg is known when no gap is right before it and the last non-NULL `after` of the rows
+-- before it is not true.
 INSERT INTO findings
-WITH unknown AS (
-    SELECT stream_key, min(from_seq) AS from_seq FROM (
-        SELECT stream_key, seq AS from_seq FROM pa WHERE seq <> coalesce(p_seq, 0) + 1
-        UNION ALL
-        SELECT stream_key, seq + 1 FROM pa
-        WHERE kind NOT IN ('opened','deposited','withdrawn','hold_placed','credited','captured',
-                           'hold_released','frozen','unfrozen')
-           OR (kind IN ('hold_placed','captured','credited','hold_released') AND transfer_id IS NULL)
-        UNION ALL
-        SELECT stream_key, seq + 1 FROM w WHERE tbl = 'account' AND stream = 'account' AND pseq = seq
-    ) GROUP BY stream_key
+WITH steps AS (
+    SELECT stream_key, seq, 0 AS ver, event_id, kind, transfer_id, amount,
+           seq <> coalesce(p_seq, 0) + 1 AS gap,
+           CASE WHEN kind NOT IN ('opened','deposited','withdrawn','hold_placed','credited','captured',
+                                  'hold_released','frozen','unfrozen') THEN true
+                WHEN held_after = 0 AND hash_ok THEN false
+                WHEN kind IN ('hold_placed','captured','credited','hold_released') AND transfer_id IS NULL
+                THEN true
+                WHEN seq <> coalesce(p_seq, 0) + 1 THEN true
+           END AS after
+    FROM pa
+    UNION ALL
+    -- each later version of a seq (rare), after its first
+    SELECT stream_key, seq, 1, NULL, NULL, NULL, NULL, false, true
+    FROM w WHERE tbl = 'account' AND stream = 'account' AND pseq = seq
 ),
 legs AS (
     SELECT stream_key, seq, event_id, kind, transfer_id, coalesce(amount, 0) AS amount,
-           kind = 'captured' OR (kind = 'hold_released' AND coalesce(amount, 0) <> 0) AS takes
-    FROM pa
-    WHERE kind IN ('hold_placed', 'captured', 'hold_released') AND transfer_id IS NOT NULL
+           kind = 'captured' OR (kind = 'hold_released' AND coalesce(amount, 0) <> 0) AS takes,
+           NOT gap AND NOT coalesce(last_value(after IGNORE NULLS) OVER (
+               PARTITION BY stream_key ORDER BY seq, ver
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), false) AS known
+    FROM steps
+    QUALIFY ver = 0 AND kind IN ('hold_placed', 'captured', 'hold_released') AND transfer_id IS NOT NULL
 ),
 epochs AS (
     SELECT *, coalesce(sum(takes::INT) OVER (PARTITION BY stream_key, transfer_id ORDER BY seq
@@ -319,11 +333,11 @@ epochs AS (
     FROM legs
 ),
 judged AS (
-    SELECT e.*, (u.from_seq IS NULL OR e.seq < u.from_seq) AS known,
+    SELECT *,
            first_value(CASE WHEN kind = 'hold_placed' THEN amount END IGNORE NULLS) OVER (
-               PARTITION BY e.stream_key, transfer_id, epoch ORDER BY e.seq
+               PARTITION BY stream_key, transfer_id, epoch ORDER BY seq
                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS live
-    FROM epochs e LEFT JOIN unknown u ON u.stream_key = e.stream_key
+    FROM epochs
 ),
 coded AS (
     SELECT *,
