@@ -1834,6 +1834,88 @@ mod tests {
         assert_eq!(found(&changed), (vec![], true));
     }
 
+    /// Which rows make an account's holds unknown and which make them known
+    /// again, each case a stream that ends in a capture of `tc` with no hold
+    /// placed: judged (`capture_without_hold`) only when its holds are known.
+    /// (bench/reconcile/checks.sql keeps the same rule; the random rounds of
+    /// its equivalence test rarely reach these.)
+    #[test]
+    fn which_rows_make_holds_unknown_and_which_known_again() {
+        use ledger_events::{Event, Stream, GENESIS_HASH};
+        // (seq, kind, transfer id, held_after); a seq given twice in a row
+        // is a second version of it, chained to the same row before.
+        type Spec<'a> = (u64, &'a str, Option<&'a str>, i64);
+        let chain = |specs: &[Spec]| -> Vec<Event> {
+            let (mut out, mut prev, mut before): (Vec<Event>, String, String) =
+                (Vec::new(), GENESIS_HASH.to_owned(), GENESIS_HASH.to_owned());
+            for &(seq, kind, t, held) in specs {
+                let again = out.last().is_some_and(|e: &Event| e.seq == seq);
+                let link = if again { before.clone() } else { prev.clone() };
+                let mut e = Event::new(
+                    Stream::Account,
+                    "acme.h",
+                    seq,
+                    kind,
+                    1_000 * seq as i64,
+                    &link,
+                );
+                (e.amount, e.transfer_id) = (Some(if again { 7 } else { 5 }), t.map(str::to_owned));
+                (e.balance_after, e.held_after) = (Some(100), Some(held));
+                e.currency = Some("USD".into());
+                let e = e.seal();
+                if !again {
+                    (before, prev) = (link, e.hash.clone());
+                }
+                out.push(e);
+            }
+            out
+        };
+        let judged = |specs: &[Spec]| -> bool {
+            let events = chain(specs);
+            let (mut f, mut a, mut out) = (Facts::default(), AccountFacts::default(), Vec::new());
+            let v = crate::stream::OwnedView::of_events(Stream::Account, "acme.h", &events);
+            f.add_account(&v.view(), &mut a, 0, &mut out);
+            out.iter().any(|f| f.code == "capture_without_hold")
+        };
+        let open = (1, "opened", None, 0);
+        let dep = |seq, held| (seq, "deposited", None, held);
+        let cap = |seq| (seq, "captured", Some("tc"), 0);
+        // No gap: judged.
+        assert!(judged(&[open, dep(2, 0), dep(3, 5), cap(4)]));
+        // A gap, nothing after it holding nothing: not judged; a row after it
+        // that holds nothing: judged; the row right after the gap holding
+        // nothing makes them known itself; the capture right after a gap is
+        // not judged.
+        assert!(!judged(&[open, dep(2, 0), dep(4, 5), dep(5, 5), cap(6)]));
+        assert!(judged(&[open, dep(2, 0), dep(4, 5), dep(5, 0), cap(6)]));
+        assert!(judged(&[open, dep(2, 0), dep(4, 0), cap(5)]));
+        assert!(!judged(&[open, dep(2, 0), cap(4)]));
+        // A row of no account kind that records holding nothing: unknown
+        // after it, whatever it records; a later row that holds nothing
+        // makes them known.
+        let odd = (2, "refunded", None, 0);
+        assert!(!judged(&[open, odd, dep(3, 5), cap(4)]));
+        assert!(judged(&[open, odd, dep(3, 0), cap(4)]));
+        // A leg without its transfer id: unknown after it, unless it
+        // records holding nothing.
+        assert!(!judged(&[
+            open,
+            dep(2, 5),
+            (3, "hold_released", None, 5),
+            cap(4)
+        ]));
+        assert!(judged(&[
+            open,
+            dep(2, 5),
+            (3, "hold_released", None, 0),
+            cap(4)
+        ]));
+        // A second version of a seq makes them unknown, even after a first
+        // version that holds nothing (the facts read the first).
+        assert!(!judged(&[open, dep(2, 0), dep(2, 0), cap(3)]));
+        assert!(judged(&[open, dep(2, 0), dep(2, 0), dep(3, 0), cap(4)]));
+    }
+
     /// A transfer's rows keep the latest date any of them records: a
     /// `created` row dated ahead of the rows after it is not forgotten
     /// when they come (`convergence` judges it), on one night or two.
