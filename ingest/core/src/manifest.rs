@@ -304,14 +304,14 @@ pub fn custody<'a>(
             read_versions.entry(&f.key).or_insert_with(|| f.stamp());
         }
     }
-    let mut walk = Walk {
+    let walk = Walk {
         listed,
         readers: &readers,
         rank: ranks(listed, manifests),
     };
     let mut out = Vec::new();
     for (key, stamp) in gone {
-        if walk.accounted(key, stamp).is_some() {
+        if walk.accounted(key, stamp) {
             let mut holders = BTreeSet::new();
             walk.holders(key, stamp, &mut holders);
             out.push((key, Ok(holders)));
@@ -438,9 +438,9 @@ impl Walk<'_, '_> {
         self.rank.get(&(key.to_owned(), stamp.to_owned())).copied()
     }
 
-    /// `Some(())` when the version `key`@`stamp` is accounted for.
-    fn accounted(&mut self, key: &str, stamp: &str) -> Option<()> {
-        self.rank_of(key, stamp).map(|_| ())
+    /// Whether the version `key`@`stamp` is accounted for.
+    fn accounted(&self, key: &str, stamp: &str) -> bool {
+        self.rank_of(key, stamp).is_some()
     }
 
     /// Adds to `into` the listed files that hold the rows of the accounted
@@ -448,7 +448,7 @@ impl Walk<'_, '_> {
     /// outputs of the first manifest that read it whose outputs are all
     /// accounted for with ranks below its own (one exists: the one that
     /// gave it its rank), so the walk goes down and ends.
-    fn holders(&mut self, key: &str, stamp: &str, into: &mut BTreeSet<String>) {
+    fn holders(&self, key: &str, stamp: &str, into: &mut BTreeSet<String>) {
         let Some(at) = self.rank_of(key, stamp) else {
             return;
         };
@@ -476,19 +476,19 @@ impl Walk<'_, '_> {
     /// cycle: the file that is gone or changed, not one a later compaction
     /// replaced as it should (what a message names; rev-s58-full 6,
     /// rev-s58-fixes 2).
-    fn first_lost_output(&mut self, key: &str, stamp: &str) -> Option<String> {
-        let readers = self.readers;
+    fn first_lost_output(&self, key: &str, stamp: &str) -> Option<String> {
         let mut at = (key.to_owned(), stamp.to_owned());
         let mut seen = HashSet::from([at.clone()]);
         let mut named = None;
-        while let Some(o) = readers
+        while let Some(o) = self
+            .readers
             .get(&(at.0.as_str(), at.1.clone()))
             .into_iter()
             .flatten()
             .find_map(|m| {
                 m.outputs
                     .iter()
-                    .find(|o| self.accounted(&o.key, &o.stamp()).is_none())
+                    .find(|o| !self.accounted(&o.key, &o.stamp()))
             })
         {
             let next = (o.key.clone(), o.stamp());
@@ -668,11 +668,7 @@ mod tests {
         }
         // The cycle alone accounts for nothing.
         let stamp = a.stamp();
-        let out = custody(
-            [(a.key.as_str(), stamp.as_str())].into_iter(),
-            &now,
-            &ms[..2],
-        );
+        let out = custody([(a.key.as_str(), stamp.as_str())], &now, &ms[..2]);
         assert!(
             matches!(out[0].1, Err(Unaccounted::OutputsChanged { .. })),
             "{out:?}"
