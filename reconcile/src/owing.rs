@@ -258,7 +258,7 @@ pub async fn judge(
 /// files custody found `lost` held as the first row of a stretch of their
 /// stream, by the notes of the checkpoint's proof the run set aside for
 /// them (`set_aside`): rows an earlier run saw in the lake, owed with no
-/// hash ([`retained::LostStarts`]). A gap is matched only against the lost
+/// hash ([`retained::lost_starts`]). A gap is matched only against the lost
 /// files of its stream's own table (a transfer's rows misfiled under
 /// `events/account/` are not its transfer stream's), and only up to the
 /// last seq the set-aside proof proved of the stream and outside that
@@ -271,7 +271,7 @@ pub async fn judge(
 /// gap; then the lost files' notes (every note of the lake when it was
 /// copied whole: every file another version, every one lost) are matched
 /// against the gaps' seqs as they were read, with no set of them made
-/// beside (rev-s57-lost 8; [`retained::LostStarts::find`]).
+/// beside (rev-s57-lost 8; [`retained::lost_starts`]).
 pub fn lost_starts(
     findings: &[StreamFinding],
     lost: &[crate::custody::Lost],
@@ -351,7 +351,7 @@ pub fn lost_starts(
             ledger_ingest::parse_object_key(k).map(|p| (p.partition.table, sets.presence.get(k)))
         })
         .collect();
-    let owed = retained::LostStarts::find(&spans, &files, retained::LostStarts::SEQS_MAX)
+    let owed = retained::lost_starts(&spans, &files, retained::LOST_SEQS_MAX)
         .into_iter()
         .filter(|(id, t)| !not_the_ledgers.contains(&(id, t.last_seq)))
         .collect();

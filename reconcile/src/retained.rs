@@ -110,128 +110,124 @@ pub fn evidence(f: &StreamFinding) -> Option<Owed> {
     ))
 }
 
-/// The first rows of the stretches of streams that the lake files a run
-/// found lost held (their notes, `crate::presence`): rows an earlier run
-/// saw in the lake, so one missing now is proved evidence gone, not a row
-/// still to be delivered (a redelivery of it, as the file restored, brings
-/// it back).
+/// How many seqs of the gaps [`lost_starts`] lists at once, at least, to be
+/// looked up note by note (~40 bytes each): past it (or past the notes'
+/// count, when larger), the spans go in further rounds, each reading the
+/// notes again.
+pub const LOST_SEQS_MAX: u64 = 1 << 20;
+
+/// The seqs of the spans `spans` (stream, first, last, inclusive; this
+/// run's gaps) that a note of `files` (a lost file's table and notes,
+/// fingerprints at its stretches' first seqs) names in its own table:
+/// owed with no hash, in the order of the spans, then of seq, each once.
 ///
-/// A run that lost proved files proves the lake from its first event, and
-/// a row in the middle of a stream that went with them comes back as a
-/// `seq_gap`, which, alone, is pending while the row after it is young:
-/// what a row not delivered yet looks like. The checkpoint knows better for
-/// the rows its notes name: each lost file's notes give, per stretch of a
-/// stream's rows there, the seq it starts at (as a fingerprint of the
-/// stream and seq, [`presence::fingerprint_at`]). Such a seq inside a gap
-/// of this run's proof is a proved row gone: owed as a tail with no hash
-/// (any row at that seq holds it; the chain checks what that row is),
-/// found `proved_rows_missing` there, decided, and judged every night until
-/// the lake holds a row there again. Only a stretch's first seq is known
-/// to have been in the file (its count of rows may include a conflict's
-/// second version), so a lost row after it in the same stretch, with the
-/// first still in the lake (a copy in another file), stays a gap alone: a
-/// limit.
-pub struct LostStarts;
-
-impl LostStarts {
-    /// How many seqs of the gaps are listed at once to be looked up note by
-    /// note (~40 bytes each): past it, the spans go in further rounds, each
-    /// reading the notes again.
-    pub const SEQS_MAX: u64 = 1 << 20;
-
-    /// The seqs of the spans `spans` (stream, first, last, inclusive; this
-    /// run's gaps) that a note of `files` (a lost file's table and notes,
-    /// fingerprints at its stretches' first seqs) names in its own table:
-    /// owed with no hash, in the order of the spans, then of seq, each once.
-    ///
-    /// A span shorter than its table's notes is listed seq by seq
-    /// ([`presence::fingerprint_at`]) and each note looked up, up to
-    /// `seqs_max` seqs a round; a longer one is matched note by note, each
-    /// note's seq computed in its stream ([`presence::seq_of_unmixed`]). So
-    /// the work is at most the gaps' seqs plus the notes once a round, and
-    /// the memory the notes as given plus a round's seqs, not a set of the
-    /// lake's notes (a lake copied whole has every file lost).
-    pub fn find(
-        spans: &[(&StreamId, u64, u64)],
-        files: &[(Table, &[Fingerprint])],
-        seqs_max: u64,
-    ) -> Vec<(StreamId, Tail)> {
-        let mut notes: HashMap<Table, u64> = HashMap::new();
-        for (t, n) in files {
-            *notes.entry(*t).or_default() += n.len() as u64;
+/// They are the first rows of the stretches of streams that the lake files
+/// a run found lost held (their notes, `crate::presence`): rows an earlier
+/// run saw in the lake, so one missing now is proved evidence gone, not a
+/// row still to be delivered (a redelivery of it, as the file restored,
+/// brings it back). A run that lost proved files proves the lake from its
+/// first event, and a row in the middle of a stream that went with them
+/// comes back as a `seq_gap`, which, alone, is pending while the row after
+/// it is young: what a row not delivered yet looks like. The checkpoint
+/// knows better for the rows its notes name: each lost file's notes give,
+/// per stretch of a stream's rows there, the seq it starts at (as a
+/// fingerprint of the stream and seq, [`presence::fingerprint_at`]). Such a
+/// seq inside a gap of this run's proof is a proved row gone: owed as a
+/// tail with no hash (any row at that seq holds it; the chain checks what
+/// that row is), found `proved_rows_missing` there, decided, and judged
+/// every night until the lake holds a row there again. Only a stretch's
+/// first seq is known to have been in the file (its count of rows may
+/// include a conflict's second version), so a lost row after it in the
+/// same stretch, with the first still in the lake (a copy in another
+/// file), stays a gap alone: a limit.
+///
+/// A span shorter than its table's notes is listed seq by seq and each
+/// note looked up, in rounds of `seqs_max` seqs or the notes' count,
+/// whichever is larger; a longer one is matched note by note, each note's
+/// seq computed in its stream ([`presence::seq_of_unmixed`]). So the work
+/// is at most the gaps' seqs plus the notes once a round, and the memory
+/// the notes as given plus a round's seqs, not a set of the lake's notes (a
+/// lake copied whole has every file lost).
+pub fn lost_starts(
+    spans: &[(&StreamId, u64, u64)],
+    files: &[(Table, &[Fingerprint])],
+    seqs_max: u64,
+) -> Vec<(StreamId, Tail)> {
+    let mut notes: HashMap<Table, u64> = HashMap::new();
+    for (t, n) in files {
+        *notes.entry(*t).or_default() += n.len() as u64;
+    }
+    // A round lists as many seqs as there are notes, at least: each
+    // round's look-ups then cost no more than its listing, and its
+    // memory no more than a set of the notes would.
+    let seqs_max = seqs_max.max(files.iter().map(|(_, n)| n.len() as u64).sum());
+    let mut found: Vec<(usize, u64)> = Vec::new();
+    let mut by_note: FxMap<(Table, Fingerprint), (usize, u64)> = FxMap::default();
+    let mut listed = 0u64;
+    // A round: each note looked up among the seqs listed so far.
+    let round = |by_note: &mut FxMap<(Table, Fingerprint), (usize, u64)>,
+                 found: &mut Vec<(usize, u64)>| {
+        if by_note.is_empty() {
+            return;
         }
-        // A round lists as many seqs as there are notes, at least: each
-        // round's look-ups then cost no more than its listing, and its
-        // memory no more than a set of the notes would.
-        let seqs_max = seqs_max.max(files.iter().map(|(_, n)| n.len() as u64).sum());
-        let mut found: Vec<(usize, u64)> = Vec::new();
-        let mut by_note: FxMap<(Table, Fingerprint), (usize, u64)> = FxMap::default();
-        let mut listed = 0u64;
-        // A round: each note looked up among the seqs listed so far.
-        let round = |by_note: &mut FxMap<(Table, Fingerprint), (usize, u64)>,
-                     found: &mut Vec<(usize, u64)>| {
-            if by_note.is_empty() {
-                return;
-            }
-            for (t, ns) in files {
-                found.extend(ns.iter().filter_map(|&at| by_note.get(&(*t, at)).copied()));
-            }
-            by_note.clear();
-        };
-        for (i, &(id, first, last)) in spans.iter().enumerate() {
-            if first > last {
-                continue;
-            }
-            let stream = presence::fingerprint(id.1, &id.2);
-            let table_notes = notes.get(&id.0).copied().unwrap_or(0);
-            if last - first >= table_notes {
-                // Longer than the notes: each note's seq, in this stream.
-                for (_, ns) in files.iter().filter(|(t, _)| *t == id.0) {
-                    for &at in *ns {
-                        let s = presence::seq_of_unmixed(stream, presence::unmix(at));
-                        if (first..=last).contains(&s) {
-                            found.push((i, s));
-                        }
+        for (t, ns) in files {
+            found.extend(ns.iter().filter_map(|&at| by_note.get(&(*t, at)).copied()));
+        }
+        by_note.clear();
+    };
+    for (i, &(id, first, last)) in spans.iter().enumerate() {
+        if first > last {
+            continue;
+        }
+        let stream = presence::fingerprint(id.1, &id.2);
+        let table_notes = notes.get(&id.0).copied().unwrap_or(0);
+        if last - first >= table_notes {
+            // Longer than the notes: each note's seq, in this stream.
+            for (_, ns) in files.iter().filter(|(t, _)| *t == id.0) {
+                for &at in *ns {
+                    let s = presence::seq_of_unmixed(stream, presence::unmix(at));
+                    if (first..=last).contains(&s) {
+                        found.push((i, s));
                     }
                 }
-                continue;
             }
-            let mut from = first;
-            loop {
-                let room = seqs_max.saturating_sub(listed).max(1);
-                let to = last.min(from.saturating_add(room - 1));
-                for s in from..=to {
-                    // A fingerprint two seqs share (a 2⁻⁶⁴ chance) keeps
-                    // the first.
-                    by_note
-                        .entry((id.0, presence::at_seq(stream, s)))
-                        .or_insert((i, s));
-                }
-                listed += to - from + 1;
-                if listed >= seqs_max {
-                    round(&mut by_note, &mut found);
-                    listed = 0;
-                }
-                if to == last {
-                    break;
-                }
-                from = to + 1;
-            }
+            continue;
         }
-        round(&mut by_note, &mut found);
-        found.sort_unstable();
-        found.dedup();
-        found
-            .into_iter()
-            .map(|(i, s)| {
-                let tail = Tail {
-                    last_seq: s,
-                    last_hashes: LastHashes::None,
-                };
-                (spans[i].0.clone(), tail)
-            })
-            .collect()
+        let mut from = first;
+        loop {
+            let room = seqs_max.saturating_sub(listed).max(1);
+            let to = last.min(from.saturating_add(room - 1));
+            for s in from..=to {
+                // A fingerprint two seqs share (a 2⁻⁶⁴ chance) keeps
+                // the first.
+                by_note
+                    .entry((id.0, presence::at_seq(stream, s)))
+                    .or_insert((i, s));
+            }
+            listed += to - from + 1;
+            if listed >= seqs_max {
+                round(&mut by_note, &mut found);
+                listed = 0;
+            }
+            if to == last {
+                break;
+            }
+            from = to + 1;
+        }
     }
+    round(&mut by_note, &mut found);
+    found.sort_unstable();
+    found.dedup();
+    found
+        .into_iter()
+        .map(|(i, s)| {
+            let tail = Tail {
+                last_seq: s,
+                last_hashes: LastHashes::None,
+            };
+            (spans[i].0.clone(), tail)
+        })
+        .collect()
 }
 
 /// Whether the lake holds an owed tail.
@@ -286,7 +282,7 @@ pub fn finding(stream: &StreamId, owed: &Tail, held: &Held) -> Option<Finding> {
     let proved = hashes.join(", ");
     let (code, at, detail) = match held {
         Held::Yes | Held::Look => return None,
-        // A stretch's first row in a file since lost ([`LostStarts`]): no
+        // A stretch's first row in a file since lost ([`lost_starts`]): no
         // hash known. A stream that now ends before it says so through its
         // tail, judged beside it (the one finding of that loss, from the
         // stream's end on); still owed.
@@ -450,9 +446,9 @@ mod tests {
         let find = |spans: &[(u64, u64)], seqs_max| {
             let spans: Vec<(&StreamId, u64, u64)> =
                 spans.iter().map(|&(a, b)| (&id, a, b)).collect();
-            LostStarts::find(&spans, &files, seqs_max)
+            lost_starts(&spans, &files, seqs_max)
         };
-        for seqs_max in [1, 2, 3, 7, LostStarts::SEQS_MAX] {
+        for seqs_max in [1, 2, 3, 7, LOST_SEQS_MAX] {
             let owed = find(&spans, seqs_max);
             let seqs: Vec<u64> = owed.iter().map(|(_, t)| t.last_seq).collect();
             assert_eq!(seqs, [4, 9], "{seqs_max}");
@@ -468,8 +464,8 @@ mod tests {
         assert_eq!(seqs(find(&[(2, 4), (5, 9)], 1)), [4, 9]);
         assert_eq!(seqs(find(&[(5, 7)], 1)), Vec::<u64>::new());
         let misfiled_span = [(&misfiled, 1, 10)];
-        assert_eq!(seqs(LostStarts::find(&misfiled_span, &files, 4)), [6]);
-        let owed = &find(&[(3, 4)], LostStarts::SEQS_MAX)[0];
+        assert_eq!(seqs(lost_starts(&misfiled_span, &files, 4)), [6]);
+        let owed = &find(&[(3, 4)], LOST_SEQS_MAX)[0];
         // Any row there holds it; none there, with rows after, is decided
         // and says proved evidence left the lake.
         assert_eq!(

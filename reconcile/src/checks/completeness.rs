@@ -241,7 +241,7 @@ pub fn check_stream(s: &StreamView, tail: &mut Tail, out: &mut Vec<Finding>) {
 
 /// The seqs a `seq_gap` finding says are missing (first, last), read back
 /// from its detail: what a run that lost proved files looks up in the
-/// notes of the files it lost (`crate::retained::LostStarts`). Read from
+/// notes of the files it lost (`crate::retained::lost_starts`). Read from
 /// the detail, as `duplicates::versions` reads a conflict's, so no field
 /// of its own; the form is this module's own, and the test below holds the
 /// two together. `None` for any other finding, or a detail not of that form.
