@@ -829,6 +829,38 @@ fn file_size_limit_is_an_error() {
     }
 }
 
+/// Whether fd 1 was closed when the process started (`reconcile … >&-`, a
+/// wrapper that closes it). Rust's runtime opens `/dev/null` on a closed
+/// standard descriptor before `main`, so the summary would vanish without an
+/// error (rev-s55-blackbox F7); [`probe_stdout`] looks first.
+#[cfg(target_os = "linux")]
+static STDOUT_CLOSED_AT_START: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Run by the C runtime before `main` (an `.init_array` entry, like glibc's
+/// own constructors), so before Rust's runtime reopens a closed fd 1.
+#[cfg(target_os = "linux")]
+extern "C" fn probe_stdout() {
+    // SAFETY: fcntl(F_GETFD) on a descriptor number reads no memory of ours.
+    if unsafe { libc::fcntl(1, libc::F_GETFD) } == -1 {
+        STDOUT_CLOSED_AT_START.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[used]
+#[link_section = ".init_array"]
+static PROBE_STDOUT: extern "C" fn() = probe_stdout;
+
+/// Why the summary cannot be written, when stdout was closed at start.
+fn stdout_closed_at_start() -> Option<&'static str> {
+    #[cfg(target_os = "linux")]
+    if STDOUT_CLOSED_AT_START.load(std::sync::atomic::Ordering::Relaxed) {
+        return Some("stdout was closed when the run started");
+    }
+    None
+}
+
 /// Exit 2 on a panic too (a bug; its message is on stderr): a wrapper that
 /// tells a verdict (0, 1) from an error (2) must not see Rust's 101; nor
 /// the signal of a lake file cut short under the run ([`exit_2_on_sigbus`]),
@@ -1091,16 +1123,20 @@ fn run() -> ExitCode {
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
-        if let Err(e) = out
-            .write_all(report.summary().as_bytes())
-            .and_then(|()| out.flush())
-        {
+        let written = match stdout_closed_at_start() {
+            Some(why) => Err(std::io::Error::other(why)),
+            None => out
+                .write_all(report.summary().as_bytes())
+                .and_then(|()| out.flush()),
+        };
+        if let Err(e) = written {
             // A reader that went away (`| head`) must not stop the report,
             // the checkpoint or the alert.
             errors.push(format!(
                 "cannot write the summary to stdout: {e}\nHelp: stdout is where the job sends it \
-                 (a file on a full or read-only volume, a pipe closed early); the other outputs \
-                 do not depend on it"
+                 (a file on a full or read-only volume, a pipe closed early, a descriptor closed \
+                 by what started the run: give it `> /dev/null` to discard it); the other \
+                 outputs do not depend on it"
             ));
         }
     }

@@ -436,6 +436,59 @@ fn a_closed_stdout_is_exit_2_and_the_other_outputs_are_still_written() {
     assert!(ck.is_file());
 }
 
+/// stdout closed before the run starts (`reconcile … >&-`, a wrapper that
+/// closes it): the runtime puts `/dev/null` there, so without a look before
+/// it the summary vanished and the exit was the verdict's (rev-s55-blackbox
+/// F7). Now exit 2 with the reason, the other outputs written; stdout sent
+/// to `/dev/null` on purpose stays a good night.
+#[test]
+fn a_stdout_closed_at_start_is_exit_2_and_dev_null_is_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    clean_lake(&clean);
+    let (json, metrics) = (tmp.path().join("r.json"), tmp.path().join("m.prom"));
+    let now = NOW_MS.to_string();
+    let args = [
+        s(&clean),
+        "--quiet",
+        "--now-ms",
+        &now,
+        "--json",
+        s(&json),
+        "--metrics",
+        s(&metrics),
+    ];
+    let closed = Command::new("sh")
+        .arg("-c")
+        .arg(r#"exec "$0" "$@" >&-"#)
+        .arg(env!("CARGO_BIN_EXE_reconcile"))
+        .args(args)
+        .env_remove("LEDGER_LAKE")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&closed.stderr);
+    assert_eq!(closed.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("cannot write the summary to stdout: stdout was closed when the run started"),
+        "{err}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["holds"], true);
+    let prom = std::fs::read_to_string(&metrics).unwrap();
+    assert!(prom.contains("\nreconcile_outputs_failed 1\n"), "{prom}");
+
+    let discarded = Command::new(env!("CARGO_BIN_EXE_reconcile"))
+        .args(args)
+        .env_remove("LEDGER_LAKE")
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&discarded.stderr);
+    assert_eq!(discarded.status.code(), Some(0), "{err}");
+    let prom = std::fs::read_to_string(&metrics).unwrap();
+    assert!(prom.contains("\nreconcile_outputs_failed 0\n"), "{prom}");
+}
+
 /// stderr closed by its reader (`reconcile … 2>&1 | head -1`, a log pipe
 /// restarted): the progress lines and warnings go nowhere, and the run
 /// still proves the lake, writes its outputs and exits with its verdict
