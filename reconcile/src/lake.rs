@@ -23,7 +23,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::prelude::{col, lit, ParquetReadOptions, SessionConfig, SessionContext};
+use datafusion::prelude::{col, lit, Expr, ParquetReadOptions, SessionConfig, SessionContext};
 use futures::TryStreamExt;
 use ledger_events::{Stream, FIELDS, SCHEMA_VERSIONS_KNOWN};
 use ledger_ingest::parquet_io::{footer_layout, footer_rows, LAYOUT_METADATA_KEY};
@@ -749,7 +749,8 @@ impl Lake {
         keys: Option<&[String]>,
         mut visit: impl FnMut(&RecordBatch),
     ) -> Result<(), Error> {
-        let ctx = by_key(&self.ctx, keys);
+        let by = keys.map(ByKey::new);
+        let (pruning, whole) = by_key_contexts(&self.ctx.state());
         for f in files {
             let have: Vec<&str> = columns
                 .iter()
@@ -761,10 +762,15 @@ impl Lake {
             }
             let path = self.file_url(&f.key);
             let file_err = unreadable(&f.key);
+            let (filter, prunes) = file_by_key(f, by.as_ref());
+            let ctx = if prunes { &pruning } else { &whole };
             let mut stream = ctx
                 .read_parquet(path, ParquetReadOptions::default())
                 .await
-                .and_then(|df| only_keys(df, keys))
+                .and_then(|df| match filter {
+                    Some(filter) => df.filter(filter),
+                    None => Ok(df),
+                })
                 .and_then(|df| df.select_columns(&have))
                 .map_err(file_err)?
                 .execute_stream()
@@ -955,9 +961,10 @@ impl Lake {
         // into the decoded pages and dictionaries instead of copying every
         // value into an offset buffer.
         options.execution.parquet.schema_force_view_types = true;
-        // A scan by key prunes by all its keys.
-        keyed_options(&mut options.execution.parquet, select.keys);
-        let ctx = SessionContext::new_with_state(state);
+        // A scan by key prunes each file by its own keys, or reads it whole
+        // (`ByKey`).
+        let by = select.keys.map(ByKey::new);
+        let (pruning, whole) = by_key_contexts(&state);
         let started = std::time::Instant::now();
         // Inferring a schema reads the footer again: once per distinct
         // column list (one while every file has the same columns), not once per file.
@@ -973,12 +980,17 @@ impl Lake {
                 schema,
                 ..Default::default()
             };
+            let (filter, prunes) = match select.reads_whole(&f.key) {
+                true => (None, false),
+                false => file_by_key(f, by.as_ref()),
+            };
+            let ctx = if prunes { &pruning } else { &whole };
             let mut df = ctx.read_parquet(path, read).await.map_err(file_err)?;
             if !known {
                 schemas.insert(f.columns.as_str(), df.schema().as_arrow().clone());
             }
-            if !select.reads_whole(&f.key) {
-                df = only_keys(df, select.keys).map_err(file_err)?;
+            if let Some(filter) = filter {
+                df = df.filter(filter).map_err(file_err)?;
             }
             df = only_from(df, select.from).map_err(file_err)?;
             let stream = df
@@ -1034,49 +1046,135 @@ pub use ledger_s3::local::is_parquet_name;
 pub const ROWS_CHANGED: &str = "the file changed while the run read it (written again in place, \
      a copy onto it say), or its pages disagree with its footer";
 
-/// `df`'s rows whose `stream_key` is one of `keys` (all rows without keys).
-/// `ctx`, or for a scan of `keys` a copy of it set for one
-/// ([`keyed_options`]).
-fn by_key(ctx: &SessionContext, keys: Option<&[String]>) -> SessionContext {
-    if keys.is_none() {
-        return ctx.clone();
-    }
-    let mut state = ctx.state();
-    keyed_options(
-        &mut state.config_mut().options_mut().execution.parquet,
-        keys,
-    );
-    SessionContext::new_with_state(state)
-}
-
 /// At most this many keys are looked for in a file's footer statistics
-/// (row groups and pages), each a term of the pruning predicate of every
-/// file; with more, a scan by key reads every row group and filters.
+/// (row groups and pages), each a term of the pruning predicate of the
+/// file; with more, a scan by key reads every row group of it and filters.
 pub const PRUNING_KEYS_MAX: usize = 1_000;
 
-/// Sets `o` for a scan of `keys` (none: nothing to set): their `IN` list
-/// (up to [`PRUNING_KEYS_MAX`]) prunes row groups and pages. DataFusion
-/// prunes by a list of at most 20 by default, so a night that reopened 21
-/// streams or more decoded every row group of every file it read by key:
-/// at 50M events, 59 account keys cost ~4.5 s of CPU for nothing. What a
-/// footer prunes, it prunes on its word: the keyed scans check what they
-/// see against the proof's notes (`crate::keyed`), however many keys.
-fn keyed_options(o: &mut datafusion::common::config::ParquetOptions, keys: Option<&[String]>) {
-    if let Some(keys) = keys {
-        o.max_in_list_size = o.max_in_list_size.max(keys.len().min(PRUNING_KEYS_MAX));
+/// A list this short always prunes: DataFusion's own default bound.
+const PRUNING_KEYS_ALWAYS: usize = 20;
+
+/// A file prunes by a longer list of `n` keys only when it has at least
+/// `n² ×` this many rows: the predicate's planning (~n² steps of ~0.2 µs)
+/// then costs at most ~10 ns a row, less than reading the row's columns.
+/// Measured (10M events, compacted, a redelivery night, the account
+/// look-up): 332 keys, 1.8 s pruned by every key, 0.3 s read whole; 66
+/// keys, within 0.06 s either way (docs/BENCHMARKS.md, sixtieth session).
+const PRUNING_PLAN_ROWS: u128 = 16;
+
+/// How a scan by keys reads each file (rev-s60-scale 1). DataFusion turns
+/// a file's `IN` list into a pruning predicate of one term per key, nested
+/// one in the next, and its planning of that predicate walks the nest at
+/// every level: the cost per file grows with the square of the list (at
+/// 840 keys, ~60 ms a file; a redelivery night that looked up 844 account
+/// streams over a 3M-event lake's 600 files took 25 s, a full proof 3.4 s).
+/// So each file is given only the keys its row groups' key ranges hold
+/// (from its footer, [`LakeFileInfo::key_groups`]: as DataFusion's pruning
+/// itself, on the footer's word, which the keyed scans check against the
+/// proof's notes, `crate::keyed`), and prunes by them only while
+/// few (DataFusion's default bound) or their square is small beside the
+/// file's rows ([`PRUNING_PLAN_ROWS`]: the planning then costs less than
+/// reading the file whole); otherwise the file's row groups are all read
+/// and its rows filtered by every key (a hash set: its cost does not grow
+/// with the list).
+pub(crate) struct ByKey<'k> {
+    all: &'k [String],
+    /// `all`, sorted, each once.
+    sorted: Vec<&'k str>,
+}
+
+/// How [`ByKey`] reads one file.
+enum FileKeys<'k> {
+    /// Row groups and pages pruned by these keys (those the file's ranges
+    /// hold), rows filtered by them.
+    Prune(Vec<&'k str>),
+    /// Every row group read, rows filtered by every key.
+    Whole,
+}
+
+impl<'k> ByKey<'k> {
+    fn new(all: &'k [String]) -> ByKey<'k> {
+        let mut sorted: Vec<&str> = all.iter().map(String::as_str).collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        ByKey { all, sorted }
+    }
+
+    /// How `f` is read.
+    fn of(&self, f: &LakeFileInfo) -> FileKeys<'k> {
+        let few = |n: usize| {
+            n <= PRUNING_KEYS_ALWAYS
+                || (n <= PRUNING_KEYS_MAX
+                    && (n as u128).pow(2) * PRUNING_PLAN_ROWS <= f.rows.max(0) as u128)
+        };
+        match self.held_by(f) {
+            Some(keys) if few(keys.len()) => FileKeys::Prune(keys),
+            None if few(self.sorted.len()) => FileKeys::Prune(self.sorted.clone()),
+            _ => FileKeys::Whole,
+        }
+    }
+
+    /// The keys within the key ranges of `f`'s row groups, when every row
+    /// of it is in a row group with such a range read whole (`None`
+    /// otherwise: a row group without one, or a bound that was not UTF-8,
+    /// read lossily, may hold any key).
+    fn held_by(&self, f: &LakeFileInfo) -> Option<Vec<&'k str>> {
+        let ranged: i64 = f.key_groups.iter().map(|g| g.rows).sum();
+        let lossy = |g: &KeyGroup| g.min.contains('\u{fffd}') || g.max.contains('\u{fffd}');
+        if ranged != f.rows || f.key_groups.iter().any(lossy) {
+            return None;
+        }
+        let mut held: Vec<&str> = Vec::new();
+        for g in &f.key_groups {
+            let from = self.sorted.partition_point(|k| *k < g.min.as_str());
+            let to = self.sorted.partition_point(|k| *k <= g.max.as_str());
+            held.extend(self.sorted.get(from..to.max(from)).unwrap_or_default());
+        }
+        held.sort_unstable();
+        held.dedup();
+        Some(held)
     }
 }
 
-fn only_keys(
-    df: datafusion::dataframe::DataFrame,
-    keys: Option<&[String]>,
-) -> datafusion::error::Result<datafusion::dataframe::DataFrame> {
-    match keys {
-        Some(keys) => {
-            let list = keys.iter().map(|k| lit(k.as_str())).collect();
-            df.filter(col("stream_key").in_list(list, false))
+/// The two contexts a scan reads files with ([`ByKey`]), from `state`: one
+/// that prunes by a file's keys, and one that prunes by no list longer than
+/// DataFusion's default (a scan without keys, and a file read whole, whose
+/// keys are more: its `IN` list then filters rows only, while a split's
+/// list of streams, `only_from`, still prunes).
+fn by_key_contexts(
+    state: &datafusion::execution::SessionState,
+) -> (SessionContext, SessionContext) {
+    let with = |max: usize| {
+        let mut state = state.clone();
+        state
+            .config_mut()
+            .options_mut()
+            .execution
+            .parquet
+            .max_in_list_size = max;
+        SessionContext::new_with_state(state)
+    };
+    (with(PRUNING_KEYS_MAX), with(PRUNING_KEYS_ALWAYS))
+}
+
+/// The filter of the file `f` in a scan by `by` (none without keys), and
+/// which of the two contexts ([`by_key_contexts`]) reads it: the pruning
+/// one (`true`) or not.
+fn file_by_key(f: &LakeFileInfo, by: Option<&ByKey<'_>>) -> (Option<Expr>, bool) {
+    let Some(by) = by else {
+        return (None, false);
+    };
+    let list = |keys: &mut dyn Iterator<Item = &str>| {
+        let list: Vec<Expr> = keys.map(lit).collect();
+        if list.is_empty() {
+            lit(false) // no key of the scan in its ranges: no row read
+        } else {
+            col("stream_key").in_list(list, false)
         }
-        None => Ok(df),
+    };
+    match by.of(f) {
+        FileKeys::Prune(keys) => (Some(list(&mut keys.into_iter())), true),
+        FileKeys::Whole => (Some(list(&mut by.all.iter().map(String::as_str))), false),
     }
 }
 
@@ -1189,6 +1287,61 @@ mod tests {
     use super::*;
     use ledger_events::Event;
     use parquet::file::reader::FileReader;
+
+    /// rev-s60-scale 1: a file is pruned by the keys its row groups' ranges
+    /// hold, while their square stays small beside its rows (or they are few);
+    /// else it is read whole, filtered by every key. A file whose ranges do
+    /// not cover every row, or were read lossily, is judged by every key.
+    #[test]
+    fn a_file_is_pruned_by_its_own_keys_or_read_whole() {
+        let group = |min: &str, max: &str, rows: i64| KeyGroup {
+            min: min.into(),
+            max: max.into(),
+            rows,
+        };
+        let file = |rows: i64, key_groups: Vec<KeyGroup>| LakeFileInfo {
+            key: "events/account/date=2026-01-01/i-0.parquet".into(),
+            table: Table::Account,
+            bytes: 0,
+            rows,
+            e_tag: None,
+            columns: String::new(),
+            key_groups,
+        };
+        let of = |keys: &[String], f: &LakeFileInfo| match ByKey::new(keys).of(f) {
+            FileKeys::Prune(k) => Some(k.into_iter().map(str::to_owned).collect::<Vec<_>>()),
+            FileKeys::Whole => None,
+        };
+        let keys: Vec<String> = ["z", "n", "b", "d", "b", "p"].map(String::from).to_vec();
+        let two = file(1000, vec![group("a", "c", 500), group("m", "p", 500)]);
+        assert_eq!(
+            of(&keys, &two),
+            Some(vec!["b".into(), "n".into(), "p".into()])
+        );
+        // None in its ranges: no row is read.
+        let none = file(1000, vec![group("e", "f", 1000)]);
+        assert_eq!(of(&keys, &none), Some(vec![]));
+        // A row group without a range, or a bound read lossily: every key.
+        let all: Vec<String> = ["b", "d", "n", "p", "z"].map(String::from).to_vec();
+        let unranged = file(1000, vec![group("a", "c", 500)]);
+        assert_eq!(of(&keys, &unranged), Some(all.clone()));
+        let lossy = file(1000, vec![group("a\u{fffd}", "c", 1000)]);
+        assert_eq!(of(&keys, &lossy), Some(all));
+        // Many keys in range: pruned by them while their square, times
+        // PRUNING_PLAN_ROWS, is within the file's rows, else read whole.
+        let many: Vec<String> = (0..100).map(|i| format!("k{i:03}")).collect();
+        let small = file(159_999, vec![group("k000", "k099", 159_999)]);
+        assert_eq!(of(&many, &small), None);
+        let large = file(160_000, vec![group("k000", "k099", 160_000)]);
+        assert_eq!(of(&many, &large).map(|k| k.len()), Some(100));
+        // A file whose ranges cannot say: pruned by every key, or read whole.
+        assert_eq!(of(&many, &file(159_999, vec![])), None);
+        assert_eq!(of(&many[..20], &file(1, vec![])).map(|k| k.len()), Some(20));
+        // A short list always prunes.
+        let twenty = file(1, vec![group("k000", "k099", 1)]);
+        assert_eq!(of(&many[..20], &twenty).map(|k| k.len()), Some(20));
+        assert_eq!(of(&many[..21], &twenty), None);
+    }
 
     /// rev-s48-cli M1: a store's failure (an S3 5xx or 403, a permission
     /// denied), however DataFusion wraps it, is no damaged file: its Help

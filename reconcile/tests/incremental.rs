@@ -1823,12 +1823,13 @@ fn a_proved_files_footer_cannot_hide_a_proved_tail_inside_its_stretch_from_its_l
     }
 }
 
-/// A scan by key prunes by every key it looks for, not only by a list of
-/// up to 20 (DataFusion's default for `IN`): a night that reopens more
-/// streams reads only the row groups their footers do not rule out, and
-/// checks what it saw against the notes (`ledger_reconcile::keyed`). Seen
-/// through a footer that lies about the later rows of a stream's stretch:
-/// a scan of that stream's key among 25 no longer reads them, while of an
+/// A scan by more keys than DataFusion prunes by (20) still prunes a file
+/// by the keys its row groups' ranges hold (`lake::ByKey`): a night that
+/// reopens more streams reads only the row groups their footers do not
+/// rule out, and checks what it saw against the notes
+/// (`ledger_reconcile::keyed`). Seen through a footer that lies about the
+/// later rows of a stream's stretch: a scan of that stream's key among 25
+/// (the others past the file's keys) no longer reads them, while of an
 /// honest writer's file it reads every row.
 #[test]
 fn a_scan_by_many_keys_prunes_by_every_key() {
