@@ -2133,48 +2133,6 @@ fn write_rows(root: &Path, events: &[Event]) -> Vec<String> {
         .collect()
 }
 
-/// `bad` written into the proved lake at `root` as a file of its own: the
-/// night finds `codes` on its row, as a full proof does; then `repair`
-/// (given the keys written), after which the lake holds, and so do the
-/// night resumed, `--full` with the checkpoint and the night after, each as
-/// a full proof.
-fn damaged_then_repaired(
-    root: &Path,
-    ckpt: &Path,
-    bad: &Event,
-    codes: &[&str],
-    repair: impl FnOnce(&[String]),
-) {
-    let damaged = write_rows(root, std::slice::from_ref(bad));
-    let found = night(root, ckpt);
-    let on_row: Vec<&str> = found
-        .checks
-        .iter()
-        .flat_map(|c| &c.findings)
-        .filter(|f| f.event_id.as_deref() == Some(bad.event_id.as_str()))
-        .map(|f| f.code)
-        .collect();
-    assert!(
-        codes.iter().all(|c| on_row.contains(c)),
-        "{codes:?}: {}",
-        found.summary()
-    );
-    assert_same(2, &found, &full(root));
-    repair(&damaged);
-    let whole = full(root);
-    assert!(whole.holds, "{}", whole.summary());
-    assert_same(3, &night(root, ckpt), &whole);
-    assert_same(4, &full_night_with(root, ckpt, &opts()), &whole);
-    assert_same(5, &night(root, ckpt), &whole);
-}
-
-/// The files at `keys` removed from the lake at `root`.
-fn remove_all(root: &Path, keys: &[String]) {
-    for key in keys {
-        std::fs::remove_file(root.join(key)).unwrap();
-    }
-}
-
 /// A row that is not the ledger's is not owed (rev-s60-nights 1, 2): a
 /// stream's newest row delivered with a damaged `hash` (found:
 /// `hash_mismatch`), then repaired as docs/LAKE.md says (the file as ingest
@@ -2203,17 +2161,30 @@ fn a_newest_row_with_a_damaged_hash_repaired_is_not_owed_as_it_was_damaged() {
             .collect();
         deliver(&root, &keep, "a");
         night(&root, &ckpt);
-        // Repaired: the damaged file gone, the row as ingest wrote it back.
-        damaged_then_repaired(
-            &root,
-            &ckpt,
-            &hash_damaged(&last),
-            &["hash_mismatch"],
-            |bad| {
-                remove_all(&root, bad);
-                write_rows(&root, std::slice::from_ref(&last));
-            },
+        let damaged = write_rows(&root, &[hash_damaged(&last)]);
+        let found = night(&root, &ckpt);
+        assert!(
+            found
+                .checks
+                .iter()
+                .flat_map(|c| &c.findings)
+                .any(|f| f.code == "hash_mismatch"
+                    && f.event_id.as_deref() == Some(last.event_id.as_str())),
+            "{stream:?}: {}",
+            found.summary()
         );
+        assert_same(2, &found, &full(&root));
+        // Repaired: the damaged file gone, the row as ingest wrote it back.
+        for key in &damaged {
+            std::fs::remove_file(root.join(key)).unwrap();
+        }
+        write_rows(&root, std::slice::from_ref(&last));
+        let whole = full(&root);
+        assert!(whole.holds, "{stream:?}: {}", whole.summary());
+        let repaired = night(&root, &ckpt);
+        assert_same(3, &repaired, &whole);
+        assert_same(4, &full_night_with(&root, &ckpt, &opts()), &whole);
+        assert_same(5, &night(&root, &ckpt), &whole);
     }
 }
 
@@ -2231,10 +2202,29 @@ fn a_damaged_copy_of_a_row_moved_out_is_not_owed_as_a_conflicts_version() {
     deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
     night(&root, &ckpt);
     let (row, _) = second_version(&events, 3);
-    let codes = ["conflict", "hash_mismatch"];
-    damaged_then_repaired(&root, &ckpt, &hash_damaged(&row), &codes, |copy| {
-        remove_all(&root, copy)
-    });
+    let copy = write_rows(&root, &[hash_damaged(&row)]);
+    let found = night(&root, &ckpt);
+    let codes: Vec<&str> = found
+        .checks
+        .iter()
+        .flat_map(|c| &c.findings)
+        .filter(|f| f.event_id.as_deref() == Some(row.event_id.as_str()))
+        .map(|f| f.code)
+        .collect();
+    assert!(
+        codes.contains(&"conflict") && codes.contains(&"hash_mismatch"),
+        "{}",
+        found.summary()
+    );
+    assert_same(2, &found, &full(&root));
+    for key in &copy {
+        std::fs::remove_file(root.join(key)).unwrap();
+    }
+    let whole = full(&root);
+    assert!(whole.holds, "{}", whole.summary());
+    assert_same(3, &night(&root, &ckpt), &whole);
+    assert_same(4, &full_night_with(&root, &ckpt, &opts()), &whole);
+    assert_same(5, &night(&root, &ckpt), &whole);
 }
 
 /// A finding that new rows of the lake resolve is withdrawn, not owed: a
