@@ -139,15 +139,10 @@ pub async fn judge(
         .into_iter()
         .map(|(id, tail)| ((id, tail.last_seq), tail))
         .collect();
-    // What the set-aside proof found is not the ledger's, which its tails
-    // and conflicts do not owe (`this_run.reopened` comes without it).
-    let not_the_ledgers =
-        retained::NotTheLedgers::of(owing.set_aside.iter().flat_map(|p| &p.findings));
     let mut add = |(id, tail): Owed| {
         tails.insert((id, tail.last_seq), tail);
     };
     if let Some(p) = owing.set_aside {
-        let mut add = |owed: Owed| add(not_the_ledgers.owed(owed));
         for (id, st) in &p.streams {
             add((id.clone(), st.tail.clone()));
         }
@@ -195,15 +190,9 @@ pub async fn judge(
                 return;
             }
             let now = now.transfers.state(id).map(|s| &s.tail);
-            if retained::judge(&st.tail, now, None) == Held::Yes {
-                return;
+            if retained::judge(&st.tail, now, None) != Held::Yes {
+                decide(transfer(id), st.tail.clone(), None);
             }
-            let (id, tail) = if not_the_ledgers.is_empty() {
-                (transfer(id), st.tail.clone())
-            } else {
-                not_the_ledgers.owed((transfer(id), st.tail.clone()))
-            };
-            decide(id, tail, None);
         };
         if owing.full {
             for e in p.archive.each_readable(&open, judge) {

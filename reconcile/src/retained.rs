@@ -93,9 +93,7 @@ pub type Owed = (StreamId, Tail);
 /// for a lost version, whatever its seq. It stays owed in the checkpoint
 /// (its format unchanged: owed seqs are tails) and is judged every run
 /// until the lake holds every version again, when the conflict is found
-/// again by the proof. Its callers take out the versions that failed their
-/// hash ([`NotTheLedgers`]): a damaged copy moved out is the repair, not a
-/// loss. Rows of seq 0 are outside the chain too, but no
+/// again by the proof. Rows of seq 0 are outside the chain too, but no
 /// finding about one records its hash, so they are not owed (a limit).
 pub fn evidence(f: &StreamFinding) -> Option<Owed> {
     if f.check != duplicates::NAME {
@@ -110,63 +108,6 @@ pub fn evidence(f: &StreamFinding) -> Option<Owed> {
             last_hashes: LastHashes::of(versions),
         },
     ))
-}
-
-/// The rows a proof found that are not the ledger's: by stream and seq, the
-/// hashes recorded by rows whose content hashes to another
-/// (`hash_mismatch`, [`crate::checks::completeness::recorded_hash`]). The
-/// lake does not owe them (rev-s60-nights 1, 2): such a hash is not a
-/// commitment to any event, and the repair docs/LAKE.md gives (the file as
-/// ingest wrote it put back, or a damaged copy moved out) removes it. Owed
-/// as proved, a stream's tail with a damaged hash, or a conflict made by a
-/// damaged copy, was `proved_row_changed` every night after its repair,
-/// where a full proof held, and `--full` could not clear it. The rule
-/// [`lost_starts`]' callers apply at a seq where the proof found such a row
-/// (`crate::owing::lost_starts`), applied to tails and conflicts' versions.
-#[derive(Default)]
-pub struct NotTheLedgers<'a>(HashMap<(&'a StreamId, u64), Vec<&'a str>>);
-
-impl<'a> NotTheLedgers<'a> {
-    /// Those `findings` (a proof's) name.
-    pub fn of(findings: impl IntoIterator<Item = &'a StreamFinding>) -> NotTheLedgers<'a> {
-        let mut rows: HashMap<(&StreamId, u64), Vec<&str>> = HashMap::new();
-        for f in findings {
-            if let (Some(seq), Some(hash)) = (
-                f.finding.seq,
-                crate::checks::completeness::recorded_hash(&f.finding),
-            ) {
-                rows.entry((&f.stream, seq)).or_default().push(hash);
-            }
-        }
-        NotTheLedgers(rows)
-    }
-
-    /// `owed` without the hashes of rows that are not the ledger's at its
-    /// seq: a tail whose every version is one is owed with no hash (any row
-    /// at its seq holds it, the chain judging what that row is, as a lost
-    /// file's start is).
-    pub fn owed(&self, (id, tail): Owed) -> Owed {
-        let Some(bad) = self.0.get(&(&id, tail.last_seq)) else {
-            return (id, tail);
-        };
-        let kept: Vec<String> = Vec::<String>::from(tail.last_hashes)
-            .into_iter()
-            .filter(|h| !bad.contains(&h.as_str()))
-            .collect();
-        let last_hashes = kept.into();
-        (
-            id,
-            Tail {
-                last_seq: tail.last_seq,
-                last_hashes,
-            },
-        )
-    }
-
-    /// Whether no row is named (nothing to take out: the tails go as they are).
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 /// How many seqs of the gaps [`lost_starts`] lists at once, at least, to be
@@ -341,9 +282,11 @@ pub fn finding(stream: &StreamId, owed: &Tail, held: &Held) -> Option<Finding> {
     let proved = hashes.join(", ");
     let (code, at, detail) = match held {
         Held::Yes | Held::Look => return None,
-        // A stretch's first row in a file since lost ([`lost_starts`]), or
-        // a tail whose rows were not the ledger's ([`NotTheLedgers`]): no
-        // hash known.
+        // A stretch's first row in a file since lost ([`lost_starts`]): no
+        // hash known. A stream that now ends before it says so through its
+        // tail, judged beside it (the one finding of that loss, from the
+        // stream's end on); still owed.
+        Held::Missing { ends: Some(_) } if hashes.is_empty() => return None,
         Held::Missing { ends: None } if hashes.is_empty() => (
             "proved_rows_missing",
             seq,
@@ -353,26 +296,21 @@ pub fn finding(stream: &StreamId, owed: &Tail, held: &Held) -> Option<Finding> {
                  restored, or its rows delivered again, resolves this)"
             ),
         ),
-        // A stream that now ends before the owed seq: one finding from its
-        // end on, whatever else of it is owed past that end (`judge`'s
-        // callers keep the one of the latest seq, `crate::owing::judge`).
         Held::Missing { ends: Some(0) } => (
             "proved_rows_missing",
             1,
             format!(
-                "seqs 1..={seq} were proved by an earlier run{} and no row of the stream is in \
-                 the lake",
-                with_hash(seq, &proved)
+                "seqs 1..={seq} were proved by an earlier run (seq {seq} with hash {proved}) \
+                 and no row of the stream is in the lake"
             ),
         ),
         Held::Missing { ends: Some(ends) } => (
             "proved_rows_missing",
             ends + 1,
             format!(
-                "seqs {}..={seq} were proved by an earlier run{} and are not in the lake: the \
-                 stream now ends at seq {ends}",
-                ends + 1,
-                with_hash(seq, &proved)
+                "seqs {}..={seq} were proved by an earlier run (seq {seq} with hash {proved}) \
+                 and are not in the lake: the stream now ends at seq {ends}",
+                ends + 1
             ),
         ),
         Held::Missing { ends: None } => (
@@ -402,16 +340,6 @@ pub fn finding(stream: &StreamId, owed: &Tail, held: &Held) -> Option<Finding> {
         }
     };
     Some(Finding::new(code, key, detail).at(at, &event_id(*kind, key, at)))
-}
-
-/// " (seq S with hash H)", naming what was proved at the owed seq, or
-/// nothing when no hash is owed there.
-fn with_hash(seq: u64, proved: &str) -> String {
-    if proved.is_empty() {
-        String::new()
-    } else {
-        format!(" (seq {seq} with hash {proved})")
-    }
 }
 
 #[cfg(test)]
@@ -555,20 +483,10 @@ mod tests {
             "{}",
             f.detail
         );
-        // The stream now ends before it: the finding from its end on, the
-        // one its tail gives too (kept once, `owing::judge`).
+        // The stream now ends before it: its tail says so, not this.
         let short = judge(&owed.1, Some(&tail(2, &['z'])), None);
         assert_eq!(short, Held::Missing { ends: Some(2) });
-        let f = finding(&id, &owed.1, &short).unwrap();
-        assert_eq!((f.code, f.seq), ("proved_rows_missing", Some(3)));
-        assert!(
-            f.detail.ends_with(
-                "seqs 3..=4 were proved by an earlier run and are not in the lake: \
-                 the stream now ends at seq 2"
-            ),
-            "{}",
-            f.detail
-        );
+        assert_eq!(finding(&id, &owed.1, &short), None);
     }
 
     #[test]

@@ -978,16 +978,11 @@ async fn prove_table(
                 reopen.len()
             );
         }
-        // Less the rows their proof found are not the ledger's
-        // (`retained::NotTheLedgers`).
-        let not_the_ledgers = crate::retained::NotTheLedgers::of(
-            proof.findings.iter().filter(|f| reopen.contains(&f.stream)),
-        );
         reopened = reopen
             .iter()
             .filter_map(|id| {
                 let tail = proof.tail(id.0, id.1, &id.2)?;
-                (tail.last_seq > 0).then(|| not_the_ledgers.owed((id.clone(), tail.clone())))
+                (tail.last_seq > 0).then(|| (id.clone(), tail.clone()))
             })
             .collect();
         // Streams proved at seq 0 alone (invalid rows, each noted): their
@@ -1009,8 +1004,7 @@ async fn prove_table(
                 .findings
                 .iter()
                 .filter(|f| reopen.contains(&f.stream))
-                .filter_map(crate::retained::evidence)
-                .map(|owed| not_the_ledgers.owed(owed)),
+                .filter_map(crate::retained::evidence),
         );
         proof.withdraw(&reopen);
         let mut keys: Vec<String> = reopen.iter().map(|id| id.2.clone()).collect();

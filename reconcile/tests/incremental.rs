@@ -2111,122 +2111,6 @@ fn a_conflicts_version_lost_with_its_file_is_still_reported_by_the_proof_in_full
     }
 }
 
-/// `e` with one hex digit of its recorded `hash` changed: its content
-/// intact, so it hashes to its own hash no more (`hash_mismatch`), and the
-/// row after it still links to the hash it should record.
-fn hash_damaged(e: &Event) -> Event {
-    let mut bad = e.clone();
-    let first = if bad.hash.starts_with('0') { "1" } else { "0" };
-    bad.hash.replace_range(0..1, first);
-    bad
-}
-
-/// `events` written as ingest writes them (no hash checked: a damaged row
-/// goes in as it is); the keys written.
-fn write_rows(root: &Path, events: &[Event]) -> Vec<String> {
-    files_of(events)
-        .into_iter()
-        .map(|f| {
-            write_object(root, &f.key, &f.bytes).unwrap();
-            f.key
-        })
-        .collect()
-}
-
-/// A row that is not the ledger's is not owed (rev-s60-nights 1, 2): a
-/// stream's newest row delivered with a damaged `hash` (found:
-/// `hash_mismatch`), then repaired as docs/LAKE.md says (the file as ingest
-/// wrote it put back), holds once repaired, resumed as in full, and the
-/// nights after. The checkpoint kept the damaged hash as the stream's tail
-/// and owed it: every night after the repair was `proved_row_changed`
-/// ("the stream's history was rewritten") where a full proof held, and
-/// `--full` with the checkpoint could not clear it. The same for an account
-/// stream's tail and a settled transfer's last row (a tail for good).
-#[test]
-fn a_newest_row_with_a_damaged_hash_repaired_is_not_owed_as_it_was_damaged() {
-    for stream in [Stream::Account, Stream::Transfer] {
-        let dir = tempfile::tempdir().unwrap();
-        let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-        let events = history(43, 4, 200);
-        // A stream's last row, of a stream that has rows before it.
-        let last = events
-            .iter()
-            .rev()
-            .find(|e| e.stream == stream && e.seq > 2)
-            .unwrap()
-            .clone();
-        let keep: Vec<&Event> = events
-            .iter()
-            .filter(|e| e.event_id != last.event_id)
-            .collect();
-        deliver(&root, &keep, "a");
-        night(&root, &ckpt);
-        let damaged = write_rows(&root, &[hash_damaged(&last)]);
-        let found = night(&root, &ckpt);
-        assert!(
-            found
-                .checks
-                .iter()
-                .flat_map(|c| &c.findings)
-                .any(|f| f.code == "hash_mismatch"
-                    && f.event_id.as_deref() == Some(last.event_id.as_str())),
-            "{stream:?}: {}",
-            found.summary()
-        );
-        assert_same(2, &found, &full(&root));
-        // Repaired: the damaged file gone, the row as ingest wrote it back.
-        for key in &damaged {
-            std::fs::remove_file(root.join(key)).unwrap();
-        }
-        write_rows(&root, std::slice::from_ref(&last));
-        let whole = full(&root);
-        assert!(whole.holds, "{stream:?}: {}", whole.summary());
-        let repaired = night(&root, &ckpt);
-        assert_same(3, &repaired, &whole);
-        assert_same(4, &full_night_with(&root, &ckpt, &opts()), &whole);
-        assert_same(5, &night(&root, &ckpt), &whole);
-    }
-}
-
-/// The same for a conflict made by a damaged copy (rev-s60-nights 2): a
-/// row delivered again with its `hash` damaged is a `conflict` and a
-/// `hash_mismatch`; the copy moved out of the lake (docs/LAKE.md's remedy,
-/// the first file holding every row), the lake holds, resumed as in full,
-/// and the nights after. Its versions were owed, the damaged one included:
-/// `proved_row_changed` ("a version proved there is gone") every night.
-#[test]
-fn a_damaged_copy_of_a_row_moved_out_is_not_owed_as_a_conflicts_version() {
-    let dir = tempfile::tempdir().unwrap();
-    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-    let events = history(43, 4, 200);
-    deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
-    night(&root, &ckpt);
-    let (row, _) = second_version(&events, 3);
-    let copy = write_rows(&root, &[hash_damaged(&row)]);
-    let found = night(&root, &ckpt);
-    let codes: Vec<&str> = found
-        .checks
-        .iter()
-        .flat_map(|c| &c.findings)
-        .filter(|f| f.event_id.as_deref() == Some(row.event_id.as_str()))
-        .map(|f| f.code)
-        .collect();
-    assert!(
-        codes.contains(&"conflict") && codes.contains(&"hash_mismatch"),
-        "{}",
-        found.summary()
-    );
-    assert_same(2, &found, &full(&root));
-    for key in &copy {
-        std::fs::remove_file(root.join(key)).unwrap();
-    }
-    let whole = full(&root);
-    assert!(whole.holds, "{}", whole.summary());
-    assert_same(3, &night(&root, &ckpt), &whole);
-    assert_same(4, &full_night_with(&root, &ckpt, &opts()), &whole);
-    assert_same(5, &night(&root, &ckpt), &whole);
-}
-
 /// A finding that new rows of the lake resolve is withdrawn, not owed: a
 /// gap filled by a late row reopens its stream, whose proof finds the gap
 /// no more. A conflict of the same stream, both versions still in the lake,
@@ -4055,7 +3939,7 @@ fn late_redeliveries_are_copies_and_violations_in_rewritten_files_are_caught() {
     assert!(i.transfers_pulled > 0, "{i:?}");
     assert!(!i.reproved_in_full, "{i:?}");
     let mut owing = Owing::default();
-    owing.check(&root, &[], &NotTheLedgers::new()).unwrap();
+    owing.check(&root, &[]).unwrap();
 
     // Violations injected into already-proved history (the corruption tool
     // rewrites the files it touches): each is caught, exactly as a full run
@@ -4089,7 +3973,7 @@ fn late_redeliveries_are_copies_and_violations_in_rewritten_files_are_caught() {
         let mut found = owed(&inc);
         found.sort();
         owing
-            .check(&root, &found, &not_the_ledgers(&fresh))
+            .check(&root, &found)
             .unwrap_or_else(|e| panic!("{class:?}: {e}"));
         if class == Class::Gap {
             assert!(
@@ -5042,27 +4926,6 @@ fn lake_rows(root: &Path) -> Vec<(StreamId, u64, String)> {
     rows
 }
 
-/// Rows a proof found failing their hash (`hash_mismatch`): stream key,
-/// seq and the hash the row records (read from the finding's detail).
-type NotTheLedgers = std::collections::BTreeSet<(String, u64, String)>;
-
-/// Those of `r`.
-fn not_the_ledgers(r: &Report) -> NotTheLedgers {
-    r.checks
-        .iter()
-        .flat_map(|c| &c.findings)
-        .filter(|f| f.code == "hash_mismatch")
-        .map(|f| {
-            let (recorded, _) = f
-                .detail
-                .strip_prefix("recorded hash ")
-                .and_then(|d| d.rsplit_once(" but the row's content hashes to "))
-                .expect("a hash_mismatch's detail");
-            (f.key.clone(), f.seq.unwrap(), recorded.to_owned())
-        })
-        .collect()
-}
-
 /// The hashes a stream's seq was proved with, by stream and seq.
 type Versions = std::collections::BTreeMap<(StreamId, u64), std::collections::BTreeSet<String>>;
 
@@ -5091,11 +4954,10 @@ impl Owing {
         &mut self,
         root: &Path,
         found: &[(&'static str, String, u64)],
-        not_the_ledgers: &NotTheLedgers,
     ) -> Result<usize, String> {
         let seen = std::mem::take(&mut self.seen);
         let rows = lake_rows(root);
-        let want = self.night(root, not_the_ledgers);
+        let want = self.night(root);
         if let Some(w) = want.iter().find(|w| !found.contains(w)) {
             return Err(format!("{w:?} not found: {found:?}, want {want:?}"));
         }
@@ -5134,14 +4996,8 @@ impl Owing {
     /// missing from the same seq on are one finding). (A run judges only
     /// what it could have lost: all of it after lost files, that of the
     /// streams it re-proved, what is owed; a seq not held is always among
-    /// them.) Then moves to the night, whose tails and conflicts owe no
-    /// hash of a row `not_the_ledgers` names (it fails its hash): a tail of
-    /// none owes a row at its seq, whatever its hash.
-    fn night(
-        &mut self,
-        root: &Path,
-        not_the_ledgers: &NotTheLedgers,
-    ) -> Vec<(&'static str, String, u64)> {
+    /// them.) Then moves to the night.
+    fn night(&mut self, root: &Path) -> Vec<(&'static str, String, u64)> {
         let rows = lake_rows(root);
         let mut judged: Versions = std::mem::take(&mut self.tails)
             .into_iter()
@@ -5162,12 +5018,7 @@ impl Owing {
                 .filter(|r| r.0 == id && r.1 == seq)
                 .map(|r| r.2.clone())
                 .collect();
-            let held = if proved.is_empty() {
-                !at.is_empty()
-            } else {
-                proved.is_subset(&at)
-            };
-            if seq == 0 || held {
+            if seq == 0 || proved.is_subset(&at) {
                 continue;
             }
             found.push(match (at.is_empty(), ends < seq) {
@@ -5189,14 +5040,6 @@ impl Owing {
             versions.entry((id, seq)).or_default().insert(hash);
         }
         self.conflicts = versions.into_iter().filter(|(_, h)| h.len() > 1).collect();
-        let ledgers =
-            |((id, seq), hashes): (&(StreamId, u64), &mut std::collections::BTreeSet<String>)| {
-                hashes.retain(|h| !not_the_ledgers.contains(&(id.2.clone(), *seq, h.clone())));
-            };
-        self.conflicts.iter_mut().for_each(ledgers);
-        for (id, (seq, hashes)) in &mut self.tails {
-            ledgers((&(id.clone(), *seq), hashes));
-        }
         found.sort();
         found.dedup();
         let mut found: Vec<_> = found
@@ -5463,11 +5306,9 @@ fn damaged_rounds(rounds: u64, first: u64, most_operations: u64) {
             // holds is what the lake's files say.
             let mut found = owed(&inc);
             found.sort();
-            lost_starts += owing
-                .check(&root, &found, &not_the_ledgers(&fresh))
-                .unwrap_or_else(|e| {
-                    panic!("{context}: night {n}: the proved tails judged ({i:?}): {e}")
-                });
+            lost_starts += owing.check(&root, &found).unwrap_or_else(|e| {
+                panic!("{context}: night {n}: the proved tails judged ({i:?}): {e}")
+            });
             owed_nights += usize::from(!found.is_empty());
             assert_eq!(
                 verdicts(&without_owed(&inc)),
