@@ -829,10 +829,13 @@ fn file_size_limit_is_an_error() {
     }
 }
 
-/// Whether fd 1 was closed when the process started (`reconcile … >&-`, a
-/// wrapper that closes it). Rust's runtime opens `/dev/null` on a closed
-/// standard descriptor before `main`, so the summary would vanish without an
-/// error (rev-s55-blackbox F7); [`probe_stdout`] looks first.
+/// Whether fd 1 was closed, or open for reading only, when the process
+/// started (`reconcile … >&-` or `1</dev/null`, a wrapper that closes it).
+/// Rust's runtime opens `/dev/null` on a closed standard descriptor before
+/// `main`, and its stdout takes a write that fails with EBADF as written,
+/// so the summary would vanish without an error (rev-s55-blackbox F7,
+/// rev-s60-diff 3); [`probe_stdout`] looks first. Linux only (elsewhere
+/// the summary is written as before).
 #[cfg(target_os = "linux")]
 static STDOUT_CLOSED_AT_START: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
@@ -841,8 +844,9 @@ static STDOUT_CLOSED_AT_START: std::sync::atomic::AtomicBool =
 /// own constructors), so before Rust's runtime reopens a closed fd 1.
 #[cfg(target_os = "linux")]
 extern "C" fn probe_stdout() {
-    // SAFETY: fcntl(F_GETFD) on a descriptor number reads no memory of ours.
-    if unsafe { libc::fcntl(1, libc::F_GETFD) } == -1 {
+    // SAFETY: fcntl(F_GETFL) on a descriptor number reads no memory of ours.
+    let flags = unsafe { libc::fcntl(1, libc::F_GETFL) };
+    if flags == -1 || flags & libc::O_ACCMODE == libc::O_RDONLY {
         STDOUT_CLOSED_AT_START.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
@@ -856,7 +860,7 @@ static PROBE_STDOUT: extern "C" fn() = probe_stdout;
 fn stdout_closed_at_start() -> Option<&'static str> {
     #[cfg(target_os = "linux")]
     if STDOUT_CLOSED_AT_START.load(std::sync::atomic::Ordering::Relaxed) {
-        return Some("stdout was closed when the run started");
+        return Some("stdout was closed, or not open for writing, when the run started");
     }
     None
 }

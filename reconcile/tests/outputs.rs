@@ -458,24 +458,33 @@ fn a_stdout_closed_at_start_is_exit_2_and_dev_null_is_not() {
         "--metrics",
         s(&metrics),
     ];
-    let closed = Command::new("sh")
-        .arg("-c")
-        .arg(r#"exec "$0" "$@" >&-"#)
-        .arg(env!("CARGO_BIN_EXE_reconcile"))
-        .args(args)
-        .env_remove("LEDGER_LAKE")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&closed.stderr);
-    assert_eq!(closed.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("cannot write the summary to stdout: stdout was closed when the run started"),
-        "{err}"
-    );
-    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!(report["holds"], true);
-    let prom = std::fs::read_to_string(&metrics).unwrap();
-    assert!(prom.contains("\nreconcile_outputs_failed 1\n"), "{prom}");
+    // Closed, or open for reading only (a write to it fails with EBADF,
+    // which Rust's stdout takes as written).
+    for redirect in [">&-", "1</dev/null"] {
+        std::fs::remove_file(&json).ok();
+        let closed = Command::new("sh")
+            .arg("-c")
+            .arg(format!(r#"exec "$0" "$@" {redirect}"#))
+            .arg(env!("CARGO_BIN_EXE_reconcile"))
+            .args(args)
+            .env_remove("LEDGER_LAKE")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&closed.stderr);
+        assert_eq!(closed.status.code(), Some(2), "{redirect}: {err}");
+        assert!(
+            err.contains(
+                "cannot write the summary to stdout: stdout was closed, or not open for \
+                 writing, when the run started"
+            ),
+            "{redirect}: {err}"
+        );
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(report["holds"], true);
+        let prom = std::fs::read_to_string(&metrics).unwrap();
+        assert!(prom.contains("\nreconcile_outputs_failed 1\n"), "{prom}");
+    }
 
     let discarded = Command::new(env!("CARGO_BIN_EXE_reconcile"))
         .args(args)
