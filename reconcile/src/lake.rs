@@ -1066,7 +1066,7 @@ const PRUNING_PLAN_ROWS: u128 = 16;
 /// a file's `IN` list into a pruning predicate of one term per key, nested
 /// one in the next, and its planning of that predicate walks the nest at
 /// every level: the cost per file grows with the square of the list (at
-/// 840 keys, ~60 ms a file; a redelivery night that looked up 844 account
+/// 840 keys, ~0.1 s a file; a redelivery night that looked up 844 account
 /// streams over a 3M-event lake's 600 files took 25 s, a full proof 3.4 s).
 /// So each file is given only the keys its row groups' key ranges hold
 /// (from its footer, [`LakeFileInfo::key_groups`]: as DataFusion's pruning
