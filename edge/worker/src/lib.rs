@@ -633,31 +633,20 @@ async fn admin_route(
         {
             Err(ApiError::RouteNotFound)
         }
-        (Method::Post, ["accounts", name, "faults"]) => {
+        // An account's object honours every fault (`parse::faults`), a transfer's one, its
+        // queue sends (`parse::transfer_faults`).
+        (Method::Post, [kind @ ("accounts" | "transfers"), id, "faults"]) => {
             let lim = limits(env)?;
             let text = body_text(&mut req, &lim).await?;
-            let body = parse::faults(&text, &lim)?;
+            let (namespace, body) = if *kind == "accounts" {
+                ("ACCOUNT", parse::faults(&text, &lim)?)
+            } else {
+                ("TRANSFER", parse::transfer_faults(&text, &lim)?)
+            };
             pass(
                 call_do_text(
                     env,
-                    "ACCOUNT",
-                    name,
-                    Method::Post,
-                    "/_admin/faults",
-                    Some(body),
-                )
-                .await,
-            )
-        }
-        // A transfer's object honours one fault, its queue sends (`parse::transfer_faults`).
-        (Method::Post, ["transfers", id, "faults"]) => {
-            let lim = limits(env)?;
-            let text = body_text(&mut req, &lim).await?;
-            let body = parse::transfer_faults(&text, &lim)?;
-            pass(
-                call_do_text(
-                    env,
-                    "TRANSFER",
+                    namespace,
                     id,
                     Method::Post,
                     "/_admin/faults",
