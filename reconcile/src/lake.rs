@@ -749,8 +749,7 @@ impl Lake {
         keys: Option<&[String]>,
         mut visit: impl FnMut(&RecordBatch),
     ) -> Result<(), Error> {
-        let by = keys.map(ByKey::new);
-        let (pruning, whole) = by_key_contexts(&self.ctx.state());
+        let by = keys.map(|keys| ByKey::new(keys, &self.ctx.state()));
         for f in files {
             let have: Vec<&str> = columns
                 .iter()
@@ -762,8 +761,7 @@ impl Lake {
             }
             let path = self.file_url(&f.key);
             let file_err = unreadable(&f.key);
-            let (filter, prunes) = file_by_key(f, by.as_ref());
-            let ctx = if prunes { &pruning } else { &whole };
+            let (filter, ctx) = file_by_key(f, by.as_ref(), &self.ctx);
             let mut stream = ctx
                 .read_parquet(path, ParquetReadOptions::default())
                 .await
@@ -963,8 +961,8 @@ impl Lake {
         options.execution.parquet.schema_force_view_types = true;
         // A scan by key prunes each file by its own keys, or reads it whole
         // (`ByKey`).
-        let by = select.keys.map(ByKey::new);
-        let (pruning, whole) = by_key_contexts(&state);
+        let by = select.keys.map(|keys| ByKey::new(keys, &state));
+        let ctx = SessionContext::new_with_state(state);
         let started = std::time::Instant::now();
         // Inferring a schema reads the footer again: once per distinct
         // column list (one while every file has the same columns), not once per file.
@@ -980,11 +978,10 @@ impl Lake {
                 schema,
                 ..Default::default()
             };
-            let (filter, prunes) = match select.reads_whole(&f.key) {
-                true => (None, false),
-                false => file_by_key(f, by.as_ref()),
+            let (filter, ctx) = match select.reads_whole(&f.key) {
+                true => (None, &ctx),
+                false => file_by_key(f, by.as_ref(), &ctx),
             };
-            let ctx = if prunes { &pruning } else { &whole };
             let mut df = ctx.read_parquet(path, read).await.map_err(file_err)?;
             if !known {
                 schemas.insert(f.columns.as_str(), df.schema().as_arrow().clone());
@@ -1081,6 +1078,12 @@ pub(crate) struct ByKey<'k> {
     all: &'k [String],
     /// `all`, sorted, each once.
     sorted: Vec<&'k str>,
+    /// The scan's context, set to prune by a list of up to
+    /// [`PRUNING_KEYS_MAX`] keys: the files pruned by their keys are read
+    /// with it; the others with the scan's own, whose default bound
+    /// ([`PRUNING_KEYS_ALWAYS`]) leaves their longer list to filter rows
+    /// only, while a split's list of streams (`only_from`) still prunes.
+    pruning: SessionContext,
 }
 
 /// How [`ByKey`] reads one file.
@@ -1093,11 +1096,23 @@ enum FileKeys<'k> {
 }
 
 impl<'k> ByKey<'k> {
-    fn new(all: &'k [String]) -> ByKey<'k> {
+    /// For a scan of `all` with the context of `state`.
+    fn new(all: &'k [String], state: &datafusion::execution::SessionState) -> ByKey<'k> {
         let mut sorted: Vec<&str> = all.iter().map(String::as_str).collect();
         sorted.sort_unstable();
         sorted.dedup();
-        ByKey { all, sorted }
+        let mut state = state.clone();
+        state
+            .config_mut()
+            .options_mut()
+            .execution
+            .parquet
+            .max_in_list_size = PRUNING_KEYS_MAX;
+        ByKey {
+            all,
+            sorted,
+            pruning: SessionContext::new_with_state(state),
+        }
     }
 
     /// How `f` is read.
@@ -1136,45 +1151,27 @@ impl<'k> ByKey<'k> {
     }
 }
 
-/// The two contexts a scan reads files with ([`ByKey`]), from `state`: one
-/// that prunes by a file's keys, and one that prunes by no list longer than
-/// DataFusion's default (a scan without keys, and a file read whole, whose
-/// keys are more: its `IN` list then filters rows only, while a split's
-/// list of streams, `only_from`, still prunes).
-fn by_key_contexts(
-    state: &datafusion::execution::SessionState,
-) -> (SessionContext, SessionContext) {
-    let with = |max: usize| {
-        let mut state = state.clone();
-        state
-            .config_mut()
-            .options_mut()
-            .execution
-            .parquet
-            .max_in_list_size = max;
-        SessionContext::new_with_state(state)
-    };
-    (with(PRUNING_KEYS_MAX), with(PRUNING_KEYS_ALWAYS))
+/// The filter of the file `f` in a scan by `by` (none without keys), and
+/// the context that reads it: `by`'s pruning one, or the scan's own `ctx`.
+fn file_by_key<'c>(
+    f: &LakeFileInfo,
+    by: Option<&'c ByKey<'_>>,
+    ctx: &'c SessionContext,
+) -> (Option<Expr>, &'c SessionContext) {
+    match by.map(|by| (by, by.of(f))) {
+        None => (None, ctx),
+        Some((by, FileKeys::Prune(keys))) => (Some(in_list(keys)), &by.pruning),
+        Some((by, FileKeys::Whole)) => (Some(in_list(by.all.iter().map(String::as_str))), ctx),
+    }
 }
 
-/// The filter of the file `f` in a scan by `by` (none without keys), and
-/// which of the two contexts ([`by_key_contexts`]) reads it: the pruning
-/// one (`true`) or not.
-fn file_by_key(f: &LakeFileInfo, by: Option<&ByKey<'_>>) -> (Option<Expr>, bool) {
-    let Some(by) = by else {
-        return (None, false);
-    };
-    let list = |keys: &mut dyn Iterator<Item = &str>| {
-        let list: Vec<Expr> = keys.map(lit).collect();
-        if list.is_empty() {
-            lit(false) // no key of the scan in its ranges: no row read
-        } else {
-            col("stream_key").in_list(list, false)
-        }
-    };
-    match by.of(f) {
-        FileKeys::Prune(keys) => (Some(list(&mut keys.into_iter())), true),
-        FileKeys::Whole => (Some(list(&mut by.all.iter().map(String::as_str))), false),
+/// The rows whose `stream_key` is one of `keys` (none: no row).
+fn in_list<'a>(keys: impl IntoIterator<Item = &'a str>) -> Expr {
+    let list: Vec<Expr> = keys.into_iter().map(lit).collect();
+    if list.is_empty() {
+        lit(false) // no key of the scan in its ranges: no row read
+    } else {
+        col("stream_key").in_list(list, false)
     }
 }
 
@@ -1308,7 +1305,8 @@ mod tests {
             columns: String::new(),
             key_groups,
         };
-        let of = |keys: &[String], f: &LakeFileInfo| match ByKey::new(keys).of(f) {
+        let state = SessionContext::new().state();
+        let of = |keys: &[String], f: &LakeFileInfo| match ByKey::new(keys, &state).of(f) {
             FileKeys::Prune(k) => Some(k.into_iter().map(str::to_owned).collect::<Vec<_>>()),
             FileKeys::Whole => None,
         };
