@@ -160,7 +160,7 @@ pub fn lost_starts(
     // A round lists as many seqs as there are notes, at least: each
     // round's look-ups then cost no more than its listing, and its
     // memory no more than a set of the notes would.
-    let seqs_max = seqs_max.max(files.iter().map(|(_, n)| n.len() as u64).sum());
+    let seqs_max = seqs_max.max(notes.values().sum());
     let mut found: Vec<(usize, u64)> = Vec::new();
     let mut by_note: FxMap<(Table, Fingerprint), (usize, u64)> = FxMap::default();
     let mut listed = 0u64;
