@@ -299,6 +299,10 @@ struct FindingRec<'a> {
     detail: Cow<'a, str>,
     youngest_ms: Option<i64>,
     missing_balance: Option<i64>,
+    /// `Finding::hash_owed` (absent before it was kept, and when owed: a
+    /// `hash_mismatch` without it is owed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hash_owed: Option<bool>,
 }
 
 /// Check names and finding codes are `&'static str` in memory; the few
@@ -789,6 +793,7 @@ impl ProofState {
                     detail: r.detail.into_owned(),
                     youngest_ms: r.youngest_ms,
                     missing_balance: r.missing_balance,
+                    hash_owed: r.hash_owed,
                 },
             });
         }
@@ -954,6 +959,7 @@ impl ProofState {
                     detail: Cow::Borrowed(&f.finding.detail),
                     youngest_ms: f.finding.youngest_ms,
                     missing_balance: f.finding.missing_balance,
+                    hash_owed: f.finding.hash_owed.filter(|owed| !owed),
                 })
                 .collect(),
             archive: segments.clone(),

@@ -56,6 +56,7 @@ pub mod settle;
 pub mod store;
 pub mod stream;
 pub mod threads;
+pub mod unproved;
 
 pub use checkpoint::{CheckpointError, CheckpointLock, LockError, ProofState};
 pub use finding::{CheckResult, Finding};

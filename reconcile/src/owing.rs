@@ -43,6 +43,7 @@ use crate::presence_files::Stored;
 use crate::retained::{self, Held, Owed};
 use crate::rows::strings;
 use crate::stream::Tail;
+use crate::unproved::Marks;
 
 /// At most this many keys go into a scan's filter; with more, every row is
 /// read and the keys are matched here. As many as a footer prunes by: a
@@ -57,6 +58,10 @@ pub struct Owing<'a> {
     pub owed: &'a [Owed],
     /// The checkpoint's proof, set aside because proved files were lost.
     pub set_aside: Option<&'a ProofState>,
+    /// The marks of the checkpoint's `hash_mismatch` findings: a hash
+    /// marked unproved is left out of the tails and conflicts' versions
+    /// judged from the checkpoint ([`crate::unproved`]).
+    pub marks: &'a Marks,
     /// The run is `--full`, the remedy a damaged checkpoint's help names:
     /// a damaged block of the set-aside proof's archive is warned of and
     /// its transfers left unjudged, not an error (an error here would
@@ -139,7 +144,9 @@ pub async fn judge(
         .into_iter()
         .map(|(id, tail)| ((id, tail.last_seq), tail))
         .collect();
+    // What the checkpoint proved, but the hashes no run proved.
     let mut add = |(id, tail): Owed| {
+        let tail = owing.marks.owe((id.0, id.1, &id.2), tail);
         tails.insert((id, tail.last_seq), tail);
     };
     if let Some(p) = owing.set_aside {
@@ -155,7 +162,10 @@ pub async fn judge(
             .for_each(&mut add);
     }
     reopened.into_iter().for_each(&mut add);
-    owing.owed.iter().cloned().for_each(&mut add);
+    // Owed as decided (without those hashes already).
+    for (id, tail) in owing.owed.iter().cloned() {
+        tails.insert((id, tail.last_seq), tail);
+    }
     let mut decided: Vec<(StreamId, Tail, Held)> = Vec::new();
     let mut left_out = Vec::new();
     let mut look: Vec<(StreamId, Tail)> = Vec::new();
@@ -190,8 +200,10 @@ pub async fn judge(
                 return;
             }
             let now = now.transfers.state(id).map(|s| &s.tail);
-            if retained::judge(&st.tail, now, None) != Held::Yes {
-                decide(transfer(id), st.tail.clone(), None);
+            let at = (Table::Transfer, ledger_events::Stream::Transfer, id);
+            let tail = owing.marks.owed(at, &st.tail);
+            if retained::judge(&tail, now, None) != Held::Yes {
+                decide(transfer(id), tail.into_owned(), None);
             }
         };
         if owing.full {
@@ -252,6 +264,74 @@ pub async fn judge(
             .collect(),
         left_out,
     ))
+}
+
+/// Hashes by stream and seq.
+pub type ProvedAt = HashMap<(StreamId, u64), Vec<String>>;
+
+/// What the checkpoint proved at each (stream, seq) of `at` (where this
+/// run's `hash_mismatch` findings are not marked yet): the hashes of its
+/// tails there (those of the streams this run `reopened`, and, when set
+/// aside, all: open and archived), of its conflicts' versions there (with
+/// the reopened ones, or all), and of the tails it owed there. Whether a
+/// damaged row's hash was proved ([`crate::unproved::mark`]). With the
+/// streams whose archived record `--full` could not read: not known, so
+/// counted as proved (their tails are not judged either).
+pub fn proved_at(
+    owing: &Owing<'_>,
+    reopened: &[Owed],
+    at: &[(&StreamId, u64)],
+) -> Result<(ProvedAt, HashSet<StreamId>), Error> {
+    let mut proved = ProvedAt::new();
+    let mut unknown = HashSet::new();
+    if at.is_empty() {
+        return Ok((proved, unknown));
+    }
+    let wanted: HashSet<(&StreamId, u64)> = at.iter().copied().collect();
+    let mut add = |id: &StreamId, tail: &Tail| {
+        if wanted.contains(&(id, tail.last_seq)) {
+            let hashes: Vec<String> = tail.last_hashes.clone().into();
+            proved
+                .entry((id.clone(), tail.last_seq))
+                .or_default()
+                .extend(hashes);
+        }
+    };
+    for (id, tail) in reopened.iter().chain(owing.owed) {
+        add(id, tail);
+    }
+    if let Some(p) = owing.set_aside {
+        let open = Proved {
+            streams: &p.streams,
+            transfers: &p.transfers,
+        };
+        let mut archived: Vec<&str> = Vec::new();
+        for &(id, _) in at {
+            match open.tail(id) {
+                Some(tail) => add(id, tail),
+                None if is_transfer(id) => archived.push(&id.2),
+                None => {}
+            }
+        }
+        for (id, tail) in p.findings.iter().filter_map(retained::evidence) {
+            add(&id, &tail);
+        }
+        archived.sort_unstable();
+        archived.dedup();
+        match p.archive.find(archived.iter().copied()) {
+            Ok(records) => {
+                for (id, state, _) in records {
+                    add(&transfer(&id), &state.tail);
+                }
+            }
+            Err(e) if owing.full => {
+                crate::checkpoint::warn_archive_left_out(&e);
+                unknown.extend(archived.iter().map(|id| transfer(id)));
+            }
+            Err(e) => return Err(crate::checkpoint::archive_unreadable(e)),
+        }
+    }
+    Ok((proved, unknown))
 }
 
 /// The seqs in this run's gaps (`findings`, the proof's) that the lake
@@ -582,9 +662,11 @@ mod tests {
             settle_ms: 0,
             wanted_starts_max: 0,
         };
+        let marks = Marks::default();
         let owing = Owing {
             owed: &[],
             set_aside: None,
+            marks: &marks,
             full: false,
         };
         let judged = |reopened: Vec<Owed>, now: &Proved<'_>| {

@@ -282,11 +282,28 @@ pub fn finding(stream: &StreamId, owed: &Tail, held: &Held) -> Option<Finding> {
     let proved = hashes.join(", ");
     let (code, at, detail) = match held {
         Held::Yes | Held::Look => return None,
-        // A stretch's first row in a file since lost ([`lost_starts`]): no
-        // hash known. A stream that now ends before it says so through its
-        // tail, judged beside it (the one finding of that loss, from the
-        // stream's end on); still owed.
-        Held::Missing { ends: Some(_) } if hashes.is_empty() => return None,
+        // No hash owed: a stretch's first row in a file since lost
+        // ([`lost_starts`]), or a tail whose rows there all failed their
+        // hash, recording hashes no run proved (`crate::unproved`). Rows
+        // the lake held (a lost file's stretch starts only at a seq the
+        // proof held). A stream that now ends before a lost file's start
+        // says so through its tail too, judged beside it: `owing::judge`
+        // keeps one finding of a stream's rows missing from one seq on,
+        // the later seq's.
+        Held::Missing { ends: Some(ends) } if hashes.is_empty() => (
+            "proved_rows_missing",
+            ends + 1,
+            format!(
+                "seqs {}..={seq} were in the lake when an earlier run read the stream (seq \
+                 {seq} in a lake file since lost, or as rows that failed their hash: no hash \
+                 was proved there) {}",
+                ends + 1,
+                match ends {
+                    0 => "and no row of the stream is in the lake".to_owned(),
+                    _ => format!("and are not in the lake: the stream now ends at seq {ends}"),
+                }
+            ),
+        ),
         Held::Missing { ends: None } if hashes.is_empty() => (
             "proved_rows_missing",
             seq,
@@ -483,10 +500,24 @@ mod tests {
             "{}",
             f.detail
         );
-        // The stream now ends before it: its tail says so, not this.
+        // The stream now ends before it: missing from its end on (the
+        // finding its tail, judged beside it, makes too: one is kept).
         let short = judge(&owed.1, Some(&tail(2, &['z'])), None);
         assert_eq!(short, Held::Missing { ends: Some(2) });
-        assert_eq!(finding(&id, &owed.1, &short), None);
+        let f = finding(&id, &owed.1, &short).unwrap();
+        assert_eq!((f.code, f.seq), ("proved_rows_missing", Some(3)));
+        assert!(
+            f.detail.starts_with("seqs 3..=4 were in the lake")
+                && f.detail.ends_with("ends at seq 2"),
+            "{}",
+            f.detail
+        );
+        let f = finding(&id, &owed.1, &judge(&owed.1, None, None)).unwrap();
+        assert!(
+            f.detail.ends_with("no row of the stream is in the lake"),
+            "{}",
+            f.detail
+        );
     }
 
     #[test]

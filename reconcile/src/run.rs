@@ -1816,6 +1816,8 @@ async fn prove(
     // tail of a proof set aside (a run with a checkpoint that proves the lake
     // from its first event: `crate::owing` lists when).
     let owed = std::mem::take(&mut set_aside.as_mut().unwrap_or(&mut prior).owed);
+    // Which hashes its damaged rows record it proved (`crate::unproved`).
+    let marks = crate::unproved::Marks::of(&set_aside.as_ref().unwrap_or(&prior).findings);
     // The `.parquet` objects under `events/` outside the tables'
     // directories, and those a resumed run's listing below finds not named
     // as lake files (a full run's tables are listed by their proofs, which
@@ -1913,6 +1915,7 @@ async fn prove(
     let owing = Owing {
         owed: &owed,
         set_aside: set_aside.as_ref(),
+        marks: &marks,
         full,
     };
     let resume = Resume {
@@ -2267,6 +2270,19 @@ async fn prove_resumed(
         transfers: &facts.transfers,
     };
     let reopened: Vec<_> = [ra.reopened, xreopened, rs.reopened].concat();
+    // Each `hash_mismatch` this proof made says whether the hash its row
+    // records was proved (`crate::unproved`): as the checkpoint's finding
+    // of the row said, else by what the checkpoint proved at that seq.
+    let (proved_there, unknown) = {
+        let at = crate::unproved::unmarked_at(&findings);
+        crate::owing::proved_at(&owing, &reopened, &at)?
+    };
+    crate::unproved::mark(&mut findings, owing.marks, |id, seq, h| {
+        unknown.contains(id)
+            || proved_there
+                .get(&(id.clone(), seq))
+                .is_some_and(|hs| hs.iter().any(|x| x == h))
+    });
     // A resumed night read only its new files; a run that proved the lake
     // from its first event read every file whole, and noted their streams.
     let noted = if resumed && !reproved_in_full {

@@ -2178,6 +2178,216 @@ fn a_proved_tail_altered_then_resealed_is_still_owed() {
     }
 }
 
+/// `e` with one digit of its recorded hash changed, its content kept (a
+/// bit flipped in the `hash` column).
+fn hash_damaged(e: &Event) -> Event {
+    let mut d = e.clone();
+    let first = if d.hash.starts_with('e') { "f" } else { "e" };
+    d.hash.replace_range(..1, first);
+    d
+}
+
+/// `rows` written with a plain duplicate of another account row of their
+/// first row's day (from `events`, delivered already), so that their file
+/// is not one with the same rows' hashes, whose key it would take: a copy
+/// beside the file, not over it.
+fn write_beside(root: &Path, events: &[Event], rows: &[Event]) -> Vec<String> {
+    let day = |e: &Event| e.occurred_at_ms.div_euclid(86_400_000);
+    let other = events
+        .iter()
+        .find(|e| {
+            e.stream == Stream::Account
+                && day(e) == day(&rows[0])
+                && rows.iter().all(|r| r.event_id != e.event_id)
+        })
+        .expect("another account row that day");
+    let mut all = [rows, std::slice::from_ref(other)].concat();
+    all.sort_by(|a, b| (&a.stream_key, a.seq, &a.hash).cmp(&(&b.stream_key, b.seq, &b.hash)));
+    write_rows(root, &all)
+}
+
+/// Whether the checkpoint `ckpt` of the lake at `root` owes the hash its
+/// `hash_mismatch` at `e` records (`Finding::hash_owed`; `None` reads as
+/// owed).
+fn hash_owed(root: &Path, ckpt: &Path, e: &Event) -> bool {
+    let p = ProofState::load(ckpt, root.to_str().unwrap()).unwrap();
+    let f = p
+        .findings
+        .iter()
+        .find(|f| {
+            f.finding.code == "hash_mismatch" && f.finding.event_id.as_deref() == Some(&e.event_id)
+        })
+        .unwrap_or_else(|| panic!("no hash_mismatch at {} in the checkpoint", e.event_id));
+    f.finding.hash_owed != Some(false)
+}
+
+/// The detail of the finding of `code` at `e` in a JSON report.
+fn detail_at(report: &serde_json::Value, e: &Event, code: &str) -> String {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["findings"].as_array().unwrap())
+        .find(|f| f["code"] == code && f["event_id"] == e.event_id.as_str())
+        .and_then(|f| f["detail"].as_str())
+        .unwrap_or_else(|| panic!("no {code} at {}: {report}", e.event_id))
+        .to_owned()
+}
+
+/// A stream's newest row that arrived with a damaged `hash` (a digit of
+/// the column changed, its content intact) records a hash no run proved:
+/// after the repair docs/LAKE.md gives (the file as ingest wrote it put
+/// back) the lake holds what was proved, resumed and with `--full`, as a
+/// proof of the lake alone does (rev-s60-nights 1: `proved_row_changed`
+/// every night after). An account's tail, and a settled transfer's last
+/// row (a tail for good). The damaged row removed instead, with none put
+/// back, is a row the lake held gone (`proved_rows_missing` from there)
+/// until a row is at its seq again.
+#[test]
+fn a_tail_that_arrived_damaged_is_not_owed_its_damaged_hash_after_the_repair() {
+    let events = history(43, 4, 200);
+    let account = events
+        .iter()
+        .rev()
+        .find(|e| e.stream == Stream::Account && e.seq > 2)
+        .unwrap();
+    let transfer = events
+        .iter()
+        .rev()
+        .find(|e| e.stream == Stream::Transfer && e.kind == "captured")
+        .unwrap();
+    for (last, remove_first) in [(account, false), (transfer, false), (account, true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+        let json = dir.path().join("night.json");
+        let keep: Vec<&Event> = events
+            .iter()
+            .filter(|e| e.event_id != last.event_id)
+            .collect();
+        deliver(&root, &keep, "a");
+        night(&root, &ckpt);
+        let damaged = write_rows(&root, &[hash_damaged(last)]);
+        let (_, report) = cli_night(&root, &ckpt, &json, &[]);
+        assert!(named_rows(&report).contains(&named_at(last, "hash_mismatch")));
+        assert!(named_rows(&report).contains(&named_at(last, "hash_mismatch")));
+        assert!(!hash_owed(&root, &ckpt, last));
+        for key in &damaged {
+            std::fs::remove_file(root.join(key)).unwrap();
+        }
+        if remove_first {
+            // (Its hold, released there, leaks without it.)
+            let gone = named_at(last, "proved_rows_missing");
+            for extra in [&[][..], &["--full"]] {
+                let (_, report) = cli_night(&root, &ckpt, &json, extra);
+                assert!(named_rows(&report).contains(&gone), "{report}");
+                let said = detail_at(&report, last, "proved_rows_missing");
+                assert!(said.contains("no hash was proved there"), "{said}");
+            }
+        }
+        write_rows(&root, std::slice::from_ref(last));
+        assert!(full(&root).holds);
+        for extra in [&[][..], &["--full"], &[]] {
+            let (code, report) = cli_night(&root, &ckpt, &json, extra);
+            assert_eq!(
+                (code, named_rows(&report)),
+                (0, vec![]),
+                "{extra:?} {report}"
+            );
+        }
+    }
+}
+
+/// A copy of a proved row whose `hash` was damaged on its way (a conflict:
+/// one event id, two recorded hashes) is moved out, as docs/LAKE.md says:
+/// the lake holds every version proved, since no run proved the damaged
+/// one's hash (rev-s60-nights 2). A copy altered under the proved row's own
+/// hash beside it marks that hash proved, so the altered copy resealed in
+/// its place, the intact row gone, is still the proved row changed
+/// (rev-s60-diff B); and so is a proved conflict's version gone with an
+/// altered copy of it (rev-s60-diff C).
+#[test]
+fn a_damaged_copy_beside_a_proved_row_is_owed_only_with_a_proved_hash() {
+    let events = history(43, 4, 200);
+    let (first, other) = second_version(&events, 3);
+    // The damaged copy moved out: clean.
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let json = dir.path().join("night.json");
+    let all: Vec<&Event> = events.iter().collect();
+    deliver(&root, &all, "a");
+    assert!(night(&root, &ckpt).holds);
+    let copy = write_rows(&root, &[hash_damaged(&first)]);
+    let (_, report) = cli_night(&root, &ckpt, &json, &[]);
+    let found = named_rows(&report);
+    assert!(found.contains(&named_at(&first, "conflict")), "{found:?}");
+    assert!(named_rows(&report).contains(&named_at(&first, "hash_mismatch")));
+    assert!(!hash_owed(&root, &ckpt, &first));
+    std::fs::remove_file(root.join(&copy[0])).unwrap();
+    for extra in [&[][..], &["--full"]] {
+        let (code, report) = cli_night(&root, &ckpt, &json, extra);
+        assert_eq!((code, named_rows(&report)), (0, vec![]), "{report}");
+    }
+    // An altered copy under the proved hash, then the intact row and the
+    // copy replaced by the altered content resealed (the stream's newest
+    // row, so nothing after it chains to it).
+    let last = events
+        .iter()
+        .rev()
+        .find(|e| e.stream == Stream::Account && e.seq > 2)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let keep: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.event_id != last.event_id)
+        .collect();
+    deliver(&root, &keep, "a");
+    let intact = write_rows(&root, std::slice::from_ref(last));
+    assert!(night(&root, &ckpt).holds);
+    let mut altered = last.clone();
+    altered.occurred_at_ms += 1;
+    let copy = write_beside(&root, &events, std::slice::from_ref(&altered));
+    assert!(copy.iter().all(|k| !intact.contains(k)));
+    let (_, report) = cli_night(&root, &ckpt, &json, &[]);
+    assert!(named_rows(&report).contains(&named_at(last, "hash_mismatch")));
+    assert!(hash_owed(&root, &ckpt, last));
+    for key in intact.iter().chain(&copy) {
+        std::fs::remove_file(root.join(key)).unwrap();
+    }
+    // (The other row, its copy gone, is in the lake as delivered.)
+    write_rows(&root, &[altered.seal()]);
+    assert!(full(&root).holds);
+    let changed = named_at(last, "proved_row_changed");
+    for extra in [&[][..], &["--full"]] {
+        let (_, report) = cli_night(&root, &ckpt, &json, extra);
+        assert_eq!(named_rows(&report), vec![changed.clone()], "{report}");
+    }
+    // A proved conflict; a copy of its second version altered under its
+    // hash; then that version and the copy gone.
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    deliver(&root, &all, "a");
+    let second = write_rows(&root, std::slice::from_ref(&other));
+    let conflict = named_at(&first, "conflict");
+    night_naming(&root, &ckpt, &json, &[], vec![conflict.clone()]);
+    let mut altered = other.clone();
+    altered.occurred_at_ms += 1;
+    let copy = write_beside(&root, &events, &[altered]);
+    assert!(copy.iter().all(|k| !second.contains(k)));
+    let (_, report) = cli_night(&root, &ckpt, &json, &[]);
+    assert!(named_rows(&report).contains(&named_at(&first, "hash_mismatch")));
+    assert!(hash_owed(&root, &ckpt, &first));
+    for key in second.iter().chain(&copy) {
+        std::fs::remove_file(root.join(key)).unwrap();
+    }
+    assert!(full(&root).holds);
+    let changed = named_at(&first, "proved_row_changed");
+    for extra in [&[][..], &["--full"], &[]] {
+        let (_, report) = cli_night(&root, &ckpt, &json, extra);
+        assert_eq!(named_rows(&report), vec![changed.clone()], "{report}");
+    }
+}
+
 /// A finding that new rows of the lake resolve is withdrawn, not owed: a
 /// gap filled by a late row reopens its stream, whose proof finds the gap
 /// no more. A conflict of the same stream, both versions still in the lake,
@@ -4946,6 +5156,15 @@ type StreamId = (String, String, String);
 
 /// Every row of every lake file at `root`: its stream, seq and hash.
 fn lake_rows(root: &Path) -> Vec<(StreamId, u64, String)> {
+    lake_rows_checked(root)
+        .into_iter()
+        .map(|(id, seq, hash, _)| (id, seq, hash))
+        .collect()
+}
+
+/// [`lake_rows`], each with whether its content hashes to its recorded
+/// hash.
+fn lake_rows_checked(root: &Path) -> Vec<(StreamId, u64, String, bool)> {
     use arrow_array::cast::AsArray;
     use arrow_array::types::Int64Type;
     use arrow_array::Array;
@@ -4975,6 +5194,29 @@ fn lake_rows(root: &Path) -> Vec<(StreamId, u64, String)> {
                 }
             };
             let (stream, keys, hashes) = (text("stream"), text("stream_key"), text("hash"));
+            // The proof's own columns (string views) to hash each row.
+            let viewed = {
+                use datafusion::arrow::compute::cast;
+                use datafusion::arrow::datatypes::DataType;
+                let columns = batch
+                    .columns()
+                    .iter()
+                    .map(|c| match c.data_type() {
+                        DataType::Utf8 => cast(c, &DataType::Utf8View).unwrap(),
+                        _ => c.clone(),
+                    })
+                    .collect::<Vec<_>>();
+                let fields = batch
+                    .schema()
+                    .fields()
+                    .iter()
+                    .zip(&columns)
+                    .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
+                    .collect::<Vec<_>>();
+                let schema = std::sync::Arc::new(datafusion::arrow::datatypes::Schema::new(fields));
+                datafusion::arrow::record_batch::RecordBatch::try_new(schema, columns).unwrap()
+            };
+            let cols = ledger_reconcile::rows::Cols::from_batch(&viewed).unwrap();
             let seqs = batch
                 .column_by_name("seq")
                 .unwrap()
@@ -4985,7 +5227,8 @@ fn lake_rows(root: &Path) -> Vec<(StreamId, u64, String)> {
                     (&stream[i], &keys[i], &hashes[i], seqs.is_valid(i))
                 {
                     let id = (table.clone(), s.clone(), k.clone());
-                    rows.push((id, seqs.value(i) as u64, h.clone()));
+                    let ok = cols.view(i).compute_hash() == *h;
+                    rows.push((id, seqs.value(i) as u64, h.clone(), ok));
                 }
             }
         }
@@ -5007,6 +5250,13 @@ struct Owing {
     owed: Versions,
     /// Every seq of every stream a night saw in the lake.
     seen: std::collections::BTreeSet<(StreamId, u64)>,
+    /// Of each row that failed its hash the last night, whether its
+    /// recorded hash is owed (`ledger_reconcile::unproved`): an intact row
+    /// at its seq records it, or the night before's mark of it said so,
+    /// or the night before proved it there. A hash not owed is left out of
+    /// the tails and conflicts judged, and a tail left with none is held by
+    /// any row at its seq.
+    marks: std::collections::BTreeMap<(StreamId, u64, String), bool>,
 }
 
 impl Owing {
@@ -5065,13 +5315,46 @@ impl Owing {
     /// streams it re-proved, what is owed; a seq not held is always among
     /// them.) Then moves to the night.
     fn night(&mut self, root: &Path) -> Vec<(&'static str, String, u64)> {
-        let rows = lake_rows(root);
-        let mut judged: Versions = std::mem::take(&mut self.tails)
+        let checked = lake_rows_checked(root);
+        let rows: Vec<(StreamId, u64, String)> = checked
+            .iter()
+            .map(|(id, seq, h, _)| (id.clone(), *seq, h.clone()))
+            .collect();
+        // What the last night proved at each seq, as it proved it.
+        let mut proved_there: Versions = std::mem::take(&mut self.tails)
             .into_iter()
             .map(|(id, (seq, proved))| ((id, seq), proved))
             .collect();
-        judged.extend(std::mem::take(&mut self.conflicts));
-        judged.extend(std::mem::take(&mut self.owed));
+        proved_there.extend(std::mem::take(&mut self.conflicts));
+        // Owed: without the hashes no run proved.
+        let mut judged = proved_there.clone();
+        for ((id, seq), proved) in judged.iter_mut() {
+            proved.retain(|h| self.marks.get(&(id.clone(), *seq, h.clone())) != Some(&false));
+        }
+        for (at, proved) in std::mem::take(&mut self.owed) {
+            proved_there
+                .entry(at.clone())
+                .or_default()
+                .extend(proved.clone());
+            judged.insert(at, proved);
+        }
+        // This night's marks.
+        let mut marks = std::collections::BTreeMap::new();
+        for (id, seq, h, _) in checked.iter().filter(|r| !r.3) {
+            let intact = checked
+                .iter()
+                .any(|r| r.3 && r.0 == *id && r.1 == *seq && r.2 == *h);
+            let key = (id.clone(), *seq, h.clone());
+            let owed = intact
+                || (*seq > 0
+                    && self.marks.get(&key).copied().unwrap_or_else(|| {
+                        proved_there
+                            .get(&(id.clone(), *seq))
+                            .is_some_and(|p| p.contains(h))
+                    }));
+            *marks.entry(key).or_insert(false) |= owed;
+        }
+        self.marks = marks;
         let mut found = Vec::new();
         for ((id, seq), proved) in judged {
             let ends = rows
@@ -5085,7 +5368,7 @@ impl Owing {
                 .filter(|r| r.0 == id && r.1 == seq)
                 .map(|r| r.2.clone())
                 .collect();
-            if seq == 0 || proved.is_subset(&at) {
+            if seq == 0 || (!at.is_empty() && proved.is_subset(&at)) {
                 continue;
             }
             found.push(match (at.is_empty(), ends < seq) {

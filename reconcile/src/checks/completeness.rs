@@ -177,18 +177,23 @@ pub fn check_stream(s: &StreamView, tail: &mut Tail, out: &mut Vec<Finding>) {
                 );
             }
             if !s.hash_ok[range.start + i] {
-                out.push(
-                    Finding::new(
-                        "hash_mismatch",
-                        s.key,
-                        format!(
-                            "recorded hash {} but the row's content hashes to {}",
-                            ev.hash,
-                            ev.compute_hash()
-                        ),
-                    )
-                    .at(seq, ev.event_id),
-                );
+                let mut f = Finding::new(
+                    crate::unproved::CODE,
+                    s.key,
+                    crate::unproved::detail(ev.hash, &ev.compute_hash()),
+                )
+                .at(seq, ev.event_id);
+                // Another version that records the same hash and hashes to
+                // it proves that hash here: this copy was altered
+                // (`crate::unproved`; otherwise the run marks it).
+                if versions
+                    .iter()
+                    .zip(&s.hash_ok[range.clone()])
+                    .any(|(v, &ok)| ok && v.hash == ev.hash)
+                {
+                    f.hash_owed = Some(true);
+                }
+                out.push(f);
             }
         }
         if seq == 0 {
