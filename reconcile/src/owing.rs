@@ -26,6 +26,7 @@
 //! misses from the same seq on (the stream now ends before both) are one
 //! finding, the one of the later seq (whose detail spans the other's).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use datafusion::arrow::array::{Array, Int64Array};
@@ -97,6 +98,10 @@ pub struct ThisRun {
     pub reopened: Vec<Owed>,
     /// The first rows of lost files' stretches in its gaps ([`lost_starts`]).
     pub lost_starts: Vec<Owed>,
+    /// Its proof's rows that fail their hash (its `hash_mismatch`
+    /// findings): a tail owed as a damaged row's content is held by that
+    /// row ([`Marks::owed`]).
+    pub damaged: Marks,
 }
 
 /// Whether `id` is a transfer stream in its own table (its state is with
@@ -139,30 +144,19 @@ pub async fn judge(
     let ThisRun {
         reopened,
         lost_starts,
+        damaged,
     } = this_run;
+    let contents = |id: &StreamId, seq| damaged.contents((id.0, id.1, &id.2), seq);
     let mut tails: BTreeMap<(StreamId, u64), Tail> = lost_starts
         .into_iter()
         .map(|(id, tail)| ((id, tail.last_seq), tail))
         .collect();
-    // What the checkpoint proved, but the hashes no run proved.
-    let mut add = |(id, tail): Owed| {
-        let tail = owing.marks.owe((id.0, id.1, &id.2), tail);
-        tails.insert((id, tail.last_seq), tail);
-    };
-    if let Some(p) = owing.set_aside {
-        for (id, st) in &p.streams {
-            add((id.clone(), st.tail.clone()));
-        }
-        for (id, st) in p.transfers.iter() {
-            add((transfer(id), st.tail.clone()));
-        }
-        p.findings
-            .iter()
-            .filter_map(retained::evidence)
-            .for_each(&mut add);
-    }
-    reopened.into_iter().for_each(&mut add);
-    // Owed as decided (without those hashes already).
+    // What the checkpoint proved, as owed ([`Marks::owed`]).
+    each_proved(owing, &reopened, |id, tail| {
+        let tail = owing.marks.owed((id.0, id.1, &id.2), tail).into_owned();
+        tails.insert((id.into_owned(), tail.last_seq), tail);
+    });
+    // Owed as decided (as owed already).
     for (id, tail) in owing.owed.iter().cloned() {
         tails.insert((id, tail.last_seq), tail);
     }
@@ -173,7 +167,7 @@ pub async fn judge(
         if tail.last_seq == 0 {
             return; // nothing of it was proved
         }
-        match retained::judge(&tail, now.tail(&id), at) {
+        match retained::judge(&tail, now.tail(&id), at, &contents(&id, tail.last_seq)) {
             Held::Yes => {}
             Held::Look => look.push((id, tail)),
             held => decided.push((id, tail, held)),
@@ -202,7 +196,8 @@ pub async fn judge(
             let now = now.transfers.state(id).map(|s| &s.tail);
             let at = (Table::Transfer, ledger_events::Stream::Transfer, id);
             let tail = owing.marks.owed(at, &st.tail);
-            if retained::judge(&tail, now, None) != Held::Yes {
+            let contents = damaged.contents(at, tail.last_seq);
+            if retained::judge(&tail, now, None, &contents) != Held::Yes {
                 decide(transfer(id), tail.into_owned(), None);
             }
         };
@@ -235,7 +230,7 @@ pub async fn judge(
         let at = found
             .get(&(id.0, id.1.as_str(), id.2.as_str(), tail.last_seq))
             .map_or(&[][..], Vec::as_slice);
-        let held = retained::judge(tail, now.tail(id), Some(at));
+        let held = retained::judge(tail, now.tail(id), Some(at), &contents(id, tail.last_seq));
         if held != Held::Yes {
             decided.push((id.clone(), tail.clone(), held));
         }
@@ -266,72 +261,127 @@ pub async fn judge(
     ))
 }
 
-/// Hashes by stream and seq.
-pub type ProvedAt = HashMap<(StreamId, u64), Vec<String>>;
+/// Every tail the checkpoint proved that a run judges, but those it owed
+/// and those of settled transfers (in its archive): when its proof is set
+/// aside, every stream's, open transfer's and conflict's versions; the
+/// streams this run `reopened`, and their conflicts' versions.
+fn each_proved<'p>(
+    owing: &Owing<'p>,
+    reopened: &'p [Owed],
+    mut f: impl FnMut(Cow<'p, StreamId>, &Tail),
+) {
+    if let Some(p) = owing.set_aside {
+        for (id, st) in &p.streams {
+            f(Cow::Borrowed(id), &st.tail);
+        }
+        for (id, st) in p.transfers.iter() {
+            f(Cow::Owned(transfer(id)), &st.tail);
+        }
+        for (id, tail) in p.findings.iter().filter_map(retained::evidence) {
+            f(Cow::Owned(id), &tail);
+        }
+    }
+    for (id, tail) in reopened {
+        f(Cow::Borrowed(id), tail);
+    }
+}
 
-/// What the checkpoint proved at each (stream, seq) of `at` (where this
-/// run's `hash_mismatch` findings are not marked yet): the hashes of its
-/// tails there (those of the streams this run `reopened`, and, when set
-/// aside, all: open and archived), of its conflicts' versions there (with
-/// the reopened ones, or all), and of the tails it owed there. Whether a
-/// damaged row's hash was proved ([`crate::unproved::mark`]). With the
-/// streams whose archived record `--full` could not read: not known, so
-/// counted as proved (their tails are not judged either).
+/// What the checkpoint proved of the streams where this run's
+/// `hash_mismatch` findings are not marked yet ([`proved_at`]).
+#[derive(Debug, Default)]
+pub struct ProvedAt {
+    /// The hashes at each (stream, seq) of them, as proved and as owed.
+    hashes: HashMap<(StreamId, u64), Vec<String>>,
+    /// The last seq proved of each such stream.
+    reach: HashMap<StreamId, u64>,
+    /// Settled transfers whose record `--full` could not read: not known,
+    /// so counted as proved (their tails are not judged either).
+    unknown: HashSet<StreamId>,
+}
+
+impl crate::unproved::Proved for ProvedAt {
+    fn hash_at(&self, stream: &StreamId, seq: u64, hash: &str) -> bool {
+        self.unknown.contains(stream)
+            || self
+                .hashes
+                .get(&(stream.clone(), seq))
+                .is_some_and(|hs| hs.iter().any(|h| h == hash))
+    }
+
+    fn reaches(&self, stream: &StreamId, seq: u64) -> bool {
+        self.reach.get(stream).is_some_and(|&last| last >= seq)
+    }
+}
+
+/// What the checkpoint proved where this run's `hash_mismatch` findings
+/// not marked yet are (`at`: their streams and seqs): the tails a run
+/// judges ([`each_proved`]), those it owed, and, set aside, the archived
+/// ones of settled transfers; each with its hashes as proved and as owed
+/// (a damaged row's content), and how far it proved each stream. Whether a
+/// damaged row's hash was proved ([`crate::unproved::mark`]). An archive
+/// block `--full` cannot read leaves its transfers unknown, said.
 pub fn proved_at(
     owing: &Owing<'_>,
     reopened: &[Owed],
     at: &[(&StreamId, u64)],
-) -> Result<(ProvedAt, HashSet<StreamId>), Error> {
-    let mut proved = ProvedAt::new();
-    let mut unknown = HashSet::new();
+) -> Result<ProvedAt, Error> {
+    let mut proved = ProvedAt::default();
     if at.is_empty() {
-        return Ok((proved, unknown));
+        return Ok(proved);
     }
     let wanted: HashSet<(&StreamId, u64)> = at.iter().copied().collect();
+    let streams: HashSet<&StreamId> = at.iter().map(|&(id, _)| id).collect();
     let mut add = |id: &StreamId, tail: &Tail| {
+        if !streams.contains(id) {
+            return;
+        }
+        let last = proved.reach.entry(id.clone()).or_default();
+        *last = (*last).max(tail.last_seq);
         if wanted.contains(&(id, tail.last_seq)) {
+            let owed = owing.marks.owed((id.0, id.1, &id.2), tail);
             let hashes: Vec<String> = tail.last_hashes.clone().into();
+            let owed: Vec<String> = owed.last_hashes.clone().into();
             proved
+                .hashes
                 .entry((id.clone(), tail.last_seq))
                 .or_default()
-                .extend(hashes);
+                .extend(hashes.into_iter().chain(owed));
         }
     };
-    for (id, tail) in reopened.iter().chain(owing.owed) {
+    each_proved(owing, reopened, |id, tail| add(&id, tail));
+    for (id, tail) in owing.owed {
         add(id, tail);
     }
-    if let Some(p) = owing.set_aside {
-        let open = Proved {
-            streams: &p.streams,
-            transfers: &p.transfers,
-        };
-        let mut archived: Vec<&str> = Vec::new();
-        for &(id, _) in at {
-            match open.tail(id) {
-                Some(tail) => add(id, tail),
-                None if is_transfer(id) => archived.push(&id.2),
-                None => {}
-            }
-        }
-        for (id, tail) in p.findings.iter().filter_map(retained::evidence) {
-            add(&id, &tail);
-        }
-        archived.sort_unstable();
-        archived.dedup();
-        match p.archive.find(archived.iter().copied()) {
-            Ok(records) => {
-                for (id, state, _) in records {
-                    add(&transfer(&id), &state.tail);
+    let Some(p) = owing.set_aside else {
+        return Ok(proved);
+    };
+    let mut archived: Vec<&str> = streams
+        .iter()
+        .filter(|id| is_transfer(id) && !p.is_open(&id.2))
+        .map(|id| id.2.as_str())
+        .collect();
+    archived.sort_unstable();
+    let mut records = Vec::new();
+    match p.archive.find(archived.iter().copied()) {
+        Ok(found) => records = found,
+        // One by one, each one unread unknown.
+        Err(e) if owing.full => {
+            crate::checkpoint::warn_archive_left_out(&e);
+            for id in archived {
+                match p.archive.find([id]) {
+                    Ok(found) => records.extend(found),
+                    Err(_) => {
+                        proved.unknown.insert(transfer(id));
+                    }
                 }
             }
-            Err(e) if owing.full => {
-                crate::checkpoint::warn_archive_left_out(&e);
-                unknown.extend(archived.iter().map(|id| transfer(id)));
-            }
-            Err(e) => return Err(crate::checkpoint::archive_unreadable(e)),
         }
+        Err(e) => return Err(crate::checkpoint::archive_unreadable(e)),
     }
-    Ok((proved, unknown))
+    for (id, state, _) in records {
+        add(&transfer(&id), &state.tail);
+    }
+    Ok(proved)
 }
 
 /// The seqs in this run's gaps (`findings`, the proof's) that the lake
@@ -673,6 +723,7 @@ mod tests {
             let this_run = ThisRun {
                 reopened,
                 lost_starts: Vec::new(),
+                damaged: Marks::default(),
             };
             let run = judge(
                 &lake,

@@ -248,11 +248,23 @@ pub enum Held {
 
 /// Decides whether the lake holds `owed`, from the stream's tail in this
 /// run's proof (`now`; `None`: the lake has no row of it) and, when read,
-/// the hashes of the lake's rows at the owed seq (`at`).
-pub fn judge(owed: &Tail, now: Option<&Tail>, at: Option<&[String]>) -> Held {
+/// the hashes of the lake's rows at the owed seq (`at`), with what the
+/// content of those that fail their hash hashes to (`contents`, this
+/// proof's `hash_mismatch` findings there: a tail that arrived damaged is
+/// owed as its content, `crate::unproved`).
+pub fn judge(owed: &Tail, now: Option<&Tail>, at: Option<&[String]>, contents: &[&str]) -> Held {
     let seq = owed.last_seq;
     let ends = now.map_or(0, |t| t.last_seq);
-    let found: Vec<String> = match at {
+    // The common case, with nothing allocated (millions of settled
+    // transfers on a night that sets its checkpoint's proof aside): the
+    // proof ends where the tail was proved, with the same hashes.
+    if at.is_none()
+        && owed.last_hashes != LastHashes::None
+        && now.is_some_and(|t| t.last_seq == seq && t.last_hashes == owed.last_hashes)
+    {
+        return Held::Yes;
+    }
+    let mut found: Vec<String> = match at {
         Some(at) => at.to_vec(),
         None if ends < seq => return Held::Missing { ends: Some(ends) },
         None if ends == seq => now
@@ -260,6 +272,9 @@ pub fn judge(owed: &Tail, now: Option<&Tail>, at: Option<&[String]>) -> Held {
             .unwrap_or_default(),
         None => return Held::Look,
     };
+    if !found.is_empty() {
+        found.extend(contents.iter().map(|&c| c.to_owned()));
+    }
     if found.is_empty() {
         return Held::Missing {
             ends: (ends < seq).then_some(ends),
@@ -282,28 +297,11 @@ pub fn finding(stream: &StreamId, owed: &Tail, held: &Held) -> Option<Finding> {
     let proved = hashes.join(", ");
     let (code, at, detail) = match held {
         Held::Yes | Held::Look => return None,
-        // No hash owed: a stretch's first row in a file since lost
-        // ([`lost_starts`]), or a tail whose rows there all failed their
-        // hash, recording hashes no run proved (`crate::unproved`). Rows
-        // the lake held (a lost file's stretch starts only at a seq the
-        // proof held). A stream that now ends before a lost file's start
-        // says so through its tail too, judged beside it: `owing::judge`
-        // keeps one finding of a stream's rows missing from one seq on,
-        // the later seq's.
-        Held::Missing { ends: Some(ends) } if hashes.is_empty() => (
-            "proved_rows_missing",
-            ends + 1,
-            format!(
-                "seqs {}..={seq} were in the lake when an earlier run read the stream (seq \
-                 {seq} in a lake file since lost, or as rows that failed their hash: no hash \
-                 was proved there) {}",
-                ends + 1,
-                match ends {
-                    0 => "and no row of the stream is in the lake".to_owned(),
-                    _ => format!("and are not in the lake: the stream now ends at seq {ends}"),
-                }
-            ),
-        ),
+        // A stretch's first row in a file since lost ([`lost_starts`]): no
+        // hash known. A stream that now ends before it says so through its
+        // tail, judged beside it (the one finding of that loss, from the
+        // stream's end on); still owed.
+        Held::Missing { ends: Some(_) } if hashes.is_empty() => return None,
         Held::Missing { ends: None } if hashes.is_empty() => (
             "proved_rows_missing",
             seq,
@@ -391,10 +389,13 @@ mod tests {
     #[test]
     fn a_stream_ending_at_its_owed_seq_holds_it_only_with_every_proved_hash() {
         let owed = tail(7, &['a']);
-        assert_eq!(judge(&owed, Some(&tail(7, &['a'])), None), Held::Yes);
+        assert_eq!(judge(&owed, Some(&tail(7, &['a'])), None, &[]), Held::Yes);
         // A second version there is a conflict (the duplicates check's).
-        assert_eq!(judge(&owed, Some(&tail(7, &['b', 'a'])), None), Held::Yes);
-        let changed = judge(&owed, Some(&tail(7, &['b'])), None);
+        assert_eq!(
+            judge(&owed, Some(&tail(7, &['b', 'a'])), None, &[]),
+            Held::Yes
+        );
+        let changed = judge(&owed, Some(&tail(7, &['b'])), None, &[]);
         assert_eq!(
             changed,
             Held::Changed {
@@ -411,7 +412,7 @@ mod tests {
         );
         // Both versions of a conflict were proved: both are owed.
         let both = tail(7, &['a', 'b']);
-        let one_gone = judge(&both, Some(&tail(7, &['a'])), None);
+        let one_gone = judge(&both, Some(&tail(7, &['a'])), None, &[]);
         assert!(matches!(one_gone, Held::Changed { .. }));
         let f = finding(&account(), &both, &one_gone).unwrap();
         assert!(
@@ -419,13 +420,39 @@ mod tests {
             "{}",
             f.detail
         );
-        assert_eq!(judge(&both, Some(&tail(7, &['b', 'a'])), None), Held::Yes);
+        assert_eq!(
+            judge(&both, Some(&tail(7, &['b', 'a'])), None, &[]),
+            Held::Yes
+        );
+        // Owed as a damaged row's content (`crate::unproved`): held by that
+        // row (its content hashes to it), or by a row that records it.
+        let content = tail(7, &['c']);
+        let damaged = Some(&tail(7, &['d']));
+        assert_eq!(judge(&content, damaged, None, &[&hash('c')]), Held::Yes);
+        assert_eq!(
+            judge(&content, Some(&tail(7, &['c'])), None, &[]),
+            Held::Yes
+        );
+        assert!(matches!(
+            judge(&content, damaged, None, &[&hash('e')]),
+            Held::Changed { .. }
+        ));
+        let now = tail(9, &['z']);
+        assert_eq!(
+            judge(&content, Some(&now), Some(&[hash('d')]), &[&hash('c')]),
+            Held::Yes
+        );
+        // No row there: what a damaged row's content was says nothing.
+        assert_eq!(
+            judge(&content, Some(&now), Some(&[]), &[&hash('c')]),
+            Held::Missing { ends: None }
+        );
     }
 
     #[test]
     fn a_stream_ending_before_its_owed_seq_is_missing_from_the_first_absent_seq() {
         let owed = tail(7, &['a']);
-        let short = judge(&owed, Some(&tail(4, &['c'])), None);
+        let short = judge(&owed, Some(&tail(4, &['c'])), None, &[]);
         assert_eq!(short, Held::Missing { ends: Some(4) });
         let f = finding(&account(), &owed, &short).unwrap();
         assert_eq!((f.code, f.seq), ("proved_rows_missing", Some(5)));
@@ -434,7 +461,7 @@ mod tests {
             "{}",
             f.detail
         );
-        let none = judge(&owed, None, None);
+        let none = judge(&owed, None, None, &[]);
         assert_eq!(none, Held::Missing { ends: Some(0) });
         let f = finding(&account(), &owed, &none).unwrap();
         assert_eq!((f.code, f.seq), ("proved_rows_missing", Some(1)));
@@ -486,10 +513,10 @@ mod tests {
         // Any row there holds it; none there, with rows after, is decided
         // and says proved evidence left the lake.
         assert_eq!(
-            judge(&owed.1, Some(&tail(12, &['z'])), Some(&[hash('q')])),
+            judge(&owed.1, Some(&tail(12, &['z'])), Some(&[hash('q')]), &[]),
             Held::Yes
         );
-        let gone = judge(&owed.1, Some(&tail(12, &['z'])), Some(&[]));
+        let gone = judge(&owed.1, Some(&tail(12, &['z'])), Some(&[]), &[]);
         let f = finding(&id, &owed.1, &gone).unwrap();
         assert_eq!(
             (f.code, f.seq, f.youngest_ms),
@@ -500,40 +527,26 @@ mod tests {
             "{}",
             f.detail
         );
-        // The stream now ends before it: missing from its end on (the
-        // finding its tail, judged beside it, makes too: one is kept).
-        let short = judge(&owed.1, Some(&tail(2, &['z'])), None);
+        // The stream now ends before it: its tail says so, not this.
+        let short = judge(&owed.1, Some(&tail(2, &['z'])), None, &[]);
         assert_eq!(short, Held::Missing { ends: Some(2) });
-        let f = finding(&id, &owed.1, &short).unwrap();
-        assert_eq!((f.code, f.seq), ("proved_rows_missing", Some(3)));
-        assert!(
-            f.detail.starts_with("seqs 3..=4 were in the lake")
-                && f.detail.ends_with("ends at seq 2"),
-            "{}",
-            f.detail
-        );
-        let f = finding(&id, &owed.1, &judge(&owed.1, None, None)).unwrap();
-        assert!(
-            f.detail.ends_with("no row of the stream is in the lake"),
-            "{}",
-            f.detail
-        );
+        assert_eq!(finding(&id, &owed.1, &short), None);
     }
 
     #[test]
     fn a_stream_past_its_owed_seq_is_decided_by_the_rows_at_that_seq() {
         let owed = tail(7, &['a']);
         let now = tail(12, &['z']);
-        assert_eq!(judge(&owed, Some(&now), None), Held::Look);
+        assert_eq!(judge(&owed, Some(&now), None, &[]), Held::Look);
         assert_eq!(finding(&account(), &owed, &Held::Look), None);
-        assert_eq!(judge(&owed, Some(&now), Some(&[hash('a')])), Held::Yes);
-        let gap = judge(&owed, Some(&now), Some(&[]));
+        assert_eq!(judge(&owed, Some(&now), Some(&[hash('a')]), &[]), Held::Yes);
+        let gap = judge(&owed, Some(&now), Some(&[]), &[]);
         assert_eq!(gap, Held::Missing { ends: None });
         let f = finding(&account(), &owed, &gap).unwrap();
         assert_eq!((f.code, f.seq), ("proved_rows_missing", Some(7)));
         assert!(f.detail.contains("rows after it are"), "{}", f.detail);
         assert!(matches!(
-            judge(&owed, Some(&now), Some(&[hash('b')])),
+            judge(&owed, Some(&now), Some(&[hash('b')]), &[]),
             Held::Changed { .. }
         ));
     }

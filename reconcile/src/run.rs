@@ -2271,18 +2271,13 @@ async fn prove_resumed(
     };
     let reopened: Vec<_> = [ra.reopened, xreopened, rs.reopened].concat();
     // Each `hash_mismatch` this proof made says whether the hash its row
-    // records was proved (`crate::unproved`): as the checkpoint's finding
-    // of the row said, else by what the checkpoint proved at that seq.
-    let (proved_there, unknown) = {
+    // records is owed (`crate::unproved`): as the checkpoint's finding of
+    // the row said, else by what the checkpoint proved of the stream.
+    let proved_there = {
         let at = crate::unproved::unmarked_at(&findings);
         crate::owing::proved_at(&owing, &reopened, &at)?
     };
-    crate::unproved::mark(&mut findings, owing.marks, |id, seq, h| {
-        unknown.contains(id)
-            || proved_there
-                .get(&(id.clone(), seq))
-                .is_some_and(|hs| hs.iter().any(|x| x == h))
-    });
+    crate::unproved::mark(&mut findings, owing.marks, &proved_there);
     // A resumed night read only its new files; a run that proved the lake
     // from its first event read every file whole, and noted their streams.
     let noted = if resumed && !reproved_in_full {
@@ -2308,6 +2303,7 @@ async fn prove_resumed(
     let this_run = crate::owing::ThisRun {
         reopened,
         lost_starts,
+        damaged: crate::unproved::Marks::of(&findings),
     };
     let (owed_findings, owed, blocks_left_out) =
         crate::owing::judge(lake, &listed, noted, &owing, this_run, &proved, opts).await?;

@@ -7,12 +7,12 @@
 //! `hash_mismatch`. What it records is one of two things, and the lake
 //! alone cannot say which:
 //!
-//! - a hash no run saw proved there: the row arrived damaged (a flipped
-//!   bit in its `hash` column, a copy damaged on its way). docs/LAKE.md's
-//!   repair (the file as ingest wrote it put back, or the damaged copy
-//!   moved out) leaves a row with another recorded hash, or none, at that
-//!   seq. Owing the damaged hash would report that repair as
-//!   `proved_row_changed` every night after;
+//! - a hash no run proved there: the row arrived damaged (a flipped bit in
+//!   its `hash` column, a copy damaged on its way). docs/LAKE.md's repair
+//!   (the file as ingest wrote it put back, or the damaged copy moved out)
+//!   leaves a row with another recorded hash, or none, at that seq. Owing
+//!   the damaged hash would report that repair as `proved_row_changed`
+//!   every night after (rev-s60-nights 1, 2);
 //! - a hash an earlier run proved at that seq, on a row since altered
 //!   under it (its content changed, its hash kept), or a hash an intact
 //!   row at the same seq records (a copy altered beside it). Not owing it
@@ -22,25 +22,36 @@
 //! So each `hash_mismatch` keeps which (`Finding::hash_owed`, in the
 //! checkpoint beside the finding, not in reports: a proof without a
 //! checkpoint cannot know it, and a resumed night reports what a full
-//! proof does), decided the night that makes it ([`mark`]): owed when
-//! another row at the seq records the hash and hashes to it (the
-//! completeness check, which sees the rows, says so), else as the previous
-//! checkpoint's `hash_mismatch` of the same hash there said, else when that
-//! checkpoint proved the hash at that seq (its tail there, its conflict's
-//! versions there, a tail it owed there). A finding of a checkpoint written
-//! before, with no mark, is owed: such a checkpoint owes as it did.
+//! proof does), decided the night that makes it ([`mark`]). It is owed
+//! when another row at the seq records the hash and hashes to it (the
+//! completeness check, which sees the rows, says so); else as the previous
+//! checkpoint's `hash_mismatch` of the same hash there was; else when that
+//! checkpoint proved the hash at that seq (its tail there, a conflict's
+//! versions there, a tail it owed there, as proved or as owed); else when
+//! that checkpoint proved the stream past the seq and no row there hashes
+//! to its recorded hash (the chain, through the tail, proved one row
+//! there, which is gone or altered: rev-s61-diff 2, a proved row altered
+//! on the night the rows after it were lost). A finding of a checkpoint
+//! written before, with no mark, is owed: such a checkpoint owes as it did.
 //!
 //! The tails and conflicts' versions a run judges from its checkpoint
-//! ([`Marks::owed`]) leave out the hashes its `hash_mismatch` findings at
-//! that seq marked unproved. A tail left with no hash is owed as a lost
-//! file's row is: any row at its seq holds it, and the chain checks what
-//! that row is.
+//! ([`Marks::owed`]) leave out a hash not owed when another hash at the
+//! seq is (the seq stays pinned by it). When none is, every row there
+//! failed its hash with a hash no run proved (a tail that arrived damaged):
+//! those rows' contents are owed instead, as what their content hashes to.
+//! The damaged row left as it is holds it (its `hash_mismatch` says what
+//! its content hashes to: [`Marks::contents`]), and so does the row as
+//! ingest wrote it put back (it records that hash); a row of other content
+//! in its place, resealed or not, does not. Nothing after a tail chains to
+//! it, so owing less there would let the stream be rewritten from its
+//! previous proved tail on, the damaged row resealed with the rest
+//! (rev-s61-red 1).
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::checkpoint::{StreamFinding, StreamId};
-use crate::checks::completeness;
+use crate::checks::{completeness, duplicates};
 use crate::finding::Finding;
 use crate::stream::{LastHashes, Tail};
 use ledger_events::Stream;
@@ -58,9 +69,10 @@ pub fn detail(recorded: &str, content: &str) -> String {
     format!("{RECORDED}{recorded}{CONTENT}{content}")
 }
 
-/// The hash a `hash_mismatch` finding records. `None` for any other
-/// finding, or a detail not of [`detail`]'s form.
-pub fn recorded(f: &Finding) -> Option<&str> {
+/// The hash a `hash_mismatch` finding records, and what its row's content
+/// hashes to. `None` for any other finding, or a detail not of
+/// [`detail`]'s form.
+pub fn recorded(f: &Finding) -> Option<(&str, &str)> {
     if f.code != CODE {
         return None;
     }
@@ -69,23 +81,34 @@ pub fn recorded(f: &Finding) -> Option<&str> {
     // exact whatever the recorded hash holds.
     let (recorded, content) = rest.rsplit_once(CONTENT)?;
     let hex = content.len() == 64 && content.bytes().all(|b| b.is_ascii_hexdigit());
-    hex.then_some(recorded)
+    hex.then_some((recorded, content))
 }
 
-/// The marks of a checkpoint's `hash_mismatch` findings: by stream, each
-/// seq and recorded hash, `true` when owed.
-#[derive(Debug, Default)]
-pub struct Marks(HashMap<(Table, Stream), HashMap<String, Vec<SeqMark>>>);
+/// One `hash_mismatch`: the hash its row records, what the row's content
+/// hashes to, and whether the recorded hash is owed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Damaged {
+    recorded: String,
+    content: String,
+    owed: bool,
+}
 
-/// A seq, the hash recorded there, and whether it is owed.
-type SeqMark = (u64, String, bool);
+/// The `hash_mismatch` findings of a proof, by stream and seq. Of a
+/// checkpoint, the marks a run judges its tails by ([`Marks::owed`]); of
+/// this run's proof, the rows that fail their hash, whose content a tail
+/// may be owed as ([`Marks::contents`]).
+#[derive(Debug, Default)]
+pub struct Marks(HashMap<(Table, Stream), HashMap<String, BySeq>>);
+
+/// A stream's `hash_mismatch` findings, by seq.
+type BySeq = BTreeMap<u64, Vec<Damaged>>;
 
 impl Marks {
     /// The marks of `findings` (a finding with none is owed).
     pub fn of(findings: &[StreamFinding]) -> Marks {
         let mut marks = Marks::default();
         for f in findings.iter().filter(|f| f.check == completeness::NAME) {
-            let (Some(h), Some(seq)) = (recorded(&f.finding), f.finding.seq) else {
+            let (Some((h, c)), Some(seq)) = (recorded(&f.finding), f.finding.seq) else {
                 continue;
             };
             let owed = f.finding.hash_owed != Some(false);
@@ -95,57 +118,82 @@ impl Marks {
                 .entry((*table, *stream))
                 .or_default()
                 .entry(key.clone())
+                .or_default()
+                .entry(seq)
                 .or_default();
-            match at.iter_mut().find(|(s, x, _)| *s == seq && x == h) {
-                // Two findings of one hash at a seq (two damaged copies):
-                // owed if either says so.
-                Some(m) => m.2 |= owed,
-                None => at.push((seq, h.to_owned(), owed)),
+            match at.iter_mut().find(|d| d.recorded == h && d.content == c) {
+                // Two findings of one row (copies alike): owed if either
+                // says so.
+                Some(d) => d.owed |= owed,
+                None => at.push(Damaged {
+                    recorded: h.to_owned(),
+                    content: c.to_owned(),
+                    owed,
+                }),
             }
         }
         marks
     }
 
     /// Whether the finding of `stream` at `seq` recording `hash` was marked
-    /// owed (`None`: there was none).
+    /// owed (`None`: there was none; of two rows recording it, owed if
+    /// either is).
     pub fn get(&self, stream: &StreamId, seq: u64, hash: &str) -> Option<bool> {
-        self.of_stream(stream.0, stream.1, &stream.2)?
+        owed_in(self.at((stream.0, stream.1, &stream.2), seq), hash)
+    }
+
+    /// The marks at `seq` of the stream `key` of `table`.
+    fn at(&self, (table, stream, key): (Table, Stream, &str), seq: u64) -> &[Damaged] {
+        self.0
+            .get(&(table, stream))
+            .and_then(|s| s.get(key))
+            .and_then(|s| s.get(&seq))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// What the content of the rows at `seq` of the stream `key` of
+    /// `table` that fail their hash hashes to: rows the lake holds, as
+    /// [`Marks::owed`] may owe them.
+    pub fn contents(&self, at: (Table, Stream, &str), seq: u64) -> Vec<&str> {
+        self.at(at, seq)
             .iter()
-            .find(|(s, h, _)| *s == seq && h == hash)
-            .map(|m| m.2)
+            .map(|d| d.content.as_str())
+            .collect()
     }
 
-    fn of_stream(&self, table: Table, stream: Stream, key: &str) -> Option<&[SeqMark]> {
-        Some(self.0.get(&(table, stream))?.get(key)?.as_slice())
-    }
-
-    /// What the lake owes of `tail`, proved of the stream `key` of `table`:
-    /// its hashes but those a `hash_mismatch` there marked unproved.
-    /// Borrowed, with nothing allocated, for a stream with no mark.
-    pub fn owed<'t>(
-        &self,
-        (table, stream, key): (Table, Stream, &str),
-        tail: &'t Tail,
-    ) -> Cow<'t, Tail> {
+    /// What the lake owes of `tail`, proved of the stream `key` of `table`
+    /// (the module's doc says why): its hashes, but that a hash marked not
+    /// owed is left out when another is owed, and when none is, the
+    /// contents of the rows that recorded them are owed instead. Borrowed,
+    /// with nothing allocated, for a tail with no such mark.
+    pub fn owed<'t>(&self, at: (Table, Stream, &str), tail: &'t Tail) -> Cow<'t, Tail> {
         let seq = tail.last_seq;
-        let Some(marks) = self.of_stream(table, stream, key) else {
-            return Cow::Borrowed(tail);
-        };
-        let unproved = |h: &str| {
-            marks
-                .iter()
-                .any(|(s, x, owed)| *s == seq && x == h && !owed)
-        };
+        let marks = self.at(at, seq);
         if !marks
             .iter()
-            .any(|(s, x, owed)| *s == seq && !owed && tail.last_hashes.contains(x))
+            .any(|d| !d.owed && tail.last_hashes.contains(&d.recorded))
         {
             return Cow::Borrowed(tail);
         }
         let hashes: Vec<String> = tail.last_hashes.clone().into();
+        let (kept, unproved): (Vec<&str>, Vec<&str>) = hashes
+            .iter()
+            .map(String::as_str)
+            .partition(|h| owed_in(marks, h) != Some(false));
+        let mut owed: Vec<&str> = if kept.is_empty() {
+            marks
+                .iter()
+                .filter(|d| unproved.contains(&d.recorded.as_str()))
+                .map(|d| d.content.as_str())
+                .collect()
+        } else {
+            kept
+        };
+        owed.sort_unstable();
+        owed.dedup();
         Cow::Owned(Tail {
             last_seq: seq,
-            last_hashes: LastHashes::of(hashes.iter().map(String::as_str).filter(|h| !unproved(h))),
+            last_hashes: LastHashes::of(owed),
         })
     }
 
@@ -159,6 +207,16 @@ impl Marks {
     }
 }
 
+/// Whether the marks at a seq owe `hash` (`None`: no mark of it; of two
+/// rows recording it, owed if either is).
+fn owed_in(marks: &[Damaged], hash: &str) -> Option<bool> {
+    marks
+        .iter()
+        .filter(|d| d.recorded == hash)
+        .map(|d| d.owed)
+        .reduce(|a, b| a || b)
+}
+
 /// The (stream, seq) of every `hash_mismatch` in `findings` not marked yet.
 pub fn unmarked_at(findings: &[StreamFinding]) -> Vec<(&StreamId, u64)> {
     findings
@@ -169,31 +227,78 @@ pub fn unmarked_at(findings: &[StreamFinding]) -> Vec<(&StreamId, u64)> {
         .collect()
 }
 
+/// What the previous checkpoint proved of a stream where this run's
+/// `hash_mismatch` findings are ([`mark`]).
+pub trait Proved {
+    /// Whether it proved `hash` at `seq` (its tail there, a conflict's
+    /// versions there, a tail it owed there).
+    fn hash_at(&self, stream: &StreamId, seq: u64, hash: &str) -> bool;
+    /// Whether it proved the stream up to `seq` or past it.
+    fn reaches(&self, stream: &StreamId, seq: u64) -> bool;
+}
+
 /// Marks every `hash_mismatch` of `findings` not marked yet
-/// (`Finding::hash_owed`): as the previous checkpoint's finding of the same
-/// hash at the same seq was (`prior`), else owed when `proved_before` (what
-/// that checkpoint proved at the stream's seq: its tail's hashes there, its
-/// conflict's versions, a tail it owed) names its hash, else not. A row at
-/// seq 0 is outside the chain and owed by nothing.
-pub fn mark(
-    findings: &mut [StreamFinding],
-    prior: &Marks,
-    proved_before: impl Fn(&StreamId, u64, &str) -> bool,
-) {
+/// (`Finding::hash_owed`; the module's doc gives the rule): as the previous
+/// checkpoint's finding of the same hash at the same seq was (`prior`),
+/// else owed when that checkpoint proved the hash there, or reached past
+/// the seq with no row there that hashes to its recorded hash (of this
+/// proof's rows: a conflict's version without a `hash_mismatch`, or a
+/// copy the completeness check found beside an intact row). A row at seq 0
+/// is outside the chain and owed by nothing.
+pub fn mark(findings: &mut [StreamFinding], prior: &Marks, proved: &impl Proved) {
+    let intact = intact_at(findings);
     for f in findings
         .iter_mut()
         .filter(|f| f.check == completeness::NAME && f.finding.hash_owed.is_none())
     {
-        let Some(h) = recorded(&f.finding) else {
+        let Some((h, _)) = recorded(&f.finding) else {
             continue;
         };
         let seq = f.finding.seq.unwrap_or(0);
+        let id = &f.stream;
         let owed = seq > 0
-            && prior
-                .get(&f.stream, seq, h)
-                .unwrap_or_else(|| proved_before(&f.stream, seq, h));
+            && prior.get(id, seq, h).unwrap_or_else(|| {
+                proved.hash_at(id, seq, h)
+                    || (proved.reaches(id, seq) && !intact.contains(&(id.clone(), seq)))
+            });
         f.finding.hash_owed = Some(owed);
     }
+}
+
+/// The seqs of this proof's `hash_mismatch` findings not marked yet where
+/// a row hashes to its recorded hash: a conflict there names a version no
+/// `hash_mismatch` there records, or the completeness check marked one of
+/// them owed (an intact row beside it records its hash; every finding of
+/// a seq a run proves is its own, so such a mark is this proof's).
+fn intact_at(findings: &[StreamFinding]) -> HashSet<(StreamId, u64)> {
+    let wanted: HashSet<(&StreamId, u64)> = unmarked_at(findings).into_iter().collect();
+    let mut damaged: HashMap<(&StreamId, u64), Vec<&str>> = HashMap::new();
+    let mut intact = HashSet::new();
+    for f in findings {
+        let Some(seq) = f.finding.seq.filter(|&s| wanted.contains(&(&f.stream, s))) else {
+            continue;
+        };
+        if let Some((h, _)) = recorded(&f.finding) {
+            damaged.entry((&f.stream, seq)).or_default().push(h);
+            if f.finding.hash_owed == Some(true) {
+                intact.insert((f.stream.clone(), seq));
+            }
+        }
+    }
+    for f in findings.iter().filter(|f| f.check == duplicates::NAME) {
+        let Some(seq) = f.finding.seq.filter(|&s| wanted.contains(&(&f.stream, s))) else {
+            continue;
+        };
+        let failing = damaged
+            .get(&(&f.stream, seq))
+            .map_or(&[][..], Vec::as_slice);
+        if duplicates::versions(&f.finding)
+            .is_some_and(|vs| vs.iter().any(|v| !failing.contains(v)))
+        {
+            intact.insert((f.stream.clone(), seq));
+        }
+    }
+    intact
 }
 
 #[cfg(test)]
@@ -209,7 +314,18 @@ mod tests {
     }
 
     fn mismatch(key: &str, seq: u64, recorded: &str, owed: Option<bool>) -> StreamFinding {
-        let mut finding = Finding::new(CODE, key, detail(recorded, &hash('c'))).at(seq, "e");
+        mismatch_of(key, seq, recorded, &hash('c'), owed)
+    }
+
+    /// A `hash_mismatch` whose row's content hashes to `content`.
+    fn mismatch_of(
+        key: &str,
+        seq: u64,
+        recorded: &str,
+        content: &str,
+        owed: Option<bool>,
+    ) -> StreamFinding {
+        let mut finding = Finding::new(CODE, key, detail(recorded, content)).at(seq, "e");
         finding.hash_owed = owed;
         StreamFinding {
             check: completeness::NAME,
@@ -227,7 +343,12 @@ mod tests {
             String::new(),
         ] {
             let f = mismatch("acme.a", 3, &h, None).finding;
-            assert_eq!(recorded(&f), Some(h.as_str()), "{}", f.detail);
+            assert_eq!(
+                recorded(&f),
+                Some((h.as_str(), hash('c').as_str())),
+                "{}",
+                f.detail
+            );
         }
         // Another code, or a detail of another form, reads as none.
         let mut other = mismatch("acme.a", 3, &hash('a'), None).finding;
@@ -235,6 +356,35 @@ mod tests {
         assert_eq!(recorded(&other), None);
         let garbled = Finding::new(CODE, "acme.a", "recorded hash aa".into());
         assert_eq!(recorded(&garbled), None);
+    }
+
+    /// What a checkpoint proved, for [`mark`]: hashes at (stream key,
+    /// seq), and how far each stream.
+    struct Checkpoint {
+        hashes: Vec<(&'static str, u64)>,
+        reach: Vec<(&'static str, u64)>,
+    }
+
+    impl Proved for Checkpoint {
+        fn hash_at(&self, s: &StreamId, seq: u64, _: &str) -> bool {
+            self.hashes.contains(&(s.2.as_str(), seq))
+        }
+        fn reaches(&self, s: &StreamId, seq: u64) -> bool {
+            self.reach.iter().any(|&(k, last)| k == s.2 && last >= seq)
+        }
+    }
+
+    fn conflict(key: &str, seq: u64, versions: &[String]) -> StreamFinding {
+        let detail = format!(
+            "{} versions: hashes {}",
+            versions.len(),
+            versions.join(", ")
+        );
+        StreamFinding {
+            check: duplicates::NAME,
+            stream: id(key),
+            finding: Finding::new("conflict", key, detail).at(seq, "e"),
+        }
     }
 
     #[test]
@@ -256,37 +406,77 @@ mod tests {
             mismatch("acme.e", 4, &hash('e'), Some(true)),
             // Outside the chain: never owed.
             mismatch("acme.f", 0, &hash('f'), None),
+            // Proved past it, the only row there: owed. With an intact
+            // version of a conflict beside it, or a copy beside an intact
+            // row recording its hash: not.
+            mismatch("acme.g", 3, &hash('g'), None),
+            mismatch("acme.h", 3, &hash('h'), None),
+            conflict("acme.h", 3, &[hash('h'), hash('i')]),
+            mismatch("acme.i", 3, &hash('h'), None),
+            mismatch("acme.i", 3, &hash('i'), Some(true)),
+            // Two damaged versions of a conflict: the only rows there.
+            mismatch("acme.j", 3, &hash('h'), None),
+            mismatch("acme.j", 3, &hash('i'), None),
+            conflict("acme.j", 3, &[hash('h'), hash('i')]),
         ];
-        // What the previous checkpoint proved: every hash at acme.a's and
-        // acme.d's seq 4 (the earlier mark wins over it), acme.f's seq 0.
-        let proved = |s: &StreamId, seq: u64, _: &str| {
-            (s.2 == "acme.a" || s.2 == "acme.d" || s.2 == "acme.f") && [0, 4].contains(&seq)
+        let proved = Checkpoint {
+            // The earlier mark wins over what was proved at acme.a's seq 4.
+            hashes: vec![("acme.a", 4), ("acme.d", 4), ("acme.f", 0)],
+            reach: ["acme.f", "acme.g", "acme.h", "acme.i", "acme.j"]
+                .map(|k| (k, 9))
+                .to_vec(),
         };
-        assert_eq!(unmarked_at(&findings).len(), 6);
-        mark(&mut findings, &prior, proved);
-        let marks: Vec<Option<bool>> = findings.iter().map(|f| f.finding.hash_owed).collect();
-        assert_eq!(
-            marks,
-            [false, true, true, true, false, true, false].map(Some)
-        );
+        assert_eq!(unmarked_at(&findings).len(), 11);
+        mark(&mut findings, &prior, &proved);
+        let marks: Vec<(&str, Option<bool>)> = findings
+            .iter()
+            .filter(|f| f.finding.code == CODE)
+            .map(|f| (f.stream.2.as_str(), f.finding.hash_owed))
+            .collect();
+        let want = [
+            ("acme.a", false),
+            ("acme.b", true),
+            ("acme.c", true),
+            ("acme.d", true),
+            ("acme.d", false),
+            ("acme.e", true),
+            ("acme.f", false),
+            ("acme.g", true),
+            ("acme.h", false),
+            ("acme.i", false),
+            ("acme.i", true),
+            ("acme.j", true),
+            ("acme.j", true),
+        ];
+        assert_eq!(marks, want.map(|(k, o)| (k, Some(o))));
         assert!(unmarked_at(&findings).is_empty());
         // Marking again changes nothing.
         let again = findings.clone();
-        mark(&mut findings, &prior, |_, _, _| true);
+        mark(
+            &mut findings,
+            &prior,
+            &Checkpoint {
+                hashes: vec![],
+                reach: vec![],
+            },
+        );
         assert_eq!(findings, again);
     }
 
     #[test]
-    fn a_tail_is_owed_without_the_hashes_marked_unproved_there() {
+    fn a_tail_is_owed_without_a_damaged_hash_no_run_proved_or_as_its_content() {
         let marks = Marks::of(&[
-            mismatch("acme.a", 7, &hash('a'), Some(false)),
+            mismatch_of("acme.a", 7, &hash('a'), &hash('1'), Some(false)),
             mismatch("acme.a", 7, &hash('b'), Some(true)),
             // The same hash at another seq, or of another stream: not this.
             mismatch("acme.a", 6, &hash('c'), Some(false)),
             mismatch("acme.b", 7, &hash('c'), Some(false)),
-            // Two findings of one hash, one owed: owed.
+            // Two findings of one row, one owed: owed.
             mismatch("acme.c", 7, &hash('d'), Some(false)),
             mismatch("acme.c", 7, &hash('d'), Some(true)),
+            // Two damaged rows, neither hash proved.
+            mismatch_of("acme.e", 7, &hash('e'), &hash('1'), Some(false)),
+            mismatch_of("acme.e", 7, &hash('f'), &hash('2'), Some(false)),
         ]);
         let tail = |hs: &[char]| Tail {
             last_seq: 7,
@@ -302,19 +492,25 @@ mod tests {
             (Table::Account, Stream::Account, key)
         }
         let owed = |key: &str, hs: &[char]| marks.owed(at(key), &tail(hs)).into_owned();
+        // Beside a hash owed there (intact, or proved), a damaged copy's
+        // hash no run proved is not owed.
         assert_eq!(owed("acme.a", &['a', 'b', 'c']), tail(&['b', 'c']));
-        assert_eq!(owed("acme.a", &['a']), tail(&[]));
-        assert_eq!(owed("acme.a", &['b']), tail(&['b']));
         assert_eq!(owed("acme.b", &['a', 'c']), tail(&['a']));
-        assert_eq!(owed("acme.c", &['d']), tail(&['d']));
         assert_eq!(marks.owe(at("acme.a"), tail(&['a', 'b'])), tail(&['b']));
-        assert!(matches!(
-            marks.owed(at("acme.d"), &tail(&['a'])),
-            Cow::Borrowed(_)
-        ));
-        assert!(matches!(
-            marks.owed(at("acme.a"), &tail(&['b'])),
-            Cow::Borrowed(_)
-        ));
+        // Alone, its row's content is owed instead.
+        assert_eq!(owed("acme.a", &['a']), tail(&['1']));
+        assert_eq!(owed("acme.e", &['e', 'f']), tail(&['1', '2']));
+        assert_eq!(owed("acme.c", &['d']), tail(&['d']));
+        for (key, hs) in [
+            ("acme.d", &['a'][..]),
+            ("acme.a", &['b']),
+            ("acme.b", &['a']),
+        ] {
+            assert!(matches!(marks.owed(at(key), &tail(hs)), Cow::Borrowed(_)));
+        }
+        // The contents of a proof's damaged rows at a seq.
+        assert_eq!(marks.contents(at("acme.e"), 7), [hash('1'), hash('2')]);
+        assert_eq!(marks.contents(at("acme.e"), 6), Vec::<&str>::new());
+        assert_eq!(marks.contents(at("acme.x"), 7), Vec::<&str>::new());
     }
 }

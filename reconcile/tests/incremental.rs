@@ -2221,30 +2221,19 @@ fn hash_owed(root: &Path, ckpt: &Path, e: &Event) -> bool {
     f.finding.hash_owed != Some(false)
 }
 
-/// The detail of the finding of `code` at `e` in a JSON report.
-fn detail_at(report: &serde_json::Value, e: &Event, code: &str) -> String {
-    report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|c| c["findings"].as_array().unwrap())
-        .find(|f| f["code"] == code && f["event_id"] == e.event_id.as_str())
-        .and_then(|f| f["detail"].as_str())
-        .unwrap_or_else(|| panic!("no {code} at {}: {report}", e.event_id))
-        .to_owned()
-}
-
 /// A stream's newest row that arrived with a damaged `hash` (a digit of
 /// the column changed, its content intact) records a hash no run proved:
 /// after the repair docs/LAKE.md gives (the file as ingest wrote it put
 /// back) the lake holds what was proved, resumed and with `--full`, as a
 /// proof of the lake alone does (rev-s60-nights 1: `proved_row_changed`
 /// every night after). An account's tail, and a settled transfer's last
-/// row (a tail for good). The damaged row removed instead, with none put
-/// back, is a row the lake held gone (`proved_rows_missing` from there)
-/// until a row is at its seq again.
+/// row (a tail for good). The tail is owed as the damaged row's content
+/// (what its `prev_hash`, and so the rows before it, was): left as it is,
+/// it holds; removed, with none put back, it is `proved_rows_missing`
+/// until it is back; a row of other content in its place, resealed (the
+/// stream rewritten from there back), is `proved_row_changed`.
 #[test]
-fn a_tail_that_arrived_damaged_is_not_owed_its_damaged_hash_after_the_repair() {
+fn a_tail_that_arrived_damaged_is_owed_as_its_content_not_its_hash() {
     let events = history(43, 4, 200);
     let account = events
         .iter()
@@ -2256,7 +2245,13 @@ fn a_tail_that_arrived_damaged_is_not_owed_its_damaged_hash_after_the_repair() {
         .rev()
         .find(|e| e.stream == Stream::Transfer && e.kind == "captured")
         .unwrap();
-    for (last, remove_first) in [(account, false), (transfer, false), (account, true)] {
+    for (last, then) in [
+        (account, "repair"),
+        (transfer, "repair"),
+        (account, "remove"),
+        (account, "reseal"),
+        (transfer, "reseal"),
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
         let json = dir.path().join("night.json");
@@ -2267,21 +2262,38 @@ fn a_tail_that_arrived_damaged_is_not_owed_its_damaged_hash_after_the_repair() {
         deliver(&root, &keep, "a");
         night(&root, &ckpt);
         let damaged = write_rows(&root, &[hash_damaged(last)]);
+        let mismatch = named_at(last, "hash_mismatch");
         let (_, report) = cli_night(&root, &ckpt, &json, &[]);
-        assert!(named_rows(&report).contains(&named_at(last, "hash_mismatch")));
-        assert!(named_rows(&report).contains(&named_at(last, "hash_mismatch")));
+        assert!(named_rows(&report).contains(&mismatch));
         assert!(!hash_owed(&root, &ckpt, last));
+        // Left as it is, the next night (the stream re-proved with
+        // `--full`) holds the tail: only the damage is reported.
+        let (_, report) = cli_night(&root, &ckpt, &json, &["--full"]);
+        let found = named_rows(&report);
+        assert!(found.contains(&mismatch) && !found.iter().any(|f| f.0.starts_with("proved_")));
         for key in &damaged {
             std::fs::remove_file(root.join(key)).unwrap();
         }
-        if remove_first {
+        if then == "reseal" {
+            let mut other = last.clone();
+            other.occurred_at_ms += 1;
+            write_rows(&root, &[other.seal()]);
+            let changed = named_at(last, "proved_row_changed");
+            for extra in [&[][..], &["--full"], &[]] {
+                let (_, report) = cli_night(&root, &ckpt, &json, extra);
+                assert!(
+                    named_rows(&report).contains(&changed),
+                    "{then} {extra:?} {report}"
+                );
+            }
+            continue;
+        }
+        if then == "remove" {
             // (Its hold, released there, leaks without it.)
             let gone = named_at(last, "proved_rows_missing");
             for extra in [&[][..], &["--full"]] {
                 let (_, report) = cli_night(&root, &ckpt, &json, extra);
                 assert!(named_rows(&report).contains(&gone), "{report}");
-                let said = detail_at(&report, last, "proved_rows_missing");
-                assert!(said.contains("no hash was proved there"), "{said}");
             }
         }
         write_rows(&root, std::slice::from_ref(last));
@@ -2291,7 +2303,7 @@ fn a_tail_that_arrived_damaged_is_not_owed_its_damaged_hash_after_the_repair() {
             assert_eq!(
                 (code, named_rows(&report)),
                 (0, vec![]),
-                "{extra:?} {report}"
+                "{then} {extra:?} {report}"
             );
         }
     }
@@ -2383,6 +2395,91 @@ fn a_damaged_copy_beside_a_proved_row_is_owed_only_with_a_proved_hash() {
     assert!(full(&root).holds);
     let changed = named_at(&first, "proved_row_changed");
     for extra in [&[][..], &["--full"], &[]] {
+        let (_, report) = cli_night(&root, &ckpt, &json, extra);
+        assert_eq!(named_rows(&report), vec![changed.clone()], "{report}");
+    }
+}
+
+/// A proved row altered under its hash on the night the rows after it
+/// were lost (rev-s61-diff 2): the checkpoint proved the stream past it,
+/// and no row there hashes to its recorded hash, so that hash is owed; the
+/// altered content resealed the night after is `proved_row_changed` there,
+/// beside the rows still missing. And an altered copy that arrives beside
+/// the intact row, on the night both are new (nothing proved there yet):
+/// the intact row proves the hash, so the altered content resealed in
+/// their place is the proved row changed.
+#[test]
+fn a_hash_proved_through_the_chain_or_beside_an_intact_row_stays_owed() {
+    let events = history(43, 4, 200);
+    let key = events
+        .iter()
+        .rev()
+        .find(|e| e.stream == Stream::Account && e.seq > 8)
+        .unwrap()
+        .stream_key
+        .clone();
+    let of = |e: &&Event| e.stream == Stream::Account && e.stream_key == key;
+    let k = 5;
+    let row = events.iter().find(|e| of(e) && e.seq == k).unwrap();
+    let after: Vec<Event> = events
+        .iter()
+        .filter(|e| of(e) && e.seq > k)
+        .cloned()
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let json = dir.path().join("night.json");
+    let rest: Vec<&Event> = events.iter().filter(|e| !(of(e) && e.seq >= k)).collect();
+    deliver(&root, &rest, "a");
+    let alone = write_rows(&root, std::slice::from_ref(row));
+    let later = write_rows(&root, &after);
+    night(&root, &ckpt);
+    for key in alone.iter().chain(&later) {
+        std::fs::remove_file(root.join(key)).unwrap();
+    }
+    let mut altered = row.clone();
+    altered.amount = altered.amount.map(|a| a + 1000);
+    let forged = write_rows(&root, std::slice::from_ref(&altered));
+    let (_, report) = cli_night(&root, &ckpt, &json, &[]);
+    let found = named_rows(&report);
+    assert!(found.contains(&named_at(row, "hash_mismatch")), "{found:?}");
+    assert!(hash_owed(&root, &ckpt, row));
+    for key in &forged {
+        std::fs::remove_file(root.join(key)).unwrap();
+    }
+    write_rows(&root, &[altered.seal()]);
+    let changed = named_at(row, "proved_row_changed");
+    for extra in [&[][..], &["--full"], &[]] {
+        let (_, report) = cli_night(&root, &ckpt, &json, extra);
+        let found = named_rows(&report);
+        assert!(found.contains(&changed), "{extra:?} {found:?}");
+    }
+
+    // The copy beside the intact row, both new.
+    let last = after.last().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let keep: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.event_id != last.event_id)
+        .collect();
+    deliver(&root, &keep, "a");
+    night(&root, &ckpt);
+    let intact = write_rows(&root, std::slice::from_ref(last));
+    let mut altered = last.clone();
+    altered.occurred_at_ms += 1;
+    let copy = write_beside(&root, &events, std::slice::from_ref(&altered));
+    assert!(copy.iter().all(|k| !intact.contains(k)));
+    let (_, report) = cli_night(&root, &ckpt, &json, &[]);
+    assert!(named_rows(&report).contains(&named_at(last, "hash_mismatch")));
+    assert!(hash_owed(&root, &ckpt, last));
+    for key in intact.iter().chain(&copy) {
+        std::fs::remove_file(root.join(key)).unwrap();
+    }
+    write_rows(&root, &[altered.seal()]);
+    assert!(full(&root).holds);
+    let changed = named_at(last, "proved_row_changed");
+    for extra in [&[][..], &["--full"]] {
         let (_, report) = cli_night(&root, &ckpt, &json, extra);
         assert_eq!(named_rows(&report), vec![changed.clone()], "{report}");
     }
@@ -5162,9 +5259,8 @@ fn lake_rows(root: &Path) -> Vec<(StreamId, u64, String)> {
         .collect()
 }
 
-/// [`lake_rows`], each with whether its content hashes to its recorded
-/// hash.
-fn lake_rows_checked(root: &Path) -> Vec<(StreamId, u64, String, bool)> {
+/// [`lake_rows`], each with what its content hashes to.
+fn lake_rows_checked(root: &Path) -> Vec<(StreamId, u64, String, String)> {
     use arrow_array::cast::AsArray;
     use arrow_array::types::Int64Type;
     use arrow_array::Array;
@@ -5227,8 +5323,8 @@ fn lake_rows_checked(root: &Path) -> Vec<(StreamId, u64, String, bool)> {
                     (&stream[i], &keys[i], &hashes[i], seqs.is_valid(i))
                 {
                     let id = (table.clone(), s.clone(), k.clone());
-                    let ok = cols.view(i).compute_hash() == *h;
-                    rows.push((id, seqs.value(i) as u64, h.clone(), ok));
+                    let content = cols.view(i).compute_hash();
+                    rows.push((id, seqs.value(i) as u64, h.clone(), content));
                 }
             }
         }
@@ -5250,13 +5346,20 @@ struct Owing {
     owed: Versions,
     /// Every seq of every stream a night saw in the lake.
     seen: std::collections::BTreeSet<(StreamId, u64)>,
-    /// Of each row that failed its hash the last night, whether its
-    /// recorded hash is owed (`ledger_reconcile::unproved`): an intact row
-    /// at its seq records it, or the night before's mark of it said so,
-    /// or the night before proved it there. A hash not owed is left out of
-    /// the tails and conflicts judged, and a tail left with none is held by
-    /// any row at its seq.
-    marks: std::collections::BTreeMap<(StreamId, u64, String), bool>,
+    /// Of each hash recorded by rows that failed it the last night,
+    /// whether it is owed (`ledger_reconcile::unproved`), and what those
+    /// rows' contents hash to. Owed: a row at its seq that hashes to it
+    /// records it; or the night before's mark of it said so; or the night
+    /// before proved it there (as it proved it, or as it owed it); or the
+    /// night before proved the stream up to that seq or past it and no row
+    /// there hashes to its recorded hash. A hash not owed is left out of
+    /// a tail or conflict judged when another hash there is owed; when
+    /// none is, the contents of the rows that recorded them are owed, held
+    /// by a row recording them or a damaged row of that content.
+    marks: std::collections::BTreeMap<
+        (StreamId, u64, String),
+        (bool, std::collections::BTreeSet<String>),
+    >,
 }
 
 impl Owing {
@@ -5315,44 +5418,75 @@ impl Owing {
     /// streams it re-proved, what is owed; a seq not held is always among
     /// them.) Then moves to the night.
     fn night(&mut self, root: &Path) -> Vec<(&'static str, String, u64)> {
+        use std::collections::BTreeSet;
         let checked = lake_rows_checked(root);
         let rows: Vec<(StreamId, u64, String)> = checked
             .iter()
             .map(|(id, seq, h, _)| (id.clone(), *seq, h.clone()))
             .collect();
         // What the last night proved at each seq, as it proved it.
-        let mut proved_there: Versions = std::mem::take(&mut self.tails)
+        let proved: Versions = std::mem::take(&mut self.tails)
             .into_iter()
             .map(|(id, (seq, proved))| ((id, seq), proved))
+            .chain(std::mem::take(&mut self.conflicts))
             .collect();
-        proved_there.extend(std::mem::take(&mut self.conflicts));
-        // Owed: without the hashes no run proved.
-        let mut judged = proved_there.clone();
-        for ((id, seq), proved) in judged.iter_mut() {
-            proved.retain(|h| self.marks.get(&(id.clone(), *seq, h.clone())) != Some(&false));
+        // As it owes it.
+        let mut judged = Versions::new();
+        for ((id, seq), hashes) in &proved {
+            let mark = |h: &String| self.marks.get(&(id.clone(), *seq, h.clone()));
+            let (kept, unproved): (BTreeSet<String>, BTreeSet<String>) = hashes
+                .iter()
+                .cloned()
+                .partition(|h| mark(h).is_none_or(|m| m.0));
+            let owed = match kept.is_empty() {
+                false => kept,
+                true => unproved
+                    .iter()
+                    .flat_map(|h| mark(h).unwrap().1.clone())
+                    .collect(),
+            };
+            judged.insert((id.clone(), *seq), owed);
         }
-        for (at, proved) in std::mem::take(&mut self.owed) {
+        let mut proved_there = proved.clone();
+        for (at, owed) in &judged {
+            proved_there
+                .get_mut(at)
+                .unwrap()
+                .extend(owed.iter().cloned());
+        }
+        let mut reach: std::collections::BTreeMap<StreamId, u64> = Default::default();
+        for (at, owed) in std::mem::take(&mut self.owed) {
             proved_there
                 .entry(at.clone())
                 .or_default()
-                .extend(proved.clone());
-            judged.insert(at, proved);
+                .extend(owed.iter().cloned());
+            judged.insert(at, owed);
+        }
+        for (id, seq) in proved_there.keys() {
+            let last = reach.entry(id.clone()).or_default();
+            *last = (*last).max(*seq);
         }
         // This night's marks.
-        let mut marks = std::collections::BTreeMap::new();
-        for (id, seq, h, _) in checked.iter().filter(|r| !r.3) {
-            let intact = checked
+        let hashes_to_itself = |id: &StreamId, seq: u64, h: Option<&String>| {
+            checked
                 .iter()
-                .any(|r| r.3 && r.0 == *id && r.1 == *seq && r.2 == *h);
+                .any(|r| r.0 == *id && r.1 == seq && r.2 == r.3 && h.is_none_or(|h| r.2 == *h))
+        };
+        let mut marks: std::collections::BTreeMap<_, (bool, BTreeSet<String>)> = Default::default();
+        for (id, seq, h, content) in checked.iter().filter(|r| r.2 != r.3) {
             let key = (id.clone(), *seq, h.clone());
-            let owed = intact
+            let owed = hashes_to_itself(id, *seq, Some(h))
                 || (*seq > 0
-                    && self.marks.get(&key).copied().unwrap_or_else(|| {
+                    && self.marks.get(&key).map(|m| m.0).unwrap_or_else(|| {
                         proved_there
                             .get(&(id.clone(), *seq))
                             .is_some_and(|p| p.contains(h))
+                            || (reach.get(id).is_some_and(|&last| last >= *seq)
+                                && !hashes_to_itself(id, *seq, None))
                     }));
-            *marks.entry(key).or_insert(false) |= owed;
+            let m = marks.entry(key).or_default();
+            m.0 |= owed;
+            m.1.insert(content.clone());
         }
         self.marks = marks;
         let mut found = Vec::new();
@@ -5363,10 +5497,11 @@ impl Owing {
                 .map(|r| r.1)
                 .max()
                 .unwrap_or(0);
-            let at: std::collections::BTreeSet<String> = rows
+            // The hashes there, with what each row's content hashes to.
+            let at: std::collections::BTreeSet<String> = checked
                 .iter()
                 .filter(|r| r.0 == id && r.1 == seq)
-                .map(|r| r.2.clone())
+                .flat_map(|r| [r.2.clone(), r.3.clone()])
                 .collect();
             if seq == 0 || (!at.is_empty() && proved.is_subset(&at)) {
                 continue;
