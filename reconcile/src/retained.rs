@@ -11,7 +11,10 @@
 //!
 //! A tail is **held** when the lake has, at the stream's owed seq, rows with
 //! every hash the tail names (further versions there are conflicts, which
-//! the duplicates check judges). Every row before it is then held too: the
+//! the duplicates check judges). A hash that a row failing its hash
+//! recorded, and no run proved, is owed as `crate::unproved` says: left
+//! out beside a hash owed there, else owed as the row's content (held by a
+//! row that records it, or a damaged row of that content). Every row before it is then held too: the
 //! same proof checks the chain up to it, so a row removed or changed before
 //! it is a `seq_gap` or a `chain_break` there. A tail not held is a
 //! completeness finding:
