@@ -26,11 +26,11 @@
 //! misses from the same seq on (the stream now ends before both) are one
 //! finding, the one of the later seq (whose detail spans the other's).
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use datafusion::arrow::array::{Array, Int64Array};
 use datafusion::arrow::record_batch::RecordBatch;
+use ledger_events::Stream;
 use ledger_ingest::Table;
 
 use crate::checkpoint::{ProofState, StreamFinding, StreamId, StreamState};
@@ -152,9 +152,9 @@ pub async fn judge(
         .map(|(id, tail)| ((id, tail.last_seq), tail))
         .collect();
     // What the checkpoint proved, as owed ([`Marks::owed`]).
-    each_proved(owing, &reopened, |id, tail| {
-        let tail = owing.marks.owed((id.0, id.1, &id.2), tail).into_owned();
-        tails.insert((id.into_owned(), tail.last_seq), tail);
+    each_proved(owing, &reopened, |at, tail| {
+        let tail = owing.marks.owed(at, tail).into_owned();
+        tails.insert(((at.0, at.1, at.2.to_owned()), tail.last_seq), tail);
     });
     // Owed as decided (as owed already).
     for (id, tail) in owing.owed.iter().cloned() {
@@ -265,24 +265,24 @@ pub async fn judge(
 /// and those of settled transfers (in its archive): when its proof is set
 /// aside, every stream's, open transfer's and conflict's versions; the
 /// streams this run `reopened`, and their conflicts' versions.
-fn each_proved<'p>(
-    owing: &Owing<'p>,
-    reopened: &'p [Owed],
-    mut f: impl FnMut(Cow<'p, StreamId>, &Tail),
+fn each_proved(
+    owing: &Owing<'_>,
+    reopened: &[Owed],
+    mut f: impl FnMut((Table, Stream, &str), &Tail),
 ) {
     if let Some(p) = owing.set_aside {
         for (id, st) in &p.streams {
-            f(Cow::Borrowed(id), &st.tail);
+            f(key(id), &st.tail);
         }
         for (id, st) in p.transfers.iter() {
-            f(Cow::Owned(transfer(id)), &st.tail);
+            f((Table::Transfer, Stream::Transfer, id), &st.tail);
         }
         for (id, tail) in p.findings.iter().filter_map(retained::evidence) {
-            f(Cow::Owned(id), &tail);
+            f(key(&id), &tail);
         }
     }
     for (id, tail) in reopened {
-        f(Cow::Borrowed(id), tail);
+        f(key(id), tail);
     }
 }
 
@@ -291,7 +291,7 @@ fn each_proved<'p>(
 #[derive(Debug, Default)]
 pub struct ProvedAt {
     /// The hashes at each (stream, seq) of them, as proved and as owed.
-    hashes: HashMap<(StreamId, u64), Vec<String>>,
+    hashes: HashMap<(StreamId, u64), HashSet<String>>,
     /// The last seq proved of each such stream.
     reach: HashMap<StreamId, u64>,
     /// Settled transfers whose record `--full` could not read: not known,
@@ -305,7 +305,7 @@ impl crate::unproved::Proved for ProvedAt {
             || self
                 .hashes
                 .get(&(stream.clone(), seq))
-                .is_some_and(|hs| hs.iter().any(|h| h == hash))
+                .is_some_and(|hs| hs.contains(hash))
     }
 
     fn reaches(&self, stream: &StreamId, seq: u64) -> bool {
@@ -329,44 +329,46 @@ pub fn proved_at(
     if at.is_empty() {
         return Ok(proved);
     }
-    let wanted: HashSet<(&StreamId, u64)> = at.iter().copied().collect();
-    let streams: HashSet<&StreamId> = at.iter().map(|&(id, _)| id).collect();
-    let mut add = |id: &StreamId, tail: &Tail| {
-        if !streams.contains(id) {
+    let wanted: HashSet<((Table, Stream, &str), u64)> =
+        at.iter().map(|&(id, seq)| (key(id), seq)).collect();
+    let streams: HashSet<(Table, Stream, &str)> = at.iter().map(|&(id, _)| key(id)).collect();
+    let mut add = |at: (Table, Stream, &str), tail: &Tail| {
+        if !streams.contains(&at) {
             return;
         }
+        let id = (at.0, at.1, at.2.to_owned());
         let last = proved.reach.entry(id.clone()).or_default();
         *last = (*last).max(tail.last_seq);
-        if wanted.contains(&(id, tail.last_seq)) {
-            let owed = owing.marks.owed((id.0, id.1, &id.2), tail);
+        if wanted.contains(&(at, tail.last_seq)) {
+            let owed = owing.marks.owed(at, tail);
             let hashes: Vec<String> = tail.last_hashes.clone().into();
             let owed: Vec<String> = owed.last_hashes.clone().into();
             proved
                 .hashes
-                .entry((id.clone(), tail.last_seq))
+                .entry((id, tail.last_seq))
                 .or_default()
                 .extend(hashes.into_iter().chain(owed));
         }
     };
-    each_proved(owing, reopened, |id, tail| add(&id, tail));
+    each_proved(owing, reopened, &mut add);
     for (id, tail) in owing.owed {
-        add(id, tail);
+        add(key(id), tail);
     }
     let Some(p) = owing.set_aside else {
         return Ok(proved);
     };
     let mut archived: Vec<&str> = streams
         .iter()
-        .filter(|id| is_transfer(id) && !p.is_open(&id.2))
-        .map(|id| id.2.as_str())
+        .filter(|&&(t, s, id)| t == Table::Transfer && s == Stream::Transfer && !p.is_open(id))
+        .map(|at| at.2)
         .collect();
     archived.sort_unstable();
     let mut records = Vec::new();
     match p.archive.find(archived.iter().copied()) {
         Ok(found) => records = found,
-        // One by one, each one unread unknown.
-        Err(e) if owing.full => {
-            crate::checkpoint::warn_archive_left_out(&e);
+        // One by one, each one unread unknown (the walk of the archive in
+        // `judge` warns of the block).
+        Err(_) if owing.full => {
             for id in archived {
                 match p.archive.find([id]) {
                     Ok(found) => records.extend(found),
@@ -379,7 +381,7 @@ pub fn proved_at(
         Err(e) => return Err(crate::checkpoint::archive_unreadable(e)),
     }
     for (id, state, _) in records {
-        add(&transfer(&id), &state.tail);
+        add((Table::Transfer, Stream::Transfer, &id), &state.tail);
     }
     Ok(proved)
 }
@@ -514,6 +516,11 @@ fn held_within(first: u64, last: u64, unheld: &[(u64, u64)]) -> Vec<(u64, u64)> 
         out.push((from, last));
     }
     out
+}
+
+/// The stream `id` as a key of it, borrowed.
+fn key(id: &StreamId) -> (Table, Stream, &str) {
+    (id.0, id.1, id.2.as_str())
 }
 
 fn transfer(id: &str) -> StreamId {

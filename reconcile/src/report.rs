@@ -70,6 +70,9 @@ pub struct Report {
     pub stats: ScanStats,
     pub accounts: u64,
     pub transfers: u64,
+    /// Wall time: of the proof, as `run::reconcile` returns it; the CLI's
+    /// report says the run's up to its verdict (its checkpoint read, the
+    /// proof, a settle wait).
     pub elapsed_ms: u64,
     pub checks: Vec<CheckResult>,
     /// The sweeper's list, most overdue first: the dangling transfers (also

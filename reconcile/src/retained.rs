@@ -13,10 +13,11 @@
 //! every hash the tail names (further versions there are conflicts, which
 //! the duplicates check judges). A hash that a row failing its hash
 //! recorded, and no run proved, is owed as `crate::unproved` says: left
-//! out beside a hash owed there, else owed as the row's content (held by a
-//! row that records it, or a damaged row of that content). Every row before it is then held too: the
-//! same proof checks the chain up to it, so a row removed or changed before
-//! it is a `seq_gap` or a `chain_break` there. A tail not held is a
+//! out beside a hash owed there, else owed as the row ingest most likely
+//! wrote (held by a row that records that hash, or a damaged row whose
+//! content hashes to it). Every row before it is then held too: the same
+//! proof checks the chain up to it, so a row removed or changed before it
+//! is a `seq_gap` or a `chain_break` there. A tail not held is a
 //! completeness finding:
 //!
 //! - `proved_rows_missing`: the stream now ends before the owed seq (at the
@@ -76,9 +77,9 @@ pub type Owed = (StreamId, Tail);
 ///   `chain_break` or `hash_mismatch`, or a changed tail
 ///   (`proved_row_changed`): the new proof reports a loss itself, never
 ///   a stream clean;
-/// - a `hash_mismatch` of the only row at a seq is resolved only by a row
-///   with the content that hashes to the recorded hash, which the chain
-///   vouches for: a repair, withdrawn;
+/// - a `hash_mismatch` of the only row at a seq before the tail is
+///   resolved only by a row the next row's `prev_hash` names, which the
+///   chain vouches for: a repair, withdrawn;
 /// - a conflict's other version is on no chain: remove it (a compaction
 ///   that lies, a lost file) and the stream is whole, the `conflict` gone,
 ///   and with it any finding that version alone made (its `hash_mismatch`,

@@ -28,24 +28,31 @@
 //! checkpoint's `hash_mismatch` of the same hash there was; else when that
 //! checkpoint proved the hash at that seq (its tail there, a conflict's
 //! versions there, a tail it owed there, as proved or as owed); else when
-//! that checkpoint proved the stream past the seq and no row there hashes
-//! to its recorded hash (the chain, through the tail, proved one row
-//! there, which is gone or altered: rev-s61-diff 2, a proved row altered
-//! on the night the rows after it were lost). A finding of a checkpoint
-//! written before, with no mark, is owed: such a checkpoint owes as it did.
+//! that checkpoint proved the stream up to that seq or past it, no row
+//! there is intact, and the row's content is not what it proved there: the
+//! chain, through the tail, proved one row there, now altered or gone
+//! (rev-s61-diff 2: a proved row altered on the night the rows after it
+//! were lost). A proved row whose hash column alone was damaged at rest
+//! (its content what was proved) is not owed its damaged hash
+//! (rev-s61-diff2 2). A finding of a checkpoint written before, with no
+//! mark, is owed: such a checkpoint owes as it did.
 //!
 //! The tails and conflicts' versions a run judges from its checkpoint
-//! ([`Marks::owed`]) leave out a hash not owed when another hash at the
-//! seq is (the seq stays pinned by it). When none is, every row there
-//! failed its hash with a hash no run proved (a tail that arrived damaged):
-//! those rows' contents are owed instead, as what their content hashes to.
-//! The damaged row left as it is holds it (its `hash_mismatch` says what
-//! its content hashes to: [`Marks::contents`]), and so does the row as
-//! ingest wrote it put back (it records that hash); a row of other content
-//! in its place, resealed or not, does not. Nothing after a tail chains to
-//! it, so owing less there would let the stream be rewritten from its
-//! previous proved tail on, the damaged row resealed with the rest
-//! (rev-s61-red 1).
+//! ([`Marks::owed`]) owe a hash not owed as each row that recorded it was
+//! most likely written ([`as_written`]): what its content hashes to when
+//! its recorded hash is a damaged copy of that (most of its digits in
+//! place, or not a hash at all), else its recorded hash (its content
+//! damaged: rev-s61-diff2 1). The damaged row left as it is holds it (its
+//! `hash_mismatch` says what its content hashes to: [`Marks::contents`]),
+//! and so does the row as ingest wrote it put back: the repair holds. A
+//! row of other content in its place, resealed or not, does not; and
+//! neither does a forged version beside it, left alone once the damaged
+//! row goes (rev-s61-red3 T1, T2: a hash not owed dropped while another
+//! was owed there let the forged version stand for the proved row), nor a
+//! stream rewritten from its previous proved tail on, the damaged row
+//! resealed with the rest (rev-s61-red 1: nothing after a tail chains to
+//! it). A proved version whose hash column alone was damaged is owed as
+//! its content, the hash proved (rev-s61-red3 C1).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -84,24 +91,35 @@ pub fn recorded(f: &Finding) -> Option<(&str, &str)> {
     hex.then_some((recorded, content))
 }
 
-/// One `hash_mismatch`: the hash its row records, what the row's content
-/// hashes to, and whether the recorded hash is owed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Damaged {
-    recorded: String,
-    content: String,
-    owed: bool,
+/// The hash a row that fails its hash most likely had as ingest wrote it
+/// (`recorded`, and `content`: what its content hashes to): its
+/// content's when its recorded hash is a damaged copy of that (not a
+/// hash's form, or at least half of its 64 digits in place: a flipped bit
+/// changes one digit, while an unrelated hash keeps about 4 in place);
+/// else the recorded one, its content damaged. Either pins the row whole:
+/// a row of other content, resealed, holds neither.
+pub fn as_written<'a>(recorded: &'a str, content: &'a str) -> &'a str {
+    let (r, c) = (recorded.as_bytes(), content.as_bytes());
+    let hash_form = r.len() == 64 && r.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let in_place = r.iter().zip(c).filter(|(a, b)| a == b).count();
+    if !hash_form || in_place >= 32 {
+        content
+    } else {
+        recorded
+    }
 }
 
-/// The `hash_mismatch` findings of a proof, by stream and seq. Of a
-/// checkpoint, the marks a run judges its tails by ([`Marks::owed`]); of
-/// this run's proof, the rows that fail their hash, whose content a tail
-/// may be owed as ([`Marks::contents`]).
+/// The `hash_mismatch` findings of a proof, by stream and seq: at each, by
+/// the hash each row records, what the row's content hashes to and whether
+/// the recorded hash is owed. Of a checkpoint, the marks a run judges its
+/// tails by ([`Marks::owed`]); of this run's proof, the rows that fail
+/// their hash, whose content a tail may be owed as ([`Marks::contents`]).
 #[derive(Debug, Default)]
 pub struct Marks(HashMap<(Table, Stream), HashMap<String, BySeq>>);
 
-/// A stream's `hash_mismatch` findings, by seq.
-type BySeq = BTreeMap<u64, Vec<Damaged>>;
+/// A stream's `hash_mismatch` findings, by seq, then by recorded hash:
+/// each row's content hash and whether the recorded hash is owed.
+type BySeq = BTreeMap<u64, HashMap<String, Vec<(String, bool)>>>;
 
 impl Marks {
     /// The marks of `findings` (a finding with none is owed).
@@ -113,23 +131,21 @@ impl Marks {
             };
             let owed = f.finding.hash_owed != Some(false);
             let (table, stream, key) = &f.stream;
-            let at = marks
+            let rows = marks
                 .0
                 .entry((*table, *stream))
                 .or_default()
                 .entry(key.clone())
                 .or_default()
                 .entry(seq)
+                .or_default()
+                .entry(h.to_owned())
                 .or_default();
-            match at.iter_mut().find(|d| d.recorded == h && d.content == c) {
+            match rows.iter_mut().find(|(content, _)| content == c) {
                 // Two findings of one row (copies alike): owed if either
                 // says so.
-                Some(d) => d.owed |= owed,
-                None => at.push(Damaged {
-                    recorded: h.to_owned(),
-                    content: c.to_owned(),
-                    owed,
-                }),
+                Some(row) => row.1 |= owed,
+                None => rows.push((c.to_owned(), owed)),
             }
         }
         marks
@@ -139,16 +155,16 @@ impl Marks {
     /// owed (`None`: there was none; of two rows recording it, owed if
     /// either is).
     pub fn get(&self, stream: &StreamId, seq: u64, hash: &str) -> Option<bool> {
-        owed_in(self.at((stream.0, stream.1, &stream.2), seq), hash)
+        owed_in(self.at((stream.0, stream.1, &stream.2), seq)?, hash)
     }
 
     /// The marks at `seq` of the stream `key` of `table`.
-    fn at(&self, (table, stream, key): (Table, Stream, &str), seq: u64) -> &[Damaged] {
-        self.0
-            .get(&(table, stream))
-            .and_then(|s| s.get(key))
-            .and_then(|s| s.get(&seq))
-            .map_or(&[], Vec::as_slice)
+    fn at(
+        &self,
+        (table, stream, key): (Table, Stream, &str),
+        seq: u64,
+    ) -> Option<&HashMap<String, Vec<(String, bool)>>> {
+        self.0.get(&(table, stream))?.get(key)?.get(&seq)
     }
 
     /// What the content of the rows at `seq` of the stream `key` of
@@ -156,39 +172,33 @@ impl Marks {
     /// [`Marks::owed`] may owe them.
     pub fn contents(&self, at: (Table, Stream, &str), seq: u64) -> Vec<&str> {
         self.at(at, seq)
-            .iter()
-            .map(|d| d.content.as_str())
+            .into_iter()
+            .flat_map(|m| m.values().flatten())
+            .map(|(content, _)| content.as_str())
             .collect()
     }
 
     /// What the lake owes of `tail`, proved of the stream `key` of `table`
-    /// (the module's doc says why): its hashes, but that a hash marked not
-    /// owed is left out when another is owed, and when none is, the
-    /// contents of the rows that recorded them are owed instead. Borrowed,
-    /// with nothing allocated, for a tail with no such mark.
+    /// (the module's doc says why): its hashes, but that each recorded by
+    /// rows that failed it, marked not owed, is owed as each such row was
+    /// most likely written ([`as_written`]). Borrowed, with nothing
+    /// allocated, for a tail with no such mark.
     pub fn owed<'t>(&self, at: (Table, Stream, &str), tail: &'t Tail) -> Cow<'t, Tail> {
         let seq = tail.last_seq;
-        let marks = self.at(at, seq);
-        if !marks
-            .iter()
-            .any(|d| !d.owed && tail.last_hashes.contains(&d.recorded))
-        {
+        let Some(marks) = self.at(at, seq) else {
+            return Cow::Borrowed(tail);
+        };
+        let hashes: Vec<String> = tail.last_hashes.clone().into();
+        if !hashes.iter().any(|h| owed_in(marks, h) == Some(false)) {
             return Cow::Borrowed(tail);
         }
-        let hashes: Vec<String> = tail.last_hashes.clone().into();
-        let (kept, unproved): (Vec<&str>, Vec<&str>) = hashes
-            .iter()
-            .map(String::as_str)
-            .partition(|h| owed_in(marks, h) != Some(false));
-        let mut owed: Vec<&str> = if kept.is_empty() {
-            marks
-                .iter()
-                .filter(|d| unproved.contains(&d.recorded.as_str()))
-                .map(|d| d.content.as_str())
-                .collect()
-        } else {
-            kept
-        };
+        let mut owed: Vec<&str> = Vec::with_capacity(hashes.len());
+        for h in &hashes {
+            match owed_in(marks, h) {
+                Some(false) => owed.extend(marks[h].iter().map(|(c, _)| as_written(h, c))),
+                _ => owed.push(h),
+            }
+        }
         owed.sort_unstable();
         owed.dedup();
         Cow::Owned(Tail {
@@ -209,11 +219,11 @@ impl Marks {
 
 /// Whether the marks at a seq owe `hash` (`None`: no mark of it; of two
 /// rows recording it, owed if either is).
-fn owed_in(marks: &[Damaged], hash: &str) -> Option<bool> {
+fn owed_in(marks: &HashMap<String, Vec<(String, bool)>>, hash: &str) -> Option<bool> {
     marks
+        .get(hash)?
         .iter()
-        .filter(|d| d.recorded == hash)
-        .map(|d| d.owed)
+        .map(|row| row.1)
         .reduce(|a, b| a || b)
 }
 
@@ -240,18 +250,19 @@ pub trait Proved {
 /// Marks every `hash_mismatch` of `findings` not marked yet
 /// (`Finding::hash_owed`; the module's doc gives the rule): as the previous
 /// checkpoint's finding of the same hash at the same seq was (`prior`),
-/// else owed when that checkpoint proved the hash there, or reached past
-/// the seq with no row there that hashes to its recorded hash (of this
-/// proof's rows: a conflict's version without a `hash_mismatch`, or a
-/// copy the completeness check found beside an intact row). A row at seq 0
-/// is outside the chain and owed by nothing.
+/// else owed when that checkpoint proved the hash there, or proved the
+/// stream up to the seq or past it while no row there is intact (of this
+/// proof's rows: a conflict's version without a `hash_mismatch`, or a copy
+/// the completeness check found beside an intact row) and the row's content
+/// is not what it proved there (then only its hash column is damaged). A
+/// row at seq 0 is outside the chain and owed by nothing.
 pub fn mark(findings: &mut [StreamFinding], prior: &Marks, proved: &impl Proved) {
     let intact = intact_at(findings);
     for f in findings
         .iter_mut()
         .filter(|f| f.check == completeness::NAME && f.finding.hash_owed.is_none())
     {
-        let Some((h, _)) = recorded(&f.finding) else {
+        let Some((h, content)) = recorded(&f.finding) else {
             continue;
         };
         let seq = f.finding.seq.unwrap_or(0);
@@ -259,7 +270,9 @@ pub fn mark(findings: &mut [StreamFinding], prior: &Marks, proved: &impl Proved)
         let owed = seq > 0
             && prior.get(id, seq, h).unwrap_or_else(|| {
                 proved.hash_at(id, seq, h)
-                    || (proved.reaches(id, seq) && !intact.contains(&(id.clone(), seq)))
+                    || (proved.reaches(id, seq)
+                        && !intact.contains(&(id.clone(), seq))
+                        && !proved.hash_at(id, seq, content))
             });
         f.finding.hash_owed = Some(owed);
     }
@@ -272,14 +285,14 @@ pub fn mark(findings: &mut [StreamFinding], prior: &Marks, proved: &impl Proved)
 /// a seq a run proves is its own, so such a mark is this proof's).
 fn intact_at(findings: &[StreamFinding]) -> HashSet<(StreamId, u64)> {
     let wanted: HashSet<(&StreamId, u64)> = unmarked_at(findings).into_iter().collect();
-    let mut damaged: HashMap<(&StreamId, u64), Vec<&str>> = HashMap::new();
+    let mut damaged: HashMap<(&StreamId, u64), HashSet<&str>> = HashMap::new();
     let mut intact = HashSet::new();
     for f in findings {
         let Some(seq) = f.finding.seq.filter(|&s| wanted.contains(&(&f.stream, s))) else {
             continue;
         };
         if let Some((h, _)) = recorded(&f.finding) {
-            damaged.entry((&f.stream, seq)).or_default().push(h);
+            damaged.entry((&f.stream, seq)).or_default().insert(h);
             if f.finding.hash_owed == Some(true) {
                 intact.insert((f.stream.clone(), seq));
             }
@@ -289,11 +302,9 @@ fn intact_at(findings: &[StreamFinding]) -> HashSet<(StreamId, u64)> {
         let Some(seq) = f.finding.seq.filter(|&s| wanted.contains(&(&f.stream, s))) else {
             continue;
         };
-        let failing = damaged
-            .get(&(&f.stream, seq))
-            .map_or(&[][..], Vec::as_slice);
+        let failing = damaged.get(&(&f.stream, seq));
         if duplicates::versions(&f.finding)
-            .is_some_and(|vs| vs.iter().any(|v| !failing.contains(v)))
+            .is_some_and(|vs| vs.iter().any(|v| !failing.is_some_and(|d| d.contains(v))))
         {
             intact.insert((f.stream.clone(), seq));
         }
@@ -464,7 +475,7 @@ mod tests {
     }
 
     #[test]
-    fn a_tail_is_owed_without_a_damaged_hash_no_run_proved_or_as_its_content() {
+    fn a_hash_no_run_proved_is_owed_as_its_row_was_most_likely_written() {
         let marks = Marks::of(&[
             mismatch_of("acme.a", 7, &hash('a'), &hash('1'), Some(false)),
             mismatch("acme.a", 7, &hash('b'), Some(true)),
@@ -492,15 +503,32 @@ mod tests {
             (Table::Account, Stream::Account, key)
         }
         let owed = |key: &str, hs: &[char]| marks.owed(at(key), &tail(hs)).into_owned();
-        // Beside a hash owed there (intact, or proved), a damaged copy's
-        // hash no run proved is not owed.
-        assert_eq!(owed("acme.a", &['a', 'b', 'c']), tail(&['b', 'c']));
-        assert_eq!(owed("acme.b", &['a', 'c']), tail(&['a']));
-        assert_eq!(marks.owe(at("acme.a"), tail(&['a', 'b'])), tail(&['b']));
-        // Alone, its row's content is owed instead.
-        assert_eq!(owed("acme.a", &['a']), tail(&['1']));
-        assert_eq!(owed("acme.e", &['e', 'f']), tail(&['1', '2']));
+        // A hash not owed is owed as its row was most likely written: a
+        // row whose content was damaged (its recorded hash far from what
+        // its content hashes to) its recorded hash, here (the damaged
+        // copies' contents hash to '1', '2' and 'c'), beside the hashes
+        // owed there.
+        assert_eq!(owed("acme.a", &['a', 'b', 'c']), tail(&['a', 'b', 'c']));
+        assert_eq!(owed("acme.b", &['a', 'c']), tail(&['a', 'c']));
+        assert_eq!(owed("acme.a", &['a']), tail(&['a']));
+        assert_eq!(owed("acme.e", &['e', 'f']), tail(&['e', 'f']));
         assert_eq!(owed("acme.c", &['d']), tail(&['d']));
+        // One whose hash column was (most digits in place, or not a hash):
+        // what its content hashes to.
+        let near = |c: char| format!("f{}", &hash(c)[1..]);
+        let column = Marks::of(&[
+            mismatch_of("acme.f", 7, &near('1'), &hash('1'), Some(false)),
+            mismatch_of("acme.f", 7, "not hex", &hash('2'), Some(false)),
+            mismatch_of("acme.f", 7, &hash('3'), &hash('4'), Some(true)),
+        ]);
+        let damaged = Tail {
+            last_seq: 7,
+            last_hashes: LastHashes::of([near('1').as_str(), "not hex", &hash('3'), &hash('5')]),
+        };
+        assert_eq!(
+            column.owed(at("acme.f"), &damaged).into_owned(),
+            tail(&['1', '2', '3', '5'])
+        );
         for (key, hs) in [
             ("acme.d", &['a'][..]),
             ("acme.a", &['b']),
@@ -509,7 +537,9 @@ mod tests {
             assert!(matches!(marks.owed(at(key), &tail(hs)), Cow::Borrowed(_)));
         }
         // The contents of a proof's damaged rows at a seq.
-        assert_eq!(marks.contents(at("acme.e"), 7), [hash('1'), hash('2')]);
+        let mut contents = marks.contents(at("acme.e"), 7);
+        contents.sort_unstable();
+        assert_eq!(contents, [hash('1'), hash('2')]);
         assert_eq!(marks.contents(at("acme.e"), 6), Vec::<&str>::new());
         assert_eq!(marks.contents(at("acme.x"), 7), Vec::<&str>::new());
     }

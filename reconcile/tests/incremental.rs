@@ -2221,19 +2221,20 @@ fn hash_owed(root: &Path, ckpt: &Path, e: &Event) -> bool {
     f.finding.hash_owed != Some(false)
 }
 
-/// A stream's newest row that arrived with a damaged `hash` (a digit of
-/// the column changed, its content intact) records a hash no run proved:
-/// after the repair docs/LAKE.md gives (the file as ingest wrote it put
-/// back) the lake holds what was proved, resumed and with `--full`, as a
-/// proof of the lake alone does (rev-s60-nights 1: `proved_row_changed`
+/// A stream's newest row that arrived damaged records a hash no run
+/// proved: a digit of its `hash` column changed (its content intact), or
+/// of its content (its `prev_hash`; its hash kept). After the repair
+/// docs/LAKE.md gives (the file as ingest wrote it put back) the lake holds
+/// what was proved, resumed and with `--full`, as a proof of the lake
+/// alone does (rev-s60-nights 1, rev-s61-diff2 1: `proved_row_changed`
 /// every night after). An account's tail, and a settled transfer's last
-/// row (a tail for good). The tail is owed as the damaged row's content
-/// (what its `prev_hash`, and so the rows before it, was): left as it is,
-/// it holds; removed, with none put back, it is `proved_rows_missing`
+/// row (a tail for good). The tail is owed as the row ingest most likely
+/// wrote (what its content hashes to, or its recorded hash): left as it
+/// is, it holds; removed, with none put back, it is `proved_rows_missing`
 /// until it is back; a row of other content in its place, resealed (the
 /// stream rewritten from there back), is `proved_row_changed`.
 #[test]
-fn a_tail_that_arrived_damaged_is_owed_as_its_content_not_its_hash() {
+fn a_tail_that_arrived_damaged_is_owed_as_ingest_wrote_it() {
     let events = history(43, 4, 200);
     let account = events
         .iter()
@@ -2245,12 +2246,16 @@ fn a_tail_that_arrived_damaged_is_owed_as_its_content_not_its_hash() {
         .rev()
         .find(|e| e.stream == Stream::Transfer && e.kind == "captured")
         .unwrap();
-    for (last, then) in [
-        (account, "repair"),
-        (transfer, "repair"),
-        (account, "remove"),
-        (account, "reseal"),
-        (transfer, "reseal"),
+    for (last, damage, then) in [
+        (account, "hash", "repair"),
+        (transfer, "hash", "repair"),
+        (account, "content", "repair"),
+        (transfer, "content", "repair"),
+        (account, "hash", "remove"),
+        (account, "content", "remove"),
+        (account, "hash", "reseal"),
+        (transfer, "hash", "reseal"),
+        (account, "content", "reseal"),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
@@ -2261,7 +2266,21 @@ fn a_tail_that_arrived_damaged_is_owed_as_its_content_not_its_hash() {
             .collect();
         deliver(&root, &keep, "a");
         night(&root, &ckpt);
-        let damaged = write_rows(&root, &[hash_damaged(last)]);
+        let arrived = match damage {
+            "hash" => hash_damaged(last),
+            // A digit of its `prev_hash` changed, its hash kept.
+            _ => {
+                let mut d = last.clone();
+                let first = if d.prev_hash.starts_with('e') {
+                    "f"
+                } else {
+                    "e"
+                };
+                d.prev_hash.replace_range(..1, first);
+                d
+            }
+        };
+        let damaged = write_rows(&root, &[arrived]);
         let mismatch = named_at(last, "hash_mismatch");
         let (_, report) = cli_night(&root, &ckpt, &json, &[]);
         assert!(named_rows(&report).contains(&mismatch));
@@ -2283,7 +2302,7 @@ fn a_tail_that_arrived_damaged_is_owed_as_its_content_not_its_hash() {
                 let (_, report) = cli_night(&root, &ckpt, &json, extra);
                 assert!(
                     named_rows(&report).contains(&changed),
-                    "{then} {extra:?} {report}"
+                    "{damage} {then} {extra:?} {report}"
                 );
             }
             continue;
@@ -2303,7 +2322,7 @@ fn a_tail_that_arrived_damaged_is_owed_as_its_content_not_its_hash() {
             assert_eq!(
                 (code, named_rows(&report)),
                 (0, vec![]),
-                "{then} {extra:?} {report}"
+                "{damage} {then} {extra:?} {report}"
             );
         }
     }
@@ -2397,6 +2416,65 @@ fn a_damaged_copy_beside_a_proved_row_is_owed_only_with_a_proved_hash() {
     for extra in [&[][..], &["--full"], &[]] {
         let (_, report) = cli_night(&root, &ckpt, &json, extra);
         assert_eq!(named_rows(&report), vec![changed.clone()], "{report}");
+    }
+}
+
+/// A proved tail whose `hash` column is damaged at rest (its file
+/// rewritten with one digit changed, its content as proved): the night
+/// that finds it reports the `hash_mismatch`, and after the file is put
+/// back as ingest wrote it nothing is owed of the damaged hash
+/// (rev-s61-diff2 2: the proved stream past the seq marked it owed, a
+/// `proved_row_changed` every night after). An account's tail and a
+/// settled transfer's last row.
+#[test]
+fn a_proved_tails_hash_damaged_at_rest_is_not_owed_after_the_repair() {
+    let events = history(43, 4, 200);
+    let account = events
+        .iter()
+        .rev()
+        .find(|e| e.stream == Stream::Account && e.seq > 2)
+        .unwrap();
+    let transfer = events
+        .iter()
+        .rev()
+        .find(|e| e.stream == Stream::Transfer && e.kind == "captured")
+        .unwrap();
+    for last in [account, transfer] {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+        let json = dir.path().join("night.json");
+        let keep: Vec<&Event> = events
+            .iter()
+            .filter(|e| e.event_id != last.event_id)
+            .collect();
+        deliver(&root, &keep, "a");
+        let file = write_rows(&root, std::slice::from_ref(last));
+        night(&root, &ckpt);
+        let key = &file[0];
+        let written = std::fs::read(root.join(key)).unwrap();
+        let flipped = hash_damaged(last);
+        let damaged = files_of(&[flipped]);
+        std::fs::write(root.join(key), &damaged[0].bytes).unwrap();
+        let (_, report) = cli_night(&root, &ckpt, &json, &[]);
+        let found = named_rows(&report);
+        assert!(
+            found.contains(&named_at(last, "hash_mismatch")),
+            "{found:?}"
+        );
+        assert!(
+            !found.iter().any(|f| f.0.starts_with("proved_")),
+            "{found:?}"
+        );
+        assert!(!hash_owed(&root, &ckpt, last));
+        std::fs::write(root.join(key), &written).unwrap();
+        for extra in [&[][..], &["--full"], &[]] {
+            let (code, report) = cli_night(&root, &ckpt, &json, extra);
+            assert_eq!(
+                (code, named_rows(&report)),
+                (0, vec![]),
+                "{extra:?} {report}"
+            );
+        }
     }
 }
 
@@ -5352,10 +5430,11 @@ struct Owing {
     /// records it; or the night before's mark of it said so; or the night
     /// before proved it there (as it proved it, or as it owed it); or the
     /// night before proved the stream up to that seq or past it and no row
-    /// there hashes to its recorded hash. A hash not owed is left out of
-    /// a tail or conflict judged when another hash there is owed; when
-    /// none is, the contents of the rows that recorded them are owed, held
-    /// by a row recording them or a damaged row of that content.
+    /// there hashes to its recorded hash, and its content is not what the
+    /// night before proved there. A hash not owed is owed, in a tail or
+    /// conflict judged, as each row that recorded it was most likely
+    /// written (`unproved::as_written`), held by a row recording that or a
+    /// damaged row of that content.
     marks: std::collections::BTreeMap<
         (StreamId, u64, String),
         (bool, std::collections::BTreeSet<String>),
@@ -5434,17 +5513,16 @@ impl Owing {
         let mut judged = Versions::new();
         for ((id, seq), hashes) in &proved {
             let mark = |h: &String| self.marks.get(&(id.clone(), *seq, h.clone()));
-            let (kept, unproved): (BTreeSet<String>, BTreeSet<String>) = hashes
+            let owed: BTreeSet<String> = hashes
                 .iter()
-                .cloned()
-                .partition(|h| mark(h).is_none_or(|m| m.0));
-            let owed = match kept.is_empty() {
-                false => kept,
-                true => unproved
-                    .iter()
-                    .flat_map(|h| mark(h).unwrap().1.clone())
-                    .collect(),
-            };
+                .flat_map(|h| match mark(h) {
+                    Some((false, contents)) => contents
+                        .iter()
+                        .map(|c| ledger_reconcile::unproved::as_written(h, c).to_owned())
+                        .collect(),
+                    _ => vec![h.clone()],
+                })
+                .collect();
             judged.insert((id.clone(), *seq), owed);
         }
         let mut proved_there = proved.clone();
@@ -5482,7 +5560,10 @@ impl Owing {
                             .get(&(id.clone(), *seq))
                             .is_some_and(|p| p.contains(h))
                             || (reach.get(id).is_some_and(|&last| last >= *seq)
-                                && !hashes_to_itself(id, *seq, None))
+                                && !hashes_to_itself(id, *seq, None)
+                                && !proved_there
+                                    .get(&(id.clone(), *seq))
+                                    .is_some_and(|p| p.contains(content)))
                     }));
             let m = marks.entry(key).or_default();
             m.0 |= owed;

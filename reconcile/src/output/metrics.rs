@@ -243,7 +243,7 @@ pub fn render(report: &Report, wall_clock_ms: i64, outputs_failed: usize) -> Str
     );
     t.single(
         "reconcile_duration_seconds",
-        "Wall time of the last run's scan and checks.",
+        "Wall time of the last run: reading its checkpoint, the proof, a settle wait, its outputs and writing its checkpoint.",
         format_seconds(report.elapsed_ms as i64),
     );
     t.single(
