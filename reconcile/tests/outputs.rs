@@ -624,10 +624,7 @@ fn metrics_parse_with_prometheus_client_and_equal_the_report() {
         one("reconcile_duration_seconds"),
         n(&report["elapsed_ms"]) / 1000.0,
     );
-    assert!(
-        verdict > 0.0 && run >= verdict && run < verdict + 60.0,
-        "{run} {verdict}"
-    );
+    assert!(run >= verdict && run < verdict + 60.0, "{run} {verdict}");
     assert_eq!(
         one("reconcile_judged_at_timestamp_seconds"),
         NOW_MS as f64 / 1000.0
