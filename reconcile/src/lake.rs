@@ -46,6 +46,14 @@ use object_store::{ObjectStore, ObjectStoreExt};
 const SCAN_BATCH_ROWS: usize = 8_192;
 /// Rows held across all open files during a merge (one batch each).
 const MERGE_ROWS_BUDGET: usize = 262_144;
+/// A merge of more lake files than this at once warns, naming the cost:
+/// each open file holds ~0.2 MB and takes ~1 ms to open (a DataFusion
+/// reader, a batch, a mapped row group, whatever its rows;
+/// docs/RECONCILE.md "Limits"), so an uncompacted day of ingest files can
+/// take more memory than the host has (rev-s60-scale 3). The warning comes
+/// before the files are opened, so a run the kernel stops has said why.
+/// `RECONCILE_MERGE_FILES_WARN` sets another bound (tests).
+pub const MERGE_FILES_WARN: usize = 10_000;
 /// Smallest per-file batch, however many files: below this the per-batch
 /// overhead dominates.
 const MERGE_BATCH_ROWS_MIN: usize = 256;
@@ -941,6 +949,22 @@ impl Lake {
     ) -> Result<Vec<u64>, Error> {
         if files.is_empty() {
             return Ok(Vec::new());
+        }
+        let warn_over = std::env::var("RECONCILE_MERGE_FILES_WARN")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(MERGE_FILES_WARN);
+        if files.len() > warn_over {
+            crate::say!(
+                "reconcile: warning: {} lake files merged at once (the first in {}; ~0.2 MB and ~1 ms \
+                 each: ~{} MB, ~{} s to open): the lake is not compacted there\nHelp: run \
+                 ledger-compact on the lake before the proof (docs/LAKE.md); a partition it \
+                 refused names its damaged file",
+                files.len(),
+                files[0].key.split('/').take(3).collect::<Vec<_>>().join("/"),
+                files.len() / 5,
+                files.len() / 1000
+            );
         }
         // One batch per open file is the merge's memory: keep the total near
         // MERGE_ROWS_BUDGET rows however many files the table has.
