@@ -159,6 +159,9 @@ pub fn check_stream(s: &StreamView, tail: &mut Tail, out: &mut Vec<Finding>) {
     let key_ok = check_stream_key(s.stream, s.key).is_ok();
     for (seq, range) in s.by_seq() {
         let versions = &s.rows[range.clone()];
+        // The hashes of the versions that hash to them, listed once a seq
+        // and only where one fails (K damaged copies of a row cost K).
+        let mut intact: Option<std::collections::HashSet<&str>> = None;
         for (i, ev) in versions.iter().enumerate() {
             debug_assert!(ev.stream == s.stream && ev.stream_key == s.key);
             let valid = if key_ok {
@@ -186,11 +189,15 @@ pub fn check_stream(s: &StreamView, tail: &mut Tail, out: &mut Vec<Finding>) {
                 // Another version that records the same hash and hashes to
                 // it proves that hash here: this copy was altered
                 // (`crate::unproved`; otherwise the run marks it).
-                if versions
-                    .iter()
-                    .zip(&s.hash_ok[range.clone()])
-                    .any(|(v, &ok)| ok && v.hash == ev.hash)
-                {
+                let intact = intact.get_or_insert_with(|| {
+                    versions
+                        .iter()
+                        .zip(&s.hash_ok[range.clone()])
+                        .filter(|(_, &ok)| ok)
+                        .map(|(v, _)| v.hash)
+                        .collect()
+                });
+                if intact.contains(&ev.hash) {
                     f.hash_owed = Some(true);
                 }
                 out.push(f);
