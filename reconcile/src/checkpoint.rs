@@ -299,10 +299,20 @@ struct FindingRec<'a> {
     detail: Cow<'a, str>,
     youngest_ms: Option<i64>,
     missing_balance: Option<i64>,
-    /// `Finding::hash_owed` (absent before it was kept, and when owed: a
-    /// `hash_mismatch` without it is owed).
+    /// `Finding::hash_owed` when not its recorded hash (absent before it
+    /// was kept, and when it is the recorded hash); `false` from this
+    /// format's first marks is `as_written`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    hash_owed: Option<bool>,
+    hash_owed: Option<StoredOwes>,
+}
+
+/// A `FindingRec`'s `hash_owed`: a name, or the boolean of the first
+/// marks (`true` the recorded hash, `false` as written).
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum StoredOwes {
+    Old(bool),
+    Owes(crate::unproved::Owes),
 }
 
 /// Check names and finding codes are `&'static str` in memory; the few
@@ -793,7 +803,11 @@ impl ProofState {
                     detail: r.detail.into_owned(),
                     youngest_ms: r.youngest_ms,
                     missing_balance: r.missing_balance,
-                    hash_owed: r.hash_owed,
+                    hash_owed: r.hash_owed.map(|o| match o {
+                        StoredOwes::Old(true) => crate::unproved::Owes::Recorded,
+                        StoredOwes::Old(false) => crate::unproved::Owes::AsWritten,
+                        StoredOwes::Owes(o) => o,
+                    }),
                 },
             });
         }
@@ -959,7 +973,11 @@ impl ProofState {
                     detail: Cow::Borrowed(&f.finding.detail),
                     youngest_ms: f.finding.youngest_ms,
                     missing_balance: f.finding.missing_balance,
-                    hash_owed: f.finding.hash_owed.filter(|owed| !owed),
+                    hash_owed: f
+                        .finding
+                        .hash_owed
+                        .filter(|o| *o != crate::unproved::Owes::Recorded)
+                        .map(StoredOwes::Owes),
                 })
                 .collect(),
             archive: segments.clone(),

@@ -30,15 +30,13 @@ pub struct Finding {
     /// the gap is pending.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub missing_balance: Option<i64>,
-    /// A `hash_mismatch`: whether the lake owes the hash its row records
-    /// (`crate::unproved`): `Some(true)` when an intact row at the seq
-    /// records it or an earlier run proved it there, `Some(false)` when no
-    /// run did, `None` until the run marks it (or in a checkpoint written
-    /// before marks: owed). The checkpoint keeps it; reports do not (a
-    /// proof without a checkpoint cannot know it, and a resumed run's
-    /// report is a full proof's).
+    /// A `hash_mismatch`: what the lake owes of the row where it is judged
+    /// from a checkpoint (`crate::unproved`): `None` until the run marks it
+    /// (or in a checkpoint written before marks: its recorded hash). The
+    /// checkpoint keeps it; reports do not (a proof without a checkpoint
+    /// cannot know it, and a resumed run's report is a full proof's).
     #[serde(skip)]
-    pub hash_owed: Option<bool>,
+    pub hash_owed: Option<crate::unproved::Owes>,
 }
 
 impl Finding {

@@ -14,6 +14,7 @@ use ledger_events::{Event, Stream};
 use ledger_ingest::{ingest, Message};
 use ledger_reconcile::corrupt::{inject, Class};
 use ledger_reconcile::gen::{generate_events, write_object, GenConfig};
+use ledger_reconcile::unproved::Owes;
 use ledger_reconcile::{reconcile, reconcile_from, Lake, Options, ProofState, Report};
 
 fn opts() -> Options {
@@ -2206,10 +2207,10 @@ fn write_beside(root: &Path, events: &[Event], rows: &[Event]) -> Vec<String> {
     write_rows(root, &all)
 }
 
-/// Whether the checkpoint `ckpt` of the lake at `root` owes the hash its
-/// `hash_mismatch` at `e` records (`Finding::hash_owed`; `None` reads as
-/// owed).
-fn hash_owed(root: &Path, ckpt: &Path, e: &Event) -> bool {
+/// What the checkpoint `ckpt` of the lake at `root` owes of the row its
+/// `hash_mismatch` at `e` names (`Finding::hash_owed`; none: its recorded
+/// hash).
+fn hash_owed(root: &Path, ckpt: &Path, e: &Event) -> Owes {
     let p = ProofState::load(ckpt, root.to_str().unwrap()).unwrap();
     let f = p
         .findings
@@ -2218,7 +2219,7 @@ fn hash_owed(root: &Path, ckpt: &Path, e: &Event) -> bool {
             f.finding.code == "hash_mismatch" && f.finding.event_id.as_deref() == Some(&e.event_id)
         })
         .unwrap_or_else(|| panic!("no hash_mismatch at {} in the checkpoint", e.event_id));
-    f.finding.hash_owed != Some(false)
+    f.finding.hash_owed.unwrap_or(Owes::Recorded)
 }
 
 /// A stream's newest row that arrived damaged records a hash no run
@@ -2284,7 +2285,7 @@ fn a_tail_that_arrived_damaged_is_owed_as_ingest_wrote_it() {
         let mismatch = named_at(last, "hash_mismatch");
         let (_, report) = cli_night(&root, &ckpt, &json, &[]);
         assert!(named_rows(&report).contains(&mismatch));
-        assert!(!hash_owed(&root, &ckpt, last));
+        assert_eq!(hash_owed(&root, &ckpt, last), Owes::AsWritten);
         // Left as it is, the next night (the stream re-proved with
         // `--full`) holds the tail: only the damage is reported.
         let (_, report) = cli_night(&root, &ckpt, &json, &["--full"]);
@@ -2352,7 +2353,7 @@ fn a_damaged_copy_beside_a_proved_row_is_owed_only_with_a_proved_hash() {
     let found = named_rows(&report);
     assert!(found.contains(&named_at(&first, "conflict")), "{found:?}");
     assert!(named_rows(&report).contains(&named_at(&first, "hash_mismatch")));
-    assert!(!hash_owed(&root, &ckpt, &first));
+    assert_eq!(hash_owed(&root, &ckpt, &first), Owes::AsWritten);
     std::fs::remove_file(root.join(&copy[0])).unwrap();
     for extra in [&[][..], &["--full"]] {
         let (code, report) = cli_night(&root, &ckpt, &json, extra);
@@ -2381,7 +2382,7 @@ fn a_damaged_copy_beside_a_proved_row_is_owed_only_with_a_proved_hash() {
     assert!(copy.iter().all(|k| !intact.contains(k)));
     let (_, report) = cli_night(&root, &ckpt, &json, &[]);
     assert!(named_rows(&report).contains(&named_at(last, "hash_mismatch")));
-    assert!(hash_owed(&root, &ckpt, last));
+    assert_eq!(hash_owed(&root, &ckpt, last), Owes::Recorded);
     for key in intact.iter().chain(&copy) {
         std::fs::remove_file(root.join(key)).unwrap();
     }
@@ -2407,7 +2408,7 @@ fn a_damaged_copy_beside_a_proved_row_is_owed_only_with_a_proved_hash() {
     assert!(copy.iter().all(|k| !second.contains(k)));
     let (_, report) = cli_night(&root, &ckpt, &json, &[]);
     assert!(named_rows(&report).contains(&named_at(&first, "hash_mismatch")));
-    assert!(hash_owed(&root, &ckpt, &first));
+    assert_eq!(hash_owed(&root, &ckpt, &first), Owes::Recorded);
     for key in second.iter().chain(&copy) {
         std::fs::remove_file(root.join(key)).unwrap();
     }
@@ -2420,14 +2421,17 @@ fn a_damaged_copy_beside_a_proved_row_is_owed_only_with_a_proved_hash() {
 }
 
 /// A proved tail whose `hash` column is damaged at rest (its file
-/// rewritten with one digit changed, its content as proved): the night
-/// that finds it reports the `hash_mismatch`, and after the file is put
-/// back as ingest wrote it nothing is owed of the damaged hash
-/// (rev-s61-diff2 2: the proved stream past the seq marked it owed, a
-/// `proved_row_changed` every night after). An account's tail and a
-/// settled transfer's last row.
+/// rewritten with one digit changed, or with an unrelated hash; its
+/// content as proved): the night that finds it reports the
+/// `hash_mismatch`, and its content, the hash proved, is owed. After the
+/// file is put back as ingest wrote it nothing is owed of the damaged hash
+/// (rev-s61-diff2 2, rev-s61-red4 F2: `proved_row_changed` every night
+/// after). The content then forged under the damaged hash, and resealed
+/// the night after, is the proved row changed both nights (rev-s61-red4
+/// L1: the damaged hash, owed as written, was held by the forgery). An
+/// account's tail and a settled transfer's last row.
 #[test]
-fn a_proved_tails_hash_damaged_at_rest_is_not_owed_after_the_repair() {
+fn a_proved_tails_hash_damaged_at_rest_is_owed_as_its_content() {
     let events = history(43, 4, 200);
     let account = events
         .iter()
@@ -2439,7 +2443,14 @@ fn a_proved_tails_hash_damaged_at_rest_is_not_owed_after_the_repair() {
         .rev()
         .find(|e| e.stream == Stream::Transfer && e.kind == "captured")
         .unwrap();
-    for last in [account, transfer] {
+    for (last, unrelated, then) in [
+        (account, false, "repair"),
+        (transfer, false, "repair"),
+        (account, true, "repair"),
+        (transfer, true, "repair"),
+        (account, true, "forge"),
+        (transfer, true, "forge"),
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
         let json = dir.path().join("night.json");
@@ -2452,27 +2463,47 @@ fn a_proved_tails_hash_damaged_at_rest_is_not_owed_after_the_repair() {
         night(&root, &ckpt);
         let key = &file[0];
         let written = std::fs::read(root.join(key)).unwrap();
-        let flipped = hash_damaged(last);
-        let damaged = files_of(&[flipped]);
-        std::fs::write(root.join(key), &damaged[0].bytes).unwrap();
+        let mut damaged = hash_damaged(last);
+        if unrelated {
+            damaged.hash = events[0].hash.clone();
+        }
+        std::fs::write(root.join(key), &files_of(&[damaged.clone()])[0].bytes).unwrap();
         let (_, report) = cli_night(&root, &ckpt, &json, &[]);
         let found = named_rows(&report);
+        let context = format!("{} unrelated {unrelated} {then}", last.event_id);
         assert!(
             found.contains(&named_at(last, "hash_mismatch")),
-            "{found:?}"
+            "{context} {found:?}"
         );
         assert!(
             !found.iter().any(|f| f.0.starts_with("proved_")),
-            "{found:?}"
+            "{context} {found:?}"
         );
-        assert!(!hash_owed(&root, &ckpt, last));
+        assert_eq!(hash_owed(&root, &ckpt, last), Owes::Content, "{context}");
+        if then == "forge" {
+            let mut forged = damaged.clone();
+            forged.occurred_at_ms += 1;
+            std::fs::write(root.join(key), &files_of(&[forged.clone()])[0].bytes).unwrap();
+            let changed = named_at(last, "proved_row_changed");
+            let (_, report) = cli_night(&root, &ckpt, &json, &[]);
+            assert!(named_rows(&report).contains(&changed), "{context} {report}");
+            std::fs::write(root.join(key), &files_of(&[forged.seal()])[0].bytes).unwrap();
+            for extra in [&[][..], &["--full"], &[]] {
+                let (_, report) = cli_night(&root, &ckpt, &json, extra);
+                assert!(
+                    named_rows(&report).contains(&changed),
+                    "{context} {extra:?} {report}"
+                );
+            }
+            continue;
+        }
         std::fs::write(root.join(key), &written).unwrap();
         for extra in [&[][..], &["--full"], &[]] {
             let (code, report) = cli_night(&root, &ckpt, &json, extra);
             assert_eq!(
                 (code, named_rows(&report)),
                 (0, vec![]),
-                "{extra:?} {report}"
+                "{context} {extra:?} {report}"
             );
         }
     }
@@ -2521,7 +2552,7 @@ fn a_hash_proved_through_the_chain_or_beside_an_intact_row_stays_owed() {
     let (_, report) = cli_night(&root, &ckpt, &json, &[]);
     let found = named_rows(&report);
     assert!(found.contains(&named_at(row, "hash_mismatch")), "{found:?}");
-    assert!(hash_owed(&root, &ckpt, row));
+    assert_eq!(hash_owed(&root, &ckpt, row), Owes::Recorded);
     for key in &forged {
         std::fs::remove_file(root.join(key)).unwrap();
     }
@@ -2550,7 +2581,7 @@ fn a_hash_proved_through_the_chain_or_beside_an_intact_row_stays_owed() {
     assert!(copy.iter().all(|k| !intact.contains(k)));
     let (_, report) = cli_night(&root, &ckpt, &json, &[]);
     assert!(named_rows(&report).contains(&named_at(last, "hash_mismatch")));
-    assert!(hash_owed(&root, &ckpt, last));
+    assert_eq!(hash_owed(&root, &ckpt, last), Owes::Recorded);
     for key in intact.iter().chain(&copy) {
         std::fs::remove_file(root.join(key)).unwrap();
     }
@@ -5424,20 +5455,19 @@ struct Owing {
     owed: Versions,
     /// Every seq of every stream a night saw in the lake.
     seen: std::collections::BTreeSet<(StreamId, u64)>,
-    /// Of each hash recorded by rows that failed it the last night,
-    /// whether it is owed (`ledger_reconcile::unproved`), and what those
-    /// rows' contents hash to. Owed: a row at its seq that hashes to it
-    /// records it; or the night before's mark of it said so; or the night
-    /// before proved it there (as it proved it, or as it owed it); or the
-    /// night before proved the stream up to that seq or past it and no row
-    /// there hashes to its recorded hash, and its content is not what the
-    /// night before proved there. A hash not owed is owed, in a tail or
-    /// conflict judged, as each row that recorded it was most likely
-    /// written (`unproved::as_written`), held by a row recording that or a
-    /// damaged row of that content.
+    /// Of each row that failed its hash the last night, by its recorded
+    /// hash and what its content hashes to, what is owed of it
+    /// (`ledger_reconcile::unproved`): its recorded hash when a row at its
+    /// seq that hashes to it records it, or the night before proved that
+    /// hash there (as proved, or as owed), or proved the stream up to that
+    /// seq or past it with no row there that hashes to its own hash; its
+    /// content when the night before proved what that hashes to there;
+    /// else as written (`unproved::as_written`); the night before's mark of
+    /// the same row first. A tail or conflict judged owes a hash recorded
+    /// only by such rows, none owing it, as they owe.
     marks: std::collections::BTreeMap<
         (StreamId, u64, String),
-        (bool, std::collections::BTreeSet<String>),
+        std::collections::BTreeMap<String, Owes>,
     >,
 }
 
@@ -5516,9 +5546,12 @@ impl Owing {
             let owed: BTreeSet<String> = hashes
                 .iter()
                 .flat_map(|h| match mark(h) {
-                    Some((false, contents)) => contents
+                    Some(rows) if rows.values().all(|o| *o != Owes::Recorded) => rows
                         .iter()
-                        .map(|c| ledger_reconcile::unproved::as_written(h, c).to_owned())
+                        .map(|(c, owes)| match owes {
+                            Owes::Content => c.clone(),
+                            _ => ledger_reconcile::unproved::as_written(h, c).to_owned(),
+                        })
                         .collect(),
                     _ => vec![h.clone()],
                 })
@@ -5550,24 +5583,39 @@ impl Owing {
                 .iter()
                 .any(|r| r.0 == *id && r.1 == seq && r.2 == r.3 && h.is_none_or(|h| r.2 == *h))
         };
-        let mut marks: std::collections::BTreeMap<_, (bool, BTreeSet<String>)> = Default::default();
+        let mut marks: std::collections::BTreeMap<_, std::collections::BTreeMap<String, Owes>> =
+            Default::default();
         for (id, seq, h, content) in checked.iter().filter(|r| r.2 != r.3) {
             let key = (id.clone(), *seq, h.clone());
-            let owed = hashes_to_itself(id, *seq, Some(h))
-                || (*seq > 0
-                    && self.marks.get(&key).map(|m| m.0).unwrap_or_else(|| {
-                        proved_there
-                            .get(&(id.clone(), *seq))
-                            .is_some_and(|p| p.contains(h))
-                            || (reach.get(id).is_some_and(|&last| last >= *seq)
-                                && !hashes_to_itself(id, *seq, None)
-                                && !proved_there
-                                    .get(&(id.clone(), *seq))
-                                    .is_some_and(|p| p.contains(content)))
-                    }));
-            let m = marks.entry(key).or_default();
-            m.0 |= owed;
-            m.1.insert(content.clone());
+            let there = |x: &String| {
+                proved_there
+                    .get(&(id.clone(), *seq))
+                    .is_some_and(|p| p.contains(x))
+            };
+            let earlier = self.marks.get(&key).and_then(|rows| rows.get(content));
+            let owes = if hashes_to_itself(id, *seq, Some(h)) {
+                Owes::Recorded
+            } else if *seq == 0 {
+                Owes::AsWritten
+            } else if let Some(&owes) = earlier {
+                owes
+            } else if there(h) {
+                Owes::Recorded
+            } else if there(content) {
+                Owes::Content
+            } else if reach.get(id).is_some_and(|&last| last >= *seq)
+                && !hashes_to_itself(id, *seq, None)
+            {
+                Owes::Recorded
+            } else {
+                Owes::AsWritten
+            };
+            let m = marks
+                .entry(key)
+                .or_default()
+                .entry(content.clone())
+                .or_insert(owes);
+            *m = (*m).max(owes);
         }
         self.marks = marks;
         let mut found = Vec::new();

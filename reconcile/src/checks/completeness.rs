@@ -198,7 +198,7 @@ pub fn check_stream(s: &StreamView, tail: &mut Tail, out: &mut Vec<Finding>) {
                         .collect()
                 });
                 if intact.contains(&ev.hash) {
-                    f.hash_owed = Some(true);
+                    f.hash_owed = Some(crate::unproved::Owes::Recorded);
                 }
                 out.push(f);
             }

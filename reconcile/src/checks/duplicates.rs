@@ -50,13 +50,21 @@ pub fn versions(f: &Finding) -> Option<Vec<&str>> {
         return None;
     }
     let (count, hashes) = f.detail.split_once(" versions: hashes ")?;
+    let count = count.parse::<usize>().ok()?;
     let hashes: Vec<&str> = hashes.split(", ").collect();
-    // A hash with ", " in it (a damaged row's) would split into more than
-    // were counted: not read at all rather than read wrong.
-    let whole = count.parse::<usize>().ok() == Some(hashes.len())
-        && hashes.len() > 1
-        && hashes.iter().all(|h| !h.is_empty());
-    whole.then_some(hashes)
+    if count > 1 && hashes.len() == count {
+        // (An empty hash, a damaged row's, is one of them: rev-s61-red3 C2.)
+        return Some(hashes);
+    }
+    // A hash with ", " in it (a damaged row's) splits into more than were
+    // counted: which pieces are whose is not known, but every version that
+    // hashes to its recorded hash has a hash's form, and those are still
+    // named (not reading the others at all lost the proved ones with them).
+    let formed: Vec<&str> = hashes
+        .into_iter()
+        .filter(|h| h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+        .collect();
+    (count > 1 && !formed.is_empty()).then_some(formed)
 }
 
 #[cfg(test)]
@@ -93,5 +101,13 @@ mod tests {
         assert_eq!(versions(&gap), None);
         let odd = Finding::new("conflict", &key, "3 versions: hashes a, b".into());
         assert_eq!(versions(&odd), None);
+        // An empty hash is a version; a hash with ", " in it leaves the
+        // versions of a hash's form.
+        let h = "7".repeat(64);
+        let empty = Finding::new("conflict", &key, format!("2 versions: hashes , {h}"));
+        assert_eq!(versions(&empty), Some(vec!["", h.as_str()]));
+        let comma = format!("2 versions: hashes x, y, {h}");
+        let comma = Finding::new("conflict", &key, comma);
+        assert_eq!(versions(&comma), Some(vec![h.as_str()]));
     }
 }
