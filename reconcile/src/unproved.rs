@@ -19,40 +19,47 @@
 //!   would let the row be resealed with its new content a night later,
 //!   the proved row gone without a finding (rev-s60-diff 1).
 //!
-//! So each `hash_mismatch` keeps which (`Finding::hash_owed`, in the
-//! checkpoint beside the finding, not in reports: a proof without a
-//! checkpoint cannot know it, and a resumed night reports what a full
-//! proof does), decided the night that makes it ([`mark`]). It is owed
-//! when another row at the seq records the hash and hashes to it (the
-//! completeness check, which sees the rows, says so); else as the previous
-//! checkpoint's `hash_mismatch` of the same hash there was; else when that
-//! checkpoint proved the hash at that seq (its tail there, a conflict's
-//! versions there, a tail it owed there, as proved or as owed); else when
-//! that checkpoint proved the stream up to that seq or past it, no row
-//! there is intact, and the row's content is not what it proved there: the
-//! chain, through the tail, proved one row there, now altered or gone
-//! (rev-s61-diff 2: a proved row altered on the night the rows after it
-//! were lost). A proved row whose hash column alone was damaged at rest
-//! (its content what was proved) is not owed its damaged hash
-//! (rev-s61-diff2 2). A finding of a checkpoint written before, with no
-//! mark, is owed: such a checkpoint owes as it did.
+//! So each `hash_mismatch` keeps what is owed of its row ([`Owes`];
+//! `Finding::hash_owed`, in the checkpoint beside the finding, not in
+//! reports: a proof without a checkpoint cannot know it, and a resumed
+//! night reports what a full proof does), decided the night that makes it
+//! ([`mark`]):
+//!
+//! - its recorded hash when another row at the seq records it and hashes
+//!   to it (the completeness check, which sees the rows, says so: a copy
+//!   altered beside the intact row);
+//! - else what the previous checkpoint's `hash_mismatch` of the same row
+//!   (the same recorded hash and content) owed;
+//! - else its recorded hash when that checkpoint proved it at that seq
+//!   (its tail there, a conflict's versions there, a tail it owed there,
+//!   as proved or as owed): a proved row altered under its hash;
+//! - else its content when that checkpoint proved what the content hashes
+//!   to there: a proved row whose `hash` column alone was damaged at rest
+//!   (rev-s61-diff2 2, rev-s61-red4 F2, L1);
+//! - else its recorded hash when that checkpoint proved the stream up to
+//!   that seq or past it and no row there is intact: the chain proved one
+//!   row there, now altered (rev-s61-diff 2: on the night the rows after
+//!   it were lost);
+//! - else the row as it was most likely written ([`as_written`]): it
+//!   arrived damaged, and no run proved a hash there. What its content
+//!   hashes to when its recorded hash is a damaged copy of that (most of
+//!   its digits in place, or not a hash at all), else its recorded hash
+//!   (its content damaged: rev-s61-diff2 1).
+//!
+//! A finding of a checkpoint written before, with no mark, owes its
+//! recorded hash: such a checkpoint owes as it did.
 //!
 //! The tails and conflicts' versions a run judges from its checkpoint
-//! ([`Marks::owed`]) owe a hash not owed as each row that recorded it was
-//! most likely written ([`as_written`]): what its content hashes to when
-//! its recorded hash is a damaged copy of that (most of its digits in
-//! place, or not a hash at all), else its recorded hash (its content
-//! damaged: rev-s61-diff2 1). The damaged row left as it is holds it (its
-//! `hash_mismatch` says what its content hashes to: [`Marks::contents`]),
-//! and so does the row as ingest wrote it put back: the repair holds. A
-//! row of other content in its place, resealed or not, does not; and
-//! neither does a forged version beside it, left alone once the damaged
-//! row goes (rev-s61-red3 T1, T2: a hash not owed dropped while another
-//! was owed there let the forged version stand for the proved row), nor a
-//! stream rewritten from its previous proved tail on, the damaged row
-//! resealed with the rest (rev-s61-red 1: nothing after a tail chains to
-//! it). A proved version whose hash column alone was damaged is owed as
-//! its content, the hash proved (rev-s61-red3 C1).
+//! ([`Marks::owed`]) owe a hash recorded only by such rows, none owing it,
+//! as they owe; a hash is never dropped (rev-s61-red3 T1, T2, C1: a hash
+//! dropped while another was owed there let a forged version beside the
+//! damaged row stand for the proved one). The damaged row left as it is
+//! holds what it owes (its `hash_mismatch` says what its content hashes
+//! to: [`Marks::contents`]), and so does the row as ingest wrote it put
+//! back: the repair holds. A row of other content in its place, resealed
+//! or not, does not, nor a stream rewritten from its previous proved tail
+//! on, the damaged row resealed with the rest (rev-s61-red 1: nothing
+//! after a tail chains to it).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
