@@ -43,7 +43,7 @@ use crate::presence::Presence;
 use crate::presence_files::Stored;
 use crate::retained::{self, Held, Owed};
 use crate::rows::strings;
-use crate::stream::Tail;
+use crate::stream::{LastHashes, Tail};
 use crate::unproved::Marks;
 
 /// At most this many keys go into a scan's filter; with more, every row is
@@ -152,9 +152,26 @@ pub async fn judge(
         .map(|(id, tail)| ((id, tail.last_seq), tail))
         .collect();
     // What the checkpoint proved, as owed ([`Marks::owed`]).
+    // Two at one seq (a tail, a conflict's versions, a damaged row's
+    // content) owe what both do.
     each_proved(owing, &reopened, |at, tail| {
         let tail = owing.marks.owed(at, tail).into_owned();
-        tails.insert(((at.0, at.1, at.2.to_owned()), tail.last_seq), tail);
+        let seq = tail.last_seq;
+        match tails.entry(((at.0, at.1, at.2.to_owned()), seq)) {
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(tail);
+            }
+            std::collections::btree_map::Entry::Occupied(mut o) => {
+                let mut both: Vec<String> = o.get().last_hashes.clone().into();
+                both.extend(Vec::<String>::from(tail.last_hashes));
+                both.sort_unstable();
+                both.dedup();
+                o.insert(Tail {
+                    last_seq: seq,
+                    last_hashes: LastHashes::from(both),
+                });
+            }
+        }
     });
     // Owed as decided (as owed already).
     for (id, tail) in owing.owed.iter().cloned() {

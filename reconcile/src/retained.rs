@@ -100,6 +100,10 @@ pub type Owed = (StreamId, Tail);
 /// again by the proof. Rows of seq 0 are outside the chain too, but no
 /// finding about one records its hash, so they are not owed (a limit).
 pub fn evidence(f: &StreamFinding) -> Option<Owed> {
+    if f.check == crate::checks::completeness::NAME {
+        // A damaged row whose content was proved (`crate::unproved`).
+        return crate::unproved::evidence(f);
+    }
     if f.check != duplicates::NAME {
         return None;
     }

@@ -118,9 +118,7 @@ pub fn as_written<'a>(recorded: &'a str, content: &'a str) -> &'a str {
 
 /// What the lake owes of a row that fails its hash, where a tail or a
 /// conflict's versions are judged from a checkpoint.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Owes {
     /// No hash a run proved: the row as it was most likely written
@@ -132,6 +130,48 @@ pub enum Owes {
     /// The hash it records: one a run proved there, or one an intact row
     /// there records.
     Recorded,
+    /// Both: its recorded hash is owed, and its content is a row a run
+    /// proved there (rev-s61-red5 M1, M2, C4: owing the recorded hash alone
+    /// let the proved content go with the damaged row).
+    Both,
+}
+
+impl Owes {
+    /// What a row that records `recorded`, whose content hashes to
+    /// `content`, owes.
+    pub fn hashes<'a>(self, recorded: &'a str, content: &'a str) -> Vec<&'a str> {
+        match self {
+            Owes::AsWritten => vec![as_written(recorded, content)],
+            Owes::Content => vec![content],
+            Owes::Recorded => vec![recorded],
+            Owes::Both => vec![recorded, content],
+        }
+    }
+
+    /// Whether it owes what its content hashes to as proved.
+    pub fn content(self) -> bool {
+        matches!(self, Owes::Content | Owes::Both)
+    }
+
+    /// What two findings of one row owe: all either does.
+    pub fn and(self, other: Owes) -> Owes {
+        use Owes::*;
+        let recorded = |o| matches!(o, Recorded | Both);
+        match (
+            recorded(self) || recorded(other),
+            self.content() || other.content(),
+        ) {
+            (true, true) => Both,
+            (true, false) => Recorded,
+            (false, true) => Content,
+            (false, false) => AsWritten,
+        }
+    }
+
+    /// This, and the content too.
+    fn with_content(self) -> Owes {
+        self.and(Owes::Content)
+    }
 }
 
 /// The `hash_mismatch` findings of a proof, by stream and seq: at each, by
@@ -168,8 +208,8 @@ impl Marks {
                 .entry(h.to_owned())
                 .or_default();
             match rows.iter_mut().find(|(content, _)| content == c) {
-                // Two findings of one row (copies alike): the most owed.
-                Some(row) => row.1 = row.1.max(owes),
+                // Two findings of one row (copies alike): all either owes.
+                Some(row) => row.1 = row.1.and(owes),
                 None => rows.push((c.to_owned(), owes)),
             }
         }
@@ -204,36 +244,31 @@ impl Marks {
     }
 
     /// What the lake owes of `tail`, proved of the stream `key` of `table`
-    /// (the module's doc says why): its hashes, but that one recorded only
-    /// by rows that failed it, none of them owing it, is owed as each such
-    /// row owes ([`Owes`]). Borrowed, with nothing allocated, for a tail
-    /// with no such mark.
+    /// (the module's doc says why): each of its hashes that rows failing it
+    /// record as those rows owe ([`Owes::hashes`]; one an intact row
+    /// records too is owed by the finding beside it), the others as they
+    /// are. Borrowed, with nothing allocated, for a tail with no such mark.
     pub fn owed<'t>(&self, at: (Table, Stream, &str), tail: &'t Tail) -> Cow<'t, Tail> {
         let seq = tail.last_seq;
         let Some(marks) = self.at(at, seq) else {
             return Cow::Borrowed(tail);
         };
-        let instead = |h: &str| {
-            marks
-                .get(h)
-                .filter(|rows| rows.iter().all(|row| row.1 != Owes::Recorded))
-        };
         let hashes: Vec<String> = tail.last_hashes.clone().into();
-        if !hashes.iter().any(|h| instead(h).is_some()) {
+        if !hashes.iter().any(|h| marks.contains_key(h)) {
             return Cow::Borrowed(tail);
         }
         let mut owed: Vec<&str> = Vec::with_capacity(hashes.len());
         for h in &hashes {
-            match instead(h) {
-                Some(rows) => owed.extend(rows.iter().map(|(c, owes)| match owes {
-                    Owes::Content => c.as_str(),
-                    _ => as_written(h, c),
-                })),
+            match marks.get(h) {
+                Some(rows) => owed.extend(rows.iter().flat_map(|(c, owes)| owes.hashes(h, c))),
                 None => owed.push(h),
             }
         }
         owed.sort_unstable();
         owed.dedup();
+        if owed.len() == hashes.len() && owed.iter().all(|h| tail.last_hashes.contains(h)) {
+            return Cow::Borrowed(tail);
+        }
         Cow::Owned(Tail {
             last_seq: seq,
             last_hashes: LastHashes::of(owed),
@@ -250,12 +285,14 @@ impl Marks {
     }
 }
 
-/// The (stream, seq) of every `hash_mismatch` in `findings` not marked yet.
+/// The (stream, seq) of every `hash_mismatch` in `findings` not marked yet
+/// (or marked by the completeness check alone, [`mark`] adds to it).
 pub fn unmarked_at(findings: &[StreamFinding]) -> Vec<(&StreamId, u64)> {
     findings
         .iter()
         .filter(|f| f.check == completeness::NAME)
-        .filter(|f| f.finding.hash_owed.is_none() && recorded(&f.finding).is_some())
+        .filter(|f| matches!(f.finding.hash_owed, None | Some(Owes::Recorded)))
+        .filter(|f| recorded(&f.finding).is_some())
         .filter_map(|f| Some((&f.stream, f.finding.seq?)))
         .collect()
 }
@@ -284,16 +321,18 @@ pub trait Proved {
 /// nothing.
 pub fn mark(findings: &mut [StreamFinding], prior: &Marks, proved: &impl Proved) {
     let intact = intact_at(findings);
-    for f in findings
-        .iter_mut()
-        .filter(|f| f.check == completeness::NAME && f.finding.hash_owed.is_none())
-    {
+    for f in findings.iter_mut().filter(|f| {
+        f.check == completeness::NAME && matches!(f.finding.hash_owed, None | Some(Owes::Recorded))
+    }) {
         let Some((h, content)) = recorded(&f.finding) else {
             continue;
         };
         let seq = f.finding.seq.unwrap_or(0);
         let id = &f.stream;
-        let owes = if seq == 0 {
+        let owes = if let Some(owes) = f.finding.hash_owed {
+            // The completeness check's: an intact row beside it.
+            owes
+        } else if seq == 0 {
             Owes::AsWritten
         } else if let Some(owes) = prior.get(id, seq, h, content) {
             owes
@@ -306,8 +345,31 @@ pub fn mark(findings: &mut [StreamFinding], prior: &Marks, proved: &impl Proved)
         } else {
             Owes::AsWritten
         };
+        // A row whose content was proved there owes it, whatever else.
+        let owes = match seq > 0 && proved.hash_at(id, seq, content) {
+            true => owes.with_content(),
+            false => owes,
+        };
         f.finding.hash_owed = Some(owes);
     }
+}
+
+/// What the lake owes of a `hash_mismatch` row whose content was proved
+/// at its seq, as a tail at that seq: what it owes ([`Owes::hashes`]). A
+/// proved conflict's version whose hash column was overwritten with the
+/// other version's hash leaves no conflict to owe it (rev-s61-red5 C4):
+/// the row is then the only record of it. `None` for any other finding.
+pub fn evidence(f: &StreamFinding) -> Option<(StreamId, Tail)> {
+    let owes = f.finding.hash_owed.filter(|o| o.content())?;
+    let seq = f.finding.seq.filter(|&s| s > 0)?;
+    let (h, c) = recorded(&f.finding)?;
+    Some((
+        f.stream.clone(),
+        Tail {
+            last_seq: seq,
+            last_hashes: LastHashes::of(owes.hashes(h, c)),
+        },
+    ))
 }
 
 /// The seqs of this proof's `hash_mismatch` findings not marked yet where
@@ -468,8 +530,12 @@ mod tests {
             mismatch("acme.d", 5, &hash('e'), None),
             // Its content proved there, not its hash: its hash column.
             mismatch_of("acme.l", 4, &hash('x'), &hash('9'), None),
-            // Marked by the proof itself (an intact row beside): kept.
+            // Marked by the proof itself (an intact row beside): kept, and
+            // its content too where that was proved.
             mismatch("acme.e", 4, &hash('e'), Some(Recorded)),
+            mismatch_of("acme.m", 4, &hash('e'), &hash('9'), Some(Recorded)),
+            // Its hash and its content proved there: both.
+            mismatch_of("acme.n", 4, &hash('n'), &hash('9'), None),
             // Outside the chain: never owed.
             mismatch("acme.f", 0, &hash('f'), None),
             // Proved past it, the only row there: its recorded hash. With
@@ -488,17 +554,20 @@ mod tests {
         let proved = Checkpoint {
             // The earlier mark wins over what was proved at acme.a's seq 4.
             hashes: vec![
-                ("acme.a", 4, None),
-                ("acme.d", 4, None),
+                ("acme.a", 4, Some(hash('a'))),
+                ("acme.d", 4, Some(hash('d'))),
                 ("acme.f", 0, None),
                 ("acme.k", 4, Some(hash('k'))),
                 ("acme.l", 4, Some(hash('9'))),
+                ("acme.m", 4, Some(hash('9'))),
+                ("acme.n", 4, None),
             ],
             reach: ["acme.f", "acme.g", "acme.h", "acme.i", "acme.j", "acme.l"]
                 .map(|k| (k, 9))
                 .to_vec(),
         };
-        assert_eq!(unmarked_at(&findings).len(), 13);
+        // (Those the completeness check marked are marked again.)
+        assert_eq!(unmarked_at(&findings).len(), 17);
         mark(&mut findings, &prior, &proved);
         let marks: Vec<(&str, Option<Owes>)> = findings
             .iter()
@@ -514,6 +583,8 @@ mod tests {
             ("acme.d", AsWritten),
             ("acme.l", Content),
             ("acme.e", Recorded),
+            ("acme.m", Both),
+            ("acme.n", Both),
             ("acme.f", AsWritten),
             ("acme.g", Recorded),
             ("acme.h", AsWritten),
@@ -523,7 +594,9 @@ mod tests {
             ("acme.j", Recorded),
         ];
         assert_eq!(marks, want.map(|(k, o)| (k, Some(o))));
-        assert!(unmarked_at(&findings).is_empty());
+        assert!(findings
+            .iter()
+            .all(|f| f.finding.code != CODE || f.finding.hash_owed.is_some()));
         // Marking again changes nothing.
         let again = findings.clone();
         let nothing = Checkpoint {
@@ -549,8 +622,9 @@ mod tests {
             mismatch("acme.c", 7, &hash('d'), Some(Recorded)),
             mismatch_of("acme.e", 7, &hash('e'), &hash('1'), Some(AsWritten)),
             mismatch_of("acme.e", 7, &hash('f'), &hash('2'), Some(AsWritten)),
-            // Its content what was proved: that.
+            // Its content what was proved: that; and both.
             mismatch_of("acme.g", 7, &hash('x'), &hash('9'), Some(Content)),
+            mismatch_of("acme.h", 7, &hash('h'), &hash('9'), Some(Both)),
         ]);
         let tail = |hs: &[&str]| Tail {
             last_seq: 7,
@@ -572,6 +646,7 @@ mod tests {
         assert_eq!(owed("acme.a", "a"), "a");
         assert_eq!(owed("acme.e", "ef"), "ef");
         assert_eq!(owed("acme.g", "x"), "9");
+        assert_eq!(owed("acme.h", "h"), "9h");
         assert_eq!(owed("acme.g", "xq"), "9q");
         // A hash column damaged (one digit, or not a hash): the content.
         let near = format!("f{}", &hash('1')[1..]);
@@ -604,5 +679,36 @@ mod tests {
         assert_eq!(contents, [hash('1'), hash('2')]);
         assert_eq!(marks.contents(at("acme.e"), 6), Vec::<&str>::new());
         assert_eq!(marks.contents(at("acme.x"), 7), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn a_row_whose_content_was_proved_is_evidence_in_its_own_right() {
+        use Owes::*;
+        let at = |owes, seq| evidence(&mismatch_of("acme.a", seq, &hash('a'), &hash('9'), owes));
+        let owed = |hs: &[char]| {
+            Some((
+                id("acme.a"),
+                Tail {
+                    last_seq: 3,
+                    last_hashes: LastHashes::of(
+                        hs.iter()
+                            .map(|&c| hash(c))
+                            .collect::<Vec<_>>()
+                            .iter()
+                            .map(String::as_str),
+                    ),
+                },
+            ))
+        };
+        assert_eq!(at(Some(Content), 3), owed(&['9']));
+        assert_eq!(at(Some(Both), 3), owed(&['a', '9']));
+        for (owes, seq) in [
+            (Some(Recorded), 3),
+            (Some(AsWritten), 3),
+            (None, 3),
+            (Some(Content), 0),
+        ] {
+            assert_eq!(at(owes, seq), None, "{owes:?} {seq}");
+        }
     }
 }

@@ -2222,6 +2222,91 @@ fn hash_owed(root: &Path, ckpt: &Path, e: &Event) -> Owes {
     f.finding.hash_owed.unwrap_or(Owes::Recorded)
 }
 
+/// The newest row of an account stream (past seq 2) and a captured
+/// transfer's last row in `events`: a tail, and a tail for good.
+fn newest_tails(events: &[Event]) -> [&Event; 2] {
+    let newest = |stream, kind: Option<&str>| {
+        events
+            .iter()
+            .rev()
+            .find(|e| e.stream == stream && e.seq > 2 && kind.is_none_or(|k| e.kind == k))
+            .unwrap()
+    };
+    [
+        newest(Stream::Account, None),
+        newest(Stream::Transfer, Some("captured")),
+    ]
+}
+
+/// A lake in a new directory with every event of `events` delivered but
+/// `last`: the directory, the lake, its checkpoint and a report's path.
+fn lake_without(
+    events: &[Event],
+    last: &Event,
+) -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::path::PathBuf,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let json = dir.path().join("night.json");
+    let keep: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.event_id != last.event_id)
+        .collect();
+    deliver(&root, &keep, "a");
+    (dir, root, ckpt, json)
+}
+
+/// Three nights on the lake at `root` (resumed, `--full`, resumed) that
+/// each hold, with no finding.
+fn holds_for_good(root: &Path, ckpt: &Path, json: &Path, context: &str) {
+    for extra in [&[][..], &["--full"], &[]] {
+        let (code, report) = cli_night(root, ckpt, json, extra);
+        assert_eq!(
+            (code, named_rows(&report)),
+            (0, vec![]),
+            "{context} {extra:?} {report}"
+        );
+    }
+}
+
+/// A copy of `last` altered under its hash delivered beside it (in
+/// another file), after a night proved `last` (`proved_first`) or on the
+/// night both are new: the hash is owed, so the altered content resealed
+/// in place of both is `proved_row_changed`, resumed and with `--full`.
+fn altered_copy_then_resealed(events: &[Event], last: &Event, proved_first: bool) {
+    let (_dir, root, ckpt, json) = lake_without(events, last);
+    let intact = if proved_first {
+        let intact = write_rows(&root, std::slice::from_ref(last));
+        assert!(night(&root, &ckpt).holds);
+        intact
+    } else {
+        night(&root, &ckpt);
+        write_rows(&root, std::slice::from_ref(last))
+    };
+    let mut altered = last.clone();
+    altered.occurred_at_ms += 1;
+    let copy = write_beside(&root, events, std::slice::from_ref(&altered));
+    assert!(copy.iter().all(|k| !intact.contains(k)));
+    let (_, report) = cli_night(&root, &ckpt, &json, &[]);
+    assert!(named_rows(&report).contains(&named_at(last, "hash_mismatch")));
+    assert_eq!(hash_owed(&root, &ckpt, last), Owes::Recorded);
+    for key in intact.iter().chain(&copy) {
+        std::fs::remove_file(root.join(key)).unwrap();
+    }
+    // (The other row, its copy gone, is in the lake as delivered.)
+    write_rows(&root, &[altered.seal()]);
+    assert!(full(&root).holds);
+    let changed = named_at(last, "proved_row_changed");
+    for extra in [&[][..], &["--full"]] {
+        let (_, report) = cli_night(&root, &ckpt, &json, extra);
+        assert_eq!(named_rows(&report), vec![changed.clone()], "{report}");
+    }
+}
+
 /// A stream's newest row that arrived damaged records a hash no run
 /// proved: a digit of its `hash` column changed (its content intact), or
 /// of its content (its `prev_hash`; its hash kept). After the repair
@@ -2237,16 +2322,7 @@ fn hash_owed(root: &Path, ckpt: &Path, e: &Event) -> Owes {
 #[test]
 fn a_tail_that_arrived_damaged_is_owed_as_ingest_wrote_it() {
     let events = history(43, 4, 200);
-    let account = events
-        .iter()
-        .rev()
-        .find(|e| e.stream == Stream::Account && e.seq > 2)
-        .unwrap();
-    let transfer = events
-        .iter()
-        .rev()
-        .find(|e| e.stream == Stream::Transfer && e.kind == "captured")
-        .unwrap();
+    let [account, transfer] = newest_tails(&events);
     for (last, damage, then) in [
         (account, "hash", "repair"),
         (transfer, "hash", "repair"),
@@ -2258,14 +2334,7 @@ fn a_tail_that_arrived_damaged_is_owed_as_ingest_wrote_it() {
         (transfer, "hash", "reseal"),
         (account, "content", "reseal"),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-        let json = dir.path().join("night.json");
-        let keep: Vec<&Event> = events
-            .iter()
-            .filter(|e| e.event_id != last.event_id)
-            .collect();
-        deliver(&root, &keep, "a");
+        let (_dir, root, ckpt, json) = lake_without(&events, last);
         night(&root, &ckpt);
         let arrived = match damage {
             "hash" => hash_damaged(last),
@@ -2318,14 +2387,7 @@ fn a_tail_that_arrived_damaged_is_owed_as_ingest_wrote_it() {
         }
         write_rows(&root, std::slice::from_ref(last));
         assert!(full(&root).holds);
-        for extra in [&[][..], &["--full"], &[]] {
-            let (code, report) = cli_night(&root, &ckpt, &json, extra);
-            assert_eq!(
-                (code, named_rows(&report)),
-                (0, vec![]),
-                "{damage} {then} {extra:?} {report}"
-            );
-        }
+        holds_for_good(&root, &ckpt, &json, &format!("{damage} {then}"));
     }
 }
 
@@ -2362,38 +2424,8 @@ fn a_damaged_copy_beside_a_proved_row_is_owed_only_with_a_proved_hash() {
     // An altered copy under the proved hash, then the intact row and the
     // copy replaced by the altered content resealed (the stream's newest
     // row, so nothing after it chains to it).
-    let last = events
-        .iter()
-        .rev()
-        .find(|e| e.stream == Stream::Account && e.seq > 2)
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-    let keep: Vec<&Event> = events
-        .iter()
-        .filter(|e| e.event_id != last.event_id)
-        .collect();
-    deliver(&root, &keep, "a");
-    let intact = write_rows(&root, std::slice::from_ref(last));
-    assert!(night(&root, &ckpt).holds);
-    let mut altered = last.clone();
-    altered.occurred_at_ms += 1;
-    let copy = write_beside(&root, &events, std::slice::from_ref(&altered));
-    assert!(copy.iter().all(|k| !intact.contains(k)));
-    let (_, report) = cli_night(&root, &ckpt, &json, &[]);
-    assert!(named_rows(&report).contains(&named_at(last, "hash_mismatch")));
-    assert_eq!(hash_owed(&root, &ckpt, last), Owes::Recorded);
-    for key in intact.iter().chain(&copy) {
-        std::fs::remove_file(root.join(key)).unwrap();
-    }
-    // (The other row, its copy gone, is in the lake as delivered.)
-    write_rows(&root, &[altered.seal()]);
-    assert!(full(&root).holds);
-    let changed = named_at(last, "proved_row_changed");
-    for extra in [&[][..], &["--full"]] {
-        let (_, report) = cli_night(&root, &ckpt, &json, extra);
-        assert_eq!(named_rows(&report), vec![changed.clone()], "{report}");
-    }
+    let [last, _] = newest_tails(&events);
+    altered_copy_then_resealed(&events, last, true);
     // A proved conflict; a copy of its second version altered under its
     // hash; then that version and the copy gone.
     let dir = tempfile::tempdir().unwrap();
@@ -2433,16 +2465,7 @@ fn a_damaged_copy_beside_a_proved_row_is_owed_only_with_a_proved_hash() {
 #[test]
 fn a_proved_tails_hash_damaged_at_rest_is_owed_as_its_content() {
     let events = history(43, 4, 200);
-    let account = events
-        .iter()
-        .rev()
-        .find(|e| e.stream == Stream::Account && e.seq > 2)
-        .unwrap();
-    let transfer = events
-        .iter()
-        .rev()
-        .find(|e| e.stream == Stream::Transfer && e.kind == "captured")
-        .unwrap();
+    let [account, transfer] = newest_tails(&events);
     for (last, unrelated, then) in [
         (account, false, "repair"),
         (transfer, false, "repair"),
@@ -2451,14 +2474,7 @@ fn a_proved_tails_hash_damaged_at_rest_is_owed_as_its_content() {
         (account, true, "forge"),
         (transfer, true, "forge"),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-        let json = dir.path().join("night.json");
-        let keep: Vec<&Event> = events
-            .iter()
-            .filter(|e| e.event_id != last.event_id)
-            .collect();
-        deliver(&root, &keep, "a");
+        let (_dir, root, ckpt, json) = lake_without(&events, last);
         let file = write_rows(&root, std::slice::from_ref(last));
         night(&root, &ckpt);
         let key = &file[0];
@@ -2498,14 +2514,71 @@ fn a_proved_tails_hash_damaged_at_rest_is_owed_as_its_content() {
             continue;
         }
         std::fs::write(root.join(key), &written).unwrap();
-        for extra in [&[][..], &["--full"], &[]] {
-            let (code, report) = cli_night(&root, &ckpt, &json, extra);
-            assert_eq!(
-                (code, named_rows(&report)),
-                (0, vec![]),
-                "{context} {extra:?} {report}"
-            );
-        }
+        holds_for_good(&root, &ckpt, &json, &context);
+    }
+}
+
+/// A proved row whose `hash` column is overwritten with another row's hash
+/// at its seq (rev-s61-red5): a forgery of the tail delivered beside it
+/// (M2), or the other version of a proved conflict (C4). The night that
+/// finds it holds the proved row by its content, and keeps owing that
+/// content beside the hash it records, so the damaged row moved out (the
+/// repair docs/LAKE.md gives for a damaged copy) is the proved row gone.
+#[test]
+fn a_proved_row_damaged_to_another_rows_hash_stays_owed_as_its_content() {
+    let events = history(43, 4, 200);
+    // The tail, and a forgery of it beside.
+    let [last, _] = newest_tails(&events);
+    let (_dir, root, ckpt, json) = lake_without(&events, last);
+    let file = write_rows(&root, std::slice::from_ref(last));
+    night(&root, &ckpt);
+    let mut forged = last.clone();
+    forged.occurred_at_ms += 1;
+    let forged = forged.seal();
+    let mut damaged = last.clone();
+    damaged.hash = forged.hash.clone();
+    std::fs::write(root.join(&file[0]), &files_of(&[damaged])[0].bytes).unwrap();
+    write_beside(&root, &events, std::slice::from_ref(&forged));
+    let (_, report) = cli_night(&root, &ckpt, &json, &[]);
+    let found = named_rows(&report);
+    assert!(
+        found.contains(&named_at(last, "hash_mismatch")),
+        "{found:?}"
+    );
+    assert!(
+        !found.iter().any(|f| f.0.starts_with("proved_")),
+        "{found:?}"
+    );
+    assert_eq!(hash_owed(&root, &ckpt, last), Owes::Both);
+    std::fs::remove_file(root.join(&file[0])).unwrap();
+    let changed = named_at(last, "proved_row_changed");
+    for extra in [&[][..], &["--full"], &[]] {
+        let (_, report) = cli_night(&root, &ckpt, &json, extra);
+        assert!(named_rows(&report).contains(&changed), "{extra:?} {report}");
+    }
+    // A proved conflict's second version given the first's hash.
+    let (first, other) = second_version(&events, 3);
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let all: Vec<&Event> = events.iter().collect();
+    deliver(&root, &all, "a");
+    let second = write_rows(&root, std::slice::from_ref(&other));
+    night_naming(&root, &ckpt, &json, &[], vec![named_at(&first, "conflict")]);
+    let mut damaged = other.clone();
+    damaged.hash = first.hash.clone();
+    std::fs::write(root.join(&second[0]), &files_of(&[damaged])[0].bytes).unwrap();
+    let (_, report) = cli_night(&root, &ckpt, &json, &[]);
+    let found = named_rows(&report);
+    assert!(
+        !found.iter().any(|f| f.0.starts_with("proved_")),
+        "{found:?}"
+    );
+    assert_eq!(hash_owed(&root, &ckpt, &first), Owes::Both);
+    std::fs::remove_file(root.join(&second[0])).unwrap();
+    let changed = named_at(&first, "proved_row_changed");
+    for extra in [&[][..], &["--full"], &[]] {
+        let (_, report) = cli_night(&root, &ckpt, &json, extra);
+        assert!(named_rows(&report).contains(&changed), "{extra:?} {report}");
     }
 }
 
@@ -2566,32 +2639,7 @@ fn a_hash_proved_through_the_chain_or_beside_an_intact_row_stays_owed() {
 
     // The copy beside the intact row, both new.
     let last = after.last().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
-    let keep: Vec<&Event> = events
-        .iter()
-        .filter(|e| e.event_id != last.event_id)
-        .collect();
-    deliver(&root, &keep, "a");
-    night(&root, &ckpt);
-    let intact = write_rows(&root, std::slice::from_ref(last));
-    let mut altered = last.clone();
-    altered.occurred_at_ms += 1;
-    let copy = write_beside(&root, &events, std::slice::from_ref(&altered));
-    assert!(copy.iter().all(|k| !intact.contains(k)));
-    let (_, report) = cli_night(&root, &ckpt, &json, &[]);
-    assert!(named_rows(&report).contains(&named_at(last, "hash_mismatch")));
-    assert_eq!(hash_owed(&root, &ckpt, last), Owes::Recorded);
-    for key in intact.iter().chain(&copy) {
-        std::fs::remove_file(root.join(key)).unwrap();
-    }
-    write_rows(&root, &[altered.seal()]);
-    assert!(full(&root).holds);
-    let changed = named_at(last, "proved_row_changed");
-    for extra in [&[][..], &["--full"]] {
-        let (_, report) = cli_night(&root, &ckpt, &json, extra);
-        assert_eq!(named_rows(&report), vec![changed.clone()], "{report}");
-    }
+    altered_copy_then_resealed(&events, last, false);
 }
 
 /// A finding that new rows of the lake resolve is withdrawn, not owed: a
@@ -5546,17 +5594,28 @@ impl Owing {
             let owed: BTreeSet<String> = hashes
                 .iter()
                 .flat_map(|h| match mark(h) {
-                    Some(rows) if rows.values().all(|o| *o != Owes::Recorded) => rows
+                    Some(rows) => rows
                         .iter()
-                        .map(|(c, owes)| match owes {
-                            Owes::Content => c.clone(),
-                            _ => ledger_reconcile::unproved::as_written(h, c).to_owned(),
-                        })
+                        .flat_map(|(c, owes)| owes.hashes(h, c))
+                        .map(str::to_owned)
                         .collect(),
-                    _ => vec![h.clone()],
+                    None => vec![h.clone()],
                 })
                 .collect();
             judged.insert((id.clone(), *seq), owed);
+        }
+        // A damaged row whose content was proved owes it where it is.
+        let mut proved = proved;
+        for ((id, seq, h), rows) in &self.marks {
+            for (c, owes) in rows.iter().filter(|(_, o)| o.content() && *seq > 0) {
+                let hashes: Vec<String> =
+                    owes.hashes(h, c).into_iter().map(str::to_owned).collect();
+                judged
+                    .entry((id.clone(), *seq))
+                    .or_default()
+                    .extend(hashes.clone());
+                proved.entry((id.clone(), *seq)).or_default().extend(hashes);
+            }
         }
         let mut proved_there = proved.clone();
         for (at, owed) in &judged {
@@ -5610,12 +5669,16 @@ impl Owing {
             } else {
                 Owes::AsWritten
             };
+            let owes = match *seq > 0 && there(content) {
+                true => owes.and(Owes::Content),
+                false => owes,
+            };
             let m = marks
                 .entry(key)
                 .or_default()
                 .entry(content.clone())
                 .or_insert(owes);
-            *m = (*m).max(owes);
+            *m = (*m).and(owes);
         }
         self.marks = marks;
         let mut found = Vec::new();
