@@ -44,16 +44,20 @@
 //!   arrived damaged, and no run proved a hash there. What its content
 //!   hashes to when its recorded hash is a damaged copy of that (most of
 //!   its digits in place, or not a hash at all), else its recorded hash
-//!   (its content damaged: rev-s61-diff2 1).
+//!   (its content damaged: rev-s61-diff2 1);
+//! - and its content beside any of the above when that checkpoint proved
+//!   what the content hashes to there ([`Owes::Both`]): the proved row is
+//!   this one, its hash column overwritten, with a forgery's hash beside
+//!   it or a conflict's other version's (rev-s61-red5 M1, M2, C4). Such a
+//!   row is owed at its seq in its own right ([`evidence`]).
 //!
 //! A finding of a checkpoint written before, with no mark, owes its
 //! recorded hash: such a checkpoint owes as it did.
 //!
 //! The tails and conflicts' versions a run judges from its checkpoint
-//! ([`Marks::owed`]) owe a hash recorded only by such rows, none owing it,
-//! as they owe; a hash is never dropped (rev-s61-red3 T1, T2, C1: a hash
-//! dropped while another was owed there let a forged version beside the
-//! damaged row stand for the proved one). The damaged row left as it is
+//! ([`Marks::owed`]) owe a hash such rows record as they owe (rev-s61-red3
+//! T1, T2, C1: a hash dropped while another was owed there let a forged
+//! version beside the damaged row stand for the proved one). The damaged row left as it is
 //! holds what it owes (its `hash_mismatch` says what its content hashes
 //! to: [`Marks::contents`]), and so does the row as ingest wrote it put
 //! back: the repair holds. A row of other content in its place, resealed
