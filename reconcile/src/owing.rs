@@ -102,6 +102,11 @@ pub struct ThisRun {
     /// findings): a tail owed as a damaged row's content is held by that
     /// row ([`Marks::owed`]).
     pub damaged: Marks,
+    /// What its proof owes beside its tails: its conflicts' versions and
+    /// its damaged rows whose content was proved ([`retained::evidence`]
+    /// of its findings). A tail still owed is owed with them where they are
+    /// at its seq (rev-s61-red6 O1).
+    pub evidence: Vec<Owed>,
 }
 
 /// Whether `id` is a transfer stream in its own table (its state is with
@@ -145,6 +150,7 @@ pub async fn judge(
         reopened,
         lost_starts,
         damaged,
+        evidence,
     } = this_run;
     let contents = |id: &StreamId, seq| damaged.contents((id.0, id.1, &id.2), seq);
     let mut tails: BTreeMap<(StreamId, u64), Tail> = lost_starts
@@ -268,14 +274,42 @@ pub async fn judge(
     findings.dedup_by(|a, b| {
         (&a.stream, a.finding.code, a.finding.seq) == (&b.stream, b.finding.code, b.finding.seq)
     });
-    Ok((
-        findings,
-        decided
-            .into_iter()
-            .map(|(id, tail, _)| (id, tail))
-            .collect(),
-        left_out,
-    ))
+    // Still owed, with the evidence this run proved at the same seq (a
+    // conflict's versions, a damaged row's content): a tail owed since an
+    // earlier night stands over the checkpoint's at its seq every night
+    // after, so versions proved there since would otherwise be owed by
+    // nothing once the conflict goes (rev-s61-red6 O1). Not with the
+    // stream's tail there: a row that replaced the one owed is what the
+    // finding names, and the repair (the owed row put back, that one
+    // moved out) must hold.
+    let mut proved_now: HashMap<(&StreamId, u64), Vec<String>> = HashMap::new();
+    for (id, tail) in &evidence {
+        proved_now
+            .entry((id, tail.last_seq))
+            .or_default()
+            .extend(Vec::<String>::from(tail.last_hashes.clone()));
+    }
+    let owed = decided
+        .into_iter()
+        .map(|(id, tail, _)| {
+            let seq = tail.last_seq;
+            let mut hashes: Vec<String> = tail.last_hashes.clone().into();
+            if hashes.is_empty() {
+                return (id, tail); // a lost file's start: any row holds it
+            }
+            if let Some(more) = proved_now.get(&(&id, seq)) {
+                hashes.extend(more.iter().cloned());
+            }
+            hashes.sort_unstable();
+            hashes.dedup();
+            let tail = Tail {
+                last_seq: seq,
+                last_hashes: LastHashes::from(hashes),
+            };
+            (id, tail)
+        })
+        .collect();
+    Ok((findings, owed, left_out))
 }
 
 /// Every tail the checkpoint proved that a run judges, but those it owed
@@ -748,6 +782,7 @@ mod tests {
                 reopened,
                 lost_starts: Vec::new(),
                 damaged: Marks::default(),
+                evidence: Vec::new(),
             };
             let run = judge(
                 &lake,

@@ -2304,6 +2304,10 @@ async fn prove_resumed(
         reopened,
         lost_starts,
         damaged: crate::unproved::Marks::of(&findings),
+        evidence: findings
+            .iter()
+            .filter_map(crate::retained::evidence)
+            .collect(),
     };
     let (owed_findings, owed, blocks_left_out) =
         crate::owing::judge(lake, &listed, noted, &owing, this_run, &proved, opts).await?;

@@ -2582,6 +2582,44 @@ fn a_proved_row_damaged_to_another_rows_hash_stays_owed_as_its_content() {
     }
 }
 
+/// Versions proved at a seq already owed (rev-s61-red6 O1): a proved tail
+/// removed (owed since), then two new versions of it arrive (a conflict,
+/// proved); those versions then leaving the lake, the first row put back,
+/// is still the proved rows changed, every night (the tail owed since the
+/// earlier night stood in for everything owed at its seq, and they went
+/// unreported).
+#[test]
+fn versions_proved_at_an_owed_seq_are_owed_with_it() {
+    let events = history(43, 4, 200);
+    let [last, _] = newest_tails(&events);
+    let (_dir, root, ckpt, json) = lake_without(&events, last);
+    let first = write_rows(&root, std::slice::from_ref(last));
+    night(&root, &ckpt);
+    std::fs::remove_file(root.join(&first[0])).unwrap();
+    let (_, report) = cli_night(&root, &ckpt, &json, &[]);
+    assert!(named_rows(&report).contains(&named_at(last, "proved_rows_missing")));
+    let version = |ms: i64| {
+        let mut v = last.clone();
+        v.occurred_at_ms += ms;
+        write_rows(&root, &[v.seal()])
+    };
+    let (two, three) = (version(1), version(2));
+    let (_, report) = cli_night(&root, &ckpt, &json, &[]);
+    assert!(
+        named_rows(&report).contains(&named_at(last, "conflict")),
+        "{report}"
+    );
+    write_rows(&root, std::slice::from_ref(last));
+    for key in two.iter().chain(&three) {
+        std::fs::remove_file(root.join(key)).unwrap();
+    }
+    let changed = named_at(last, "proved_row_changed");
+    for extra in [&[][..], &["--full"], &[]] {
+        let (_, report) = cli_night(&root, &ckpt, &json, extra);
+        assert!(named_rows(&report).contains(&changed), "{extra:?} {report}");
+    }
+}
+
 /// A proved row altered under its hash on the night the rows after it
 /// were lost (rev-s61-diff 2): the checkpoint proved the stream past it,
 /// and no row there hashes to its recorded hash, so that hash is owed; the
@@ -5717,6 +5755,21 @@ impl Owing {
             versions.entry((id, seq)).or_default().insert(hash);
         }
         self.conflicts = versions.into_iter().filter(|(_, h)| h.len() > 1).collect();
+        // A seq still owed is owed with the evidence this night proved
+        // there: a conflict's versions, a damaged row's content.
+        for ((id, seq), owed) in self.owed.iter_mut().filter(|(_, o)| !o.is_empty()) {
+            if let Some(versions) = self.conflicts.get(&(id.clone(), *seq)) {
+                owed.extend(versions.iter().cloned());
+            }
+            for ((mid, mseq, h), rows) in &self.marks {
+                if mid != id || mseq != seq {
+                    continue;
+                }
+                for (c, owes) in rows.iter().filter(|(_, o)| o.content()) {
+                    owed.extend(owes.hashes(h, c).into_iter().map(str::to_owned));
+                }
+            }
+        }
         found.sort();
         found.dedup();
         let mut found: Vec<_> = found
