@@ -4,15 +4,16 @@
 //! proved.
 //!
 //! A row whose content does not hash to its recorded hash is a
-//! `hash_mismatch`. What it records is one of two things, and the lake
-//! alone cannot say which:
+//! `hash_mismatch`. What it records is one of several things, and the
+//! lake alone cannot say which:
 //!
-//! - a hash no run proved there: the row arrived damaged (a flipped bit in
-//!   its `hash` column, a copy damaged on its way). docs/LAKE.md's repair
-//!   (the file as ingest wrote it put back, or the damaged copy moved out)
-//!   leaves a row with another recorded hash, or none, at that seq. Owing
-//!   the damaged hash would report that repair as `proved_row_changed`
-//!   every night after (rev-s60-nights 1, 2);
+//! - a hash no run proved there: the row arrived damaged (in its `hash`
+//!   column or its content, a copy damaged on its way), or a proved row's
+//!   `hash` column was damaged at rest. docs/LAKE.md's repair (the file as
+//!   ingest wrote it put back, or the damaged copy moved out) leaves a row
+//!   with another recorded hash, or none, at that seq. Owing the damaged
+//!   hash would report that repair as `proved_row_changed` every night
+//!   after (rev-s60-nights 1, 2);
 //! - a hash an earlier run proved at that seq, on a row since altered
 //!   under it (its content changed, its hash kept), or a hash an intact
 //!   row at the same seq records (a copy altered beside it). Not owing it
@@ -57,10 +58,10 @@
 //! The tails and conflicts' versions a run judges from its checkpoint
 //! ([`Marks::owed`]) owe a hash such rows record as they owe (rev-s61-red3
 //! T1, T2, C1: a hash dropped while another was owed there let a forged
-//! version beside the damaged row stand for the proved one). The damaged row left as it is
-//! holds what it owes (its `hash_mismatch` says what its content hashes
-//! to: [`Marks::contents`]), and so does the row as ingest wrote it put
-//! back: the repair holds. A row of other content in its place, resealed
+//! version beside the damaged row stand for the proved one). The damaged
+//! row left as it is holds what it owes (its `hash_mismatch` says what its
+//! content hashes to: [`Marks::contents`]), and so does the row as ingest
+//! wrote it put back: the repair holds. A row of other content in its place, resealed
 //! or not, does not, nor a stream rewritten from its previous proved tail
 //! on, the damaged row resealed with the rest (rev-s61-red 1: nothing
 //! after a tail chains to it).
