@@ -59,9 +59,9 @@ pub struct Owing<'a> {
     pub owed: &'a [Owed],
     /// The checkpoint's proof, set aside because proved files were lost.
     pub set_aside: Option<&'a ProofState>,
-    /// The marks of the checkpoint's `hash_mismatch` findings: a hash
-    /// marked unproved is left out of the tails and conflicts' versions
-    /// judged from the checkpoint ([`crate::unproved`]).
+    /// The marks of the checkpoint's `hash_mismatch` findings: a hash such
+    /// a row records is owed, in the tails and conflicts' versions judged
+    /// from the checkpoint, as the mark says ([`crate::unproved`]).
     pub marks: &'a Marks,
     /// The run is `--full`, the remedy a damaged checkpoint's help names:
     /// a damaged block of the set-aside proof's archive is warned of and
