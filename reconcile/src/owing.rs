@@ -168,14 +168,7 @@ pub async fn judge(
                 v.insert(tail);
             }
             std::collections::btree_map::Entry::Occupied(mut o) => {
-                let mut both: Vec<String> = o.get().last_hashes.clone().into();
-                both.extend(Vec::<String>::from(tail.last_hashes));
-                both.sort_unstable();
-                both.dedup();
-                o.insert(Tail {
-                    last_seq: seq,
-                    last_hashes: LastHashes::from(both),
-                });
+                owe_also(o.get_mut(), tail.last_hashes.into());
             }
         }
     });
@@ -291,25 +284,26 @@ pub async fn judge(
     }
     let owed = decided
         .into_iter()
-        .map(|(id, tail, _)| {
-            let seq = tail.last_seq;
-            let mut hashes: Vec<String> = tail.last_hashes.clone().into();
-            if hashes.is_empty() {
-                return (id, tail); // a lost file's start: any row holds it
+        .map(|(id, mut tail, _)| {
+            // (A lost file's start, no hash: any row holds it.)
+            if tail.last_hashes != LastHashes::None {
+                if let Some(more) = proved_now.get(&(&id, tail.last_seq)) {
+                    owe_also(&mut tail, more.clone());
+                }
             }
-            if let Some(more) = proved_now.get(&(&id, seq)) {
-                hashes.extend(more.iter().cloned());
-            }
-            hashes.sort_unstable();
-            hashes.dedup();
-            let tail = Tail {
-                last_seq: seq,
-                last_hashes: LastHashes::from(hashes),
-            };
             (id, tail)
         })
         .collect();
     Ok((findings, owed, left_out))
+}
+
+/// `tail` owing `more` hashes at its seq too, each once.
+fn owe_also(tail: &mut Tail, more: Vec<String>) {
+    let mut all: Vec<String> = tail.last_hashes.clone().into();
+    all.extend(more);
+    all.sort_unstable();
+    all.dedup();
+    tail.last_hashes = LastHashes::from(all);
 }
 
 /// Every tail the checkpoint proved that a run judges, but those it owed

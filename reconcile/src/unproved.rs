@@ -112,7 +112,7 @@ pub fn recorded(f: &Finding) -> Option<(&str, &str)> {
 /// a row of other content, resealed, holds neither.
 pub fn as_written<'a>(recorded: &'a str, content: &'a str) -> &'a str {
     let (r, c) = (recorded.as_bytes(), content.as_bytes());
-    let hash_form = r.len() == 64 && r.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let hash_form = crate::stream::unhex(recorded).is_some();
     let in_place = r.iter().zip(c).filter(|(a, b)| a == b).count();
     if !hash_form || in_place >= 32 {
         content

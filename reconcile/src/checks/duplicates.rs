@@ -62,7 +62,7 @@ pub fn versions(f: &Finding) -> Option<Vec<&str>> {
     // named (not reading the others at all lost the proved ones with them).
     let formed: Vec<&str> = hashes
         .into_iter()
-        .filter(|h| h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+        .filter(|h| crate::stream::unhex(h).is_some())
         .collect();
     (count > 1 && !formed.is_empty()).then_some(formed)
 }
