@@ -104,8 +104,17 @@ use crate::stream::Tail;
 /// one may keep them unknown for good after a gap), and a lake file's
 /// stretch of a stream that holds seq 0 holds nothing else
 /// (`presence::Noter`: a version-20 one noted the rows after it at seq 0,
-/// which no gap names, rev-s57-lost 6).
-pub const CHECKPOINT_VERSION: u32 = 21;
+/// which no gap names, rev-s57-lost 6). 22: the same rules; every stream
+/// but a transfer's (each account's state with it) is in a binary section
+/// after the legs, not in the JSON header (`codec`: at a million accounts
+/// the header was ~400 MB, parsed and written again every night in ~4 s
+/// each way).
+pub const CHECKPOINT_VERSION: u32 = 22;
+
+/// The first version written by this reconciler's rules: an older one is
+/// set aside (`ProofState::older_rules`); a version-21 one differs only in
+/// where it keeps its streams.
+const RULES_VERSION: u32 = 21;
 
 /// Versions this reconciler reads: a version-6 checkpoint is a version-7
 /// one that owes nothing, a version-7 one a version-8 one that knows no
@@ -125,7 +134,8 @@ pub const CHECKPOINT_VERSION: u32 = 21;
 /// rows, a version-17 one a version-18 one whose open transfers' dates are
 /// their last rows', a version-18 one a version-19 one whose accounts'
 /// limits are their last rows', a version-19 one a version-20 one, a
-/// version-20 one a version-21 one. Versions 6–20 are read to be set aside
+/// version-20 one a version-21 one, a version-21 one a version-22 one
+/// whose streams are in its header. Versions 6–20 are read to be set aside
 /// (`ProofState::older_rules`): their tails judged, the lake proved from
 /// its first event once (before 14, no row's amount, limit or reason and
 /// no failed transfer's hold was judged; before 15, no failed transfer's
@@ -138,7 +148,7 @@ pub const CHECKPOINT_VERSION: u32 = 21;
 /// 21, an account's holds stayed unknown for good after a gap, and a
 /// stretch from seq 0 went on past it), and every lake file's notes written
 /// again, counted.
-const CHECKPOINT_VERSIONS_READ: [u32; 16] = [
+const CHECKPOINT_VERSIONS_READ: [u32; 17] = [
     6,
     7,
     8,
@@ -154,6 +164,7 @@ const CHECKPOINT_VERSIONS_READ: [u32; 16] = [
     18,
     19,
     20,
+    RULES_VERSION,
     CHECKPOINT_VERSION,
 ];
 
@@ -247,7 +258,9 @@ struct Header<'a> {
     files: Cow<'a, BTreeMap<String, String>>,
     /// The interned names, in sym order.
     names: Vec<Cow<'a, str>>,
-    /// Streams other than transfer streams (those are in the binary part).
+    /// Streams other than transfer streams before version 22 (since, they
+    /// are in the binary part, as transfer streams always were).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     streams: Vec<StreamRec<'a>>,
     findings: Vec<FindingRec<'a>>,
     /// The settled archive's segments, oldest first, and how many transfers
@@ -706,8 +719,19 @@ impl ProofState {
             None => None,
         };
         let names = f.names.len();
-        let (transfers, legs, entries) =
-            read_body(body, names, f.version).map_err(|e| format!("damaged: {e}"))?;
+        let Body {
+            transfers,
+            legs,
+            entries,
+            streams,
+        } = read_body(body, names, f.version).map_err(|e| format!("damaged: {e}"))?;
+        if f.version >= 22 && !f.streams.is_empty() {
+            return Err(format!(
+                "damaged header: {} stream(s) in the header of a version-{} checkpoint (version 22 keeps them in its binary part)",
+                f.streams.len(),
+                f.version
+            ));
+        }
         let names = Names::from_list(f.names.into_iter().map(|n| n.into_owned().into()).collect());
         // `--full` proves every account from its first event: it reads
         // no entry ids.
@@ -739,7 +763,7 @@ impl ProofState {
                 dir: dir.to_path_buf(),
                 refs: f.streams_files.into_owned(),
             },
-            older_rules: f.version < CHECKPOINT_VERSION,
+            older_rules: f.version < RULES_VERSION,
             entry_key: entry_key.unwrap_or_default(),
             entry_store,
             ..Default::default()
@@ -747,34 +771,40 @@ impl ProofState {
         // Live holds from before version 10 followed other rules: trusted
         // for what they hold, not for what they lack.
         let holds_known = f.version >= 10;
+        let generation = f.entry_generation;
+        p.streams.reserve(f.streams.len() + streams.len());
+        let mut add = |id: StreamId, mut st: StreamState, since: Option<u64>| {
+            if let Some(a) = st.account.as_mut() {
+                // Every account's ids count from a generation the store has
+                // reached: one outside it would skip them, then drop them.
+                if f.version >= 13 && !since.is_some_and(|g| (1..=generation).contains(&g)) {
+                    return Err(format!(
+                        "damaged: the account {} has entries_since {since:?} in a checkpoint of entry generation {generation} \
+                         (version 13 keeps one from 1 to that generation)",
+                        id.2
+                    ));
+                }
+                a.holds_unknown |= !holds_known;
+                a.entries_since = since;
+            }
+            if p.streams.insert(id, st).is_some() {
+                return Err("damaged: a stream's state is there twice".into());
+            }
+            Ok(())
+        };
         for s in f.streams {
             let table = table_of(&s.table)?;
-            // Every account's ids count from a generation the store has
-            // reached: one outside it would skip them, then drop them.
-            if f.version >= 13
-                && s.account.is_some()
-                && !s
-                    .entries_since
-                    .is_some_and(|g| (1..=f.entry_generation).contains(&g))
-            {
-                return Err(format!(
-                    "damaged header: the account {} has entries_since {:?} in a checkpoint of entry generation {} \
-                     (version 13 keeps one from 1 to that generation)",
-                    s.key, s.entries_since, f.entry_generation
-                ));
-            }
-            p.streams.insert(
+            add(
                 (table, s.stream, s.key.into_owned()),
                 StreamState {
                     tail: s.tail.into_owned(),
-                    account: s.account.map(|a| {
-                        let mut a = a.into_owned();
-                        a.holds_unknown |= !holds_known;
-                        a.entries_since = s.entries_since;
-                        Box::new(a)
-                    }),
+                    account: s.account.map(|a| Box::new(a.into_owned())),
                 },
-            );
+                s.entries_since,
+            )?;
+        }
+        for (id, st, since) in streams {
+            add(id, st, since)?;
         }
         for (account, e) in entries {
             let id = (Table::Account, Stream::Account, account.to_owned());
@@ -947,17 +977,8 @@ impl ProofState {
                 .iter()
                 .map(|n| Cow::Borrowed(&**n))
                 .collect(),
-            streams: streams
-                .iter()
-                .map(|&((table, stream, key), s)| StreamRec {
-                    table: Cow::Borrowed(table.as_str()),
-                    stream: *stream,
-                    key: Cow::Borrowed(key),
-                    tail: Cow::Borrowed(&s.tail),
-                    account: s.account.as_deref().map(Cow::Borrowed),
-                    entries_since: s.account.as_deref().map(since_of),
-                })
-                .collect(),
+            // In the binary part.
+            streams: Vec::new(),
             findings: self
                 .findings
                 .iter()
@@ -1033,6 +1054,11 @@ impl ProofState {
         w.count(open_legs.len());
         for (id, l) in open_legs {
             w.legs(id, l);
+            flush(&mut w, &mut out, false).map_err(io)?;
+        }
+        w.count(streams.len());
+        for (id, st) in streams {
+            w.stream(id, st, st.account.as_deref().map(since_of));
             flush(&mut w, &mut out, false).map_err(io)?;
         }
         flush(&mut w, &mut out, true).map_err(io)?;
@@ -1344,13 +1370,21 @@ fn split_content(content: &[u8]) -> Result<(&[u8], &[u8]), String> {
 /// Each account's entry ids, by account key.
 type Entries<'a> = Vec<(&'a str, EntryIds)>;
 
+/// A checkpoint's binary body, read.
+struct Body<'a> {
+    transfers: Rows<TransferState>,
+    legs: Rows<Legs>,
+    /// Version 12 only.
+    entries: Entries<'a>,
+    /// Version 22 on: every stream but a transfer's, with an account's
+    /// `entries_since`.
+    streams: Vec<(StreamId, StreamState, Option<u64>)>,
+}
+
 /// The binary body: every transfer stream's state, then every transfer's
-/// legs, then (version 12 only) each account's entry ids.
-fn read_body(
-    body: &[u8],
-    names: usize,
-    version: u32,
-) -> Result<(Rows<TransferState>, Rows<Legs>, Entries<'_>), String> {
+/// legs, then (version 12 only) each account's entry ids, then (version 22
+/// on) every other stream's state.
+fn read_body(body: &[u8], names: usize, version: u32) -> Result<Body<'_>, String> {
     let mut r = codec::Reader::new(body, names);
     let n = r.count()?;
     let mut transfers = Vec::with_capacity(n);
@@ -1370,10 +1404,23 @@ fn read_body(
             entries.push(r.entries()?);
         }
     }
+    let mut streams = Vec::new();
+    if version >= 22 {
+        let n = r.count()?;
+        streams.reserve(n);
+        for _ in 0..n {
+            streams.push(r.stream()?);
+        }
+    }
     if !r.at_end() {
         return Err("bytes after the last record".into());
     }
-    Ok((transfers, legs, entries))
+    Ok(Body {
+        transfers,
+        legs,
+        entries,
+        streams,
+    })
 }
 
 #[cfg(test)]
@@ -1475,23 +1522,98 @@ mod tests {
         p.streams.extend([proved_from_first("a", &[(10, 1)])]);
         p.save(&path, "/lake", 0).unwrap();
         let bytes = std::fs::read(&path).unwrap();
-        let (content, _) = bytes.split_at(bytes.len() - 32);
-        let (header, body) = split_content(content).unwrap();
-        let header = std::str::from_utf8(header).unwrap();
-        for bad in ["\"entries_since\":2", "\"entries_since\":0", ""] {
-            let json = header
-                .replace("\"entries_since\":1", bad)
-                .replace(",,", ",");
-            let json = json.replace(",}", "}");
-            let mut sealed = bytes[..12].to_vec();
-            sealed.extend((json.len() as u64).to_le_bytes());
-            sealed.extend(json.as_bytes());
-            sealed.extend(body);
+        let content = &bytes[..bytes.len() - 32];
+        // The account is the body's last record, its `entries_since` (1)
+        // the last 9 bytes.
+        let mut since = vec![1];
+        since.extend(1u64.to_le_bytes());
+        assert!(content.ends_with(&since));
+        let at = content.len() - since.len();
+        for bad in [Some(2u64), Some(0), None] {
+            let mut sealed = content[..at].to_vec();
+            match bad {
+                Some(g) => {
+                    sealed.push(1);
+                    sealed.extend(g.to_le_bytes());
+                }
+                None => sealed.push(0),
+            }
             let digest = Sha256::digest(&sealed);
             sealed.extend(digest);
             std::fs::write(&path, &sealed).unwrap();
             let e = ProofState::load(&path, "/lake").unwrap_err();
             assert!(e.to_string().contains("entries_since"), "{bad:?}: {e}");
         }
+    }
+
+    #[test]
+    fn streams_are_in_the_binary_part_and_read_back_exactly() {
+        use crate::facts::{AccountLife, AccountTerms, Leg, LiveHolds};
+        use crate::names::Sym;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ckpt");
+        let mut p = ProofState::default();
+        let (a, mut st) = proved_from_first("acc.é", &[(10, 1)]);
+        let leg = |seq| Leg {
+            account: Sym(0),
+            amount: i64::MAX,
+            currency: Sym(1),
+            counterparty: Sym(0),
+            seq,
+            at_s: u32::MAX,
+        };
+        let facts = st.account.as_mut().unwrap();
+        facts.fold = Some((u64::MAX, i64::MIN, -1));
+        facts.terms = Some(AccountTerms {
+            currency: Some("EUR".into()),
+            overdraft_limit: None,
+        });
+        facts.limit = Some(5_000);
+        facts.life = Some(AccountLife {
+            last_seq: 9,
+            frozen: Some(true),
+        });
+        facts.currency = Some(String::new());
+        facts.last_balance = Some(-3);
+        facts.deposits = i128::MAX;
+        facts.withdrawals = i128::MIN;
+        facts.live = LiveHolds::from_iter([("t.2".to_owned(), leg(2)), ("t.1".to_owned(), leg(1))]);
+        facts.holds_unknown = true;
+        st.tail = Tail {
+            last_seq: 9,
+            last_hashes: crate::stream::LastHashes::Other(vec!["not a hash".into()]),
+        };
+        p.streams.insert(a.clone(), st.clone());
+        let plain = (Table::Subscription, Stream::Account, "misfiled".to_owned());
+        let bare = StreamState {
+            tail: Tail {
+                last_seq: 1,
+                last_hashes: crate::stream::LastHashes::One([9; 32]),
+            },
+            account: None,
+        };
+        p.streams.insert(plain.clone(), bare.clone());
+        p.names = Names::from_list(vec!["acc.é".into(), "EUR".into()]);
+        p.save(&path, "/lake", 0).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let (header, _) = split_content(&bytes[..bytes.len() - 32]).unwrap();
+        let header: serde_json::Value = serde_json::from_slice(header).unwrap();
+        assert_eq!(header["version"], CHECKPOINT_VERSION);
+        assert!(header.get("streams").is_none(), "{header}");
+        let back = ProofState::load(&path, "/lake").unwrap();
+        assert_eq!(back.streams.len(), 2);
+        assert_eq!(back.streams[&plain], bare);
+        let got = &back.streams[&a];
+        let want = st.account.as_deref().unwrap();
+        let facts = got.account.as_deref().unwrap();
+        assert_eq!(got.tail, st.tail);
+        // Its ids are in the entry store now, counted from generation 1.
+        assert_eq!((facts.entries_since, facts.entries.len()), (Some(1), 0));
+        let same = AccountFacts {
+            entries: facts.entries.clone(),
+            entries_since: facts.entries_since,
+            ..want.clone()
+        };
+        assert_eq!(*facts, same);
     }
 }

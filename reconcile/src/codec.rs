@@ -1,30 +1,45 @@
-//! The checkpoint's binary sections: every transfer stream's state and every
-//! transfer's legs, millions of records a night, in a fixed little-endian
-//! layout (JSON took seconds to write and read back, and ~400 bytes a
-//! transfer).
+//! The checkpoint's binary sections: every transfer stream's state, every
+//! transfer's legs and every other stream's state (an account's with it),
+//! millions of records a night, in a fixed little-endian layout (JSON took
+//! seconds to write and read back, and ~400 bytes a transfer or account).
 //!
 //! ```text
 //! transfers := count:u64 { transfer releasing:u8 }*   (releasing: from checkpoint version 14)
-//! transfer  := id:str  last_seq:u64  hashes  amount:opt_i64  currency:opt_u32
+//! transfer  := id:str  tail  amount:opt_i64  currency:opt_u32
 //!              source:opt_u32  destination:opt_u32  deadline_ms:opt_i64  phase:u32
 //!              terminal:u8  facts_last_seq:u64  last_at_s:u32
-//! legs      := count:u64 { id:str  (n:u32 { account:u32 amount:i64 currency:u32 counterparty:u32
-//!              seq:u64  at_s:u32 }*){4} }*
+//! legs      := count:u64 { id:str  (n:u32 leg*){4} }*
 //!              (holds, debits, credits, releases)
 //! entries   := count:u64 { account:str n:u64 { fp:u64 seq:u64 }* }*
 //!              (each account's deposit and withdrawal entry ids, `checks::entries`:
 //!              version 12 only; since 13 they are in `entry_store`)
+//! streams   := count:u64 { stream }*                 (from checkpoint version 22; before, JSON)
+//! stream    := table:u8 kind:u8 key:str tail (0 | 1 account)      (0 account, 1 transfer, 2 subscription)
+//! account   := fold:opt(seq:u64 balance:i64 held:i64)  terms:opt(currency:opt_str limit:opt_i64)
+//!              limit:opt_i64  life:opt(last_seq:u64 frozen:u8)  currency:opt_str
+//!              last_balance:opt_i64  deposits:i128  withdrawals:i128
+//!              n:u32 { transfer:str leg }*  holds_unknown:u8  entries_since:opt_u64
+//!              (frozen: 0 unknown, 1 no, 2 yes; live holds in transfer id order)
+//! leg       := account:u32 amount:i64 currency:u32 counterparty:u32 seq:u64 at_s:u32
 //! record    := transfer legs-without-id        (the settled archive's blocks, `archive`:
 //!              terminal transfers, whose last row is not `releasing`)
+//! tail      := last_seq:u64 hashes
 //! hashes    := 0 | 1 [u8;32] | 2 n:u32 str*
 //! str       := len:u32 bytes (UTF-8)      opt_x := 0 | 1 x
 //! ```
 //!
 //! Pure: encodes into and decodes from byte slices; `checkpoint` does the I/O.
 
+use ledger_events::Stream;
+use ledger_ingest::Table;
+
+use crate::checkpoint::{StreamId, StreamState};
 use crate::checks::entries::EntryIds;
 use crate::checks::protocol;
-use crate::facts::{Leg, LegKind, Legs, TransferFacts, TransferState};
+use crate::facts::{
+    AccountFacts, AccountLife, AccountTerms, Leg, LegKind, Legs, LiveHolds, TransferFacts,
+    TransferState,
+};
 use crate::id::Id;
 use crate::names::Sym;
 use crate::stream::{LastHashes, Tail};
@@ -84,10 +99,19 @@ impl Writer {
         self.u64(n as u64);
     }
 
-    pub fn transfer(&mut self, id: &str, s: &TransferState) {
-        self.str(id);
-        self.u64(s.tail.last_seq);
-        match &s.tail.last_hashes {
+    fn opt_str(&mut self, v: Option<&str>) {
+        match v {
+            None => self.u8(0),
+            Some(v) => {
+                self.u8(1);
+                self.str(v);
+            }
+        }
+    }
+
+    fn tail(&mut self, t: &Tail) {
+        self.u64(t.last_seq);
+        match &t.last_hashes {
             LastHashes::None => self.u8(0),
             LastHashes::One(h) => {
                 self.u8(1);
@@ -101,6 +125,20 @@ impl Writer {
                 }
             }
         }
+    }
+
+    fn leg(&mut self, leg: &Leg) {
+        self.u32(leg.account.0);
+        self.i64(leg.amount);
+        self.u32(leg.currency.0);
+        self.u32(leg.counterparty.0);
+        self.u64(leg.seq);
+        self.u32(leg.at_s);
+    }
+
+    pub fn transfer(&mut self, id: &str, s: &TransferState) {
+        self.str(id);
+        self.tail(&s.tail);
         let f = &s.facts;
         self.opt_i64(f.amount());
         self.opt_sym(f.currency());
@@ -153,14 +191,95 @@ impl Writer {
             let v = l.of(kind);
             self.u32(v.len() as u32);
             for leg in v {
-                self.u32(leg.account.0);
-                self.i64(leg.amount);
-                self.u32(leg.currency.0);
-                self.u32(leg.counterparty.0);
-                self.u64(leg.seq);
-                self.u32(leg.at_s);
+                self.leg(leg);
             }
         }
+    }
+
+    /// A stream other than a transfer's (version 22 on; before, in the
+    /// JSON header): its table, kind, key and tail, and an account's state
+    /// with the entry store's generation its ids count from (`since`).
+    pub fn stream(&mut self, (table, kind, key): &StreamId, s: &StreamState, since: Option<u64>) {
+        self.u8(table_code(*table));
+        self.u8(kind_code(*kind));
+        self.str(key);
+        self.tail(&s.tail);
+        match s.account.as_deref() {
+            None => self.u8(0),
+            Some(a) => {
+                self.u8(1);
+                self.account(a, since);
+            }
+        }
+    }
+
+    fn account(&mut self, a: &AccountFacts, since: Option<u64>) {
+        match a.fold {
+            None => self.u8(0),
+            Some((seq, balance, held)) => {
+                self.u8(1);
+                self.u64(seq);
+                self.i64(balance);
+                self.i64(held);
+            }
+        }
+        match &a.terms {
+            None => self.u8(0),
+            Some(t) => {
+                self.u8(1);
+                self.opt_str(t.currency.as_deref());
+                self.opt_i64(t.overdraft_limit);
+            }
+        }
+        self.opt_i64(a.limit);
+        match a.life {
+            None => self.u8(0),
+            Some(l) => {
+                self.u8(1);
+                self.u64(l.last_seq);
+                self.u8(match l.frozen {
+                    None => 0,
+                    Some(false) => 1,
+                    Some(true) => 2,
+                });
+            }
+        }
+        self.opt_str(a.currency.as_deref());
+        self.opt_i64(a.last_balance);
+        self.buf.extend_from_slice(&a.deposits.to_le_bytes());
+        self.buf.extend_from_slice(&a.withdrawals.to_le_bytes());
+        // In transfer id order, as the JSON header wrote them.
+        let mut live: Vec<(&String, &Leg)> = a.live.iter().collect();
+        live.sort_unstable_by(|x, y| x.0.cmp(y.0));
+        self.u32(u32::try_from(live.len()).expect("fewer than 2^32 live holds"));
+        for (t, leg) in live {
+            self.str(t);
+            self.leg(leg);
+        }
+        self.u8(u8::from(a.holds_unknown));
+        match since {
+            None => self.u8(0),
+            Some(g) => {
+                self.u8(1);
+                self.u64(g);
+            }
+        }
+    }
+}
+
+fn table_code(t: Table) -> u8 {
+    match t {
+        Table::Account => 0,
+        Table::Transfer => 1,
+        Table::Subscription => 2,
+    }
+}
+
+fn kind_code(k: Stream) -> u8 {
+    match k {
+        Stream::Account => 0,
+        Stream::Transfer => 1,
+        Stream::Subscription => 2,
     }
 }
 
@@ -261,8 +380,7 @@ impl<'a> Reader<'a> {
             .ok_or_else(|| format!("record count {n} does not fit in the file"))
     }
 
-    pub fn transfer(&mut self) -> R<(Id, TransferState)> {
-        let id = self.str()?.into();
+    fn tail(&mut self) -> R<Tail> {
         let last_seq = self.u64()?;
         let last_hashes = match self.u8()? {
             0 => LastHashes::None,
@@ -277,6 +395,100 @@ impl<'a> Reader<'a> {
             }
             t => return Err(format!("bad hash tag {t} at byte {}", self.pos - 1)),
         };
+        Ok(Tail {
+            last_seq,
+            last_hashes,
+        })
+    }
+
+    fn leg(&mut self) -> R<Leg> {
+        // Fields are read in the order written.
+        Ok(Leg {
+            account: self.sym()?,
+            amount: self.i64()?,
+            currency: self.sym()?,
+            counterparty: self.sym()?,
+            seq: self.u64()?,
+            at_s: self.u32()?,
+        })
+    }
+
+    fn tag(&mut self, max: u8, what: &str) -> R<u8> {
+        let t = self.u8()?;
+        if t > max {
+            return Err(format!("bad {what} {t} at byte {}", self.pos - 1));
+        }
+        Ok(t)
+    }
+
+    /// See [`Writer::stream`]: the stream, its state, and an account's
+    /// `since`.
+    pub fn stream(&mut self) -> R<(StreamId, StreamState, Option<u64>)> {
+        let table = Table::ALL[self.tag(2, "table")? as usize];
+        let kind = Stream::ALL[self.tag(2, "stream kind")? as usize];
+        let key = self.str()?.to_owned();
+        let tail = self.tail()?;
+        let (account, since) = match self.opt(Self::account)? {
+            None => (None, None),
+            Some((a, since)) => (Some(Box::new(a)), since),
+        };
+        Ok(((table, kind, key), StreamState { tail, account }, since))
+    }
+
+    fn account(&mut self) -> R<(AccountFacts, Option<u64>)> {
+        let fold = self.opt(|r| Ok((r.u64()?, r.i64()?, r.i64()?)))?;
+        let terms = self.opt(|r| {
+            Ok(AccountTerms {
+                currency: r.opt(|r| r.str().map(str::to_owned))?,
+                overdraft_limit: r.opt(Self::i64)?,
+            })
+        })?;
+        let limit = self.opt(Self::i64)?;
+        let life = self.opt(|r| {
+            Ok(AccountLife {
+                last_seq: r.u64()?,
+                frozen: match r.tag(2, "frozen tag")? {
+                    0 => None,
+                    t => Some(t == 2),
+                },
+            })
+        })?;
+        let currency = self.opt(|r| r.str().map(str::to_owned))?;
+        let last_balance = self.opt(Self::i64)?;
+        let deposits = i128::from_le_bytes(self.take(16)?.try_into().expect("16 bytes"));
+        let withdrawals = i128::from_le_bytes(self.take(16)?.try_into().expect("16 bytes"));
+        let n = self.u32()?;
+        let mut live: Vec<(String, Leg)> = Vec::new();
+        for _ in 0..n {
+            let at = self.pos;
+            let t = self.str()?;
+            // Written in id order, each once.
+            if live.last().is_some_and(|(last, _)| last.as_str() >= t) {
+                return Err(format!("a live hold at byte {at} is out of order"));
+            }
+            live.push((t.to_owned(), self.leg()?));
+        }
+        let holds_unknown = self.tag(1, "holds_unknown flag")? == 1;
+        let since = self.opt(Self::u64)?;
+        let a = AccountFacts {
+            fold,
+            terms,
+            limit,
+            life,
+            currency,
+            last_balance,
+            deposits,
+            withdrawals,
+            live: LiveHolds::from_iter(live),
+            holds_unknown,
+            ..Default::default()
+        };
+        Ok((a, since))
+    }
+
+    pub fn transfer(&mut self) -> R<(Id, TransferState)> {
+        let id = self.str()?.into();
+        let tail = self.tail()?;
         // Read in the order written.
         let mut facts = TransferFacts::default();
         facts.set_amount(self.opt(Self::i64)?);
@@ -288,16 +500,7 @@ impl<'a> Reader<'a> {
         facts.set_terminal(self.u8()? != 0);
         facts.last_seq = self.u64()?;
         facts.last_at_s = self.u32()?;
-        Ok((
-            id,
-            TransferState {
-                tail: Tail {
-                    last_seq,
-                    last_hashes,
-                },
-                facts,
-            },
-        ))
+        Ok((id, TransferState { tail, facts }))
     }
 
     /// See [`Writer::open_transfer`]; a checkpoint before version 14 wrote
@@ -346,18 +549,7 @@ impl<'a> Reader<'a> {
         for kind in LegKind::ALL {
             let n = self.u32()?;
             for _ in 0..n {
-                l.push(
-                    kind,
-                    // Fields are read in the order written here.
-                    Leg {
-                        account: self.sym()?,
-                        amount: self.i64()?,
-                        currency: self.sym()?,
-                        counterparty: self.sym()?,
-                        seq: self.u64()?,
-                        at_s: self.u32()?,
-                    },
-                );
+                l.push(kind, self.leg()?);
             }
         }
         Ok(l)
@@ -478,5 +670,76 @@ mod tests {
         bad[at] = 7;
         let e = decode(&bad, 4).unwrap_err();
         assert!(e.contains("bad releasing reason 7"), "{e}");
+    }
+
+    fn a_stream() -> (StreamId, StreamState, Option<u64>) {
+        let leg = |seq| Leg {
+            account: Sym(0),
+            amount: 5,
+            currency: Sym(2),
+            counterparty: Sym(1),
+            seq,
+            at_s: 7,
+        };
+        let account = AccountFacts {
+            fold: Some((3, -2, 5)),
+            terms: Some(AccountTerms {
+                currency: None,
+                overdraft_limit: Some(0),
+            }),
+            life: Some(AccountLife {
+                last_seq: 3,
+                frozen: None,
+            }),
+            currency: Some("USD".into()),
+            deposits: 10,
+            live: LiveHolds::from_iter([("t.a".to_owned(), leg(2)), ("t.b".to_owned(), leg(3))]),
+            ..Default::default()
+        };
+        (
+            (Table::Account, Stream::Account, "acc.1".into()),
+            StreamState {
+                tail: Tail {
+                    last_seq: 3,
+                    last_hashes: LastHashes::One([1; 32]),
+                },
+                account: Some(Box::new(account)),
+            },
+            Some(4),
+        )
+    }
+
+    #[test]
+    fn a_stream_round_trips_and_every_damage_to_it_is_an_error() {
+        let (id, st, since) = a_stream();
+        let mut w = Writer::default();
+        w.stream(&id, &st, since);
+        let buf = w.buf;
+        let read = |b: &[u8]| -> R<_> {
+            let mut r = Reader::new(b, 3);
+            let s = r.stream()?;
+            if !r.at_end() {
+                return Err("trailing bytes".into());
+            }
+            Ok(s)
+        };
+        assert_eq!(read(&buf).unwrap(), a_stream());
+        for n in 0..buf.len() {
+            assert!(read(&buf[..n]).is_err(), "truncated to {n} bytes");
+        }
+        let damaged = |at: usize, v: u8| {
+            let mut b = buf.clone();
+            b[at] = v;
+            read(&b).unwrap_err()
+        };
+        assert!(damaged(0, 3).contains("bad table 3"));
+        assert!(damaged(1, 9).contains("bad stream kind 9"));
+        // The holds in another order: the second id sorts before the first.
+        let second = buf.windows(3).rposition(|w| w == b"t.b").unwrap();
+        assert!(damaged(second + 2, b'0').contains("out of order"));
+        let e = read(&buf[..buf.len() - 10]).unwrap_err();
+        assert!(e.contains("truncated"), "{e}");
+        let mut r = Reader::new(&buf, 2);
+        assert!(r.stream().unwrap_err().contains("name 2 out of range"));
     }
 }

@@ -323,6 +323,12 @@ impl LiveHolds {
     }
 }
 
+impl FromIterator<(String, Leg)> for LiveHolds {
+    fn from_iter<I: IntoIterator<Item = (String, Leg)>>(holds: I) -> Self {
+        LiveHolds(holds.into_iter().collect())
+    }
+}
+
 impl Serialize for LiveHolds {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut sorted: Vec<(&String, &Leg)> = self.0.iter().collect();

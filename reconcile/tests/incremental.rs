@@ -3667,10 +3667,55 @@ fn checkpoint_header(ckpt: &Path) -> serde_json::Value {
     serde_json::from_slice(&bytes[20..20 + len]).unwrap()
 }
 
-/// [`checkpoint_header`] of a checkpoint this build wrote (version 21).
+/// The checkpoint at `ckpt`, which this build wrote (version 22),
+/// rewritten as version 21 wrote it: the same state, every stream but a
+/// transfer's in the JSON header instead of the binary part's last section;
+/// returns that header. The older versions' downgrades start from it.
 fn current_header(ckpt: &Path) -> serde_json::Value {
-    let header = checkpoint_header(ckpt);
-    assert_eq!(header["version"], 21);
+    let mut header = checkpoint_header(ckpt);
+    assert_eq!(header["version"], 22);
+    let bytes = std::fs::read(ckpt).unwrap();
+    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
+    let body = &bytes[20 + len..bytes.len() - 32];
+    let mut r = ledger_reconcile::codec::Reader::new(body, usize::MAX);
+    for _ in 0..r.count().unwrap() {
+        r.open_transfer(true).unwrap();
+    }
+    for _ in 0..r.count().unwrap() {
+        r.legs().unwrap();
+    }
+    let at = r.position();
+    let mut streams = Vec::new();
+    for _ in 0..r.count().unwrap() {
+        let ((table, stream, key), st, since) = r.stream().unwrap();
+        let mut rec = serde_json::json!({
+            "table": table.as_str(),
+            "stream": stream,
+            "key": key,
+            "tail": st.tail,
+            "account": st.account,
+        });
+        if let Some(since) = since {
+            rec["entries_since"] = since.into();
+        }
+        streams.push(rec);
+    }
+    assert!(r.at_end());
+    assert!(header.get("streams").is_none(), "{header}");
+    header["version"] = 21.into();
+    header["streams"] = streams.into();
+    let json = serde_json::to_vec(&header).unwrap();
+    // The file as version 21 wrote it: that header, the body without its
+    // streams.
+    use sha2::{Digest, Sha256};
+    let mut v21 = bytes[..8].to_vec();
+    v21.extend(21u32.to_le_bytes());
+    v21.extend((json.len() as u64).to_le_bytes());
+    v21.extend(&json);
+    v21.extend(&body[..at]);
+    let digest = Sha256::digest(&v21);
+    v21.extend(digest);
+    std::fs::write(ckpt, v21).unwrap();
     header
 }
 
@@ -3816,20 +3861,25 @@ fn a_compaction_that_drops_an_accounts_rows_from_one_file_of_a_day_is_a_gap_the_
 }
 
 /// The checkpoint at `ckpt` rewritten as format `version` (6 or 7) wrote
-/// it: without the header's `streams_files` member, and for 6 without its
+/// it: its streams in the header, without the members version 8 and later
+/// added (`streams_files`, the entry key and store), and for 6 without its
 /// `owed` member; sealed with its SHA-256 again.
 fn downgrade(ckpt: &Path, version: u32) {
-    let bytes = std::fs::read(ckpt).unwrap();
-    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
-    let header = std::str::from_utf8(&bytes[20..20 + len]).unwrap();
-    assert!(header.starts_with("{\"version\":21,"), "{header}");
-    let at = header
-        .find(",\"owed\":[],\"streams_files\":[")
-        .expect(header);
-    let mut old =
-        header[..at].replacen("{\"version\":21,", &format!("{{\"version\":{version},"), 1);
-    old += if version == 6 { "}" } else { ",\"owed\":[]}" };
-    reseal(ckpt, version, old.as_bytes());
+    let mut header = current_header(ckpt);
+    header["version"] = version.into();
+    let h = header.as_object_mut().unwrap();
+    for added in [
+        "streams_files",
+        "entry_key",
+        "entry_segments",
+        "entry_generation",
+    ] {
+        assert!(h.remove(added).is_some(), "{added}");
+    }
+    if version == 6 {
+        assert_eq!(h.remove("owed"), Some(serde_json::json!([])));
+    }
+    reseal(ckpt, version, &serde_json::to_vec(&header).unwrap());
 }
 
 #[test]
@@ -6340,10 +6390,14 @@ fn downgrade_to_11(ckpt: &Path) {
 fn a_deposit_posted_again_on_a_later_night_is_found_naming_the_first_posting() {
     // Resumed from a current checkpoint, and from ones written by older
     // rules (set aside: the night proves the lake in full once).
-    for version in [21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11] {
+    for version in [22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11] {
         let dir = tempfile::tempdir().unwrap();
         let (root, ckpt, events, half) = first_half_proved(dir.path(), 47, 160);
         match version {
+            // The same rules, the streams in the header.
+            21 => {
+                current_header(&ckpt);
+            }
             19 | 20 => {
                 // The same layout and header: another copies' order (19),
                 // holds unknown for good after a gap (19, 20).
