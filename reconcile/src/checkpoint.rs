@@ -937,8 +937,7 @@ impl ProofState {
             self.files.contains_key(k)
         })
         .map_err(beside)?;
-        let mut streams: Vec<_> = self.streams.iter().collect();
-        streams.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let streams = sorted_streams(&self.streams);
         // The entry ids this run added, in account order, as a new
         // generation of the entry store.
         let generation = self.entry_store.generation + 1;
@@ -1112,6 +1111,28 @@ impl ProofState {
         }
         Ok(())
     }
+}
+
+/// Every stream's state, in [`StreamId`] order. Each key's first 16 bytes
+/// are taken once, as a number that orders as they do, so most comparisons
+/// read no string: sorting millions of accounts by their keys' bytes
+/// chased a pointer at every comparison (~1/4 of a night with nothing new
+/// at 4M accounts).
+fn sorted_streams(streams: &FxMap<StreamId, StreamState>) -> Vec<(&StreamId, &StreamState)> {
+    let prefix = |id: &StreamId| {
+        let b = id.2.as_bytes();
+        let mut head = [0u8; 16];
+        head[..b.len().min(16)].copy_from_slice(&b[..b.len().min(16)]);
+        (id.0, id.1, u128::from_be_bytes(head))
+    };
+    let mut keyed: Vec<_> = streams
+        .iter()
+        .map(|(id, st)| (prefix(id), id, st))
+        .collect();
+    // Equal prefixes (zero-padded, so "a" and "a\0" too) fall back to the
+    // whole key.
+    keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1 .2.cmp(&b.1 .2)));
+    keyed.into_iter().map(|(_, id, st)| (id, st)).collect()
 }
 
 /// A checkpoint's `entry_key`: two u64 as 16 hex digits each.
@@ -1615,5 +1636,40 @@ mod tests {
             ..want.clone()
         };
         assert_eq!(*facts, same);
+    }
+
+    #[test]
+    fn streams_sort_by_their_ids_whatever_their_keys_first_16_bytes() {
+        let keys = [
+            "",
+            "a",
+            "a\0",
+            "a\0\0",
+            "b",
+            "acc.0000000000001",
+            "acc.0000000000001x",
+            "acc.000000000000",
+            "acc.0000000000002",
+            "acc.00000000000010",
+            "é",
+            "\u{10ffff}",
+        ];
+        let mut streams = FxMap::default();
+        for key in keys {
+            for (table, kind) in [
+                (Table::Account, Stream::Account),
+                (Table::Account, Stream::Transfer),
+                (Table::Subscription, Stream::Account),
+            ] {
+                streams.insert((table, kind, key.to_owned()), StreamState::default());
+            }
+        }
+        let mut plain: Vec<&StreamId> = streams.keys().collect();
+        plain.sort();
+        let sorted: Vec<&StreamId> = sorted_streams(&streams)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(sorted, plain);
     }
 }

@@ -1515,10 +1515,16 @@ impl Facts {
             for (t, leg) in a.live.iter() {
                 self.live_holds.push((t.clone(), *leg));
             }
+            // Looked up by reference: a key is made once per currency, not
+            // once per account (millions).
+            let currency = a.currency.as_deref().unwrap_or_default();
+            if !self.currencies.contains_key(currency) {
+                self.currencies.insert(currency.to_owned(), CurrencySums::default());
+            }
             let sums = self
                 .currencies
-                .entry(a.currency.clone().unwrap_or_default())
-                .or_default();
+                .get_mut(currency)
+                .expect("inserted above");
             sums.balances += i128::from(a.last_balance.unwrap_or(0));
             sums.deposits += a.deposits;
             sums.withdrawals += a.withdrawals;

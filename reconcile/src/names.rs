@@ -78,6 +78,9 @@ pub struct Names {
     list: Vec<Box<str>>,
     /// Linear probing; a power of two long, at most half full.
     slots: Vec<Slot>,
+    /// The fork this table is one side of, and how many names the two
+    /// sides shared then ([`Names::fork`]).
+    fork: Option<(u64, usize)>,
 }
 
 /// A name as its table slot holds it.
@@ -236,17 +239,56 @@ impl Names {
         &self.list
     }
 
+    /// The table whose syms are `list`'s indexes (a checkpoint's names, in
+    /// sym order): its slots made once, at their final size (a million
+    /// accounts' names were placed again at every doubling). A name listed
+    /// twice keeps its first sym, as [`Names::id`] would.
     pub fn from_list(list: Vec<Box<str>>) -> Names {
-        let mut n = Names::default();
+        let n = (list.len() * 2 + 1).next_power_of_two().max(64);
+        let mut names = Names {
+            list: Vec::with_capacity(list.len()),
+            slots: vec![
+                Slot {
+                    head: [0; 2],
+                    len: 0,
+                    sym: EMPTY,
+                };
+                n
+            ],
+            fork: None,
+        };
         for s in list {
-            n.id(&s);
+            if let Err(at) = names.probe(s.as_bytes()) {
+                let sym = Sym(names.list.len() as u32);
+                names.slots[at] = slot(s.as_bytes(), sym);
+                names.list.push(s);
+            }
         }
-        n
+        names
+    }
+
+    /// A copy of this table for another thread's proof, whose syms agree
+    /// with this one's on every name the two hold now: [`Names::absorb`]
+    /// maps those to themselves instead of looking each up again (a
+    /// checkpoint's names hold every account's key, millions).
+    pub fn fork(&mut self) -> Names {
+        static FORKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let fork = FORKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.fork = Some((fork, self.list.len()));
+        self.clone()
     }
 
     /// Adds `other`'s names; returns, for each of `other`'s syms, this table's sym.
     pub fn absorb(&mut self, other: &Names) -> Vec<Sym> {
-        other.list.iter().map(|s| self.id(s)).collect()
+        // Both sides of one fork only added names since: the ones they
+        // shared keep their syms.
+        let shared = match (self.fork, other.fork) {
+            (Some(a), Some(b)) if a == b => a.1,
+            _ => 0,
+        };
+        let mut to: Vec<Sym> = (0..shared).map(|i| Sym(i as u32)).collect();
+        to.extend(other.list[shared..].iter().map(|s| self.id(s)));
+        to
     }
 }
 
@@ -340,5 +382,40 @@ mod tests {
         assert_eq!(n.find("gen.acc-10000"), None);
         assert_eq!(n.list().len(), 10_000);
         assert!(n.slots.len() >= 2 * n.list().len() && n.slots.len().is_power_of_two());
+    }
+
+    #[test]
+    fn a_fork_absorbed_keeps_the_names_it_shared_and_adds_its_own() {
+        let mut base = Names::default();
+        for w in ["acc-1", "USD", "acc-2"] {
+            base.id(w);
+        }
+        let mut other = base.fork();
+        // Each side adds names of its own, one of them the same.
+        let mine: Vec<Sym> = ["acc-3", "EUR"].iter().map(|w| base.id(w)).collect();
+        let theirs: Vec<Sym> = ["EUR", "acc-4", "USD"]
+            .iter()
+            .map(|w| other.id(w))
+            .collect();
+        let to = base.absorb(&other);
+        assert_eq!(to.len(), other.list().len());
+        for (sym, name) in other.list().iter().enumerate() {
+            assert_eq!(base.get(to[sym]), &**name, "{name}");
+        }
+        assert_eq!(to[theirs[0].0 as usize], mine[1], "EUR is one name");
+        assert_eq!(to[theirs[2].0 as usize], Sym(1), "USD was shared");
+        // A table that is no side of that fork is looked up name by name.
+        let mut apart = Names::default();
+        apart.id("acc-2");
+        let to = base.absorb(&apart);
+        assert_eq!(to, [Sym(2)]);
+        // Nor is a later fork's side.
+        let mut later = base.fork();
+        let fresh = later.id("acc-9");
+        let to = other.absorb(&later);
+        assert_eq!(other.get(to[fresh.0 as usize]), "acc-9");
+        for (sym, name) in later.list().iter().enumerate() {
+            assert_eq!(other.get(to[sym]), &**name, "{name}");
+        }
     }
 }

@@ -2025,13 +2025,18 @@ async fn prove_resumed(
     // Split the prior state by table: legs come from account streams,
     // transfer facts from transfer streams.
     let (mut acct, mut xfer) = (Proof::empty(), Proof::empty());
-    for (id, st) in prior.streams {
-        let p = if id.0 == Table::Account {
-            &mut acct
-        } else {
-            &mut xfer
-        };
-        p.streams.insert(id, st);
+    // Nearly all are the account table's (transfer streams are kept apart,
+    // in `prior.transfers`): its map is moved whole, not built again.
+    acct.streams = prior.streams;
+    let elsewhere: Vec<StreamId> = acct
+        .streams
+        .keys()
+        .filter(|id| id.0 != Table::Account)
+        .cloned()
+        .collect();
+    for id in elsewhere {
+        let st = acct.streams.remove(&id).expect("listed from the map");
+        xfer.streams.insert(id, st);
     }
     for f in prior.findings {
         let p = if f.stream.0 == Table::Account {
