@@ -260,8 +260,8 @@ struct Header<'a> {
     names: Vec<Cow<'a, str>>,
     /// Streams other than transfer streams before version 22 (since, they
     /// are in the binary part, as transfer streams always were).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    streams: Vec<StreamRec<'a>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    streams: Option<Vec<StreamRec<'a>>>,
     findings: Vec<FindingRec<'a>>,
     /// The settled archive's segments, oldest first, and how many transfers
     /// it holds.
@@ -725,13 +725,23 @@ impl ProofState {
             entries,
             streams,
         } = read_body(body, names, f.version).map_err(|e| format!("damaged: {e}"))?;
-        if f.version >= 22 && !f.streams.is_empty() {
-            return Err(format!(
-                "damaged header: {} stream(s) in the header of a version-{} checkpoint (version 22 keeps them in its binary part)",
-                f.streams.len(),
-                f.version
-            ));
-        }
+        // Before version 22 the header always held them (`streams` absent
+        // there is damage, not a lake of no accounts), since never.
+        let header_streams = match (f.version >= 22, f.streams) {
+            (false, Some(v)) => v,
+            (false, None) => {
+                return Err(
+                    "damaged header: no streams (versions before 22 keep them there)".into(),
+                )
+            }
+            (true, None) => Vec::new(),
+            (true, Some(_)) => {
+                return Err(format!(
+                    "damaged header: streams in the header of a version-{} checkpoint (version 22 keeps them in its binary part)",
+                    f.version
+                ))
+            }
+        };
         let names = Names::from_list(f.names.into_iter().map(|n| n.into_owned().into()).collect());
         // `--full` proves every account from its first event: it reads
         // no entry ids.
@@ -772,7 +782,7 @@ impl ProofState {
         // for what they hold, not for what they lack.
         let holds_known = f.version >= 10;
         let generation = f.entry_generation;
-        p.streams.reserve(f.streams.len() + streams.len());
+        p.streams.reserve(header_streams.len() + streams.len());
         let mut add = |id: StreamId, mut st: StreamState, since: Option<u64>| {
             if let Some(a) = st.account.as_mut() {
                 // Every account's ids count from a generation the store has
@@ -792,7 +802,7 @@ impl ProofState {
             }
             Ok(())
         };
-        for s in f.streams {
+        for s in header_streams {
             let table = table_of(&s.table)?;
             add(
                 (table, s.stream, s.key.into_owned()),
@@ -977,7 +987,7 @@ impl ProofState {
                 .map(|n| Cow::Borrowed(&**n))
                 .collect(),
             // In the binary part.
-            streams: Vec::new(),
+            streams: None,
             findings: self
                 .findings
                 .iter()
@@ -1671,5 +1681,35 @@ mod tests {
             .map(|(id, _)| id)
             .collect();
         assert_eq!(sorted, plain);
+    }
+
+    #[test]
+    fn a_version_21_header_without_its_streams_is_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ckpt");
+        ProofState::default().save(&path, "/lake", 0).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let (header, body) = split_content(&bytes[..bytes.len() - 32]).unwrap();
+        // The body's last section: no streams (a count of 0).
+        let (body, streams) = body.split_at(body.len() - 8);
+        assert_eq!(streams, 0u64.to_le_bytes());
+        let header = std::str::from_utf8(header).unwrap();
+        assert!(header.starts_with("{\"version\":22,"), "{header}");
+        let v21 = |json: &str| {
+            let mut sealed = b"LDGRCKPT".to_vec();
+            sealed.extend(21u32.to_le_bytes());
+            sealed.extend((json.len() as u64).to_le_bytes());
+            sealed.extend(json.as_bytes());
+            sealed.extend(body);
+            let digest = Sha256::digest(&sealed);
+            sealed.extend(digest);
+            std::fs::write(&path, &sealed).unwrap();
+            ProofState::load(&path, "/lake")
+        };
+        let bare = header.replacen("{\"version\":22,", "{\"version\":21,", 1);
+        let e = v21(&bare).unwrap_err().to_string();
+        assert!(e.contains("no streams"), "{e}");
+        let with = bare.replacen("{\"version\":21,", "{\"version\":21,\"streams\":[],", 1);
+        assert!(v21(&with).is_ok());
     }
 }

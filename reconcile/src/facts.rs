@@ -1519,12 +1519,10 @@ impl Facts {
             // once per account (millions).
             let currency = a.currency.as_deref().unwrap_or_default();
             if !self.currencies.contains_key(currency) {
-                self.currencies.insert(currency.to_owned(), CurrencySums::default());
+                self.currencies
+                    .insert(currency.to_owned(), CurrencySums::default());
             }
-            let sums = self
-                .currencies
-                .get_mut(currency)
-                .expect("inserted above");
+            let sums = self.currencies.get_mut(currency).expect("inserted above");
             sums.balances += i128::from(a.last_balance.unwrap_or(0));
             sums.deposits += a.deposits;
             sums.withdrawals += a.withdrawals;

@@ -26,7 +26,7 @@
 //! misses from the same seq on (the stream now ends before both) are one
 //! finding, the one of the later seq (whose detail spans the other's).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use datafusion::arrow::array::{Array, Int64Array};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -315,6 +315,13 @@ fn each_proved(
     reopened: &[Owed],
     mut f: impl FnMut((Table, Stream, &str), &Tail),
 ) {
+    // The evidence of findings, and the reopened streams' tails with
+    // theirs, each seq's at once: thousands may be at one seq (damaged
+    // copies of one row, each owing its content), and each call owes what
+    // the marks there do (64,000 such copies took minutes one by one, and
+    // the memory of the host).
+    let mut at_seq: BTreeMap<(&StreamId, u64), Option<BTreeSet<String>>> = BTreeMap::new();
+    let mut evidence = Vec::new();
     if let Some(p) = owing.set_aside {
         for (id, st) in &p.streams {
             f(key(id), &st.tail);
@@ -322,12 +329,28 @@ fn each_proved(
         for (id, st) in p.transfers.iter() {
             f((Table::Transfer, Stream::Transfer, id), &st.tail);
         }
-        for (id, tail) in p.findings.iter().filter_map(retained::evidence) {
-            f(key(&id), &tail);
+        evidence = p.findings.iter().filter_map(retained::evidence).collect();
+    }
+    for (id, tail) in evidence.iter().chain(reopened) {
+        let hashes = at_seq.entry((id, tail.last_seq)).or_insert(None);
+        // A tail of no hash (a lost file's start) alone stays one.
+        if tail.last_hashes != LastHashes::None || hashes.is_some() {
+            hashes
+                .get_or_insert_with(BTreeSet::new)
+                .extend(Vec::<String>::from(tail.last_hashes.clone()));
         }
     }
-    for (id, tail) in reopened {
-        f(key(id), tail);
+    for ((id, seq), hashes) in at_seq {
+        let last_hashes = hashes.map_or(LastHashes::None, |h| {
+            LastHashes::of(h.iter().map(String::as_str))
+        });
+        f(
+            key(id),
+            &Tail {
+                last_seq: seq,
+                last_hashes,
+            },
+        );
     }
 }
 

@@ -2049,7 +2049,7 @@ async fn prove_resumed(
     acct.facts.legs = prior.legs;
     acct.facts.entry_key = prior.entry_key;
     acct.facts.entry_store = std::mem::take(&mut prior.entry_store);
-    acct.facts.names = prior.names.clone();
+    acct.facts.names = prior.names.fork();
     xfer.facts.transfers = prior.transfers;
     xfer.facts.names = prior.names;
     let ctx = &RunCtx {

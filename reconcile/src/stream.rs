@@ -45,6 +45,28 @@ pub struct StreamRows {
     /// (`crate::keyed`): each after how many runs, its file and seq. Rare:
     /// empty, it allocates nothing.
     dropped: Vec<(u32, u32, u64)>,
+    /// While grouping: how many of the last rows have the last row's seq
+    /// and hash ([`StreamRows::copy_of`] compares a row with those).
+    same: u32,
+    /// Those rows by their content, once there are more than
+    /// [`SAME_SCANNED_MAX`] of them.
+    copies: Option<Box<Copies>>,
+}
+
+/// Copies of one row (one seq, one hash) past which a row is looked up among
+/// them by its content's fingerprint instead of compared with each: 16,000
+/// damaged copies of one row that keep its hash took 8 s compared pairwise.
+const SAME_SCANNED_MAX: u32 = 32;
+
+/// The last rows of a stream that share a seq and a hash, each as (run,
+/// row) under its content's fingerprint.
+type Copies = crate::names::FxMap<u64, smallvec::SmallVec<[(u32, u32); 1]>>;
+
+fn content_print(row: &EventRef<'_>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = crate::names::FxHasher::default();
+    row.hash(&mut h);
+    h.finish()
 }
 
 impl StreamRows {
@@ -55,6 +77,8 @@ impl StreamRows {
             len: 0,
             changed_copies: false,
             dropped: Vec::new(),
+            same: 0,
+            copies: None,
         }
     }
 
@@ -140,23 +164,67 @@ impl StreamRows {
     /// How `row` stands to the rows at the end of the stream with its seq
     /// (the copies of a seq are the stream's last rows): one equal to it in
     /// every column, one with its hash only, or none with its hash.
-    fn copy_of(&self, row: Row<'_>) -> CopyOf {
-        let seq = row.seq();
-        let mut found = CopyOf::Neither;
-        for r in self.runs.iter().rev() {
-            for i in (r.start as usize..r.end as usize).rev() {
-                if r.cols.seq(i) != seq {
-                    return found;
-                }
-                if r.cols.hash(i) == row.hash() {
-                    if r.cols.view(i) == row.view() {
-                        return CopyOf::Plain;
-                    }
-                    found = CopyOf::HashOnly;
-                }
-            }
+    ///
+    /// The rows of a seq arrive in hash order (the merge's: every lake file
+    /// is sorted by (`stream`, `stream_key`, `seq`, `hash`), `crate::merge`),
+    /// so those with `row`'s hash are the last ones (`same` of them), and
+    /// only they are compared: K versions of one seq with K hashes cost K
+    /// comparisons, not K² (64,000 damaged copies of one row took ~10 s).
+    /// Past [`SAME_SCANNED_MAX`] copies with one hash, `row` is looked up
+    /// among them by its content.
+    fn copy_of(&mut self, row: Row<'_>) -> CopyOf {
+        let last = self.runs.last().expect("a stream has a row");
+        let at = last.end as usize - 1;
+        let hash = last.cols.hash(at);
+        if last.cols.seq(at) != row.seq() || hash != row.hash() {
+            debug_assert!(
+                last.cols.seq(at) != row.seq() || hash < row.hash(),
+                "rows of one seq out of hash order"
+            );
+            // The row starts a new suffix ([`StreamRows::push`]).
+            self.same = 0;
+            self.copies = None;
+            return CopyOf::Neither;
         }
-        found
+        let view = row.view();
+        if self.same > SAME_SCANNED_MAX {
+            if self.copies.is_none() {
+                let mut copies = Copies::default();
+                for (r, i) in self.last_rows(self.same as usize) {
+                    let print = content_print(&self.runs[r as usize].cols.view(i as usize));
+                    copies.entry(print).or_default().push((r, i));
+                }
+                self.copies = Some(Box::new(copies));
+            }
+            let copies = self.copies.as_deref().expect("made above");
+            let plain = copies.get(&content_print(&view)).is_some_and(|at| {
+                at.iter()
+                    .any(|&(r, i)| self.runs[r as usize].cols.view(i as usize) == view)
+            });
+            return if plain {
+                CopyOf::Plain
+            } else {
+                CopyOf::HashOnly
+            };
+        }
+        let plain = self
+            .last_rows(self.same as usize)
+            .any(|(r, i)| self.runs[r as usize].cols.view(i as usize) == view);
+        if plain {
+            CopyOf::Plain
+        } else {
+            CopyOf::HashOnly
+        }
+    }
+
+    /// The last `n` rows, last first, as (run, row).
+    fn last_rows(&self, n: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.runs
+            .iter()
+            .enumerate()
+            .rev()
+            .flat_map(|(r, run)| (run.start..run.end).rev().map(move |i| (r as u32, i)))
+            .take(n)
     }
 
     /// Drops the first `n` rows (all of them if there are fewer): what is
@@ -180,9 +248,15 @@ impl StreamRows {
         }
         self.runs.drain(..whole);
         self.dropped.clear();
+        // Grouping is over: the copies' places named runs now drained.
+        self.same = 0;
+        self.copies = None;
     }
 
     /// Appends `row`: to the last run when it is the row after it.
+    /// Appends `row`: to the last run when it is the row after it. Its
+    /// seq and hash are the last rows' (`same` of them) or new (`same` 0,
+    /// [`StreamRows::copy_of`]).
     fn push(&mut self, row: Row<'_>) {
         let (cols, i) = row.batch();
         let i = u32::try_from(i).expect("a record batch has fewer than 2³² rows");
@@ -195,6 +269,14 @@ impl StreamRows {
             }),
         }
         self.len += 1;
+        self.same += 1;
+        if let Some(copies) = self.copies.as_deref_mut() {
+            let r = (self.runs.len() - 1) as u32;
+            copies
+                .entry(content_print(&row.view()))
+                .or_default()
+                .push((r, i));
+        }
     }
 }
 
@@ -485,21 +567,25 @@ pub(crate) fn unhex(h: &str) -> Option<[u8; 32]> {
 }
 
 impl LastHashes {
+    /// The hashes `hashes` names, each once, sorted (the rows of a seq
+    /// hand over theirs once a row: thousands of damaged copies of one row,
+    /// each recording its hash, are one hash, which a tail kept thousands
+    /// of times and judged at a cost of their square).
     pub fn of<'a>(hashes: impl IntoIterator<Item = &'a str>) -> LastHashes {
         let mut it = hashes.into_iter();
         let Some(first) = it.next() else {
             return LastHashes::None;
         };
-        match (it.next(), unhex(first)) {
-            (None, Some(one)) => LastHashes::One(one),
-            (second, _) => LastHashes::Other(
-                [first]
-                    .into_iter()
-                    .chain(second)
-                    .chain(it)
-                    .map(str::to_owned)
-                    .collect(),
-            ),
+        let second = it.next();
+        if let (None, Some(one)) = (second, unhex(first)) {
+            return LastHashes::One(one);
+        }
+        let mut all: Vec<&str> = [first].into_iter().chain(second).chain(it).collect();
+        all.sort_unstable();
+        all.dedup();
+        match (all.as_slice(), unhex(all[0])) {
+            ([_], Some(one)) => LastHashes::One(one),
+            _ => LastHashes::Other(all.into_iter().map(str::to_owned).collect()),
         }
     }
 
@@ -606,6 +692,13 @@ mod tests {
     /// A batch of account rows of the scan's file `file`, each (key, seq,
     /// hash), every other column the same.
     fn cols(file: u32, rows: &[(&str, i64, &str)]) -> Arc<Cols> {
+        let rows: Vec<(&str, i64, &str, i64)> =
+            rows.iter().map(|&(k, s, h)| (k, s, h, 7)).collect();
+        cols_at(file, &rows)
+    }
+
+    /// [`cols`], each row with its `occurred_at_ms` (the 4th).
+    fn cols_at(file: u32, rows: &[(&str, i64, &str, i64)]) -> Arc<Cols> {
         use datafusion::arrow::array::{ArrayRef, Int64Array, StringViewArray, UInt16Array};
         use datafusion::arrow::record_batch::RecordBatch;
         let n = rows.len();
@@ -620,8 +713,11 @@ mod tests {
                     }
                     "hash" => Arc::new(StringViewArray::from_iter_values(rows.iter().map(|r| r.2))),
                     "stream" => Arc::new(StringViewArray::from(vec!["account"; n])),
-                    "occurred_at_ms" | "amount" | "balance_after" | "held_after"
-                    | "overdraft_limit" | "deadline_ms" => Arc::new(Int64Array::from(vec![7; n])),
+                    "occurred_at_ms" => {
+                        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.3)))
+                    }
+                    "amount" | "balance_after" | "held_after" | "overdraft_limit"
+                    | "deadline_ms" => Arc::new(Int64Array::from(vec![7; n])),
                     _ => Arc::new(StringViewArray::from(vec![format!("{name}-value"); n])),
                 };
                 (name, array)
@@ -630,6 +726,48 @@ mod tests {
         let mut cols = Cols::from_batch(&RecordBatch::try_from_iter(columns).unwrap()).unwrap();
         cols.file = file;
         Arc::new(cols)
+    }
+
+    #[test]
+    fn copies_of_one_seq_are_told_apart_by_hash_and_content_however_many() {
+        // Seq 1 of `a` in hash order, as the merge hands it over: under h1
+        // three contents, under h2 200 (past the look-up's threshold), each
+        // content of h2 sent twice (the second time after all the others,
+        // from another file), and under h3 the contents h2 had. Then seq 2.
+        let mut rows: Vec<(&str, i64, &str, i64)> = vec![("a", 1, "h1", 0), ("a", 1, "h1", 1)];
+        rows.extend([("a", 1, "h1", 0), ("a", 1, "h1", 2)]);
+        rows.extend((0..200).map(|t| ("a", 1, "h2", t)));
+        let f0 = cols_at(0, &rows);
+        let again: Vec<_> = (0..200).rev().map(|t| ("a", 1, "h2", t)).collect();
+        let f1 = cols_at(1, &again);
+        let h3: Vec<_> = (0..200)
+            .map(|t| ("a", 1, "h3", t))
+            .chain([("a", 2, "h4", 0)])
+            .collect();
+        let f2 = cols_at(2, &h3);
+        let mut g = Grouper::default();
+        let order = (0..rows.len())
+            .map(|i| (&f0, i))
+            .chain((0..again.len()).map(|i| (&f1, i)))
+            .chain((0..h3.len()).map(|i| (&f2, i)));
+        for (c, i) in order {
+            assert!(g.push(Row::at(c, i)).is_none(), "one stream");
+        }
+        let s = g.finish().unwrap();
+        // Kept: 3 + 200 + 200 + 1; dropped: h1's repeated content, and
+        // every content of h2 sent again.
+        assert_eq!((s.len(), g.stats.plain_duplicates), (404, 201));
+        assert!(s.changed_copies);
+        let kept: std::collections::HashSet<(u64, String, i64)> = s
+            .runs
+            .iter()
+            .flat_map(|r| (r.start as usize..r.end as usize).map(move |i| (r, i)))
+            .map(|(r, i)| {
+                let v = r.cols.view(i);
+                (v.seq, v.hash.to_owned(), v.occurred_at_ms)
+            })
+            .collect();
+        assert_eq!(kept.len(), 404, "no row kept twice");
     }
 
     #[test]
@@ -905,6 +1043,22 @@ mod tests {
             let v: Vec<String> = l.clone().into();
             assert_eq!(LastHashes::from(v), l);
         }
-        assert_eq!(Vec::<String>::from(LastHashes::of([h.as_str()])), [h]);
+        assert_eq!(
+            Vec::<String>::from(LastHashes::of([h.as_str()])),
+            std::slice::from_ref(&h)
+        );
+        // Each once, sorted.
+        assert_eq!(
+            LastHashes::of([h.as_str(), h.as_str(), h.as_str()]),
+            one_of(&h)
+        );
+        assert_eq!(
+            LastHashes::of(["y", "x", "y"]),
+            LastHashes::Other(vec!["x".into(), "y".into()])
+        );
+    }
+
+    fn one_of(h: &str) -> LastHashes {
+        LastHashes::One(unhex(h).unwrap())
     }
 }

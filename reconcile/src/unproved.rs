@@ -189,7 +189,12 @@ pub struct Marks(HashMap<(Table, Stream), HashMap<String, BySeq>>);
 
 /// A stream's `hash_mismatch` findings, by seq, then by recorded hash:
 /// each row's content hash and what is owed of it.
-type BySeq = BTreeMap<u64, HashMap<String, Vec<(String, Owes)>>>;
+type BySeq = BTreeMap<u64, HashMap<String, Rows>>;
+
+/// The rows at one seq recording one hash: what each one's content hashes
+/// to, with what it owes (by content: a row among thousands of damaged
+/// copies is found with one look-up).
+type Rows = BTreeMap<String, Owes>;
 
 impl Marks {
     /// The marks of `findings` (a finding with none owes its recorded
@@ -212,10 +217,12 @@ impl Marks {
                 .or_default()
                 .entry(h.to_owned())
                 .or_default();
-            match rows.iter_mut().find(|(content, _)| content == c) {
+            match rows.get_mut(c) {
                 // Two findings of one row (copies alike): all either owes.
-                Some(row) => row.1 = row.1.and(owes),
-                None => rows.push((c.to_owned(), owes)),
+                Some(row) => *row = row.and(owes),
+                None => {
+                    rows.insert(c.to_owned(), owes);
+                }
             }
         }
         marks
@@ -225,7 +232,7 @@ impl Marks {
     /// whose content hashes to `content` owed (`None`: there was none).
     pub fn get(&self, stream: &StreamId, seq: u64, hash: &str, content: &str) -> Option<Owes> {
         let rows = self.at((stream.0, stream.1, &stream.2), seq)?.get(hash)?;
-        rows.iter().find(|(c, _)| c == content).map(|row| row.1)
+        rows.get(content).copied()
     }
 
     /// The marks at `seq` of the stream `key` of `table`.
@@ -233,7 +240,7 @@ impl Marks {
         &self,
         (table, stream, key): (Table, Stream, &str),
         seq: u64,
-    ) -> Option<&HashMap<String, Vec<(String, Owes)>>> {
+    ) -> Option<&HashMap<String, Rows>> {
         self.0.get(&(table, stream))?.get(key)?.get(&seq)
     }
 
@@ -243,8 +250,8 @@ impl Marks {
     pub fn contents(&self, at: (Table, Stream, &str), seq: u64) -> Vec<&str> {
         self.at(at, seq)
             .into_iter()
-            .flat_map(|m| m.values().flatten())
-            .map(|(content, _)| content.as_str())
+            .flat_map(|m| m.values().flat_map(|rows| rows.keys()))
+            .map(String::as_str)
             .collect()
     }
 
@@ -271,7 +278,11 @@ impl Marks {
         }
         owed.sort_unstable();
         owed.dedup();
-        if owed.len() == hashes.len() && owed.iter().all(|h| tail.last_hashes.contains(h)) {
+        // The same hashes (compared sorted: a tail may hold thousands).
+        let mut had: Vec<&str> = hashes.iter().map(String::as_str).collect();
+        had.sort_unstable();
+        had.dedup();
+        if owed == had {
             return Cow::Borrowed(tail);
         }
         Cow::Owned(Tail {

@@ -7448,3 +7448,73 @@ fn a_lake_spelled_another_way_is_the_same_lake() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("written for the lake"), "{stderr}");
 }
+
+/// Hundreds of copies of one proved tail row (rev-s61-red3 Q1, and the same
+/// with one hash): 150 altered under its hash, 150 with damaged hashes of
+/// their own, half of each delivered again in a second file. Copies past
+/// the grouping's look-up threshold (`stream::SAME_SCANNED_MAX`), and a
+/// tail that holds the hash once, not once a copy: resumed, with nothing
+/// new, and with `--full` and the checkpoint, the nights report what a
+/// proof of the lake alone does, every copy named once and each copy
+/// delivered again a plain duplicate.
+#[test]
+fn hundreds_of_copies_of_one_row_are_each_named_once_resumed_and_with_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, ckpt) = (dir.path().join("lake"), dir.path().join("checkpoint"));
+    let events = history(61, 4, 80);
+    deliver(&root, &events.iter().collect::<Vec<_>>(), "a");
+    assert!(night(&root, &ckpt).holds);
+    let [last, _] = newest_tails(&events);
+    let altered: Vec<Event> = (1..=150)
+        .map(|i| {
+            let mut e = last.clone();
+            e.occurred_at_ms += i;
+            e
+        })
+        .collect();
+    let rehashed: Vec<Event> = (0..150u32)
+        .map(|i| {
+            let mut e = last.clone();
+            e.hash = format!("{:064x}", u64::from(i) + 1);
+            e
+        })
+        .collect();
+    let copies = [altered.clone(), rehashed.clone()].concat();
+    write_beside(&root, &events, &copies);
+    let again: Vec<Event> = altered
+        .iter()
+        .chain(&rehashed)
+        .step_by(2)
+        .cloned()
+        .collect();
+    write_beside(&root, &events, &again);
+    let alone = full(&root);
+    let named = |r: &Report| {
+        r.checks
+            .iter()
+            .flat_map(|c| &c.findings)
+            .filter(|f| f.code == "hash_mismatch" && f.event_id.as_deref() == Some(&last.event_id))
+            .count()
+    };
+    assert_eq!(named(&alone), 300, "{}", verdicts(&alone));
+    // Each copy delivered again is a plain duplicate, and so is the row
+    // of another stream each file holds beside them (delivered already).
+    assert_eq!(alone.stats.plain_duplicates, 150 + 2);
+    let r = night(&root, &ckpt);
+    assert_same(2, &r, &without_owed(&alone));
+    let p = ProofState::load(&ckpt, root.to_str().unwrap()).unwrap();
+    let id = (
+        ledger_ingest::Table::Account,
+        Stream::Account,
+        last.stream_key.clone(),
+    );
+    let tail = &p.streams[&id].tail;
+    assert_eq!(tail.last_seq, last.seq);
+    // The tail holds the hashes of the seq's versions, each once.
+    let hashes: Vec<String> = tail.last_hashes.clone().into();
+    assert_eq!(hashes.len(), 151, "{}", hashes.len());
+    assert!(hashes.contains(&last.hash));
+    assert_same(3, &night(&root, &ckpt), &without_owed(&alone));
+    let r = full_night_with(&root, &ckpt, &opts());
+    assert_same(4, &r, &without_owed(&alone));
+}

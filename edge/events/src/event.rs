@@ -187,7 +187,7 @@ pub struct Event {
 /// (from an [`Event`] or from a record batch's string arrays). The canonical
 /// encoding, the hash check and validation are implemented here, once, and
 /// allocate nothing on success.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct EventRef<'a> {
     pub v: u16,
     pub event_id: &'a str,
