@@ -45,12 +45,6 @@ pub struct StreamRows {
     /// (`crate::keyed`): each after how many runs, its file and seq. Rare:
     /// empty, it allocates nothing.
     dropped: Vec<(u32, u32, u64)>,
-    /// While grouping: how many of the last rows have the last row's seq
-    /// and hash ([`StreamRows::copy_of`] compares a row with those).
-    same: u32,
-    /// Those rows by their content, once there are more than
-    /// [`SAME_SCANNED_MAX`] of them.
-    copies: Option<Box<Copies>>,
 }
 
 /// Copies of one row (one seq, one hash) past which a row is looked up among
@@ -61,6 +55,17 @@ const SAME_SCANNED_MAX: u32 = 32;
 /// The last rows of a stream that share a seq and a hash, each as (run,
 /// row) under its content's fingerprint.
 type Copies = crate::names::FxMap<u64, smallvec::SmallVec<[(u32, u32); 1]>>;
+
+/// The copies at the end of the stream [`Grouper`] is grouping: how many of
+/// its last rows have its last row's seq and hash ([`StreamRows::copy_of`]
+/// compares a row with those), and those rows by their content once there
+/// are more than [`SAME_SCANNED_MAX`]. Kept by the grouper, not by every
+/// stream's rows (a proof holds millions of those).
+#[derive(Default)]
+struct SameCopies {
+    same: u32,
+    copies: Option<Box<Copies>>,
+}
 
 fn content_print(row: &EventRef<'_>) -> u64 {
     use std::hash::{Hash, Hasher};
@@ -77,8 +82,6 @@ impl StreamRows {
             len: 0,
             changed_copies: false,
             dropped: Vec::new(),
-            same: 0,
-            copies: None,
         }
     }
 
@@ -172,31 +175,29 @@ impl StreamRows {
     /// comparisons, not K² (64,000 damaged copies of one row took ~10 s).
     /// Past [`SAME_SCANNED_MAX`] copies with one hash, `row` is looked up
     /// among them by its content.
-    fn copy_of(&mut self, row: Row<'_>) -> CopyOf {
+    fn copy_of(&self, row: Row<'_>, at: &mut SameCopies) -> CopyOf {
         let last = self.runs.last().expect("a stream has a row");
-        let at = last.end as usize - 1;
-        let hash = last.cols.hash(at);
-        if last.cols.seq(at) != row.seq() || hash != row.hash() {
+        let i = last.end as usize - 1;
+        let hash = last.cols.hash(i);
+        if last.cols.seq(i) != row.seq() || hash != row.hash() {
             debug_assert!(
-                last.cols.seq(at) != row.seq() || hash < row.hash(),
+                last.cols.seq(i) != row.seq() || hash < row.hash(),
                 "rows of one seq out of hash order"
             );
-            // The row starts a new suffix ([`StreamRows::push`]).
-            self.same = 0;
-            self.copies = None;
+            // The row starts a new stretch of copies.
+            *at = SameCopies::default();
             return CopyOf::Neither;
         }
         let view = row.view();
-        if self.same > SAME_SCANNED_MAX {
-            if self.copies.is_none() {
+        if at.same > SAME_SCANNED_MAX {
+            let copies = at.copies.get_or_insert_with(|| {
                 let mut copies = Copies::default();
-                for (r, i) in self.last_rows(self.same as usize) {
+                for (r, i) in self.last_rows(at.same as usize) {
                     let print = content_print(&self.runs[r as usize].cols.view(i as usize));
                     copies.entry(print).or_default().push((r, i));
                 }
-                self.copies = Some(Box::new(copies));
-            }
-            let copies = self.copies.as_deref().expect("made above");
+                Box::new(copies)
+            });
             let plain = copies.get(&content_print(&view)).is_some_and(|at| {
                 at.iter()
                     .any(|&(r, i)| self.runs[r as usize].cols.view(i as usize) == view)
@@ -208,7 +209,7 @@ impl StreamRows {
             };
         }
         let plain = self
-            .last_rows(self.same as usize)
+            .last_rows(at.same as usize)
             .any(|(r, i)| self.runs[r as usize].cols.view(i as usize) == view);
         if plain {
             CopyOf::Plain
@@ -248,15 +249,10 @@ impl StreamRows {
         }
         self.runs.drain(..whole);
         self.dropped.clear();
-        // Grouping is over: the copies' places named runs now drained.
-        self.same = 0;
-        self.copies = None;
     }
 
     /// Appends `row`: to the last run when it is the row after it.
-    /// Appends `row`: to the last run when it is the row after it. Its
-    /// seq and hash are the last rows' (`same` of them) or new (`same` 0,
-    /// [`StreamRows::copy_of`]).
+    /// Appends `row`: to the last run when it is the row after it.
     fn push(&mut self, row: Row<'_>) {
         let (cols, i) = row.batch();
         let i = u32::try_from(i).expect("a record batch has fewer than 2³² rows");
@@ -269,14 +265,6 @@ impl StreamRows {
             }),
         }
         self.len += 1;
-        self.same += 1;
-        if let Some(copies) = self.copies.as_deref_mut() {
-            let r = (self.runs.len() - 1) as u32;
-            copies
-                .entry(content_print(&row.view()))
-                .or_default()
-                .push((r, i));
-        }
     }
 }
 
@@ -638,6 +626,8 @@ pub struct ScanStats {
 pub struct Grouper {
     current: Option<StreamRows>,
     pub stats: ScanStats,
+    /// The copies at the end of `current`.
+    at: SameCopies,
 }
 
 impl Grouper {
@@ -651,7 +641,7 @@ impl Grouper {
             {
                 // Every copy of this seq is at the end of the group (rows
                 // arrive in seq order); a copy equal to any is a redelivery.
-                match cur.copy_of(row) {
+                match cur.copy_of(row, &mut self.at) {
                     CopyOf::Plain => {
                         self.stats.plain_duplicates += 1;
                         let after = u32::try_from(cur.runs.len()).expect("fewer than 2³² runs");
@@ -663,11 +653,24 @@ impl Grouper {
                 }
                 None
             }
-            _ => self.current.take(),
+            _ => {
+                self.at = SameCopies::default();
+                self.current.take()
+            }
         };
-        self.current
-            .get_or_insert_with(|| StreamRows::new(row.stream()))
-            .push(row);
+        let cur = self
+            .current
+            .get_or_insert_with(|| StreamRows::new(row.stream()));
+        cur.push(row);
+        self.at.same += 1;
+        if let Some(copies) = self.at.copies.as_deref_mut() {
+            let last = cur.runs.last().expect("pushed");
+            let at = ((cur.runs.len() - 1) as u32, last.end - 1);
+            copies
+                .entry(content_print(&row.view()))
+                .or_default()
+                .push(at);
+        }
         self.stats.distinct_rows += 1;
         if done.is_some() {
             self.stats.streams += 1;
