@@ -696,6 +696,15 @@ impl ProofState {
                 f.version
             ));
         }
+        // The layout follows the version the file's first bytes give
+        // (`frame`); its header must say the same.
+        let framed = u32::from_le_bytes(content[8..12].try_into().expect("4 bytes"));
+        if framed != f.version {
+            return Err(format!(
+                "damaged header: format version {} in the header of a version-{framed} file",
+                f.version
+            ));
+        }
         // The proof state does not depend on the files' encodings: a
         // checkpoint of a lake-v1 lake carries over to its lake-v2 files.
         if !ledger_ingest::LAKE_LAYOUTS_READABLE.contains(&f.layout.as_ref()) {
@@ -719,6 +728,7 @@ impl ProofState {
             None => None,
         };
         let names = f.names.len();
+        let names_listed = names;
         let Body {
             transfers,
             legs,
@@ -743,6 +753,11 @@ impl ProofState {
             }
         };
         let names = Names::from_list(f.names.into_iter().map(|n| n.into_owned().into()).collect());
+        // The records' syms are indexes into the list as written: a name
+        // listed twice would shift every one after it.
+        if names.list().len() != names_listed {
+            return Err("damaged header: a name is listed twice".into());
+        }
         // `--full` proves every account from its first event: it reads
         // no entry ids.
         let entry_store = if tolerant {
@@ -1711,5 +1726,41 @@ mod tests {
         assert!(e.contains("no streams"), "{e}");
         let with = bare.replacen("{\"version\":21,", "{\"version\":21,\"streams\":[],", 1);
         assert!(v21(&with).is_ok());
+    }
+
+    #[test]
+    fn a_name_listed_twice_or_a_header_of_another_version_is_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ckpt");
+        let mut p = ProofState::default();
+        p.names = Names::from_list(vec!["acc-1".into(), "USD".into()]);
+        p.save(&path, "/lake", 0).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let (header, body) = split_content(&bytes[..bytes.len() - 32]).unwrap();
+        let header = std::str::from_utf8(header).unwrap().to_owned();
+        let resealed = |version: u32, json: &str| {
+            let mut sealed = b"LDGRCKPT".to_vec();
+            sealed.extend(version.to_le_bytes());
+            sealed.extend((json.len() as u64).to_le_bytes());
+            sealed.extend(json.as_bytes());
+            sealed.extend(body);
+            let digest = Sha256::digest(&sealed);
+            sealed.extend(digest);
+            std::fs::write(&path, &sealed).unwrap();
+            ProofState::load(&path, "/lake")
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(resealed(CHECKPOINT_VERSION, &header), Ok(()));
+        let twice = header.replacen("[\"acc-1\",\"USD\"]", "[\"acc-1\",\"acc-1\"]", 1);
+        assert_ne!(twice, header);
+        let e = resealed(CHECKPOINT_VERSION, &twice).unwrap_err();
+        assert!(e.contains("a name is listed twice"), "{e}");
+        // Version 21's frame around version 22's header (and its body).
+        let e = resealed(21, &header).unwrap_err();
+        assert!(
+            e.contains("format version 22 in the header of a version-21 file"),
+            "{e}"
+        );
     }
 }
