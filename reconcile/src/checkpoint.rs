@@ -1732,8 +1732,10 @@ mod tests {
     fn a_name_listed_twice_or_a_header_of_another_version_is_damage() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ckpt");
-        let mut p = ProofState::default();
-        p.names = Names::from_list(vec!["acc-1".into(), "USD".into()]);
+        let p = ProofState {
+            names: Names::from_list(vec!["acc-1".into(), "USD".into()]),
+            ..Default::default()
+        };
         p.save(&path, "/lake", 0).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         let (header, body) = split_content(&bytes[..bytes.len() - 32]).unwrap();
