@@ -386,7 +386,12 @@ impl<'a> Reader<'a> {
             0 => LastHashes::None,
             1 => LastHashes::One(self.take(32)?.try_into().expect("32 bytes")),
             2 => {
+                let at = self.pos;
                 let n = self.u32()?;
+                // No hash is tag 0: an empty list is written by nothing.
+                if n == 0 {
+                    return Err(format!("an empty hash list at byte {at}"));
+                }
                 let mut v = Vec::new();
                 for _ in 0..n {
                     v.push(self.str()?.to_owned());
@@ -733,6 +738,16 @@ mod tests {
             read(&b).unwrap_err()
         };
         assert!(damaged(0, 3).contains("bad table 3"));
+        // The tail's hashes as a list of none (tag 2, count 0).
+        let mut w = Writer::default();
+        w.u8(0);
+        w.u8(0);
+        w.str("acc.1");
+        w.u64(3);
+        w.u8(2);
+        w.u32(0);
+        w.u8(0);
+        assert!(read(&w.buf).unwrap_err().contains("an empty hash list"));
         assert!(damaged(1, 9).contains("bad stream kind 9"));
         // The holds in another order: the second id sorts before the first.
         let second = buf.windows(3).rposition(|w| w == b"t.b").unwrap();
