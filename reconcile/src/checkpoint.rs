@@ -1698,6 +1698,19 @@ mod tests {
         assert_eq!(sorted, plain);
     }
 
+    /// A checkpoint at `path` framed as `version`, with the header `json`
+    /// and the binary `body`, sealed with its SHA-256.
+    fn write_sealed(path: &Path, version: u32, json: &str, body: &[u8]) {
+        let mut sealed = MAGIC.to_vec();
+        sealed.extend(version.to_le_bytes());
+        sealed.extend((json.len() as u64).to_le_bytes());
+        sealed.extend(json.as_bytes());
+        sealed.extend(body);
+        let digest = Sha256::digest(&sealed);
+        sealed.extend(digest);
+        std::fs::write(path, &sealed).unwrap();
+    }
+
     #[test]
     fn a_version_21_header_without_its_streams_is_damage() {
         let dir = tempfile::tempdir().unwrap();
@@ -1711,14 +1724,7 @@ mod tests {
         let header = std::str::from_utf8(header).unwrap();
         assert!(header.starts_with("{\"version\":22,"), "{header}");
         let v21 = |json: &str| {
-            let mut sealed = b"LDGRCKPT".to_vec();
-            sealed.extend(21u32.to_le_bytes());
-            sealed.extend((json.len() as u64).to_le_bytes());
-            sealed.extend(json.as_bytes());
-            sealed.extend(body);
-            let digest = Sha256::digest(&sealed);
-            sealed.extend(digest);
-            std::fs::write(&path, &sealed).unwrap();
+            write_sealed(&path, 21, json, body);
             ProofState::load(&path, "/lake")
         };
         let bare = header.replacen("{\"version\":22,", "{\"version\":21,", 1);
@@ -1741,14 +1747,7 @@ mod tests {
         let (header, body) = split_content(&bytes[..bytes.len() - 32]).unwrap();
         let header = std::str::from_utf8(header).unwrap().to_owned();
         let resealed = |version: u32, json: &str| {
-            let mut sealed = b"LDGRCKPT".to_vec();
-            sealed.extend(version.to_le_bytes());
-            sealed.extend((json.len() as u64).to_le_bytes());
-            sealed.extend(json.as_bytes());
-            sealed.extend(body);
-            let digest = Sha256::digest(&sealed);
-            sealed.extend(digest);
-            std::fs::write(&path, &sealed).unwrap();
+            write_sealed(&path, version, json, body);
             ProofState::load(&path, "/lake")
                 .map(|_| ())
                 .map_err(|e| e.to_string())
