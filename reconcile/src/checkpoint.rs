@@ -727,14 +727,13 @@ impl ProofState {
             }
             None => None,
         };
-        let names = f.names.len();
-        let names_listed = names;
+        let listed = f.names.len();
         let Body {
             transfers,
             legs,
             entries,
             streams,
-        } = read_body(body, names, f.version).map_err(|e| format!("damaged: {e}"))?;
+        } = read_body(body, listed, f.version).map_err(|e| format!("damaged: {e}"))?;
         // Before version 22 the header always held them (`streams` absent
         // there is damage, not a lake of no accounts), since never.
         let header_streams = match (f.version >= 22, f.streams) {
@@ -755,7 +754,7 @@ impl ProofState {
         let names = Names::from_list(f.names.into_iter().map(|n| n.into_owned().into()).collect());
         // The records' syms are indexes into the list as written: a name
         // listed twice would shift every one after it.
-        if names.list().len() != names_listed {
+        if names.list().len() != listed {
             return Err("damaged header: a name is listed twice".into());
         }
         // `--full` proves every account from its first event: it reads

@@ -75,24 +75,23 @@ impl Writer {
         self.buf.extend_from_slice(s.as_bytes());
     }
 
-    fn opt_i64(&mut self, v: Option<i64>) {
+    /// `0`, or `1` and `v` as `write` writes it ([`Reader::opt`]'s twin).
+    fn opt<T>(&mut self, v: Option<T>, write: impl FnOnce(&mut Self, T)) {
         match v {
             None => self.u8(0),
             Some(v) => {
                 self.u8(1);
-                self.i64(v);
+                write(self, v);
             }
         }
     }
 
+    fn opt_i64(&mut self, v: Option<i64>) {
+        self.opt(v, Self::i64);
+    }
+
     fn opt_sym(&mut self, v: Option<Sym>) {
-        match v {
-            None => self.u8(0),
-            Some(v) => {
-                self.u8(1);
-                self.u32(v.0);
-            }
-        }
+        self.opt(v, |w, v| w.u32(v.0));
     }
 
     pub fn count(&mut self, n: usize) {
@@ -100,13 +99,7 @@ impl Writer {
     }
 
     fn opt_str(&mut self, v: Option<&str>) {
-        match v {
-            None => self.u8(0),
-            Some(v) => {
-                self.u8(1);
-                self.str(v);
-            }
-        }
+        self.opt(v, Self::str);
     }
 
     fn tail(&mut self, t: &Tail) {
@@ -204,46 +197,28 @@ impl Writer {
         self.u8(kind_code(*kind));
         self.str(key);
         self.tail(&s.tail);
-        match s.account.as_deref() {
-            None => self.u8(0),
-            Some(a) => {
-                self.u8(1);
-                self.account(a, since);
-            }
-        }
+        self.opt(s.account.as_deref(), |w, a| w.account(a, since));
     }
 
     fn account(&mut self, a: &AccountFacts, since: Option<u64>) {
-        match a.fold {
-            None => self.u8(0),
-            Some((seq, balance, held)) => {
-                self.u8(1);
-                self.u64(seq);
-                self.i64(balance);
-                self.i64(held);
-            }
-        }
-        match &a.terms {
-            None => self.u8(0),
-            Some(t) => {
-                self.u8(1);
-                self.opt_str(t.currency.as_deref());
-                self.opt_i64(t.overdraft_limit);
-            }
-        }
+        self.opt(a.fold, |w, (seq, balance, held)| {
+            w.u64(seq);
+            w.i64(balance);
+            w.i64(held);
+        });
+        self.opt(a.terms.as_ref(), |w, t| {
+            w.opt_str(t.currency.as_deref());
+            w.opt_i64(t.overdraft_limit);
+        });
         self.opt_i64(a.limit);
-        match a.life {
-            None => self.u8(0),
-            Some(l) => {
-                self.u8(1);
-                self.u64(l.last_seq);
-                self.u8(match l.frozen {
-                    None => 0,
-                    Some(false) => 1,
-                    Some(true) => 2,
-                });
-            }
-        }
+        self.opt(a.life, |w, l| {
+            w.u64(l.last_seq);
+            w.u8(match l.frozen {
+                None => 0,
+                Some(false) => 1,
+                Some(true) => 2,
+            });
+        });
         self.opt_str(a.currency.as_deref());
         self.opt_i64(a.last_balance);
         self.buf.extend_from_slice(&a.deposits.to_le_bytes());
@@ -257,13 +232,7 @@ impl Writer {
             self.leg(leg);
         }
         self.u8(u8::from(a.holds_unknown));
-        match since {
-            None => self.u8(0),
-            Some(g) => {
-                self.u8(1);
-                self.u64(g);
-            }
-        }
+        self.opt(since, Self::u64);
     }
 }
 

@@ -195,7 +195,8 @@ impl StreamRows {
             return CopyOf::Neither;
         }
         let view = row.view();
-        if at.same > SAME_SCANNED_MAX {
+        let is_row = |&(r, i): &(u32, u32)| self.runs[r as usize].cols.view(i as usize) == view;
+        let plain = if at.same > SAME_SCANNED_MAX {
             let copies = at.copies.get_or_insert_with(|| {
                 let mut copies = Copies::default();
                 for (r, i) in self.last_rows(at.same as usize) {
@@ -204,19 +205,12 @@ impl StreamRows {
                 }
                 Box::new(copies)
             });
-            let plain = copies.get(&content_print(&view)).is_some_and(|at| {
-                at.iter()
-                    .any(|&(r, i)| self.runs[r as usize].cols.view(i as usize) == view)
-            });
-            return if plain {
-                CopyOf::Plain
-            } else {
-                CopyOf::HashOnly
-            };
-        }
-        let plain = self
-            .last_rows(at.same as usize)
-            .any(|(r, i)| self.runs[r as usize].cols.view(i as usize) == view);
+            copies
+                .get(&content_print(&view))
+                .is_some_and(|at| at.iter().any(is_row))
+        } else {
+            self.last_rows(at.same as usize).any(|at| is_row(&at))
+        };
         if plain {
             CopyOf::Plain
         } else {
@@ -257,7 +251,6 @@ impl StreamRows {
         self.dropped.clear();
     }
 
-    /// Appends `row`: to the last run when it is the row after it.
     /// Appends `row`: to the last run when it is the row after it.
     fn push(&mut self, row: Row<'_>) {
         let (cols, i) = row.batch();

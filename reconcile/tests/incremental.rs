@@ -2273,6 +2273,24 @@ fn holds_for_good(root: &Path, ckpt: &Path, json: &Path, context: &str) {
     }
 }
 
+/// Three nights on the lake at `root` (resumed, `--full`, resumed) that
+/// each name `row` among their findings ([`holds_for_good`]'s twin).
+fn names_for_good(
+    root: &Path,
+    ckpt: &Path,
+    json: &Path,
+    row: &(String, String, u64, String),
+    context: &str,
+) {
+    for extra in [&[][..], &["--full"], &[]] {
+        let (_, report) = cli_night(root, ckpt, json, extra);
+        assert!(
+            named_rows(&report).contains(row),
+            "{context} {extra:?} {report}"
+        );
+    }
+}
+
 /// A copy of `last` altered under its hash delivered beside it (in
 /// another file), after a night proved `last` (`proved_first`) or on the
 /// night both are new: the hash is owed, so the altered content resealed
@@ -2368,13 +2386,7 @@ fn a_tail_that_arrived_damaged_is_owed_as_ingest_wrote_it() {
             other.occurred_at_ms += 1;
             write_rows(&root, &[other.seal()]);
             let changed = named_at(last, "proved_row_changed");
-            for extra in [&[][..], &["--full"], &[]] {
-                let (_, report) = cli_night(&root, &ckpt, &json, extra);
-                assert!(
-                    named_rows(&report).contains(&changed),
-                    "{damage} {then} {extra:?} {report}"
-                );
-            }
+            names_for_good(&root, &ckpt, &json, &changed, &format!("{damage} {then}"));
             continue;
         }
         if then == "remove" {
@@ -2504,13 +2516,7 @@ fn a_proved_tails_hash_damaged_at_rest_is_owed_as_its_content() {
             let (_, report) = cli_night(&root, &ckpt, &json, &[]);
             assert!(named_rows(&report).contains(&changed), "{context} {report}");
             std::fs::write(root.join(key), &files_of(&[forged.seal()])[0].bytes).unwrap();
-            for extra in [&[][..], &["--full"], &[]] {
-                let (_, report) = cli_night(&root, &ckpt, &json, extra);
-                assert!(
-                    named_rows(&report).contains(&changed),
-                    "{context} {extra:?} {report}"
-                );
-            }
+            names_for_good(&root, &ckpt, &json, &changed, &context);
             continue;
         }
         std::fs::write(root.join(key), &written).unwrap();
@@ -2552,10 +2558,7 @@ fn a_proved_row_damaged_to_another_rows_hash_stays_owed_as_its_content() {
     assert_eq!(hash_owed(&root, &ckpt, last), Owes::Both);
     std::fs::remove_file(root.join(&file[0])).unwrap();
     let changed = named_at(last, "proved_row_changed");
-    for extra in [&[][..], &["--full"], &[]] {
-        let (_, report) = cli_night(&root, &ckpt, &json, extra);
-        assert!(named_rows(&report).contains(&changed), "{extra:?} {report}");
-    }
+    names_for_good(&root, &ckpt, &json, &changed, "");
     // A proved conflict's second version given the first's hash.
     let (first, other) = second_version(&events, 3);
     let dir = tempfile::tempdir().unwrap();
@@ -2576,10 +2579,7 @@ fn a_proved_row_damaged_to_another_rows_hash_stays_owed_as_its_content() {
     assert_eq!(hash_owed(&root, &ckpt, &first), Owes::Both);
     std::fs::remove_file(root.join(&second[0])).unwrap();
     let changed = named_at(&first, "proved_row_changed");
-    for extra in [&[][..], &["--full"], &[]] {
-        let (_, report) = cli_night(&root, &ckpt, &json, extra);
-        assert!(named_rows(&report).contains(&changed), "{extra:?} {report}");
-    }
+    names_for_good(&root, &ckpt, &json, &changed, "");
 }
 
 /// Versions proved at a seq already owed (rev-s61-red6 O1): a proved tail
@@ -2614,10 +2614,7 @@ fn versions_proved_at_an_owed_seq_are_owed_with_it() {
         std::fs::remove_file(root.join(key)).unwrap();
     }
     let changed = named_at(last, "proved_row_changed");
-    for extra in [&[][..], &["--full"], &[]] {
-        let (_, report) = cli_night(&root, &ckpt, &json, extra);
-        assert!(named_rows(&report).contains(&changed), "{extra:?} {report}");
-    }
+    names_for_good(&root, &ckpt, &json, &changed, "");
 }
 
 /// A proved row altered under its hash on the night the rows after it
@@ -2669,11 +2666,7 @@ fn a_hash_proved_through_the_chain_or_beside_an_intact_row_stays_owed() {
     }
     write_rows(&root, &[altered.seal()]);
     let changed = named_at(row, "proved_row_changed");
-    for extra in [&[][..], &["--full"], &[]] {
-        let (_, report) = cli_night(&root, &ckpt, &json, extra);
-        let found = named_rows(&report);
-        assert!(found.contains(&changed), "{extra:?} {found:?}");
-    }
+    names_for_good(&root, &ckpt, &json, &changed, "");
 
     // The copy beside the intact row, both new.
     let last = after.last().unwrap();
