@@ -30,12 +30,13 @@
 //!
 //! The file: `LDGRCKPT`, the format version ([`CHECKPOINT_VERSION`], u32
 //! LE), the length (u64 LE) of a JSON header (the lake, files, names,
-//! account and other non-transfer streams, each account with the entry
-//! store's generation its ids count from, findings, the archive's segments,
-//! the entry store's segments and generation), the binary records of every
-//! open transfer stream and its legs ([`crate::codec`]), and the SHA-256 of
+//! findings, the archive's segments, the entry store's segments and
+//! generation), the binary records of every open transfer stream and its
+//! legs and of every other stream, each account with the entry store's
+//! generation its ids count from ([`crate::codec`]), and the SHA-256 of
 //! everything before it: a truncated or altered checkpoint is refused (exit
-//! 2), never half-used. It is written to a temporary name, fsynced and
+//! 2), never half-used. It is read through a map, never whole in memory
+//! (`FileBytes`). It is written to a temporary name, fsynced and
 //! renamed, so a crash never leaves half a checkpoint; the archive's and the
 //! entry store's segments and the files of streams it names
 //! (`crate::presence_files`) are written and fsynced before it.
@@ -636,7 +637,7 @@ impl ProofState {
         let err = |why: String| {
             CheckpointError::new(format!("checkpoint {}: {why}\n{FULL_HELP}", path.display()))
         };
-        let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+        let unreadable = |e: std::io::Error| match e.kind() {
             // The file may be whole: `--full` would replace it and forget
             // what it proved and was owed.
             std::io::ErrorKind::PermissionDenied => CheckpointError::new(format!(
@@ -644,7 +645,8 @@ impl ProofState {
                 path.display()
             )),
             _ => err(format!("cannot read: {e}")),
-        })?;
+        };
+        let bytes = FileBytes::open(path).map_err(unreadable)?;
         // The files beside it alike, all named at once (rev-s51-ops2 F1:
         // one the run may not read was a damaged file's `--full`, which set
         // aside everything the archive proved). A full run goes on, saying
@@ -662,15 +664,18 @@ impl ProofState {
                 denied.join(", "),
             )));
         }
-        let (content, digest) = frame(&bytes).map_err(|why| refusal(path, why))?;
+        let (content, digest) = frame(bytes.bytes()).map_err(|why| refusal(path, why))?;
         // The digest is checked on a second thread while the records are
         // decoded (decoding damaged bytes is safe: every read is checked);
         // a mismatch wins over whatever the decoding made of them.
         let (intact, parsed) = crate::threads::both(
-            || Sha256::digest(content).as_slice() == digest,
-            || ProofState::parse(content, lake, &archive::place(path).0, full),
+            || bytes.digest(content.len()).map(|d| d.as_slice() == digest),
+            || {
+                let behind = |at: usize| bytes.decoded(at);
+                ProofState::parse(content, lake, &archive::place(path).0, full, &behind)
+            },
         );
-        if !intact {
+        if !intact.map_err(unreadable)? {
             return Err(err(DAMAGED.into()));
         }
         let (mut state, left_out) = parsed.map_err(|why| refusal(path, why))?;
@@ -681,11 +686,15 @@ impl ProofState {
     /// The state in a checkpoint's `content` (everything before the digest),
     /// and the archive segments left out (`tolerant`: see
     /// [`ProofState::load_for_full`]; otherwise one is an error).
+    ///
+    /// `behind(at)` is told, now and then, that the bytes before `at` are
+    /// decoded ([`FileBytes::decoded`]).
     fn parse(
         content: &[u8],
         lake: &str,
         dir: &Path,
         tolerant: bool,
+        behind: &dyn Fn(usize),
     ) -> Result<(ProofState, Vec<String>), String> {
         let (header, body) = split_content(content)?;
         let f: Header =
@@ -728,12 +737,41 @@ impl ProofState {
             None => None,
         };
         let listed = f.names.len();
+        // Every stream but a transfer's goes into the map as it is decoded
+        // (millions of accounts: no list of them beside the map).
+        let mut streams = FxMap::default();
+        // Live holds from before version 10 followed other rules: trusted
+        // for what they hold, not for what they lack.
+        let holds_known = f.version >= 10;
+        let generation = f.entry_generation;
+        let check = |id: &StreamId, st: &mut StreamState, since: Option<u64>| {
+            if let Some(a) = st.account.as_mut() {
+                // Every account's ids count from a generation the store has
+                // reached: one outside it would skip them, then drop them.
+                if f.version >= 13 && !since.is_some_and(|g| (1..=generation).contains(&g)) {
+                    return Err(format!(
+                        "the account {} has entries_since {since:?} in a checkpoint of entry generation {generation} \
+                         (version 13 keeps one from 1 to that generation)",
+                        id.2
+                    ));
+                }
+                a.holds_unknown |= !holds_known;
+                a.entries_since = since;
+            }
+            Ok(())
+        };
+        let sink = StreamSink {
+            map: &mut streams,
+            check: &check,
+        };
         let Body {
             transfers,
             legs,
             entries,
-            streams,
-        } = read_body(body, listed, f.version).map_err(|e| format!("damaged: {e}"))?;
+        } = read_body(body, listed, f.version, sink, &|at| {
+            behind(FIXED + header.len() + at)
+        })
+        .map_err(|e| format!("damaged: {e}"))?;
         // Before version 22 the header always held them (`streams` absent
         // there is damage, not a lake of no accounts), since never.
         let header_streams = match (f.version >= 22, f.streams) {
@@ -792,44 +830,24 @@ impl ProofState {
             entry_store,
             ..Default::default()
         };
-        // Live holds from before version 10 followed other rules: trusted
-        // for what they hold, not for what they lack.
-        let holds_known = f.version >= 10;
-        let generation = f.entry_generation;
-        p.streams.reserve(header_streams.len() + streams.len());
-        let mut add = |id: StreamId, mut st: StreamState, since: Option<u64>| {
-            if let Some(a) = st.account.as_mut() {
-                // Every account's ids count from a generation the store has
-                // reached: one outside it would skip them, then drop them.
-                if f.version >= 13 && !since.is_some_and(|g| (1..=generation).contains(&g)) {
-                    return Err(format!(
-                        "damaged: the account {} has entries_since {since:?} in a checkpoint of entry generation {generation} \
-                         (version 13 keeps one from 1 to that generation)",
-                        id.2
-                    ));
-                }
-                a.holds_unknown |= !holds_known;
-                a.entries_since = since;
-            }
-            if p.streams.insert(id, st).is_some() {
-                return Err("damaged: a stream's state is there twice".into());
-            }
-            Ok(())
+        let mut sink = StreamSink {
+            map: &mut streams,
+            check: &check,
         };
+        sink.map.reserve(header_streams.len());
         for s in header_streams {
             let table = table_of(&s.table)?;
-            add(
+            sink.put(
                 (table, s.stream, s.key.into_owned()),
                 StreamState {
                     tail: s.tail.into_owned(),
                     account: s.account.map(|a| Box::new(a.into_owned())),
                 },
                 s.entries_since,
-            )?;
+            )
+            .map_err(|e| format!("damaged: {e}"))?;
         }
-        for (id, st, since) in streams {
-            add(id, st, since)?;
-        }
+        p.streams = streams;
         for (account, e) in entries {
             let id = (Table::Account, Stream::Account, account.to_owned());
             let a = p
@@ -1193,6 +1211,112 @@ impl HashingWriter {
 /// Magic, format version, header length: the bytes before the JSON header.
 const FIXED: usize = MAGIC.len() + 4 + 8;
 
+/// A checkpoint file's bytes, as [`ProofState::load_with`] decodes them: a
+/// regular file mapped (read-only, private), anything else read whole (its
+/// error is then `read`'s own). A mapped file is never in memory whole: the
+/// pages decoded are let go as the decoding moves on
+/// ([`FileBytes::decoded`]), and the digest is taken from reads of the open
+/// file, not from the map ([`FileBytes::digest`]). At 4M accounts the file
+/// is ~0.8 GB, and reading it whole put a resumed night's peak memory
+/// above a full proof's (docs/BENCHMARKS.md, "Sixty-third session").
+enum FileBytes {
+    Read(Vec<u8>),
+    Mapped {
+        file: std::fs::File,
+        map: memmap2::Mmap,
+        /// The map's pages before this offset are let go.
+        let_go: std::sync::atomic::AtomicUsize,
+        /// [`LET_GO_EVERY`] (tests: less).
+        every: usize,
+    },
+}
+
+/// How far the decoding moves on between two lets-go: a multiple of
+/// [`PAGE`].
+const LET_GO_EVERY: usize = 64 << 20;
+
+/// A multiple of every page size in use (4, 16 and 64 KiB).
+const PAGE: usize = 64 << 10;
+
+impl FileBytes {
+    fn open(path: &Path) -> std::io::Result<FileBytes> {
+        let file = std::fs::File::open(path)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() || meta.len() == 0 {
+            return std::fs::read(path).map(FileBytes::Read);
+        }
+        // SAFETY: the map is read-only and private. A checkpoint is replaced
+        // by renaming a new file over it (`save`), never written in place,
+        // so its bytes stay as they are while mapped; a file cut short under
+        // the map by hand raises SIGBUS, which `main` turns into exit 2.
+        let map = unsafe { memmap2::MmapOptions::new().map(&file)? };
+        // Only a hint (more read-ahead): the decoding goes front to back.
+        let _ = map.advise(memmap2::Advice::Sequential);
+        Ok(FileBytes::Mapped {
+            file,
+            map,
+            let_go: Default::default(),
+            every: LET_GO_EVERY,
+        })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            FileBytes::Read(bytes) => bytes,
+            FileBytes::Mapped { map, .. } => map,
+        }
+    }
+
+    /// The SHA-256 of the first `len` bytes; of a mapped file, read a
+    /// megabyte at a time from the open file (its pages then stay out of
+    /// the process).
+    fn digest(&self, len: usize) -> std::io::Result<[u8; 32]> {
+        let FileBytes::Mapped { file, .. } = self else {
+            return Ok(Sha256::digest(&self.bytes()[..len]).into());
+        };
+        use std::os::unix::fs::FileExt;
+        let mut hash = Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut at = 0;
+        while at < len {
+            let n = buf.len().min(len - at);
+            file.read_exact_at(&mut buf[..n], at as u64)?;
+            hash.update(&buf[..n]);
+            at += n;
+        }
+        Ok(hash.finalize().into())
+    }
+
+    /// The bytes before `at` are decoded: once [`LET_GO_EVERY`] more are,
+    /// their pages leave the process. What the decoded records still borrow
+    /// from them (the header's strings) is read again from the file should
+    /// anything look at it, unchanged.
+    fn decoded(&self, at: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let FileBytes::Mapped {
+            map, let_go, every, ..
+        } = self
+        else {
+            return;
+        };
+        let from = let_go.load(Relaxed);
+        let to = at / PAGE * PAGE;
+        if to < from + every {
+            return;
+        }
+        // SAFETY: the map is private, read-only and never written, so its
+        // pages are the file's: MADV_DONTNEED drops them from the process,
+        // and a later access faults them in from the file, as they were.
+        if unsafe {
+            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
+        }
+        .is_ok()
+        {
+            let_go.store(to, Relaxed);
+        }
+    }
+}
+
 /// Checks the magic and the version; returns the content and its trailing
 /// SHA-256 (not yet compared).
 fn frame(bytes: &[u8]) -> Result<(&[u8], &[u8]), String> {
@@ -1421,25 +1545,60 @@ struct Body<'a> {
     legs: Rows<Legs>,
     /// Version 12 only.
     entries: Entries<'a>,
-    /// Version 22 on: every stream but a transfer's, with an account's
-    /// `entries_since`.
-    streams: Vec<(StreamId, StreamState, Option<u64>)>,
 }
+
+/// Where a checkpoint's streams (but a transfer's) go as they are read:
+/// each checked by `check`, then put in `map` (a stream there twice is
+/// damage).
+struct StreamSink<'m> {
+    map: &'m mut FxMap<StreamId, StreamState>,
+    check: &'m StreamCheck<'m>,
+}
+
+/// What a stream read is checked by, and completed with (its
+/// `entries_since`), before it goes in: [`StreamSink`].
+type StreamCheck<'m> = dyn Fn(&StreamId, &mut StreamState, Option<u64>) -> Result<(), String> + 'm;
+
+impl StreamSink<'_> {
+    fn put(&mut self, id: StreamId, mut st: StreamState, since: Option<u64>) -> Result<(), String> {
+        (self.check)(&id, &mut st, since)?;
+        if self.map.insert(id, st).is_some() {
+            return Err("a stream's state is there twice".into());
+        }
+        Ok(())
+    }
+}
+
+/// Records decoded between two calls of `read_body`'s `behind`.
+const BEHIND_EVERY: usize = 1 << 14;
 
 /// The binary body: every transfer stream's state, then every transfer's
 /// legs, then (version 12 only) each account's entry ids, then (version 22
-/// on) every other stream's state.
-fn read_body(body: &[u8], names: usize, version: u32) -> Result<Body<'_>, String> {
+/// on) every other stream's state, put in `streams`. `behind(at)` is called
+/// every [`BEHIND_EVERY`] records with how much of `body` is decoded.
+fn read_body<'b>(
+    body: &'b [u8],
+    names: usize,
+    version: u32,
+    mut streams: StreamSink<'_>,
+    behind: &dyn Fn(usize),
+) -> Result<Body<'b>, String> {
     let mut r = codec::Reader::new(body, names);
     let n = r.count()?;
     let mut transfers = Vec::with_capacity(n);
-    for _ in 0..n {
+    for i in 0..n {
         transfers.push(r.open_transfer(version >= 14)?);
+        if i % BEHIND_EVERY == 0 {
+            behind(r.position());
+        }
     }
     let n = r.count()?;
     let mut legs = Vec::with_capacity(n);
-    for _ in 0..n {
+    for i in 0..n {
         legs.push(r.legs()?);
+        if i % BEHIND_EVERY == 0 {
+            behind(r.position());
+        }
     }
     let mut entries = Vec::new();
     if version == 12 {
@@ -1449,12 +1608,18 @@ fn read_body(body: &[u8], names: usize, version: u32) -> Result<Body<'_>, String
             entries.push(r.entries()?);
         }
     }
-    let mut streams = Vec::new();
     if version >= 22 {
         let n = r.count()?;
-        streams.reserve(n);
-        for _ in 0..n {
-            streams.push(r.stream()?);
+        // A stream's record takes at least 16 bytes (two tags, a key's
+        // length, a seq, a hashes tag, an account flag): a damaged count
+        // reserves no more than the bytes left could hold.
+        streams.map.reserve(n.min((body.len() - r.position()) / 16));
+        for i in 0..n {
+            let (id, st, since) = r.stream()?;
+            streams.put(id, st, since)?;
+            if i % BEHIND_EVERY == 0 {
+                behind(r.position());
+            }
         }
     }
     if !r.at_end() {
@@ -1464,7 +1629,6 @@ fn read_body(body: &[u8], names: usize, version: u32) -> Result<Body<'_>, String
         transfers,
         legs,
         entries,
-        streams,
     })
 }
 
@@ -1660,6 +1824,91 @@ mod tests {
             ..want.clone()
         };
         assert_eq!(*facts, same);
+    }
+
+    /// The resident size of the mapping that holds `bytes` (Linux's
+    /// /proc/self/smaps), in bytes.
+    fn resident(bytes: &[u8]) -> usize {
+        let at = bytes.as_ptr() as usize;
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut lines = smaps.lines();
+        while let Some(line) = lines.next() {
+            let Some((lo, hi)) = line
+                .split_whitespace()
+                .next()
+                .and_then(|r| r.split_once('-'))
+            else {
+                continue;
+            };
+            let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            else {
+                continue;
+            };
+            if (lo..hi).contains(&at) {
+                let rss = lines.find(|l| l.starts_with("Rss:")).unwrap();
+                let kb: usize = rss.split_whitespace().nth(1).unwrap().parse().unwrap();
+                return kb * 1024;
+            }
+        }
+        panic!("no mapping holds {at:#x}");
+    }
+
+    #[test]
+    fn a_mapped_checkpoint_lets_go_of_what_is_decoded_and_is_digested_from_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ckpt");
+        // Not a multiple of the digest's megabyte reads nor of a page.
+        let len = 3 * (1 << 20) + 12_345;
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let content: Vec<u8> = (0..len)
+            .map(|_| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng as u8
+            })
+            .collect();
+        std::fs::write(&path, &content).unwrap();
+        let mut bytes = FileBytes::open(&path).unwrap();
+        let FileBytes::Mapped { every, .. } = &mut bytes else {
+            panic!("a regular file is mapped");
+        };
+        *every = PAGE * 4;
+        assert!(bytes.bytes() == content.as_slice());
+        for n in [len, len - 32, 1 << 20, 0] {
+            assert_eq!(
+                bytes.digest(n).unwrap(),
+                <[u8; 32]>::from(Sha256::digest(&content[..n]))
+            );
+        }
+        // Everything was read: the map is resident (the digest's reads are
+        // not the map's).
+        assert!(resident(bytes.bytes()) >= len / PAGE * PAGE);
+        // Less than `every` past the last let-go: nothing goes.
+        bytes.decoded(PAGE * 3);
+        assert!(resident(bytes.bytes()) >= len / PAGE * PAGE);
+        let FileBytes::Mapped { let_go, .. } = &bytes else {
+            unreachable!()
+        };
+        assert_eq!(let_go.load(std::sync::atomic::Ordering::Relaxed), 0);
+        // Two megabytes and a bit decoded: their whole pages go.
+        bytes.decoded(2 * (1 << 20) + 100);
+        assert_eq!(
+            let_go.load(std::sync::atomic::Ordering::Relaxed),
+            2 * (1 << 20)
+        );
+        assert!(
+            resident(bytes.bytes()) <= len - 2 * (1 << 20) + PAGE,
+            "{} bytes resident",
+            resident(bytes.bytes())
+        );
+        // What went is read again from the file, as it was.
+        assert!(bytes.bytes() == content.as_slice());
+        // Anything but a regular file is read (and refused) as before.
+        let err = FileBytes::open(dir.path()).err().unwrap();
+        assert_eq!(err.kind(), std::io::ErrorKind::IsADirectory, "{err}");
+        std::fs::write(&path, b"").unwrap();
+        assert!(FileBytes::open(&path).unwrap().bytes().is_empty());
     }
 
     #[test]

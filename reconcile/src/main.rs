@@ -772,8 +772,9 @@ fn no_transparent_huge_pages() {
     }
 }
 
-/// Exit 2, with a line that says why, when a local lake file is cut short
-/// while the run reads it through a memory map (`ledger_reconcile::mapped`):
+/// Exit 2, with a line that says why, when a local lake file or the
+/// checkpoint is cut short while the run reads it through a memory map
+/// (`ledger_reconcile::mapped`, the checkpoint's `FileBytes`):
 /// the first access past its new end raises SIGBUS, whose default action
 /// kills the process (exit 135, not a word). Lake files are never written in
 /// place (docs/LAKE.md); a copy onto one does that.
@@ -784,9 +785,9 @@ fn exit_2_on_sigbus() {
         /// its file's end (Linux's `BUS_ADRERR`, asm-generic/siginfo.h).
         const BUS_ADRERR: libc::c_int = 2;
         extern "C" fn on_sigbus(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
-            const CUT: &[u8] = b"error: a lake file was cut short while this run read it (SIGBUS): it was \
-written again in place, a copy onto it say. A lake file is replaced only by writing a new file and renaming \
-it over the old one (docs/LAKE.md). Run again once nothing writes to the lake.\n";
+            const CUT: &[u8] = b"error: a lake file or the checkpoint was cut short while this run read it \
+(SIGBUS): it was written again in place, a copy onto it say. Each is replaced only by writing a new file and \
+renaming it over the old one (docs/LAKE.md). Run again once nothing writes to the lake or the checkpoint.\n";
             const OTHER: &[u8] =
                 b"error: the run received SIGBUS, not from a mapped file cut short: a \
 hardware memory error, an I/O error under a mapped file, or a signal sent to it; no verdict.\n";
