@@ -540,8 +540,8 @@ impl CheckpointError {
     }
 
     /// Whether the checkpoint is another lake's or a newer reconciler's, or
-    /// the file no checkpoint: `--full` refuses it too, where it replaces
-    /// an unreadable one.
+    /// the file no checkpoint, or it was written while the run read it:
+    /// `--full` refuses it too, where it replaces an unreadable one.
     pub fn other_lake(&self) -> bool {
         self.not_ours
     }
@@ -664,7 +664,15 @@ impl ProofState {
                 denied.join(", "),
             )));
         }
-        let (content, digest) = frame(bytes.bytes()).map_err(|why| refusal(path, why))?;
+        let changed = || CheckpointError {
+            said: format!("checkpoint {}: {CHANGED}", path.display()),
+            not_ours: true,
+        };
+        let (content, digest) = match frame(bytes.bytes()) {
+            Ok(framed) => framed,
+            Err(_) if !bytes.unchanged().map_err(unreadable)? => return Err(changed()),
+            Err(why) => return Err(refusal(path, why)),
+        };
         // The digest is checked on a second thread while the records are
         // decoded (decoding damaged bytes is safe: every read is checked);
         // a mismatch wins over whatever the decoding made of them.
@@ -675,6 +683,11 @@ impl ProofState {
                 ProofState::parse(content, lake, &archive::place(path).0, full, &behind)
             },
         );
+        // Every read of the map is done (the state owns what it holds): a
+        // write in place meanwhile wins over whatever the reads made of it.
+        if !bytes.unchanged().map_err(unreadable)? {
+            return Err(changed());
+        }
         if !intact.map_err(unreadable)? {
             return Err(err(DAMAGED.into()));
         }
@@ -760,18 +773,20 @@ impl ProofState {
             }
             Ok(())
         };
-        let sink = StreamSink {
+        let mut sink = StreamSink {
             map: &mut streams,
             check: &check,
+            refused: None,
         };
         let Body {
             transfers,
             legs,
             entries,
-        } = read_body(body, listed, f.version, sink, &|at| {
+        } = read_body(body, listed, f.version, &mut sink, &|at| {
             behind(FIXED + header.len() + at)
         })
         .map_err(|e| format!("damaged: {e}"))?;
+        let refused = sink.refused.take();
         // Before version 22 the header always held them (`streams` absent
         // there is damage, not a lake of no accounts), since never.
         let header_streams = match (f.version >= 22, f.streams) {
@@ -833,6 +848,7 @@ impl ProofState {
         let mut sink = StreamSink {
             map: &mut streams,
             check: &check,
+            refused: None,
         };
         sink.map.reserve(header_streams.len());
         for s in header_streams {
@@ -846,6 +862,9 @@ impl ProofState {
                 s.entries_since,
             )
             .map_err(|e| format!("damaged: {e}"))?;
+        }
+        if let Some(e) = refused {
+            return Err(format!("damaged: {e}"));
         }
         p.streams = streams;
         for (account, e) in entries {
@@ -1228,8 +1247,30 @@ enum FileBytes {
         let_go: std::sync::atomic::AtomicUsize,
         /// [`LET_GO_EVERY`] (tests: less).
         every: usize,
+        /// The file's [`Stamp`] before it was mapped.
+        stamp: Stamp,
     },
 }
+
+/// What tells a file written in place: its size and change time (every
+/// write sets the ctime; since Linux 6.13, to a fine-grained time once it
+/// was queried, so a write right after the first look shows too).
+#[derive(Debug, PartialEq, Eq)]
+struct Stamp(u64, i64, i64);
+
+impl Stamp {
+    fn of(file: &std::fs::File) -> std::io::Result<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = file.metadata()?;
+        Ok(Stamp(m.len(), m.ctime(), m.ctime_nsec()))
+    }
+}
+
+/// A mapped checkpoint whose size or change time moved while the run read
+/// it: the bytes decoded may not be the bytes digested.
+const CHANGED: &str = "it was written while this run read it (in place: a copy onto it, say), so \
+    what was read is not known to be what its digest covers\nHelp: a checkpoint is replaced only by \
+    renaming a new file over it; run again once nothing else writes to it (--full refuses it too)";
 
 /// How far the decoding moves on between two lets-go: a multiple of
 /// [`PAGE`].
@@ -1245,6 +1286,7 @@ impl FileBytes {
         if !meta.is_file() || meta.len() == 0 {
             return std::fs::read(path).map(FileBytes::Read);
         }
+        let stamp = Stamp::of(&file)?;
         // SAFETY: the map is read-only and private. A checkpoint is replaced
         // by renaming a new file over it (`save`), never written in place,
         // so its bytes stay as they are while mapped; a file cut short under
@@ -1257,7 +1299,18 @@ impl FileBytes {
             map,
             let_go: Default::default(),
             every: LET_GO_EVERY,
+            stamp,
         })
+    }
+
+    /// Whether the file is as it was when mapped (a file read whole is a
+    /// copy: digested and decoded, the same bytes). Asked once nothing
+    /// reads the map any more.
+    fn unchanged(&self) -> std::io::Result<bool> {
+        match self {
+            FileBytes::Read(_) => Ok(true),
+            FileBytes::Mapped { file, stamp, .. } => Ok(Stamp::of(file)? == *stamp),
+        }
     }
 
     fn bytes(&self) -> &[u8] {
@@ -1553,6 +1606,10 @@ struct Body<'a> {
 struct StreamSink<'m> {
     map: &'m mut FxMap<StreamId, StreamState>,
     check: &'m StreamCheck<'m>,
+    /// The first stream that did not go in, and why ([`read_body`] goes
+    /// on: the checks of the whole file come first, as when the streams
+    /// were put in after it was read).
+    refused: Option<String>,
 }
 
 /// What a stream read is checked by, and completed with (its
@@ -1574,13 +1631,14 @@ const BEHIND_EVERY: usize = 1 << 14;
 
 /// The binary body: every transfer stream's state, then every transfer's
 /// legs, then (version 12 only) each account's entry ids, then (version 22
-/// on) every other stream's state, put in `streams`. `behind(at)` is called
-/// every [`BEHIND_EVERY`] records with how much of `body` is decoded.
+/// on) every other stream's state, put in `streams` (the first refused is
+/// left in it). `behind(at)` is called every [`BEHIND_EVERY`] records with
+/// how much of `body` is decoded.
 fn read_body<'b>(
     body: &'b [u8],
     names: usize,
     version: u32,
-    mut streams: StreamSink<'_>,
+    streams: &mut StreamSink<'_>,
     behind: &dyn Fn(usize),
 ) -> Result<Body<'b>, String> {
     let mut r = codec::Reader::new(body, names);
@@ -1616,7 +1674,9 @@ fn read_body<'b>(
         streams.map.reserve(n.min((body.len() - r.position()) / 16));
         for i in 0..n {
             let (id, st, since) = r.stream()?;
-            streams.put(id, st, since)?;
+            if let Err(e) = streams.put(id, st, since) {
+                streams.refused.get_or_insert(e);
+            }
             if i % BEHIND_EVERY == 0 {
                 behind(r.position());
             }
@@ -1753,6 +1813,19 @@ mod tests {
             let e = ProofState::load(&path, "/lake").unwrap_err();
             assert!(e.to_string().contains("entries_since"), "{bad:?}: {e}");
         }
+        // A damage of the whole file (a byte after the last record) is
+        // named before the account's, as when the streams went in after
+        // the file was read (rev-s63-red L1).
+        let mut sealed = content[..at].to_vec();
+        sealed.push(1);
+        sealed.extend(2u64.to_le_bytes());
+        sealed.push(0);
+        let digest = Sha256::digest(&sealed);
+        sealed.extend(digest);
+        std::fs::write(&path, &sealed).unwrap();
+        let e = ProofState::load(&path, "/lake").unwrap_err().to_string();
+        assert!(e.contains("bytes after the last record"), "{e}");
+        assert!(!e.contains("entries_since"), "{e}");
     }
 
     #[test]
@@ -1904,6 +1977,16 @@ mod tests {
         );
         // What went is read again from the file, as it was.
         assert!(bytes.bytes() == content.as_slice());
+        // A write in place, of the same size, is seen (rev-s63-red M1): a
+        // tick later, so a coarse clock tells it too.
+        assert!(bytes.unchanged().unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        {
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            f.write_all_at(&[!content[5]], 5).unwrap();
+        }
+        assert!(!bytes.unchanged().unwrap());
         // Anything but a regular file is read (and refused) as before.
         let err = FileBytes::open(dir.path()).err().unwrap();
         assert_eq!(err.kind(), std::io::ErrorKind::IsADirectory, "{err}");
