@@ -1289,8 +1289,10 @@ impl FileBytes {
         let stamp = Stamp::of(&file)?;
         // SAFETY: the map is read-only and private. A checkpoint is replaced
         // by renaming a new file over it (`save`), never written in place,
-        // so its bytes stay as they are while mapped; a file cut short under
-        // the map by hand raises SIGBUS, which `main` turns into exit 2.
+        // so its bytes stay as they are while mapped. One written in place
+        // by hand all the same is refused once read ([`Self::unchanged`]),
+        // and one cut short under the map raises SIGBUS, which `main` turns
+        // into exit 2.
         let map = unsafe { memmap2::MmapOptions::new().map(&file)? };
         // Only a hint (more read-ahead): the decoding goes front to back.
         let _ = map.advise(memmap2::Advice::Sequential);
