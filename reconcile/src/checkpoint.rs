@@ -555,6 +555,8 @@ fn refusal(path: &Path, why: String) -> CheckpointError {
         (NEWER_HELP, true)
     } else if why.starts_with(FOREIGN) {
         (FOREIGN_HELP, true)
+    } else if why.starts_with(CHANGED) {
+        (CHANGED_HELP, true)
     } else {
         (FULL_HELP, false)
     };
@@ -664,10 +666,7 @@ impl ProofState {
                 denied.join(", "),
             )));
         }
-        let changed = || CheckpointError {
-            said: format!("checkpoint {}: {CHANGED}", path.display()),
-            not_ours: true,
-        };
+        let changed = || refusal(path, CHANGED.into());
         let (content, digest) = match frame(bytes.bytes()) {
             Ok(framed) => framed,
             Err(_) if !bytes.unchanged().map_err(unreadable)? => return Err(changed()),
@@ -786,7 +785,6 @@ impl ProofState {
             behind(FIXED + header.len() + at)
         })
         .map_err(|e| format!("damaged: {e}"))?;
-        let refused = sink.refused.take();
         // Before version 22 the header always held them (`streams` absent
         // there is damage, not a lake of no accounts), since never.
         let header_streams = match (f.version >= 22, f.streams) {
@@ -845,11 +843,6 @@ impl ProofState {
             entry_store,
             ..Default::default()
         };
-        let mut sink = StreamSink {
-            map: &mut streams,
-            check: &check,
-            refused: None,
-        };
         sink.map.reserve(header_streams.len());
         for s in header_streams {
             let table = table_of(&s.table)?;
@@ -863,7 +856,9 @@ impl ProofState {
             )
             .map_err(|e| format!("damaged: {e}"))?;
         }
-        if let Some(e) = refused {
+        // The body's, after every check of the whole file (before version
+        // 22 the header's, above; never both).
+        if let Some(e) = sink.refused {
             return Err(format!("damaged: {e}"));
         }
         p.streams = streams;
@@ -1269,8 +1264,12 @@ impl Stamp {
 /// A mapped checkpoint whose size or change time moved while the run read
 /// it: the bytes decoded may not be the bytes digested.
 const CHANGED: &str = "it was written while this run read it (in place: a copy onto it, say), so \
-    what was read is not known to be what its digest covers\nHelp: a checkpoint is replaced only by \
-    renaming a new file over it; run again once nothing else writes to it (--full refuses it too)";
+    what was read is not known to be what its digest covers";
+
+/// What to do about a checkpoint written while the run read it: it may be
+/// whole, so `--full` refuses it too.
+const CHANGED_HELP: &str = "Help: a checkpoint is replaced only by renaming a new file over it; \
+    run again once nothing else writes to it (--full refuses it too)";
 
 /// How far the decoding moves on between two lets-go: a multiple of
 /// [`PAGE`].
