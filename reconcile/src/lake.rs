@@ -83,6 +83,10 @@ pub enum Error {
     },
     /// Anything else DataFusion reported.
     Scan(String),
+    /// A table's proof stopped because the run's other table thread failed
+    /// (`crate::threads::Cancel`): never the run's error, which is that
+    /// failure's.
+    Cancelled,
 }
 
 /// An error's words without its `Help:` line(s): what a run that goes on
@@ -169,6 +173,7 @@ impl std::fmt::Display for Error {
                  Help: upgrade reconcile to a version that knows schema v{v}"
             ),
             Error::Scan(why) => write!(f, "scan failed: {why}"),
+            Error::Cancelled => write!(f, "the proof stopped: the run's other table thread failed"),
         }
     }
 }

@@ -682,7 +682,7 @@ fn split_key<'a>(
 /// keeps them only if `select` read the files whole), and the rows it read
 /// of each file.
 async fn prove_streams(
-    lake: &Lake,
+    run: &RunCtx<'_>,
     files: &[LakeFileInfo],
     select: Select<'_>,
     table: Table,
@@ -703,9 +703,10 @@ async fn prove_streams(
     // Seen a stream at a time (nothing a row), so a proof with no check
     // (the split's upper part) pays nothing for it.
     let read = scan_streams(
-        lake,
+        run.lake,
         files,
         select,
+        run.cancel,
         |_| false,
         |s| {
             if let Some(k) = keyed {
@@ -734,7 +735,7 @@ async fn prove_streams(
 /// into `proof` (the split's upper part, on the account table's thread), and
 /// returns the scan's statistics and the rows it read of each file.
 async fn prove_upper(
-    lake: &Lake,
+    run: &RunCtx<'_>,
     key: &str,
     files: &[LakeFileInfo],
     proof: &mut Proof,
@@ -745,7 +746,7 @@ async fn prove_upper(
     };
     // With the transfer thread's part, the split reads the files whole.
     let (read, noted, file_rows) =
-        prove_streams(lake, files, from, Table::Transfer, proof, None, |_| true).await?;
+        prove_streams(run, files, from, Table::Transfer, proof, None, |_| true).await?;
     proof.presence.absorb(noted);
     Ok((read, file_rows))
 }
@@ -798,6 +799,8 @@ struct RunCtx<'a> {
     find_again: bool,
     opts: &'a Options,
     started: Instant,
+    /// Set once the run's other table thread failed: this one stops.
+    cancel: &'a crate::threads::Cancel,
 }
 
 /// Proves one table: pass 1 over the files the checkpoint has not proved,
@@ -822,6 +825,7 @@ async fn prove_table(
         find_again,
         opts,
         started,
+        cancel,
     } = *run;
     // Only streams that start from nothing can be proved elsewhere: no
     // transfer kept from a checkpoint, and no other stream kept in this
@@ -886,7 +890,7 @@ async fn prove_table(
             });
             let stop = |row: &Row<'_>| watch.as_mut().is_some_and(|w| w.stop_at(row));
             let (read, noted, file_rows) =
-                scan_streams(lake, &new, Select::default(), stop, |mut s| {
+                scan_streams(lake, &new, Select::default(), cancel, stop, |mut s| {
                     // A stream proved before (rows of seq 0 alone leave its tail
                     // at 0) whose new rows start at or before its tail.
                     let tail_seq = proof.proved_tail(table, s.stream, s.key());
@@ -1067,7 +1071,7 @@ async fn prove_table(
         // This pass reads some streams of old files: what it notes of them
         // is not their whole set (`crate::presence`), so it is not kept.
         let (read, _, _) =
-            prove_streams(lake, &files, only, table, &mut proof, keyed.as_ref(), |s| {
+            prove_streams(run, &files, only, table, &mut proof, keyed.as_ref(), |s| {
                 reopen.contains(&(table, s.stream, s.key().to_owned()))
             })
             .await?;
@@ -1189,6 +1193,7 @@ async fn prove_by_date(
             run.lake,
             files,
             Select::default(),
+            run.cancel,
             |_| behind.borrow().is_some(),
             |s| {
                 // A stream proved in part continues only after its tail.
@@ -1723,6 +1728,7 @@ async fn scan_streams(
     lake: &Lake,
     files: &[LakeFileInfo],
     select: Select<'_>,
+    cancel: &crate::threads::Cancel,
     mut stop: impl FnMut(&Row<'_>) -> bool,
     mut take: impl FnMut(StreamRows),
 ) -> Result<(ScanStats, Presence, Vec<u64>), Error> {
@@ -1734,6 +1740,9 @@ async fn scan_streams(
     };
     let file_rows = lake
         .scan_sorted_where(files, select, |row| {
+            // One load of a line no core writes until a failure: nothing to
+            // measure beside a row's proof.
+            cancel.check()?;
             if stop(&row) {
                 return Ok(ControlFlow::Break(()));
             }
@@ -2052,6 +2061,7 @@ async fn prove_resumed(
     acct.facts.names = prior.names.fork();
     xfer.facts.transfers = prior.transfers;
     xfer.facts.names = prior.names;
+    let cancel = crate::threads::Cancel::default();
     let ctx = &RunCtx {
         lake,
         prior_files: &prior_files,
@@ -2061,6 +2071,7 @@ async fn prove_resumed(
         find_again: custody.uncounted == 0 && !reproved_in_full,
         opts,
         started,
+        cancel: &cancel,
     };
     let (tx, chunks) = std::sync::mpsc::sync_channel(HANDOFF_QUEUE);
     let handoff = Handoff {
@@ -2070,11 +2081,14 @@ async fn prove_resumed(
     let split = Split::new();
     // Each thread started with `spawn_scoped`: a thread the OS refuses is
     // the run's error (exit 2, its Help), and the other thread is not left
-    // waiting on it (rev-s53-diff M1).
+    // waiting on it (rev-s53-diff M1). A thread that fails (or panics)
+    // stops the other ([`crate::threads::Cancel`]): the run's error is its.
     let (ra, rx) = std::thread::scope(|scope| {
         let (h, sp) = (&handoff, &split);
         let spawn = std::thread::Builder::new;
         let a = spawn().spawn_scoped(scope, move || {
+            let failing = ctx.cancel.on_failure();
+            failing.done((|| {
             let mut helped = Proof::empty();
             let mut upper = ScanStats::default();
             let mut take_upper = |helped: &mut Proof| -> Result<(), Error> {
@@ -2090,7 +2104,7 @@ async fn prove_resumed(
                         .sum();
                     helped.reserve(Table::Transfer, rows.max(0) as usize);
                     let file_rows;
-                    (upper, file_rows) = block_on(prove_upper(lake, &key, &files, helped))?;
+                    (upper, file_rows) = block_on(prove_upper(ctx, &key, &files, helped))?;
                     trace(started, format_args!("account thread: the split's upper part proved"));
                     if opts.progress {
                         crate::say!(
@@ -2133,6 +2147,7 @@ async fn prove_resumed(
             helped.end_pass();
             trace(started, format_args!("account thread: done"));
             Ok((run, helped, upper))
+            })())
         });
         let a = a.map_err(|e| crate::threads::refused("the account table's thread", &e))?;
         // Closed however the transfer table's thread ends (error or panic
@@ -2141,7 +2156,8 @@ async fn prove_resumed(
         let closing = Closing(h, sp);
         let x = spawn().spawn_scoped(scope, move || {
             let closing = closing;
-            block_on(async {
+            let failing = ctx.cancel.on_failure();
+            failing.done(block_on(async {
                 let offer = opts.handoff.then_some(h);
                 let t = prove_table(
                     ctx,
@@ -2165,19 +2181,24 @@ async fn prove_resumed(
                 )
                 .await?;
                 Ok((t.stats, t.inc, t.files, t.ignored, t.reopened, s))
-            })
+            }))
         });
         match x {
             Ok(x) => Ok((a.join(), x.join())),
             Err(e) => {
+                // Its table will not be proved: the other stops too.
+                drop(ctx.cancel.on_failure());
                 let _ = a.join();
                 Err(crate::threads::refused("the transfer table's thread", &e))
             }
         }
     })?;
     let panicked = crate::threads::table_panicked;
-    let (ra, helped, upper) = ra.map_err(panicked)??;
-    let (xstats, xinc, xfiles, xignored, xreopened, mut rs) = rx.map_err(panicked)??;
+    let ((ra, helped, upper), (xstats, xinc, xfiles, xignored, xreopened, mut rs)) =
+        crate::threads::first_failure(
+            ra.map_err(panicked).and_then(|r| r),
+            rx.map_err(panicked).and_then(|r| r),
+        )?;
     split.check_rows()?;
     if let Some(e) = ra.proof.facts.entry_store_error.clone() {
         return Err(crate::checkpoint::entries_unreadable(e));
@@ -2531,6 +2552,60 @@ fn add_stats(total: &mut ScanStats, s: &ScanStats) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A scan of a run whose other table thread failed stops at its next
+    /// row with `Error::Cancelled`, proving nothing more; one not cancelled
+    /// reads every stream.
+    #[test]
+    fn a_scan_stops_at_its_next_row_once_the_run_is_cancelled() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = crate::gen::GenConfig {
+            seed: 7,
+            accounts: 12,
+            operations: 300,
+            batches: 3,
+            duplicates: 0,
+            step_ms: crate::gen::GEN_STEP_MS,
+            in_flight: 0,
+        };
+        crate::gen::generate_lake(&cfg, dir.path()).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let lake = Lake::open(dir.path().to_str().unwrap()).unwrap();
+            let files = lake.files(Table::Transfer).await.unwrap();
+            let scan = |cancel: crate::threads::Cancel| {
+                let files = &files;
+                let lake = &lake;
+                async move {
+                    let mut streams = 0;
+                    let r = scan_streams(
+                        lake,
+                        files,
+                        Select::default(),
+                        &cancel,
+                        |_| false,
+                        |_| streams += 1,
+                    )
+                    .await;
+                    (r.map(|(stats, _, _)| stats.rows_read), streams)
+                }
+            };
+            let (read, streams) = scan(crate::threads::Cancel::default()).await;
+            assert!(read.unwrap() > 300 && streams > 100, "{streams} streams");
+            let cancelled = crate::threads::Cancel::default();
+            drop(cancelled.on_failure());
+            let (read, streams) = scan(cancelled).await;
+            assert!(
+                matches!(read, Err(Error::Cancelled)),
+                "{:?}",
+                read.map(|_| ())
+            );
+            assert_eq!(streams, 0);
+        });
+    }
 
     #[test]
     fn the_split_key_halves_the_rows_ahead() {

@@ -553,6 +553,33 @@ fn a_corrupt_file_is_an_error_naming_the_file() {
     assert!(stdout.contains("every invariant holds"), "{stdout}");
 }
 
+/// A lake file whose footer reads but whose first page does not fails the
+/// table thread that reads it; the other thread stops then
+/// (`threads::Cancel`) and the run's error is the damaged file's, whichever
+/// table holds it, never the other thread's stop.
+#[test]
+fn a_file_damaged_past_its_footer_stops_the_run_with_its_own_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    clean_lake(&clean);
+    for table in ["events/account", "events/transfer"] {
+        let dir = tmp.path().join(table.replace('/', "-"));
+        copy_lake(&clean, &dir).unwrap();
+        let key = common::files_under(&dir, table).swap_remove(0);
+        let path = dir.join(&key);
+        let meta = common::footer_of(&path);
+        let page = meta.row_group(0).column(0).data_page_offset() as usize;
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[page..page + 16].fill(0xff);
+        std::fs::write(&path, &bytes).unwrap();
+        let (code, stdout, stderr) = run_bin(&[dir.to_str().unwrap()]);
+        assert_eq!(code, 2, "{table}: {stdout}\n{stderr}");
+        assert!(stderr.contains(&format!("error: lake file {key}")), "{table}: {stderr}");
+        assert!(!stderr.contains("the proof stopped"), "{table}: {stderr}");
+        assert!(stdout.is_empty(), "{table}: no verdict: {stdout}");
+    }
+}
+
 /// rev-s57-diff 7: a row that is not in the layout (a negative seq) stops
 /// the run naming its file and the row by its event id (a row's place in a
 /// scan's batch is not its place in the file).
