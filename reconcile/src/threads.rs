@@ -70,9 +70,11 @@ pub fn table_panicked(payload: Box<dyn std::any::Any + Send>) -> crate::Error {
 }
 
 /// A run's word to its table threads that one of them failed: the other
-/// stops at its next look ([`Cancel::check`], every few thousand rows it
-/// reads) instead of proving the rest of its table for a run that ends in
-/// the first one's error. Without it a damaged account file was reported
+/// stops at its next look ([`Cancel::check`], at every row it scans)
+/// instead of proving the rest of its table for a run that ends in the
+/// first one's error. What is not a row of a scan (opening a scan's files,
+/// a keyed read of a few rows) runs to its end first. With damage in both
+/// tables, the run names the file found first; the next run, the other. Without it a damaged account file was reported
 /// only once the transfer table's thread was done too (10M: 4.4 s for a
 /// file the account thread refused within its first date).
 #[derive(Default)]
@@ -202,7 +204,8 @@ mod tests {
             "damaged"
         );
         assert_eq!(said(first_failure(Ok(()), Err(damaged()))), "damaged");
-        // Both failed on their own: the first thread's, as before.
+        // Both failed on their own (each reached its damage before the
+        // other's failure stopped it): the account thread's.
         let other = Error::Lake("other".into());
         assert_eq!(said(first_failure(Err(damaged()), Err(other))), "damaged");
         assert!(first_failure::<(), ()>(Ok(()), Ok(())).is_ok());
