@@ -57,7 +57,9 @@ use crate::codec::{self, Rows};
 
 use crate::checks::entries::{EntryIds, EntryKey};
 use crate::entry_store::{self, EntrySegmentRef, EntryStore};
-use crate::facts::{AccountFacts, Legs, LegsTable, TransferState, Transfers};
+use crate::facts::{
+    prefetch, prefetch_whole, AccountFacts, Legs, LegsTable, TransferState, Transfers,
+};
 use crate::finding::Finding;
 use crate::names::{FxMap, Names};
 use crate::presence::Presence;
@@ -962,6 +964,15 @@ impl ProofState {
         // read-only snapshot) must not stop the save (rev-s50-diff F8); the
         // pass after a save that succeeds says so.
         remove_orphans(path);
+        let started = std::time::Instant::now();
+        let trace = |what: &str| {
+            if crate::lake::trace_enabled() {
+                crate::say!(
+                    "reconcile: trace: checkpoint save {:.2} s: {what}",
+                    started.elapsed().as_secs_f64()
+                );
+            }
+        };
         let beside = |e: Beside| match e {
             Beside::Unwritable(why) => err(why),
             Beside::Unreadable(why) => CheckpointError::new(format!(
@@ -993,12 +1004,17 @@ impl ProofState {
             self.files.contains_key(k)
         })
         .map_err(beside)?;
+        trace("archive segments and files of streams written");
         let streams = sorted_streams(&self.streams);
+        trace("streams sorted");
         // The entry ids this run added, in account order, as a new
         // generation of the entry store.
         let generation = self.entry_store.generation + 1;
         let accounts: Vec<(&str, &AccountFacts)> = streams
             .iter()
+            .enumerate()
+            .inspect(|&(i, _)| prefetch_walk(&streams, i))
+            .map(|(_, s)| s)
             .filter(|(id, _)| id.0 == Table::Account && id.1 == Stream::Account)
             .filter_map(|(id, st)| Some((id.2.as_str(), st.account.as_deref()?)))
             .collect();
@@ -1019,6 +1035,7 @@ impl ProofState {
             &since,
         )
         .map_err(beside)?;
+        trace("entry store written");
         let f = Header {
             version: CHECKPOINT_VERSION,
             // The lake however it was spelled (`crate::store::Location::identity`).
@@ -1092,36 +1109,36 @@ impl ProofState {
         out.write_all(&(header.len() as u64).to_le_bytes())
             .map_err(io)?;
         out.write_all(&header).map_err(io)?;
-        // The binary part, handed on a megabyte at a time.
-        let mut w = codec::Writer::default();
-        let flush = |w: &mut codec::Writer, out: &mut HashingWriter, force: bool| {
-            if force || w.buf.len() >= 1 << 20 {
-                out.write_all(&w.buf)?;
-                w.buf.clear();
+        // The binary part, handed on a megabyte at a time to the thread
+        // that hashes and writes it.
+        write_beside(&mut out, |hand_on| {
+            let mut w = codec::Writer::default();
+            w.count(open_rows.len());
+            for (id, st) in open_rows {
+                w.open_transfer(id, st);
+                hand_on(&mut w.buf, false)?;
             }
-            Ok::<(), std::io::Error>(())
-        };
-        w.count(open_rows.len());
-        for (id, st) in open_rows {
-            w.open_transfer(id, st);
-            flush(&mut w, &mut out, false).map_err(io)?;
-        }
-        w.count(open_legs.len());
-        for (id, l) in open_legs {
-            w.legs(id, l);
-            flush(&mut w, &mut out, false).map_err(io)?;
-        }
-        w.count(streams.len());
-        for (id, st) in streams {
-            w.stream(id, st, st.account.as_deref().map(since_of));
-            flush(&mut w, &mut out, false).map_err(io)?;
-        }
-        flush(&mut w, &mut out, true).map_err(io)?;
+            w.count(open_legs.len());
+            for (id, l) in open_legs {
+                w.legs(id, l);
+                hand_on(&mut w.buf, false)?;
+            }
+            w.count(streams.len());
+            for (i, &(id, st)) in streams.iter().enumerate() {
+                prefetch_walk(&streams, i);
+                w.stream(id, st, st.account.as_deref().map(since_of));
+                hand_on(&mut w.buf, false)?;
+            }
+            hand_on(&mut w.buf, true)
+        })
+        .map_err(io)?;
+        trace("streams written");
         let digest = out.sha.finalize();
         let mut inner = out.inner;
         inner.write_all(&digest).map_err(io)?;
         let file = inner.into_inner().map_err(|e| err(e.to_string()))?;
         file.sync_all().map_err(io)?;
+        trace("synced");
         // The names of the segments and files of streams written above are
         // durable before the checkpoint that names them (a crash must not
         // leave a checkpoint naming a file the directory lost), and the
@@ -1181,14 +1198,57 @@ fn sorted_streams(streams: &FxMap<StreamId, StreamState>) -> Vec<(&StreamId, &St
         head[..b.len().min(16)].copy_from_slice(&b[..b.len().min(16)]);
         (id.0, id.1, u128::from_be_bytes(head))
     };
-    let mut keyed: Vec<_> = streams
-        .iter()
-        .map(|(id, st)| (prefix(id), id, st))
-        .collect();
+    // The map's entries in its own order (one walk over its memory), then
+    // each key's bytes, hinted WALK_AHEAD keys on: each is on the heap.
+    let entries: Vec<(&StreamId, &StreamState)> = streams.iter().collect();
+    let mut keyed = Vec::with_capacity(entries.len());
+    for (i, &(id, st)) in entries.iter().enumerate() {
+        if let Some((ahead, _)) = entries.get(i + WALK_AHEAD) {
+            prefetch(ahead.2.as_ptr());
+        }
+        keyed.push((prefix(id), id, st));
+    }
+    drop(entries);
     // Equal prefixes (zero-padded, so "a" and "a\0" too) fall back to the
     // whole key.
     keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1 .2.cmp(&b.1 .2)));
     keyed.into_iter().map(|(_, id, st)| (id, st)).collect()
+}
+
+/// How many streams ahead a walk of the streams in id order hints what it
+/// will read ([`prefetch_walk`]).
+const WALK_AHEAD: usize = 16;
+
+/// For a walk of `streams` in id order, at `i`: hints the map's entries
+/// 2 × [`WALK_AHEAD`] on (in id order, each is a random place in the map),
+/// and the key's bytes and the account's facts [`WALK_AHEAD`] on (on the
+/// heap: their addresses are in the entries hinted before). At 4M accounts
+/// each stream's reads were three or four misses in a row, taken one
+/// stream at a time, on every walk of a save.
+fn prefetch_walk(streams: &[(&StreamId, &StreamState)], i: usize) {
+    if let Some((id, st)) = streams.get(i + 2 * WALK_AHEAD) {
+        prefetch_whole(*id);
+        prefetch_whole(*st);
+    }
+    if let Some((id, st)) = streams.get(i + WALK_AHEAD) {
+        prefetch(id.2.as_ptr());
+        if let Some(a) = st.account.as_deref() {
+            prefetch_whole(a);
+        }
+    }
+    if let Some((_, st)) = streams.get(i + WALK_AHEAD / 2) {
+        if let Some(a) = st.account.as_deref() {
+            for c in [
+                a.currency.as_deref(),
+                a.terms.as_ref().and_then(|t| t.currency.as_deref()),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                prefetch(c.as_ptr());
+            }
+        }
+    }
 }
 
 /// A checkpoint's `entry_key`: two u64 as 16 hex digits each.
@@ -1218,6 +1278,99 @@ impl HashingWriter {
         self.sha.update(b);
         self.inner.write_all(b)
     }
+}
+
+/// What [`write_beside`]'s encoder hands its bytes to: `(buf, last)`
+/// takes `buf`'s bytes once they are [`HAND_ON_AT`] or more (or `last`),
+/// and leaves `buf` empty.
+type HandOn<'h> = dyn FnMut(&mut Vec<u8>, bool) -> std::io::Result<()> + 'h;
+
+/// The bytes an encoder gathers before it hands them on.
+const HAND_ON_AT: usize = 1 << 20;
+
+/// Runs `encode`, whose bytes go to `out` on another thread: the hashing
+/// and the copy into the page cache of one megabyte overlap the encoding
+/// of the next (at 4M accounts a save's ~0.8 GB took 4.3–4.8 s on one
+/// thread, half of it the kernel's copy, docs/BENCHMARKS.md "Sixty-fourth
+/// session"). The buffers go back to the encoder to be filled again, so
+/// no fresh pages are taken per megabyte. The bytes and their order are
+/// the same as written on one thread, which is what happens when the OS
+/// refuses the thread. The first error of either side is the result.
+fn write_beside(
+    out: &mut HashingWriter,
+    encode: impl FnOnce(&mut HandOn<'_>) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    use std::sync::mpsc::{sync_channel, TrySendError};
+    let slot = Mutex::new(Some(&mut *out));
+    let mut encode = Some(encode);
+    let piped = std::thread::scope(|scope| {
+        let (full_tx, full_rx) = sync_channel::<Vec<u8>>(2);
+        let (empty_tx, empty_rx) = sync_channel::<Vec<u8>>(4);
+        let slot = &slot;
+        let writer = std::thread::Builder::new().spawn_scoped(scope, move || {
+            let out = slot
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take()
+                .expect("the writer takes the output once");
+            for mut buf in full_rx {
+                out.write_all(&buf)?;
+                buf.clear();
+                // Kept only while the encoder has room for it.
+                if let Err(TrySendError::Disconnected(_)) = empty_tx.try_send(buf) {
+                    break;
+                }
+            }
+            Ok::<(), std::io::Error>(())
+        });
+        let writer = writer.ok()?;
+        let encode = encode.take().expect("encoded once");
+        let mut hand_on = |buf: &mut Vec<u8>, last: bool| {
+            if !(last || buf.len() >= HAND_ON_AT) {
+                return Ok(());
+            }
+            let fresh = empty_rx
+                .try_recv()
+                .unwrap_or_else(|_| Vec::with_capacity(HAND_ON_AT + (HAND_ON_AT >> 2)));
+            let full = std::mem::replace(buf, fresh);
+            // A writer gone has failed: its error is the result, below.
+            full_tx.send(full).map_err(|_| {
+                std::io::Error::new(
+                    std::io::ErrorKind::BrokenPipe,
+                    "the checkpoint's writer stopped",
+                )
+            })
+        };
+        let encoded = encode(&mut hand_on);
+        drop(full_tx);
+        let written = writer
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        // The writer's error first: the encoder's is then only that the
+        // writer stopped.
+        Some(written.and(encoded))
+    });
+    match piped {
+        Some(done) => done,
+        None => write_inline(
+            out,
+            encode.take().expect("not run when the thread was refused"),
+        ),
+    }
+}
+
+/// [`write_beside`] on this thread alone.
+fn write_inline(
+    out: &mut HashingWriter,
+    encode: impl FnOnce(&mut HandOn<'_>) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    encode(&mut |buf: &mut Vec<u8>, last: bool| {
+        if last || buf.len() >= HAND_ON_AT {
+            out.write_all(buf)?;
+            buf.clear();
+        }
+        Ok(())
+    })
 }
 
 /// Checks the frame (magic, version, header length, trailing SHA-256) and
@@ -1696,6 +1849,69 @@ fn read_body<'b>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An encoder of `n` records of every length from 0 to 299 bytes, each
+    /// byte its record's and offset's, handing on after each record.
+    fn records(n: usize) -> impl FnOnce(&mut HandOn<'_>) -> std::io::Result<()> {
+        move |hand_on| {
+            let mut buf = Vec::new();
+            for i in 0..n {
+                buf.extend((0..i % 300).map(|j| (i * 31 + j) as u8));
+                hand_on(&mut buf, false)?;
+            }
+            hand_on(&mut buf, true)
+        }
+    }
+
+    fn hashing_writer(path: &Path) -> HashingWriter {
+        HashingWriter {
+            inner: std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap()),
+            sha: Sha256::new(),
+        }
+    }
+
+    /// The writer thread writes and hashes exactly the bytes, in the order,
+    /// that one thread does (several megabytes: buffers handed back and
+    /// filled again), and its first error is the result, without a hang.
+    #[test]
+    fn bytes_written_beside_are_the_bytes_written_inline() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("beside"), dir.path().join("inline"));
+        let mut written = Vec::new();
+        for (path, beside) in [(&a, true), (&b, false)] {
+            let mut out = hashing_writer(path);
+            if beside {
+                write_beside(&mut out, records(40_000)).unwrap();
+            } else {
+                write_inline(&mut out, records(40_000)).unwrap();
+            }
+            let digest = out.sha.finalize();
+            out.inner.into_inner().unwrap().sync_all().unwrap();
+            written.push((std::fs::read(path).unwrap(), digest));
+        }
+        assert!(
+            written[0].0.len() > 5 * HAND_ON_AT,
+            "{}",
+            written[0].0.len()
+        );
+        assert_eq!(written[0], written[1]);
+        assert_eq!(&written[0].1[..], &Sha256::digest(&written[0].0)[..]);
+        // A device that takes nothing: the write's own error, at once.
+        if Path::new("/dev/full").exists() {
+            let mut out = HashingWriter {
+                inner: std::io::BufWriter::with_capacity(
+                    1 << 20,
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .open("/dev/full")
+                        .unwrap(),
+                ),
+                sha: Sha256::new(),
+            };
+            let e = write_beside(&mut out, records(40_000)).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::StorageFull, "{e}");
+        }
+    }
 
     #[test]
     fn an_entry_key_is_32_hex_digits_and_nothing_else() {

@@ -1507,11 +1507,23 @@ impl Facts {
     }
 
     /// Live holds and per-currency sums from every account's facts: the
-    /// inputs of convergence and global conservation.
-    pub fn finish_accounts<'a>(&mut self, accounts: impl Iterator<Item = &'a AccountFacts>) {
+    /// inputs of convergence and global conservation. Each account's facts
+    /// are on the heap, a random place each: they and their currency are
+    /// hinted [`ACCOUNTS_AHEAD`] and half as many accounts on (at 4M
+    /// accounts the walk was 1.5 s of misses taken one at a time).
+    pub fn finish_accounts(&mut self, accounts: &[&AccountFacts]) {
         self.live_holds.clear();
         self.currencies.clear();
-        for a in accounts {
+        for (i, a) in accounts.iter().enumerate() {
+            if let Some(ahead) = accounts.get(i + ACCOUNTS_AHEAD) {
+                prefetch_whole(*ahead);
+            }
+            if let Some(c) = accounts
+                .get(i + ACCOUNTS_AHEAD / 2)
+                .and_then(|a| a.currency.as_deref())
+            {
+                prefetch(c.as_ptr());
+            }
             for (t, leg) in a.live.iter() {
                 self.live_holds.push((t.clone(), *leg));
             }
@@ -1741,6 +1753,9 @@ fn join_in_hash_order(
     crate::threads::both(|| half(low, 0, out_low), || half(high, low.len(), out_high));
     out
 }
+
+/// How many accounts ahead [`Facts::finish_accounts`] hints their facts.
+const ACCOUNTS_AHEAD: usize = 16;
 
 /// How many keys ahead [`join_walk`] prefetches a transfer's row (its id
 /// inline, [`Id`]), and half as many ahead, the bytes of an id too long to

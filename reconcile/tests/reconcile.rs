@@ -574,7 +574,10 @@ fn a_file_damaged_past_its_footer_stops_the_run_with_its_own_error() {
         std::fs::write(&path, &bytes).unwrap();
         let (code, stdout, stderr) = run_bin(&[dir.to_str().unwrap()]);
         assert_eq!(code, 2, "{table}: {stdout}\n{stderr}");
-        assert!(stderr.contains(&format!("error: lake file {key}")), "{table}: {stderr}");
+        assert!(
+            stderr.contains(&format!("error: lake file {key}")),
+            "{table}: {stderr}"
+        );
         assert!(!stderr.contains("the proof stopped"), "{table}: {stderr}");
         assert!(stdout.is_empty(), "{table}: no verdict: {stdout}");
     }
