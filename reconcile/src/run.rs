@@ -2576,13 +2576,9 @@ mod tests {
             in_flight: 0,
         };
         crate::gen::generate_lake(&cfg, dir.path()).unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let lake = Lake::open(dir.path().to_str().unwrap()).unwrap();
-            let files = lake.files(Table::Transfer).await.unwrap();
+        block_on(async {
+            let lake = Lake::open(dir.path().to_str().unwrap())?;
+            let files = lake.files(Table::Transfer).await?;
             let scan = |cancel: crate::threads::Cancel| {
                 let files = &files;
                 let lake = &lake;
@@ -2611,7 +2607,9 @@ mod tests {
                 read.map(|_| ())
             );
             assert_eq!(streams, 0);
-        });
+            Ok(())
+        })
+        .unwrap();
     }
 
     #[test]
