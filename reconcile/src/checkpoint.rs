@@ -959,8 +959,8 @@ impl ProofState {
         // Best effort: one that cannot be removed (another user's, a
         // read-only snapshot) must not stop the save (rev-s50-diff F8); the
         // pass after a save that succeeds says so.
-        remove_orphans(path);
         let started = std::time::Instant::now();
+        remove_orphans(path);
         let trace = |what: &str| {
             if crate::lake::trace_enabled() {
                 crate::say!(
@@ -1000,7 +1000,7 @@ impl ProofState {
             self.files.contains_key(k)
         })
         .map_err(beside)?;
-        trace("archive segments and files of streams written");
+        trace("orphans removed; archive segments and files of streams written");
         let streams = sorted_streams(&self.streams);
         trace("streams sorted");
         // The entry ids this run added, in account order, as a new
@@ -1143,6 +1143,7 @@ impl ProofState {
         let sync_dir = || std::fs::File::open(&dir).and_then(|d| d.sync_all());
         sync_dir().map_err(io)?;
         std::fs::rename(&tmp, path).map_err(io)?;
+        trace("in place");
         if let Err(e) = sync_dir() {
             // Written and in place (the next run reads it), but not known to
             // be durable: a crash before the system writes the directory back
@@ -1168,6 +1169,7 @@ impl ProofState {
             entry_store::remove_unreferenced(path, &entry_segments),
             presence_files::remove_unreferenced(path, &streams_files),
         ];
+        trace("files no longer named removed");
         if let Some(why) = left.into_iter().find_map(Result::err) {
             crate::say!(
                 "reconcile: warning: checkpoint {} written, but files of its state it no longer names \
@@ -1291,7 +1293,8 @@ const HAND_ON_AT: usize = 1 << 20;
 /// session"). The buffers go back to the encoder to be filled again, so
 /// no fresh pages are taken per megabyte. The bytes and their order are
 /// the same as written on one thread, which is what happens when the OS
-/// refuses the thread. The first error of either side is the result.
+/// refuses the thread (with the warning the proof's threads give). The
+/// first error of either side is the result.
 fn write_beside(
     out: &mut HashingWriter,
     encode: impl FnOnce(&mut HandOn<'_>) -> std::io::Result<()>,
@@ -1303,23 +1306,25 @@ fn write_beside(
         let (full_tx, full_rx) = sync_channel::<Vec<u8>>(2);
         let (empty_tx, empty_rx) = sync_channel::<Vec<u8>>(4);
         let slot = &slot;
-        let writer = std::thread::Builder::new().spawn_scoped(scope, move || {
-            let out = slot
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .take()
-                .expect("the writer takes the output once");
-            for mut buf in full_rx {
-                out.write_all(&buf)?;
-                buf.clear();
-                // Kept only while the encoder has room for it.
-                if let Err(TrySendError::Disconnected(_)) = empty_tx.try_send(buf) {
-                    break;
+        let writer = std::thread::Builder::new()
+            .name("checkpoint-writer".into())
+            .spawn_scoped(scope, move || {
+                let out = slot
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .take()
+                    .expect("the writer takes the output once");
+                for mut buf in full_rx {
+                    out.write_all(&buf)?;
+                    buf.clear();
+                    // Kept only while the encoder has room for it.
+                    if let Err(TrySendError::Disconnected(_)) = empty_tx.try_send(buf) {
+                        break;
+                    }
                 }
-            }
-            Ok::<(), std::io::Error>(())
-        });
-        let writer = writer.ok()?;
+                Ok::<(), std::io::Error>(())
+            });
+        let writer = writer.map_err(|e| crate::threads::working_alone(&e)).ok()?;
         let encode = encode.take().expect("encoded once");
         let mut hand_on = |buf: &mut Vec<u8>, last: bool| {
             if !(last || buf.len() >= HAND_ON_AT) {

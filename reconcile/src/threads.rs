@@ -137,6 +137,19 @@ pub fn first_failure<A, B>(
     }
 }
 
+/// Says once a run, on stderr, that a thread the OS refused has its work
+/// done on the thread that asked for it, slower.
+pub fn working_alone(e: &std::io::Error) {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        crate::say!(
+            "reconcile: warning: cannot start a thread ({e}): its work runs on this one, \
+             slower{}",
+            help_printed()
+        );
+    }
+}
+
 /// `a` and `b` at once, `a` on a new thread and `b` on this one; when the
 /// OS refuses the thread, `b` then `a` on this one (slower, and said once a
 /// run on stderr). A panic in either is resumed here.
@@ -150,14 +163,7 @@ pub fn both<RA: Send, RB>(a: impl FnOnce() -> RA + Send, b: impl FnOnce() -> RB)
         let ra = match started {
             Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
             Err(e) => {
-                static SAID: AtomicBool = AtomicBool::new(false);
-                if !SAID.swap(true, Ordering::Relaxed) {
-                    crate::say!(
-                        "reconcile: warning: cannot start a thread ({e}): its work runs on this one, \
-                         slower{}",
-                        help_printed()
-                    );
-                }
+                working_alone(&e);
                 None
             }
         };
