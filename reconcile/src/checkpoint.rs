@@ -1299,7 +1299,7 @@ fn write_beside(
     out: &mut HashingWriter,
     encode: impl FnOnce(&mut HandOn<'_>) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
-    use std::sync::mpsc::{sync_channel, TrySendError};
+    use std::sync::mpsc::sync_channel;
     let slot = Mutex::new(Some(&mut *out));
     let mut encode = Some(encode);
     let piped = std::thread::scope(|scope| {
@@ -1317,10 +1317,8 @@ fn write_beside(
                 for mut buf in full_rx {
                     out.write_all(&buf)?;
                     buf.clear();
-                    // Kept only while the encoder has room for it.
-                    if let Err(TrySendError::Disconnected(_)) = empty_tx.try_send(buf) {
-                        break;
-                    }
+                    // Back to the encoder while it has room for it, else freed.
+                    let _ = empty_tx.try_send(buf);
                 }
                 Ok::<(), std::io::Error>(())
             });
