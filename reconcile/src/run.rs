@@ -2187,7 +2187,7 @@ async fn prove_resumed(
             Ok(x) => Ok((a.join(), x.join())),
             Err(e) => {
                 // Its table will not be proved: the other stops too.
-                drop(ctx.cancel.on_failure());
+                ctx.cancel.stop();
                 let _ = a.join();
                 Err(crate::threads::refused("the transfer table's thread", &e))
             }
@@ -2599,7 +2599,7 @@ mod tests {
             let (read, streams) = scan(crate::threads::Cancel::default()).await;
             assert!(read.unwrap() > 300 && streams > 100, "{streams} streams");
             let cancelled = crate::threads::Cancel::default();
-            drop(cancelled.on_failure());
+            cancelled.stop();
             let (read, streams) = scan(cancelled).await;
             assert!(
                 matches!(read, Err(Error::Cancelled)),

@@ -97,7 +97,8 @@ impl Cancel {
         OnFailure(Some(self))
     }
 
-    fn set(&self) {
+    /// Sets the word: the run's other table thread stops at its next row.
+    pub fn stop(&self) {
         self.0.store(true, Ordering::Relaxed);
     }
 }
@@ -119,7 +120,7 @@ impl OnFailure<'_> {
 impl Drop for OnFailure<'_> {
     fn drop(&mut self) {
         if let Some(c) = self.0 {
-            c.set();
+            c.stop();
         }
     }
 }
