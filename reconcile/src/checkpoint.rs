@@ -1325,7 +1325,7 @@ fn write_beside(
         let writer = writer.map_err(|e| crate::threads::working_alone(&e)).ok()?;
         let encode = encode.take().expect("encoded once");
         let mut hand_on = |buf: &mut Vec<u8>, last: bool| {
-            if !(last || buf.len() >= HAND_ON_AT) {
+            if !due(buf, last) {
                 return Ok(());
             }
             let fresh = empty_rx
@@ -1358,13 +1358,18 @@ fn write_beside(
     }
 }
 
+/// Whether an encoder's `buf` is handed on now ([`HandOn`]).
+fn due(buf: &[u8], last: bool) -> bool {
+    last || buf.len() >= HAND_ON_AT
+}
+
 /// [`write_beside`] on this thread alone.
 fn write_inline(
     out: &mut HashingWriter,
     encode: impl FnOnce(&mut HandOn<'_>) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     encode(&mut |buf: &mut Vec<u8>, last: bool| {
-        if last || buf.len() >= HAND_ON_AT {
+        if due(buf, last) {
             out.write_all(buf)?;
             buf.clear();
         }
@@ -1836,19 +1841,21 @@ fn read_body<'b>(
     let mut r = codec::Reader::new(body, names);
     let n = r.count()?;
     let mut transfers = Vec::with_capacity(n);
-    for i in 0..n {
-        transfers.push(r.open_transfer(version >= 14)?);
-        if i % BEHIND_EVERY == 0 {
+    // Told every BEHIND_EVERY records how far the decoding is.
+    let tell = |i: usize, r: &codec::Reader| {
+        if i.is_multiple_of(BEHIND_EVERY) {
             behind(r.position());
         }
+    };
+    for i in 0..n {
+        transfers.push(r.open_transfer(version >= 14)?);
+        tell(i, &r);
     }
     let n = r.count()?;
     let mut legs = Vec::with_capacity(n);
     for i in 0..n {
         legs.push(r.legs()?);
-        if i % BEHIND_EVERY == 0 {
-            behind(r.position());
-        }
+        tell(i, &r);
     }
     let mut entries = Vec::new();
     if version == 12 {
@@ -1869,9 +1876,7 @@ fn read_body<'b>(
             if let Err(e) = streams.put(id, st, since) {
                 streams.refused.get_or_insert(e);
             }
-            if i % BEHIND_EVERY == 0 {
-                behind(r.position());
-            }
+            tell(i, &r);
         }
     }
     if !r.at_end() {

@@ -72,11 +72,12 @@ pub fn table_panicked(payload: Box<dyn std::any::Any + Send>) -> crate::Error {
 /// A run's word to its table threads that one of them failed: the other
 /// stops at its next look ([`Cancel::check`], at every row it scans)
 /// instead of proving the rest of its table for a run that ends in the
-/// first one's error. What is not a row of a scan (opening a scan's files,
-/// a keyed read of a few rows) runs to its end first. With damage in both
-/// tables, the run names the file found first; the next run, the other. Without it a damaged account file was reported
-/// only once the transfer table's thread was done too (10M: 4.4 s for a
-/// file the account thread refused within its first date).
+/// first one's error. Without it a damaged account file was reported only
+/// once the transfer table's thread was done too (10M: 4.4 s for a file the
+/// account thread refused within its first date). What is not a row of a
+/// scan (opening a scan's files, a keyed read of a few rows) runs to its
+/// end first. With damage in both tables, the run names the file found
+/// first; the next run, the other.
 #[derive(Default)]
 pub struct Cancel(AtomicBool);
 
@@ -107,8 +108,8 @@ impl Cancel {
 pub struct OnFailure<'a>(Option<&'a Cancel>);
 
 impl OnFailure<'_> {
-    /// The result of the thread's work, passed through; an error (other
-    /// than its own cancellation) sets the word at once.
+    /// The result of the thread's work, passed through; an error sets the
+    /// word as the guard goes (a cancellation's own finds it set already).
     pub fn done<T>(mut self, r: Result<T, crate::Error>) -> Result<T, crate::Error> {
         if r.is_ok() {
             self.0 = None;
